@@ -1,0 +1,2 @@
+/* Placeholder until the engine layer lands; removed by it. */
+extern int sndk_engine_placeholder;

@@ -1,0 +1,330 @@
+#include "harness.h"
+
+#include <errno.h>
+#include <dirent.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HARNESS_MAX_TESTS 1024
+#define HARNESS_SKIP_EXIT 77
+
+struct harness_test {
+    const char *name;
+    harness_fn fn;
+    const char *file;
+    unsigned timeout_s;
+};
+
+static struct harness_test tests[HARNESS_MAX_TESTS];
+static unsigned ntests;
+static int result_fd = -1; /* child: where the failure/skip reason goes */
+static bool in_process;
+
+void harness_register(const char *name, harness_fn fn, const char *file, unsigned timeout_s)
+{
+    if (ntests == HARNESS_MAX_TESTS) {
+        fprintf(stderr, "harness: too many tests\n");
+        abort();
+    }
+    tests[ntests++] = (struct harness_test){name, fn, file, timeout_s};
+}
+
+static void report_reason(const char *msg)
+{
+    if (result_fd >= 0) {
+        size_t len = strlen(msg);
+        while (len > 0) {
+            ssize_t w = write(result_fd, msg, len);
+            if (w <= 0)
+                break;
+            msg += w;
+            len -= (size_t)w;
+        }
+    } else {
+        fprintf(stderr, "%s\n", msg);
+    }
+}
+
+void harness_fail(const char *file, int line, const char *fmt, ...)
+{
+    char msg[1024];
+    const char *base = strrchr(file, '/');
+    int n = snprintf(msg, sizeof msg, "%s:%d: ", base ? base + 1 : file, line);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "  failed: %s\n", msg);
+    report_reason(msg);
+    if (in_process)
+        abort();
+    _exit(1);
+}
+
+void harness_skip(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    report_reason(msg);
+    _exit(HARNESS_SKIP_EXIT);
+}
+
+size_t harness_memdiff(const void *a, const void *b, size_t len)
+{
+    const unsigned char *pa = a, *pb = b;
+    for (size_t i = 0; i < len; i++)
+        if (pa[i] != pb[i])
+            return i;
+    return (size_t)-1;
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void harness_event_init(struct harness_event *ev)
+{
+    pthread_mutex_init(&ev->lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&ev->cond, &attr);
+    pthread_condattr_destroy(&attr);
+    ev->count = 0;
+}
+
+void harness_event_destroy(struct harness_event *ev)
+{
+    pthread_cond_destroy(&ev->cond);
+    pthread_mutex_destroy(&ev->lock);
+}
+
+void harness_event_signal(struct harness_event *ev)
+{
+    pthread_mutex_lock(&ev->lock);
+    ev->count++;
+    pthread_cond_broadcast(&ev->cond);
+    pthread_mutex_unlock(&ev->lock);
+}
+
+unsigned harness_event_count(struct harness_event *ev)
+{
+    pthread_mutex_lock(&ev->lock);
+    unsigned c = ev->count;
+    pthread_mutex_unlock(&ev->lock);
+    return c;
+}
+
+bool harness_event_wait(struct harness_event *ev, unsigned count, unsigned timeout_ms)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&ev->lock);
+    int rc = 0;
+    while (ev->count < count && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&ev->cond, &ev->lock, &deadline);
+    bool ok = ev->count >= count;
+    pthread_mutex_unlock(&ev->lock);
+    return ok;
+}
+
+bool harness_wait_until(bool (*pred)(void *), void *arg, unsigned timeout_ms)
+{
+    uint64_t end = now_ms() + timeout_ms;
+    for (;;) {
+        if (pred(arg))
+            return true;
+        if (now_ms() >= end)
+            return pred(arg);
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+int harness_open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n - 1; /* the directory stream itself */
+}
+
+enum outcome { OUT_PASS, OUT_FAIL, OUT_SKIP };
+
+static enum outcome run_forked(const struct harness_test *t, unsigned timeout_s, char *reason,
+                               size_t reason_len)
+{
+    int pfd[2];
+    if (pipe(pfd) != 0) {
+        snprintf(reason, reason_len, "pipe: %s", strerror(errno));
+        return OUT_FAIL;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(reason, reason_len, "fork: %s", strerror(errno));
+        return OUT_FAIL;
+    }
+    if (pid == 0) {
+        close(pfd[0]);
+        result_fd = pfd[1];
+        t->fn();
+        _exit(0);
+    }
+    close(pfd[1]);
+    size_t got = 0;
+    reason[0] = '\0';
+    uint64_t deadline = now_ms() + (uint64_t)timeout_s * 1000u;
+    bool timed_out = false, eof = false;
+    int status = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid)
+            break;
+        uint64_t now = now_ms();
+        if (now >= deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            timed_out = true;
+            break;
+        }
+        if (eof) {
+            /* The child closed its pipe end but runs on; wait for it with a bound. */
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        struct pollfd p = {pfd[0], POLLIN, 0};
+        int wait = (int)(deadline - now);
+        if (wait > 100)
+            wait = 100;
+        if (poll(&p, 1, wait) > 0) {
+            ssize_t r = read(pfd[0], reason + got, reason_len - 1 - got);
+            if (r > 0)
+                got += (size_t)r;
+            else
+                eof = true;
+            reason[got] = '\0';
+        }
+    }
+    ssize_t r;
+    while (got < reason_len - 1 && (r = read(pfd[0], reason + got, reason_len - 1 - got)) > 0)
+        got += (size_t)r;
+    reason[got] = '\0';
+    close(pfd[0]);
+    if (timed_out) {
+        snprintf(reason, reason_len, "timed out after %u s", timeout_s);
+        return OUT_FAIL;
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return OUT_PASS;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == HARNESS_SKIP_EXIT)
+        return OUT_SKIP;
+    if (reason[0] == '\0') {
+        if (WIFSIGNALED(status))
+            snprintf(reason, reason_len, "killed by signal %d (%s)", WTERMSIG(status),
+                     strsignal(WTERMSIG(status)));
+        else
+            snprintf(reason, reason_len, "exit status %d", WEXITSTATUS(status));
+    }
+    return OUT_FAIL;
+}
+
+int harness_main(int argc, char **argv)
+{
+    const char *only[64];
+    unsigned nonly = 0;
+    unsigned timeout_s = 30;
+    const char *env = getenv("HARNESS_TIMEOUT");
+    if (env && atoi(env) > 0)
+        timeout_s = (unsigned)atoi(env);
+    int opt;
+    while ((opt = getopt(argc, argv, "t:lnT:")) != -1) {
+        switch (opt) {
+        case 't':
+            if (nonly < 64)
+                only[nonly++] = optarg;
+            break;
+        case 'l':
+            for (unsigned i = 0; i < ntests; i++)
+                printf("%s\n", tests[i].name);
+            return 0;
+        case 'n':
+            in_process = true;
+            break;
+        case 'T':
+            timeout_s = (unsigned)atoi(optarg);
+            break;
+        default:
+            fprintf(stderr, "usage: %s [-t NAME]... [-l] [-n] [-T SECONDS]\n", argv[0]);
+            return 2;
+        }
+    }
+    /* A test that writes to a peer that has gone must see EPIPE, not die. */
+    signal(SIGPIPE, SIG_IGN);
+    unsigned passed = 0, failed = 0, skipped = 0;
+    for (unsigned i = 0; i < ntests; i++) {
+        const struct harness_test *t = &tests[i];
+        if (nonly) {
+            bool want = false;
+            for (unsigned j = 0; j < nonly; j++)
+                want |= strcmp(only[j], t->name) == 0;
+            if (!want)
+                continue;
+        }
+        if (in_process) {
+            t->fn();
+            printf("PASS %s\n", t->name);
+            passed++;
+            continue;
+        }
+        char reason[1024];
+        uint64_t start = now_ms();
+        unsigned limit = t->timeout_s ? t->timeout_s : timeout_s;
+        enum outcome o = run_forked(t, limit, reason, sizeof reason);
+        uint64_t took = now_ms() - start;
+        switch (o) {
+        case OUT_PASS:
+            printf("PASS %s (%llu ms)\n", t->name, (unsigned long long)took);
+            passed++;
+            break;
+        case OUT_SKIP:
+            printf("SKIP %s: %s\n", t->name, reason);
+            skipped++;
+            break;
+        case OUT_FAIL:
+            printf("FAIL %s: %s\n", t->name, reason);
+            failed++;
+            break;
+        }
+        fflush(stdout);
+    }
+    printf("%u passed, %u failed, %u skipped\n", passed, failed, skipped);
+    return failed ? 1 : 0;
+}
