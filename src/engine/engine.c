@@ -1,0 +1,972 @@
+/* The progress engine: see engine.h for the contract and docs/engine.md for the model.
+ *
+ * Locking (the order is top to bottom; nothing is taken in the other direction):
+ *   e->quiesce_lock     serialises quiescers (held while one waits)
+ *   t->lock             one per progress thread: its work queue, timer list, poller list.
+ *                       Two of them are held together only to move a timer between threads,
+ *                       lower thread index first.
+ *   e->drain_lock       guards nothing but the drain_cond wait; a leaf.
+ * No lock is ever held while a work, source, timer or poller fn runs.
+ */
+#include "engine/engine.h"
+
+#include "util/lock.h"
+#include "util/log.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SUBSYS "engine"
+#define MAX_EVENTS 64
+
+enum source_state {
+    SRC_UNUSED = 0,  /* never added, or add failed */
+    SRC_ACTIVE = 1,  /* in epoll; fn may be called */
+    SRC_REMOVED = 2, /* out of epoll; fn is not called again (but for an in-flight call) */
+};
+
+struct sndk_progress {
+    /* Immutable while the thread runs. Aligned so that two threads' hot fields (sleeping,
+     * nwork, the lock) never share a cache line. */
+    _Alignas(64) struct sndk_engine *e;
+    unsigned idx;
+    int epfd;                 /* this thread's epoll: its sources and evfd */
+    int evfd;                 /* wake-up eventfd, in epfd with data.ptr == &evfd */
+    pthread_t tid;
+
+    /* Set by the thread just before it blocks in epoll_wait, cleared by a waker (exchange) or by
+     * the thread when it returns. A waker writes evfd only when it takes the flag from true to
+     * false, so a running or spinning thread costs its producers no syscall. See wake(). */
+    atomic_bool sleeping;
+    atomic_uint nsources;     /* load for "least loaded"; approximate by nature */
+    atomic_uint nwork;        /* = length of the queue below; written under lock, read without
+                                 it as a hint by the thread itself while spinning */
+    _Atomic uint64_t next_deadline; /* head of the timer list or UINT64_MAX; same rules */
+
+    struct sndk_mutex lock;
+    /* --- under lock --- */
+    struct sndk_work *head, *tail;           /* FIFO of queued work */
+    struct sndk_timer *timers, *timers_tail; /* pending timers by deadline, then arming order */
+    uint64_t timer_seq;                      /* arming sequence */
+    struct sndk_poller *pollers;             /* registered pollers */
+    struct sndk_poller *poll_cursor;         /* the poller run_pollers touches next (it may be
+                                                in its fn): removers must not unlink it */
+};
+
+struct sndk_engine {
+    unsigned nthreads;
+    unsigned spin_us;
+    char name[16];
+
+    atomic_bool stopping; /* destroy began: no more timers, source or poller calls */
+    atomic_bool exiting;  /* destroy drained all work: threads leave their loop */
+
+    /* Outstanding work (queued or running) for quiesce and destroy, in one word so that "read
+     * the current generation and count an item in it" is one atomic step: bits 0-30 count
+     * generation 0, bits 32-62 generation 1, bit 63 is the current generation. Items queued
+     * from inside a work fn inherit the generation of that fn, so a quiescer waits for the
+     * transitive closure of what was queued before it, but not for later arrivals. */
+    _Atomic uint64_t work_count;
+    atomic_int drain_waiters; /* quiescers or a destroyer waiting on drain_cond */
+
+    struct sndk_mutex quiesce_lock;
+    struct sndk_mutex drain_lock;
+    pthread_cond_t drain_cond;
+
+    struct sndk_progress thr[];
+};
+
+#define WC_GEN_BIT (UINT64_C(1) << 63)
+
+static inline uint64_t wc_unit(unsigned gen)
+{
+    return UINT64_C(1) << (32 * gen);
+}
+
+static inline uint32_t wc_count(uint64_t v, unsigned gen)
+{
+    return (uint32_t)(v >> (32 * gen)) & 0x7fffffffu;
+}
+
+/* The progress thread the caller is, if any (of any engine). */
+static _Thread_local struct sndk_progress *tls_self;
+/* Generation of the work fn running on this thread, or -1 outside work fns. */
+static _Thread_local int tls_work_gen = -1;
+/* Home progress thread index of a non-progress caller (modulo the thread count). */
+static _Thread_local unsigned tls_home;
+static _Thread_local bool tls_home_set;
+static atomic_uint home_counter;
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+static struct sndk_progress *self_in(const struct sndk_engine *e)
+{
+    struct sndk_progress *t = tls_self;
+    return t && t->e == e ? t : NULL;
+}
+
+/* Where an unpinned item goes: the caller's own thread, or the caller's fixed home thread, so
+ * that one thread's items keep their order. */
+static struct sndk_progress *pick_thread(struct sndk_engine *e)
+{
+    struct sndk_progress *t = self_in(e);
+    if (t)
+        return t;
+    if (!tls_home_set) {
+        tls_home = atomic_fetch_add_explicit(&home_counter, 1, memory_order_relaxed);
+        tls_home_set = true;
+    }
+    return &e->thr[tls_home % e->nthreads];
+}
+
+/* Wake t if it is blocked or about to block.
+ *
+ * Memory-ordering argument (no lost wake-up). A producer changes t's state (appends work or
+ * a timer) under t->lock, then calls wake(): exchange(sleeping, false). The thread, before it
+ * blocks, stores sleeping = true (seq_cst) and then inspects its state under t->lock (and
+ * reads e->exiting, seq_cst). Take the two critical sections in their lock order:
+ *  - the thread's comes first: its store of sleeping happens-before its unlock, which
+ *    happens-before the producer's lock, so the producer's exchange reads true (or a later
+ *    false written by another waker, who then wrote evfd, or by the thread itself once awake)
+ *    and writes evfd; epoll_wait then returns at once;
+ *  - the producer's comes first: the thread sees the new work or timer and does not block.
+ * For e->exiting (not under the lock) both sides are seq_cst: destroy stores exiting then
+ * exchanges sleeping, the thread stores sleeping then loads exiting; in the single total order
+ * one of the two sees the other's store. */
+static void wake(struct sndk_progress *t)
+{
+    if (atomic_exchange(&t->sleeping, false)) {
+        uint64_t one = 1;
+        /* EAGAIN means the counter is already non-zero: the thread will wake anyway. */
+        if (write(t->evfd, &one, sizeof one) < 0 && errno != EAGAIN)
+            sndk_warn(SUBSYS, "eventfd write: %s", strerror(errno));
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Work */
+
+void sndk_work_init(struct sndk_work *w, void (*fn)(struct sndk_work *w))
+{
+    w->next = NULL;
+    w->fn = fn;
+    atomic_init(&w->queued, false);
+    w->epoch = 0;
+}
+
+/* Count one more outstanding item and return its generation. */
+static unsigned account_queue(struct sndk_engine *e)
+{
+    if (tls_work_gen >= 0 && self_in(e)) {
+        unsigned gen = (unsigned)tls_work_gen;
+        atomic_fetch_add(&e->work_count, wc_unit(gen));
+        return gen;
+    }
+    uint64_t v = atomic_load_explicit(&e->work_count, memory_order_relaxed);
+    for (;;) {
+        unsigned gen = (unsigned)(v >> 63);
+        if (atomic_compare_exchange_weak(&e->work_count, &v, v + wc_unit(gen)))
+            return gen;
+    }
+}
+
+static void account_done(struct sndk_engine *e, unsigned gen)
+{
+    uint64_t v = atomic_fetch_sub(&e->work_count, wc_unit(gen)) - wc_unit(gen);
+    /* seq_cst fetch_sub then seq_cst load of drain_waiters, against the waiter's seq_cst
+     * increment then load of work_count: one of the two sees the other (see wait_work). */
+    if (wc_count(v, gen) == 0 && atomic_load(&e->drain_waiters) > 0) {
+        sndk_mutex_lock(&e->drain_lock);
+        pthread_cond_broadcast(&e->drain_cond);
+        sndk_mutex_unlock(&e->drain_lock);
+    }
+}
+
+static bool queue_to(struct sndk_engine *e, struct sndk_progress *t, struct sndk_work *w)
+{
+    bool expected = false;
+    /* acq_rel: pairs with the release that un-queued w before its previous fn, so our writes
+     * of w->next/epoch come after the previous run's reads. */
+    if (!atomic_compare_exchange_strong_explicit(&w->queued, &expected, true,
+                                                 memory_order_acq_rel, memory_order_relaxed))
+        return false;
+    unsigned gen = account_queue(e);
+    sndk_mutex_lock(&t->lock);
+    w->next = NULL;
+    w->epoch = (unsigned char)gen;
+    if (t->tail)
+        t->tail->next = w;
+    else
+        t->head = w;
+    t->tail = w;
+    atomic_store_explicit(&t->nwork, atomic_load_explicit(&t->nwork, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    sndk_mutex_unlock(&t->lock);
+    if (t != tls_self)
+        wake(t);
+    return true;
+}
+
+bool sndk_engine_queue(struct sndk_engine *e, struct sndk_work *w)
+{
+    return queue_to(e, pick_thread(e), w);
+}
+
+bool sndk_engine_queue_on(struct sndk_engine *e, unsigned thread, struct sndk_work *w)
+{
+    assert(thread < e->nthreads);
+    if (thread >= e->nthreads)
+        thread = 0; /* release builds: better on the wrong thread than lost */
+    return queue_to(e, &e->thr[thread], w);
+}
+
+/* Run the work queued at this moment (items queued meanwhile wait for the next pass, so timers
+ * and sources are not starved by a work item that re-queues itself). Progress thread only. */
+static bool run_work(struct sndk_progress *t)
+{
+    if (atomic_load_explicit(&t->nwork, memory_order_relaxed) == 0)
+        return false; /* a stale zero only delays: the sleep path re-checks under the lock */
+    sndk_mutex_lock(&t->lock);
+    struct sndk_work *w = t->head;
+    t->head = t->tail = NULL;
+    atomic_store_explicit(&t->nwork, 0, memory_order_relaxed);
+    sndk_mutex_unlock(&t->lock);
+    bool ran = w != NULL;
+    while (w) {
+        /* Read everything needed before un-queueing: from then on w may be queued again
+         * (rewriting next/epoch) or freed by its fn. */
+        struct sndk_work *next = w->next;
+        unsigned gen = w->epoch;
+        void (*fn)(struct sndk_work *) = w->fn;
+        atomic_store_explicit(&w->queued, false, memory_order_release);
+        tls_work_gen = (int)gen;
+        fn(w);
+        tls_work_gen = -1;
+        account_done(t->e, gen);
+        w = next;
+    }
+    return ran;
+}
+
+static bool drained(uint64_t v, int gen)
+{
+    if (gen < 0)
+        return wc_count(v, 0) == 0 && wc_count(v, 1) == 0;
+    return wc_count(v, (unsigned)gen) == 0;
+}
+
+/* Block until generation gen (or everything, gen < 0) has no outstanding work. */
+static void wait_work(struct sndk_engine *e, int gen)
+{
+    atomic_fetch_add(&e->drain_waiters, 1);
+    sndk_mutex_lock(&e->drain_lock);
+    while (!drained(atomic_load(&e->work_count), gen))
+        sndk_cond_wait(&e->drain_cond, &e->drain_lock);
+    sndk_mutex_unlock(&e->drain_lock);
+    atomic_fetch_sub(&e->drain_waiters, 1);
+}
+
+void sndk_engine_quiesce(struct sndk_engine *e)
+{
+    assert(!self_in(e));
+    sndk_mutex_lock(&e->quiesce_lock);
+    /* Flip the generation: everything counted so far is in the old one, and the old one can
+     * only grow through work fns of its own (inheritance). The previous quiescer drained the
+     * new generation to zero before it returned, and nothing joins it until this flip. */
+    uint64_t old = atomic_fetch_xor(&e->work_count, WC_GEN_BIT);
+    wait_work(e, (int)(old >> 63));
+    sndk_mutex_unlock(&e->quiesce_lock);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Timers */
+
+void sndk_timer_init(struct sndk_timer *t, void (*fn)(struct sndk_timer *t))
+{
+    t->next = t->prev = NULL;
+    t->fn = fn;
+    t->deadline_us = 0;
+    t->seq = 0;
+    atomic_init(&t->owner, NULL);
+}
+
+static void publish_deadline(struct sndk_progress *t)
+{
+    sndk_assert_held(&t->lock);
+    atomic_store_explicit(&t->next_deadline, t->timers ? t->timers->deadline_us : UINT64_MAX,
+                          memory_order_relaxed);
+}
+
+/* Caller must hold t->lock; tm is pending on t. */
+static void timer_unlink(struct sndk_progress *t, struct sndk_timer *tm)
+{
+    sndk_assert_held(&t->lock);
+    if (tm->prev)
+        tm->prev->next = tm->next;
+    else
+        t->timers = tm->next;
+    if (tm->next)
+        tm->next->prev = tm->prev;
+    else
+        t->timers_tail = tm->prev;
+    tm->next = tm->prev = NULL;
+}
+
+/* Caller must hold t->lock. Insert after every timer due no later, so equal deadlines keep
+ * arming order. The scan starts at the tail because most timers use the same few delays and
+ * land there; a deadline-ordered list is O(n) in the worst case (a heap or wheel would be the
+ * next step if thousands of distinct delays become common). Returns true if tm is the head. */
+static bool timer_insert(struct sndk_progress *t, struct sndk_timer *tm)
+{
+    sndk_assert_held(&t->lock);
+    struct sndk_timer *after = t->timers_tail;
+    while (after && after->deadline_us > tm->deadline_us)
+        after = after->prev;
+    tm->prev = after;
+    if (after) {
+        tm->next = after->next;
+        after->next = tm;
+    } else {
+        tm->next = t->timers;
+        t->timers = tm;
+    }
+    if (tm->next)
+        tm->next->prev = tm;
+    else
+        t->timers_tail = tm;
+    return t->timers == tm;
+}
+
+static void timer_arm(struct sndk_engine *e, struct sndk_progress *want, struct sndk_timer *tm,
+                      uint64_t delay_us)
+{
+    uint64_t deadline = now_us() + delay_us;
+    if (deadline < delay_us)
+        deadline = UINT64_MAX - 1; /* "never", but still cancellable */
+    for (;;) {
+        struct sndk_progress *cur = atomic_load_explicit(&tm->owner, memory_order_acquire);
+        struct sndk_progress *dst = want ? want : cur ? cur : pick_thread(e);
+        struct sndk_progress *first = dst, *second = NULL;
+        if (cur && cur != dst) {
+            first = cur->idx < dst->idx ? cur : dst;
+            second = cur->idx < dst->idx ? dst : cur;
+        }
+        sndk_mutex_lock(&first->lock);
+        if (second)
+            sndk_mutex_lock(&second->lock);
+        if (atomic_load_explicit(&tm->owner, memory_order_relaxed) != cur) {
+            /* It fired, was cancelled or moved meanwhile: start over. */
+            if (second)
+                sndk_mutex_unlock(&second->lock);
+            sndk_mutex_unlock(&first->lock);
+            continue;
+        }
+        if (cur) {
+            timer_unlink(cur, tm);
+            if (cur != dst)
+                publish_deadline(cur);
+        }
+        tm->deadline_us = deadline;
+        tm->seq = dst->timer_seq++;
+        bool head = timer_insert(dst, tm);
+        publish_deadline(dst);
+        atomic_store_explicit(&tm->owner, dst, memory_order_release);
+        if (second)
+            sndk_mutex_unlock(&second->lock);
+        sndk_mutex_unlock(&first->lock);
+        /* Only a new head can shorten the thread's sleep; the thread itself recomputes its
+         * timeout before it blocks. */
+        if (head && dst != tls_self)
+            wake(dst);
+        return;
+    }
+}
+
+void sndk_timer_arm(struct sndk_engine *e, struct sndk_timer *t, uint64_t delay_us)
+{
+    timer_arm(e, NULL, t, delay_us);
+}
+
+void sndk_timer_arm_on(struct sndk_engine *e, unsigned thread, struct sndk_timer *t,
+                       uint64_t delay_us)
+{
+    assert(thread < e->nthreads);
+    if (thread >= e->nthreads)
+        thread = 0;
+    timer_arm(e, &e->thr[thread], t, delay_us);
+}
+
+bool sndk_timer_cancel(struct sndk_timer *tm)
+{
+    for (;;) {
+        struct sndk_progress *cur = atomic_load_explicit(&tm->owner, memory_order_acquire);
+        if (!cur)
+            return false;
+        sndk_mutex_lock(&cur->lock);
+        if (atomic_load_explicit(&tm->owner, memory_order_relaxed) == cur) {
+            timer_unlink(cur, tm);
+            publish_deadline(cur);
+            atomic_store_explicit(&tm->owner, NULL, memory_order_relaxed);
+            sndk_mutex_unlock(&cur->lock);
+            /* A later wake-up for a deadline that no longer exists costs one empty pass;
+             * not worth a wake() here. */
+            return true;
+        }
+        sndk_mutex_unlock(&cur->lock);
+    }
+}
+
+bool sndk_timer_pending(const struct sndk_timer *t)
+{
+    return atomic_load_explicit(&t->owner, memory_order_acquire) != NULL;
+}
+
+/* Fire the due timers armed before this pass began (a timer re-armed with no delay from its
+ * own fn waits for the next pass). Progress thread only. */
+static bool run_timers(struct sndk_progress *t)
+{
+    if (atomic_load_explicit(&t->next_deadline, memory_order_relaxed) == UINT64_MAX ||
+        atomic_load_explicit(&t->e->stopping, memory_order_relaxed))
+        return false;
+    uint64_t now = now_us();
+    if (atomic_load_explicit(&t->next_deadline, memory_order_relaxed) > now)
+        return false;
+    bool fired = false;
+    sndk_mutex_lock(&t->lock);
+    uint64_t limit = t->timer_seq;
+    struct sndk_timer *tm;
+    while ((tm = t->timers) && tm->deadline_us <= now && tm->seq < limit &&
+           !atomic_load_explicit(&t->e->stopping, memory_order_relaxed)) {
+        timer_unlink(t, tm);
+        publish_deadline(t);
+        void (*fn)(struct sndk_timer *) = tm->fn;
+        atomic_store_explicit(&tm->owner, NULL, memory_order_release);
+        sndk_mutex_unlock(&t->lock);
+        fn(tm); /* may re-arm or free tm */
+        fired = true;
+        sndk_mutex_lock(&t->lock);
+    }
+    sndk_mutex_unlock(&t->lock);
+    return fired;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Sources */
+
+static struct sndk_progress *least_loaded(struct sndk_engine *e)
+{
+    struct sndk_progress *best = &e->thr[0];
+    unsigned best_n = atomic_load_explicit(&best->nsources, memory_order_relaxed);
+    for (unsigned i = 1; i < e->nthreads; i++) {
+        unsigned n = atomic_load_explicit(&e->thr[i].nsources, memory_order_relaxed);
+        if (n < best_n) {
+            best = &e->thr[i];
+            best_n = n;
+        }
+    }
+    return best;
+}
+
+int sndk_source_add(struct sndk_engine *e, struct sndk_source *s, int fd, uint32_t events,
+                    sndk_source_fn fn, int thread)
+{
+    if (thread < -1 || thread >= (int)e->nthreads || fd < 0 || !fn)
+        return -EINVAL;
+    struct sndk_progress *t = thread < 0 ? least_loaded(e) : &e->thr[thread];
+    s->owner = t;
+    s->fn = fn;
+    s->fd = fd;
+    /* Release: the progress thread's acquire load of state (in dispatch) then sees owner, fn
+     * and fd, without relying on epoll_ctl/epoll_wait as a synchronisation the tools see. */
+    atomic_store_explicit(&s->state, SRC_ACTIVE, memory_order_release);
+    atomic_fetch_add_explicit(&t->nsources, 1, memory_order_relaxed);
+    struct epoll_event ev = {.events = events, .data.ptr = s};
+    if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        int err = errno;
+        atomic_fetch_sub_explicit(&t->nsources, 1, memory_order_relaxed);
+        atomic_store_explicit(&s->state, SRC_UNUSED, memory_order_relaxed);
+        return -err;
+    }
+    return 0;
+}
+
+int sndk_source_modify(struct sndk_source *s, uint32_t events)
+{
+    if (atomic_load_explicit(&s->state, memory_order_acquire) != SRC_ACTIVE)
+        return -ENOENT;
+    struct epoll_event ev = {.events = events, .data.ptr = s};
+    if (epoll_ctl(s->owner->epfd, EPOLL_CTL_MOD, s->fd, &ev) < 0)
+        return -errno;
+    return 0;
+}
+
+unsigned sndk_source_thread(const struct sndk_source *s)
+{
+    return s->owner->idx;
+}
+
+void sndk_source_remove(struct sndk_source *s, struct sndk_work *done)
+{
+    int prev = atomic_exchange(&s->state, SRC_REMOVED);
+    assert(prev == SRC_ACTIVE);
+    if (prev != SRC_ACTIVE)
+        return;
+    struct sndk_progress *t = s->owner;
+    /* NULL done is only safe from s's own fn: a later entry of the batch being dispatched may
+     * still point at s, and only the thread's work queue runs after the batch. */
+    assert(done || tls_self == t);
+    /* ENOENT: destroy's drain already dropped it. */
+    if (epoll_ctl(t->epfd, EPOLL_CTL_DEL, s->fd, NULL) < 0 && errno != ENOENT)
+        sndk_warn(SUBSYS, "epoll_ctl(DEL, fd %d): %s", s->fd, strerror(errno));
+    atomic_fetch_sub_explicit(&t->nsources, 1, memory_order_relaxed);
+    /* t runs its work queue only between epoll batches, never during a source fn: once done
+     * runs, the batch that may hold s is finished and later batches cannot contain it. */
+    if (done) {
+        bool queued = queue_to(t->e, t, done);
+        assert(queued);
+        (void)queued;
+    }
+}
+
+/* Deliver one epoll batch. Progress thread only; no lock held. */
+static bool dispatch(struct sndk_progress *t, const struct epoll_event *evs, int n)
+{
+    bool called = false;
+    bool stopping = atomic_load_explicit(&t->e->stopping, memory_order_relaxed);
+    for (int i = 0; i < n; i++) {
+        void *ptr = evs[i].data.ptr;
+        if (ptr == &t->evfd) {
+            uint64_t v;
+            if (read(t->evfd, &v, sizeof v) < 0 && errno != EAGAIN)
+                sndk_warn(SUBSYS, "eventfd read: %s", strerror(errno));
+            continue;
+        }
+        struct sndk_source *s = ptr;
+        if (atomic_load_explicit(&s->state, memory_order_acquire) != SRC_ACTIVE)
+            continue;
+        if (stopping) {
+            /* Destroy: no more calls; keep a level-triggered fd from spinning the drain. */
+            epoll_ctl(t->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+            continue;
+        }
+        s->fn(s, evs[i].events);
+        called = true;
+    }
+    return called;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Pollers */
+
+void sndk_poller_init(struct sndk_poller *p, bool (*fn)(struct sndk_poller *p))
+{
+    p->next = p->prev = NULL;
+    p->fn = fn;
+    p->owner = NULL;
+    p->done = NULL;
+    p->removed = false;
+}
+
+int sndk_poller_add(struct sndk_engine *e, struct sndk_poller *p, int thread)
+{
+    if (thread < -1 || thread >= (int)e->nthreads || !p->fn)
+        return -EINVAL;
+    struct sndk_progress *t = thread >= 0 ? &e->thr[thread] : self_in(e) ? self_in(e) : &e->thr[0];
+    sndk_mutex_lock(&t->lock);
+    p->owner = t;
+    p->removed = false;
+    p->done = NULL;
+    p->prev = NULL;
+    p->next = t->pollers;
+    if (t->pollers)
+        t->pollers->prev = p;
+    t->pollers = p;
+    sndk_mutex_unlock(&t->lock);
+    return 0;
+}
+
+/* Caller must hold t->lock. */
+static void poller_unlink(struct sndk_progress *t, struct sndk_poller *p)
+{
+    sndk_assert_held(&t->lock);
+    if (p->prev)
+        p->prev->next = p->next;
+    else
+        t->pollers = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
+    p->next = p->prev = NULL;
+}
+
+void sndk_poller_remove(struct sndk_poller *p, struct sndk_work *done)
+{
+    struct sndk_progress *t = p->owner;
+    sndk_mutex_lock(&t->lock);
+    assert(!p->removed);
+    p->removed = true;
+    if (t->poll_cursor == p) {
+        /* In its fn, or about to be looked at: run_pollers unlinks it and queues done. */
+        p->done = done;
+        sndk_mutex_unlock(&t->lock);
+        return;
+    }
+    poller_unlink(t, p);
+    sndk_mutex_unlock(&t->lock);
+    if (done)
+        queue_to(t->e, t, done);
+}
+
+/* One pass over the pollers. Progress thread only. */
+static bool run_pollers(struct sndk_progress *t)
+{
+    bool progress = false;
+    struct sndk_poller *p;
+    sndk_mutex_lock(&t->lock);
+    t->poll_cursor = t->pollers;
+    while ((p = t->poll_cursor)) {
+        bool call = !p->removed;
+        struct sndk_work *done = NULL;
+        if (!call) {
+            t->poll_cursor = p->next;
+            poller_unlink(t, p);
+            done = p->done;
+        }
+        sndk_mutex_unlock(&t->lock);
+        if (call)
+            progress |= p->fn(p);
+        else if (done)
+            queue_to(t->e, t, done);
+        sndk_mutex_lock(&t->lock);
+        if (call) {
+            /* p is still linked: while it was the cursor nobody could unlink it. If it was
+             * removed meanwhile, the next turn of the loop finishes the removal. */
+            if (!p->removed)
+                t->poll_cursor = p->next;
+        }
+    }
+    sndk_mutex_unlock(&t->lock);
+    return progress;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Progress threads */
+
+/* Decide whether to block and for how long: 0 = do not block (something is pending), -1 =
+ * until woken, else nanoseconds. On a non-zero return, sleeping is true. */
+static int64_t prepare_sleep(struct sndk_progress *t)
+{
+    struct sndk_engine *e = t->e;
+    atomic_store(&t->sleeping, true); /* seq_cst: see wake() */
+    int64_t timeout = -1;
+    if (atomic_load(&e->exiting)) {
+        timeout = 0;
+    } else {
+        sndk_mutex_lock(&t->lock);
+        if (t->head) {
+            timeout = 0;
+        } else if (t->timers && !atomic_load_explicit(&e->stopping, memory_order_relaxed)) {
+            uint64_t now = now_us();
+            uint64_t dl = t->timers->deadline_us;
+            if (dl <= now)
+                timeout = 0;
+            else if (dl - now < (uint64_t)INT64_MAX / 1000)
+                timeout = (int64_t)(dl - now) * 1000;
+        }
+        sndk_mutex_unlock(&t->lock);
+    }
+    if (timeout == 0)
+        atomic_store(&t->sleeping, false);
+    return timeout;
+}
+
+static int wait_events(struct sndk_progress *t, struct epoll_event *evs, int64_t timeout_ns)
+{
+    static atomic_bool no_pwait2;
+    int n;
+    if (timeout_ns <= 0) {
+        n = epoll_wait(t->epfd, evs, MAX_EVENTS, timeout_ns < 0 ? -1 : 0);
+    } else if (!atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+        /* Timers have µs resolution; epoll_wait's ms would make every short timer late. */
+        struct timespec ts = {.tv_sec = timeout_ns / 1000000000,
+                              .tv_nsec = timeout_ns % 1000000000};
+        n = epoll_pwait2(t->epfd, evs, MAX_EVENTS, &ts, NULL);
+        if (n < 0 && errno == ENOSYS) {
+            atomic_store_explicit(&no_pwait2, true, memory_order_relaxed);
+            return 0; /* the caller loops and comes back with the fallback */
+        }
+    } else {
+        int64_t ms = (timeout_ns + 999999) / 1000000;
+        n = epoll_wait(t->epfd, evs, MAX_EVENTS, ms > INT_MAX ? INT_MAX : (int)ms);
+    }
+    if (n < 0) {
+        if (errno != EINTR)
+            sndk_err(SUBSYS, "epoll_wait: %s", strerror(errno));
+        n = 0;
+    }
+    return n;
+}
+
+static void *progress_main(void *arg)
+{
+    struct sndk_progress *t = arg;
+    struct sndk_engine *e = t->e;
+    char name[16];
+    /* "<name>-<i>" within the 15 characters Linux allows: cut the prefix, keep the index. */
+    int idx_len = snprintf(NULL, 0, "-%u", t->idx);
+    snprintf(name, sizeof name, "%.*s-%u", 15 - idx_len, e->name, t->idx);
+    pthread_setname_np(pthread_self(), name);
+    tls_self = t;
+
+    struct epoll_event evs[MAX_EVENTS];
+    uint64_t spin_until = 0;
+    for (;;) {
+        bool busy = run_work(t);
+        busy |= run_timers(t);
+        if (atomic_load(&e->exiting))
+            break; /* set only once all work has drained and nothing can queue more */
+        int64_t timeout_ns = 0;
+        bool slept = false;
+        if (!busy) {
+            if (e->spin_us && !atomic_load_explicit(&e->stopping, memory_order_relaxed) &&
+                now_us() < spin_until) {
+                if (run_pollers(t))
+                    busy = true;
+                else
+                    cpu_relax();
+            } else {
+                timeout_ns = prepare_sleep(t);
+                slept = timeout_ns != 0;
+            }
+        }
+        int n = wait_events(t, evs, timeout_ns);
+        if (slept)
+            atomic_store(&t->sleeping, false);
+        if (n > 0 && dispatch(t, evs, n))
+            busy = true;
+        /* Stay hot after any activity: the next event of a conversation usually follows
+         * within a round trip, and catching it spinning saves a ~27 µs cross-core wake-up. */
+        if (e->spin_us && (busy || slept))
+            spin_until = now_us() + e->spin_us;
+    }
+    tls_self = NULL;
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Engine */
+
+void sndk_engine_options_default(struct sndk_engine_options *opt)
+{
+    opt->threads = 1;
+    opt->spin_us = SNDK_ENGINE_DEFAULT_SPIN;
+    opt->name = SNDK_ENGINE_DEFAULT_NAME;
+}
+
+/* CPUs this process may run on: the affinity mask (taskset, cgroups cpusets), bounded by the
+ * online count. */
+static unsigned usable_cpus(void)
+{
+    unsigned n = 0;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        n = (unsigned)CPU_COUNT(&set);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (online > 0 && (n == 0 || (unsigned long)online < n))
+        n = (unsigned)online;
+    return n ? n : 1;
+}
+
+unsigned sndk_engine_threads(const struct sndk_engine *e)
+{
+    return e->nthreads;
+}
+
+unsigned sndk_engine_spin_us(const struct sndk_engine *e)
+{
+    return e->spin_us;
+}
+
+bool sndk_engine_on_progress_thread(const struct sndk_engine *e)
+{
+    return self_in(e) != NULL;
+}
+
+int sndk_engine_current_thread(const struct sndk_engine *e)
+{
+    struct sndk_progress *t = self_in(e);
+    return t ? (int)t->idx : -1;
+}
+
+/* Free an engine whose threads are joined (or were never started). */
+static void engine_free(struct sndk_engine *e)
+{
+    for (unsigned i = 0; i < e->nthreads; i++) {
+        struct sndk_progress *t = &e->thr[i];
+        /* Pending timers are dropped; clear their owner so a later cancel returns false
+         * instead of touching freed memory. */
+        for (struct sndk_timer *tm = t->timers, *next; tm; tm = next) {
+            next = tm->next;
+            tm->next = tm->prev = NULL;
+            atomic_store_explicit(&tm->owner, NULL, memory_order_relaxed);
+        }
+        if (t->evfd >= 0)
+            close(t->evfd);
+        if (t->epfd >= 0)
+            close(t->epfd);
+        sndk_mutex_destroy(&t->lock);
+    }
+    pthread_cond_destroy(&e->drain_cond);
+    sndk_mutex_destroy(&e->drain_lock);
+    sndk_mutex_destroy(&e->quiesce_lock);
+    free(e);
+}
+
+static void stop_threads(struct sndk_engine *e, unsigned started)
+{
+    atomic_store(&e->exiting, true); /* seq_cst: see wake() */
+    for (unsigned i = 0; i < started; i++)
+        wake(&e->thr[i]);
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(e->thr[i].tid, NULL);
+}
+
+int sndk_engine_create(const struct sndk_engine_options *opt, struct sndk_engine **out)
+{
+    struct sndk_engine_options def;
+    *out = NULL;
+    if (!opt) {
+        sndk_engine_options_default(&def);
+        opt = &def;
+    }
+    unsigned n = opt->threads ? opt->threads : 1;
+    if (n > SNDK_ENGINE_MAX_THREADS)
+        return -EINVAL;
+
+    size_t size = sizeof(struct sndk_engine) + n * sizeof(struct sndk_progress);
+    size = (size + 63) & ~(size_t)63; /* aligned_alloc wants a multiple of the alignment */
+    struct sndk_engine *e = aligned_alloc(64, size);
+    if (!e)
+        return -ENOMEM;
+    memset(e, 0, size);
+    e->nthreads = n;
+    snprintf(e->name, sizeof e->name, "%s", opt->name ? opt->name : SNDK_ENGINE_DEFAULT_NAME);
+
+    /* Spin policy. Spinning buys latency only while the spinner has a core to itself: two
+     * spinners time-sharing a core each burn a scheduler slice while the other holds the
+     * event (round trips grow to milliseconds), and the consumer's own polling thread needs a
+     * core too. With one usable CPU, or more progress threads than CPUs, block at once. */
+    unsigned cpus = usable_cpus();
+    e->spin_us = opt->spin_us;
+    if (e->spin_us && (cpus <= 1 || n > cpus)) {
+        sndk_debug(SUBSYS, "spin %u us -> 0: %u threads on %u cpus", e->spin_us, n, cpus);
+        e->spin_us = 0;
+    }
+
+    atomic_init(&e->stopping, false);
+    atomic_init(&e->exiting, false);
+    atomic_init(&e->work_count, 0);
+    atomic_init(&e->drain_waiters, 0);
+    sndk_mutex_init(&e->quiesce_lock);
+    sndk_mutex_init(&e->drain_lock);
+    pthread_cond_init(&e->drain_cond, NULL);
+
+    int err = 0;
+    for (unsigned i = 0; i < n; i++) {
+        struct sndk_progress *t = &e->thr[i];
+        t->e = e;
+        t->idx = i;
+        t->epfd = t->evfd = -1;
+        atomic_init(&t->sleeping, false);
+        atomic_init(&t->nsources, 0);
+        atomic_init(&t->nwork, 0);
+        atomic_init(&t->next_deadline, UINT64_MAX);
+        sndk_mutex_init(&t->lock);
+    }
+    for (unsigned i = 0; i < n && !err; i++) {
+        struct sndk_progress *t = &e->thr[i];
+        t->epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (t->epfd < 0) {
+            err = -errno;
+            break;
+        }
+        t->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (t->evfd < 0) {
+            err = -errno;
+            break;
+        }
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &t->evfd};
+        if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->evfd, &ev) < 0)
+            err = -errno;
+    }
+    if (err) {
+        sndk_err(SUBSYS, "engine fds: %s", strerror(-err));
+        engine_free(e);
+        return err;
+    }
+
+    /* Threads inherit the creator's signal mask: block everything while creating them so that
+     * the host's signals are never delivered on our threads, and give the caller its mask back. */
+    sigset_t all, saved;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
+    unsigned started = 0;
+    for (; started < n; started++) {
+        int rc = pthread_create(&e->thr[started].tid, NULL, progress_main, &e->thr[started]);
+        if (rc) {
+            err = -rc;
+            break;
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    if (err) {
+        sndk_err(SUBSYS, "pthread_create: %s", strerror(-err));
+        stop_threads(e, started);
+        engine_free(e);
+        return err;
+    }
+    sndk_debug(SUBSYS, "%s: %u threads, spin %u us (%u cpus)", e->name, n, e->spin_us, cpus);
+    *out = e;
+    return 0;
+}
+
+void sndk_engine_destroy(struct sndk_engine *e)
+{
+    if (!e)
+        return;
+    assert(!self_in(e));
+    /* 1: no more timers, source or poller calls. Waking lets a thread that sleeps until a
+     * timer deadline recompute its timeout (now infinite). */
+    atomic_store(&e->stopping, true);
+    for (unsigned i = 0; i < e->nthreads; i++)
+        wake(&e->thr[i]);
+    /* 2: run all work, including what it queues in turn. Nothing else can queue now. */
+    wait_work(e, -1);
+    /* 3, 4 */
+    stop_threads(e, e->nthreads);
+    engine_free(e);
+}

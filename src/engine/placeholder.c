@@ -1,2 +1,0 @@
-/* Placeholder until the engine layer lands; removed by it. */
-extern int sndk_engine_placeholder;

@@ -1,0 +1,28 @@
+/* Helpers shared by the engine unit tests. */
+#ifndef SOFTNDK_TEST_ENGINE_COMMON_H
+#define SOFTNDK_TEST_ENGINE_COMMON_H
+
+#include "harness.h"
+
+#include "engine/engine.h"
+
+#include <stdatomic.h>
+
+#define WAIT_MS 5000 /* bound for anything that should happen "soon" */
+
+struct sndk_engine *mk_engine(unsigned threads, unsigned spin_us);
+
+/* Wait (bounded) until *v >= target. */
+bool wait_ge(atomic_uint *v, unsigned target, unsigned timeout_ms);
+
+/* Run an empty work item on `thread` and wait for it: the thread has then finished whatever it
+ * was doing when called and gone round its loop at least once. */
+void flush_thread(struct sndk_engine *e, unsigned thread);
+
+/* Threads of this process (from /proc/self/status). */
+int thread_count(void);
+
+/* CPUs this process may use (affinity mask). */
+unsigned test_cpus(void);
+
+#endif

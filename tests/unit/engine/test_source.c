@@ -1,0 +1,423 @@
+/* fd sources: delivery on the owning thread, modify, removal from inside and outside. */
+#include "common.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+static int make_evfd(uint64_t initial)
+{
+    int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    CHECK(fd >= 0);
+    if (initial)
+        CHECK(write(fd, &initial, sizeof initial) == sizeof initial);
+    return fd;
+}
+
+/* ---- delivery on the right thread */
+
+struct tsrc {
+    struct sndk_source s;
+    struct sndk_work done;
+    struct sndk_engine *e;
+    atomic_uint calls;
+    atomic_int thread;
+    atomic_uint wrong_events;
+    struct harness_event fired, done_ev;
+};
+
+static void tsrc_fn(struct sndk_source *s, uint32_t events)
+{
+    struct tsrc *t = (struct tsrc *)s;
+    if (!(events & EPOLLIN))
+        atomic_fetch_add(&t->wrong_events, 1);
+    uint64_t v;
+    if (read(s->fd, &v, sizeof v) < 0) /* consume: level-triggered would call again */
+        atomic_fetch_add(&t->wrong_events, 1);
+    atomic_store(&t->thread, sndk_engine_current_thread(t->e));
+    atomic_fetch_add(&t->calls, 1);
+    harness_event_signal(&t->fired);
+}
+
+static void tsrc_done(struct sndk_work *w)
+{
+    struct tsrc *t = (struct tsrc *)((char *)w - offsetof(struct tsrc, done));
+    close(t->s.fd);
+    harness_event_signal(&t->done_ev);
+}
+
+static void tsrc_init(struct tsrc *t, struct sndk_engine *e)
+{
+    t->e = e;
+    atomic_init(&t->calls, 0);
+    atomic_init(&t->thread, -1);
+    atomic_init(&t->wrong_events, 0);
+    harness_event_init(&t->fired);
+    harness_event_init(&t->done_ev);
+    sndk_work_init(&t->done, tsrc_done);
+}
+
+TEST(source_delivery_on_its_thread)
+{
+    enum { T = 3 };
+    int base = harness_open_fds();
+    struct sndk_engine *e = mk_engine(T, SNDK_ENGINE_DEFAULT_SPIN);
+    struct tsrc src[2 * T];
+    for (int i = 0; i < 2 * T; i++) {
+        tsrc_init(&src[i], e);
+        /* The first T pinned, the next T "least loaded": one more on each thread. */
+        int thread = i < T ? (T - 1 - i) : -1;
+        CHECK_EQ_I64(sndk_source_add(e, &src[i].s, make_evfd(0), EPOLLIN, tsrc_fn, thread), 0);
+        if (thread >= 0)
+            CHECK_EQ_U64(sndk_source_thread(&src[i].s), (unsigned)thread);
+    }
+    unsigned per_thread[T] = {0};
+    for (int i = 0; i < 2 * T; i++)
+        per_thread[sndk_source_thread(&src[i].s)]++;
+    for (int i = 0; i < T; i++)
+        CHECK_EQ_U64(per_thread[i], 2);
+
+    for (int round = 1; round <= 3; round++) {
+        for (int i = 0; i < 2 * T; i++) {
+            uint64_t one = 1;
+            CHECK(write(src[i].s.fd, &one, sizeof one) == sizeof one);
+        }
+        for (int i = 0; i < 2 * T; i++) {
+            CHECK(harness_event_wait(&src[i].fired, (unsigned)round, WAIT_MS));
+            CHECK_EQ_I64(atomic_load(&src[i].thread), (int)sndk_source_thread(&src[i].s));
+        }
+    }
+    for (int i = 0; i < 2 * T; i++) {
+        sndk_source_remove(&src[i].s, &src[i].done);
+        CHECK(harness_event_wait(&src[i].done_ev, 1, WAIT_MS));
+        CHECK_EQ_U64(atomic_load(&src[i].calls), 3);
+        CHECK_EQ_U64(atomic_load(&src[i].wrong_events), 0);
+    }
+    sndk_engine_destroy(e);
+    CHECK_EQ_I64(harness_open_fds(), base);
+    for (int i = 0; i < 2 * T; i++) {
+        harness_event_destroy(&src[i].fired);
+        harness_event_destroy(&src[i].done_ev);
+    }
+}
+
+TEST(source_add_errors)
+{
+    struct sndk_engine *e = mk_engine(2, 0);
+    struct tsrc t;
+    tsrc_init(&t, e);
+    int fd = make_evfd(0);
+    CHECK_EQ_I64(sndk_source_add(e, &t.s, fd, EPOLLIN, tsrc_fn, 2), -EINVAL);
+    CHECK_EQ_I64(sndk_source_add(e, &t.s, fd, EPOLLIN, tsrc_fn, -2), -EINVAL);
+    CHECK_EQ_I64(sndk_source_add(e, &t.s, -1, EPOLLIN, tsrc_fn, 0), -EINVAL);
+    CHECK_EQ_I64(sndk_source_add(e, &t.s, 9999, EPOLLIN, tsrc_fn, 0), -EBADF);
+    CHECK_EQ_I64(sndk_source_add(e, &t.s, fd, EPOLLIN, tsrc_fn, 0), 0);
+    struct sndk_source dup;
+    CHECK_EQ_I64(sndk_source_add(e, &dup, fd, EPOLLIN, tsrc_fn, 0), -EEXIST);
+    sndk_source_remove(&t.s, &t.done);
+    CHECK(harness_event_wait(&t.done_ev, 1, WAIT_MS));
+    CHECK_EQ_I64(sndk_source_modify(&t.s, EPOLLIN), -ENOENT);
+    sndk_engine_destroy(e);
+    harness_event_destroy(&t.fired);
+    harness_event_destroy(&t.done_ev);
+}
+
+/* ---- modify: one-shot re-arming, and switching interest */
+
+TEST(source_modify_oneshot)
+{
+    struct sndk_engine *e = mk_engine(1, 0);
+    struct tsrc t;
+    tsrc_init(&t, e);
+    int fd = make_evfd(0);
+    CHECK_EQ_I64(sndk_source_add(e, &t.s, fd, EPOLLIN | EPOLLONESHOT, tsrc_fn, 0), 0);
+    uint64_t one = 1;
+    CHECK(write(fd, &one, sizeof one) == sizeof one);
+    CHECK(harness_event_wait(&t.fired, 1, WAIT_MS));
+    /* Disarmed: a new write is not reported until modify re-arms. */
+    CHECK(write(fd, &one, sizeof one) == sizeof one);
+    flush_thread(e, 0);
+    flush_thread(e, 0);
+    CHECK_EQ_U64(atomic_load(&t.calls), 1);
+    CHECK_EQ_I64(sndk_source_modify(&t.s, EPOLLIN | EPOLLONESHOT), 0);
+    CHECK(harness_event_wait(&t.fired, 2, WAIT_MS));
+    sndk_source_remove(&t.s, &t.done);
+    CHECK(harness_event_wait(&t.done_ev, 1, WAIT_MS));
+    CHECK_EQ_U64(atomic_load(&t.calls), 2);
+    sndk_engine_destroy(e);
+    harness_event_destroy(&t.fired);
+    harness_event_destroy(&t.done_ev);
+}
+
+/* ---- remove from inside the source's own fn */
+
+struct selfrm {
+    struct sndk_source s;
+    struct sndk_work done;
+    atomic_uint calls;
+    atomic_uint calls_after_remove;
+    bool removed;
+    bool use_done;
+    struct harness_event ev;
+};
+
+static void selfrm_done(struct sndk_work *w)
+{
+    struct selfrm *r = (struct selfrm *)((char *)w - offsetof(struct selfrm, done));
+    close(r->s.fd);
+    harness_event_signal(&r->ev);
+}
+
+static void selfrm_fn(struct sndk_source *s, uint32_t events)
+{
+    (void)events;
+    struct selfrm *r = (struct selfrm *)s;
+    atomic_fetch_add(&r->calls, 1);
+    if (r->removed) {
+        atomic_fetch_add(&r->calls_after_remove, 1);
+        return;
+    }
+    /* The fd stays readable (never read): level-triggered epoll would call again at once. */
+    r->removed = true;
+    if (r->use_done) {
+        sndk_source_remove(s, &r->done);
+    } else {
+        /* Removing itself from its own fn with no done: once this fn returns nothing is in
+         * flight, so the fd may be closed right here. */
+        sndk_source_remove(s, NULL);
+        close(s->fd);
+        harness_event_signal(&r->ev);
+    }
+}
+
+TEST(source_remove_from_own_fn)
+{
+    int base = harness_open_fds();
+    for (unsigned threads = 1; threads <= 2; threads++) {
+        struct sndk_engine *e = mk_engine(threads, SNDK_ENGINE_DEFAULT_SPIN);
+        for (int use_done = 0; use_done < 2; use_done++) {
+            struct selfrm *r = calloc(1, sizeof *r);
+            CHECK(r);
+            r->use_done = use_done;
+            harness_event_init(&r->ev);
+            sndk_work_init(&r->done, selfrm_done);
+            CHECK_EQ_I64(sndk_source_add(e, &r->s, make_evfd(1), EPOLLIN, selfrm_fn, -1), 0);
+            CHECK(harness_event_wait(&r->ev, 1, WAIT_MS));
+            unsigned thread = sndk_source_thread(&r->s);
+            flush_thread(e, thread);
+            flush_thread(e, thread);
+            CHECK_EQ_U64(atomic_load(&r->calls), 1);
+            CHECK_EQ_U64(atomic_load(&r->calls_after_remove), 0);
+            harness_event_destroy(&r->ev);
+            free(r);
+        }
+        sndk_engine_destroy(e);
+    }
+    CHECK_EQ_I64(harness_open_fds(), base);
+}
+
+/* ---- one source's fn removes another source of the same thread (same epoll batch) */
+
+struct pair_src {
+    struct sndk_source s;
+    struct sndk_work done;
+    struct pair_src *other;
+    atomic_uint *frees;
+    bool removed; /* only touched on their common thread */
+};
+
+static void pair_done(struct sndk_work *w)
+{
+    struct pair_src *p = (struct pair_src *)((char *)w - offsetof(struct pair_src, done));
+    atomic_uint *frees = p->frees;
+    free(p); /* the test closes the fds: it may still be writing to them */ /* a later entry of the batch still pointing here would be a use after free */
+    atomic_fetch_add(frees, 1);
+}
+
+static void pair_fn(struct sndk_source *s, uint32_t events)
+{
+    (void)events;
+    struct pair_src *p = (struct pair_src *)s;
+    CHECK(!p->removed);
+    if (p->other) {
+        p->other->removed = true;
+        p->other->other = NULL;
+        sndk_source_remove(&p->other->s, &p->other->done);
+        p->other = NULL;
+    }
+    if (!p->removed) {
+        p->removed = true;
+        sndk_source_remove(s, &p->done);
+    }
+}
+
+TEST(source_remove_other_in_same_batch)
+{
+    int base = harness_open_fds();
+    struct sndk_engine *e = mk_engine(1, 0);
+    static atomic_uint frees;
+    for (int i = 0; i < 200; i++) {
+        struct pair_src *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+        CHECK(a && b);
+        a->other = b;
+        b->other = a;
+        a->frees = b->frees = &frees;
+        sndk_work_init(&a->done, pair_done);
+        sndk_work_init(&b->done, pair_done);
+        /* Both added before either is readable (a's fn may remove b only once b is added),
+         * then made readable back to back so that one batch usually holds both. */
+        int fa = make_evfd(0), fb = make_evfd(0);
+        CHECK_EQ_I64(sndk_source_add(e, &a->s, fa, EPOLLIN, pair_fn, 0), 0);
+        CHECK_EQ_I64(sndk_source_add(e, &b->s, fb, EPOLLIN, pair_fn, 0), 0);
+        uint64_t one = 1;
+        CHECK(write(fa, &one, sizeof one) == sizeof one);
+        CHECK(write(fb, &one, sizeof one) == sizeof one);
+        CHECK(wait_ge(&frees, 2u * (unsigned)(i + 1), WAIT_MS));
+        close(fa);
+        close(fb);
+    }
+    sndk_engine_destroy(e);
+    CHECK_EQ_I64(harness_open_fds(), base);
+}
+
+/* ---- remove from another thread while the source keeps firing */
+
+struct racer {
+    struct sndk_source s;
+    struct sndk_work done;
+    atomic_uint calls;
+    atomic_bool done_ran;
+    atomic_uint calls_after_done;
+    atomic_int in_fn;
+    atomic_uint overlap;
+};
+
+static void racer_fn(struct sndk_source *s, uint32_t events)
+{
+    (void)events;
+    struct racer *r = (struct racer *)s;
+    if (atomic_fetch_add(&r->in_fn, 1) != 0)
+        atomic_fetch_add(&r->overlap, 1);
+    if (atomic_load(&r->done_ran))
+        atomic_fetch_add(&r->calls_after_done, 1);
+    atomic_fetch_add(&r->calls, 1);
+    /* Never read: the fd stays readable and the thread calls us as fast as it can. */
+    atomic_fetch_sub(&r->in_fn, 1);
+}
+
+static void racer_done(struct sndk_work *w)
+{
+    struct racer *r = (struct racer *)((char *)w - offsetof(struct racer, done));
+    if (atomic_load(&r->in_fn) != 0)
+        atomic_fetch_add(&r->overlap, 1);
+    atomic_store(&r->done_ran, true);
+}
+
+static bool racer_done_pred(void *arg)
+{
+    return atomic_load(&((struct racer *)arg)->done_ran);
+}
+
+TEST_T(source_remove_concurrent_with_readiness, 60)
+{
+    int base = harness_open_fds();
+    for (unsigned threads = 1; threads <= 2; threads++) {
+        struct sndk_engine *e = mk_engine(threads, SNDK_ENGINE_DEFAULT_SPIN);
+        for (int i = 0; i < 100; i++) {
+            struct racer *r = calloc(1, sizeof *r);
+            CHECK(r);
+            sndk_work_init(&r->done, racer_done);
+            int fd = make_evfd(1);
+            CHECK_EQ_I64(sndk_source_add(e, &r->s, fd, EPOLLIN, racer_fn, -1), 0);
+            CHECK(wait_ge(&r->calls, 1u + (unsigned)(i % 7), WAIT_MS));
+            sndk_source_remove(&r->s, &r->done);
+            CHECK(harness_wait_until(racer_done_pred, r, WAIT_MS));
+            /* Let the thread go round a few more times: it must not call fn again. */
+            flush_thread(e, sndk_source_thread(&r->s));
+            flush_thread(e, sndk_source_thread(&r->s));
+            CHECK_EQ_U64(atomic_load(&r->calls_after_done), 0);
+            CHECK_EQ_U64(atomic_load(&r->overlap), 0);
+            close(fd);
+            free(r);
+        }
+        sndk_engine_destroy(e);
+    }
+    CHECK_EQ_I64(harness_open_fds(), base);
+}
+
+/* ---- pollers */
+
+struct tpoller {
+    struct sndk_poller p;
+    struct sndk_work done;
+    struct sndk_engine *e;
+    atomic_uint calls;
+    atomic_bool done_ran;
+    atomic_uint calls_after_done;
+    atomic_int wrong_thread;
+    unsigned thread;
+    unsigned remove_at; /* remove itself on this call (0 = never) */
+    bool busy;          /* report progress, so the thread keeps spinning */
+};
+
+static bool tpoller_fn(struct sndk_poller *p)
+{
+    struct tpoller *t = (struct tpoller *)p;
+    if (atomic_load(&t->done_ran))
+        atomic_fetch_add(&t->calls_after_done, 1);
+    if (sndk_engine_current_thread(t->e) != (int)t->thread)
+        atomic_fetch_add(&t->wrong_thread, 1);
+    unsigned n = atomic_fetch_add(&t->calls, 1) + 1;
+    if (n == t->remove_at)
+        sndk_poller_remove(p, &t->done);
+    return t->busy;
+}
+
+static void tpoller_done(struct sndk_work *w)
+{
+    struct tpoller *t = (struct tpoller *)((char *)w - offsetof(struct tpoller, done));
+    atomic_store(&t->done_ran, true);
+}
+
+static bool tpoller_done_pred(void *arg)
+{
+    return atomic_load(&((struct tpoller *)arg)->done_ran);
+}
+
+TEST(poller_spin_and_remove)
+{
+    if (test_cpus() < 2)
+        SKIP("one CPU: the engine never spins, pollers are never called");
+    struct sndk_engine *e = mk_engine(1, 200);
+    CHECK_EQ_U64(sndk_engine_spin_us(e), 200);
+
+    /* A busy poller keeps the thread spinning; it removes itself on its 1000th call. */
+    struct tpoller a = {.e = e, .thread = 0, .remove_at = 1000, .busy = true};
+    sndk_poller_init(&a.p, tpoller_fn);
+    sndk_work_init(&a.done, tpoller_done);
+    CHECK_EQ_I64(sndk_poller_add(e, &a.p, 0), 0);
+    flush_thread(e, 0); /* activity starts a spin window */
+    CHECK(harness_wait_until(tpoller_done_pred, &a, WAIT_MS));
+    flush_thread(e, 0);
+    CHECK_EQ_U64(atomic_load(&a.calls), 1000);
+    CHECK_EQ_U64(atomic_load(&a.calls_after_done), 0);
+    CHECK_EQ_I64(atomic_load(&a.wrong_thread), 0);
+
+    /* Removed from outside while it is being called over and over. */
+    for (int i = 0; i < 50; i++) {
+        struct tpoller b = {.e = e, .thread = 0, .busy = true};
+        sndk_poller_init(&b.p, tpoller_fn);
+        sndk_work_init(&b.done, tpoller_done);
+        CHECK_EQ_I64(sndk_poller_add(e, &b.p, -1), 0);
+        flush_thread(e, 0);
+        CHECK(wait_ge(&b.calls, 1u + (unsigned)i, WAIT_MS));
+        sndk_poller_remove(&b.p, &b.done);
+        CHECK(harness_wait_until(tpoller_done_pred, &b, WAIT_MS));
+        flush_thread(e, 0);
+        CHECK_EQ_U64(atomic_load(&b.calls_after_done), 0);
+    }
+    sndk_engine_destroy(e);
+}

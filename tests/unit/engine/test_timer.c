@@ -1,0 +1,253 @@
+/* Timers: order, lateness bounds, re-arm, cancel semantics, thread choice. */
+#include "common.h"
+
+#include <time.h>
+
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+struct ttimer {
+    struct sndk_timer t;
+    struct sndk_engine *e;
+    unsigned id;
+    uint64_t armed_at, delay, fired_at;
+    int thread;
+    unsigned rearm; /* re-arm itself this many more times */
+    atomic_uint fires;
+};
+
+static atomic_uint order_next;
+static unsigned order[16];
+
+static void ttimer_fn(struct sndk_timer *t)
+{
+    struct ttimer *tt = (struct ttimer *)t;
+    CHECK(!sndk_timer_pending(t));
+    tt->fired_at = mono_us();
+    tt->thread = sndk_engine_current_thread(tt->e);
+    unsigned pos = atomic_fetch_add(&order_next, 1);
+    if (pos < 16)
+        order[pos] = tt->id;
+    if (tt->rearm > 0) {
+        tt->rearm--;
+        tt->armed_at = mono_us();
+        sndk_timer_arm(tt->e, t, tt->delay);
+        CHECK(sndk_timer_pending(t));
+    }
+    atomic_fetch_add(&tt->fires, 1); /* last: the test may reuse tt once it sees this */
+}
+
+static void ttimer_init(struct ttimer *tt, struct sndk_engine *e, unsigned id, uint64_t delay)
+{
+    tt->e = e;
+    tt->id = id;
+    tt->delay = delay;
+    tt->thread = -1;
+    tt->rearm = 0;
+    atomic_init(&tt->fires, 0);
+    sndk_timer_init(&tt->t, ttimer_fn);
+}
+
+TEST(timer_fire_in_order)
+{
+    for (unsigned threads = 1; threads <= 2; threads++) {
+        struct sndk_engine *e = mk_engine(threads, SNDK_ENGINE_DEFAULT_SPIN);
+        atomic_store(&order_next, 0);
+        /* Armed in an order unlike their deadlines, 3 ms apart. */
+        static const unsigned delay_ms[] = {12, 3, 9, 6, 15};
+        struct ttimer tt[5];
+        for (unsigned i = 0; i < 5; i++) {
+            ttimer_init(&tt[i], e, i, delay_ms[i] * 1000u);
+            tt[i].armed_at = mono_us();
+            sndk_timer_arm_on(e, 0, &tt[i].t, tt[i].delay);
+            CHECK(sndk_timer_pending(&tt[i].t));
+        }
+        CHECK(wait_ge(&order_next, 5, WAIT_MS));
+        static const unsigned want[] = {1, 3, 2, 0, 4};
+        for (unsigned i = 0; i < 5; i++) {
+            CHECK_EQ_U64(order[i], want[i]);
+            CHECK(tt[i].fired_at >= tt[i].armed_at + tt[i].delay); /* never early */
+            CHECK_EQ_I64(tt[i].thread, 0);
+            CHECK_EQ_U64(atomic_load(&tt[i].fires), 1);
+            CHECK(!sndk_timer_cancel(&tt[i].t)); /* already ran */
+        }
+        sndk_engine_destroy(e);
+    }
+}
+
+TEST(timer_arm_on_thread_and_caller_thread)
+{
+    enum { T = 3 };
+    struct sndk_engine *e = mk_engine(T, 0);
+    struct ttimer tt[T];
+    atomic_store(&order_next, 0);
+    for (unsigned i = 0; i < T; i++) {
+        ttimer_init(&tt[i], e, i, 100);
+        sndk_timer_arm_on(e, i, &tt[i].t, 100);
+    }
+    for (unsigned i = 0; i < T; i++) {
+        CHECK(wait_ge(&tt[i].fires, 1, WAIT_MS));
+        CHECK_EQ_I64(tt[i].thread, (int)i);
+    }
+    /* Re-armed from its own fn (no explicit thread): stays on the firing thread. */
+    tt[2].rearm = 3;
+    sndk_timer_arm_on(e, 2, &tt[2].t, 100);
+    CHECK(wait_ge(&tt[2].fires, 5, WAIT_MS));
+    CHECK_EQ_I64(tt[2].thread, 2);
+    CHECK(!sndk_timer_pending(&tt[2].t));
+    sndk_engine_destroy(e);
+}
+
+TEST(timer_rearm_moves)
+{
+    struct sndk_engine *e = mk_engine(2, SNDK_ENGINE_DEFAULT_SPIN);
+    struct ttimer a;
+    ttimer_init(&a, e, 0, 0);
+    /* Pending far away, re-armed close: fires at the new deadline, once. */
+    sndk_timer_arm_on(e, 1, &a.t, 60u * 1000000u);
+    a.armed_at = mono_us();
+    sndk_timer_arm(e, &a.t, 2000);
+    CHECK(wait_ge(&a.fires, 1, WAIT_MS));
+    CHECK(a.fired_at >= a.armed_at + 2000);
+    CHECK_EQ_I64(a.thread, 1); /* a pending timer stays on its thread */
+    /* Close, then pushed far away: does not fire; cancel finds it pending. */
+    sndk_timer_arm(e, &a.t, 1000);
+    sndk_timer_arm(e, &a.t, 60u * 1000000u);
+    struct ttimer probe;
+    ttimer_init(&probe, e, 1, 20000);
+    sndk_timer_arm_on(e, 1, &probe.t, 20000); /* fires after a's first deadline would have */
+    CHECK(wait_ge(&probe.fires, 1, WAIT_MS));
+    CHECK_EQ_U64(atomic_load(&a.fires), 1);
+    CHECK(sndk_timer_pending(&a.t));
+    /* Moved to another thread while pending. */
+    sndk_timer_arm_on(e, 0, &a.t, 500);
+    CHECK(wait_ge(&a.fires, 2, WAIT_MS));
+    CHECK_EQ_I64(a.thread, 0);
+    sndk_engine_destroy(e);
+}
+
+struct blocking_timer {
+    struct sndk_timer t;
+    struct harness_event entered, release;
+};
+
+static void blocking_fn(struct sndk_timer *t)
+{
+    struct blocking_timer *b = (struct blocking_timer *)t;
+    harness_event_signal(&b->entered);
+    CHECK(harness_event_wait(&b->release, 1, WAIT_MS));
+}
+
+TEST(timer_cancel_semantics)
+{
+    struct sndk_engine *e = mk_engine(1, 0);
+    struct ttimer a;
+    ttimer_init(&a, e, 0, 0);
+    CHECK(!sndk_timer_cancel(&a.t)); /* never armed */
+    sndk_timer_arm(e, &a.t, 60u * 1000000u);
+    CHECK(sndk_timer_pending(&a.t));
+    CHECK(sndk_timer_cancel(&a.t));
+    CHECK(!sndk_timer_pending(&a.t));
+    CHECK(!sndk_timer_cancel(&a.t)); /* once */
+    /* Cancelled timers do not fire even when their time has come. */
+    sndk_timer_arm(e, &a.t, 1000);
+    CHECK(sndk_timer_cancel(&a.t));
+    struct ttimer probe;
+    ttimer_init(&probe, e, 1, 5000);
+    sndk_timer_arm(e, &probe.t, 5000);
+    CHECK(wait_ge(&probe.fires, 1, WAIT_MS));
+    CHECK_EQ_U64(atomic_load(&a.fires), 0);
+
+    /* Running right now: cancel says false, and re-arming from outside works. */
+    struct blocking_timer b;
+    harness_event_init(&b.entered);
+    harness_event_init(&b.release);
+    sndk_timer_init(&b.t, blocking_fn);
+    sndk_timer_arm(e, &b.t, 0);
+    CHECK(harness_event_wait(&b.entered, 1, WAIT_MS));
+    CHECK(!sndk_timer_cancel(&b.t));
+    CHECK(!sndk_timer_pending(&b.t));
+    sndk_timer_arm(e, &b.t, 60u * 1000000u);
+    CHECK(sndk_timer_cancel(&b.t));
+    harness_event_signal(&b.release);
+    sndk_engine_quiesce(e);
+    sndk_engine_destroy(e);
+    harness_event_destroy(&b.entered);
+    harness_event_destroy(&b.release);
+}
+
+/* A timer armed from another thread with an earlier deadline must wake a thread that is
+ * blocked until a later one. */
+TEST(timer_earlier_deadline_wakes_sleeper)
+{
+    struct sndk_engine *e = mk_engine(1, 0);
+    struct ttimer late, early;
+    ttimer_init(&late, e, 0, 0);
+    ttimer_init(&early, e, 1, 0);
+    sndk_timer_arm(e, &late.t, 60u * 1000000u);
+    flush_thread(e, 0); /* the thread now sleeps towards the 60 s deadline */
+    early.armed_at = mono_us();
+    sndk_timer_arm(e, &early.t, 1000);
+    CHECK(wait_ge(&early.fires, 1, 2000));
+    CHECK(sndk_timer_cancel(&late.t));
+    sndk_engine_destroy(e);
+}
+
+/* Many timers armed and cancelled from several threads at once. */
+#include <pthread.h>
+struct churn {
+    struct sndk_engine *e;
+    struct ttimer tt[64];
+};
+
+static void churn_fn(struct sndk_timer *t)
+{
+    /* Other threads re-arm and cancel this timer while it fires: it may be pending again
+     * already, so nothing to check but that it is called on a progress thread. */
+    struct ttimer *tt = (struct ttimer *)t;
+    CHECK(sndk_engine_on_progress_thread(tt->e));
+}
+
+static void *churn_main(void *arg)
+{
+    struct churn *c = arg;
+    for (unsigned i = 0; i < 64; i++) {
+        ttimer_init(&c->tt[i], c->e, i, 0);
+        sndk_timer_init(&c->tt[i].t, churn_fn);
+    }
+    for (unsigned round = 0; round < 200; round++)
+        for (unsigned i = 0; i < 64; i++) {
+            struct ttimer *tt = &c->tt[i];
+            if ((round + i) % 3 == 0)
+                sndk_timer_cancel(&tt->t);
+            else
+                sndk_timer_arm_on(c->e, (round + i) % 2, &tt->t, (round * 7 + i) % 300);
+        }
+    for (unsigned i = 0; i < 64; i++)
+        sndk_timer_cancel(&c->tt[i].t);
+    return NULL;
+}
+
+TEST(timer_churn_many_threads)
+{
+    struct sndk_engine *e = mk_engine(2, SNDK_ENGINE_DEFAULT_SPIN);
+    struct churn c[3];
+    pthread_t tid[3];
+    for (int i = 0; i < 3; i++) {
+        c[i].e = e;
+        CHECK_EQ_I64(pthread_create(&tid[i], NULL, churn_main, &c[i]), 0);
+    }
+    for (int i = 0; i < 3; i++)
+        pthread_join(tid[i], NULL);
+    /* Every timer is cancelled or fired; wait until none runs, then nothing is pending. */
+    flush_thread(e, 0);
+    flush_thread(e, 1);
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 64; j++)
+            CHECK(!sndk_timer_pending(&c[i].tt[j].t));
+    sndk_engine_destroy(e);
+}
