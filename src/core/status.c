@@ -1,2 +1,73 @@
-/* SoftNdkStatusName: filled in with the public headers. */
-extern int sndk_status_placeholder;
+/* SoftNdkStatusName: one table, the only place status names live. */
+#include <stdio.h>
+
+#include <ndk/softndk.h>
+
+struct status_name {
+    NTSTATUS status;
+    const char *name;
+};
+
+#define S(x) {x, #x}
+static const struct status_name names[] = {
+    S(STATUS_SUCCESS),
+    S(STATUS_TIMEOUT),
+    S(STATUS_PENDING),
+    S(STATUS_BUFFER_OVERFLOW),
+    S(STATUS_NO_MORE_ENTRIES),
+    S(STATUS_UNSUCCESSFUL),
+    S(STATUS_NOT_IMPLEMENTED),
+    S(STATUS_ACCESS_VIOLATION),
+    S(STATUS_INVALID_HANDLE),
+    S(STATUS_INVALID_PARAMETER),
+    S(STATUS_INVALID_DEVICE_REQUEST),
+    S(STATUS_NO_MEMORY),
+    S(STATUS_BUFFER_TOO_SMALL),
+    S(STATUS_INVALID_PARAMETER_MIX),
+    S(STATUS_DATA_OVERRUN),
+    S(STATUS_SHARING_VIOLATION),
+    S(STATUS_INSUFFICIENT_RESOURCES),
+    S(STATUS_DEVICE_NOT_READY),
+    S(STATUS_IO_TIMEOUT),
+    S(STATUS_NOT_SUPPORTED),
+    S(STATUS_INTERNAL_ERROR),
+    S(STATUS_CANCELLED),
+    S(STATUS_LOCAL_DISCONNECT),
+    S(STATUS_REMOTE_DISCONNECT),
+    S(STATUS_REMOTE_RESOURCES),
+    S(STATUS_INVALID_CONNECTION),
+    S(STATUS_INVALID_ADDRESS),
+    S(STATUS_INVALID_DEVICE_STATE),
+    S(STATUS_INVALID_BUFFER_SIZE),
+    S(STATUS_TOO_MANY_ADDRESSES),
+    S(STATUS_ADDRESS_ALREADY_EXISTS),
+    S(STATUS_CONNECTION_DISCONNECTED),
+    S(STATUS_CONNECTION_RESET),
+    S(STATUS_NOT_FOUND),
+    S(STATUS_CONNECTION_REFUSED),
+    S(STATUS_GRACEFUL_DISCONNECT),
+    S(STATUS_ADDRESS_ALREADY_ASSOCIATED),
+    S(STATUS_CONNECTION_INVALID),
+    S(STATUS_CONNECTION_ACTIVE),
+    S(STATUS_NETWORK_UNREACHABLE),
+    S(STATUS_HOST_UNREACHABLE),
+    S(STATUS_PROTOCOL_UNREACHABLE),
+    S(STATUS_PORT_UNREACHABLE),
+    S(STATUS_REQUEST_ABORTED),
+    S(STATUS_CONNECTION_ABORTED),
+    S(STATUS_DEVICE_REMOVED),
+    S(STATUS_IMPLEMENTATION_LIMIT),
+    S(NDIS_STATUS_BAD_VERSION),
+    S(NDIS_STATUS_ADAPTER_NOT_READY),
+};
+#undef S
+
+const char *SoftNdkStatusName(NTSTATUS Status)
+{
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].status == Status)
+            return names[i].name;
+    static _Thread_local char unknown[24];
+    snprintf(unknown, sizeof unknown, "STATUS_0x%08X", (unsigned)Status);
+    return unknown;
+}

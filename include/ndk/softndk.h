@@ -1,0 +1,94 @@
+/*
+ * softndk.h — what Windows gets from NDIS and a Linux library must add: opening and closing an
+ * adapter, options, status names. Every exported symbol of libsoftndk starts with "SoftNdk"
+ * (consumer code commonly defines its own NdkOpenAdapter/NdkCloseAdapter wrappers).
+ */
+#ifndef SOFTNDK_SOFTNDK_H
+#define SOFTNDK_SOFTNDK_H
+
+#include "ndkpi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SOFTNDK_API __attribute__((visibility("default")))
+#else
+#define SOFTNDK_API
+#endif
+
+/* The NDKPI versions this library implements: major 1 up to 1.2, major 2 up to 2.1. */
+#define SOFTNDK_NDK_VERSION_1_MAX_MINOR 2
+#define SOFTNDK_NDK_VERSION_2_MAX_MINOR 1
+
+/* Sentinel "not set" values are zero throughout: a zero-initialised SOFTNDK_OPTIONS (with Size
+ * set) means "all defaults", and each default is taken from its SOFTNDK_* environment variable
+ * when that is set. An explicit option always wins over the environment. */
+typedef enum _SOFTNDK_CRC_POLICY {
+    SoftNdkCrcDefault = 0,
+    SoftNdkCrcOn = 1,  /* ask the peer for CRC32c on every FPDU */
+    SoftNdkCrcOff = 2, /* do not ask; still honour a peer that requires it */
+} SOFTNDK_CRC_POLICY;
+
+typedef enum _SOFTNDK_LOG_LEVEL {
+    SoftNdkLogDefault = 0,
+    SoftNdkLogError = 1,
+    SoftNdkLogWarn = 2,
+    SoftNdkLogInfo = 3,
+    SoftNdkLogDebug = 4,
+} SOFTNDK_LOG_LEVEL;
+
+/* Spin option value for "never spin before blocking". */
+#define SOFTNDK_SPIN_NONE 0xFFFFFFFFu
+
+typedef struct _SOFTNDK_OPTIONS {
+    ULONG Size;                /* sizeof(SOFTNDK_OPTIONS): the struct grows at the tail only */
+    ULONG MpaRevision;         /* 0 = default (SOFTNDK_MPA_REV, else 2); 1 or 2 */
+    SOFTNDK_CRC_POLICY Crc;    /* SOFTNDK_CRC, else on */
+    USHORT EphemeralPortLow;   /* ND ports that port 0 draws from; both 0 = default */
+    USHORT EphemeralPortHigh;  /* (SOFTNDK_EPHEMERAL_PORTS, else 49152-65535) */
+    ULONG ProgressThreads;     /* 0 = default (SOFTNDK_THREADS, else 1); at most 64 */
+    ULONG SpinMicroseconds;    /* 0 = default (SOFTNDK_SPIN_US, else 50); SOFTNDK_SPIN_NONE */
+    SOFTNDK_LOG_LEVEL LogLevel;/* SOFTNDK_LOG, else warn; logs go to stderr */
+    const char *Limits;        /* NULL = default (SOFTNDK_LIMITS): "Name=value,..." over
+                                  NDK_ADAPTER_INFO fields, each at most softndk's own maximum */
+} SOFTNDK_OPTIONS;
+
+/* Fill *Options with "all defaults" (Size set, everything else zero). */
+SOFTNDK_API VOID SoftNdkInitOptions(SOFTNDK_OPTIONS *Options);
+
+/*
+ * Open an NDK adapter on network interface IfIndex (as from if_nametoindex; 0 = every local
+ * address). Version is the NDKPI version the consumer was written for: Major 1 or 2 and the
+ * lowest Minor it accepts; the adapter runs at the highest minor of that major and reports it in
+ * NDK_ADAPTER_INFO.Version and every object header. Options may be NULL for the defaults.
+ * Blocking (PASSIVE). Returns:
+ *   STATUS_SUCCESS                 *ppNdkAdapter is the adapter;
+ *   NDIS_STATUS_BAD_VERSION        Major not 1 or 2, or Minor above what that major offers;
+ *   STATUS_NOT_FOUND               no network interface has index IfIndex;
+ *   STATUS_INVALID_PARAMETER       ppNdkAdapter NULL, Options->Size unknown, or a malformed
+ *                                  option or SOFTNDK_* variable (logged with its name);
+ *   STATUS_INSUFFICIENT_RESOURCES  memory or threads could not be had.
+ */
+SOFTNDK_API NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version,
+                                        const SOFTNDK_OPTIONS *Options,
+                                        NDK_ADAPTER **ppNdkAdapter);
+
+/* Close an adapter. Blocks until every object below it is closed (by the consumer) and every
+ * callback on any of them has returned; then stops its threads. Must not be called from inside
+ * a callback. Logs the objects still open every 10 s while it waits. */
+SOFTNDK_API VOID SoftNdkCloseAdapter(NDK_ADAPTER *pNdkAdapter);
+
+/* "STATUS_CONNECTION_INVALID" for a known status, "STATUS_0xC0001234" (a static buffer per
+ * thread) for another; never NULL. */
+SOFTNDK_API const char *SoftNdkStatusName(NTSTATUS Status);
+
+/* Version of this library ("0.1.0"). */
+SOFTNDK_API const char *SoftNdkVersionString(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SOFTNDK_SOFTNDK_H */

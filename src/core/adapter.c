@@ -1,0 +1,237 @@
+/* Adapter: SoftNdkOpenAdapter / SoftNdkCloseAdapter, NdkQueryAdapterInfo, version negotiation
+ * (spec/ndkpi.md §5.11). */
+#include "core/adapter.h"
+
+#include <errno.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/log.h"
+
+static NTSTATUS query_adapter_info(NDK_ADAPTER *pNdkAdapter, NDK_ADAPTER_INFO *pInfo,
+                                   ULONG *pBufferSize);
+
+static const NDK_ADAPTER_DISPATCH adapter_dispatch = {
+    .NdkQueryExtension = sndk_obj_query_extension,
+    .NdkQueryAdapterInfo = query_adapter_info,
+    .NdkCreateCq = sndk_cq_create,
+    .NdkCreatePd = sndk_pd_create,
+    .NdkCreateSharedEndpoint = sndk_endpoint_create,
+    .NdkCreateConnector = sndk_connector_create,
+    .NdkCreateListener = sndk_listener_create,
+    .NdkBuildLAM = sndk_lam_build,
+    .NdkReleaseLAM = sndk_lam_release,
+};
+
+static const struct sndk_obj_ops adapter_ops = {.type = NdkObjectTypeAdapter};
+
+void sndk_adapter_track(struct sndk_adapter *a, struct sndk_obj *o)
+{
+    pthread_mutex_lock(&a->lock);
+    o->live_prev = NULL;
+    o->live_next = a->live;
+    if (a->live)
+        a->live->live_prev = o;
+    a->live = o;
+    a->live_count[o->ops->type]++;
+    pthread_mutex_unlock(&a->lock);
+}
+
+void sndk_adapter_untrack(struct sndk_adapter *a, struct sndk_obj *o)
+{
+    pthread_mutex_lock(&a->lock);
+    if (o->live_prev)
+        o->live_prev->live_next = o->live_next;
+    else
+        a->live = o->live_next;
+    if (o->live_next)
+        o->live_next->live_prev = o->live_prev;
+    a->live_count[o->ops->type]--;
+    pthread_mutex_unlock(&a->lock);
+}
+
+void sndk_adapter_released(struct sndk_adapter *a)
+{
+    pthread_mutex_lock(&a->lock);
+    a->released = true;
+    pthread_cond_broadcast(&a->released_cond);
+    pthread_mutex_unlock(&a->lock);
+}
+
+/* §5.11: Major must be known; the consumer's Minor is the lowest it accepts; we run at our
+ * highest minor of that major. */
+static bool negotiate_version(NDK_VERSION asked, NDK_VERSION *run)
+{
+    unsigned max_minor;
+    if (asked.Major == 1)
+        max_minor = SOFTNDK_NDK_VERSION_1_MAX_MINOR;
+    else if (asked.Major == 2)
+        max_minor = SOFTNDK_NDK_VERSION_2_MAX_MINOR;
+    else
+        return false;
+    if (asked.Minor > max_minor)
+        return false;
+    run->Major = asked.Major;
+    run->Minor = (USHORT)max_minor;
+    return true;
+}
+
+VOID SoftNdkInitOptions(SOFTNDK_OPTIONS *Options)
+{
+    if (!Options)
+        return;
+    memset(Options, 0, sizeof *Options);
+    Options->Size = sizeof *Options;
+}
+
+NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OPTIONS *Options,
+                            NDK_ADAPTER **ppNdkAdapter)
+{
+    if (!ppNdkAdapter)
+        return STATUS_INVALID_PARAMETER;
+    *ppNdkAdapter = NULL;
+    NDK_VERSION run;
+    if (!negotiate_version(Version, &run)) {
+        sndk_err("adapter", "NDKPI version %u.%u not offered (1.0-1.%d, 2.0-2.%d)",
+                 Version.Major, Version.Minor, SOFTNDK_NDK_VERSION_1_MAX_MINOR,
+                 SOFTNDK_NDK_VERSION_2_MAX_MINOR);
+        return NDIS_STATUS_BAD_VERSION;
+    }
+    struct sndk_config cfg;
+    char err[256];
+    NTSTATUS st = sndk_config_resolve(Options, &cfg, err, sizeof err);
+    if (st != STATUS_SUCCESS) {
+        sndk_err("adapter", "%s", err);
+        return st;
+    }
+    /* The most verbose level asked for by any adapter wins: the log is per process. */
+    enum sndk_log_level level = (enum sndk_log_level)(cfg.log_level - SoftNdkLogError);
+    if (level > sndk_log_get_level())
+        sndk_log_set_level(level);
+
+    char ifname[IF_NAMESIZE] = "*";
+    if (IfIndex != 0 && !if_indextoname(IfIndex, ifname)) {
+        sndk_err("adapter", "no network interface has index %u", IfIndex);
+        return STATUS_NOT_FOUND;
+    }
+
+    struct sndk_adapter *a = calloc(1, sizeof *a);
+    if (!a)
+        return STATUS_INSUFFICIENT_RESOURCES;
+    a->version = run;
+    a->if_index = IfIndex;
+    a->cfg = cfg;
+    a->info = cfg.limits;
+    a->info.Version = run;
+    /* Connections spread over several progress threads are served concurrently. */
+    if (cfg.threads > 1)
+        a->info.AdapterFlags |= NDK_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED;
+    pthread_mutex_init(&a->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&a->released_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    if (!sndk_stag_table_init(&a->stags)) {
+        st = STATUS_INSUFFICIENT_RESOURCES;
+        goto fail_stags;
+    }
+
+    struct sndk_engine_options eo;
+    sndk_engine_options_default(&eo);
+    eo.threads = cfg.threads;
+    eo.spin_us = cfg.spin_us;
+    eo.name = "sndk";
+    int rc = sndk_engine_create(&eo, &a->engine);
+    if (rc != 0) {
+        sndk_err("adapter", "cannot start progress threads: %s", strerror(-rc));
+        st = STATUS_INSUFFICIENT_RESOURCES;
+        goto fail_engine;
+    }
+    sndk_obj_init(&a->base, a, &adapter_ops, &adapter_dispatch);
+    sndk_info("adapter", "open on %s (if %u), NDKPI %u.%u, MPA rev %u, CRC %s, %u thread(s)",
+              ifname, IfIndex, run.Major, run.Minor, cfg.mpa_revision, cfg.crc ? "on" : "off",
+              cfg.threads);
+    *ppNdkAdapter = &a->base.pub.adapter;
+    return STATUS_SUCCESS;
+
+fail_engine:
+    sndk_stag_table_destroy(&a->stags);
+fail_stags:
+    pthread_cond_destroy(&a->released_cond);
+    pthread_mutex_destroy(&a->lock);
+    free(a);
+    return st;
+}
+
+static void log_still_open(struct sndk_adapter *a)
+{
+    char line[512];
+    size_t n = 0;
+    for (int t = 0; t < NdkObjectTypeMax; t++)
+        if (a->live_count[t] && n < sizeof line)
+            n += (size_t)snprintf(line + n, sizeof line - n, " %u %s", a->live_count[t],
+                                  sndk_obj_type_name((NDK_OBJECT_TYPE)t));
+    sndk_warn("adapter", "SoftNdkCloseAdapter waits for objects still open:%s",
+              n ? line : " (closes in progress)");
+}
+
+VOID SoftNdkCloseAdapter(NDK_ADAPTER *pNdkAdapter)
+{
+    struct sndk_adapter *a = sndk_adapter_from(pNdkAdapter);
+    if (!a) {
+        sndk_err("adapter", "SoftNdkCloseAdapter(%p): not an adapter", (void *)pNdkAdapter);
+        return;
+    }
+    if (sndk_engine_on_progress_thread(a->engine)) {
+        sndk_err("adapter", "SoftNdkCloseAdapter called from a callback: refused (it would wait "
+                            "for itself)");
+        return;
+    }
+    int expected = SNDK_OBJ_OPEN;
+    if (!atomic_compare_exchange_strong(&a->base.state, &expected, SNDK_OBJ_CLOSING)) {
+        sndk_err("adapter", "adapter %p closed twice", (void *)a);
+        return;
+    }
+    sndk_obj_put(&a->base); /* the open reference */
+    pthread_mutex_lock(&a->lock);
+    while (!a->released) {
+        struct timespec deadline;
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_sec += 10;
+        if (pthread_cond_timedwait(&a->released_cond, &a->lock, &deadline) == ETIMEDOUT &&
+            !a->released)
+            log_still_open(a);
+    }
+    pthread_mutex_unlock(&a->lock);
+    /* Every object is gone; the engine may still be returning from the last close work. */
+    sndk_engine_destroy(a->engine);
+    sndk_stag_table_destroy(&a->stags);
+    pthread_cond_destroy(&a->released_cond);
+    pthread_mutex_destroy(&a->lock);
+    a->base.magic = 0;
+    free(a);
+}
+
+static NTSTATUS query_adapter_info(NDK_ADAPTER *pNdkAdapter, NDK_ADAPTER_INFO *pInfo,
+                                   ULONG *pBufferSize)
+{
+    struct sndk_adapter *a = sndk_adapter_from(pNdkAdapter);
+    if (!a || !pBufferSize)
+        return STATUS_INVALID_PARAMETER;
+    if (!pInfo || *pBufferSize < sizeof(NDK_ADAPTER_INFO)) {
+        *pBufferSize = sizeof(NDK_ADAPTER_INFO);
+        return STATUS_BUFFER_TOO_SMALL;
+    }
+    *pInfo = a->info;
+    *pBufferSize = sizeof(NDK_ADAPTER_INFO);
+    return STATUS_SUCCESS;
+}
+
+const char *SoftNdkVersionString(void)
+{
+    return SOFTNDK_VERSION_STRING;
+}

@@ -1,0 +1,63 @@
+/* The adapter: root of an object tree, owner of the progress engine, the STag table and the
+ * resolved configuration. */
+#ifndef SOFTNDK_CORE_ADAPTER_H
+#define SOFTNDK_CORE_ADAPTER_H
+
+#include <pthread.h>
+
+#include "core/object.h"
+#include "core/options.h"
+#include "core/stag.h"
+
+struct sndk_adapter {
+    struct sndk_obj base; /* NDK_ADAPTER first */
+    NDK_VERSION version;  /* what the adapter runs at */
+    ULONG if_index;
+    struct sndk_config cfg;
+    NDK_ADAPTER_INFO info; /* advertised and enforced limits */
+    struct sndk_engine *engine;
+    struct sndk_stag_table stags;
+
+    /* live objects, for diagnostics and the wait in SoftNdkCloseAdapter */
+    pthread_mutex_t lock; /* guards live, live_count, released */
+    pthread_cond_t released_cond;
+    struct sndk_obj *live;
+    unsigned live_count[NdkObjectTypeMax];
+    bool released; /* refs reached zero */
+};
+
+static inline struct sndk_adapter *sndk_adapter_from(NDK_ADAPTER *pub)
+{
+    struct sndk_obj *o = sndk_obj_check(pub, NdkObjectTypeAdapter);
+    return o ? sndk_container_of(o, struct sndk_adapter, base) : NULL;
+}
+
+void sndk_adapter_track(struct sndk_adapter *a, struct sndk_obj *o);
+void sndk_adapter_untrack(struct sndk_adapter *a, struct sndk_obj *o);
+/* The adapter's last reference went (its close is waiting for that). */
+void sndk_adapter_released(struct sndk_adapter *a);
+
+/* Dispatch slots implemented in the object files. */
+NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
+                        NDK_FN_CQ_NOTIFICATION_CALLBACK CqNotification, PVOID CqNotificationContext,
+                        GROUP_AFFINITY *Affinity, NDK_FN_CREATE_COMPLETION CreateCompletion,
+                        PVOID RequestContext, NDK_CQ **ppNdkCq);
+NTSTATUS sndk_pd_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CREATE_COMPLETION CreateCompletion,
+                        PVOID RequestContext, NDK_PD **ppNdkPd);
+NTSTATUS sndk_endpoint_create(NDK_ADAPTER *pNdkAdapter, const struct sockaddr *pAddress,
+                              ULONG AddressLength, NDK_FN_CREATE_COMPLETION CreateCompletion,
+                              PVOID RequestContext, NDK_SHARED_ENDPOINT **ppNdkSharedEndpoint);
+NTSTATUS sndk_connector_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CREATE_COMPLETION CreateCompletion,
+                               PVOID RequestContext, NDK_CONNECTOR **ppNdkConnector);
+NTSTATUS sndk_listener_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CONNECT_EVENT_CALLBACK ConnectEvent,
+                              PVOID ConnectEventContext, NDK_FN_CREATE_COMPLETION CreateCompletion,
+                              PVOID RequestContext, NDK_LISTENER **ppNdkListener);
+NTSTATUS sndk_lam_build(NDK_ADAPTER *pNdkAdapter, MDL *Mdl, SIZE_T Length,
+                        NDK_FN_REQUEST_COMPLETION RequestCompletion, PVOID RequestContext,
+                        NDK_LOGICAL_ADDRESS_MAPPING *pNdkLAM, ULONG *pLAMSize, ULONG *pFBO);
+void sndk_lam_release(NDK_ADAPTER *pNdkAdapter, NDK_LOGICAL_ADDRESS_MAPPING *pNdkLAM);
+
+/* Is [va, va+len) described virtually contiguously by the MDL chain? Shared by MR and LAM. */
+bool sndk_mdl_contiguous(const MDL *mdl, SIZE_T len);
+
+#endif

@@ -1,0 +1,365 @@
+/* Completion queue (spec/ndkpi.md §2.4, §5.4). */
+#include "core/cq.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+
+/* §5.4 rule 9: a second arm before the first is satisfied merges (row: first, column: second),
+ * indexed by NDK_CQ_NOTIFY_* (ERRORS 0, ANY 1, SOLICITED 2). */
+static const int arm_merge[3][3] = {
+    /* 1st ERRORS    */ {NDK_CQ_NOTIFY_ERRORS, NDK_CQ_NOTIFY_ANY, NDK_CQ_NOTIFY_SOLICITED},
+    /* 1st ANY       */ {NDK_CQ_NOTIFY_ANY, NDK_CQ_NOTIFY_ANY, NDK_CQ_NOTIFY_ANY},
+    /* 1st SOLICITED */ {NDK_CQ_NOTIFY_SOLICITED, NDK_CQ_NOTIFY_ANY, NDK_CQ_NOTIFY_SOLICITED},
+};
+
+static bool moderation_on(const struct sndk_cq *cq)
+{
+    /* §5.4 rules 15-16: Interval 0 or Count 0/1 means no moderation. */
+    return cq->mod_interval != 0 && cq->mod_count > 1;
+}
+
+static bool count_governs(const struct sndk_cq *cq)
+{
+    return cq->mod_count != MAXULONG && cq->mod_count <= cq->depth;
+}
+
+static bool interval_governs(const struct sndk_cq *cq)
+{
+    return cq->mod_interval != MAXULONG;
+}
+
+static void notify_work_fn(struct sndk_work *w);
+static void mod_timer_fn(struct sndk_timer *t);
+
+/* Make the callback due and make sure the work runs. Caller holds cq->lock. */
+static void fire_locked(struct sndk_cq *cq, NTSTATUS status)
+{
+    cq->armed = SNDK_CQ_UNARMED;
+    cq->moderating = false;
+    cq->notify_due = true;
+    cq->notify_status = status;
+    cq->notify_seq = cq->produced;
+    if (cq->timer_ref && sndk_timer_cancel(&cq->mod_timer)) {
+        cq->timer_ref = false;
+        /* the timer's reference is taken over by the notification below when it is new, or
+         * dropped: both paths keep the count right */
+        if (cq->notify_scheduled) {
+            atomic_fetch_sub_explicit(&cq->base.refs, 1, memory_order_acq_rel);
+        } else {
+            cq->notify_scheduled = true;
+            sndk_engine_queue(cq->base.adapter->engine, &cq->notify_work);
+        }
+        return;
+    }
+    if (!cq->notify_scheduled) {
+        cq->notify_scheduled = true;
+        sndk_obj_get(&cq->base);
+        sndk_engine_queue(cq->base.adapter->engine, &cq->notify_work);
+    }
+}
+
+/* An arm's condition occurred. Caller holds cq->lock. */
+static void satisfy_locked(struct sndk_cq *cq)
+{
+    cq->armed = SNDK_CQ_UNARMED;
+    if (!moderation_on(cq)) {
+        fire_locked(cq, STATUS_SUCCESS);
+        return;
+    }
+    cq->moderating = true;
+    cq->mod_accum = 1;
+    if (count_governs(cq) && cq->mod_accum >= cq->mod_count) {
+        fire_locked(cq, STATUS_SUCCESS);
+        return;
+    }
+    if (interval_governs(cq) && !cq->timer_ref) {
+        cq->timer_ref = true;
+        sndk_obj_get(&cq->base);
+        sndk_timer_arm(cq->base.adapter->engine, &cq->mod_timer, cq->mod_interval);
+    }
+}
+
+static void notify_work_fn(struct sndk_work *w)
+{
+    struct sndk_cq *cq = sndk_container_of(w, struct sndk_cq, notify_work);
+    pthread_mutex_lock(&cq->lock);
+    while (cq->notify_due) {
+        NTSTATUS st = cq->notify_status;
+        cq->notify_due = false;
+        if (sndk_obj_closing(&cq->base))
+            break; /* the consumer closed the CQ: no more notifications */
+        pthread_mutex_unlock(&cq->lock);
+        cq->notify_cb(cq->notify_ctx, st);
+        pthread_mutex_lock(&cq->lock);
+    }
+    cq->notify_due = false;
+    cq->notify_scheduled = false;
+    pthread_mutex_unlock(&cq->lock);
+    sndk_obj_put(&cq->base);
+}
+
+static void mod_timer_fn(struct sndk_timer *t)
+{
+    struct sndk_cq *cq = sndk_container_of(t, struct sndk_cq, mod_timer);
+    pthread_mutex_lock(&cq->lock);
+    bool had_ref = cq->timer_ref;
+    cq->timer_ref = false;
+    if (cq->moderating && !sndk_obj_closing(&cq->base))
+        fire_locked(cq, STATUS_SUCCESS);
+    pthread_mutex_unlock(&cq->lock);
+    if (had_ref)
+        sndk_obj_put(&cq->base);
+}
+
+bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicited)
+{
+    pthread_mutex_lock(&cq->lock);
+    if (cq->dead != STATUS_SUCCESS) {
+        pthread_mutex_unlock(&cq->lock);
+        return false;
+    }
+    if (cq->count == cq->depth) {
+        /* §5.4 rule 12: an overrun kills the CQ; the callback says so whatever the arm. */
+        cq->dead = STATUS_BUFFER_OVERFLOW;
+        cq->count = 0;
+        sndk_warn("cq", "CQ %p overran its depth %u: dead", (void *)cq, cq->depth);
+        if (cq->armed != SNDK_CQ_UNARMED || cq->moderating)
+            fire_locked(cq, STATUS_BUFFER_OVERFLOW);
+        pthread_mutex_unlock(&cq->lock);
+        return false;
+    }
+    uint32_t slot = (cq->head + cq->count) % cq->depth;
+    cq->ring[slot].result = *result;
+    cq->count++;
+    uint64_t seq = cq->produced++;
+    bool sol = solicited || result->Status != STATUS_SUCCESS;
+    if (sol)
+        cq->last_solicited = seq + 1;
+    if (cq->moderating) {
+        cq->mod_accum++;
+        if (count_governs(cq) && cq->mod_accum >= cq->mod_count)
+            fire_locked(cq, STATUS_SUCCESS);
+    } else if (cq->armed == NDK_CQ_NOTIFY_ANY || (cq->armed == NDK_CQ_NOTIFY_SOLICITED && sol)) {
+        satisfy_locked(cq);
+    }
+    pthread_mutex_unlock(&cq->lock);
+    return true;
+}
+
+static VOID cq_arm(NDK_CQ *pNdkCq, ULONG Type)
+{
+    struct sndk_cq *cq = sndk_cq_from(pNdkCq);
+    if (!cq || Type > NDK_CQ_NOTIFY_SOLICITED) {
+        sndk_err("cq", "NdkArmCq(%p, %u): invalid", (void *)pNdkCq, Type);
+        return;
+    }
+    pthread_mutex_lock(&cq->lock);
+    if (sndk_obj_closing(&cq->base)) {
+        pthread_mutex_unlock(&cq->lock);
+        return;
+    }
+    if (cq->dead != STATUS_SUCCESS) {
+        /* CQ errors satisfy an arm of any type. */
+        fire_locked(cq, cq->dead);
+        pthread_mutex_unlock(&cq->lock);
+        return;
+    }
+    cq->armed = cq->armed == SNDK_CQ_UNARMED ? (int)Type : arm_merge[cq->armed][Type];
+    if (!cq->moderating && cq->count > 0) {
+        /* §5.4 rule 6: entries that arrived after the last callback satisfy the arm now.
+         * The oldest queued entry has sequence produced - count. */
+        uint64_t oldest = cq->produced - cq->count;
+        bool fresh = cq->produced > cq->notify_seq;
+        bool fresh_solicited = cq->last_solicited > cq->notify_seq && cq->last_solicited > oldest;
+        if ((cq->armed == NDK_CQ_NOTIFY_ANY && fresh) ||
+            (cq->armed == NDK_CQ_NOTIFY_SOLICITED && fresh_solicited))
+            satisfy_locked(cq);
+    }
+    pthread_mutex_unlock(&cq->lock);
+}
+
+static ULONG take_locked(struct sndk_cq *cq, ULONG n, NDK_RESULT_EX *out_ex, NDK_RESULT *out)
+{
+    if (cq->dead != STATUS_SUCCESS)
+        return 0;
+    if (n > cq->count)
+        n = cq->count;
+    for (ULONG i = 0; i < n; i++) {
+        const NDK_RESULT_EX *r = &cq->ring[(cq->head + i) % cq->depth].result;
+        if (out_ex) {
+            out_ex[i] = *r;
+        } else {
+            out[i].Status = r->Status;
+            out[i].BytesTransferred = r->BytesTransferred;
+            out[i].QPContext = r->QPContext;
+            out[i].RequestContext = r->RequestContext;
+        }
+    }
+    cq->head = (cq->head + n) % cq->depth;
+    cq->count -= n;
+    return n;
+}
+
+static ULONG cq_get_results(NDK_CQ *pNdkCq, NDK_RESULT Results[], ULONG nResults)
+{
+    struct sndk_cq *cq = sndk_cq_from(pNdkCq);
+    if (!cq || (!Results && nResults))
+        return 0;
+    pthread_mutex_lock(&cq->lock);
+    ULONG n = take_locked(cq, nResults, NULL, Results);
+    pthread_mutex_unlock(&cq->lock);
+    return n;
+}
+
+static ULONG cq_get_results_ex(NDK_CQ *pNdkCq, NDK_RESULT_EX Results[], ULONG nResults)
+{
+    struct sndk_cq *cq = sndk_cq_from(pNdkCq);
+    if (!cq || (!Results && nResults))
+        return 0;
+    pthread_mutex_lock(&cq->lock);
+    ULONG n = take_locked(cq, nResults, Results, NULL);
+    pthread_mutex_unlock(&cq->lock);
+    return n;
+}
+
+static NTSTATUS cq_resize(NDK_CQ *pNdkCq, ULONG CqDepth, NDK_FN_REQUEST_COMPLETION RequestCompletion,
+                          PVOID RequestContext)
+{
+    (void)RequestCompletion; /* resizes complete inline */
+    (void)RequestContext;
+    struct sndk_cq *cq = sndk_cq_from(pNdkCq);
+    if (!cq)
+        return STATUS_INVALID_PARAMETER;
+    const NDK_ADAPTER_INFO *info = &cq->base.adapter->info;
+    if (!(info->AdapterFlags & NDK_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED))
+        return STATUS_NOT_SUPPORTED;
+    if (CqDepth == 0 || CqDepth > info->MaxCqDepth)
+        return STATUS_INVALID_PARAMETER;
+    struct sndk_cqe *ring = malloc((size_t)CqDepth * sizeof *ring);
+    if (!ring)
+        return STATUS_INSUFFICIENT_RESOURCES;
+    pthread_mutex_lock(&cq->lock);
+    if (cq->count > CqDepth) {
+        pthread_mutex_unlock(&cq->lock);
+        free(ring);
+        return STATUS_BUFFER_OVERFLOW;
+    }
+    for (uint32_t i = 0; i < cq->count; i++)
+        ring[i] = cq->ring[(cq->head + i) % cq->depth];
+    struct sndk_cqe *old = cq->ring;
+    cq->ring = ring;
+    cq->depth = CqDepth;
+    cq->head = 0;
+    pthread_mutex_unlock(&cq->lock);
+    free(old);
+    return STATUS_SUCCESS;
+}
+
+static NTSTATUS cq_control_moderation(NDK_CQ *pNdkCq, ULONG ModerationInterval,
+                                      ULONG ModerationCount)
+{
+    struct sndk_cq *cq = sndk_cq_from(pNdkCq);
+    if (!cq)
+        return STATUS_INVALID_PARAMETER;
+    if (!(cq->base.adapter->info.AdapterFlags & NDK_ADAPTER_FLAG_CQ_INTERRUPT_MODERATION_SUPPORTED))
+        return STATUS_NOT_SUPPORTED;
+    pthread_mutex_lock(&cq->lock);
+    /* §5.4 rule 17: neither limit would ever release a held-back notification. */
+    if (ModerationInterval == MAXULONG &&
+        (ModerationCount == MAXULONG || ModerationCount > cq->depth)) {
+        pthread_mutex_unlock(&cq->lock);
+        return STATUS_INVALID_PARAMETER_MIX;
+    }
+    cq->mod_interval = ModerationInterval;
+    cq->mod_count = ModerationCount;
+    /* The latest settings win at once: a held-back notification is re-judged by them. */
+    if (cq->moderating) {
+        if (!moderation_on(cq) || (count_governs(cq) && cq->mod_accum >= cq->mod_count))
+            fire_locked(cq, STATUS_SUCCESS);
+        else if (interval_governs(cq)) {
+            if (!cq->timer_ref) {
+                cq->timer_ref = true;
+                sndk_obj_get(&cq->base);
+            }
+            sndk_timer_arm(cq->base.adapter->engine, &cq->mod_timer, cq->mod_interval);
+        }
+    }
+    pthread_mutex_unlock(&cq->lock);
+    return STATUS_SUCCESS;
+}
+
+static void cq_close_begin(struct sndk_obj *o)
+{
+    struct sndk_cq *cq = sndk_container_of(o, struct sndk_cq, base);
+    bool drop_timer_ref = false;
+    pthread_mutex_lock(&cq->lock);
+    cq->armed = SNDK_CQ_UNARMED;
+    cq->moderating = false;
+    cq->notify_due = false;
+    if (cq->timer_ref && sndk_timer_cancel(&cq->mod_timer)) {
+        cq->timer_ref = false;
+        drop_timer_ref = true;
+    }
+    pthread_mutex_unlock(&cq->lock);
+    if (drop_timer_ref)
+        atomic_fetch_sub_explicit(&cq->base.refs, 1, memory_order_acq_rel); /* open ref remains */
+}
+
+static void cq_destroy(struct sndk_obj *o)
+{
+    struct sndk_cq *cq = sndk_container_of(o, struct sndk_cq, base);
+    free(cq->ring);
+    pthread_mutex_destroy(&cq->lock);
+}
+
+static const NDK_CQ_DISPATCH cq_dispatch = {
+    .NdkCloseCq = sndk_obj_close,
+    .NdkQueryExtension = sndk_obj_query_extension,
+    .NdkResizeCq = cq_resize,
+    .NdkArmCq = cq_arm,
+    .NdkGetCqResults = cq_get_results,
+    .NdkControlCqInterruptModeration = cq_control_moderation,
+    .NdkGetCqResultsEx = cq_get_results_ex,
+};
+
+static const struct sndk_obj_ops cq_ops = {
+    .type = NdkObjectTypeCq, .close_begin = cq_close_begin, .destroy = cq_destroy};
+
+NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
+                        NDK_FN_CQ_NOTIFICATION_CALLBACK CqNotification, PVOID CqNotificationContext,
+                        GROUP_AFFINITY *Affinity, NDK_FN_CREATE_COMPLETION CreateCompletion,
+                        PVOID RequestContext, NDK_CQ **ppNdkCq)
+{
+    (void)Affinity; /* a hint; notifications run on the adapter's progress threads */
+    (void)CreateCompletion;
+    (void)RequestContext;
+    struct sndk_adapter *a = sndk_adapter_from(pNdkAdapter);
+    if (!a || !ppNdkCq || !CqNotification)
+        return STATUS_INVALID_PARAMETER;
+    if (CqDepth == 0 || CqDepth > a->info.MaxCqDepth)
+        return STATUS_INVALID_PARAMETER;
+    if (sndk_obj_closing(&a->base))
+        return STATUS_INVALID_DEVICE_STATE;
+    struct sndk_cq *cq = calloc(1, sizeof *cq);
+    if (!cq)
+        return STATUS_INSUFFICIENT_RESOURCES;
+    cq->ring = malloc((size_t)CqDepth * sizeof *cq->ring);
+    if (!cq->ring) {
+        free(cq);
+        return STATUS_INSUFFICIENT_RESOURCES;
+    }
+    cq->depth = CqDepth;
+    cq->armed = SNDK_CQ_UNARMED;
+    cq->dead = STATUS_SUCCESS;
+    cq->notify_cb = CqNotification;
+    cq->notify_ctx = CqNotificationContext;
+    pthread_mutex_init(&cq->lock, NULL);
+    sndk_work_init(&cq->notify_work, notify_work_fn);
+    sndk_timer_init(&cq->mod_timer, mod_timer_fn);
+    sndk_obj_init(&cq->base, a, &cq_ops, &cq_dispatch);
+    sndk_obj_hold(&cq->base, &a->base);
+    *ppNdkCq = &cq->base.pub.cq;
+    return STATUS_SUCCESS;
+}

@@ -1,0 +1,62 @@
+/* Completion queue: a ring of NDK_RESULT_EX filled by the QPs feeding it, drained by the
+ * consumer, with one-shot arming (spec/ndkpi.md §5.4), serialized notification callbacks on a
+ * progress thread, overrun detection, resize and software interrupt moderation. */
+#ifndef SOFTNDK_CORE_CQ_H
+#define SOFTNDK_CORE_CQ_H
+
+#include <pthread.h>
+
+#include "core/adapter.h"
+
+#define SNDK_CQ_UNARMED (-1)
+
+struct sndk_cqe {
+    NDK_RESULT_EX result;
+};
+
+struct sndk_cq {
+    struct sndk_obj base;
+    NDK_FN_CQ_NOTIFICATION_CALLBACK notify_cb;
+    void *notify_ctx;
+
+    pthread_mutex_t lock; /* guards everything below; taken before engine locks */
+    struct sndk_cqe *ring;
+    uint32_t depth;
+    uint32_t head;      /* index of the oldest entry */
+    uint32_t count;     /* entries queued */
+    uint64_t produced;  /* entries ever queued: the next entry's sequence number */
+    uint64_t notify_seq;/* `produced` when the last notification fired */
+    uint64_t last_solicited; /* sequence + 1 of the newest solicited/error entry, 0 = none */
+    int armed;          /* SNDK_CQ_UNARMED or NDK_CQ_NOTIFY_* */
+    NTSTATUS dead;      /* STATUS_SUCCESS, or why the CQ is dead (overrun) */
+
+    /* notification delivery: one work item, re-run while notifications are due, so callbacks
+     * for this CQ never overlap */
+    bool notify_due;
+    NTSTATUS notify_status;
+    bool notify_scheduled; /* work queued or running; holds a reference */
+    struct sndk_work notify_work;
+
+    /* interrupt moderation: an arm that is satisfied waits up to mod_interval µs or until
+     * mod_count completions accumulated */
+    ULONG mod_interval;
+    ULONG mod_count;
+    bool moderating;   /* an arm is satisfied, its callback held back */
+    uint32_t mod_accum;
+    bool timer_ref;    /* moderation timer pending; holds a reference */
+    struct sndk_timer mod_timer;
+};
+
+static inline struct sndk_cq *sndk_cq_from(const void *pub)
+{
+    struct sndk_obj *o = sndk_obj_check(pub, NdkObjectTypeCq);
+    return o ? sndk_container_of(o, struct sndk_cq, base) : NULL;
+}
+
+/* Queue one completion (the data path and flushes call this; any thread). `solicited` marks a
+ * receive of a solicited send; error completions satisfy a SOLICITED arm by themselves.
+ * Returns false when the CQ is dead: it overran now or before (the completion is lost, as
+ * NDKPI specifies, and the notification reports STATUS_BUFFER_OVERFLOW). */
+bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicited);
+
+#endif

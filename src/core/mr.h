@@ -1,0 +1,46 @@
+#ifndef SOFTNDK_CORE_MR_H
+#define SOFTNDK_CORE_MR_H
+
+#include "core/pd.h"
+
+/* Access rights of a region or window, as the data path checks them. */
+enum sndk_access {
+    SNDK_ACCESS_LOCAL_READ = 1u << 0,
+    SNDK_ACCESS_LOCAL_WRITE = 1u << 1,
+    SNDK_ACCESS_REMOTE_READ = 1u << 2,
+    SNDK_ACCESS_REMOTE_WRITE = 1u << 3,
+    SNDK_ACCESS_READ_SINK = 1u << 4,
+};
+
+enum sndk_mr_state {
+    SNDK_MR_UNREGISTERED, /* NdkRegisterMr kind, nothing registered */
+    SNDK_MR_REGISTERED,
+    SNDK_MR_FR_UNINITIALIZED, /* fast-register kind before NdkInitializeFastRegisterMr */
+    SNDK_MR_FR_INVALID,       /* initialized; no valid registration (never, or invalidated) */
+    SNDK_MR_FR_VALID,         /* NdkFastRegister took effect */
+    SNDK_MR_STATE_COUNT
+};
+
+struct sndk_mr {
+    struct sndk_obj base;
+    struct sndk_pd *pd;
+    bool fast; /* fixed at creation */
+    enum sndk_mr_state state;
+    uint32_t stag;     /* current token (local = remote) */
+    uintptr_t va;      /* base of the region as peers and SGEs address it */
+    size_t length;
+    unsigned access;   /* enum sndk_access */
+    uint32_t fr_max_pages;
+    bool fr_remote;
+    atomic_uint windows; /* windows bound to this MR */
+};
+
+static inline struct sndk_mr *sndk_mr_from(const void *pub)
+{
+    struct sndk_obj *o = sndk_obj_check(pub, NdkObjectTypeMr);
+    return o ? sndk_container_of(o, struct sndk_mr, base) : NULL;
+}
+
+const char *sndk_mr_state_name(enum sndk_mr_state s);
+
+#endif

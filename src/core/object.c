@@ -1,0 +1,152 @@
+#include "core/object.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/adapter.h"
+#include "util/log.h"
+
+static const char *const type_names[NdkObjectTypeMax] = {
+    [NdkObjectTypeUndefined] = "undefined",
+    [NdkObjectTypeAdapter] = "adapter",
+    [NdkObjectTypeQp] = "QP",
+    [NdkObjectTypeCq] = "CQ",
+    [NdkObjectTypeMr] = "MR",
+    [NdkObjectTypeMw] = "MW",
+    [NdkObjectTypePd] = "PD",
+    [NdkObjectTypeSharedEndpoint] = "shared endpoint",
+    [NdkObjectTypeConnector] = "connector",
+    [NdkObjectTypeListener] = "listener",
+    [NdkObjectTypeSrq] = "SRQ",
+};
+
+const char *sndk_obj_type_name(NDK_OBJECT_TYPE type)
+{
+    if ((unsigned)type < NdkObjectTypeMax)
+        return type_names[type];
+    return "invalid";
+}
+
+static void close_work_fn(struct sndk_work *w);
+
+void sndk_obj_init(struct sndk_obj *o, struct sndk_adapter *a, const struct sndk_obj_ops *ops,
+                   const void *dispatch)
+{
+    memset(&o->pub, 0, sizeof o->pub);
+    o->pub.Header.Version = a->version;
+    o->pub.Header.ObjectType = ops->type;
+    /* Every public object is {Header; Dispatch}: store through the adapter view. */
+    o->pub.adapter.Dispatch = (const NDK_ADAPTER_DISPATCH *)dispatch;
+    o->magic = SNDK_OBJ_MAGIC;
+    o->ops = ops;
+    o->adapter = a;
+    atomic_init(&o->refs, 1);
+    atomic_init(&o->state, SNDK_OBJ_OPEN);
+    o->close_cb = NULL;
+    o->close_ctx = NULL;
+    o->nholds = 0;
+    sndk_work_init(&o->close_work, close_work_fn);
+    o->live_next = o->live_prev = NULL;
+    if (ops->type != NdkObjectTypeAdapter)
+        sndk_adapter_track(a, o);
+}
+
+void sndk_obj_hold(struct sndk_obj *o, struct sndk_obj *ante)
+{
+    if (o->nholds >= SNDK_OBJ_MAX_HOLDS) {
+        sndk_err("object", "internal: too many antecedents on a %s", sndk_obj_type_name(o->ops->type));
+        abort();
+    }
+    sndk_obj_get(ante);
+    o->holds[o->nholds++] = ante;
+}
+
+/* Free o and then release what it held: antecedents may finish their own close only now. */
+static void finish(struct sndk_obj *o)
+{
+    struct sndk_obj *holds[SNDK_OBJ_MAX_HOLDS];
+    unsigned nholds = o->nholds;
+    memcpy(holds, o->holds, sizeof holds);
+    if (o->ops->destroy)
+        o->ops->destroy(o);
+    struct sndk_adapter *a = o->adapter;
+    sndk_adapter_untrack(a, o);
+    o->magic = 0;
+    free(o);
+    for (unsigned i = nholds; i-- > 0;)
+        sndk_obj_put(holds[i]);
+}
+
+void sndk_obj_abandon(struct sndk_obj *o)
+{
+    finish(o);
+}
+
+static void close_work_fn(struct sndk_work *w)
+{
+    struct sndk_obj *o = sndk_container_of(w, struct sndk_obj, close_work);
+    sndk_debug("object", "%s %p: close complete", sndk_obj_type_name(o->ops->type), (void *)o);
+    if (o->close_cb)
+        o->close_cb(o->close_ctx);
+    finish(o);
+}
+
+void sndk_obj_put(struct sndk_obj *o)
+{
+    if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    /* Only close drops the open reference, so the object is closing: its close returned
+     * STATUS_PENDING and the completion is ours to deliver, outside the caller's context. */
+    if (o->ops->type == NdkObjectTypeAdapter) {
+        sndk_adapter_released(o->adapter);
+        return;
+    }
+    sndk_engine_queue(o->adapter->engine, &o->close_work);
+}
+
+NTSTATUS sndk_obj_close(NDK_OBJECT_HEADER *hdr, NDK_FN_CLOSE_COMPLETION cb, void *ctx)
+{
+    struct sndk_obj *o = sndk_obj_check(hdr, NdkObjectTypeUndefined);
+    if (!o || o->ops->type == NdkObjectTypeAdapter) {
+        sndk_err("object", "close of %p: not a softndk object", (void *)hdr);
+        return STATUS_INVALID_PARAMETER;
+    }
+    int expected = SNDK_OBJ_OPEN;
+    if (!atomic_compare_exchange_strong(&o->state, &expected, SNDK_OBJ_CLOSING)) {
+        sndk_err("object", "%s %p closed twice", sndk_obj_type_name(o->ops->type), (void *)o);
+        return STATUS_INVALID_DEVICE_STATE;
+    }
+    o->close_cb = cb;
+    o->close_ctx = ctx;
+    if (o->ops->close_begin)
+        o->ops->close_begin(o);
+    if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1) {
+        finish(o);
+        return STATUS_SUCCESS;
+    }
+    sndk_debug("object", "%s %p: close pending", sndk_obj_type_name(o->ops->type), (void *)o);
+    return STATUS_PENDING;
+}
+
+NTSTATUS sndk_obj_query_extension(NDK_OBJECT_HEADER *hdr, GUID *id, NDK_VERSION version,
+                                  NDK_EXTENSION_INTERFACE *ext)
+{
+    (void)hdr;
+    (void)id;
+    (void)version;
+    if (ext)
+        ext->Dispatch = NULL;
+    return STATUS_NOT_SUPPORTED;
+}
+
+struct sndk_obj *sndk_obj_check(const void *pub, NDK_OBJECT_TYPE type)
+{
+    if (!pub)
+        return NULL;
+    struct sndk_obj *o = (struct sndk_obj *)pub;
+    if (o->magic != SNDK_OBJ_MAGIC)
+        return NULL;
+    if (type != NdkObjectTypeUndefined && o->ops->type != type)
+        return NULL;
+    return o;
+}

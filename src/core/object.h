@@ -1,0 +1,121 @@
+/* The common NDK object: public NDK_xxx first, then the lifetime machinery every object shares.
+ *
+ * Lifetime (spec/ndkpi.md §1.4–§1.6):
+ * - refs starts at 1, the "open" reference, dropped by close.
+ * - A successor holds a reference on each antecedent (parent, CQs, SRQ, MR of a bound window)
+ *   from its creation until its own close completion has RETURNED, so an antecedent's close
+ *   never completes while a successor is open or its close callback runs.
+ * - Anything that will call a consumer callback for the object (a queued CQ notification, a
+ *   pending request) holds a reference until that callback has returned.
+ * - Close drops the open reference. If that was the last one, the object is finished inline
+ *   and close returns STATUS_SUCCESS; otherwise STATUS_PENDING, and whoever drops the last
+ *   reference queues the close work on a progress thread, which calls the close completion
+ *   (the last callback ever made for the object), then frees it, then drops its holds.
+ *
+ * Private state is reached from the public pointer (never through ->Dispatch, which a
+ * consumer may overwrite). */
+#ifndef SOFTNDK_CORE_OBJECT_H
+#define SOFTNDK_CORE_OBJECT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "engine/engine.h"
+#include <ndk/softndk.h>
+
+struct sndk_adapter;
+struct sndk_obj;
+
+#define SNDK_OBJ_MAGIC     0x4b444e53u /* "SNDK" */
+#define SNDK_OBJ_MAX_HOLDS 4
+
+enum sndk_obj_state {
+    SNDK_OBJ_OPEN = 0,
+    SNDK_OBJ_CLOSING = 1, /* close called; finishing when the last reference goes */
+};
+
+struct sndk_obj_ops {
+    NDK_OBJECT_TYPE type;
+    /* Called by close before the open reference is dropped: cancel what is pending (flush a
+     * QP, stop a listener accepting). May be NULL. */
+    void (*close_begin)(struct sndk_obj *o);
+    /* Release type-specific resources. Holds are still valid; the object is freed after. */
+    void (*destroy)(struct sndk_obj *o);
+};
+
+struct sndk_obj {
+    union {
+        NDK_OBJECT_HEADER Header;
+        NDK_ADAPTER adapter;
+        NDK_PD pd;
+        NDK_CQ cq;
+        NDK_QP qp;
+        NDK_SRQ srq;
+        NDK_MR mr;
+        NDK_MW mw;
+        NDK_CONNECTOR connector;
+        NDK_LISTENER listener;
+        NDK_SHARED_ENDPOINT endpoint;
+    } pub;
+    uint32_t magic;
+    const struct sndk_obj_ops *ops;
+    struct sndk_adapter *adapter; /* lives at least as long as the object (held transitively) */
+    atomic_uint refs;
+    atomic_int state; /* enum sndk_obj_state */
+    NDK_FN_CLOSE_COMPLETION close_cb;
+    void *close_ctx;
+    struct sndk_obj *holds[SNDK_OBJ_MAX_HOLDS];
+    unsigned nholds;
+    struct sndk_work close_work;
+    struct sndk_obj *live_next, *live_prev; /* adapter's live-object list, under its lock */
+};
+
+_Static_assert(offsetof(struct sndk_obj, pub) == 0, "public object first");
+
+/* Set up a new object of adapter a: header (negotiated version, type, zeroed reserved block),
+ * dispatch table, one open reference, on the adapter's live list. Does not hold anything yet. */
+void sndk_obj_init(struct sndk_obj *o, struct sndk_adapter *a, const struct sndk_obj_ops *ops,
+                   const void *dispatch);
+
+/* Take a reference on antecedent `ante` for the lifetime of o (released after o's close). */
+void sndk_obj_hold(struct sndk_obj *o, struct sndk_obj *ante);
+
+/* Undo sndk_obj_init (+ holds) for an object that was never handed to the consumer. */
+void sndk_obj_abandon(struct sndk_obj *o);
+
+static inline void sndk_obj_get(struct sndk_obj *o)
+{
+    atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
+}
+/* Drop a reference; the last one (after close) finishes the object on a progress thread. */
+void sndk_obj_put(struct sndk_obj *o);
+
+static inline bool sndk_obj_closing(const struct sndk_obj *o)
+{
+    return atomic_load_explicit(&o->state, memory_order_acquire) != SNDK_OBJ_OPEN;
+}
+
+/* The close slot of every dispatch table but the adapter's. */
+NTSTATUS sndk_obj_close(NDK_OBJECT_HEADER *hdr, NDK_FN_CLOSE_COMPLETION cb, void *ctx);
+
+/* The NdkQueryExtension slot: softndk defines no extension interface. */
+NTSTATUS sndk_obj_query_extension(NDK_OBJECT_HEADER *hdr, GUID *id, NDK_VERSION version,
+                                  NDK_EXTENSION_INTERFACE *ext);
+
+/* The private object behind a public pointer when it is a live softndk object of `type`
+ * (NdkObjectTypeUndefined: any type), else NULL. A best-effort guard against a consumer passing
+ * the wrong kind of object; a freed or foreign pointer is undefined behaviour as on Windows. */
+struct sndk_obj *sndk_obj_check(const void *pub, NDK_OBJECT_TYPE type);
+
+/* Does o belong to adapter a and is it still open? */
+static inline bool sndk_obj_usable(const struct sndk_obj *o, const struct sndk_adapter *a)
+{
+    return o && o->adapter == a && !sndk_obj_closing(o);
+}
+
+const char *sndk_obj_type_name(NDK_OBJECT_TYPE type);
+
+#define sndk_container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+#endif

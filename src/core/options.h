@@ -1,0 +1,37 @@
+/* Resolved adapter configuration: explicit SOFTNDK_OPTIONS, else SOFTNDK_* environment
+ * variables, else built-in defaults. Every value is validated; a malformed one is an error
+ * naming the option, never silently ignored. */
+#ifndef SOFTNDK_CORE_OPTIONS_H
+#define SOFTNDK_CORE_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <ndk/softndk.h>
+
+#define SNDK_MAX_PROGRESS_THREADS 64
+#define SNDK_DEFAULT_SPIN_US      50
+
+struct sndk_config {
+    unsigned mpa_revision; /* 1 or 2 */
+    bool crc;              /* ask for CRC */
+    uint16_t port_low, port_high;
+    unsigned threads;
+    unsigned spin_us;
+    SOFTNDK_LOG_LEVEL log_level;
+    NDK_ADAPTER_INFO limits; /* what the adapter advertises and enforces (Version set later) */
+};
+
+/* softndk's own maxima: the ceiling of SOFTNDK_LIMITS. */
+void sndk_config_default_limits(NDK_ADAPTER_INFO *info);
+
+/* Fill cfg. Returns STATUS_SUCCESS or STATUS_INVALID_PARAMETER, having logged the culprit into
+ * err (at most errlen bytes). */
+NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *opt, struct sndk_config *cfg, char *err,
+                             size_t errlen);
+
+/* Parse "Name=value,..." over NDK_ADAPTER_INFO fields into info, each value at most the
+ * default maximum (AdapterFlags: a subset of the default flags). */
+bool sndk_config_parse_limits(const char *text, NDK_ADAPTER_INFO *info, char *err, size_t errlen);
+
+#endif

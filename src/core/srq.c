@@ -1,0 +1,191 @@
+/* Shared receive queue (spec/ndkpi.md §2.7, §5.9). */
+#include "core/srq.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+
+bool sndk_recv_ring_init(struct sndk_recv_ring *r, uint32_t depth, uint32_t max_sge)
+{
+    r->depth = depth;
+    r->max_sge = max_sge;
+    r->head = r->count = 0;
+    r->stride = sizeof(struct sndk_recv_wqe) + (size_t)max_sge * sizeof(NDK_SGE);
+    r->slots = depth ? calloc(depth, r->stride) : NULL;
+    return depth == 0 || r->slots != NULL;
+}
+
+void sndk_recv_ring_destroy(struct sndk_recv_ring *r)
+{
+    free(r->slots);
+    r->slots = NULL;
+}
+
+struct sndk_recv_wqe *sndk_recv_ring_at(const struct sndk_recv_ring *r, uint32_t i)
+{
+    return (struct sndk_recv_wqe *)(r->slots + (size_t)((r->head + i) % r->depth) * r->stride);
+}
+
+NTSTATUS sndk_recv_ring_push(struct sndk_recv_ring *r, void *context, const NDK_SGE *sgl,
+                             ULONG nsge, ULONG max_transfer)
+{
+    if (nsge && !sgl)
+        return STATUS_INVALID_PARAMETER;
+    if (nsge > r->max_sge)
+        return STATUS_DATA_OVERRUN;
+    uint64_t bytes = 0;
+    for (ULONG i = 0; i < nsge; i++)
+        bytes += sgl[i].Length;
+    if (bytes > max_transfer)
+        return STATUS_DATA_OVERRUN;
+    if (r->count == r->depth)
+        return STATUS_NO_MORE_ENTRIES;
+    struct sndk_recv_wqe *w = sndk_recv_ring_at(r, r->count);
+    w->context = context;
+    w->nsge = nsge;
+    w->bytes = bytes;
+    if (nsge)
+        memcpy(w->sge, sgl, nsge * sizeof *sgl);
+    r->count++;
+    return STATUS_SUCCESS;
+}
+
+static void srq_notify_work(struct sndk_work *w)
+{
+    struct sndk_srq *srq = sndk_container_of(w, struct sndk_srq, notify_work);
+    if (!sndk_obj_closing(&srq->base))
+        srq->notify_cb(srq->notify_ctx, STATUS_SUCCESS);
+    pthread_mutex_lock(&srq->lock);
+    srq->notify_scheduled = false;
+    pthread_mutex_unlock(&srq->lock);
+    sndk_obj_put(&srq->base);
+}
+
+/* The queued count is below the threshold and the SRQ is armed: notify once, disarm.
+ * Caller holds srq->lock. */
+static void srq_check_threshold_locked(struct sndk_srq *srq)
+{
+    if (!srq->armed || !srq->notify_cb || srq->ring.count >= srq->threshold)
+        return;
+    srq->armed = false;
+    if (!srq->notify_scheduled) {
+        srq->notify_scheduled = true;
+        sndk_obj_get(&srq->base);
+        sndk_engine_queue(srq->base.adapter->engine, &srq->notify_work);
+    }
+}
+
+static NTSTATUS srq_receive(NDK_SRQ *pNdkSrq, PVOID RequestContext, const NDK_SGE *pSgl,
+                            ULONG nSge)
+{
+    struct sndk_srq *srq = sndk_srq_from(pNdkSrq);
+    if (!srq)
+        return STATUS_INVALID_PARAMETER;
+    pthread_mutex_lock(&srq->lock);
+    NTSTATUS st = sndk_recv_ring_push(&srq->ring, RequestContext, pSgl, nSge,
+                                      srq->base.adapter->info.MaxTransferLength);
+    pthread_mutex_unlock(&srq->lock);
+    return st;
+}
+
+static NTSTATUS srq_modify(NDK_SRQ *pNdkSrq, ULONG SrqDepth, ULONG NotifyThreshold,
+                           NDK_FN_REQUEST_COMPLETION RequestCompletion, PVOID RequestContext)
+{
+    (void)RequestCompletion; /* completes inline */
+    (void)RequestContext;
+    struct sndk_srq *srq = sndk_srq_from(pNdkSrq);
+    if (!srq || SrqDepth > srq->base.adapter->info.MaxSrqDepth)
+        return STATUS_INVALID_PARAMETER;
+    struct sndk_recv_ring fresh = {0};
+    if (SrqDepth && !sndk_recv_ring_init(&fresh, SrqDepth, srq->ring.max_sge))
+        return STATUS_INSUFFICIENT_RESOURCES;
+    pthread_mutex_lock(&srq->lock);
+    if (SrqDepth) {
+        if (srq->ring.count > SrqDepth) {
+            pthread_mutex_unlock(&srq->lock);
+            sndk_recv_ring_destroy(&fresh);
+            return STATUS_INVALID_PARAMETER;
+        }
+        for (uint32_t i = 0; i < srq->ring.count; i++)
+            memcpy(fresh.slots + (size_t)i * fresh.stride, sndk_recv_ring_at(&srq->ring, i),
+                   fresh.stride);
+        fresh.count = srq->ring.count;
+        struct sndk_recv_ring old = srq->ring;
+        srq->ring = fresh;
+        fresh = old;
+    }
+    if (NotifyThreshold) {
+        srq->threshold = NotifyThreshold;
+        srq->armed = true;
+        srq_check_threshold_locked(srq); /* §5.9 rule 4: already below => notify now */
+    }
+    pthread_mutex_unlock(&srq->lock);
+    sndk_recv_ring_destroy(&fresh);
+    return STATUS_SUCCESS;
+}
+
+static const NDK_SRQ_DISPATCH srq_dispatch = {
+    .NdkCloseSrq = sndk_obj_close,
+    .NdkQueryExtension = sndk_obj_query_extension,
+    .NdkModifySrq = srq_modify,
+    .NdkSrqReceive = srq_receive,
+};
+
+static void srq_close_begin(struct sndk_obj *o)
+{
+    struct sndk_srq *srq = sndk_container_of(o, struct sndk_srq, base);
+    pthread_mutex_lock(&srq->lock);
+    srq->armed = false;
+    pthread_mutex_unlock(&srq->lock);
+}
+
+static void srq_destroy(struct sndk_obj *o)
+{
+    struct sndk_srq *srq = sndk_container_of(o, struct sndk_srq, base);
+    /* Receives still queued belong to no QP and have no CQ to complete to: dropped (docs). */
+    if (srq->ring.count)
+        sndk_debug("srq", "SRQ %p closed with %u receives queued", (void *)srq, srq->ring.count);
+    sndk_recv_ring_destroy(&srq->ring);
+    pthread_mutex_destroy(&srq->lock);
+}
+
+static const struct sndk_obj_ops srq_ops = {
+    .type = NdkObjectTypeSrq, .close_begin = srq_close_begin, .destroy = srq_destroy};
+
+NTSTATUS sndk_srq_create(NDK_PD *pNdkPd, ULONG SrqDepth, ULONG MaxReceiveRequestSge,
+                         ULONG NotifyThreshold, NDK_FN_SRQ_NOTIFICATION_CALLBACK SrqNotification,
+                         PVOID SrqNotificationContext, GROUP_AFFINITY *Affinity,
+                         NDK_FN_CREATE_COMPLETION CreateCompletion, PVOID RequestContext,
+                         NDK_SRQ **ppNdkSrq)
+{
+    (void)Affinity;
+    (void)CreateCompletion;
+    (void)RequestContext;
+    struct sndk_pd *pd = sndk_pd_from(pNdkPd);
+    if (!pd || !ppNdkSrq)
+        return STATUS_INVALID_PARAMETER;
+    const NDK_ADAPTER_INFO *info = &pd->base.adapter->info;
+    if (SrqDepth == 0 || SrqDepth > info->MaxSrqDepth ||
+        MaxReceiveRequestSge > info->MaxReceiveRequestSge)
+        return STATUS_INVALID_PARAMETER;
+    if (sndk_obj_closing(&pd->base))
+        return STATUS_INVALID_DEVICE_STATE;
+    struct sndk_srq *srq = calloc(1, sizeof *srq);
+    if (!srq)
+        return STATUS_INSUFFICIENT_RESOURCES;
+    if (!sndk_recv_ring_init(&srq->ring, SrqDepth, MaxReceiveRequestSge)) {
+        free(srq);
+        return STATUS_INSUFFICIENT_RESOURCES;
+    }
+    srq->notify_cb = SrqNotification;
+    srq->notify_ctx = SrqNotificationContext;
+    srq->threshold = NotifyThreshold;
+    srq->armed = SrqNotification && NotifyThreshold > 0;
+    pthread_mutex_init(&srq->lock, NULL);
+    sndk_work_init(&srq->notify_work, srq_notify_work);
+    sndk_obj_init(&srq->base, pd->base.adapter, &srq_ops, &srq_dispatch);
+    sndk_obj_hold(&srq->base, &pd->base);
+    *ppNdkSrq = &srq->base.pub.srq;
+    return STATUS_SUCCESS;
+}

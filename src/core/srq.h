@@ -1,0 +1,51 @@
+#ifndef SOFTNDK_CORE_SRQ_H
+#define SOFTNDK_CORE_SRQ_H
+
+#include <pthread.h>
+
+#include "core/pd.h"
+
+/* A posted receive: its context and a copy of its SGEs (the consumer's array is only read
+ * during the call). Used by QP receive queues and SRQs alike. */
+struct sndk_recv_wqe {
+    void *context;
+    uint32_t nsge;
+    uint64_t bytes;
+    NDK_SGE sge[]; /* stride: the queue's max SGE count */
+};
+
+/* A FIFO of receive WQEs with a fixed SGE stride. */
+struct sndk_recv_ring {
+    unsigned char *slots;
+    uint32_t depth, max_sge, head, count;
+    size_t stride;
+};
+
+bool sndk_recv_ring_init(struct sndk_recv_ring *r, uint32_t depth, uint32_t max_sge);
+void sndk_recv_ring_destroy(struct sndk_recv_ring *r);
+struct sndk_recv_wqe *sndk_recv_ring_at(const struct sndk_recv_ring *r, uint32_t i);
+/* Validate and copy a posted receive: STATUS_SUCCESS, STATUS_INVALID_PARAMETER (NULL SGE array
+ * with nSge > 0), STATUS_DATA_OVERRUN (nSge above max_sge, or more than max_transfer bytes),
+ * STATUS_NO_MORE_ENTRIES (full). */
+NTSTATUS sndk_recv_ring_push(struct sndk_recv_ring *r, void *context, const NDK_SGE *sgl,
+                             ULONG nsge, ULONG max_transfer);
+
+struct sndk_srq {
+    struct sndk_obj base;
+    NDK_FN_SRQ_NOTIFICATION_CALLBACK notify_cb;
+    void *notify_ctx;
+    pthread_mutex_t lock; /* guards ring and the notification state */
+    struct sndk_recv_ring ring;
+    uint32_t threshold;
+    bool armed;
+    bool notify_scheduled; /* holds a reference */
+    struct sndk_work notify_work;
+};
+
+static inline struct sndk_srq *sndk_srq_from(const void *pub)
+{
+    struct sndk_obj *o = sndk_obj_check(pub, NdkObjectTypeSrq);
+    return o ? sndk_container_of(o, struct sndk_srq, base) : NULL;
+}
+
+#endif
