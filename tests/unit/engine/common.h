@@ -7,6 +7,10 @@
 #include "engine/engine.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
+
+/* Through void *: -Wcast-align objects to a char * cast to a stricter type. */
+#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 #define WAIT_MS 5000 /* bound for anything that should happen "soon" */
 

@@ -44,7 +44,7 @@ static void tsrc_fn(struct sndk_source *s, uint32_t events)
 
 static void tsrc_done(struct sndk_work *w)
 {
-    struct tsrc *t = (struct tsrc *)((char *)w - offsetof(struct tsrc, done));
+    struct tsrc *t = container_of(w, struct tsrc, done);
     close(t->s.fd);
     harness_event_signal(&t->done_ev);
 }
@@ -166,7 +166,7 @@ struct selfrm {
 
 static void selfrm_done(struct sndk_work *w)
 {
-    struct selfrm *r = (struct selfrm *)((char *)w - offsetof(struct selfrm, done));
+    struct selfrm *r = container_of(w, struct selfrm, done);
     close(r->s.fd);
     harness_event_signal(&r->ev);
 }
@@ -231,7 +231,7 @@ struct pair_src {
 
 static void pair_done(struct sndk_work *w)
 {
-    struct pair_src *p = (struct pair_src *)((char *)w - offsetof(struct pair_src, done));
+    struct pair_src *p = container_of(w, struct pair_src, done);
     atomic_uint *frees = p->frees;
     free(p); /* the test closes the fds: it may still be writing to them */ /* a later entry of the batch still pointing here would be a use after free */
     atomic_fetch_add(frees, 1);
@@ -310,7 +310,7 @@ static void racer_fn(struct sndk_source *s, uint32_t events)
 
 static void racer_done(struct sndk_work *w)
 {
-    struct racer *r = (struct racer *)((char *)w - offsetof(struct racer, done));
+    struct racer *r = container_of(w, struct racer, done);
     if (atomic_load(&r->in_fn) != 0)
         atomic_fetch_add(&r->overlap, 1);
     atomic_store(&r->done_ran, true);
@@ -378,7 +378,7 @@ static bool tpoller_fn(struct sndk_poller *p)
 
 static void tpoller_done(struct sndk_work *w)
 {
-    struct tpoller *t = (struct tpoller *)((char *)w - offsetof(struct tpoller, done));
+    struct tpoller *t = container_of(w, struct tpoller, done);
     atomic_store(&t->done_ran, true);
 }
 

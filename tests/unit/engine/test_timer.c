@@ -66,7 +66,8 @@ TEST(timer_fire_in_order)
             sndk_timer_arm_on(e, 0, &tt[i].t, tt[i].delay);
             CHECK(sndk_timer_pending(&tt[i].t));
         }
-        CHECK(wait_ge(&order_next, 5, WAIT_MS));
+        for (unsigned i = 0; i < 5; i++)
+            CHECK(wait_ge(&tt[i].fires, 1, WAIT_MS)); /* bumped after order[] is written */
         static const unsigned want[] = {1, 3, 2, 0, 4};
         for (unsigned i = 0; i < 5; i++) {
             CHECK_EQ_U64(order[i], want[i]);

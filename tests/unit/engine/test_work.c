@@ -19,6 +19,7 @@ struct rec_item {
 };
 
 static atomic_uint rec_next;
+static atomic_uint rec_done; /* bumped after the records are written: the test waits on it */
 static unsigned rec_order[N_FIFO];
 static int rec_thread[N_FIFO];
 static struct sndk_engine *rec_engine;
@@ -31,6 +32,7 @@ static void rec_fn(struct sndk_work *w)
         rec_order[pos] = it->id;
         rec_thread[it->id] = sndk_engine_current_thread(rec_engine);
     }
+    atomic_fetch_add(&rec_done, 1);
 }
 
 TEST(work_fifo_one_thread)
@@ -42,7 +44,7 @@ TEST(work_fifo_one_thread)
         items[i].id = i;
         CHECK(sndk_engine_queue(e, &items[i].w));
     }
-    CHECK(wait_ge(&rec_next, N_FIFO, WAIT_MS));
+    CHECK(wait_ge(&rec_done, N_FIFO, WAIT_MS));
     for (unsigned i = 0; i < N_FIFO; i++) {
         CHECK_EQ_U64(rec_order[i], i);
         CHECK_EQ_I64(rec_thread[i], 0);
@@ -62,7 +64,7 @@ TEST(work_fifo_per_thread)
         items[i].thread = i % T;
         CHECK(sndk_engine_queue_on(e, i % T, &items[i].w));
     }
-    CHECK(wait_ge(&rec_next, N_FIFO, WAIT_MS));
+    CHECK(wait_ge(&rec_done, N_FIFO, WAIT_MS));
     /* Each item ran on its thread, and the items of one thread ran in queue order. */
     unsigned last[T];
     memset(last, 0xff, sizeof last);
