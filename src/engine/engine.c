@@ -30,11 +30,26 @@
 #define SUBSYS "engine"
 #define MAX_EVENTS 64
 
+/* Source lifecycle: UNUSED -> ACTIVE (add) -> REMOVED (remove; final). A failed add goes back
+ * to UNUSED. The only transitions are in sndk_source_add and sndk_source_remove. */
 enum source_state {
     SRC_UNUSED = 0,  /* never added, or add failed */
     SRC_ACTIVE = 1,  /* in epoll; fn may be called */
     SRC_REMOVED = 2, /* out of epoll; fn is not called again (but for an in-flight call) */
+    SRC_STATE_COUNT
 };
+static const char *const source_state_names[SRC_STATE_COUNT] = {"UNUSED", "ACTIVE", "REMOVED"};
+
+/* Engine lifecycle: RUNNING -> STOPPING -> EXITING, driven by sndk_engine_destroy (and by a
+ * failed create, RUNNING -> EXITING). */
+enum engine_state {
+    ENG_RUNNING = 0,  /* normal operation */
+    ENG_STOPPING = 1, /* destroy began: no more timers, source or poller calls; work drains */
+    ENG_EXITING = 2,  /* all work drained: threads leave their loop */
+    ENG_STATE_COUNT
+};
+static const char *const engine_state_names[ENG_STATE_COUNT] = {"RUNNING", "STOPPING",
+                                                                 "EXITING"};
 
 struct sndk_progress {
     /* Immutable while the thread runs. Aligned so that two threads' hot fields (sleeping,
@@ -69,8 +84,7 @@ struct sndk_engine {
     unsigned spin_us;
     char name[16];
 
-    atomic_bool stopping; /* destroy began: no more timers, source or poller calls */
-    atomic_bool exiting;  /* destroy drained all work: threads leave their loop */
+    atomic_int state;     /* enum engine_state */
 
     /* Outstanding work (queued or running) for quiesce and destroy, in one word so that "read
      * the current generation and count an item in it" is one atomic step: bits 0-30 count
@@ -124,6 +138,22 @@ static inline void cpu_relax(void)
 #endif
 }
 
+static bool stopping(const struct sndk_engine *e)
+{
+    return atomic_load_explicit(&e->state, memory_order_relaxed) >= ENG_STOPPING;
+}
+
+static bool exiting(struct sndk_engine *e)
+{
+    return atomic_load(&e->state) == ENG_EXITING; /* seq_cst: see wake() */
+}
+
+static void set_state(struct sndk_engine *e, enum engine_state to)
+{
+    int from = atomic_exchange(&e->state, (int)to); /* seq_cst: see wake() */
+    sndk_debug(SUBSYS, "%s: %s => %s", e->name, engine_state_names[from], engine_state_names[to]);
+}
+
 static struct sndk_progress *self_in(const struct sndk_engine *e)
 {
     struct sndk_progress *t = tls_self;
@@ -149,14 +179,14 @@ static struct sndk_progress *pick_thread(struct sndk_engine *e)
  * Memory-ordering argument (no lost wake-up). A producer changes t's state (appends work or
  * a timer) under t->lock, then calls wake(): exchange(sleeping, false). The thread, before it
  * blocks, stores sleeping = true (seq_cst) and then inspects its state under t->lock (and
- * reads e->exiting, seq_cst). Take the two critical sections in their lock order:
+ * reads e->state, seq_cst). Take the two critical sections in their lock order:
  *  - the thread's comes first: its store of sleeping happens-before its unlock, which
  *    happens-before the producer's lock, so the producer's exchange reads true (or a later
  *    false written by another waker, who then wrote evfd, or by the thread itself once awake)
  *    and writes evfd; epoll_wait then returns at once;
  *  - the producer's comes first: the thread sees the new work or timer and does not block.
- * For e->exiting (not under the lock) both sides are seq_cst: destroy stores exiting then
- * exchanges sleeping, the thread stores sleeping then loads exiting; in the single total order
+ * For e->state (not under the lock) both sides are seq_cst: destroy stores EXITING then
+ * exchanges sleeping, the thread stores sleeping then loads state; in the single total order
  * one of the two sees the other's store. */
 static void wake(struct sndk_progress *t)
 {
@@ -451,7 +481,7 @@ bool sndk_timer_pending(const struct sndk_timer *t)
 static bool run_timers(struct sndk_progress *t)
 {
     if (atomic_load_explicit(&t->next_deadline, memory_order_relaxed) == UINT64_MAX ||
-        atomic_load_explicit(&t->e->stopping, memory_order_relaxed))
+        stopping(t->e))
         return false;
     uint64_t now = now_us();
     if (atomic_load_explicit(&t->next_deadline, memory_order_relaxed) > now)
@@ -461,7 +491,7 @@ static bool run_timers(struct sndk_progress *t)
     uint64_t limit = t->timer_seq;
     struct sndk_timer *tm;
     while ((tm = t->timers) && tm->deadline_us <= now && tm->seq < limit &&
-           !atomic_load_explicit(&t->e->stopping, memory_order_relaxed)) {
+           !stopping(t->e)) {
         timer_unlink(t, tm);
         publish_deadline(t);
         void (*fn)(struct sndk_timer *) = tm->fn;
@@ -512,6 +542,7 @@ int sndk_source_add(struct sndk_engine *e, struct sndk_source *s, int fd, uint32
         atomic_store_explicit(&s->state, SRC_UNUSED, memory_order_relaxed);
         return -err;
     }
+    sndk_debug(SUBSYS, "source fd %d on %s-%u: UNUSED => ACTIVE", fd, e->name, t->idx);
     return 0;
 }
 
@@ -534,9 +565,13 @@ void sndk_source_remove(struct sndk_source *s, struct sndk_work *done)
 {
     int prev = atomic_exchange(&s->state, SRC_REMOVED);
     assert(prev == SRC_ACTIVE);
-    if (prev != SRC_ACTIVE)
+    if (prev != SRC_ACTIVE) {
+        sndk_err(SUBSYS, "source fd %d: remove in state %s", s->fd,
+                 prev >= 0 && prev < SRC_STATE_COUNT ? source_state_names[prev] : "?");
         return;
+    }
     struct sndk_progress *t = s->owner;
+    sndk_debug(SUBSYS, "source fd %d on %s-%u: ACTIVE => REMOVED", s->fd, t->e->name, t->idx);
     /* NULL done is only safe from s's own fn: a later entry of the batch being dispatched may
      * still point at s, and only the thread's work queue runs after the batch. */
     assert(done || tls_self == t);
@@ -557,7 +592,7 @@ void sndk_source_remove(struct sndk_source *s, struct sndk_work *done)
 static bool dispatch(struct sndk_progress *t, const struct epoll_event *evs, int n)
 {
     bool called = false;
-    bool stopping = atomic_load_explicit(&t->e->stopping, memory_order_relaxed);
+    bool stop = stopping(t->e);
     for (int i = 0; i < n; i++) {
         void *ptr = evs[i].data.ptr;
         if (ptr == &t->evfd) {
@@ -569,7 +604,7 @@ static bool dispatch(struct sndk_progress *t, const struct epoll_event *evs, int
         struct sndk_source *s = ptr;
         if (atomic_load_explicit(&s->state, memory_order_acquire) != SRC_ACTIVE)
             continue;
-        if (stopping) {
+        if (stop) {
             /* Destroy: no more calls; keep a level-triggered fd from spinning the drain. */
             epoll_ctl(t->epfd, EPOLL_CTL_DEL, s->fd, NULL);
             continue;
@@ -683,13 +718,13 @@ static int64_t prepare_sleep(struct sndk_progress *t)
     struct sndk_engine *e = t->e;
     atomic_store(&t->sleeping, true); /* seq_cst: see wake() */
     int64_t timeout = -1;
-    if (atomic_load(&e->exiting)) {
+    if (exiting(e)) {
         timeout = 0;
     } else {
         sndk_mutex_lock(&t->lock);
         if (t->head) {
             timeout = 0;
-        } else if (t->timers && !atomic_load_explicit(&e->stopping, memory_order_relaxed)) {
+        } else if (t->timers && !stopping(e)) {
             uint64_t now = now_us();
             uint64_t dl = t->timers->deadline_us;
             if (dl <= now)
@@ -747,12 +782,12 @@ static void *progress_main(void *arg)
     for (;;) {
         bool busy = run_work(t);
         busy |= run_timers(t);
-        if (atomic_load(&e->exiting))
+        if (exiting(e))
             break; /* set only once all work has drained and nothing can queue more */
         int64_t timeout_ns = 0;
         bool slept = false;
         if (!busy) {
-            if (e->spin_us && !atomic_load_explicit(&e->stopping, memory_order_relaxed) &&
+            if (e->spin_us && !stopping(e) &&
                 now_us() < spin_until) {
                 if (run_pollers(t))
                     busy = true;
@@ -848,7 +883,7 @@ static void engine_free(struct sndk_engine *e)
 
 static void stop_threads(struct sndk_engine *e, unsigned started)
 {
-    atomic_store(&e->exiting, true); /* seq_cst: see wake() */
+    set_state(e, ENG_EXITING);
     for (unsigned i = 0; i < started; i++)
         wake(&e->thr[i]);
     for (unsigned i = 0; i < started; i++)
@@ -887,8 +922,7 @@ int sndk_engine_create(const struct sndk_engine_options *opt, struct sndk_engine
         e->spin_us = 0;
     }
 
-    atomic_init(&e->stopping, false);
-    atomic_init(&e->exiting, false);
+    atomic_init(&e->state, ENG_RUNNING);
     atomic_init(&e->work_count, 0);
     atomic_init(&e->drain_waiters, 0);
     sndk_mutex_init(&e->quiesce_lock);
@@ -961,7 +995,7 @@ void sndk_engine_destroy(struct sndk_engine *e)
     assert(!self_in(e));
     /* 1: no more timers, source or poller calls. Waking lets a thread that sleeps until a
      * timer deadline recompute its timeout (now infinite). */
-    atomic_store(&e->stopping, true);
+    set_state(e, ENG_STOPPING);
     for (unsigned i = 0; i < e->nthreads; i++)
         wake(&e->thr[i]);
     /* 2: run all work, including what it queues in turn. Nothing else can queue now. */

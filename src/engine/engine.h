@@ -55,7 +55,8 @@ int sndk_engine_create(const struct sndk_engine_options *opt, struct sndk_engine
  * other call on e from outside its progress threads.
  * Order: (1) timers stop firing and source/poller fns are no longer called; (2) every queued
  * work item runs, with whatever it queues in turn, until none is left (so done items of
- * sources removed before or during destroy do run); (3) threads are joined; (4) the epoll fds
+ * sources removed before or during destroy do run; work that re-queues itself forever makes
+ * destroy wait forever); (3) threads are joined; (4) the epoll fds
  * and eventfds are closed and the memory freed. When it returns no callback is running and
  * none will run. Timers still pending are dropped (a later sndk_timer_cancel returns false);
  * sources and pollers still registered are forgotten (their fds stay the owner's, which
