@@ -143,8 +143,9 @@ unsigned sndk_source_thread(const struct sndk_source *s);
  * and any call already running count as "in flight". `done` is queued to s's progress thread
  * (it must not be queued elsewhere at that moment) and runs after every in-flight call has
  * returned; from then on the engine never touches s or fd, so done may free s and close fd.
- * done may be NULL when the caller synchronises otherwise (e.g. remove from inside fn, where
- * nothing else can be in flight once fn returns). Removing twice is a bug (asserted). */
+ * done may be NULL only when s removes itself from its own fn: once that fn returns nothing
+ * is in flight and the batch cannot name s again, so fn may even close fd and free s before
+ * returning. Removing twice is a bug (asserted). */
 void sndk_source_remove(struct sndk_source *s, struct sndk_work *done);
 
 /* ------------------------------------------------------------------------------------------ */
