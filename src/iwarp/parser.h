@@ -1,0 +1,154 @@
+/* RX parser: turns the TCP byte stream of one iWARP connection (after the MPA handshake) into
+ * placed payload and events. Knows no NDK object.
+ *
+ * Zero-copy pull interface. The caller asks where the next bytes must go, reads from the socket
+ * straight into those places, then says how many bytes arrived:
+ *
+ *     struct iovec iov[8];
+ *     int n = sndk_rx_want(rx, iov, 8);          // header scratch, target memory, trailer...
+ *     ssize_t got = readv(fd, iov, n);
+ *     if (got > 0 && sndk_rx_advance(rx, got) < 0) ... sndk_rx_fault(rx) -> send a Terminate
+ *
+ * Payload lands directly in memory named by the place() callback (the posted receive buffer for
+ * a Send, the region behind an STag for a Write / Read Response); the CRC is computed over those
+ * bytes where they landed. Every header field is validated before it is trusted; the first
+ * protocol fault stops the parser for good and is available as a struct sndk_wire_fault, ready
+ * for sndk_term_from_fault(). Payload of a segment whose CRC later fails has already been placed
+ * (as in siw): the fault aborts the connection, and no completion is reported for it.
+ *
+ * Not thread-safe: one parser belongs to one connection's receive context. */
+#ifndef SOFTNDK_IWARP_PARSER_H
+#define SOFTNDK_IWARP_PARSER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "iwarp/terminate.h"
+#include "iwarp/wire.h"
+
+enum sndk_rx_state {
+    SNDK_RX_HDR,     /* MPA length, DDP/RDMAP header, Read Request / Terminate body */
+    SNDK_RX_DATA,    /* payload into the placement iovecs */
+    SNDK_RX_TRAILER, /* pad and CRC; then the segment is checked and reported */
+    SNDK_RX_CLOSED,  /* a Terminate arrived: nothing more is accepted */
+    SNDK_RX_ERROR,   /* a protocol fault was found: final */
+    SNDK_RX_STATE_COUNT
+};
+const char *sndk_rx_state_name(enum sndk_rx_state s);
+
+/* One received DDP segment, decoded (host order). */
+struct sndk_rx_seg {
+    uint8_t opcode; /* enum sndk_rdmap_opcode */
+    bool tagged;
+    bool last;
+    uint32_t ulpdu_len;
+    uint32_t len;        /* payload bytes (for a Terminate: body bytes beyond what is decoded) */
+    uint32_t stag;       /* tagged */
+    uint64_t to;         /* tagged */
+    uint32_t qn, msn, mo; /* untagged */
+    uint32_t inval_stag; /* Send with Invalidate (and SE) */
+};
+
+#define SNDK_RX_PLACE_IOV 8 /* iovecs one place() call may return */
+
+/* Callbacks. Those returning int return 0, or -SNDK_WERR_xxx to raise that protocol fault (the
+ * parser records it with the current segment's header and stops). */
+struct sndk_rx_ops {
+    /* Where payload bytes [off, seg->len) of this segment go. Fill at most max_iov iovecs
+     * covering a prefix of that range (at least one byte when any remain) and return the count.
+     * The call with off == 0 must validate the whole segment first (STag, access, bounds
+     * [TO, TO+len), PD; receive buffer and its length at MO for a Send) and refuse with
+     * -SNDK_WERR_STAG / _BOUNDS / _UNASSOC / _TO_WRAP / _MSN_NO_BUF / _TOO_LONG. Called for
+     * every Send segment (also with len 0, so a missing receive buffer is seen) and for tagged
+     * segments with len > 0; zero-length Writes / Read Responses (RTR) are never checked. */
+    int (*place)(void *ctx, const struct sndk_rx_seg *seg, uint32_t off, struct iovec *iov,
+                 int max_iov);
+    /* A Send / Write / Read Response segment was placed and its CRC verified. Optional. */
+    int (*seg_done)(void *ctx, const struct sndk_rx_seg *seg);
+    /* The last segment (L=1) of a Send / Write / Read Response was placed; msg_len is the
+     * message's total payload. A Send with Invalidate carries seg->inval_stag. Optional. */
+    int (*msg_done)(void *ctx, const struct sndk_rx_seg *seg, uint64_t msg_len);
+    /* A verified Read Request. */
+    int (*read_req)(void *ctx, const struct sndk_rx_seg *seg, const struct sndk_read_req *rr);
+    /* A verified Terminate from the peer; the parser is CLOSED afterwards. */
+    void (*terminate)(void *ctx, const struct sndk_rx_seg *seg, const struct sndk_term *t);
+    /* The first protocol fault (also available from sndk_rx_fault()). Optional. */
+    void (*fault)(void *ctx, const struct sndk_wire_fault *f);
+};
+
+struct sndk_rx_config {
+    bool crc;           /* CRC negotiated: verify it (else the field is ignored) */
+    bool strict;        /* also refuse set reserved bits of the DDP and RDMAP control bytes
+                           (RFC 5040/5041 say "not checked on receive"; default off) */
+    uint32_t max_ulpdu; /* largest ULPDU_Length accepted; 0 = 65535 */
+};
+
+struct sndk_rx {
+    enum sndk_rx_state state;
+    struct sndk_rx_config cfg;
+    const struct sndk_rx_ops *ops;
+    void *ctx;
+
+    uint8_t hdr[SNDK_FPDU_HDR_MAX]; /* MPA length + header (+ body), as received */
+    uint32_t hdr_got, hdr_need;
+    uint8_t trailer[SNDK_FPDU_TRAILER_MAX];
+    uint32_t trl_got, trl_need;
+    size_t wanted;                  /* bytes offered by the last sndk_rx_want() */
+
+    struct sndk_rx_seg seg;         /* segment being received */
+    uint32_t pay_got;               /* payload bytes of seg already consumed */
+    uint32_t body_len;              /* Read Request / Terminate body bytes in hdr */
+    struct iovec place[SNDK_RX_PLACE_IOV]; /* current placement chunk */
+    int place_n, place_i;
+    size_t place_off;
+    uint32_t place_end;             /* seg payload offset where the chunk ends */
+    uint32_t crc;
+
+    uint32_t msn_expect[SNDK_QN_COUNT];
+    struct {                        /* unfinished untagged message (siw allows one) */
+        bool active;
+        uint8_t opcode;
+        uint32_t msn;
+        uint32_t next_mo;
+    } ut;
+    struct {                        /* unfinished tagged message (one, as siw) */
+        bool active;
+        uint8_t opcode;
+        uint32_t stag;
+        uint64_t next_to;
+        uint64_t len;
+    } tg;
+
+    uint8_t cur_ddp[SNDK_DDP_UNTAGGED_HDR_LEN]; /* copy of the current header, for faults */
+    uint8_t cur_ddp_len;
+    uint8_t discard[64];            /* sink for Terminate bytes beyond what is decoded */
+    struct sndk_wire_fault fault;
+    uint64_t fpdus;                 /* FPDUs fully received */
+};
+
+void sndk_rx_init(struct sndk_rx *rx, const struct sndk_rx_config *cfg,
+                  const struct sndk_rx_ops *ops, void *ctx);
+
+/* Where the next incoming bytes must go: fills up to max_iov iovecs (in stream order) and
+ * returns their count; 0 when the parser takes no more bytes (CLOSED or ERROR). The offer never
+ * goes past what a valid stream must still contain, so reading it all never consumes bytes that
+ * belong to someone else. May include the tail of one FPDU and the start of the next. */
+int sndk_rx_want(struct sndk_rx *rx, struct iovec *iov, int max_iov);
+
+/* n bytes were written into the iovecs of the last sndk_rx_want(), in order. Returns 0;
+ * -EPROTO after a protocol fault (see sndk_rx_fault); -EPIPE when a Terminate has closed the
+ * stream; -EINVAL when n exceeds the last offer. */
+int sndk_rx_advance(struct sndk_rx *rx, size_t n);
+
+/* Convenience for tests and fuzzers: copy buf through want/advance. Same returns. */
+int sndk_rx_feed(struct sndk_rx *rx, const void *buf, size_t len);
+
+/* The TCP stream ended. 0 at an FPDU boundary; -EPROTO (fault SNDK_WERR_CONN_LOST) mid-FPDU. */
+int sndk_rx_eof(struct sndk_rx *rx);
+
+/* The first fault, or NULL while there is none. */
+const struct sndk_wire_fault *sndk_rx_fault(const struct sndk_rx *rx);
+
+#endif

@@ -1,2 +1,0 @@
-/* Placeholder until the iwarp layer lands; removed by it. */
-extern int sndk_iwarp_placeholder;
