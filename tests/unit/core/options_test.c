@@ -1,0 +1,135 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/options.h"
+#include "harness.h"
+
+static NTSTATUS resolve(const SOFTNDK_OPTIONS *o, struct sndk_config *cfg)
+{
+    char err[256];
+    return sndk_config_resolve(o, cfg, err, sizeof err);
+}
+
+TEST(options_defaults)
+{
+    struct sndk_config cfg;
+    CHECK_EQ_U64(resolve(NULL, &cfg), STATUS_SUCCESS);
+    CHECK_EQ_U64(cfg.mpa_revision, 2);
+    CHECK(cfg.crc);
+    CHECK_EQ_U64(cfg.port_low, 49152);
+    CHECK_EQ_U64(cfg.port_high, 65535);
+    CHECK_EQ_U64(cfg.threads, 1);
+    CHECK_EQ_U64(cfg.spin_us, SNDK_DEFAULT_SPIN_US);
+    CHECK_EQ_U64(cfg.log_level, SoftNdkLogWarn);
+}
+
+TEST(options_env_and_explicit_precedence)
+{
+    setenv("SOFTNDK_MPA_REV", "1", 1);
+    setenv("SOFTNDK_CRC", "off", 1);
+    setenv("SOFTNDK_EPHEMERAL_PORTS", "50000-50009", 1);
+    setenv("SOFTNDK_THREADS", "3", 1);
+    setenv("SOFTNDK_SPIN_US", "0", 1);
+    setenv("SOFTNDK_LOG", "debug", 1);
+    setenv("SOFTNDK_LIMITS", "MaxInitiatorRequestSge=3,maxcqdepth=100", 1);
+    struct sndk_config cfg;
+    CHECK_EQ_U64(resolve(NULL, &cfg), STATUS_SUCCESS);
+    CHECK_EQ_U64(cfg.mpa_revision, 1);
+    CHECK(!cfg.crc);
+    CHECK_EQ_U64(cfg.port_low, 50000);
+    CHECK_EQ_U64(cfg.port_high, 50009);
+    CHECK_EQ_U64(cfg.threads, 3);
+    CHECK_EQ_U64(cfg.spin_us, 0);
+    CHECK_EQ_U64(cfg.log_level, SoftNdkLogDebug);
+    CHECK_EQ_U64(cfg.limits.MaxInitiatorRequestSge, 3);
+    CHECK_EQ_U64(cfg.limits.MaxCqDepth, 100);
+
+    SOFTNDK_OPTIONS o;
+    SoftNdkInitOptions(&o);
+    o.MpaRevision = 2;
+    o.Crc = SoftNdkCrcOn;
+    o.EphemeralPortLow = 60000;
+    o.EphemeralPortHigh = 60001;
+    o.ProgressThreads = 2;
+    o.SpinMicroseconds = SOFTNDK_SPIN_NONE;
+    o.LogLevel = SoftNdkLogError;
+    o.Limits = "MaxSrqDepth=0";
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_SUCCESS);
+    CHECK_EQ_U64(cfg.mpa_revision, 2);
+    CHECK(cfg.crc);
+    CHECK_EQ_U64(cfg.port_low, 60000);
+    CHECK_EQ_U64(cfg.threads, 2);
+    CHECK_EQ_U64(cfg.spin_us, 0);
+    CHECK_EQ_U64(cfg.log_level, SoftNdkLogError);
+    CHECK_EQ_U64(cfg.limits.MaxSrqDepth, 0);
+    /* explicit Limits replace the environment's: the SGE limit is back to the default */
+    CHECK_EQ_U64(cfg.limits.MaxInitiatorRequestSge, 64);
+}
+
+struct bad_env {
+    const char *name, *value;
+};
+
+TEST(options_malformed_environment_is_an_error)
+{
+    static const struct bad_env cases[] = {
+        {"SOFTNDK_MPA_REV", "3"},
+        {"SOFTNDK_MPA_REV", "two"},
+        {"SOFTNDK_CRC", "maybe"},
+        {"SOFTNDK_EPHEMERAL_PORTS", "60000"},
+        {"SOFTNDK_EPHEMERAL_PORTS", "60010-60000"},
+        {"SOFTNDK_EPHEMERAL_PORTS", "0-10"},
+        {"SOFTNDK_EPHEMERAL_PORTS", "1-70000"},
+        {"SOFTNDK_EPHEMERAL_PORTS", "-5-10"},
+        {"SOFTNDK_THREADS", "0"},
+        {"SOFTNDK_THREADS", "65"},
+        {"SOFTNDK_THREADS", "1x"},
+        {"SOFTNDK_SPIN_US", "2000000"},
+        {"SOFTNDK_LOG", "loud"},
+        {"SOFTNDK_LIMITS", "MaxCqDepth"},
+        {"SOFTNDK_LIMITS", "NoSuchField=1"},
+        {"SOFTNDK_LIMITS", "MaxCqDepth=abc"},
+        {"SOFTNDK_LIMITS", "MaxInitiatorRequestSge=65"},
+        {"SOFTNDK_LIMITS", "FRMRPageCount=8"},
+        {"SOFTNDK_LIMITS", "AdapterFlags=0x10"},
+        {"SOFTNDK_LIMITS", "VendorId=0x100000000"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv(cases[i].name, cases[i].value, 1);
+        struct sndk_config cfg;
+        char err[256] = "";
+        NTSTATUS st = sndk_config_resolve(NULL, &cfg, err, sizeof err);
+        CHECK_MSG(st == STATUS_INVALID_PARAMETER, "%s=%s accepted", cases[i].name, cases[i].value);
+        CHECK_MSG(strstr(err, cases[i].name) != NULL || strstr(err, "ephemeral") != NULL,
+                  "error for %s=%s does not name it: %s", cases[i].name, cases[i].value, err);
+        unsetenv(cases[i].name);
+    }
+}
+
+TEST(options_malformed_explicit_is_an_error)
+{
+    struct sndk_config cfg;
+    SOFTNDK_OPTIONS o;
+    SoftNdkInitOptions(&o);
+    o.Size = 8;
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_INVALID_PARAMETER);
+    SoftNdkInitOptions(&o);
+    o.MpaRevision = 3;
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_INVALID_PARAMETER);
+    SoftNdkInitOptions(&o);
+    o.Crc = (SOFTNDK_CRC_POLICY)7;
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_INVALID_PARAMETER);
+    SoftNdkInitOptions(&o);
+    o.EphemeralPortLow = 10;
+    o.EphemeralPortHigh = 5;
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_INVALID_PARAMETER);
+    SoftNdkInitOptions(&o);
+    o.ProgressThreads = 65;
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_INVALID_PARAMETER);
+    SoftNdkInitOptions(&o);
+    o.LogLevel = (SOFTNDK_LOG_LEVEL)9;
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_INVALID_PARAMETER);
+    SoftNdkInitOptions(&o);
+    o.Limits = "MaxTransferLength=4294967296";
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_INVALID_PARAMETER);
+}
