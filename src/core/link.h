@@ -1,0 +1,64 @@
+/* The contract between the connection layer (connector.c, listener.c: TCP + MPA handshake) and
+ * the QP data path (qp.c, iwarp/tx.c, iwarp/rx.c).
+ *
+ * The connector runs the MPA exchange on its own socket, reading frames with exact lengths so
+ * that no FPDU byte is consumed. Once the connection is established (RTR sent or received when
+ * peer-to-peer mode was negotiated) it attaches the socket to the QP; from then on the QP owns
+ * the socket's I/O and reports the connection's end through the events below. The connector
+ * keeps its own reference on the QP (the QP is its antecedent) until it detaches.
+ *
+ * Events are called on the socket's progress thread, never with a QP lock held, each at most
+ * once per attach, and never after the done item of sndk_qp_detach has been queued. */
+#ifndef SOFTNDK_CORE_LINK_H
+#define SOFTNDK_CORE_LINK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include <ndk/ndkpi.h>
+
+struct sndk_qp;
+
+struct sndk_link_params {
+    int fd;                 /* connected TCP socket, O_NONBLOCK, TCP_NODELAY; the QP closes it */
+    unsigned thread;        /* progress thread that serves it */
+    bool crc;               /* CRC32c on every FPDU, both directions */
+    uint8_t mpa_rev;        /* 1 or 2 (informational) */
+    uint32_t ird, ord;      /* effective: inbound Read Requests we queue / Reads we may issue */
+};
+
+struct sndk_link_events {
+    /* The peer closed its sending side gracefully (TCP FIN after its last FPDU) while we had
+     * not started a shutdown: the connector fires the consumer's disconnect event. Outstanding
+     * requests are NOT flushed for this (spec §5.7 rule 3). */
+    void (*peer_closed)(void *ctx);
+    /* The connection failed: a Terminate sent or received, a reset, an I/O error, a peer that
+     * vanished. Every outstanding request has been (or is being) completed with an error or
+     * STATUS_CANCELLED; the QP is in its error state. `reason` is softndk's
+     * ProviderDisconnectReason (0 = none). */
+    void (*aborted)(void *ctx, NTSTATUS status, ULONG reason);
+    /* A shutdown asked for with sndk_qp_shutdown finished: everything posted before it went
+     * out, our FIN was sent and the peer's FIN arrived (or `status` says why not:
+     * STATUS_IO_TIMEOUT, STATUS_CONNECTION_RESET). The QP has flushed (STATUS_CANCELLED). */
+    void (*shutdown_done)(void *ctx, NTSTATUS status);
+};
+
+/* IDLE -> CONNECTED. Returns 0, -EBUSY (QP not idle: already bound), -errno from the engine. */
+int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
+                   const struct sndk_link_events *ev, void *ctx);
+
+/* Graceful disconnect (NdkDisconnect): once every request posted so far has been sent, send
+ * FIN; shutdown_done follows when the peer's FIN arrives, within timeout_ms (then
+ * STATUS_IO_TIMEOUT and the connection is reset). Any thread, non-blocking. */
+void sndk_qp_shutdown(struct sndk_qp *qp, unsigned timeout_ms);
+
+/* Abortive disconnect: close the socket (RST), complete everything outstanding with
+ * STATUS_CANCELLED. No event follows for it. Any thread, non-blocking. */
+void sndk_qp_abort(struct sndk_qp *qp);
+
+/* The connector lets go of the QP (it is closing): abort if still connected, stop calling the
+ * events; `done` is queued on the engine once no event callback is running or will run. */
+void sndk_qp_detach(struct sndk_qp *qp, struct sndk_work *done);
+
+#endif
