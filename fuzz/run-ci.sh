@@ -1,0 +1,36 @@
+#!/bin/sh
+# Build the libFuzzer targets with clang in their own build directory and run each for SECONDS
+# (default 60). Exits non-zero when a target crashes, leaks, times out or fails to build.
+#   fuzz/run-ci.sh [SECONDS]        env: SOFTNDK_FUZZ_BUILD (build dir), CC (default clang)
+set -eu
+secs=${1:-60}
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${SOFTNDK_FUZZ_BUILD:-$root/build-fuzz}
+cc=${CC:-clang}
+targets="fuzz_rx_parser fuzz_mpa"
+
+gen=Ninja
+command -v ninja >/dev/null 2>&1 || gen="Unix Makefiles"
+cmake -S "$root" -B "$build" -G "$gen" -DCMAKE_C_COMPILER="$cc" -DSOFTNDK_FUZZ=ON \
+      -DSOFTNDK_WERROR=ON -DBUILD_TESTING=OFF -DSOFTNDK_BUILD_TOOLS=OFF \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# shellcheck disable=SC2086
+cmake --build "$build" --target $targets
+
+status=0
+for t in $targets; do
+    work="$build/fuzz-work/$t"
+    mkdir -p "$work/corpus"
+    echo "== $t for ${secs}s"
+    # New inputs go to the work corpus; the committed seeds are read only.
+    if ! "$build/fuzz/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+            -print_final_stats=1 -artifact_prefix="$work/" \
+            "$work/corpus" "$root/fuzz/corpus/$t" >"$work/log" 2>&1; then
+        echo "!! $t failed; artifacts in $work/, last lines of its log:"
+        tail -n 40 "$work/log"
+        status=1
+    else
+        grep -E "^(#[0-9]+.*DONE|stat::number_of_executed_units|stat::peak_rss_mb)" "$work/log" || true
+    fi
+done
+exit $status
