@@ -291,7 +291,9 @@ typedef VOID (*NDK_FN_DISCONNECT_EVENT_CALLBACK_EX)(_In_opt_ PVOID DisconnectEve
 
 /* Close an object (first slot of every table but the adapter's). Returns STATUS_SUCCESS (closed,
  * no callback) or STATUS_PENDING (CloseCompletion follows once successors are closed and
- * running callbacks returned). Never fails. */
+ * running callbacks returned). A close of a valid open object never fails; softndk answers
+ * consumer misuse with STATUS_INVALID_PARAMETER (not a softndk object, or an adapter) and
+ * STATUS_INVALID_DEVICE_STATE (a second close while the first is pending). */
 typedef NTSTATUS (*NDK_FN_CLOSE_OBJECT)(_In_ NDK_OBJECT_HEADER *pNdkObject,
                                         _In_ NDK_FN_CLOSE_COMPLETION CloseCompletion,
                                         _In_opt_ PVOID RequestContext);
@@ -308,7 +310,8 @@ typedef struct _NDK_CQ NDK_CQ;
 
 /* STATUS_SUCCESS, STATUS_PENDING, STATUS_INVALID_PARAMETER (0 or > MaxCqDepth),
  * STATUS_BUFFER_OVERFLOW (more entries queued than the new depth; CQ unchanged),
- * STATUS_INSUFFICIENT_RESOURCES. Only with NDK_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED. */
+ * STATUS_INSUFFICIENT_RESOURCES, STATUS_NOT_SUPPORTED (adapter without
+ * NDK_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED; consumers call it only when the flag is set). */
 typedef NTSTATUS (*NDK_FN_RESIZE_CQ)(_In_ NDK_CQ *pNdkCq, _In_ ULONG CqDepth,
                                      _In_ NDK_FN_REQUEST_COMPLETION RequestCompletion,
                                      _In_opt_ PVOID RequestContext);
@@ -326,8 +329,9 @@ typedef ULONG (*NDK_FN_GET_CQ_RESULTS)(_In_ NDK_CQ *pNdkCq,
                                        _In_ ULONG nResults);
 
 /* STATUS_SUCCESS, STATUS_INVALID_PARAMETER_MIX (Interval == MAXULONG with Count == MAXULONG or
- * Count > CQ depth), STATUS_INSUFFICIENT_RESOURCES, STATUS_NOT_SUPPORTED (only without
- * NDK_ADAPTER_FLAG_CQ_INTERRUPT_MODERATION_SUPPORTED). Never STATUS_PENDING. */
+ * Count > CQ depth), STATUS_INVALID_PARAMETER (not a CQ), STATUS_NOT_SUPPORTED (only without
+ * NDK_ADAPTER_FLAG_CQ_INTERRUPT_MODERATION_SUPPORTED). Never STATUS_PENDING. (NDKPI also allows
+ * STATUS_INSUFFICIENT_RESOURCES; softndk allocates nothing here.) */
 typedef NTSTATUS (*NDK_FN_CONTROL_CQ_INTERRUPT_MODERATION)(_In_ NDK_CQ *pNdkCq,
                                                           _In_ ULONG ModerationInterval,
                                                           _In_ ULONG ModerationCount);
@@ -364,8 +368,9 @@ typedef struct _NDK_MR NDK_MR;
 #define NDK_MR_FLAG_RDMA_READ_SINK     0x00000008
 
 /* STATUS_SUCCESS, STATUS_PENDING, STATUS_INVALID_PARAMETER (MR made for fast registration,
- * already registered, Length 0 or beyond the MDL chain or MaxRegistrationSize, chain not
- * virtually contiguous, unknown flag), STATUS_INSUFFICIENT_RESOURCES (no token left). */
+ * Length 0 or beyond the MDL chain or MaxRegistrationSize, chain not virtually contiguous,
+ * start address 0, unknown flag or remote write without local write),
+ * STATUS_INVALID_DEVICE_STATE (already registered). */
 typedef NTSTATUS (*NDK_FN_REGISTER_MR)(_In_ NDK_MR *pNdkMr, _In_ MDL *Mdl, _In_ SIZE_T Length,
                                        _In_ ULONG Flags,
                                        _In_ NDK_FN_REQUEST_COMPLETION RequestCompletion,
@@ -428,15 +433,17 @@ struct _NDK_MW {
 typedef struct _NDK_SRQ NDK_SRQ;
 
 /* STATUS_SUCCESS, STATUS_PENDING, STATUS_INVALID_PARAMETER (SrqDepth above MaxSrqDepth or below
- * the receives queued now). SrqDepth 0 keeps the depth; NotifyThreshold > 0 (re)arms. */
+ * the receives queued now), STATUS_INSUFFICIENT_RESOURCES. SrqDepth 0 keeps the depth;
+ * NotifyThreshold > 0 (re)arms, and notifies at once when the queue is already below it. */
 typedef NTSTATUS (*NDK_FN_MODIFY_SRQ)(_In_ NDK_SRQ *pNdkSrq, _In_ ULONG SrqDepth,
                                       _In_ ULONG NotifyThreshold,
                                       _In_ NDK_FN_REQUEST_COMPLETION RequestCompletion,
                                       _In_opt_ PVOID RequestContext);
 
-/* STATUS_SUCCESS (a completion will be queued), STATUS_INVALID_PARAMETER (too many SGEs),
- * STATUS_NO_MORE_ENTRIES (SRQ full), STATUS_ACCESS_VIOLATION (SGE outside its token's region),
- * STATUS_DATA_OVERRUN (more than MaxTransferLength bytes). */
+/* STATUS_SUCCESS (a completion will be queued), STATUS_DATA_OVERRUN (more SGEs than the SRQ's
+ * MaxReceiveRequestSge, or more than MaxTransferLength bytes), STATUS_NO_MORE_ENTRIES (SRQ
+ * full), STATUS_INVALID_PARAMETER (NULL SGE array with nSge > 0). SGE tokens are checked when
+ * a message lands: a bad one completes the receive with STATUS_ACCESS_VIOLATION. */
 typedef NTSTATUS (*NDK_FN_SRQ_RECEIVE)(_In_ NDK_SRQ *pNdkSrq, _In_opt_ PVOID RequestContext,
                                        _In_reads_(nSge) const NDK_SGE *pSgl, _In_ ULONG nSge);
 
@@ -473,15 +480,17 @@ typedef VOID (*NDK_FN_FLUSH)(_In_ NDK_QP *pNdkQp);
 
 /* Initiator requests share these statuses: STATUS_SUCCESS (one completion follows, none with
  * SILENT_SUCCESS on success); STATUS_CONNECTION_INVALID (QP not connected);
- * STATUS_INVALID_PARAMETER (flag not valid for the request, too many SGEs);
- * STATUS_NO_MORE_ENTRIES (initiator queue full); STATUS_DATA_OVERRUN (more than
- * MaxTransferLength bytes, or INLINE over the QP's InlineDataSize). */
+ * STATUS_INVALID_PARAMETER (flag not valid for the request, NULL SGE array with nSge > 0);
+ * STATUS_NO_MORE_ENTRIES (initiator queue full); STATUS_DATA_OVERRUN (more SGEs than the QP's
+ * limit, more than MaxTransferLength bytes, or INLINE over the QP's InlineDataSize). */
 typedef NTSTATUS (*NDK_FN_SEND)(_In_ NDK_QP *pNdkQp, _In_opt_ PVOID RequestContext,
                                 _In_reads_(nSge) const NDK_SGE *pSgl, _In_ ULONG nSge,
                                 _In_ ULONG Flags);
 
-/* STATUS_SUCCESS, STATUS_INVALID_PARAMETER (too many SGEs; QP uses an SRQ),
- * STATUS_NO_MORE_ENTRIES (receive queue full), STATUS_DATA_OVERRUN. Allowed before connect. */
+/* STATUS_SUCCESS, STATUS_DATA_OVERRUN (more SGEs than the QP's MaxReceiveRequestSge, or more
+ * than MaxTransferLength bytes), STATUS_NO_MORE_ENTRIES (receive queue full),
+ * STATUS_INVALID_PARAMETER (the QP takes receives from an SRQ; NULL SGE array with nSge > 0).
+ * Allowed before connect. */
 typedef NTSTATUS (*NDK_FN_RECEIVE)(_In_ NDK_QP *pNdkQp, _In_opt_ PVOID RequestContext,
                                    _In_reads_(nSge) const NDK_SGE *pSgl, _In_ ULONG nSge);
 
@@ -547,9 +556,10 @@ struct _NDK_QP {
 typedef struct _NDK_PD NDK_PD;
 
 /* Create statuses shared by every NdkCreateXxx: STATUS_SUCCESS (*ppObj set, no callback),
- * STATUS_PENDING (CreateCompletion delivers the object), STATUS_INSUFFICIENT_RESOURCES,
- * STATUS_INVALID_PARAMETER (argument outside the NDK_ADAPTER_INFO limits, NULL required
- * argument, object of the wrong type or adapter), STATUS_INVALID_DEVICE_STATE (parent closing). */
+ * STATUS_PENDING (CreateCompletion delivers the object; softndk's creates never pend),
+ * STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_PARAMETER (argument outside the
+ * NDK_ADAPTER_INFO limits, NULL required argument, antecedent of the wrong type or adapter or
+ * already closing), STATUS_INVALID_DEVICE_STATE (parent closing). */
 typedef NTSTATUS (*NDK_FN_CREATE_MR)(_In_ NDK_PD *pNdkPd, _In_ BOOLEAN FastRegister,
                                      _In_ NDK_FN_CREATE_COMPLETION CreateCompletion,
                                      _In_opt_ PVOID RequestContext, _Outptr_ NDK_MR **ppNdkMr);
@@ -665,7 +675,9 @@ typedef NTSTATUS (*NDK_FN_COMPLETE_CONNECT)(_In_ NDK_CONNECTOR *pNdkConnector,
 
 /* Passive side. STATUS_SUCCESS, STATUS_PENDING (completes once established),
  * STATUS_CONNECTION_ABORTED (peer abandoned), STATUS_IO_TIMEOUT (peer never completed),
- * STATUS_INVALID_BUFFER_SIZE (private data > MaxCalleeData), STATUS_CONNECTION_ACTIVE. */
+ * STATUS_INVALID_BUFFER_SIZE (private data > MaxCalleeData), STATUS_CONNECTION_ACTIVE (QP
+ * already bound), STATUS_INVALID_DEVICE_STATE (not an incoming request awaiting an answer),
+ * STATUS_CANCELLED (completion: the connector was closed). */
 typedef NTSTATUS (*NDK_FN_ACCEPT)(_In_ NDK_CONNECTOR *pNdkConnector, _In_ NDK_QP *pNdkQp,
                                   _In_ ULONG InboundReadLimit, _In_ ULONG OutboundReadLimit,
                                   _In_reads_bytes_opt_(PrivateDataLength) const void *pPrivateData,
@@ -682,7 +694,8 @@ typedef NTSTATUS (*NDK_FN_REJECT)(_In_ NDK_CONNECTOR *pNdkConnector,
                                   _In_ ULONG PrivateDataLength);
 
 /* Synchronous. STATUS_SUCCESS, STATUS_BUFFER_TOO_SMALL (*pPrivateDataLength = required size),
- * STATUS_INVALID_PARAMETER (NULL buffer with a non-zero length), STATUS_INVALID_DEVICE_STATE. */
+ * STATUS_INVALID_PARAMETER (pPrivateDataLength NULL, or NULL buffer with a non-zero length),
+ * STATUS_INVALID_DEVICE_STATE (neither a completed Connect nor an incoming request). */
 typedef NTSTATUS (*NDK_FN_GET_CONNECTION_DATA)(
     _In_ NDK_CONNECTOR *pNdkConnector, _Out_opt_ ULONG *pInboundReadLimit,
     _Out_opt_ ULONG *pOutboundReadLimit,

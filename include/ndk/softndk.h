@@ -53,6 +53,10 @@ typedef struct _SOFTNDK_OPTIONS {
     SOFTNDK_LOG_LEVEL LogLevel;/* SOFTNDK_LOG, else warn; logs go to stderr */
     const char *Limits;        /* NULL = default (SOFTNDK_LIMITS): "Name=value,..." over
                                   NDK_ADAPTER_INFO fields, each at most softndk's own maximum */
+    ULONG ConnectTimeoutMs;    /* 0 = default (SOFTNDK_CONNECT_TIMEOUT_MS, else 10000): TCP
+                                  connect + MPA exchange + RTR; then STATUS_IO_TIMEOUT */
+    ULONG DisconnectTimeoutMs; /* 0 = default (SOFTNDK_DISCONNECT_TIMEOUT_MS, else 10000): how
+                                  long NdkDisconnect waits for the peer's FIN */
 } SOFTNDK_OPTIONS;
 
 /* Fill *Options with "all defaults" (Size set, everything else zero). */

@@ -126,8 +126,9 @@ NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OP
     a->cfg = cfg;
     a->info = cfg.limits;
     a->info.Version = run;
-    /* Connections spread over several progress threads are served concurrently. */
-    if (cfg.threads > 1)
+    /* Connections spread over several progress threads are served concurrently; an explicit
+     * AdapterFlags limit is taken as it is. */
+    if (cfg.threads > 1 && !cfg.flags_given)
         a->info.AdapterFlags |= NDK_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED;
     pthread_mutex_init(&a->lock, NULL);
     pthread_condattr_t ca;

@@ -1,21 +1,361 @@
-/* Shared endpoints and the ND port space (spec/ndkpi.md §1.7, §5.8). A shared endpoint binds a
- * local address:port, which is the connection layer's job; until it lands, creation answers
- * STATUS_NOT_SUPPORTED after validating its arguments. */
-#include <netinet/in.h>
+/* Endpoints, the ND port space and shared endpoints (spec/ndkpi.md §1.7, §5.8). */
+#include "core/endpoint.h"
 
-#include "core/adapter.h"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/log.h"
+
+NTSTATUS sndk_addr_from(struct sndk_addr *a, const struct sockaddr *sa, ULONG len)
+{
+    memset(a, 0, sizeof *a);
+    if (!sa)
+        return STATUS_INVALID_ADDRESS;
+    if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+        memcpy(&a->in, sa, sizeof a->in);
+        a->len = sizeof a->in;
+        return STATUS_SUCCESS;
+    }
+    if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+        memcpy(&a->in6, sa, sizeof a->in6);
+        a->len = sizeof a->in6;
+        return STATUS_SUCCESS;
+    }
+    return STATUS_INVALID_ADDRESS;
+}
+
+uint16_t sndk_addr_port(const struct sndk_addr *a)
+{
+    return ntohs(a->sa.sa_family == AF_INET ? a->in.sin_port : a->in6.sin6_port);
+}
+
+void sndk_addr_set_port(struct sndk_addr *a, uint16_t port)
+{
+    if (a->sa.sa_family == AF_INET)
+        a->in.sin_port = htons(port);
+    else
+        a->in6.sin6_port = htons(port);
+}
+
+bool sndk_addr_is_wildcard(const struct sndk_addr *a)
+{
+    if (a->sa.sa_family == AF_INET)
+        return a->in.sin_addr.s_addr == htonl(INADDR_ANY);
+    return IN6_IS_ADDR_UNSPECIFIED(&a->in6.sin6_addr);
+}
+
+static bool same_host(const struct sndk_addr *a, const struct sndk_addr *b)
+{
+    if (a->sa.sa_family != b->sa.sa_family)
+        return false;
+    if (a->sa.sa_family == AF_INET)
+        return a->in.sin_addr.s_addr == b->in.sin_addr.s_addr;
+    return memcmp(&a->in6.sin6_addr, &b->in6.sin6_addr, sizeof a->in6.sin6_addr) == 0;
+}
+
+bool sndk_addr_equal(const struct sndk_addr *a, const struct sndk_addr *b)
+{
+    return same_host(a, b) && sndk_addr_port(a) == sndk_addr_port(b);
+}
+
+const char *sndk_addr_str(const struct sndk_addr *a, char *buf, size_t len)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    if (a->sa.sa_family == AF_INET) {
+        inet_ntop(AF_INET, &a->in.sin_addr, host, sizeof host);
+        snprintf(buf, len, "%s:%u", host, sndk_addr_port(a));
+    } else {
+        inet_ntop(AF_INET6, &a->in6.sin6_addr, host, sizeof host);
+        snprintf(buf, len, "[%s]:%u", host, sndk_addr_port(a));
+    }
+    return buf;
+}
+
+NTSTATUS sndk_addr_copy_out(const struct sndk_addr *a, struct sockaddr *out, ULONG *plen)
+{
+    if (!out || *plen < a->len) {
+        *plen = a->len;
+        return STATUS_BUFFER_TOO_SMALL;
+    }
+    memcpy(out, &a->sa, a->len);
+    *plen = a->len;
+    return STATUS_SUCCESS;
+}
+
+bool sndk_adapter_owns_address(const struct sndk_adapter *a, const struct sndk_addr *addr)
+{
+    if (sndk_addr_is_wildcard(addr))
+        return true;
+    struct ifaddrs *list;
+    if (getifaddrs(&list) != 0)
+        return false;
+    bool found = false;
+    for (struct ifaddrs *i = list; i && !found; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != addr->sa.sa_family)
+            continue;
+        if (a->if_index != 0 && if_nametoindex(i->ifa_name) != a->if_index)
+            continue;
+        struct sndk_addr cand;
+        if (sndk_addr_from(&cand, i->ifa_addr,
+                           i->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+                                                             : sizeof(struct sockaddr_in6)) ==
+            STATUS_SUCCESS)
+            found = same_host(&cand, addr);
+    }
+    freeifaddrs(list);
+    return found;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The process-wide table. Few entries (one per listener / shared endpoint / connection), so a
+ * list under one lock is enough; it is only walked on connection setup, never on the data
+ * path. */
+
+struct peer {
+    struct peer *next;
+    struct sndk_addr addr;
+};
+
+struct sndk_endpoint {
+    struct sndk_endpoint *next;
+    enum sndk_ep_kind kind;
+    struct sndk_addr addr;
+    unsigned refs; /* under table_lock */
+    struct peer *peers;
+};
+
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sndk_endpoint *table;
+
+/* Would (addr, port) collide with an endpoint we hold? Same port and either the same address
+ * or a wildcard on either side (of the same family). Caller holds table_lock. */
+static bool taken_locked(const struct sndk_addr *addr)
+{
+    for (struct sndk_endpoint *e = table; e; e = e->next) {
+        if (e->addr.sa.sa_family != addr->sa.sa_family ||
+            sndk_addr_port(&e->addr) != sndk_addr_port(addr))
+            continue;
+        if (same_host(&e->addr, addr) || sndk_addr_is_wildcard(&e->addr) ||
+            sndk_addr_is_wildcard(addr))
+            return true;
+    }
+    return false;
+}
+
+static NTSTATUS bind_socket(enum sndk_ep_kind kind, const struct sndk_addr *addr, int *out)
+{
+    int fd = socket(addr->sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return STATUS_INSUFFICIENT_RESOURCES;
+    int one = 1;
+    /* Listeners restart while old connections sit in TIME_WAIT; shared endpoints need it for
+     * several connections from one port. NdkConnect's own endpoint must not share its port. */
+    if (kind != SNDK_EP_CONNECT)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (addr->sa.sa_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (bind(fd, &addr->sa, addr->len) != 0) {
+        int err = errno;
+        close(fd);
+        if (err == EADDRINUSE)
+            return STATUS_SHARING_VIOLATION;
+        if (err == EADDRNOTAVAIL)
+            return STATUS_INVALID_ADDRESS;
+        return STATUS_INSUFFICIENT_RESOURCES;
+    }
+    if (kind == SNDK_EP_LISTEN && listen(fd, SOMAXCONN) != 0) {
+        int err = errno;
+        close(fd);
+        return err == EADDRINUSE ? STATUS_SHARING_VIOLATION : STATUS_INSUFFICIENT_RESOURCES;
+    }
+    *out = fd;
+    return STATUS_SUCCESS;
+}
+
+NTSTATUS sndk_endpoint_open(struct sndk_adapter *a, enum sndk_ep_kind kind, struct sndk_addr *addr,
+                            struct sndk_endpoint **out, int *fd)
+{
+    if (!sndk_adapter_owns_address(a, addr))
+        return STATUS_INVALID_ADDRESS;
+    struct sndk_endpoint *ep = calloc(1, sizeof *ep);
+    if (!ep)
+        return STATUS_INSUFFICIENT_RESOURCES;
+    ep->kind = kind;
+    ep->refs = 1;
+    NTSTATUS st;
+    pthread_mutex_lock(&table_lock);
+    if (sndk_addr_port(addr) != 0) {
+        st = taken_locked(addr) ? STATUS_SHARING_VIOLATION : bind_socket(kind, addr, fd);
+    } else {
+        /* Draw from the ephemeral ND range, starting at a random point so that concurrent
+         * processes rarely race for the same port; skip ports anyone holds. */
+        uint32_t lo = a->cfg.port_low, span = (uint32_t)a->cfg.port_high - lo + 1;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint32_t start = (uint32_t)(ts.tv_nsec ^ (long)getpid()) % span;
+        st = STATUS_TOO_MANY_ADDRESSES;
+        for (uint32_t i = 0; i < span; i++) {
+            sndk_addr_set_port(addr, (uint16_t)(lo + (start + i) % span));
+            if (taken_locked(addr))
+                continue;
+            NTSTATUS b = bind_socket(kind, addr, fd);
+            if (b == STATUS_SHARING_VIOLATION)
+                continue;
+            st = b;
+            break;
+        }
+        if (st != STATUS_SUCCESS)
+            sndk_addr_set_port(addr, 0);
+    }
+    if (st == STATUS_SUCCESS) {
+        ep->addr = *addr;
+        ep->next = table;
+        table = ep;
+    }
+    pthread_mutex_unlock(&table_lock);
+    if (st != STATUS_SUCCESS) {
+        free(ep);
+        return st;
+    }
+    *out = ep;
+    return STATUS_SUCCESS;
+}
+
+NTSTATUS sndk_endpoint_socket(struct sndk_endpoint *ep, int *fd)
+{
+    return bind_socket(SNDK_EP_SHARED, &ep->addr, fd);
+}
+
+void sndk_endpoint_get(struct sndk_endpoint *ep)
+{
+    pthread_mutex_lock(&table_lock);
+    ep->refs++;
+    pthread_mutex_unlock(&table_lock);
+}
+
+void sndk_endpoint_put(struct sndk_endpoint *ep)
+{
+    pthread_mutex_lock(&table_lock);
+    bool last = --ep->refs == 0;
+    if (last) {
+        for (struct sndk_endpoint **p = &table; *p; p = &(*p)->next)
+            if (*p == ep) {
+                *p = ep->next;
+                break;
+            }
+    }
+    pthread_mutex_unlock(&table_lock);
+    if (last) {
+        while (ep->peers) {
+            struct peer *n = ep->peers->next;
+            free(ep->peers);
+            ep->peers = n;
+        }
+        free(ep);
+    }
+}
+
+const struct sndk_addr *sndk_endpoint_addr(const struct sndk_endpoint *ep)
+{
+    return &ep->addr;
+}
+
+bool sndk_endpoint_add_peer(struct sndk_endpoint *ep, const struct sndk_addr *peer)
+{
+    struct peer *p = malloc(sizeof *p);
+    if (!p)
+        return false;
+    p->addr = *peer;
+    pthread_mutex_lock(&table_lock);
+    for (struct peer *q = ep->peers; q; q = q->next)
+        if (sndk_addr_equal(&q->addr, peer)) {
+            pthread_mutex_unlock(&table_lock);
+            free(p);
+            return false;
+        }
+    p->next = ep->peers;
+    ep->peers = p;
+    pthread_mutex_unlock(&table_lock);
+    return true;
+}
+
+void sndk_endpoint_del_peer(struct sndk_endpoint *ep, const struct sndk_addr *peer)
+{
+    struct peer *victim = NULL;
+    pthread_mutex_lock(&table_lock);
+    for (struct peer **q = &ep->peers; *q; q = &(*q)->next)
+        if (sndk_addr_equal(&(*q)->addr, peer)) {
+            victim = *q;
+            *q = victim->next;
+            break;
+        }
+    pthread_mutex_unlock(&table_lock);
+    free(victim);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* NDK_SHARED_ENDPOINT */
+
+static NTSTATUS se_local_address(NDK_SHARED_ENDPOINT *pub, struct sockaddr *pAddress,
+                                 ULONG *pAddressLength)
+{
+    struct sndk_shared_endpoint *se = sndk_shared_endpoint_from(pub);
+    if (!se || !pAddressLength)
+        return STATUS_INVALID_PARAMETER;
+    return sndk_addr_copy_out(sndk_endpoint_addr(se->ep), pAddress, pAddressLength);
+}
+
+static const NDK_SHARED_ENDPOINT_DISPATCH se_dispatch = {
+    .NdkCloseSharedEndpoint = sndk_obj_close,
+    .NdkQueryExtension = sndk_obj_query_extension,
+    .NdkGetLocalAddress = se_local_address,
+};
+
+static void se_destroy(struct sndk_obj *o)
+{
+    struct sndk_shared_endpoint *se = sndk_container_of(o, struct sndk_shared_endpoint, base);
+    if (se->fd >= 0)
+        close(se->fd);
+    if (se->ep)
+        sndk_endpoint_put(se->ep);
+}
+
+static const struct sndk_obj_ops se_ops = {.type = NdkObjectTypeSharedEndpoint,
+                                           .destroy = se_destroy};
 
 NTSTATUS sndk_endpoint_create(NDK_ADAPTER *pNdkAdapter, const struct sockaddr *pAddress,
                               ULONG AddressLength, NDK_FN_CREATE_COMPLETION CreateCompletion,
                               PVOID RequestContext, NDK_SHARED_ENDPOINT **ppNdkSharedEndpoint)
 {
-    (void)CreateCompletion, (void)RequestContext;
+    (void)CreateCompletion, (void)RequestContext; /* creates complete inline */
     struct sndk_adapter *a = sndk_adapter_from(pNdkAdapter);
-    if (!a || !pAddress || !ppNdkSharedEndpoint)
+    if (!a || !ppNdkSharedEndpoint)
         return STATUS_INVALID_PARAMETER;
-    bool v4 = pAddress->sa_family == AF_INET && AddressLength >= sizeof(struct sockaddr_in);
-    bool v6 = pAddress->sa_family == AF_INET6 && AddressLength >= sizeof(struct sockaddr_in6);
-    if (!v4 && !v6)
-        return STATUS_INVALID_ADDRESS;
-    return STATUS_NOT_SUPPORTED; /* the connection layer is not in this build */
+    struct sndk_addr addr;
+    NTSTATUS st = sndk_addr_from(&addr, pAddress, AddressLength);
+    if (st != STATUS_SUCCESS)
+        return st;
+    if (sndk_obj_closing(&a->base))
+        return STATUS_INVALID_DEVICE_STATE;
+    struct sndk_shared_endpoint *se = calloc(1, sizeof *se);
+    if (!se)
+        return STATUS_INSUFFICIENT_RESOURCES;
+    se->fd = -1;
+    st = sndk_endpoint_open(a, SNDK_EP_SHARED, &addr, &se->ep, &se->fd);
+    if (st != STATUS_SUCCESS) {
+        free(se);
+        return st;
+    }
+    sndk_obj_init(&se->base, a, &se_ops, &se_dispatch);
+    sndk_obj_hold(&se->base, &a->base);
+    *ppNdkSharedEndpoint = &se->base.pub.endpoint;
+    return STATUS_SUCCESS;
 }

@@ -47,6 +47,7 @@ void sndk_obj_init(struct sndk_obj *o, struct sndk_adapter *a, const struct sndk
     o->nholds = 0;
     sndk_work_init(&o->close_work, close_work_fn);
     o->live_next = o->live_prev = NULL;
+    atomic_init(&o->bound_to, NULL);
     if (ops->type != NdkObjectTypeAdapter)
         sndk_adapter_track(a, o);
 }

@@ -69,6 +69,9 @@ struct sndk_obj {
     unsigned nholds;
     struct sndk_work close_work;
     struct sndk_obj *live_next, *live_prev; /* adapter's live-object list, under its lock */
+    /* QP: the connector it is bound to (NULL: free). Claimed with a compare-and-swap so that
+     * one QP never serves two connections (STATUS_CONNECTION_ACTIVE). */
+    _Atomic(void *) bound_to;
 };
 
 _Static_assert(offsetof(struct sndk_obj, pub) == 0, "public object first");
@@ -107,6 +110,18 @@ NTSTATUS sndk_obj_query_extension(NDK_OBJECT_HEADER *hdr, GUID *id, NDK_VERSION 
  * (NdkObjectTypeUndefined: any type), else NULL. A best-effort guard against a consumer passing
  * the wrong kind of object; a freed or foreign pointer is undefined behaviour as on Windows. */
 struct sndk_obj *sndk_obj_check(const void *pub, NDK_OBJECT_TYPE type);
+
+/* Claim / release a QP for a connector. */
+static inline bool sndk_obj_bind(struct sndk_obj *o, void *owner)
+{
+    void *expected = NULL;
+    return atomic_compare_exchange_strong(&o->bound_to, &expected, owner);
+}
+static inline void sndk_obj_unbind(struct sndk_obj *o, void *owner)
+{
+    void *expected = owner;
+    atomic_compare_exchange_strong(&o->bound_to, &expected, NULL);
+}
 
 /* Does o belong to adapter a and is it still open? */
 static inline bool sndk_obj_usable(const struct sndk_obj *o, const struct sndk_adapter *a)

@@ -57,7 +57,9 @@ static bool parse_u64(const char *s, size_t len, uint64_t *out)
         return false;
     char *end;
     errno = 0;
-    unsigned long long v = strtoull(buf, &end, 0);
+    /* Decimal, or hexadecimal with 0x: a leading zero is not octal (MaxCqDepth=010 is 10). */
+    bool hex = buf[0] == '0' && (buf[1] == 'x' || buf[1] == 'X');
+    unsigned long long v = strtoull(buf, &end, hex ? 16 : 10);
     if (errno || *end != '\0')
         return false;
     *out = v;
@@ -119,7 +121,8 @@ static void field_set(NDK_ADAPTER_INFO *info, const struct limit_field *f, uint6
     }
 }
 
-bool sndk_config_parse_limits(const char *text, NDK_ADAPTER_INFO *info, char *err, size_t errlen)
+bool sndk_config_parse_limits(const char *text, NDK_ADAPTER_INFO *info, bool *flags_given,
+                              char *err, size_t errlen)
 {
     NDK_ADAPTER_INFO max;
     sndk_config_default_limits(&max);
@@ -157,6 +160,7 @@ bool sndk_config_parse_limits(const char *text, NDK_ADAPTER_INFO *info, char *er
                 return false;
             }
         } else if (strcmp(f->name, "AdapterFlags") == 0) {
+            ceiling |= NDK_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED;
             if (v & ~ceiling) {
                 snprintf(err, errlen,
                          "SOFTNDK_LIMITS: AdapterFlags=0x%llx asks for flags softndk does not "
@@ -173,6 +177,8 @@ bool sndk_config_parse_limits(const char *text, NDK_ADAPTER_INFO *info, char *er
             return false;
         }
         field_set(info, f, v);
+        if (strcmp(f->name, "AdapterFlags") == 0)
+            *flags_given = true;
         p += item_len;
         if (*p == ',')
             p++;
@@ -189,8 +195,7 @@ static const char *env(const char *name)
 NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *opt, struct sndk_config *cfg, char *err,
                              size_t errlen)
 {
-    static const SOFTNDK_OPTIONS defaults = {sizeof(SOFTNDK_OPTIONS), 0, SoftNdkCrcDefault, 0, 0,
-                                             0, 0, SoftNdkLogDefault, NULL};
+    static const SOFTNDK_OPTIONS defaults = {.Size = sizeof(SOFTNDK_OPTIONS)};
     if (!opt)
         opt = &defaults;
     /* Size is the struct's version: the first published layout is the smallest we accept. */
@@ -316,10 +321,39 @@ NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *opt, struct sndk_config *cfg
         cfg->log_level = level;
     }
 
+    /* Timeouts */
+    struct {
+        ULONG given;
+        const char *env;
+        unsigned *out;
+    } timeouts[] = {
+        {opt->ConnectTimeoutMs, "SOFTNDK_CONNECT_TIMEOUT_MS", &cfg->connect_timeout_ms},
+        {opt->DisconnectTimeoutMs, "SOFTNDK_DISCONNECT_TIMEOUT_MS", &cfg->disconnect_timeout_ms},
+    };
+    for (size_t i = 0; i < sizeof timeouts / sizeof timeouts[0]; i++) {
+        *timeouts[i].out = SNDK_DEFAULT_TIMEOUT_MS;
+        if (timeouts[i].given) {
+            *timeouts[i].out = timeouts[i].given;
+        } else if ((v = env(timeouts[i].env))) {
+            if (!parse_u64(v, strlen(v), &n) || n == 0 || n > SNDK_MAX_TIMEOUT_MS) {
+                snprintf(err, errlen, "%s='%s': must be 1-%d (ms)", timeouts[i].env, v,
+                         SNDK_MAX_TIMEOUT_MS);
+                return STATUS_INVALID_PARAMETER;
+            }
+            *timeouts[i].out = (unsigned)n;
+        }
+        if (*timeouts[i].out > SNDK_MAX_TIMEOUT_MS) {
+            snprintf(err, errlen, "%s %u: at most %d ms", timeouts[i].env, *timeouts[i].out,
+                     SNDK_MAX_TIMEOUT_MS);
+            return STATUS_INVALID_PARAMETER;
+        }
+    }
+
     /* Adapter limits */
     sndk_config_default_limits(&cfg->limits);
     const char *limits = opt->Limits ? opt->Limits : env("SOFTNDK_LIMITS");
-    if (limits && !sndk_config_parse_limits(limits, &cfg->limits, err, errlen))
+    cfg->flags_given = false;
+    if (limits && !sndk_config_parse_limits(limits, &cfg->limits, &cfg->flags_given, err, errlen))
         return STATUS_INVALID_PARAMETER;
     return STATUS_SUCCESS;
 }

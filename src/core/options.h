@@ -11,6 +11,8 @@
 
 #define SNDK_MAX_PROGRESS_THREADS 64
 #define SNDK_DEFAULT_SPIN_US      50
+#define SNDK_DEFAULT_TIMEOUT_MS   10000
+#define SNDK_MAX_TIMEOUT_MS       3600000
 
 struct sndk_config {
     unsigned mpa_revision; /* 1 or 2 */
@@ -19,7 +21,10 @@ struct sndk_config {
     unsigned threads;
     unsigned spin_us;
     SOFTNDK_LOG_LEVEL log_level;
+    unsigned connect_timeout_ms;
+    unsigned disconnect_timeout_ms;
     NDK_ADAPTER_INFO limits; /* what the adapter advertises and enforces (Version set later) */
+    bool flags_given;        /* SOFTNDK_LIMITS / Limits set AdapterFlags explicitly */
 };
 
 /* softndk's own maxima: the ceiling of SOFTNDK_LIMITS. */
@@ -31,7 +36,9 @@ NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *opt, struct sndk_config *cfg
                              size_t errlen);
 
 /* Parse "Name=value,..." over NDK_ADAPTER_INFO fields into info, each value at most the
- * default maximum (AdapterFlags: a subset of the default flags). */
-bool sndk_config_parse_limits(const char *text, NDK_ADAPTER_INFO *info, char *err, size_t errlen);
+ * default maximum (AdapterFlags: a subset of the default flags, plus MULTI_ENGINE). Values are
+ * decimal, or hexadecimal with 0x. *flags_given tells whether AdapterFlags was among them. */
+bool sndk_config_parse_limits(const char *text, NDK_ADAPTER_INFO *info, bool *flags_given,
+                              char *err, size_t errlen);
 
 #endif

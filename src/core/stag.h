@@ -1,6 +1,9 @@
 /* NDK tokens are iWARP STags: a 24-bit index into the adapter's table and an 8-bit key.
  * Local token = remote token = the STag. Each (re-)registration, fast registration or bind
- * draws a fresh key, so a stale token never matches the current one. Index 0 is never used:
+ * draws a fresh key, so a stale token does not match the current one until the 8-bit key comes
+ * round again (256 re-registrations of one index, as on iWARP hardware). The owner's own state
+ * (registered? fast-registered valid?) is checked too, since an MR's index stays live from its
+ * creation on. Index 0 is never used:
  * STag 0 has a meaning of its own on the wire (RFC 6581 zero-length RTR Read). */
 #ifndef SOFTNDK_CORE_STAG_H
 #define SOFTNDK_CORE_STAG_H

@@ -43,6 +43,14 @@ TEST(options_env_and_explicit_precedence)
     CHECK_EQ_U64(cfg.log_level, SoftNdkLogDebug);
     CHECK_EQ_U64(cfg.limits.MaxInitiatorRequestSge, 3);
     CHECK_EQ_U64(cfg.limits.MaxCqDepth, 100);
+    CHECK(!cfg.flags_given);
+    setenv("SOFTNDK_LIMITS", "MaxCqDepth=010,MaxSrqDepth=0x10,AdapterFlags=0x8", 1);
+    CHECK_EQ_U64(resolve(NULL, &cfg), STATUS_SUCCESS);
+    CHECK_EQ_U64(cfg.limits.MaxCqDepth, 10); /* decimal, not octal */
+    CHECK_EQ_U64(cfg.limits.MaxSrqDepth, 16);
+    CHECK_EQ_U64(cfg.limits.AdapterFlags, NDK_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED);
+    CHECK(cfg.flags_given);
+    setenv("SOFTNDK_LIMITS", "MaxInitiatorRequestSge=3,maxcqdepth=100", 1);
 
     SOFTNDK_OPTIONS o;
     SoftNdkInitOptions(&o);

@@ -1,0 +1,78 @@
+/* Endpoints and the ND port space (spec/ndkpi.md §1.7, §5.8). ND ports are TCP ports. A
+ * process-wide table counts the references on every local (address, port) softndk uses, so
+ * that a port stays taken while a listener, shared endpoint or any connector on it lives; the
+ * OS bind() arbitrates against other processes. */
+#ifndef SOFTNDK_CORE_ENDPOINT_H
+#define SOFTNDK_CORE_ENDPOINT_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+
+#include "core/adapter.h"
+
+struct sndk_addr {
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in;
+        struct sockaddr_in6 in6;
+    };
+    socklen_t len;
+};
+
+/* Copy a consumer's address: STATUS_SUCCESS, or STATUS_INVALID_ADDRESS (not AF_INET / AF_INET6
+ * of the right length). */
+NTSTATUS sndk_addr_from(struct sndk_addr *a, const struct sockaddr *sa, ULONG len);
+uint16_t sndk_addr_port(const struct sndk_addr *a);
+void sndk_addr_set_port(struct sndk_addr *a, uint16_t port);
+bool sndk_addr_is_wildcard(const struct sndk_addr *a);
+bool sndk_addr_equal(const struct sndk_addr *a, const struct sndk_addr *b); /* addr + port */
+/* "1.2.3.4:5" / "[::1]:5" */
+const char *sndk_addr_str(const struct sndk_addr *a, char *buf, size_t len);
+/* Write a to the consumer's buffer with the NDK size protocol: STATUS_SUCCESS or
+ * STATUS_BUFFER_TOO_SMALL, *plen set either way. */
+NTSTATUS sndk_addr_copy_out(const struct sndk_addr *a, struct sockaddr *out, ULONG *plen);
+
+/* Is the address (port ignored) one of adapter a's? Wildcards are. */
+bool sndk_adapter_owns_address(const struct sndk_adapter *a, const struct sndk_addr *addr);
+
+enum sndk_ep_kind {
+    SNDK_EP_LISTEN,    /* a listening socket; accepted connectors add references */
+    SNDK_EP_SHARED,    /* a shared endpoint; its connectors add references */
+    SNDK_EP_CONNECT,   /* NdkConnect's own endpoint: one connector */
+};
+
+struct sndk_endpoint;
+
+/* Reserve addr (port 0: draw from the adapter's ephemeral range) and create the socket bound
+ * to it: a listening socket for SNDK_EP_LISTEN, a bound unconnected one otherwise.
+ * Returns STATUS_SUCCESS with *out holding one reference and *fd the socket (the caller owns
+ * the fd), STATUS_SHARING_VIOLATION (taken, here or by another process),
+ * STATUS_TOO_MANY_ADDRESSES (port 0 and the range exhausted), STATUS_INVALID_ADDRESS (not an
+ * address of the adapter), STATUS_INSUFFICIENT_RESOURCES. *addr gets the port chosen. */
+NTSTATUS sndk_endpoint_open(struct sndk_adapter *a, enum sndk_ep_kind kind, struct sndk_addr *addr,
+                            struct sndk_endpoint **out, int *fd);
+/* Another socket on a shared endpoint's address (SO_REUSEADDR), bound, for connect(). */
+NTSTATUS sndk_endpoint_socket(struct sndk_endpoint *ep, int *fd);
+void sndk_endpoint_get(struct sndk_endpoint *ep);
+void sndk_endpoint_put(struct sndk_endpoint *ep);
+const struct sndk_addr *sndk_endpoint_addr(const struct sndk_endpoint *ep);
+
+/* Remote peers connected through a shared endpoint: 4-tuple uniqueness. */
+bool sndk_endpoint_add_peer(struct sndk_endpoint *ep, const struct sndk_addr *peer);
+void sndk_endpoint_del_peer(struct sndk_endpoint *ep, const struct sndk_addr *peer);
+
+/* The shared-endpoint object (NDK_SHARED_ENDPOINT). */
+struct sndk_shared_endpoint {
+    struct sndk_obj base;
+    struct sndk_endpoint *ep;
+    int fd; /* the reservation socket: keeps the port bound while the object lives */
+};
+
+static inline struct sndk_shared_endpoint *sndk_shared_endpoint_from(const void *pub)
+{
+    struct sndk_obj *o = sndk_obj_check(pub, NdkObjectTypeSharedEndpoint);
+    return o ? sndk_container_of(o, struct sndk_shared_endpoint, base) : NULL;
+}
+
+#endif
