@@ -393,6 +393,40 @@ TEST(lifecycle_close_adapter_waits_for_close_completion_callback)
     harness_event_destroy(&c.ev);
 }
 
+TEST(lifecycle_last_close_races_adapter_close)
+{
+    /* The consumer's last close (thread A) makes the final close completion due while
+     * SoftNdkCloseAdapter waits on thread B. B may return, and the engine be freed, only once
+     * A's close call no longer touches the provider. A spinning progress thread picks the work
+     * up without being woken: the window where A still wakes the thread after queueing. */
+    for (int round = 0; round < 20; round++) {
+        SOFTNDK_OPTIONS o;
+        conf_options(&o);
+        o.SpinMicroseconds = 1000000;
+        struct closer cl = {.a = conf_open_with(&o)};
+        harness_event_init(&cl.returned);
+        NDK_PD *pd = conf_pd(cl.a);
+        struct conf_cq c;
+        conf_cq_create(cl.a, &c, 8);
+        NDK_QP *qp = conf_qp(pd, c.cq, c.cq, NULL, 2);
+        CHECK_STATUS(conf_close_raw(&c.cq->Header, closer_cq_closed, &cl), STATUS_PENDING);
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, closer_thread, &cl) == 0);
+        CHECK(harness_wait_until(adapter_closing, cl.a, CONF_WAIT_MS));
+        struct harness_event pdev;
+        harness_event_init(&pdev);
+        /* pending: the QP holds it ... */
+        CHECK_STATUS(conf_close_raw(&pd->Header, conf_close_signal, &pdev), STATUS_PENDING);
+        conf_close(&qp->Header); /* ... until this last close, from this thread */
+        CHECK(harness_event_wait(&cl.returned, 1, CONF_WAIT_MS));
+        CHECK_EQ_U64(harness_event_count(&pdev), 1);
+        pthread_join(t, NULL);
+        harness_event_destroy(&pdev);
+        harness_event_destroy(&cl.returned);
+        harness_event_destroy(&c.ev);
+    }
+}
+
 /* ---- Dispatch interposition (decision 17) ----------------------------------------------- */
 
 static struct {

@@ -302,6 +302,16 @@ TEST(pd_privileged_token)
 
 /* ---- LAM (decision 6) ----------------------------------------------------------------- */
 
+/* Entry k of a LAM's page array, which has AdapterPageCount entries though declared [1]. */
+static int64_t lam_page(const NDK_LOGICAL_ADDRESS_MAPPING *lam, unsigned k)
+{
+    const unsigned char *base =
+        (const unsigned char *)lam + offsetof(NDK_LOGICAL_ADDRESS_MAPPING, AdapterPageArray);
+    NDK_LOGICAL_ADDRESS a;
+    memcpy(&a, base + (size_t)k * sizeof a, sizeof a);
+    return a.QuadPart;
+}
+
 TEST(lam_build_and_release)
 {
     struct mr_env e;
@@ -332,7 +342,7 @@ TEST(lam_build_and_release)
     CHECK_EQ_U64(fbo, 300);
     CHECK_EQ_U64(u.lam.AdapterPageCount, 3);
     for (unsigned k = 0; k < 3; k++) {
-        uint64_t page = (uint64_t)u.lam.AdapterPageArray[k].QuadPart;
+        uint64_t page = (uint64_t)lam_page(&u.lam, k);
         CHECK_EQ_U64(page, (uintptr_t)(e.buf + PAGE + k * PAGE));
         CHECK_EQ_U64(page % PAGE, 0);
     }
@@ -361,7 +371,7 @@ TEST(lam_edge_cases)
     CHECK_EQ_U64(size, 0x18);
     CHECK_EQ_U64(fbo, 0);
     CHECK_EQ_U64(u.lam.AdapterPageCount, 1);
-    CHECK_EQ_U64((uint64_t)u.lam.AdapterPageArray[0].QuadPart, (uintptr_t)e.buf);
+    CHECK_EQ_U64((uint64_t)lam_page(&u.lam, 0), (uintptr_t)e.buf);
     e.a->Dispatch->NdkReleaseLAM(e.a, &u.lam);
     /* Two bytes straddling a page boundary: 2 pages. */
     MmInitializeMdl(&m1, e.buf + PAGE - 1, 2);

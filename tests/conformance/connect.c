@@ -1,0 +1,881 @@
+/* Connections: listener, connector, shared endpoint, the NDK three-way handshake over TCP + MPA,
+ * graceful disconnect and the disconnect event (spec/ndkpi.md §2.9–§2.11, §5.6–§5.8). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* helpers */
+
+struct req {
+    struct harness_event ev;
+    NTSTATUS status;
+};
+
+static void req_init(struct req *r)
+{
+    harness_event_init(&r->ev);
+    r->status = STATUS_PENDING;
+}
+
+static void req_done(void *ctx, NTSTATUS st)
+{
+    struct req *r = ctx;
+    r->status = st;
+    harness_event_signal(&r->ev);
+}
+
+/* Wait for a request that returned `st`: STATUS_PENDING means its completion carries the
+ * result; anything else is the result and no completion may follow. */
+static NTSTATUS req_wait(struct req *r, NTSTATUS st)
+{
+    if (st != STATUS_PENDING) {
+        CHECK(!harness_event_wait(&r->ev, 1, CONF_QUIET_MS));
+        return st;
+    }
+    CHECK_MSG(harness_event_wait(&r->ev, 1, CONF_WAIT_MS), "request never completed");
+    return r->status;
+}
+
+struct server {
+    NDK_LISTENER *listener;
+    struct harness_event ev;
+    NDK_CONNECTOR *incoming[128];
+    atomic_uint n;
+};
+
+static void on_connect_event(void *ctx, NDK_CONNECTOR *c)
+{
+    struct server *s = ctx;
+    unsigned i = atomic_fetch_add(&s->n, 1);
+    if (i < 128)
+        s->incoming[i] = c;
+    harness_event_signal(&s->ev);
+}
+
+struct disc {
+    struct harness_event ev;
+    atomic_uint n;
+    ULONG reason;
+};
+
+static void on_disconnect(void *ctx)
+{
+    struct disc *d = ctx;
+    atomic_fetch_add(&d->n, 1);
+    harness_event_signal(&d->ev);
+}
+
+static void on_disconnect_ex(void *ctx, ULONG reason)
+{
+    struct disc *d = ctx;
+    d->reason = reason;
+    on_disconnect(ctx);
+}
+
+static struct sockaddr_storage addr_of(const char *ip, uint16_t port, ULONG *len)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    if (strchr(ip, ':')) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons(port);
+        inet_pton(AF_INET6, ip, &a->sin6_addr);
+        *len = sizeof *a;
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_port = htons(port);
+        inet_pton(AF_INET, ip, &a->sin_addr);
+        *len = sizeof *a;
+    }
+    return ss;
+}
+
+static uint16_t port_of(const struct sockaddr_storage *ss)
+{
+    return ntohs(ss->ss_family == AF_INET ? ((const struct sockaddr_in *)ss)->sin_port
+                                          : ((const struct sockaddr_in6 *)ss)->sin6_port);
+}
+
+static NDK_LISTENER *listen_on(NDK_ADAPTER *a, struct server *s, const char *ip, uint16_t port,
+                               NTSTATUS expect, uint16_t *chosen)
+{
+    memset(s, 0, sizeof *s);
+    harness_event_init(&s->ev);
+    CHECK_STATUS(a->Dispatch->NdkCreateListener(a, on_connect_event, s, conf_create_never, NULL,
+                                                &s->listener),
+                 STATUS_SUCCESS);
+    ULONG len;
+    struct sockaddr_storage ss = addr_of(ip, port, &len);
+    CHECK_STATUS(s->listener->Dispatch->NdkListen(s->listener, (struct sockaddr *)&ss, len,
+                                                  conf_request_never, NULL),
+                 expect);
+    if (expect == STATUS_SUCCESS && chosen) {
+        struct sockaddr_storage got;
+        ULONG glen = sizeof got;
+        CHECK_STATUS(s->listener->Dispatch->NdkGetLocalAddress(s->listener, (struct sockaddr *)&got,
+                                                               &glen),
+                     STATUS_SUCCESS);
+        CHECK_EQ_U64(glen, len);
+        *chosen = port_of(&got);
+    }
+    return s->listener;
+}
+
+/* One side of a connection: its PD, CQ, QP and connector. */
+struct side {
+    NDK_ADAPTER *a;
+    NDK_PD *pd;
+    struct conf_cq cq;
+    NDK_QP *qp;
+    NDK_CONNECTOR *conn;
+    struct disc disc;
+};
+
+static void side_init(struct side *s, NDK_ADAPTER *a)
+{
+    memset(s, 0, sizeof *s);
+    s->a = a;
+    s->pd = conf_pd(a);
+    conf_cq_create(a, &s->cq, 64);
+    s->qp = conf_qp(s->pd, s->cq.cq, s->cq.cq, s, 8);
+    harness_event_init(&s->disc.ev);
+}
+
+static void side_close(struct side *s)
+{
+    if (s->conn)
+        conf_close_wait(&s->conn->Header);
+    conf_close_wait(&s->qp->Header);
+    conf_cq_destroy(&s->cq);
+    conf_close_wait(&s->pd->Header);
+}
+
+/* Full handshake between client c and server-side listener s (already listening on port).
+ * Private data both ways; checks every step's status. */
+static void establish(struct side *cl, struct side *sv, struct server *srv, const char *ip,
+                      uint16_t port)
+{
+    CHECK_STATUS(cl->a->Dispatch->NdkCreateConnector(cl->a, conf_create_never, NULL, &cl->conn),
+                 STATUS_SUCCESS);
+    ULONG slen, dlen;
+    struct sockaddr_storage src = addr_of(ip, 0, &slen), dst = addr_of(ip, port, &dlen);
+    static const char hello[] = "hello from the active side";
+    struct req r;
+    req_init(&r);
+    unsigned before = atomic_load(&srv->n);
+    NTSTATUS st = cl->conn->Dispatch->NdkConnect(cl->conn, cl->qp, (struct sockaddr *)&src, slen,
+                                                 (struct sockaddr *)&dst, dlen, 4, 8, hello,
+                                                 sizeof hello, req_done, &r);
+    CHECK_STATUS(st, STATUS_PENDING);
+    CHECK_MSG(harness_event_wait(&srv->ev, before + 1, CONF_WAIT_MS), "no connect event");
+    sv->conn = srv->incoming[before];
+
+    /* passive: what the request said */
+    ULONG ird = 0, ord = 0, pdlen = 0;
+    CHECK_STATUS(sv->conn->Dispatch->NdkGetConnectionData(sv->conn, &ird, &ord, NULL, &pdlen),
+                 STATUS_SUCCESS);
+    CHECK_EQ_U64(pdlen, sizeof hello);
+    char got[256];
+    ULONG small = 4;
+    CHECK_STATUS(sv->conn->Dispatch->NdkGetConnectionData(sv->conn, NULL, NULL, got, &small),
+                 STATUS_BUFFER_TOO_SMALL);
+    CHECK_EQ_U64(small, sizeof hello);
+    pdlen = sizeof got;
+    CHECK_STATUS(sv->conn->Dispatch->NdkGetConnectionData(sv->conn, &ird, &ord, got, &pdlen),
+                 STATUS_SUCCESS);
+    CHECK_MEM(got, hello, sizeof hello);
+    /* the peer's ORD (8) is our IRD view, its IRD (4) our ORD */
+    CHECK_EQ_U64(ird, 8);
+    CHECK_EQ_U64(ord, 4);
+    struct sockaddr_storage peer;
+    ULONG plen = sizeof peer;
+    CHECK_STATUS(sv->conn->Dispatch->NdkGetPeerAddress(sv->conn, (struct sockaddr *)&peer, &plen),
+                 STATUS_SUCCESS);
+    CHECK_EQ_U64(plen, slen);
+
+    static const char welcome[] = "welcome";
+    struct req ra;
+    req_init(&ra);
+    st = sv->conn->Dispatch->NdkAcceptEx(sv->conn, sv->qp, 16, 2, welcome, sizeof welcome,
+                                         on_disconnect_ex, &sv->disc, req_done, &ra);
+    CHECK_STATUS(st, STATUS_PENDING);
+    CHECK_STATUS(req_wait(&r, STATUS_PENDING), STATUS_SUCCESS); /* Connect: peer accepted */
+
+    pdlen = sizeof got;
+    CHECK_STATUS(cl->conn->Dispatch->NdkGetConnectionData(cl->conn, &ird, &ord, got, &pdlen),
+                 STATUS_SUCCESS);
+    CHECK_EQ_U64(pdlen, sizeof welcome);
+    CHECK_MEM(got, welcome, sizeof welcome);
+    /* client asked IRD 4 / ORD 8; server IRD 16 / ORD 2: IRD = min(4, 2), ORD = min(8, 16) */
+    CHECK_EQ_U64(ird, 2);
+    CHECK_EQ_U64(ord, 8);
+
+    /* Accept completes only after the active side completed (three-way handshake). */
+    CHECK(!harness_event_wait(&ra.ev, 1, 50));
+    struct req rc;
+    req_init(&rc);
+    st = cl->conn->Dispatch->NdkCompleteConnect(cl->conn, on_disconnect, &cl->disc, req_done, &rc);
+    CHECK_STATUS(req_wait(&rc, st), STATUS_SUCCESS);
+    CHECK_STATUS(req_wait(&ra, STATUS_PENDING), STATUS_SUCCESS);
+    harness_event_destroy(&r.ev);
+    harness_event_destroy(&ra.ev);
+    harness_event_destroy(&rc.ev);
+}
+
+static void full_cycle(const char *ip)
+{
+    NDK_ADAPTER *as = conf_open(), *ac = conf_open();
+    struct server srv;
+    uint16_t port = 0;
+    listen_on(as, &srv, ip, 0, STATUS_SUCCESS, &port);
+    CHECK(port != 0);
+    struct side sv, cl;
+    side_init(&sv, as);
+    side_init(&cl, ac);
+    establish(&cl, &sv, &srv, ip, port);
+
+    /* initiator requests now pass the connection check */
+    CHECK_STATUS(cl.qp->Dispatch->NdkSend(cl.qp, NULL, NULL, 0, 0), STATUS_SUCCESS);
+
+    /* graceful disconnect from the client: the server gets the event once, the client none */
+    struct req rd;
+    req_init(&rd);
+    NTSTATUS st = cl.conn->Dispatch->NdkDisconnect(cl.conn, req_done, &rd);
+    CHECK_MSG(harness_event_wait(&sv.disc.ev, 1, CONF_WAIT_MS), "no disconnect event");
+    struct req rs;
+    req_init(&rs);
+    NTSTATUS st2 = sv.conn->Dispatch->NdkDisconnect(sv.conn, req_done, &rs);
+    CHECK_STATUS(req_wait(&rs, st2), STATUS_SUCCESS);
+    CHECK_STATUS(req_wait(&rd, st), STATUS_SUCCESS);
+    CHECK(!harness_event_wait(&cl.disc.ev, 1, CONF_QUIET_MS));
+    CHECK_EQ_U64(atomic_load(&sv.disc.n), 1);
+    /* a disconnected QP refuses initiator requests */
+    CHECK_STATUS(cl.qp->Dispatch->NdkSend(cl.qp, NULL, NULL, 0, 0), STATUS_CONNECTION_INVALID);
+
+    side_close(&cl);
+    side_close(&sv);
+    conf_close_wait(&srv.listener->Header);
+    conf_close_adapter(ac);
+    conf_close_adapter(as);
+}
+
+TEST(connect_accept_disconnect_ipv4)
+{
+    full_cycle("127.0.0.1");
+}
+
+TEST(connect_accept_disconnect_ipv6)
+{
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    if (fd >= 0)
+        close(fd);
+    if (!ok)
+        SKIP("no IPv6 loopback on this host");
+    full_cycle("::1");
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* NdkListen statuses (the NdkListen seed) */
+
+TEST(listen_port_in_use_by_listener_or_process_is_sharing_violation)
+{
+    NDK_ADAPTER *a = conf_open();
+    struct server s1, s2, s3;
+    uint16_t port;
+    listen_on(a, &s1, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    listen_on(a, &s2, "127.0.0.1", port, STATUS_SHARING_VIOLATION, NULL);
+    /* wildcard on the same port collides too */
+    listen_on(a, &s3, "0.0.0.0", port, STATUS_SHARING_VIOLATION, NULL);
+    conf_close_wait(&s3.listener->Header);
+    conf_close_wait(&s2.listener->Header);
+    conf_close_wait(&s1.listener->Header);
+
+    /* another process's socket (here: a plain socket of ours, outside softndk) */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK(bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(fd, 1) == 0);
+    socklen_t sl = sizeof sa;
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    struct server s4;
+    listen_on(a, &s4, "127.0.0.1", ntohs(sa.sin_port), STATUS_SHARING_VIOLATION, NULL);
+    conf_close_wait(&s4.listener->Header);
+    close(fd);
+    conf_close_adapter(a);
+}
+
+TEST(listen_address_not_of_adapter_is_invalid_address)
+{
+    NDK_ADAPTER *a = conf_open();
+    struct server s;
+    listen_on(a, &s, "192.0.2.1", 0, STATUS_INVALID_ADDRESS, NULL); /* TEST-NET-1 */
+    conf_close_wait(&s.listener->Header);
+    conf_close_adapter(a);
+}
+
+TEST(listen_ephemeral_range_exhausted_is_too_many_addresses)
+{
+    /* find two free adjacent ports and narrow the range to them */
+    uint16_t base = 0;
+    for (uint16_t p = 61000; p < 64000 && !base; p += 2) {
+        int fds[2];
+        bool ok = true;
+        for (int i = 0; i < 2; i++) {
+            fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+            struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)(p + i)),
+                                     .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+            ok &= bind(fds[i], (struct sockaddr *)&sa, sizeof sa) == 0;
+        }
+        close(fds[0]);
+        close(fds[1]);
+        if (ok)
+            base = p;
+    }
+    CHECK(base != 0);
+    SOFTNDK_OPTIONS o;
+    conf_options(&o);
+    o.EphemeralPortLow = base;
+    o.EphemeralPortHigh = (USHORT)(base + 1);
+    NDK_ADAPTER *a = conf_open_with(&o);
+    struct server s1, s2, s3;
+    uint16_t p1, p2;
+    listen_on(a, &s1, "127.0.0.1", 0, STATUS_SUCCESS, &p1);
+    listen_on(a, &s2, "127.0.0.1", 0, STATUS_SUCCESS, &p2);
+    CHECK(p1 != p2 && p1 >= base && p1 <= base + 1 && p2 >= base && p2 <= base + 1);
+    listen_on(a, &s3, "127.0.0.1", 0, STATUS_TOO_MANY_ADDRESSES, NULL);
+    conf_close_wait(&s3.listener->Header);
+    conf_close_wait(&s2.listener->Header);
+    conf_close_wait(&s1.listener->Header);
+    conf_close_adapter(a);
+}
+
+TEST(listen_twice_and_address_buffer_protocol)
+{
+    NDK_ADAPTER *a = conf_open();
+    struct server s;
+    uint16_t port;
+    listen_on(a, &s, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    ULONG len;
+    struct sockaddr_storage ss = addr_of("127.0.0.1", 0, &len);
+    CHECK_STATUS(s.listener->Dispatch->NdkListen(s.listener, (struct sockaddr *)&ss, len,
+                                                 conf_request_never, NULL),
+                 STATUS_INVALID_DEVICE_STATE);
+    ULONG small = 4;
+    CHECK_STATUS(s.listener->Dispatch->NdkGetLocalAddress(s.listener, (struct sockaddr *)&ss, &small),
+                 STATUS_BUFFER_TOO_SMALL);
+    CHECK_EQ_U64(small, sizeof(struct sockaddr_in));
+    conf_close_wait(&s.listener->Header);
+    conf_close_adapter(a);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Connect failures */
+
+static NTSTATUS connect_to(NDK_ADAPTER *a, NDK_QP *qp, NDK_CONNECTOR **pc, const char *ip,
+                           uint16_t port, const void *pd, ULONG pdlen, struct req *r)
+{
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, pc), STATUS_SUCCESS);
+    ULONG slen, dlen;
+    struct sockaddr_storage src = addr_of(ip, 0, &slen), dst = addr_of(ip, port, &dlen);
+    req_init(r);
+    NTSTATUS st = (*pc)->Dispatch->NdkConnect(*pc, qp, (struct sockaddr *)&src, slen,
+                                              (struct sockaddr *)&dst, dlen, 1, 1, pd, pdlen,
+                                              req_done, r);
+    return req_wait(r, st);
+}
+
+TEST(connect_without_listener_is_refused)
+{
+    NDK_ADAPTER *a = conf_open();
+    struct side cl;
+    side_init(&cl, a);
+    /* a port nobody listens on: bind one, close it */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    bind(fd, (struct sockaddr *)&sa, sizeof sa);
+    socklen_t sl = sizeof sa;
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    close(fd);
+    struct req r;
+    CHECK_STATUS(connect_to(a, cl.qp, &cl.conn, "127.0.0.1", ntohs(sa.sin_port), NULL, 0, &r),
+                 STATUS_CONNECTION_REFUSED);
+    /* the QP is left as it was: usable for another connector */
+    CHECK_STATUS(cl.qp->Dispatch->NdkSend(cl.qp, NULL, NULL, 0, 0), STATUS_CONNECTION_INVALID);
+    side_close(&cl);
+    conf_close_adapter(a);
+}
+
+TEST(connect_rejected_with_private_data_is_refused)
+{
+    NDK_ADAPTER *a = conf_open();
+    struct server srv;
+    uint16_t port;
+    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    struct side cl;
+    side_init(&cl, a);
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, &cl.conn),
+                 STATUS_SUCCESS);
+    ULONG slen, dlen;
+    struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
+                            dst = addr_of("127.0.0.1", port, &dlen);
+    struct req r;
+    req_init(&r);
+    NTSTATUS st = cl.conn->Dispatch->NdkConnect(cl.conn, cl.qp, (struct sockaddr *)&src, slen,
+                                                (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
+                                                req_done, &r);
+    CHECK_STATUS(st, STATUS_PENDING);
+    CHECK(harness_event_wait(&srv.ev, 1, CONF_WAIT_MS));
+    NDK_CONNECTOR *in = srv.incoming[0];
+    CHECK_STATUS(in->Dispatch->NdkReject(in, "no", 3), STATUS_SUCCESS);
+    CHECK_STATUS(req_wait(&r, STATUS_PENDING), STATUS_CONNECTION_REFUSED);
+    /* a rejected request cannot be accepted any more */
+    CHECK_STATUS(in->Dispatch->NdkReject(in, NULL, 0), STATUS_INVALID_DEVICE_STATE);
+    conf_close_wait(&in->Header);
+    side_close(&cl);
+    conf_close_wait(&srv.listener->Header);
+    conf_close_adapter(a);
+}
+
+TEST(connect_to_paused_listener_is_refused_then_served_after_resume)
+{
+    NDK_ADAPTER *a = conf_open();
+    struct server srv;
+    uint16_t port;
+    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    srv.listener->Dispatch->NdkControlConnectEvents(srv.listener, TRUE);
+    struct side cl;
+    side_init(&cl, a);
+    struct req r;
+    CHECK_STATUS(connect_to(a, cl.qp, &cl.conn, "127.0.0.1", port, NULL, 0, &r),
+                 STATUS_CONNECTION_REFUSED);
+    CHECK_EQ_U64(atomic_load(&srv.n), 0);
+    conf_close_wait(&cl.conn->Header);
+    cl.conn = NULL;
+    srv.listener->Dispatch->NdkControlConnectEvents(srv.listener, FALSE);
+    struct side sv;
+    side_init(&sv, a);
+    establish(&cl, &sv, &srv, "127.0.0.1", port);
+    side_close(&cl);
+    side_close(&sv);
+    conf_close_wait(&srv.listener->Header);
+    conf_close_adapter(a);
+}
+
+TEST(connect_timeout_when_peer_never_answers)
+{
+    /* a plain TCP listener that never speaks MPA */
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK(bind(lfd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(lfd, 4) == 0);
+    socklen_t sl = sizeof sa;
+    getsockname(lfd, (struct sockaddr *)&sa, &sl);
+    SOFTNDK_OPTIONS o;
+    conf_options(&o);
+    o.ConnectTimeoutMs = 200;
+    NDK_ADAPTER *a = conf_open_with(&o);
+    struct side cl;
+    side_init(&cl, a);
+    struct req r;
+    CHECK_STATUS(connect_to(a, cl.qp, &cl.conn, "127.0.0.1", ntohs(sa.sin_port), NULL, 0, &r),
+                 STATUS_IO_TIMEOUT);
+    side_close(&cl);
+    conf_close_adapter(a);
+    close(lfd);
+}
+
+static void *garbage_server(void *arg)
+{
+    int lfd = *(int *)arg;
+    int fd = accept(lfd, NULL, NULL);
+    if (fd >= 0) {
+        char buf[512];
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 5000) > 0)
+            (void)!read(fd, buf, sizeof buf);
+        static const char junk[] = "HTTP/1.1 400 Bad Request\r\n\r\nthis is not MPA at all";
+        (void)!write(fd, junk, sizeof junk);
+        poll(&p, 1, 5000); /* until the client closes */
+        close(fd);
+    }
+    return NULL;
+}
+
+TEST(connect_to_garbage_peer_is_aborted)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK(bind(lfd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(lfd, 4) == 0);
+    socklen_t sl = sizeof sa;
+    getsockname(lfd, (struct sockaddr *)&sa, &sl);
+    pthread_t th;
+    pthread_create(&th, NULL, garbage_server, &lfd);
+    NDK_ADAPTER *a = conf_open();
+    struct side cl;
+    side_init(&cl, a);
+    struct req r;
+    CHECK_STATUS(connect_to(a, cl.qp, &cl.conn, "127.0.0.1", ntohs(sa.sin_port), NULL, 0, &r),
+                 STATUS_CONNECTION_ABORTED);
+    side_close(&cl);
+    pthread_join(th, NULL);
+    conf_close_adapter(a);
+    close(lfd);
+}
+
+TEST(garbage_client_gets_no_connect_event_and_listener_keeps_serving)
+{
+    NDK_ADAPTER *a = conf_open();
+    struct server srv;
+    uint16_t port;
+    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    for (int kind = 0; kind < 3; kind++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        CHECK(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+        if (kind == 0) {
+            static const char junk[] = "GET / HTTP/1.0\r\n\r\n"; /* not an MPA key */
+            (void)!write(fd, junk, sizeof junk);
+        } else if (kind == 1) {
+            static const char partial[] = "MPA ID Req"; /* truncated, then gone */
+            (void)!write(fd, partial, sizeof partial - 1);
+        }
+        /* kind 2: nothing at all, then gone */
+        char b;
+        struct pollfd p = {fd, POLLIN, 0};
+        if (kind == 0)
+            CHECK(poll(&p, 1, CONF_WAIT_MS) == 1 && read(fd, &b, 1) <= 0); /* closed on us */
+        close(fd);
+    }
+    CHECK_EQ_U64(atomic_load(&srv.n), 0);
+    /* a well-behaved client is still served */
+    struct side cl, sv;
+    side_init(&cl, a);
+    side_init(&sv, a);
+    establish(&cl, &sv, &srv, "127.0.0.1", port);
+    side_close(&cl);
+    side_close(&sv);
+    conf_close_wait(&srv.listener->Header);
+    conf_close_adapter(a);
+}
+
+TEST(connect_argument_statuses)
+{
+    NDK_ADAPTER *a = conf_open();
+    NDK_ADAPTER_INFO info;
+    conf_query(a, &info);
+    struct server srv;
+    uint16_t port;
+    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    struct side cl;
+    side_init(&cl, a);
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, &cl.conn),
+                 STATUS_SUCCESS);
+    ULONG slen, dlen;
+    struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
+                            dst = addr_of("127.0.0.1", port, &dlen);
+    char big[512] = {0};
+    CHECK_STATUS(cl.conn->Dispatch->NdkConnect(cl.conn, cl.qp, (struct sockaddr *)&src, slen,
+                                               (struct sockaddr *)&dst, dlen, 1, 1, big,
+                                               info.MaxCallerData + 1, conf_request_never, NULL),
+                 STATUS_INVALID_BUFFER_SIZE);
+    struct sockaddr_storage other = addr_of("192.0.2.1", 0, &slen);
+    CHECK_STATUS(cl.conn->Dispatch->NdkConnect(cl.conn, cl.qp, (struct sockaddr *)&other, slen,
+                                               (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
+                                               conf_request_never, NULL),
+                 STATUS_INVALID_ADDRESS);
+    /* CompleteConnect before a Connect completed */
+    CHECK_STATUS(cl.conn->Dispatch->NdkCompleteConnect(cl.conn, NULL, NULL, conf_request_never, NULL),
+                 STATUS_CONNECTION_INVALID);
+    CHECK_STATUS(cl.conn->Dispatch->NdkDisconnect(cl.conn, conf_request_never, NULL),
+                 STATUS_CONNECTION_INVALID);
+    ULONG pdlen = 0;
+    CHECK_STATUS(cl.conn->Dispatch->NdkGetConnectionData(cl.conn, NULL, NULL, NULL, &pdlen),
+                 STATUS_INVALID_DEVICE_STATE);
+    /* a QP already bound to a connection in progress */
+    struct req r;
+    req_init(&r);
+    CHECK_STATUS(cl.conn->Dispatch->NdkConnect(cl.conn, cl.qp, (struct sockaddr *)&src, slen,
+                                               (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
+                                               req_done, &r),
+                 STATUS_PENDING);
+    NDK_CONNECTOR *c2;
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, &c2), STATUS_SUCCESS);
+    src = addr_of("127.0.0.1", 0, &slen);
+    CHECK_STATUS(c2->Dispatch->NdkConnect(c2, cl.qp, (struct sockaddr *)&src, slen,
+                                          (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
+                                          conf_request_never, NULL),
+                 STATUS_CONNECTION_ACTIVE);
+    conf_close_wait(&c2->Header);
+    /* the incoming side: close the request without answering = reject */
+    CHECK(harness_event_wait(&srv.ev, 1, CONF_WAIT_MS));
+    conf_close_wait(&srv.incoming[0]->Header);
+    CHECK_STATUS(req_wait(&r, STATUS_PENDING), STATUS_CONNECTION_REFUSED);
+    side_close(&cl);
+    conf_close_wait(&srv.listener->Header);
+    conf_close_adapter(a);
+}
+
+TEST(close_connector_while_connecting_cancels_connect)
+{
+    /* a peer that accepts TCP but never answers keeps the connect pending */
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK(bind(lfd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(lfd, 4) == 0);
+    socklen_t sl = sizeof sa;
+    getsockname(lfd, (struct sockaddr *)&sa, &sl);
+    NDK_ADAPTER *a = conf_open();
+    struct side cl;
+    side_init(&cl, a);
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, &cl.conn),
+                 STATUS_SUCCESS);
+    ULONG slen, dlen;
+    struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
+                            dst = addr_of("127.0.0.1", ntohs(sa.sin_port), &dlen);
+    struct req r;
+    req_init(&r);
+    CHECK_STATUS(cl.conn->Dispatch->NdkConnect(cl.conn, cl.qp, (struct sockaddr *)&src, slen,
+                                               (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
+                                               req_done, &r),
+                 STATUS_PENDING);
+    struct harness_event closed;
+    harness_event_init(&closed);
+    NTSTATUS st = conf_close_raw(&cl.conn->Header, conf_close_signal, &closed);
+    CHECK(st == STATUS_PENDING);
+    CHECK(harness_event_wait(&r.ev, 1, CONF_WAIT_MS));
+    CHECK_STATUS(r.status, STATUS_CANCELLED);
+    /* the request's completion came before the close completion */
+    CHECK(harness_event_wait(&closed, 1, CONF_WAIT_MS));
+    cl.conn = NULL;
+    side_close(&cl);
+    conf_close_adapter(a);
+    close(lfd);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Endpoints: the listener's port stays taken while its connectors live (§1.7) */
+
+TEST(listener_close_keeps_port_until_connectors_close)
+{
+    NDK_ADAPTER *a = conf_open();
+    struct server srv;
+    uint16_t port;
+    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    struct side cl, sv;
+    side_init(&cl, a);
+    side_init(&sv, a);
+    establish(&cl, &sv, &srv, "127.0.0.1", port);
+    struct harness_event lclosed;
+    harness_event_init(&lclosed);
+    CHECK_STATUS(conf_close_raw(&srv.listener->Header, conf_close_signal, &lclosed),
+                 STATUS_PENDING);
+    /* refuses new connections at once */
+    struct side c2;
+    side_init(&c2, a);
+    struct req r;
+    CHECK_STATUS(connect_to(a, c2.qp, &c2.conn, "127.0.0.1", port, NULL, 0, &r),
+                 STATUS_CONNECTION_REFUSED);
+    /* the endpoint is still taken */
+    struct server again;
+    listen_on(a, &again, "127.0.0.1", port, STATUS_SHARING_VIOLATION, NULL);
+    conf_close_wait(&again.listener->Header);
+    CHECK(!harness_event_wait(&lclosed, 1, CONF_QUIET_MS));
+    side_close(&sv); /* the accepted connector closes: the listener's close completes */
+    CHECK(harness_event_wait(&lclosed, 1, CONF_WAIT_MS));
+    struct server fresh;
+    listen_on(a, &fresh, "127.0.0.1", port, STATUS_SUCCESS, NULL);
+    conf_close_wait(&fresh.listener->Header);
+    side_close(&c2);
+    side_close(&cl);
+    conf_close_adapter(a);
+}
+
+TEST(shared_endpoint_connects_to_distinct_peers)
+{
+    NDK_ADAPTER *a = conf_open();
+    struct server s1, s2;
+    uint16_t p1, p2;
+    listen_on(a, &s1, "127.0.0.1", 0, STATUS_SUCCESS, &p1);
+    listen_on(a, &s2, "127.0.0.1", 0, STATUS_SUCCESS, &p2);
+    NDK_SHARED_ENDPOINT *se;
+    ULONG len;
+    struct sockaddr_storage local = addr_of("127.0.0.1", 0, &len);
+    CHECK_STATUS(a->Dispatch->NdkCreateSharedEndpoint(a, (struct sockaddr *)&local, len,
+                                                      conf_create_never, NULL, &se),
+                 STATUS_SUCCESS);
+    struct sockaddr_storage got;
+    ULONG glen = sizeof got;
+    CHECK_STATUS(se->Dispatch->NdkGetLocalAddress(se, (struct sockaddr *)&got, &glen),
+                 STATUS_SUCCESS);
+    uint16_t se_port = port_of(&got);
+    CHECK(se_port != 0);
+
+    struct side c1, c2, c3, v1, v2;
+    side_init(&c1, a);
+    side_init(&c2, a);
+    side_init(&c3, a);
+    side_init(&v1, a);
+    side_init(&v2, a);
+    struct side *cl[2] = {&c1, &c2};
+    struct side *sv[2] = {&v1, &v2};
+    struct server *srv[2] = {&s1, &s2};
+    uint16_t ports[2] = {p1, p2};
+    for (int i = 0; i < 2; i++) {
+        CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, &cl[i]->conn),
+                     STATUS_SUCCESS);
+        ULONG dlen;
+        struct sockaddr_storage dst = addr_of("127.0.0.1", ports[i], &dlen);
+        struct req r;
+        req_init(&r);
+        CHECK_STATUS(cl[i]->conn->Dispatch->NdkConnectWithSharedEndpoint(
+                         cl[i]->conn, cl[i]->qp, se, (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
+                         req_done, &r),
+                     STATUS_PENDING);
+        CHECK(harness_event_wait(&srv[i]->ev, 1, CONF_WAIT_MS));
+        sv[i]->conn = srv[i]->incoming[0];
+        struct sockaddr_storage peer;
+        ULONG plen = sizeof peer;
+        CHECK_STATUS(sv[i]->conn->Dispatch->NdkGetPeerAddress(sv[i]->conn, (struct sockaddr *)&peer,
+                                                              &plen),
+                     STATUS_SUCCESS);
+        CHECK_EQ_U64(port_of(&peer), se_port); /* both come from the shared port */
+        struct req ra;
+        req_init(&ra);
+        CHECK_STATUS(sv[i]->conn->Dispatch->NdkAccept(sv[i]->conn, sv[i]->qp, 1, 1, NULL, 0, NULL,
+                                                      NULL, req_done, &ra),
+                     STATUS_PENDING);
+        CHECK_STATUS(req_wait(&r, STATUS_PENDING), STATUS_SUCCESS);
+        struct req rc;
+        req_init(&rc);
+        NTSTATUS st = cl[i]->conn->Dispatch->NdkCompleteConnect(cl[i]->conn, NULL, NULL, req_done,
+                                                                &rc);
+        CHECK_STATUS(req_wait(&rc, st), STATUS_SUCCESS);
+        CHECK_STATUS(req_wait(&ra, STATUS_PENDING), STATUS_SUCCESS);
+    }
+    /* the same peer again over the same endpoint: the 4-tuple exists */
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, &c3.conn),
+                 STATUS_SUCCESS);
+    ULONG dlen;
+    struct sockaddr_storage dst = addr_of("127.0.0.1", p1, &dlen);
+    CHECK_STATUS(c3.conn->Dispatch->NdkConnectWithSharedEndpoint(c3.conn, c3.qp, se,
+                                                                 (struct sockaddr *)&dst, dlen, 1,
+                                                                 1, NULL, 0, conf_request_never,
+                                                                 NULL),
+                 STATUS_ADDRESS_ALREADY_EXISTS);
+    /* the shared endpoint's close waits for its connectors */
+    struct harness_event seclosed;
+    harness_event_init(&seclosed);
+    CHECK_STATUS(conf_close_raw(&se->Header, conf_close_signal, &seclosed), STATUS_PENDING);
+    side_close(&c3);
+    side_close(&c1);
+    side_close(&c2);
+    CHECK(harness_event_wait(&seclosed, 1, CONF_WAIT_MS));
+    side_close(&v1);
+    side_close(&v2);
+    conf_close_wait(&s1.listener->Header);
+    conf_close_wait(&s2.listener->Header);
+    conf_close_adapter(a);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Scale and churn (correctness, not time) */
+
+TEST_T(listener_serves_100_concurrent_clients, 120)
+{
+    NDK_ADAPTER *as = conf_open(), *ac = conf_open();
+    struct server srv;
+    uint16_t port;
+    listen_on(as, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    enum { N = 100 };
+    static struct side cl[N], sv[N];
+    static struct req rc[N], ra[N], rr[N];
+    for (int i = 0; i < N; i++) {
+        side_init(&cl[i], ac);
+        CHECK_STATUS(ac->Dispatch->NdkCreateConnector(ac, conf_create_never, NULL, &cl[i].conn),
+                     STATUS_SUCCESS);
+        ULONG slen, dlen;
+        struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
+                                dst = addr_of("127.0.0.1", port, &dlen);
+        req_init(&rc[i]);
+        CHECK_STATUS(cl[i].conn->Dispatch->NdkConnect(cl[i].conn, cl[i].qp, (struct sockaddr *)&src,
+                                                      slen, (struct sockaddr *)&dst, dlen, 1, 1, &i,
+                                                      sizeof i, req_done, &rc[i]),
+                     STATUS_PENDING);
+    }
+    CHECK(harness_event_wait(&srv.ev, N, 30000));
+    for (int i = 0; i < N; i++) {
+        side_init(&sv[i], as);
+        sv[i].conn = srv.incoming[i];
+        int who = -1;
+        ULONG len = sizeof who;
+        CHECK_STATUS(sv[i].conn->Dispatch->NdkGetConnectionData(sv[i].conn, NULL, NULL, &who, &len),
+                     STATUS_SUCCESS);
+        CHECK(who >= 0 && who < N);
+        req_init(&ra[i]);
+        CHECK_STATUS(sv[i].conn->Dispatch->NdkAccept(sv[i].conn, sv[i].qp, 1, 1, NULL, 0, NULL,
+                                                     NULL, req_done, &ra[i]),
+                     STATUS_PENDING);
+    }
+    for (int i = 0; i < N; i++) {
+        CHECK_STATUS(req_wait(&rc[i], STATUS_PENDING), STATUS_SUCCESS);
+        req_init(&rr[i]);
+        NTSTATUS st = cl[i].conn->Dispatch->NdkCompleteConnect(cl[i].conn, NULL, NULL, req_done,
+                                                               &rr[i]);
+        CHECK_STATUS(req_wait(&rr[i], st), STATUS_SUCCESS);
+    }
+    for (int i = 0; i < N; i++)
+        CHECK_STATUS(req_wait(&ra[i], STATUS_PENDING), STATUS_SUCCESS);
+    for (int i = 0; i < N; i++) {
+        side_close(&cl[i]);
+        side_close(&sv[i]);
+    }
+    conf_close_wait(&srv.listener->Header);
+    conf_close_adapter(ac);
+    conf_close_adapter(as);
+}
+
+TEST_T(connect_accept_disconnect_2000_cycles_no_leak, 240)
+{
+    NDK_ADAPTER *a = conf_open();
+    struct server srv;
+    uint16_t port;
+    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    int fds_before = -1;
+    for (int i = 0; i < 2000; i++) {
+        struct side cl, sv;
+        side_init(&cl, a);
+        side_init(&sv, a);
+        establish(&cl, &sv, &srv, "127.0.0.1", port);
+        struct req rd, rs;
+        req_init(&rd);
+        NTSTATUS st = cl.conn->Dispatch->NdkDisconnect(cl.conn, req_done, &rd);
+        CHECK(harness_event_wait(&sv.disc.ev, 1, CONF_WAIT_MS));
+        req_init(&rs);
+        NTSTATUS st2 = sv.conn->Dispatch->NdkDisconnect(sv.conn, req_done, &rs);
+        CHECK_STATUS(req_wait(&rs, st2), STATUS_SUCCESS);
+        CHECK_STATUS(req_wait(&rd, st), STATUS_SUCCESS);
+        side_close(&cl);
+        side_close(&sv);
+        harness_event_destroy(&rd.ev);
+        harness_event_destroy(&rs.ev);
+        atomic_store(&srv.n, 0);
+        if (i == 9)
+            fds_before = harness_open_fds();
+    }
+    /* sockets closed by the provider may take a progress-thread turn to go */
+    int fds_after = harness_open_fds();
+    CHECK_MSG(fds_after <= fds_before, "fd count grew from %d to %d", fds_before, fds_after);
+    conf_close_wait(&srv.listener->Header);
+    conf_close_adapter(a);
+}
