@@ -304,6 +304,19 @@ TEST(env_spin_us)
     ENV_BAD("SOFTNDK_SPIN_US", "-1");
 }
 
+TEST(env_timeouts)
+{
+    static const char *const vars[] = {"SOFTNDK_CONNECT_TIMEOUT_MS",
+                                       "SOFTNDK_DISCONNECT_TIMEOUT_MS"};
+    for (int k = 0; k < 2; k++) {
+        ENV_OK(vars[k], "500");
+        ENV_BAD(vars[k], "garbage");
+        ENV_BAD(vars[k], "0");
+        ENV_BAD(vars[k], "-1");
+        ENV_BAD(vars[k], "99999999999"); /* out of range */
+    }
+}
+
 TEST(env_limits_malformed)
 {
     ENV_OK("SOFTNDK_LIMITS", "MaxCqDepth=8");
@@ -338,6 +351,15 @@ TEST(limits_reported_in_adapter_info)
     CHECK_EQ_U64(info.MaxSrqDepth, 32);
     CHECK_EQ_U64(info.MaxInitiatorRequestSge, 3);
     CHECK_EQ_U64(info.MaxInlineDataSize, 100);
+    conf_close_adapter(a);
+}
+
+TEST(limits_leading_zero_is_decimal)
+{
+    NDK_ADAPTER *a = open_env_limits("MaxCqDepth=010");
+    NDK_ADAPTER_INFO info;
+    conf_query(a, &info);
+    CHECK_EQ_U64(info.MaxCqDepth, 10);
     conf_close_adapter(a);
 }
 
@@ -465,6 +487,8 @@ TEST(explicit_options_win_over_env)
     setenv("SOFTNDK_SPIN_US", "garbage", 1);
     setenv("SOFTNDK_LOG", "garbage", 1);
     setenv("SOFTNDK_LIMITS", "garbage", 1);
+    setenv("SOFTNDK_CONNECT_TIMEOUT_MS", "garbage", 1);
+    setenv("SOFTNDK_DISCONNECT_TIMEOUT_MS", "garbage", 1);
     SOFTNDK_OPTIONS o;
     conf_options(&o); /* sets the ports */
     o.MpaRevision = 1;
@@ -473,6 +497,8 @@ TEST(explicit_options_win_over_env)
     o.SpinMicroseconds = 10;
     o.LogLevel = SoftNdkLogError;
     o.Limits = "MaxCqDepth=16";
+    o.ConnectTimeoutMs = 1000;
+    o.DisconnectTimeoutMs = 1000;
     NDK_ADAPTER *a = conf_open_with(&o);
     NDK_ADAPTER_INFO info;
     conf_query(a, &info);

@@ -169,14 +169,35 @@ TEST(shared_endpoint_bad_address)
     conf_close_adapter(a);
 }
 
-TEST(shared_endpoint_not_supported_until_connection_layer)
+TEST(shared_endpoint_create_close)
 {
-    NDK_ADAPTER *a = conf_open();
+    /* Port 0 draws from the adapter's ephemeral range (conf_options narrows it). */
+    SOFTNDK_OPTIONS o;
+    conf_options(&o);
+    NDK_ADAPTER *a = conf_open_with(&o);
     NDK_SHARED_ENDPOINT *se = NULL;
     struct sockaddr_in sin = loopback(0);
     CHECK_STATUS(a->Dispatch->NdkCreateSharedEndpoint(a, (struct sockaddr *)&sin, sizeof sin,
                                                       conf_create_never, NULL, &se),
-                 STATUS_NOT_SUPPORTED);
-    CHECK(se == NULL);
+                 STATUS_SUCCESS);
+    CHECK_EQ_U64(se->Header.ObjectType, NdkObjectTypeSharedEndpoint);
+    struct sockaddr_in got;
+    ULONG len = 0;
+    CHECK_STATUS(se->Dispatch->NdkGetLocalAddress(se, NULL, &len), STATUS_BUFFER_TOO_SMALL);
+    CHECK_EQ_U64(len, sizeof got);
+    CHECK_STATUS(se->Dispatch->NdkGetLocalAddress(se, (struct sockaddr *)&got, &len),
+                 STATUS_SUCCESS);
+    CHECK_EQ_U64(len, sizeof got);
+    CHECK_EQ_U64(got.sin_family, AF_INET);
+    CHECK_EQ_U64(got.sin_addr.s_addr, htonl(INADDR_LOOPBACK));
+    uint16_t port = ntohs(got.sin_port);
+    CHECK_MSG(port >= o.EphemeralPortLow && port <= o.EphemeralPortHigh,
+              "port %u outside the ephemeral range %u-%u", port, o.EphemeralPortLow,
+              o.EphemeralPortHigh);
+    struct harness_event ev;
+    harness_event_init(&ev);
+    CHECK_STATUS(conf_close_raw(&se->Header, conf_close_signal, &ev), STATUS_SUCCESS);
+    CHECK(!harness_event_wait(&ev, 1, CONF_QUIET_MS));
+    harness_event_destroy(&ev);
     conf_close_adapter(a);
 }
