@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/qp.h"
 #include "util/log.h"
 
 /* §5.4 rule 9: a second arm before the first is satisfied merges (row: first, column: second),
@@ -202,15 +203,61 @@ static ULONG take_locked(struct sndk_cq *cq, ULONG n, NDK_RESULT_EX *out_ex, NDK
     return n;
 }
 
+void sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node)
+{
+    pthread_mutex_lock(&cq->conn_lock);
+    node->next = cq->conns.next;
+    node->prev = &cq->conns;
+    cq->conns.next->prev = node;
+    cq->conns.next = node;
+    node->linked = true;
+    pthread_mutex_unlock(&cq->conn_lock);
+}
+
+void sndk_cq_conn_remove(struct sndk_cq *cq, struct sndk_cq_conn *node)
+{
+    pthread_mutex_lock(&cq->conn_lock);
+    if (node->linked) {
+        node->prev->next = node->next;
+        node->next->prev = node->prev;
+        node->linked = false;
+    }
+    pthread_mutex_unlock(&cq->conn_lock);
+}
+
+/* The CQ was empty: receive on the connections feeding it (design §3), so that a consumer that
+ * polls never waits for a progress thread to wake up. Returns true when bytes were consumed. */
+static bool poll_conns(struct sndk_cq *cq)
+{
+    bool progress = false;
+    pthread_mutex_lock(&cq->conn_lock);
+    for (struct sndk_cq_conn *c = cq->conns.next; c != &cq->conns; c = c->next)
+        progress |= sndk_qp_poll_rx(c->qp);
+    pthread_mutex_unlock(&cq->conn_lock);
+    return progress;
+}
+
+static ULONG get_results(struct sndk_cq *cq, ULONG nResults, NDK_RESULT_EX *out_ex,
+                         NDK_RESULT *out)
+{
+    pthread_mutex_lock(&cq->lock);
+    ULONG n = take_locked(cq, nResults, out_ex, out);
+    bool empty = n == 0 && nResults > 0 && cq->dead == STATUS_SUCCESS;
+    pthread_mutex_unlock(&cq->lock);
+    if (empty && poll_conns(cq)) {
+        pthread_mutex_lock(&cq->lock);
+        n = take_locked(cq, nResults, out_ex, out);
+        pthread_mutex_unlock(&cq->lock);
+    }
+    return n;
+}
+
 static ULONG cq_get_results(NDK_CQ *pNdkCq, NDK_RESULT Results[], ULONG nResults)
 {
     struct sndk_cq *cq = sndk_cq_from(pNdkCq);
     if (!cq || (!Results && nResults))
         return 0;
-    pthread_mutex_lock(&cq->lock);
-    ULONG n = take_locked(cq, nResults, NULL, Results);
-    pthread_mutex_unlock(&cq->lock);
-    return n;
+    return get_results(cq, nResults, NULL, Results);
 }
 
 static ULONG cq_get_results_ex(NDK_CQ *pNdkCq, NDK_RESULT_EX Results[], ULONG nResults)
@@ -218,10 +265,7 @@ static ULONG cq_get_results_ex(NDK_CQ *pNdkCq, NDK_RESULT_EX Results[], ULONG nR
     struct sndk_cq *cq = sndk_cq_from(pNdkCq);
     if (!cq || (!Results && nResults))
         return 0;
-    pthread_mutex_lock(&cq->lock);
-    ULONG n = take_locked(cq, nResults, Results, NULL);
-    pthread_mutex_unlock(&cq->lock);
-    return n;
+    return get_results(cq, nResults, Results, NULL);
 }
 
 static NTSTATUS cq_resize(NDK_CQ *pNdkCq, ULONG CqDepth, NDK_FN_REQUEST_COMPLETION RequestCompletion,
@@ -312,6 +356,7 @@ static void cq_destroy(struct sndk_obj *o)
     struct sndk_cq *cq = sndk_container_of(o, struct sndk_cq, base);
     free(cq->ring);
     pthread_mutex_destroy(&cq->lock);
+    pthread_mutex_destroy(&cq->conn_lock);
 }
 
 static const NDK_CQ_DISPATCH cq_dispatch = {
@@ -356,6 +401,8 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
     cq->notify_cb = CqNotification;
     cq->notify_ctx = CqNotificationContext;
     pthread_mutex_init(&cq->lock, NULL);
+    pthread_mutex_init(&cq->conn_lock, NULL);
+    cq->conns.next = cq->conns.prev = &cq->conns;
     sndk_work_init(&cq->notify_work, notify_work_fn);
     sndk_timer_init(&cq->mod_timer, mod_timer_fn);
     sndk_obj_init(&cq->base, a, &cq_ops, &cq_dispatch);

@@ -14,6 +14,15 @@ struct sndk_cqe {
     NDK_RESULT_EX result;
 };
 
+struct sndk_qp;
+
+/* A connected QP feeding this CQ: what a polling consumer drives (design §3). */
+struct sndk_cq_conn {
+    struct sndk_cq_conn *next, *prev;
+    struct sndk_qp *qp;
+    bool linked;
+};
+
 struct sndk_cq {
     struct sndk_obj base;
     NDK_FN_CQ_NOTIFICATION_CALLBACK notify_cb;
@@ -45,6 +54,11 @@ struct sndk_cq {
     uint32_t mod_accum;
     bool timer_ref;    /* moderation timer pending; holds a reference */
     struct sndk_timer mod_timer;
+
+    /* Connected QPs feeding the CQ. conn_lock is outermost (qp.h lock order): a poll holds it
+     * across the receive passes, which take QP locks only with trylock or further in. */
+    pthread_mutex_t conn_lock;
+    struct sndk_cq_conn conns; /* list head */
 };
 
 static inline struct sndk_cq *sndk_cq_from(const void *pub)
@@ -58,5 +72,9 @@ static inline struct sndk_cq *sndk_cq_from(const void *pub)
  * Returns false when the CQ is dead: it overran now or before (the completion is lost, as
  * NDKPI specifies, and the notification reports STATUS_BUFFER_OVERFLOW). */
 bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicited);
+
+/* Link / unlink a connected QP (node->qp set by the caller). Any thread; takes conn_lock. */
+void sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node);
+void sndk_cq_conn_remove(struct sndk_cq *cq, struct sndk_cq_conn *node);
 
 #endif

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 
+#include "core/access.h"
 #include "util/log.h"
 
 static const char *const mr_state_names[SNDK_MR_STATE_COUNT] = {
@@ -74,12 +75,16 @@ static NTSTATUS mr_register(NDK_MR *pNdkMr, MDL *Mdl, SIZE_T Length, ULONG Flags
         access |= SNDK_ACCESS_REMOTE_WRITE;
     if (Flags & NDK_MR_FLAG_RDMA_READ_SINK)
         access |= SNDK_ACCESS_READ_SINK;
+    /* A fresh key on every registration: tokens handed out before are stale now. The fields
+     * change under the table lock so that the data path's access check sees them whole. */
+    struct sndk_stag_table *t = &mr->base.adapter->stags;
+    pthread_mutex_lock(&t->lock);
     mr->va = va;
     mr->length = Length;
     mr->access = access;
-    /* A fresh key on every registration: tokens handed out before are stale now. */
-    mr->stag = sndk_stag_rekey(&mr->base.adapter->stags, mr->stag);
+    mr->stag = sndk_stag_rekey_locked(t, mr->stag);
     mr_set_state(mr, SNDK_MR_REGISTERED);
+    pthread_mutex_unlock(&t->lock);
     return STATUS_SUCCESS;
 }
 
@@ -94,9 +99,12 @@ static NTSTATUS mr_deregister(NDK_MR *pNdkMr, NDK_FN_REQUEST_COMPLETION RequestC
     if (mr->state != SNDK_MR_REGISTERED ||
         atomic_load_explicit(&mr->windows, memory_order_acquire) != 0)
         return STATUS_INVALID_DEVICE_STATE;
-    mr->stag = sndk_stag_rekey(&mr->base.adapter->stags, mr->stag);
+    struct sndk_stag_table *t = &mr->base.adapter->stags;
+    pthread_mutex_lock(&t->lock);
+    mr->stag = sndk_stag_rekey_locked(t, mr->stag);
     mr->access = 0;
     mr_set_state(mr, SNDK_MR_UNREGISTERED);
+    pthread_mutex_unlock(&t->lock);
     return STATUS_SUCCESS;
 }
 
@@ -114,9 +122,16 @@ static NTSTATUS mr_initialize_fast_register(NDK_MR *pNdkMr, ULONG AdapterPageCou
         return STATUS_INVALID_DEVICE_STATE;
     if (AdapterPageCount == 0 || AdapterPageCount > mr->base.adapter->info.FRMRPageCount)
         return STATUS_IMPLEMENTATION_LIMIT;
+    uint64_t *pages = calloc(AdapterPageCount, sizeof *pages);
+    if (!pages)
+        return STATUS_INSUFFICIENT_RESOURCES;
+    struct sndk_stag_table *t = &mr->base.adapter->stags;
+    pthread_mutex_lock(&t->lock);
+    mr->fr_pages = pages;
     mr->fr_max_pages = AdapterPageCount;
     mr->fr_remote = RemoteAccess != 0;
     mr_set_state(mr, SNDK_MR_FR_INVALID);
+    pthread_mutex_unlock(&t->lock);
     return STATUS_SUCCESS;
 }
 
@@ -141,6 +156,7 @@ static void mr_destroy(struct sndk_obj *o)
     struct sndk_mr *mr = sndk_container_of(o, struct sndk_mr, base);
     /* Closing a registered MR implies deregistration: the STag dies with it. */
     sndk_stag_free(&o->adapter->stags, mr->stag);
+    free(mr->fr_pages);
 }
 
 static const struct sndk_obj_ops mr_ops = {.type = NdkObjectTypeMr, .destroy = mr_destroy};

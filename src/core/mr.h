@@ -32,7 +32,29 @@ struct sndk_mr {
     unsigned access;   /* enum sndk_access */
     uint32_t fr_max_pages;
     bool fr_remote;
+    /* fast-registered mapping (NdkFastRegister): logical page addresses, the region starts
+     * fr_fbo bytes into fr_pages[0] */
+    uint64_t *fr_pages;
+    uint32_t fr_npages;
+    uint32_t fr_fbo;
     atomic_uint windows; /* windows bound to this MR */
+};
+
+/* Registration fields (state, va, length, access, the FR mapping; an MW's binding) change only
+ * with the adapter's STag table lock held, together with the key, so that the one access check
+ * (core/access.c) reads a consistent region while it holds that lock. */
+
+/* Memory window. Bound and invalidated by QP work requests; until then it owns an STag index
+ * whose key changes on every bind. */
+struct sndk_mw {
+    struct sndk_obj base;
+    struct sndk_pd *pd;
+    uint32_t stag;
+    bool bound;
+    struct sndk_mr *mr; /* bound: the MR it windows */
+    uintptr_t va;
+    size_t length;
+    unsigned access;    /* SNDK_ACCESS_REMOTE_* */
 };
 
 static inline struct sndk_mr *sndk_mr_from(const void *pub)

@@ -4,11 +4,6 @@
 
 #include "core/mr.h"
 
-struct sndk_mw {
-    struct sndk_obj base;
-    uint32_t stag;
-};
-
 static UINT32 mw_token(NDK_MW *pNdkMw)
 {
     struct sndk_obj *o = sndk_obj_check(pNdkMw, NdkObjectTypeMw);
@@ -41,6 +36,7 @@ NTSTATUS sndk_mw_create(NDK_PD *pNdkPd, NDK_FN_CREATE_COMPLETION CreateCompletio
     struct sndk_mw *mw = calloc(1, sizeof *mw);
     if (!mw)
         return STATUS_INSUFFICIENT_RESOURCES;
+    mw->pd = pd;
     sndk_obj_init(&mw->base, pd->base.adapter, &mw_ops, &mw_dispatch);
     sndk_obj_hold(&mw->base, &pd->base);
     mw->stag = sndk_stag_alloc(&pd->base.adapter->stags, &mw->base);

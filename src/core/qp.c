@@ -1,10 +1,23 @@
-/* Queue pair (spec/ndkpi.md §2.8, §5.1): creation with its limits, the receive queue, flush,
- * close. A QP reaches SNDK_QP_CONNECTED only through a connector; until then every initiator
- * request is refused inline with STATUS_CONNECTION_INVALID (§5.1 rule 5). */
+/* Queue pair (spec/ndkpi.md §2.8, §5.1–§5.3, §5.9): creation with its limits, posting, the
+ * state machine, the link to a connection (core/link.h), flush and close. The bytes are made
+ * and taken in src/iwarp/tx.c and rx.c; docs/datapath.md explains the whole path.
+ *
+ * Until a connector attaches a connection, every initiator request is refused inline with
+ * STATUS_CONNECTION_INVALID (§5.1 rule 5); receives queue. */
 #include "core/qp.h"
 
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include "core/access.h"
+#include "core/link.h"
+#include "iwarp/qp_io.h"
 #include "util/log.h"
 
 static const char *const qp_state_names[SNDK_QP_STATE_COUNT] = {
@@ -25,93 +38,91 @@ static struct sndk_qp *qp_from(const void *pub)
     return o ? sndk_container_of(o, struct sndk_qp, base) : NULL;
 }
 
-/* Initiator requests need a connection (§5.1 rule 5). Nothing moves a QP out of
- * SNDK_QP_IDLE until connectors establish connections, so every initiator request on a QP of
- * this build is refused inline: no completion, the QP stays usable. */
-static NTSTATUS initiator_gate(NDK_QP *pNdkQp)
+static enum sndk_qp_state qp_state(const struct sndk_qp *qp)
 {
-    struct sndk_qp *qp = qp_from(pNdkQp);
-    if (!qp)
-        return STATUS_INVALID_PARAMETER;
-    return STATUS_CONNECTION_INVALID;
+    return (enum sndk_qp_state)atomic_load_explicit(&qp->state, memory_order_acquire);
 }
 
-static NTSTATUS qp_send(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *pSgl, ULONG nSge,
-                        ULONG Flags)
+/* ---------------------------------------------------------------- state machine */
+
+/* One function per source state: may the QP go to `next` from here? */
+static bool from_idle(enum sndk_qp_state next)
 {
-    (void)RequestContext, (void)pSgl, (void)nSge, (void)Flags;
-    return initiator_gate(pNdkQp);
+    return next == SNDK_QP_CONNECTED; /* attach */
+}
+static bool from_connected(enum sndk_qp_state next)
+{
+    return next == SNDK_QP_DISCONNECTING || next == SNDK_QP_ERROR;
+}
+static bool from_disconnecting(enum sndk_qp_state next)
+{
+    return next == SNDK_QP_ERROR;
+}
+static bool from_error(enum sndk_qp_state next)
+{
+    (void)next;
+    return false; /* final */
 }
 
-static NTSTATUS qp_send_invalidate(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *pSgl,
-                                   ULONG nSge, ULONG Flags, UINT32 RemoteToken)
+static bool (*const transitions[SNDK_QP_STATE_COUNT])(enum sndk_qp_state) = {
+    [SNDK_QP_IDLE] = from_idle,
+    [SNDK_QP_CONNECTED] = from_connected,
+    [SNDK_QP_DISCONNECTING] = from_disconnecting,
+    [SNDK_QP_ERROR] = from_error,
+};
+
+/* Move to `next` if the current state allows it. Caller holds state_lock. */
+static bool qp_set_state(struct sndk_qp *qp, enum sndk_qp_state next, const char *why)
 {
-    (void)RequestContext, (void)pSgl, (void)nSge, (void)Flags, (void)RemoteToken;
-    return initiator_gate(pNdkQp);
+    sndk_assert_held(&qp->state_lock);
+    enum sndk_qp_state cur = qp_state(qp);
+    if (!transitions[cur](next))
+        return false;
+    sndk_debug("qp", "QP %p: %s => %s (%s)", (void *)qp, sndk_qp_state_name(cur),
+               sndk_qp_state_name(next), why);
+    atomic_store_explicit(&qp->state, next, memory_order_release);
+    return true;
 }
 
-static NTSTATUS qp_bind(NDK_QP *pNdkQp, PVOID RequestContext, NDK_MR *pMr, NDK_MW *pMw,
-                        PVOID VirtualAddress, SIZE_T Length, ULONG Flags)
+/* ---------------------------------------------------------------- completions */
+
+static struct sndk_sqe *sq_slot(struct sndk_qp *qp, uint32_t idx)
 {
-    (void)RequestContext, (void)pMr, (void)pMw, (void)VirtualAddress, (void)Length, (void)Flags;
-    return initiator_gate(pNdkQp);
+    return &qp->sq[idx % qp->initiator_depth];
 }
 
-static NTSTATUS qp_fast_register(NDK_QP *pNdkQp, PVOID RequestContext, NDK_MR *pMr,
-                                 ULONG AdapterPageCount, const NDK_LOGICAL_ADDRESS *AdapterPageArray,
-                                 ULONG FBO, SIZE_T Length, PVOID BaseVirtualAddress, ULONG Flags)
+void sndk_qp_retire_head(struct sndk_qp *qp, NTSTATUS st, ULONG code)
 {
-    (void)RequestContext, (void)pMr, (void)AdapterPageCount, (void)AdapterPageArray, (void)FBO;
-    (void)Length, (void)BaseVirtualAddress, (void)Flags;
-    return initiator_gate(pNdkQp);
+    sndk_assert_held(&qp->tx_lock);
+    uint32_t idx = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
+    struct sndk_sqe *e = sq_slot(qp, idx);
+    if (st != STATUS_SUCCESS || !(e->flags & NDK_OP_FLAG_SILENT_SUCCESS)) {
+        NDK_RESULT_EX r = {
+            .Status = st,
+            .BytesTransferred = st == STATUS_SUCCESS ? (ULONG)e->bytes : 0,
+            .QPContext = qp->context,
+            .RequestContext = e->context,
+            .Type = NdkOperationTypeSend,
+            .ProviderErrorCode = st == STATUS_SUCCESS ? 0 : code,
+        };
+        sndk_cq_post(qp->icq, &r, false);
+    }
+    /* Release: the poster reads sq_head without the lock to find free slots. */
+    atomic_store_explicit(&qp->sq_head, idx + 1, memory_order_release);
 }
 
-static NTSTATUS qp_invalidate(NDK_QP *pNdkQp, PVOID RequestContext, NDK_OBJECT_HEADER *pNdkMrOrMw,
-                              ULONG Flags)
+/* Complete every queued receive of the own queue with STATUS_CANCELLED, in posting order. The
+ * CQ post happens under rq_lock so that flushed and received completions keep the order. */
+static void flush_queued_receives(struct sndk_qp *qp)
 {
-    (void)RequestContext, (void)pNdkMrOrMw, (void)Flags;
-    return initiator_gate(pNdkQp);
-}
-
-static NTSTATUS qp_read(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *pSgl, ULONG nSge,
-                        UINT64 RemoteAddress, UINT32 RemoteToken, ULONG Flags)
-{
-    (void)RequestContext, (void)pSgl, (void)nSge, (void)RemoteAddress, (void)RemoteToken;
-    (void)Flags;
-    return initiator_gate(pNdkQp);
-}
-
-static NTSTATUS qp_write(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *pSgl, ULONG nSge,
-                         UINT64 RemoteAddress, UINT32 RemoteToken, ULONG Flags)
-{
-    (void)RequestContext, (void)pSgl, (void)nSge, (void)RemoteAddress, (void)RemoteToken;
-    (void)Flags;
-    return initiator_gate(pNdkQp);
-}
-
-static NTSTATUS qp_receive(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *pSgl, ULONG nSge)
-{
-    struct sndk_qp *qp = qp_from(pNdkQp);
-    if (!qp || qp->srq)
-        return STATUS_INVALID_PARAMETER; /* a QP on an SRQ takes receives from the SRQ */
-    pthread_mutex_lock(&qp->rq_lock);
-    NTSTATUS st = sndk_recv_ring_push(&qp->rq, RequestContext, pSgl, nSge,
-                                      qp->base.adapter->info.MaxTransferLength);
-    pthread_mutex_unlock(&qp->rq_lock);
-    return st;
-}
-
-/* Complete every queued receive with STATUS_CANCELLED, in posting order. The CQ post happens
- * under rq_lock so that flushed and received completions keep the queue's order. */
-static void flush_receives(struct sndk_qp *qp)
-{
+    if (qp->srq)
+        return; /* SRQ receives belong to no QP until one takes them */
     pthread_mutex_lock(&qp->rq_lock);
     uint32_t n = qp->rq.count;
     for (uint32_t i = 0; i < n; i++) {
         struct sndk_recv_wqe *w = sndk_recv_ring_at(&qp->rq, i);
         NDK_RESULT_EX r = {
             .Status = STATUS_CANCELLED,
-            .BytesTransferred = 0,
             .QPContext = qp->context,
             .RequestContext = w->context,
             .Type = NdkOperationTypeReceive,
@@ -125,13 +136,661 @@ static void flush_receives(struct sndk_qp *qp)
         sndk_debug("qp", "QP %p: flushed %u receive(s)", (void *)qp, n);
 }
 
+/* The receive being filled completes before the queued ones: it was posted first. */
+static void flush_all_receives(struct sndk_qp *qp, NTSTATUS cur_status, ULONG cur_code)
+{
+    sndk_mutex_lock(&qp->rx_lock);
+    if (qp->io)
+        sndk_rx_cancel_current(qp, cur_status, cur_code);
+    flush_queued_receives(qp);
+    sndk_mutex_unlock(&qp->rx_lock);
+}
+
+/* ---------------------------------------------------------------- link events */
+
+static void ev_queue_locked(struct sndk_qp *qp, unsigned what)
+{
+    struct sndk_qp_io *io = qp->io;
+    sndk_assert_held(&qp->state_lock);
+    if (io->detached)
+        return;
+    io->ev_pending |= what;
+    if (!io->ev_queued) {
+        io->ev_queued = true;
+        sndk_obj_get(&qp->base); /* the QP outlives the queued work */
+        sndk_engine_queue_on(io->engine, io->thread, &io->ev_work);
+    }
+}
+
+static void ev_work_fn(struct sndk_work *w)
+{
+    struct sndk_qp_io *io = sndk_container_of(w, struct sndk_qp_io, ev_work);
+    struct sndk_qp *qp = io->qp;
+    sndk_mutex_lock(&qp->state_lock);
+    unsigned pending = io->ev_pending;
+    io->ev_pending = 0;
+    io->ev_queued = false;
+    bool detached = io->detached;
+    NTSTATUS abort_st = io->ev_abort_status, shut_st = io->ev_shut_status;
+    ULONG reason = io->ev_abort_reason;
+    sndk_mutex_unlock(&qp->state_lock);
+    /* Detach queues its done item on this thread after setting `detached`, so once it is
+     * queued no callback starts here. */
+    if (!detached) {
+        if ((pending & SNDK_EV_PEER_CLOSED) && io->ev.peer_closed)
+            io->ev.peer_closed(io->ev_ctx);
+        if ((pending & SNDK_EV_ABORTED) && io->ev.aborted)
+            io->ev.aborted(io->ev_ctx, abort_st, reason);
+        if ((pending & SNDK_EV_SHUTDOWN_DONE) && io->ev.shutdown_done)
+            io->ev.shutdown_done(io->ev_ctx, shut_st);
+    }
+    sndk_obj_put(&qp->base);
+}
+
+static void detach_work_fn(struct sndk_work *w)
+{
+    struct sndk_qp_io *io = sndk_container_of(w, struct sndk_qp_io, detach_work);
+    if (io->detach_done)
+        sndk_engine_queue(io->engine, io->detach_done);
+}
+
+/* The source is out of epoll and no call of its fn is in flight: the socket is ours to close. */
+static void src_done_fn(struct sndk_work *w)
+{
+    struct sndk_qp_io *io = sndk_container_of(w, struct sndk_qp_io, src_done);
+    struct sndk_qp *qp = io->qp;
+    if (io->close_rst) {
+        struct linger l = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(io->fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    }
+    close(io->fd);
+    sndk_cq_conn_remove(qp->rcq, &io->rconn);
+    if (qp->icq != qp->rcq)
+        sndk_cq_conn_remove(qp->icq, &io->iconn);
+    sndk_debug("qp", "QP %p: socket closed%s", (void *)qp, io->close_rst ? " (RST)" : "");
+    sndk_obj_put(&qp->base); /* the connection's reference */
+}
+
+/* ---------------------------------------------------------------- failure */
+
+void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
+{
+    struct sndk_qp_io *io = qp->io;
+    sndk_mutex_lock(&qp->state_lock);
+    enum sndk_qp_state was = qp_state(qp);
+    if (!io || !qp_set_state(qp, SNDK_QP_ERROR, f->graceful ? "shutdown finished" : "failed")) {
+        sndk_mutex_unlock(&qp->state_lock);
+        return;
+    }
+    sndk_mutex_unlock(&qp->state_lock);
+
+    sndk_mutex_lock(&qp->rx_lock);
+    sndk_mutex_lock(&qp->tx_lock);
+    if (f->send_term)
+        sndk_tx_terminate(qp, &f->term);
+    if (f->send_term || f->graceful)
+        shutdown(io->fd, SHUT_WR); /* FIN right behind the Terminate / the last FPDU */
+    io->dead = true;               /* from here only src_done touches the socket */
+    io->close_rst = f->rst;
+    sndk_tx_discard(io);
+    /* Every outstanding initiator request completes, in order: its own local error, the
+     * peer's refusal when a Terminate named it, else STATUS_CANCELLED. */
+    while (atomic_load_explicit(&qp->sq_head, memory_order_relaxed) != qp->sq_tail) {
+        struct sndk_sqe *e = sq_slot(qp, atomic_load_explicit(&qp->sq_head, memory_order_relaxed));
+        NTSTATUS st = STATUS_CANCELLED;
+        ULONG code = 0;
+        if (e->status != STATUS_SUCCESS) {
+            st = e->status;
+            code = e->code;
+        } else if (f->named && e->msn != 0 && e->msn == f->named_msn) {
+            st = STATUS_REMOTE_RESOURCES;
+            code = f->reason;
+        }
+        sndk_qp_retire_head(qp, st, code);
+    }
+    qp->sq_sent = qp->sq_tail;
+    sndk_mutex_unlock(&qp->tx_lock);
+    sndk_rx_cancel_current(qp, f->rx_status ? f->rx_status : STATUS_CANCELLED, f->rx_code);
+    flush_queued_receives(qp);
+    sndk_mutex_unlock(&qp->rx_lock);
+
+    bool drop_timer_ref = false;
+    sndk_mutex_lock(&qp->state_lock);
+    if (io->shut_timer_ref && sndk_timer_cancel(&io->shut_timer)) {
+        io->shut_timer_ref = false;
+        drop_timer_ref = true;
+    }
+    if (was == SNDK_QP_DISCONNECTING || f->graceful) {
+        /* sndk_qp_shutdown is waiting: it learns the end, whatever it was. */
+        io->ev_shut_status = f->graceful ? f->shut_status : f->link_status;
+        ev_queue_locked(qp, SNDK_EV_SHUTDOWN_DONE);
+    } else if (f->notify) {
+        io->ev_abort_status = f->link_status;
+        io->ev_abort_reason = f->reason;
+        ev_queue_locked(qp, SNDK_EV_ABORTED);
+    }
+    sndk_mutex_unlock(&qp->state_lock);
+    sndk_source_remove(&io->src, &io->src_done);
+    if (drop_timer_ref)
+        sndk_obj_put(&qp->base);
+    sndk_debug("qp", "QP %p: connection ended: 0x%08x reason 0x%08x", (void *)qp,
+               (unsigned)f->link_status, (unsigned)f->reason);
+}
+
+static void fail_local(struct sndk_qp *qp, bool notify)
+{
+    struct sndk_fail f = {.link_status = STATUS_CANCELLED, .reason = SNDK_REASON_LOCAL,
+                          .notify = notify, .rst = true};
+    sndk_qp_fail(qp, &f);
+}
+
+static void finish_shutdown(struct sndk_qp *qp, NTSTATUS st)
+{
+    struct sndk_fail f = {.link_status = st, .graceful = true, .shut_status = st,
+                          .rst = st != STATUS_SUCCESS};
+    sndk_qp_fail(qp, &f);
+}
+
+/* ---------------------------------------------------------------- progress */
+
+/* The socket failed under TX. The peer may have said why first: read what is there. */
+static void tx_io_failed(struct sndk_qp *qp)
+{
+    struct sndk_fail f = {.link_status = STATUS_CONNECTION_RESET, .reason = SNDK_REASON_RESET,
+                          .notify = true, .rst = true};
+    sndk_mutex_lock(&qp->rx_lock);
+    if (!qp->io->rx_eof && !qp->io->dead) {
+        struct sndk_fail rf;
+        if (sndk_rx_pass(qp, &rf) == SNDK_RXR_FAIL && qp->io->rx_failed)
+            f = rf;
+    }
+    sndk_mutex_unlock(&qp->rx_lock);
+    sndk_qp_fail(qp, &f);
+}
+
+/* After a TX attempt outside tx_lock: act on failures, finish a shutdown whose FIN went. */
+static void after_tx(struct sndk_qp *qp, enum sndk_tx_result res)
+{
+    if (res == SNDK_TX_LOCAL_ERR) {
+        /* A request failed its local checks (siw: Terminate, local catastrophic). */
+        struct sndk_fail f = {.link_status = STATUS_CONNECTION_ABORTED,
+                              .reason = SNDK_REASON_TERM(SNDK_REASON_TERM_SENT, 0, 0, 0),
+                              .notify = true, .send_term = true};
+        f.term.layer = SNDK_TERM_LAYER_RDMAP;
+        f.term.etype = SNDK_TERM_RDMAP_LOCAL_CATA;
+        sndk_qp_fail(qp, &f);
+    } else if (res == SNDK_TX_IO_ERR) {
+        if (qp_state(qp) != SNDK_QP_ERROR)
+            tx_io_failed(qp);
+    } else if (res == SNDK_TX_DRAINED && qp_state(qp) == SNDK_QP_DISCONNECTING) {
+        sndk_mutex_lock(&qp->tx_lock);
+        bool done = qp->io->fin_sent && qp->io->rx_stopped;
+        sndk_mutex_unlock(&qp->tx_lock);
+        if (done)
+            finish_shutdown(qp, STATUS_SUCCESS);
+    }
+}
+
+static void on_peer_fin(struct sndk_qp *qp)
+{
+    struct sndk_qp_io *io = qp->io;
+    sndk_mutex_lock(&qp->tx_lock);
+    io->rx_stopped = true;
+    sndk_tx_update_events(io);
+    bool fin_sent = io->fin_sent;
+    sndk_mutex_unlock(&qp->tx_lock);
+    sndk_mutex_lock(&qp->state_lock);
+    enum sndk_qp_state st = qp_state(qp);
+    if (st == SNDK_QP_CONNECTED)
+        ev_queue_locked(qp, SNDK_EV_PEER_CLOSED); /* §5.7: nothing is flushed for it */
+    sndk_mutex_unlock(&qp->state_lock);
+    sndk_debug("qp", "QP %p: peer FIN", (void *)qp);
+    if (st == SNDK_QP_DISCONNECTING && fin_sent)
+        finish_shutdown(qp, STATUS_SUCCESS);
+}
+
+static bool mutex_trylock(struct sndk_mutex *l)
+{
+    if (pthread_mutex_trylock(&l->m) != 0)
+        return false;
+#if SNDK_LOCK_TRACK
+    atomic_store_explicit(&l->owner, sndk_lock_self(), memory_order_relaxed);
+#endif
+    return true;
+}
+
+/* One receive pass unless someone else is receiving on this QP right now: the progress thread
+ * and polling consumers both try-lock, so neither ever waits for the other (a level-triggered
+ * EPOLLIN comes back if bytes are left). */
+static bool rx_run(struct sndk_qp *qp, uint32_t events)
+{
+    struct sndk_qp_io *io = qp->io;
+    if (!io || !mutex_trylock(&qp->rx_lock))
+        return false;
+    if (io->dead) {
+        sndk_mutex_unlock(&qp->rx_lock);
+        return false;
+    }
+    if (io->rx_eof) {
+        sndk_mutex_unlock(&qp->rx_lock);
+        if (events & (EPOLLERR | EPOLLHUP)) {
+            /* After the peer's FIN only an error or the end of our own side is left. */
+            int err = 0;
+            socklen_t len = sizeof err;
+            getsockopt(io->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+            if (err || qp_state(qp) != SNDK_QP_DISCONNECTING) {
+                struct sndk_fail f = {.link_status = STATUS_CONNECTION_RESET,
+                                      .reason = SNDK_REASON_RESET, .notify = true, .rst = true};
+                sndk_qp_fail(qp, &f);
+            }
+        }
+        return false;
+    }
+    struct sndk_fail f;
+    enum sndk_rx_result res = sndk_rx_pass(qp, &f);
+    if (res == SNDK_RXR_PEER_FIN)
+        io->rx_eof = true;
+    sndk_mutex_unlock(&qp->rx_lock);
+    if (res == SNDK_RXR_FAIL)
+        sndk_qp_fail(qp, &f);
+    else if (res == SNDK_RXR_PEER_FIN)
+        on_peer_fin(qp);
+    return true;
+}
+
+bool sndk_qp_poll_rx(struct sndk_qp *qp)
+{
+    return rx_run(qp, 0);
+}
+
+static void src_fn(struct sndk_source *s, uint32_t events)
+{
+    struct sndk_qp_io *io = sndk_container_of(s, struct sndk_qp_io, src);
+    struct sndk_qp *qp = io->qp;
+    if (events & EPOLLOUT) {
+        sndk_mutex_lock(&qp->tx_lock);
+        enum sndk_tx_result res = io->dead ? SNDK_TX_DRAINED : sndk_tx_push(qp);
+        sndk_mutex_unlock(&qp->tx_lock);
+        after_tx(qp, res);
+    }
+    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+        rx_run(qp, events);
+}
+
+static void shut_timer_fn(struct sndk_timer *t)
+{
+    struct sndk_qp_io *io = sndk_container_of(t, struct sndk_qp_io, shut_timer);
+    struct sndk_qp *qp = io->qp;
+    sndk_mutex_lock(&qp->state_lock);
+    bool had_ref = io->shut_timer_ref;
+    io->shut_timer_ref = false;
+    bool waiting = qp_state(qp) == SNDK_QP_DISCONNECTING;
+    sndk_mutex_unlock(&qp->state_lock);
+    if (waiting)
+        finish_shutdown(qp, STATUS_IO_TIMEOUT);
+    if (had_ref)
+        sndk_obj_put(&qp->base);
+}
+
+/* ---------------------------------------------------------------- link.h */
+
+static uint32_t fpdu_size_for(int fd)
+{
+    /* docs/wire.md: one FPDU per TCP segment; on loopback the default already is. */
+    int mss = 0;
+    socklen_t len = sizeof mss;
+    uint32_t max = SNDK_FPDU_MAX_DEFAULT;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) == 0 && mss > 0 &&
+        (uint32_t)mss < max) {
+        max = (uint32_t)mss & ~3u;
+        if (max < 1024)
+            max = 1024; /* a tiny MSS (tunnels, odd links): let TCP segment */
+    }
+    return max;
+}
+
+static struct sndk_qp_io *io_create(struct sndk_qp *qp)
+{
+    struct sndk_qp_io *io = calloc(1, sizeof *io);
+    if (!io)
+        return NULL;
+    io->cur = calloc(1, sizeof *io->cur + (size_t)qp->recv_max_sge * sizeof(NDK_SGE));
+    io->cur_cap = (int)qp->recv_max_sge + 16; /* fast-registered pieces may split an SGE */
+    io->cur_iov = calloc((size_t)io->cur_cap, sizeof *io->cur_iov);
+    if (!io->cur || !io->cur_iov) {
+        free(io->cur);
+        free(io->cur_iov);
+        free(io);
+        return NULL;
+    }
+    io->qp = qp;
+    return io;
+}
+
+int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
+                   const struct sndk_link_events *ev, void *ctx)
+{
+    sndk_mutex_lock(&qp->state_lock);
+    if (qp_state(qp) != SNDK_QP_IDLE || qp->io) {
+        sndk_mutex_unlock(&qp->state_lock);
+        return -EBUSY;
+    }
+    struct sndk_qp_io *io = io_create(qp);
+    if (!io) {
+        sndk_mutex_unlock(&qp->state_lock);
+        return -ENOMEM;
+    }
+    io->engine = qp->base.adapter->engine;
+    io->fd = p->fd;
+    io->thread = p->thread < sndk_engine_threads(io->engine) ? p->thread : 0;
+    io->crc = p->crc;
+    if (ev)
+        io->ev = *ev;
+    io->ev_ctx = ctx;
+    sndk_work_init(&io->src_done, src_done_fn);
+    sndk_work_init(&io->ev_work, ev_work_fn);
+    sndk_work_init(&io->detach_work, detach_work_fn);
+    sndk_timer_init(&io->shut_timer, shut_timer_fn);
+    io->rconn.qp = io->iconn.qp = qp;
+    int one = 1;
+    setsockopt(p->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    sndk_tx_init(io, p->crc, fpdu_size_for(p->fd));
+    sndk_rx_io_init(io, p->crc);
+    qp->io = io; /* published to the other threads by the locks they take before using it */
+    sndk_mutex_unlock(&qp->state_lock);
+
+    /* Linked before anything can end the connection, whose end unlinks them. */
+    sndk_cq_conn_add(qp->rcq, &io->rconn);
+    if (qp->icq != qp->rcq)
+        sndk_cq_conn_add(qp->icq, &io->iconn);
+    sndk_obj_get(&qp->base); /* the connection's reference, dropped by src_done */
+
+    sndk_mutex_lock(&qp->state_lock);
+    qp_set_state(qp, SNDK_QP_CONNECTED, "attached");
+    sndk_mutex_unlock(&qp->state_lock);
+    int rc = sndk_source_add(io->engine, &io->src, p->fd, EPOLLIN, src_fn, (int)io->thread);
+    if (rc < 0) {
+        /* Nothing ever watched the socket; undo by hand. */
+        sndk_err("qp", "QP %p: attach: epoll: %d", (void *)qp, rc);
+        sndk_mutex_lock(&qp->state_lock);
+        io->detached = true; /* no event for an attach that failed */
+        qp_set_state(qp, SNDK_QP_ERROR, "attach failed");
+        sndk_mutex_unlock(&qp->state_lock);
+        sndk_mutex_lock(&qp->tx_lock);
+        io->dead = true;
+        while (atomic_load_explicit(&qp->sq_head, memory_order_relaxed) != qp->sq_tail)
+            sndk_qp_retire_head(qp, STATUS_CANCELLED, 0);
+        sndk_mutex_unlock(&qp->tx_lock);
+        sndk_cq_conn_remove(qp->rcq, &io->rconn);
+        if (qp->icq != qp->rcq)
+            sndk_cq_conn_remove(qp->icq, &io->iconn);
+        sndk_obj_put(&qp->base);
+        return rc;
+    }
+    sndk_debug("qp", "QP %p: attached fd %d on thread %u, CRC %s, FPDU <= %u", (void *)qp, p->fd,
+               io->thread, p->crc ? "on" : "off", io->txcfg.max_fpdu);
+    return 0;
+}
+
+void sndk_qp_shutdown(struct sndk_qp *qp, unsigned timeout_ms)
+{
+    struct sndk_qp_io *io = qp->io;
+    if (!io)
+        return;
+    sndk_mutex_lock(&qp->state_lock);
+    if (qp_state(qp) == SNDK_QP_ERROR) {
+        /* Already over (an abort reported it): still answer the one who waits. */
+        io->ev_shut_status = io->ev_abort_status ? io->ev_abort_status : STATUS_CONNECTION_RESET;
+        ev_queue_locked(qp, SNDK_EV_SHUTDOWN_DONE);
+        sndk_mutex_unlock(&qp->state_lock);
+        return;
+    }
+    if (!qp_set_state(qp, SNDK_QP_DISCONNECTING, "shutdown")) {
+        sndk_mutex_unlock(&qp->state_lock);
+        return;
+    }
+    io->shut_timer_ref = true;
+    sndk_obj_get(&qp->base);
+    sndk_timer_arm_on(io->engine, io->thread, &io->shut_timer, (uint64_t)timeout_ms * 1000u);
+    sndk_mutex_unlock(&qp->state_lock);
+
+    sndk_mutex_lock(&qp->tx_lock);
+    io->shut_req = true;
+    enum sndk_tx_result res = io->dead        ? SNDK_TX_IO_ERR
+                              : io->tx_blocked ? SNDK_TX_BLOCKED
+                                               : sndk_tx_push(qp);
+    sndk_mutex_unlock(&qp->tx_lock);
+    after_tx(qp, res);
+}
+
+void sndk_qp_abort(struct sndk_qp *qp)
+{
+    fail_local(qp, false);
+}
+
+void sndk_qp_detach(struct sndk_qp *qp, struct sndk_work *done)
+{
+    struct sndk_qp_io *io = qp->io;
+    if (!io) {
+        if (done)
+            sndk_engine_queue(qp->base.adapter->engine, done);
+        return;
+    }
+    sndk_mutex_lock(&qp->state_lock);
+    io->detached = true;
+    io->detach_done = done;
+    sndk_mutex_unlock(&qp->state_lock);
+    fail_local(qp, false);
+    /* Behind any event work already queued on the connection's thread. */
+    sndk_engine_queue_on(io->engine, io->thread, &io->detach_work);
+}
+
+/* ---------------------------------------------------------------- posting */
+
+/* §5.3 rule 2: before an initiator request fails inline, everything accepted with DEFER
+ * before it goes to the wire. */
+static NTSTATUS refuse(struct sndk_qp *qp, NTSTATUS st)
+{
+    if (qp_state(qp) == SNDK_QP_CONNECTED && qp->io) {
+        sndk_mutex_lock(&qp->tx_lock);
+        enum sndk_tx_result res = SNDK_TX_DRAINED;
+        if (!qp->io->dead && !qp->io->tx_blocked && qp->sq_sent != qp->sq_tail)
+            res = sndk_tx_push(qp);
+        sndk_mutex_unlock(&qp->tx_lock);
+        after_tx(qp, res);
+    }
+    return st;
+}
+
+#define SEND_FLAGS                                                                                 \
+    (NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_READ_FENCE | NDK_OP_FLAG_SEND_AND_SOLICIT_EVENT |   \
+     NDK_OP_FLAG_INLINE | NDK_OP_FLAG_DEFER)
+
+static NTSTATUS post_send(struct sndk_qp *qp, void *ctx, const NDK_SGE *sgl, ULONG nsge,
+                          ULONG flags, bool invalidate, uint32_t inv_stag)
+{
+    if (qp_state(qp) != SNDK_QP_CONNECTED)
+        return STATUS_CONNECTION_INVALID;
+    if (flags & ~(ULONG)SEND_FLAGS)
+        return refuse(qp, STATUS_INVALID_PARAMETER);
+    if (nsge && !sgl)
+        return refuse(qp, STATUS_INVALID_PARAMETER);
+    bool inl = (flags & NDK_OP_FLAG_INLINE) != 0;
+    uint64_t bytes = 0;
+    for (ULONG i = 0; i < nsge; i++)
+        bytes += sgl[i].Length;
+    /* 9c: byte and SGE limits; INLINE lifts the SGE limit and has its own byte limit. */
+    if (inl ? bytes > qp->inline_size : nsge > qp->initiator_max_sge)
+        return refuse(qp, STATUS_DATA_OVERRUN);
+    if (bytes > qp->base.adapter->info.MaxTransferLength)
+        return refuse(qp, STATUS_DATA_OVERRUN);
+    uint32_t tail = qp->sq_tail;
+    if (tail - atomic_load_explicit(&qp->sq_head, memory_order_acquire) >= qp->initiator_depth)
+        return refuse(qp, STATUS_NO_MORE_ENTRIES);
+
+    /* The slot at sq_tail is the poster's until sq_tail moves past it. */
+    uint32_t s = tail % qp->initiator_depth;
+    struct sndk_sqe *e = &qp->sq[s];
+    bool se = (flags & NDK_OP_FLAG_SEND_AND_SOLICIT_EVENT) != 0;
+    e->context = ctx;
+    e->flags = flags;
+    e->opcode = (uint8_t)(invalidate ? (se ? SNDK_OP_SEND_SE_INV : SNDK_OP_SEND_INV)
+                                     : (se ? SNDK_OP_SEND_SE : SNDK_OP_SEND));
+    e->inv_stag = inv_stag;
+    e->bytes = bytes;
+    e->msn = 0;
+    e->status = STATUS_SUCCESS;
+    e->code = 0;
+    e->iov = qp->sq_iov + (size_t)s * qp->sq_iov_stride;
+    e->niov = 0;
+    if (inl) {
+        /* §5.2: the payload is consumed before the call returns; tokens are ignored. */
+        uint8_t *dst = qp->sq_inline + (size_t)s * qp->inline_size;
+        for (ULONG i = 0; i < nsge; i++) {
+            if (sgl[i].Length)
+                memcpy(dst, sgl[i].VirtualAddress, sgl[i].Length);
+            dst += sgl[i].Length;
+        }
+        if (bytes) {
+            e->iov[0] = (struct iovec){qp->sq_inline + (size_t)s * qp->inline_size, bytes};
+            e->niov = 1;
+        }
+    } else {
+        int n = 0;
+        for (ULONG i = 0; i < nsge; i++) {
+            int k = 0;
+            enum sndk_access_result r = sndk_access_check(
+                qp->pd, sgl[i].MemoryRegionToken, (uint64_t)(uintptr_t)sgl[i].VirtualAddress,
+                sgl[i].Length, SNDK_ACCESS_LOCAL_READ, false, e->iov + n,
+                (int)qp->sq_iov_stride - n, &k);
+            if (r != SNDK_ACC_OK) {
+                /* Accepted, and completed in order with the NDSPI status (§4.2). */
+                e->status = r == SNDK_ACC_TOO_MANY ? STATUS_DATA_OVERRUN : STATUS_ACCESS_VIOLATION;
+                e->code = (ULONG)r;
+                n = 0;
+                break;
+            }
+            n += k;
+        }
+        e->niov = n;
+    }
+
+    sndk_mutex_lock(&qp->tx_lock);
+    struct sndk_qp_io *io = qp->io;
+    if (io->dead) {
+        /* The connection ended since the state check; nothing was published. */
+        sndk_mutex_unlock(&qp->tx_lock);
+        return STATUS_CONNECTION_INVALID;
+    }
+    qp->sq_tail = tail + 1;
+    enum sndk_tx_result res = SNDK_TX_DRAINED;
+    /* DEFER: the chain waits for the request that ends it. A blocked socket: the progress
+     * thread sends everything queued when it drains. READ_FENCE: no Read exists that a Send
+     * could wait for; this is where the fence will hold the queue. */
+    if (!(flags & NDK_OP_FLAG_DEFER) && !io->tx_blocked)
+        res = sndk_tx_push(qp);
+    sndk_mutex_unlock(&qp->tx_lock);
+    if (res != SNDK_TX_DRAINED && res != SNDK_TX_BLOCKED)
+        after_tx(qp, res);
+    return STATUS_SUCCESS;
+}
+
+static NTSTATUS qp_send(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *pSgl, ULONG nSge,
+                        ULONG Flags)
+{
+    struct sndk_qp *qp = qp_from(pNdkQp);
+    if (!qp)
+        return STATUS_INVALID_PARAMETER;
+    return post_send(qp, RequestContext, pSgl, nSge, Flags, false, 0);
+}
+
+static NTSTATUS qp_send_invalidate(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *pSgl,
+                                   ULONG nSge, ULONG Flags, UINT32 RemoteToken)
+{
+    struct sndk_qp *qp = qp_from(pNdkQp);
+    if (!qp)
+        return STATUS_INVALID_PARAMETER;
+    return post_send(qp, RequestContext, pSgl, nSge, Flags, true, RemoteToken);
+}
+
+/* Initiator requests the data path does not carry yet: refused inline, the QP stays usable. */
+static NTSTATUS not_yet(NDK_QP *pNdkQp)
+{
+    struct sndk_qp *qp = qp_from(pNdkQp);
+    if (!qp)
+        return STATUS_INVALID_PARAMETER;
+    if (qp_state(qp) != SNDK_QP_CONNECTED)
+        return STATUS_CONNECTION_INVALID;
+    return refuse(qp, STATUS_NOT_IMPLEMENTED);
+}
+
+static NTSTATUS qp_bind(NDK_QP *pNdkQp, PVOID RequestContext, NDK_MR *pMr, NDK_MW *pMw,
+                        PVOID VirtualAddress, SIZE_T Length, ULONG Flags)
+{
+    (void)RequestContext, (void)pMr, (void)pMw, (void)VirtualAddress, (void)Length, (void)Flags;
+    return not_yet(pNdkQp);
+}
+
+static NTSTATUS qp_fast_register(NDK_QP *pNdkQp, PVOID RequestContext, NDK_MR *pMr,
+                                 ULONG AdapterPageCount, const NDK_LOGICAL_ADDRESS *AdapterPageArray,
+                                 ULONG FBO, SIZE_T Length, PVOID BaseVirtualAddress, ULONG Flags)
+{
+    (void)RequestContext, (void)pMr, (void)AdapterPageCount, (void)AdapterPageArray, (void)FBO;
+    (void)Length, (void)BaseVirtualAddress, (void)Flags;
+    return not_yet(pNdkQp);
+}
+
+static NTSTATUS qp_invalidate(NDK_QP *pNdkQp, PVOID RequestContext, NDK_OBJECT_HEADER *pNdkMrOrMw,
+                              ULONG Flags)
+{
+    (void)RequestContext, (void)pNdkMrOrMw, (void)Flags;
+    return not_yet(pNdkQp);
+}
+
+static NTSTATUS qp_read(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *pSgl, ULONG nSge,
+                        UINT64 RemoteAddress, UINT32 RemoteToken, ULONG Flags)
+{
+    (void)RequestContext, (void)pSgl, (void)nSge, (void)RemoteAddress, (void)RemoteToken;
+    (void)Flags;
+    return not_yet(pNdkQp);
+}
+
+static NTSTATUS qp_write(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *pSgl, ULONG nSge,
+                         UINT64 RemoteAddress, UINT32 RemoteToken, ULONG Flags)
+{
+    (void)RequestContext, (void)pSgl, (void)nSge, (void)RemoteAddress, (void)RemoteToken;
+    (void)Flags;
+    return not_yet(pNdkQp);
+}
+
+static NTSTATUS qp_receive(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *pSgl, ULONG nSge)
+{
+    struct sndk_qp *qp = qp_from(pNdkQp);
+    if (!qp || qp->srq)
+        return STATUS_INVALID_PARAMETER; /* 9e: a QP on an SRQ takes receives from the SRQ */
+    pthread_mutex_lock(&qp->rq_lock);
+    NTSTATUS st = sndk_recv_ring_push(&qp->rq, RequestContext, pSgl, nSge,
+                                      qp->base.adapter->info.MaxTransferLength);
+    pthread_mutex_unlock(&qp->rq_lock);
+    /* A QP in its final state will never fill it: it completes at once, as flushed. */
+    if (st == STATUS_SUCCESS && qp_state(qp) == SNDK_QP_ERROR)
+        flush_all_receives(qp, STATUS_CANCELLED, 0);
+    return st;
+}
+
 static VOID qp_flush(NDK_QP *pNdkQp)
 {
     struct sndk_qp *qp = qp_from(pNdkQp);
     if (!qp)
         return;
-    if (!qp->srq)
-        flush_receives(qp);
+    enum sndk_qp_state st = qp_state(qp);
+    if (st == SNDK_QP_CONNECTED || st == SNDK_QP_DISCONNECTING) {
+        /* Flushing a live connection puts the QP in its error state (the verbs model): what is
+         * queued can no longer match the peer's stream. */
+        fail_local(qp, true);
+        return;
+    }
+    flush_all_receives(qp, STATUS_CANCELLED, 0);
 }
 
 static const NDK_QP_DISPATCH qp_dispatch = {
@@ -150,17 +809,31 @@ static const NDK_QP_DISPATCH qp_dispatch = {
 
 static void qp_close_begin(struct sndk_obj *o)
 {
-    /* §1.6: a close starts cancelling what is pending. */
+    /* §1.6: a close starts cancelling what is pending; the connection goes with it. */
     struct sndk_qp *qp = sndk_container_of(o, struct sndk_qp, base);
-    if (!qp->srq)
-        flush_receives(qp);
+    enum sndk_qp_state st = qp_state(qp);
+    if (st == SNDK_QP_CONNECTED || st == SNDK_QP_DISCONNECTING)
+        fail_local(qp, true);
+    else
+        flush_all_receives(qp, STATUS_CANCELLED, 0);
 }
 
 static void qp_destroy(struct sndk_obj *o)
 {
     struct sndk_qp *qp = sndk_container_of(o, struct sndk_qp, base);
+    if (qp->io) {
+        free(qp->io->cur);
+        free(qp->io->cur_iov);
+        free(qp->io);
+    }
+    free(qp->sq);
+    free(qp->sq_iov);
+    free(qp->sq_inline);
     sndk_recv_ring_destroy(&qp->rq);
     pthread_mutex_destroy(&qp->rq_lock);
+    sndk_mutex_destroy(&qp->rx_lock);
+    sndk_mutex_destroy(&qp->tx_lock);
+    sndk_mutex_destroy(&qp->state_lock);
 }
 
 static const struct sndk_obj_ops qp_ops = {
@@ -196,8 +869,16 @@ static NTSTATUS qp_create_common(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pIn
     struct sndk_qp *qp = calloc(1, sizeof *qp);
     if (!qp)
         return STATUS_INSUFFICIENT_RESOURCES;
-    if (!sndk_recv_ring_init(&qp->rq, with_srq ? 0 : ReceiveQueueDepth,
+    qp->sq_iov_stride = MaxInitiatorRequestSge ? MaxInitiatorRequestSge : 1;
+    qp->sq = calloc(InitiatorQueueDepth, sizeof *qp->sq);
+    qp->sq_iov = calloc((size_t)InitiatorQueueDepth * qp->sq_iov_stride, sizeof *qp->sq_iov);
+    qp->sq_inline = InlineDataSize ? malloc((size_t)InitiatorQueueDepth * InlineDataSize) : NULL;
+    if (!qp->sq || !qp->sq_iov || (InlineDataSize && !qp->sq_inline) ||
+        !sndk_recv_ring_init(&qp->rq, with_srq ? 0 : ReceiveQueueDepth,
                              with_srq ? 0 : MaxReceiveRequestSge)) {
+        free(qp->sq);
+        free(qp->sq_iov);
+        free(qp->sq_inline);
         free(qp);
         return STATUS_INSUFFICIENT_RESOURCES;
     }
@@ -209,7 +890,12 @@ static NTSTATUS qp_create_common(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pIn
     qp->initiator_depth = InitiatorQueueDepth;
     qp->initiator_max_sge = MaxInitiatorRequestSge;
     qp->inline_size = InlineDataSize;
+    qp->recv_max_sge = srq ? srq->ring.max_sge : MaxReceiveRequestSge;
     atomic_init(&qp->state, SNDK_QP_IDLE);
+    atomic_init(&qp->sq_head, 0);
+    sndk_mutex_init(&qp->state_lock);
+    sndk_mutex_init(&qp->tx_lock);
+    sndk_mutex_init(&qp->rx_lock);
     pthread_mutex_init(&qp->rq_lock, NULL);
     sndk_obj_init(&qp->base, a, &qp_ops, &qp_dispatch);
     sndk_obj_hold(&qp->base, &pd->base);

@@ -1,18 +1,49 @@
 #ifndef SOFTNDK_CORE_QP_H
 #define SOFTNDK_CORE_QP_H
 
+#include <sys/uio.h>
+
 #include "core/cq.h"
 #include "core/srq.h"
+#include "util/lock.h"
 
-/* QP states (style.md §8): one enum, a name table, logged transitions. */
+/* QP states (style.md §8): one enum, a name table, one transition function per source state,
+ * every transition logged.
+ *   IDLE --attach--> CONNECTED --shutdown--> DISCONNECTING --peer FIN / timeout--> ERROR
+ *                    CONNECTED --fault, Terminate, reset, flush, close, abort--> ERROR
+ *   DISCONNECTING --fault, close, abort--> ERROR
+ * ERROR is final: the connection is gone and every request has completed or will complete
+ * with STATUS_CANCELLED (receives posted later complete at once). */
 enum sndk_qp_state {
     SNDK_QP_IDLE,          /* created, not connected: initiator requests are refused */
     SNDK_QP_CONNECTED,     /* bound to an established connection */
     SNDK_QP_DISCONNECTING, /* graceful disconnect under way */
-    SNDK_QP_ERROR,         /* connection lost or aborted: final */
+    SNDK_QP_ERROR,         /* connection lost, aborted or shut down: final */
     SNDK_QP_STATE_COUNT
 };
 
+/* One initiator request (only Sends so far). Its slot stays taken from posting until it has
+ * been retired (its last byte handed to TCP, or cancelled), silent or not (decisions 9d). */
+struct sndk_sqe {
+    void *context;
+    struct iovec *iov;  /* payload: the slot's iovec storage, or its inline copy */
+    uint64_t bytes;
+    uint32_t flags;     /* NDK_OP_FLAG_* */
+    uint32_t inv_stag;  /* Send with Invalidate */
+    uint32_t msn;       /* assigned when the first byte is built */
+    NTSTATUS status;    /* STATUS_SUCCESS, or a local error found when posted */
+    ULONG code;         /* ProviderErrorCode with that error */
+    int niov;
+    uint8_t opcode;     /* RDMAP opcode; the wire layer reads it, the object layer sets it */
+};
+
+struct sndk_qp_io; /* connection state (src/iwarp/qp_io.h) */
+
+/* Lock order (style.md §7 item 9), outermost first:
+ *   cq->conn_lock -> state_lock -> rx_lock -> tx_lock -> rq_lock -> srq->lock -> cq->lock
+ *   -> STag table lock -> engine locks.
+ * A consumer-thread CQ poll takes rx_lock only with trylock, so it never waits for a progress
+ * thread and never inverts the order. */
 struct sndk_qp {
     struct sndk_obj base;
     struct sndk_pd *pd;
@@ -20,12 +51,35 @@ struct sndk_qp {
     struct sndk_srq *srq; /* NULL: own receive queue */
     void *context;        /* QPContext */
     uint32_t initiator_depth, initiator_max_sge, inline_size;
-    _Atomic int state;    /* enum sndk_qp_state */
+    uint32_t recv_max_sge; /* of the RQ or of the SRQ */
+    _Atomic int state;     /* enum sndk_qp_state; written under state_lock */
 
-    pthread_mutex_t rq_lock; /* receive queue: posting vs flush vs the data path */
+    struct sndk_mutex state_lock; /* transitions; io->ev_*, io->detached */
+
+    /* Initiator queue. Slots [sq_head, sq_tail) are taken (free-running counters, slot =
+     * counter % depth). The poster owns sq_tail and the slot at it; sq_head moves under
+     * tx_lock and is read by the poster without it (acquire) to see free slots. */
+    struct sndk_mutex tx_lock;
+    struct sndk_sqe *sq;
+    struct iovec *sq_iov;     /* initiator_max_sge (at least 1) iovecs per slot */
+    uint8_t *sq_inline;       /* inline_size bytes per slot */
+    uint32_t sq_iov_stride;
+    uint32_t sq_tail;         /* written under tx_lock by the poster */
+    _Atomic uint32_t sq_head; /* written under tx_lock */
+    uint32_t sq_sent;         /* under tx_lock: next request to put on the wire */
+
+    /* Receive queue (own, when srq == NULL): posting vs flush vs the receive path. */
+    pthread_mutex_t rq_lock;
     struct sndk_recv_ring rq;
+
+    struct sndk_mutex rx_lock; /* the receive side of io: parser, current receive */
+    struct sndk_qp_io *io;     /* set once by the first attach, freed with the QP */
 };
 
 const char *sndk_qp_state_name(enum sndk_qp_state s);
+
+/* A consumer polled an empty CQ fed by qp: one non-blocking receive pass if nobody else is
+ * receiving on it right now (try-lock). Returns true when it consumed bytes. */
+bool sndk_qp_poll_rx(struct sndk_qp *qp);
 
 #endif

@@ -54,9 +54,18 @@ NTSTATUS sndk_recv_ring_push(struct sndk_recv_ring *r, void *context, const NDK_
 static void srq_notify_work(struct sndk_work *w)
 {
     struct sndk_srq *srq = sndk_container_of(w, struct sndk_srq, notify_work);
-    if (!sndk_obj_closing(&srq->base))
-        srq->notify_cb(srq->notify_ctx, STATUS_SUCCESS);
+    /* Loop while notifications became due meanwhile (a callback that re-arms with NdkModifySrq
+     * below the count): callbacks for one SRQ never overlap and none is lost. */
     pthread_mutex_lock(&srq->lock);
+    while (srq->notify_due) {
+        srq->notify_due = false;
+        if (sndk_obj_closing(&srq->base))
+            break;
+        pthread_mutex_unlock(&srq->lock);
+        srq->notify_cb(srq->notify_ctx, STATUS_SUCCESS);
+        pthread_mutex_lock(&srq->lock);
+    }
+    srq->notify_due = false;
     srq->notify_scheduled = false;
     pthread_mutex_unlock(&srq->lock);
     sndk_obj_put(&srq->base);
@@ -69,11 +78,37 @@ static void srq_check_threshold_locked(struct sndk_srq *srq)
     if (!srq->armed || !srq->notify_cb || srq->ring.count >= srq->threshold)
         return;
     srq->armed = false;
+    srq->notify_due = true;
     if (!srq->notify_scheduled) {
         srq->notify_scheduled = true;
         sndk_obj_get(&srq->base);
         sndk_engine_queue(srq->base.adapter->engine, &srq->notify_work);
     }
+}
+
+bool sndk_recv_ring_take(struct sndk_recv_ring *r, struct sndk_recv_wqe *out)
+{
+    if (r->count == 0)
+        return false;
+    const struct sndk_recv_wqe *w = sndk_recv_ring_at(r, 0);
+    out->context = w->context;
+    out->nsge = w->nsge;
+    out->bytes = w->bytes;
+    if (w->nsge)
+        memcpy(out->sge, w->sge, w->nsge * sizeof w->sge[0]);
+    r->head = (r->head + 1) % r->depth;
+    r->count--;
+    return true;
+}
+
+bool sndk_srq_take(struct sndk_srq *srq, struct sndk_recv_wqe *out)
+{
+    pthread_mutex_lock(&srq->lock);
+    bool got = sndk_recv_ring_take(&srq->ring, out);
+    if (got)
+        srq_check_threshold_locked(srq);
+    pthread_mutex_unlock(&srq->lock);
+    return got;
 }
 
 static NTSTATUS srq_receive(NDK_SRQ *pNdkSrq, PVOID RequestContext, const NDK_SGE *pSgl,

@@ -38,9 +38,18 @@ struct sndk_srq {
     struct sndk_recv_ring ring;
     uint32_t threshold;
     bool armed;
-    bool notify_scheduled; /* holds a reference */
+    bool notify_due;       /* a notification is to be delivered */
+    bool notify_scheduled; /* work queued or running; holds a reference */
     struct sndk_work notify_work;
 };
+
+/* Take the oldest queued receive (posting order, whichever QP asks) into *out (room for the
+ * SRQ's max SGE count); fires the threshold notification when the count falls below it.
+ * false when the SRQ is empty. Any thread; takes srq->lock. */
+bool sndk_srq_take(struct sndk_srq *srq, struct sndk_recv_wqe *out);
+
+/* Take the oldest receive of a plain ring into *out; caller serialises access to r. */
+bool sndk_recv_ring_take(struct sndk_recv_ring *r, struct sndk_recv_wqe *out);
 
 static inline struct sndk_srq *sndk_srq_from(const void *pub)
 {

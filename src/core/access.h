@@ -1,0 +1,61 @@
+/* The one access check: every path that touches memory by token (local SGEs of sends and
+ * receives now; inbound RDMA Write, Read Request and Read Response later) asks here whether a
+ * token grants an access to a range and where that range lives in host memory.
+ *
+ * A token is an STag (core/stag.h). It names, through the adapter's table:
+ * - an MR registered with NdkRegisterMr (local and, per its flags, remote rights);
+ * - a fast-registered MR while valid (rights from the NdkFastRegister flags; host memory via its
+ *   page list);
+ * - a bound MW (remote rights only);
+ * - a PD's privileged token: local read/write of LAM logical addresses, which in softndk are
+ *   virtual addresses (decisions 6); never remote.
+ * The check runs under the STag table lock, so a concurrent (de)registration, which changes the
+ * region fields under the same lock, is seen either entirely before or entirely after. */
+#ifndef SOFTNDK_CORE_ACCESS_H
+#define SOFTNDK_CORE_ACCESS_H
+
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "core/mr.h"
+
+enum sndk_access_result {
+    SNDK_ACC_OK = 0,
+    SNDK_ACC_INV_STAG,  /* unknown token, stale key, not valid (unregistered, invalidated,
+                           unbound), or a kind that cannot serve this access (MW locally,
+                           privileged token remotely) */
+    SNDK_ACC_UNASSOC,   /* token of another protection domain */
+    SNDK_ACC_RIGHTS,    /* the region does not grant the access asked for */
+    SNDK_ACC_BOUNDS,    /* the range is not inside the region */
+    SNDK_ACC_WRAP,      /* addr + len wraps */
+    SNDK_ACC_TOO_MANY,  /* the range maps to more host pieces than `max_out` */
+};
+
+const char *sndk_access_result_name(enum sndk_access_result r);
+
+/* Check that `token` grants `need` (enum sndk_access bits) on [addr, addr + len) to a QP of pd,
+ * and translate the range into host memory: out[0 .. *n_out) (one piece, or one per run of
+ * contiguous pages of a fast-registered region). `remote`: the access comes from the peer
+ * (MW and remote rights), else from a local SGE. len 0 is always allowed and yields no piece.
+ * Any thread; takes the STag table lock. */
+enum sndk_access_result sndk_access_check(struct sndk_pd *pd, uint32_t token, uint64_t addr,
+                                          uint64_t len, unsigned need, bool remote,
+                                          struct iovec *out, int max_out, int *n_out);
+
+/* Remote invalidation (Send with Invalidate, spec/ndkpi.md §5.5 rules 12-13, iwarp.md A.4.5):
+ * a valid fast-registered MR becomes invalid, a bound MW unbound; one already invalid/unbound
+ * counts as success (as siw, "per verbs"). Returns SNDK_ACC_OK, SNDK_ACC_INV_STAG (unknown or
+ * stale token, an NdkRegisterMr region, the privileged token) or SNDK_ACC_UNASSOC (another
+ * PD). */
+enum sndk_access_result sndk_access_invalidate_remote(struct sndk_pd *pd, uint32_t token);
+
+/* A fresh key for stag's index; caller holds t->lock (registration paths that change region
+ * fields in the same critical section). */
+static inline uint32_t sndk_stag_rekey_locked(struct sndk_stag_table *t, uint32_t stag)
+{
+    struct sndk_stag_entry *e = &t->entries[sndk_stag_index(stag)];
+    e->key++;
+    return sndk_stag_make(sndk_stag_index(stag), e->key);
+}
+
+#endif

@@ -1,0 +1,146 @@
+/* The connection state of a QP and the internal interface between qp.c (objects, states,
+ * posting), tx.c (requests -> FPDUs -> socket) and rx.c (socket -> parser -> placement and
+ * receive completions). docs/datapath.md explains the design. */
+#ifndef SOFTNDK_IWARP_QP_IO_H
+#define SOFTNDK_IWARP_QP_IO_H
+
+#include "core/link.h"
+#include "core/qp.h"
+#include "iwarp/fpdu.h"
+#include "iwarp/parser.h"
+
+#define SNDK_TX_BATCH 64   /* FPDUs gathered into one writev */
+#define SNDK_TX_IOV   512  /* iovecs of one writev (<= IOV_MAX) */
+#define SNDK_TX_SEG_IOV 34 /* iovecs one FPDU may use: header, 32 payload pieces, trailer */
+#define SNDK_RX_STAGE 4096 /* receive staging for headers and small messages, see rx.c */
+
+/* Why a connection ends, gathered where it is found and acted on by sndk_qp_fail(). */
+struct sndk_fail {
+    NTSTATUS link_status;  /* the link's aborted event */
+    ULONG reason;          /* its ProviderDisconnectReason, see SNDK_REASON_* */
+    NTSTATUS rx_status;    /* for the receive being placed (0: STATUS_CANCELLED) */
+    ULONG rx_code;         /* its ProviderErrorCode */
+    bool send_term;        /* send `term` before closing */
+    struct sndk_term term;
+    bool named;            /* a received Terminate names our Send with MSN named_msn */
+    uint32_t named_msn;
+    bool notify;           /* fire the link's aborted event */
+    bool rst;              /* close with RST (no Terminate was sent) */
+    bool graceful;         /* the end of sndk_qp_shutdown: shutdown_done, no aborted event */
+    NTSTATUS shut_status;
+};
+
+/* ProviderDisconnectReason of an aborted connection: who sent the Terminate, and its
+ * layer/etype/code; or a local cause. */
+#define SNDK_REASON_TERM_SENT 0x01000000u
+#define SNDK_REASON_TERM_RECV 0x02000000u
+#define SNDK_REASON_TERM(dir, l, t, c) ((dir) | (ULONG)(l) << 16 | (ULONG)(t) << 8 | (ULONG)(c))
+#define SNDK_REASON_RESET     0x03000000u /* TCP reset, I/O error, peer vanished */
+#define SNDK_REASON_LOCAL     0x04000000u /* flush, close, abort by the consumer */
+
+struct sndk_tx_rec {
+    uint32_t wire_len;
+    bool ends_msg;     /* the request at sq_head is retired when this FPDU is out */
+};
+
+enum sndk_tx_result {
+    SNDK_TX_DRAINED,   /* everything posted is in TCP */
+    SNDK_TX_BLOCKED,   /* the socket is full: EPOLLOUT armed, the progress thread continues */
+    SNDK_TX_LOCAL_ERR, /* the next request failed its local checks: the QP must fail */
+    SNDK_TX_IO_ERR,    /* the socket failed */
+};
+
+enum sndk_rx_result {
+    SNDK_RXR_OK,
+    SNDK_RXR_PEER_FIN, /* orderly end of the peer's stream, at an FPDU boundary */
+    SNDK_RXR_FAIL,     /* *fail says why */
+};
+
+#define SNDK_EV_PEER_CLOSED   1u
+#define SNDK_EV_ABORTED       2u
+#define SNDK_EV_SHUTDOWN_DONE 4u
+
+struct sndk_qp_io {
+    struct sndk_qp *qp;
+    struct sndk_engine *engine;
+    int fd;
+    unsigned thread;
+    bool crc;
+    struct sndk_link_events ev;
+    void *ev_ctx;
+    struct sndk_source src;
+    struct sndk_work src_done;     /* source removed: close the socket, drop the reference */
+    struct sndk_work ev_work;      /* delivers ev_pending on `thread`; holds a reference */
+    struct sndk_work detach_work;  /* on `thread`, after any event work: queue detach_done */
+    struct sndk_work *detach_done;
+    struct sndk_timer shut_timer;  /* sndk_qp_shutdown's bound; holds a reference */
+    struct sndk_cq_conn rconn, iconn;
+
+    /* under qp->state_lock */
+    unsigned ev_pending;           /* SNDK_EV_* */
+    bool ev_queued;
+    bool detached;
+    bool close_rst;                /* close the socket with RST */
+    bool shut_timer_ref;
+    NTSTATUS ev_abort_status, ev_shut_status;
+    ULONG ev_abort_reason;
+
+    /* under qp->tx_lock */
+    bool dead;                     /* the socket is no longer ours to use (closing) */
+    bool tx_blocked;               /* EPOLLOUT armed */
+    bool rx_stopped;               /* peer FIN seen: EPOLLIN no longer watched */
+    bool shut_req, fin_sent;
+    uint32_t msn_send;             /* next Send MSN (QN 0), first = 1 */
+    uint32_t msn_term;             /* next Terminate MSN (QN 2), first = 1 */
+    struct sndk_tx_cfg txcfg;
+    struct sndk_tx_msg msg;        /* the request being cut into FPDUs */
+    bool msg_active;
+    int nrec, rec_i;               /* FPDUs of the current writev batch, first unfinished */
+    uint32_t rec_done;             /* bytes of rec[rec_i] already written */
+    struct iovec *iov_cur;         /* unwritten part of iov[] */
+    int iov_left;
+    struct sndk_tx_rec rec[SNDK_TX_BATCH];
+    struct sndk_fpdu fp[SNDK_TX_BATCH];
+    struct iovec iov[SNDK_TX_IOV];
+
+    /* under qp->rx_lock */
+    struct sndk_rx rx;
+    bool rx_eof;                   /* the peer's FIN was read: no more passes */
+    bool rx_failed;                /* a parser callback recorded rx_fail */
+    struct sndk_fail rx_fail;
+    bool cur_active;               /* a receive is being filled */
+    bool cur_inval;                /* its message asked for a remote invalidation */
+    struct sndk_recv_wqe *cur;     /* copy of that receive (room for recv_max_sge SGEs) */
+    struct iovec *cur_iov;         /* its SGEs in host memory */
+    int cur_niov, cur_cap;
+    int cur_i;                     /* placement cursor: piece and offset in it */
+    size_t cur_off;
+    uint8_t stage[SNDK_RX_STAGE];
+    uint32_t stage_len, stage_pos;
+};
+
+/* qp.c */
+/* End the connection for the reason in *f (once; later calls only return). Takes every QP
+ * lock in turn: the caller holds none. Completes every outstanding request. */
+void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f);
+/* Retire the request at sq_head with st (no CQE for a silent success). tx_lock held. */
+void sndk_qp_retire_head(struct sndk_qp *qp, NTSTATUS st, ULONG code);
+
+/* tx.c (all: qp->tx_lock held) */
+void sndk_tx_init(struct sndk_qp_io *io, bool crc, uint32_t max_fpdu);
+enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp);
+/* Best effort, one non-blocking write; skipped when an FPDU is half written. */
+void sndk_tx_terminate(struct sndk_qp *qp, const struct sndk_term *t);
+/* Set the watched events from tx_blocked / rx_stopped. */
+void sndk_tx_update_events(struct sndk_qp_io *io);
+/* Drop the unwritten batch (the connection is closing). */
+void sndk_tx_discard(struct sndk_qp_io *io);
+
+/* rx.c (all: qp->rx_lock held) */
+void sndk_rx_io_init(struct sndk_qp_io *io, bool crc);
+/* Read what the socket has (bounded), place it, complete receives. */
+enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail);
+/* Complete the receive being filled, if any, with st. */
+void sndk_rx_cancel_current(struct sndk_qp *qp, NTSTATUS st, ULONG code);
+
+#endif

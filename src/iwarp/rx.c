@@ -1,0 +1,326 @@
+/* RX: the socket's bytes become placed payload and receive completions (design §3,
+ * docs/datapath.md). Runs under qp->rx_lock, on the progress thread (EPOLLIN) or on a consumer
+ * thread polling a CQ (try-lock).
+ *
+ * Reading. The parser (iwarp/parser.h) says where the next bytes go. Two ways to fetch them:
+ * - direct: readv() straight into what the parser offers — the posted receive buffer for
+ *   payload, plus the trailer and the next header probe. Used when a large stretch of payload
+ *   is due, so bulk data is never copied;
+ * - staged: one recv() of up to SNDK_RX_STAGE bytes into a per-connection buffer, then fed to
+ *   the parser (which copies payload into place). Used for headers and small payload, so a
+ *   stream of small messages costs one system call per batch instead of two or three per
+ *   FPDU (length probe, rest of the header, payload + trailer).
+ * After the parser has read a header with a large ULPDU_Length, reads go direct again, so at
+ * most SNDK_RX_STAGE bytes of a large message pass through the staging buffer.
+ * The CRC is computed by the parser over the bytes where they landed. */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "core/access.h"
+#include "iwarp/qp_io.h"
+#include "util/log.h"
+
+/* Payload still due in the current segment at which a direct read pays off. */
+#define RX_DIRECT_MIN 2048u
+
+/* ---------------------------------------------------------------- receives */
+
+/* The first segment of a Send: take the next posted receive (own queue or SRQ, posting order)
+ * and find its memory. */
+static int take_receive(struct sndk_qp *qp)
+{
+    struct sndk_qp_io *io = qp->io;
+    struct sndk_recv_wqe *w = io->cur;
+    bool got;
+    if (qp->srq) {
+        got = sndk_srq_take(qp->srq, w);
+    } else {
+        pthread_mutex_lock(&qp->rq_lock);
+        got = sndk_recv_ring_take(&qp->rq, w);
+        pthread_mutex_unlock(&qp->rq_lock);
+    }
+    if (!got)
+        return -SNDK_WERR_MSN_NO_BUF;
+    io->cur_active = true;
+    io->cur_i = 0;
+    io->cur_off = 0;
+    int n = 0;
+    for (uint32_t i = 0; i < w->nsge; i++) {
+        const NDK_SGE *s = &w->sge[i];
+        int k = 0;
+        enum sndk_access_result r =
+            sndk_access_check(qp->pd, s->MemoryRegionToken, (uint64_t)(uintptr_t)s->VirtualAddress,
+                              s->Length, SNDK_ACCESS_LOCAL_WRITE, false, io->cur_iov + n,
+                              io->cur_cap - n, &k);
+        if (r != SNDK_ACC_OK) {
+            /* NDSPI: a receive whose SGE names invalid memory completes with an access
+             * violation; the Send cannot be placed, so the stream is over. */
+            io->rx_fail.rx_status = STATUS_ACCESS_VIOLATION;
+            io->rx_fail.rx_code = (ULONG)r;
+            return -SNDK_WERR_LOCAL;
+        }
+        n += k;
+    }
+    io->cur_niov = n;
+    return 0;
+}
+
+static int rx_place(void *ctx, const struct sndk_rx_seg *seg, uint32_t off, struct iovec *iov,
+                    int max_iov)
+{
+    struct sndk_qp *qp = ctx;
+    struct sndk_qp_io *io = qp->io;
+    if (seg->tagged)
+        return -SNDK_WERR_STAG; /* no RDMA Write / Read Response target exists yet */
+    if (off == 0) {
+        if (seg->mo == 0) {
+            int rc = take_receive(qp);
+            if (rc < 0)
+                return rc;
+        }
+        if ((uint64_t)seg->mo + seg->len > io->cur->bytes) {
+            io->rx_fail.rx_status = STATUS_BUFFER_OVERFLOW;
+            io->rx_fail.rx_code = SNDK_WERR_TOO_LONG;
+            return -SNDK_WERR_TOO_LONG;
+        }
+    }
+    /* The parser asks for chunks in order, each starting where the previous offer ended. */
+    uint32_t want = seg->len - off;
+    int n = 0;
+    while (n < max_iov && want > 0 && io->cur_i < io->cur_niov) {
+        const struct iovec *p = &io->cur_iov[io->cur_i];
+        size_t take = p->iov_len - io->cur_off;
+        if (take > want)
+            take = want;
+        iov[n++] = (struct iovec){(uint8_t *)p->iov_base + io->cur_off, take};
+        io->cur_off += take;
+        want -= (uint32_t)take;
+        if (io->cur_off == p->iov_len) {
+            io->cur_i++;
+            io->cur_off = 0;
+        }
+    }
+    return n;
+}
+
+static int rx_msg_done(void *ctx, const struct sndk_rx_seg *seg, uint64_t msg_len)
+{
+    struct sndk_qp *qp = ctx;
+    struct sndk_qp_io *io = qp->io;
+    if (seg->tagged || !io->cur_active)
+        return 0;
+    NDK_RESULT_EX r = {
+        .Status = STATUS_SUCCESS,
+        .BytesTransferred = (ULONG)msg_len,
+        .QPContext = qp->context,
+        .RequestContext = io->cur->context,
+        .Type = NdkOperationTypeReceive,
+    };
+    if (sndk_op_has_inval(seg->opcode)) {
+        /* §5.5 rule 12: the token is invalid before the consumer can see the completion. */
+        enum sndk_access_result a = sndk_access_invalidate_remote(qp->pd, seg->inval_stag);
+        if (a != SNDK_ACC_OK) {
+            io->rx_fail.rx_status = STATUS_ACCESS_VIOLATION;
+            io->rx_fail.rx_code = a == SNDK_ACC_UNASSOC ? SNDK_WERR_INV_STAG_PD : SNDK_WERR_INV_STAG;
+            return a == SNDK_ACC_UNASSOC ? -SNDK_WERR_INV_STAG_PD : -SNDK_WERR_INV_STAG;
+        }
+        r.Type = NdkOperationTypeReceiveAndInvalidate;
+        r.TypeSpecificCompletionOutput = seg->inval_stag;
+    }
+    io->cur_active = false;
+    sndk_cq_post(qp->rcq, &r, sndk_op_has_se(seg->opcode));
+    return 0;
+}
+
+static int rx_read_req(void *ctx, const struct sndk_rx_seg *seg, const struct sndk_read_req *rr)
+{
+    (void)ctx, (void)seg, (void)rr;
+    return -SNDK_WERR_OPCODE; /* RDMA Read responder: not implemented yet */
+}
+
+static void rx_terminate(void *ctx, const struct sndk_rx_seg *seg, const struct sndk_term *t)
+{
+    (void)seg;
+    struct sndk_qp *qp = ctx;
+    struct sndk_qp_io *io = qp->io;
+    struct sndk_fail *f = &io->rx_fail;
+    f->link_status = STATUS_CONNECTION_ABORTED;
+    f->reason = SNDK_REASON_TERM(SNDK_REASON_TERM_RECV, t->layer, t->etype, t->code);
+    f->notify = true;
+    f->rst = true;
+    /* A Terminate that carries the untagged header of one of our Sends names the request the
+     * peer refused: it completes with STATUS_REMOTE_RESOURCES if still outstanding. */
+    if (t->ddp_hdr_len == SNDK_DDP_UNTAGGED_HDR_LEN && !(t->ddp_hdr[0] & SNDK_DDP_TAGGED) &&
+        sndk_get_be32(t->ddp_hdr + 6) == SNDK_QN_SEND) {
+        f->named = true;
+        f->named_msn = sndk_get_be32(t->ddp_hdr + 10);
+    }
+    io->rx_failed = true;
+    sndk_debug("rx", "QP %p: Terminate received: %s / %s / %s", (void *)qp,
+               sndk_term_layer_name(t->layer), sndk_term_etype_name(t->layer, t->etype),
+               sndk_term_code_name(t->layer, t->etype, t->code));
+}
+
+static const struct sndk_rx_ops rx_ops = {
+    .place = rx_place,
+    .msg_done = rx_msg_done,
+    .read_req = rx_read_req,
+    .terminate = rx_terminate,
+};
+
+void sndk_rx_io_init(struct sndk_qp_io *io, bool crc)
+{
+    struct sndk_rx_config cfg = {.crc = crc};
+    sndk_rx_init(&io->rx, &cfg, &rx_ops, io->qp);
+    io->stage_len = io->stage_pos = 0;
+    io->cur_active = false;
+    io->rx_failed = false;
+    memset(&io->rx_fail, 0, sizeof io->rx_fail);
+}
+
+void sndk_rx_cancel_current(struct sndk_qp *qp, NTSTATUS st, ULONG code)
+{
+    struct sndk_qp_io *io = qp->io;
+    sndk_assert_held(&qp->rx_lock);
+    if (!io || !io->cur_active)
+        return;
+    io->cur_active = false;
+    NDK_RESULT_EX r = {
+        .Status = st,
+        .QPContext = qp->context,
+        .RequestContext = io->cur->context,
+        .Type = NdkOperationTypeReceive,
+        .ProviderErrorCode = code,
+    };
+    sndk_cq_post(qp->rcq, &r, false);
+}
+
+/* ---------------------------------------------------------------- the pass */
+
+/* Hand staged bytes to the parser. */
+static int feed_stage(struct sndk_qp_io *io)
+{
+    while (io->stage_pos < io->stage_len) {
+        struct iovec iov[SNDK_RX_PLACE_IOV + 2];
+        int n = sndk_rx_want(&io->rx, iov, (int)(sizeof iov / sizeof iov[0]));
+        if (n == 0)
+            return io->rx.state == SNDK_RX_CLOSED ? -EPIPE : -EPROTO;
+        size_t copied = 0;
+        for (int i = 0; i < n && io->stage_pos < io->stage_len; i++) {
+            size_t k = io->stage_len - io->stage_pos;
+            if (k > iov[i].iov_len)
+                k = iov[i].iov_len;
+            memcpy(iov[i].iov_base, io->stage + io->stage_pos, k);
+            io->stage_pos += (uint32_t)k;
+            copied += k;
+        }
+        int rc = sndk_rx_advance(&io->rx, copied);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Read straight into the parser's offer rather than through the staging buffer? */
+static bool go_direct(const struct sndk_rx *rx)
+{
+    if (rx->state == SNDK_RX_DATA)
+        return rx->seg.len - rx->pay_got >= RX_DIRECT_MIN;
+    if (rx->state == SNDK_RX_HDR && rx->hdr_got >= SNDK_MPA_LEN_SIZE)
+        return sndk_get_be16(rx->hdr) >= SNDK_RX_STAGE; /* a big FPDU: finish its header only */
+    return false;
+}
+
+static enum sndk_rx_result protocol_end(struct sndk_qp *qp, int rc, struct sndk_fail *fail)
+{
+    struct sndk_qp_io *io = qp->io;
+    if (io->rx_failed) { /* the peer's Terminate */
+        *fail = io->rx_fail;
+        return SNDK_RXR_FAIL;
+    }
+    const struct sndk_wire_fault *f = sndk_rx_fault(&io->rx);
+    memset(fail, 0, sizeof *fail);
+    fail->notify = true;
+    fail->rx_status = io->rx_fail.rx_status;
+    fail->rx_code = io->rx_fail.rx_code;
+    if (!f) {
+        sndk_err("rx", "QP %p: internal: parser stopped (%d) without a fault", (void *)qp, rc);
+        fail->link_status = STATUS_INTERNAL_ERROR;
+        fail->reason = SNDK_REASON_RESET;
+        fail->rst = true;
+        return SNDK_RXR_FAIL;
+    }
+    if (f->err == SNDK_WERR_CONN_LOST) {
+        /* The peer vanished mid-FPDU: nobody is left to read a Terminate. */
+        fail->link_status = STATUS_CONNECTION_RESET;
+        fail->reason = SNDK_REASON_RESET;
+        fail->rst = true;
+        return SNDK_RXR_FAIL;
+    }
+    sndk_term_from_fault(&fail->term, f);
+    fail->send_term = true;
+    fail->link_status = STATUS_CONNECTION_ABORTED;
+    fail->reason = SNDK_REASON_TERM(SNDK_REASON_TERM_SENT, fail->term.layer, fail->term.etype,
+                                    fail->term.code);
+    if (!fail->rx_code)
+        fail->rx_code = f->err;
+    sndk_debug("rx", "QP %p: protocol fault %s", (void *)qp, sndk_wire_err_name(f->err));
+    return SNDK_RXR_FAIL;
+}
+
+enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
+{
+    struct sndk_qp_io *io = qp->io;
+    sndk_assert_held(&qp->rx_lock);
+    int rc;
+    /* Bounded, so one busy connection cannot hold a progress thread forever. */
+    for (int budget = 64; budget > 0; budget--) {
+        if (io->stage_pos < io->stage_len) {
+            rc = feed_stage(io);
+            if (rc < 0)
+                return protocol_end(qp, rc, fail);
+            continue;
+        }
+        ssize_t got;
+        if (go_direct(&io->rx)) {
+            struct iovec iov[SNDK_RX_PLACE_IOV + 2];
+            int n = sndk_rx_want(&io->rx, iov, (int)(sizeof iov / sizeof iov[0]));
+            if (n == 0)
+                return protocol_end(qp, -EPROTO, fail);
+            got = readv(io->fd, iov, n);
+            if (got > 0) {
+                rc = sndk_rx_advance(&io->rx, (size_t)got);
+                if (rc < 0)
+                    return protocol_end(qp, rc, fail);
+                continue;
+            }
+        } else {
+            got = recv(io->fd, io->stage, sizeof io->stage, MSG_DONTWAIT);
+            if (got > 0) {
+                io->stage_len = (uint32_t)got;
+                io->stage_pos = 0;
+                continue;
+            }
+        }
+        if (got == 0) {
+            rc = sndk_rx_eof(&io->rx);
+            if (rc < 0)
+                return protocol_end(qp, rc, fail);
+            return SNDK_RXR_PEER_FIN;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return SNDK_RXR_OK;
+        sndk_debug("rx", "QP %p: receive: errno %d", (void *)qp, errno);
+        memset(fail, 0, sizeof *fail);
+        fail->link_status = STATUS_CONNECTION_RESET;
+        fail->reason = SNDK_REASON_RESET;
+        fail->notify = true;
+        fail->rst = true;
+        return SNDK_RXR_FAIL;
+    }
+    return SNDK_RXR_OK;
+}
