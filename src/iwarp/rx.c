@@ -277,6 +277,8 @@ enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
     int rc;
     /* Bounded, so one busy connection cannot hold a progress thread forever. */
     for (int budget = 64; budget > 0; budget--) {
+        if (io->rx_failed || io->rx.state == SNDK_RX_CLOSED || io->rx.state == SNDK_RX_ERROR)
+            return protocol_end(qp, -EPROTO, fail); /* a Terminate ended the stream */
         if (io->stage_pos < io->stage_len) {
             rc = feed_stage(io);
             if (rc < 0)
