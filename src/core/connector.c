@@ -1,101 +1,1206 @@
-/* Connector (spec/ndkpi.md §2.10, §5.6–§5.7). The object and its close rules; the MPA
- * handshake on TCP comes with the connection layer. Until then a connector never connects:
- * the establishing calls answer STATUS_NOT_SUPPORTED and the calls that need an established
- * or connecting connection answer as for a connector that has none. */
+/* Connector (spec/ndkpi.md §2.10, §5.6–§5.7): NDK's three-way connection setup mapped onto TCP
+ * and MPA (spec/iwarp.md A.1, A.2, A.5):
+ *
+ *   active                                      passive
+ *   NdkConnect: TCP connect, MPA Request  --->  listener accepts; Request read: connect event
+ *                                         <---  NdkAccept: MPA Reply (peer-to-peer, Write RTR)
+ *   NdkConnect completes (peer accepted)
+ *   NdkCompleteConnect: zero-length Write --->  RTR read: QP attached, NdkAccept completes
+ *   (the RTR), QP attached, completes
+ *
+ * A peer that does not ask for peer-to-peer mode (Linux siw by default) sends no RTR: the passive
+ * side then attaches right after its Reply. Every frame is read with exact lengths, so the QP
+ * gets the socket without a byte of its stream consumed. Graceful disconnect is a TCP FIN after
+ * the last FPDU (the QP data path runs it, link.h); errors are Terminate + close.
+ *
+ * Locking: c->lock guards the state and everything the handshake touches; consumer callbacks
+ * and QP (link) calls are made without it. */
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <netinet/tcp.h>
+#include <unistd.h>
 
-#include "core/adapter.h"
+#include "core/link.h"
+#include "core/listener.h"
+#include "core/qp.h"
+#include "iwarp/fpdu.h"
+#include "iwarp/mpa.h"
+#include "iwarp/parser.h"
+#include "util/log.h"
+
+enum sndk_conn_state {
+    SNDK_CONN_IDLE,         /* created; nothing started */
+    SNDK_CONN_CONNECTING,   /* active: TCP connect under way */
+    SNDK_CONN_REQ_SENT,     /* active: MPA Request out, reading the Reply */
+    SNDK_CONN_REPLIED,      /* active: peer accepted, NdkConnect completed; awaiting consumer */
+    SNDK_CONN_WAIT_REQUEST, /* passive: TCP accepted, reading the MPA Request */
+    SNDK_CONN_INCOMING,     /* passive: connect event delivered; awaiting Accept / Reject */
+    SNDK_CONN_ACCEPTING,    /* passive: Reply out, waiting for the RTR */
+    SNDK_CONN_ESTABLISHING, /* handing the socket to the QP */
+    SNDK_CONN_CONNECTED,    /* QP attached */
+    SNDK_CONN_DISCONNECTING,/* NdkDisconnect under way */
+    SNDK_CONN_CLOSED,       /* disconnected, failed, rejected or closing: final */
+    SNDK_CONN_STATE_COUNT
+};
+
+static const char *const conn_state_names[SNDK_CONN_STATE_COUNT] = {
+    [SNDK_CONN_IDLE] = "idle",
+    [SNDK_CONN_CONNECTING] = "connecting",
+    [SNDK_CONN_REQ_SENT] = "request-sent",
+    [SNDK_CONN_REPLIED] = "replied",
+    [SNDK_CONN_WAIT_REQUEST] = "wait-request",
+    [SNDK_CONN_INCOMING] = "incoming",
+    [SNDK_CONN_ACCEPTING] = "accepting",
+    [SNDK_CONN_ESTABLISHING] = "establishing",
+    [SNDK_CONN_CONNECTED] = "connected",
+    [SNDK_CONN_DISCONNECTING] = "disconnecting",
+    [SNDK_CONN_CLOSED] = "closed",
+};
+
+/* The RTR this provider sends and accepts: a zero-length RDMA Write (STag 1, TO 0, as siw). */
+#define RTR_STAG 1u
 
 struct sndk_connector {
     struct sndk_obj base;
+    pthread_mutex_t lock;
+    enum sndk_conn_state state;
+    bool active;
+    bool abandoned;         /* the peer went away while we waited for the consumer */
+    bool local_disconnect;  /* NdkDisconnect or close: no disconnect event for it */
+    bool disc_fired;
+    bool linked;            /* QP attached, link events may come; holds a reference */
+
+    /* the handshake socket (until the QP takes it) */
+    int fd;
+    bool src_added;
+    struct sndk_source src;
+    struct sndk_work src_done; /* source out of epoll: establish or close */
+    struct sndk_timer timer;   /* handshake timeout */
+    bool timer_ref;
+    uint8_t tx[SNDK_MPA_FRAME_MAX];
+    size_t tx_len, tx_off;
+    struct sndk_mpa_rx mpa;    /* the peer's Request or Reply */
+    struct sndk_rx rtr_rx;     /* the RTR FPDU (passive, peer-to-peer) */
+    bool rtr_seen;
+    bool rtr_bad;
+
+    /* what the handshake settled */
+    struct sndk_mpa_params req; /* active: the Request we sent */
+    struct sndk_mpa_result res;
+    uint8_t peer_pd[SNDK_MPA_PD_MAX_RFC];
+    uint16_t peer_pd_len;
+    bool crc, p2p;
+    uint8_t rev;
+    uint32_t ird, ord;
+    uint32_t want_ird, want_ord;
+
+    struct sndk_addr local, peer;
+    bool have_addresses;
+    struct sndk_endpoint *ep;
+    bool se_peer; /* peer registered on a shared endpoint */
+    struct sndk_listener *listener;
+    struct sndk_qp *qp;
+
+    /* the one outstanding request, and deliveries to the consumer */
+    bool req_active, req_done;
+    NDK_FN_REQUEST_COMPLETION req_cb;
+    void *req_ctx;
+    NTSTATUS req_status;
+    bool connect_event_due;
+    bool disc_event_due;
+    ULONG disc_reason;
+    NDK_FN_DISCONNECT_EVENT_CALLBACK disc_cb;
+    NDK_FN_DISCONNECT_EVENT_CALLBACK_EX disc_cb_ex;
+    void *disc_ctx;
+    bool deliver_scheduled; /* holds a reference */
+    struct sndk_work deliver;
+    struct sndk_work detach_done;
 };
 
-static bool connector_ok(const void *pub)
+static struct sndk_connector *connector_from(const void *pub)
 {
-    return sndk_obj_check(pub, NdkObjectTypeConnector) != NULL;
+    struct sndk_obj *o = sndk_obj_check(pub, NdkObjectTypeConnector);
+    return o ? sndk_container_of(o, struct sndk_connector, base) : NULL;
 }
 
-static NTSTATUS connector_connect(NDK_CONNECTOR *c, NDK_QP *qp, const struct sockaddr *src,
+static struct sndk_engine *engine_of(struct sndk_connector *c)
+{
+    return c->base.adapter->engine;
+}
+
+static void set_state(struct sndk_connector *c, enum sndk_conn_state next)
+{
+    sndk_debug("connector", "%p: %s => %s", (void *)c, conn_state_names[c->state],
+               conn_state_names[next]);
+    c->state = next;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Deliveries: request completion, connect event, disconnect event — one work item, so they
+ * never overlap, and always outside c->lock. */
+
+static void schedule_locked(struct sndk_connector *c)
+{
+    if (c->deliver_scheduled)
+        return;
+    c->deliver_scheduled = true;
+    sndk_obj_get(&c->base);
+    sndk_engine_queue(engine_of(c), &c->deliver);
+}
+
+static void complete_locked(struct sndk_connector *c, NTSTATUS st)
+{
+    if (!c->req_active)
+        return;
+    c->req_active = false;
+    c->req_done = true;
+    c->req_status = st;
+    schedule_locked(c);
+}
+
+static void disconnect_event_locked(struct sndk_connector *c, ULONG reason)
+{
+    if (c->disc_fired || c->local_disconnect || sndk_obj_closing(&c->base))
+        return;
+    c->disc_fired = true;
+    if (!c->disc_cb && !c->disc_cb_ex)
+        return;
+    c->disc_event_due = true;
+    c->disc_reason = reason;
+    schedule_locked(c);
+}
+
+static void reject_incoming(struct sndk_connector *c);
+
+static void deliver_fn(struct sndk_work *w)
+{
+    struct sndk_connector *c = sndk_container_of(w, struct sndk_connector, deliver);
+    pthread_mutex_lock(&c->lock);
+    for (;;) {
+        if (c->req_done) {
+            NDK_FN_REQUEST_COMPLETION cb = c->req_cb;
+            void *ctx = c->req_ctx;
+            NTSTATUS st = c->req_status;
+            c->req_done = false;
+            c->req_cb = NULL;
+            pthread_mutex_unlock(&c->lock);
+            if (cb)
+                cb(ctx, st);
+            pthread_mutex_lock(&c->lock);
+            continue;
+        }
+        if (c->connect_event_due) {
+            c->connect_event_due = false;
+            struct sndk_listener *l = c->listener;
+            pthread_mutex_unlock(&c->lock);
+            /* From here the consumer owns the connector (it must close it). */
+            if (sndk_listener_accepting(l))
+                l->connect_cb(l->connect_ctx, &c->base.pub.connector);
+            else
+                reject_incoming(c);
+            pthread_mutex_lock(&c->lock);
+            continue;
+        }
+        if (c->disc_event_due) {
+            c->disc_event_due = false;
+            NDK_FN_DISCONNECT_EVENT_CALLBACK cb = c->disc_cb;
+            NDK_FN_DISCONNECT_EVENT_CALLBACK_EX cb_ex = c->disc_cb_ex;
+            void *ctx = c->disc_ctx;
+            ULONG reason = c->disc_reason;
+            bool closing = sndk_obj_closing(&c->base);
+            pthread_mutex_unlock(&c->lock);
+            if (!closing) {
+                if (cb_ex)
+                    cb_ex(ctx, reason);
+                else if (cb)
+                    cb(ctx);
+            }
+            pthread_mutex_lock(&c->lock);
+            continue;
+        }
+        break;
+    }
+    c->deliver_scheduled = false;
+    pthread_mutex_unlock(&c->lock);
+    sndk_obj_put(&c->base);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Handshake socket plumbing */
+
+static NTSTATUS status_from_errno(int err)
+{
+    switch (err) {
+    case ECONNREFUSED:
+    case ECONNRESET:
+    case EPIPE:
+    case 0: /* end of stream */
+        return STATUS_CONNECTION_REFUSED;
+    case ENETUNREACH:
+    case ENETDOWN:
+        return STATUS_NETWORK_UNREACHABLE;
+    case EHOSTUNREACH:
+    case EHOSTDOWN:
+        return STATUS_HOST_UNREACHABLE;
+    case ETIMEDOUT:
+        return STATUS_IO_TIMEOUT;
+    case EADDRNOTAVAIL:
+    case EADDRINUSE:
+        return STATUS_ADDRESS_ALREADY_EXISTS;
+    case ENOMEM:
+    case ENOBUFS:
+        return STATUS_INSUFFICIENT_RESOURCES;
+    default:
+        return STATUS_UNSUCCESSFUL;
+    }
+}
+
+static void timer_stop_locked(struct sndk_connector *c)
+{
+    if (c->timer_ref && sndk_timer_cancel(&c->timer)) {
+        c->timer_ref = false;
+        /* the open reference or a request keeps c alive: this is never the last one */
+        atomic_fetch_sub_explicit(&c->base.refs, 1, memory_order_acq_rel);
+    }
+}
+
+static void timer_start_locked(struct sndk_connector *c)
+{
+    if (!c->timer_ref) {
+        c->timer_ref = true;
+        sndk_obj_get(&c->base);
+    }
+    sndk_timer_arm(engine_of(c), &c->timer, (uint64_t)c->base.adapter->cfg.connect_timeout_ms * 1000u);
+}
+
+/* Take the socket out of epoll; src_done then closes it, or hands it to the QP when the
+ * state is ESTABLISHING. */
+static void io_stop_locked(struct sndk_connector *c)
+{
+    if (c->src_added) {
+        c->src_added = false;
+        sndk_source_remove(&c->src, &c->src_done);
+    } else if (c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+}
+
+/* The handshake failed or was abandoned: close everything, complete the request. */
+static void fail_locked(struct sndk_connector *c, NTSTATUS st, const char *why)
+{
+    char buf[64];
+    sndk_info("connector", "%p (%s, peer %s): %s: %s", (void *)c, conn_state_names[c->state],
+              c->have_addresses ? sndk_addr_str(&c->peer, buf, sizeof buf) : "?", why,
+              SoftNdkStatusName(st));
+    timer_stop_locked(c);
+    set_state(c, SNDK_CONN_CLOSED);
+    io_stop_locked(c);
+    if (c->qp && !c->linked)
+        sndk_obj_unbind(&c->qp->base, c);
+    complete_locked(c, st);
+}
+
+/* Write what is left of c->tx. 1 = all out, 0 = would block, -errno. */
+static int flush_tx(struct sndk_connector *c)
+{
+    while (c->tx_off < c->tx_len) {
+        ssize_t n = send(c->fd, c->tx + c->tx_off, c->tx_len - c->tx_off, MSG_NOSIGNAL);
+        if (n > 0) {
+            c->tx_off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        return n < 0 ? -errno : -EPIPE;
+    }
+    return 1;
+}
+
+/* Read the MPA frame in exact pieces. 1 = complete, 0 = need more, -1 = failed (c->mpa.status
+ * or the socket error in *err). */
+static int read_mpa(struct sndk_connector *c, int *err)
+{
+    for (;;) {
+        struct iovec iov;
+        if (sndk_mpa_rx_want(&c->mpa, &iov) <= 0)
+            return c->mpa.state == SNDK_MPA_RX_DONE ? 1 : -1;
+        ssize_t n = recv(c->fd, iov.iov_base, iov.iov_len, 0);
+        if (n == 0) {
+            *err = 0;
+            return -1;
+        }
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return 0;
+            *err = errno;
+            return -1;
+        }
+        int rc = sndk_mpa_rx_advance(&c->mpa, (size_t)n);
+        if (rc == 1)
+            return 1;
+        if (rc < 0) {
+            *err = EPROTO;
+            return -1;
+        }
+    }
+}
+
+static struct sndk_mpa_policy policy_of(struct sndk_connector *c)
+{
+    const struct sndk_config *cfg = &c->base.adapter->cfg;
+    struct sndk_mpa_policy p = {
+        .rev = (uint8_t)cfg->mpa_revision,
+        .crc = cfg->crc,
+        .ird = (uint16_t)c->want_ird,
+        .ord = (uint16_t)c->want_ord,
+        .p2p = true,
+        .rtr = SNDK_MPA_RTR_WRITE,
+    };
+    return p;
+}
+
+static void keep_result(struct sndk_connector *c, const struct sndk_mpa_result *res)
+{
+    c->res = *res;
+    c->rev = res->rev;
+    c->crc = res->crc;
+    c->p2p = res->p2p && res->rtr != SNDK_MPA_RTR_NONE;
+    /* §5.6 rule 7: effective IRD = min(own IRD, peer's ORD), ORD = min(own ORD, peer's IRD).
+     * Without RFC 6581's word nothing is known of the peer's limits: keep ours (NDSPI). */
+    c->ird = c->want_ird;
+    c->ord = c->want_ord;
+    if (res->enhanced) {
+        if (res->peer_ord < c->ird)
+            c->ird = res->peer_ord;
+        if (res->peer_ird < c->ord)
+            c->ord = res->peer_ird;
+    }
+    c->peer_pd_len = res->peer_pd_len;
+    if (res->peer_pd_len)
+        memcpy(c->peer_pd, res->peer_pd, res->peer_pd_len);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Link events from the QP data path (link.h) */
+
+static void link_peer_closed(void *ctx)
+{
+    struct sndk_connector *c = ctx;
+    pthread_mutex_lock(&c->lock);
+    disconnect_event_locked(c, 0);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void link_aborted(void *ctx, NTSTATUS status, ULONG reason)
+{
+    struct sndk_connector *c = ctx;
+    pthread_mutex_lock(&c->lock);
+    sndk_info("connector", "%p: connection aborted: %s (reason %u)", (void *)c,
+              SoftNdkStatusName(status), reason);
+    if (c->state == SNDK_CONN_DISCONNECTING)
+        complete_locked(c, status);
+    if (c->state != SNDK_CONN_CLOSED)
+        set_state(c, SNDK_CONN_CLOSED);
+    disconnect_event_locked(c, reason);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void link_shutdown_done(void *ctx, NTSTATUS status)
+{
+    struct sndk_connector *c = ctx;
+    pthread_mutex_lock(&c->lock);
+    if (c->state == SNDK_CONN_DISCONNECTING)
+        set_state(c, SNDK_CONN_CLOSED);
+    complete_locked(c, status);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static const struct sndk_link_events link_events = {
+    .peer_closed = link_peer_closed,
+    .aborted = link_aborted,
+    .shutdown_done = link_shutdown_done,
+};
+
+static void detach_done_fn(struct sndk_work *w)
+{
+    struct sndk_connector *c = sndk_container_of(w, struct sndk_connector, detach_done);
+    sndk_obj_unbind(&c->qp->base, c);
+    sndk_obj_put(&c->base); /* the link's reference */
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Establishing: the socket is out of epoll; send the RTR (active, peer-to-peer) and give the
+ * socket to the QP. Runs on the socket's progress thread. */
+
+static bool send_rtr(struct sndk_connector *c)
+{
+    struct sndk_fpdu f;
+    struct iovec iov[4];
+    struct sndk_seg_hdr h = {.opcode = SNDK_OP_WRITE, .last = true, .stag = RTR_STAG, .to = 0};
+    int n = sndk_fpdu_build(&f, &h, NULL, 0, NULL, 0, c->crc, iov, 4);
+    if (n < 0)
+        return false;
+    uint8_t buf[64];
+    size_t len = sndk_iov_gather(iov, n, buf, sizeof buf);
+    /* Nothing else was ever written on this socket since the Request: 20-odd bytes fit. */
+    ssize_t w = send(c->fd, buf, len, MSG_NOSIGNAL);
+    return w == (ssize_t)len;
+}
+
+static void establish(struct sndk_connector *c)
+{
+    /* c->lock held on entry and exit */
+    if (c->active && c->p2p && !send_rtr(c)) {
+        fail_locked(c, STATUS_CONNECTION_ABORTED, "cannot send the RTR");
+        return;
+    }
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct sndk_link_params p = {
+        .fd = c->fd,
+        .thread = sndk_source_thread(&c->src),
+        .crc = c->crc,
+        .mpa_rev = c->rev,
+        .ird = c->ird,
+        .ord = c->ord,
+    };
+    c->linked = true;
+    sndk_obj_get(&c->base); /* the link's reference, dropped in detach_done_fn */
+    pthread_mutex_unlock(&c->lock);
+    int rc = sndk_qp_attach(c->qp, &p, &link_events, c);
+    pthread_mutex_lock(&c->lock);
+    if (rc != 0) {
+        c->linked = false;
+        atomic_fetch_sub_explicit(&c->base.refs, 1, memory_order_acq_rel);
+        fail_locked(c, rc == -EBUSY ? STATUS_CONNECTION_ACTIVE : STATUS_INSUFFICIENT_RESOURCES,
+                    "QP attach failed");
+        return;
+    }
+    c->fd = -1; /* the QP's now */
+    if (c->state == SNDK_CONN_ESTABLISHING) {
+        set_state(c, SNDK_CONN_CONNECTED);
+        char a[64], b[64];
+        sndk_info("connector", "%p connected %s <-> %s (MPA rev %u, CRC %s, IRD %u, ORD %u%s)",
+                  (void *)c, sndk_addr_str(&c->local, a, sizeof a),
+                  sndk_addr_str(&c->peer, b, sizeof b), c->rev, c->crc ? "on" : "off", c->ird,
+                  c->ord, c->p2p ? ", RTR" : "");
+        complete_locked(c, STATUS_SUCCESS);
+    } else {
+        /* closed while establishing: the close path could not detach yet */
+        pthread_mutex_unlock(&c->lock);
+        sndk_qp_detach(c->qp, &c->detach_done);
+        pthread_mutex_lock(&c->lock);
+    }
+}
+
+static void src_done_fn(struct sndk_work *w)
+{
+    struct sndk_connector *c = sndk_container_of(w, struct sndk_connector, src_done);
+    pthread_mutex_lock(&c->lock);
+    if (c->state == SNDK_CONN_ESTABLISHING && c->fd >= 0) {
+        establish(c);
+    } else if (c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+    pthread_mutex_unlock(&c->lock);
+    sndk_obj_put(&c->base); /* the source's reference */
+}
+
+static void begin_establish_locked(struct sndk_connector *c)
+{
+    timer_stop_locked(c);
+    set_state(c, SNDK_CONN_ESTABLISHING);
+    c->src_added = false;
+    sndk_source_remove(&c->src, &c->src_done);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Socket events, one function per state that waits on the socket */
+
+static void io_connecting(struct sndk_connector *c, uint32_t ev)
+{
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+        err = errno;
+    if (err == 0 && !(ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+        return;
+    if (err != 0) {
+        fail_locked(c, status_from_errno(err), strerror(err));
+        return;
+    }
+    socklen_t llen = sizeof c->local.in6;
+    getsockname(c->fd, &c->local.sa, &llen);
+    c->local.len = llen;
+    set_state(c, SNDK_CONN_REQ_SENT);
+    int rc = flush_tx(c);
+    if (rc < 0) {
+        fail_locked(c, status_from_errno(-rc), "sending the MPA Request");
+        return;
+    }
+    sndk_source_modify(&c->src, rc == 1 ? EPOLLIN : EPOLLIN | EPOLLOUT);
+}
+
+static void io_req_sent(struct sndk_connector *c, uint32_t ev)
+{
+    if (c->tx_off < c->tx_len) {
+        int rc = flush_tx(c);
+        if (rc < 0) {
+            fail_locked(c, status_from_errno(-rc), "sending the MPA Request");
+            return;
+        }
+        if (rc == 1)
+            sndk_source_modify(&c->src, EPOLLIN);
+    }
+    if (!(ev & (EPOLLIN | EPOLLERR | EPOLLHUP)))
+        return;
+    int err = 0;
+    int rc = read_mpa(c, &err);
+    if (rc == 0)
+        return;
+    if (rc < 0) {
+        if (c->mpa.state == SNDK_MPA_RX_ERROR) {
+            sndk_warn("connector", "bad MPA Reply: %s", sndk_mpa_status_name(c->mpa.status));
+            fail_locked(c, STATUS_CONNECTION_ABORTED, "bad MPA Reply");
+        } else {
+            fail_locked(c, status_from_errno(err), "reading the MPA Reply");
+        }
+        return;
+    }
+    struct sndk_mpa_result res;
+    int st = sndk_mpa_check_reply(&c->req, sndk_mpa_rx_frame(&c->mpa), &res);
+    if (st == -SNDK_MPA_E_REJECTED) {
+        keep_result(c, &res); /* the peer's reason, if any */
+        fail_locked(c, STATUS_CONNECTION_REFUSED, "rejected by the peer");
+        return;
+    }
+    if (st != 0) {
+        sndk_warn("connector", "MPA Reply refused: %s", sndk_mpa_status_name(st));
+        fail_locked(c, STATUS_CONNECTION_ABORTED, "MPA Reply refused");
+        return;
+    }
+    keep_result(c, &res);
+    timer_stop_locked(c);
+    set_state(c, SNDK_CONN_REPLIED);
+    /* Until the consumer completes or rejects, only watch for the peer going away; bytes it
+     * may send (a peer without RTR) wait in the socket for the QP. */
+    sndk_source_modify(&c->src, EPOLLRDHUP | EPOLLONESHOT);
+    complete_locked(c, STATUS_SUCCESS);
+}
+
+static void io_wait_request(struct sndk_connector *c, uint32_t ev)
+{
+    (void)ev;
+    int err = 0;
+    int rc = read_mpa(c, &err);
+    if (rc == 0)
+        return;
+    if (rc < 0) {
+        if (c->mpa.state == SNDK_MPA_RX_ERROR)
+            sndk_warn("connector", "bad MPA Request: %s", sndk_mpa_status_name(c->mpa.status));
+        timer_stop_locked(c);
+        set_state(c, SNDK_CONN_CLOSED);
+        io_stop_locked(c);
+        c->abandoned = true;
+        /* never delivered: nobody else will close it */
+        pthread_mutex_unlock(&c->lock);
+        sndk_obj_close(&c->base.pub.Header, NULL, NULL);
+        pthread_mutex_lock(&c->lock);
+        return;
+    }
+    /* Refuse at once what we could never accept (markers, no RTR kind we speak). */
+    struct sndk_mpa_policy pol = policy_of(c);
+    struct sndk_mpa_params reply;
+    struct sndk_mpa_result res;
+    int st = sndk_mpa_accept(sndk_mpa_rx_frame(&c->mpa), &pol, NULL, 0, &reply, &res);
+    if (st != 0) {
+        sndk_warn("connector", "MPA Request refused: %s", sndk_mpa_status_name(st));
+        int len = sndk_mpa_build(c->tx, sizeof c->tx, true, &reply);
+        if (len > 0)
+            (void)!send(c->fd, c->tx, (size_t)len, MSG_NOSIGNAL);
+        timer_stop_locked(c);
+        set_state(c, SNDK_CONN_CLOSED);
+        io_stop_locked(c);
+        pthread_mutex_unlock(&c->lock);
+        sndk_obj_close(&c->base.pub.Header, NULL, NULL);
+        pthread_mutex_lock(&c->lock);
+        return;
+    }
+    const struct sndk_mpa_frame *req = sndk_mpa_rx_frame(&c->mpa);
+    c->peer_pd_len = req->ulp_pd_len;
+    if (req->ulp_pd_len)
+        memcpy(c->peer_pd, req->ulp_pd, req->ulp_pd_len);
+    /* What the active side asked for, as our view until Accept settles it. */
+    c->ird = req->has_word ? req->ord : 0;
+    c->ord = req->has_word ? req->ird : 0;
+    timer_stop_locked(c);
+    set_state(c, SNDK_CONN_INCOMING);
+    sndk_source_modify(&c->src, EPOLLRDHUP | EPOLLONESHOT);
+    c->connect_event_due = true;
+    schedule_locked(c);
+}
+
+static void io_watch_abandon(struct sndk_connector *c, uint32_t ev)
+{
+    if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+        sndk_info("connector", "%p: peer gave up during connection setup", (void *)c);
+        c->abandoned = true;
+    }
+}
+
+static int rtr_place(void *ctx, const struct sndk_rx_seg *seg, uint32_t off, struct iovec *iov,
+                     int max_iov)
+{
+    (void)ctx, (void)seg, (void)off, (void)iov, (void)max_iov;
+    return -SNDK_WERR_STAG; /* only a zero-length message is expected before the QP takes over */
+}
+
+static int rtr_msg_done(void *ctx, const struct sndk_rx_seg *seg, uint64_t len)
+{
+    struct sndk_connector *c = ctx;
+    if (seg->opcode == SNDK_OP_WRITE && len == 0)
+        c->rtr_seen = true;
+    else
+        c->rtr_bad = true;
+    return 0;
+}
+
+static const struct sndk_rx_ops rtr_ops = {.place = rtr_place, .msg_done = rtr_msg_done};
+
+static void io_accepting(struct sndk_connector *c, uint32_t ev)
+{
+    (void)ev;
+    if (c->tx_off < c->tx_len) {
+        int rc = flush_tx(c);
+        if (rc < 0) {
+            fail_locked(c, STATUS_CONNECTION_ABORTED, "sending the MPA Reply");
+            return;
+        }
+        if (rc == 0)
+            return;
+        if (!c->p2p) {
+            begin_establish_locked(c);
+            return;
+        }
+        sndk_source_modify(&c->src, EPOLLIN);
+    }
+    while (!c->rtr_seen && !c->rtr_bad) {
+        struct iovec iov[4];
+        int n = sndk_rx_want(&c->rtr_rx, iov, 4);
+        if (n <= 0) {
+            c->rtr_bad = true;
+            break;
+        }
+        ssize_t got = readv(c->fd, iov, n);
+        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            fail_locked(c, STATUS_CONNECTION_ABORTED, "peer left before its RTR");
+            return;
+        }
+        if (got < 0)
+            return;
+        if (sndk_rx_advance(&c->rtr_rx, (size_t)got) < 0)
+            c->rtr_bad = true;
+    }
+    if (c->rtr_bad) {
+        fail_locked(c, STATUS_CONNECTION_ABORTED, "first FPDU is not the RTR");
+        return;
+    }
+    begin_establish_locked(c);
+}
+
+static void on_io(struct sndk_source *s, uint32_t ev)
+{
+    struct sndk_connector *c = sndk_container_of(s, struct sndk_connector, src);
+    pthread_mutex_lock(&c->lock);
+    if (c->src_added) {
+        switch (c->state) {
+        case SNDK_CONN_CONNECTING:
+            io_connecting(c, ev);
+            break;
+        case SNDK_CONN_REQ_SENT:
+            io_req_sent(c, ev);
+            break;
+        case SNDK_CONN_WAIT_REQUEST:
+            io_wait_request(c, ev);
+            break;
+        case SNDK_CONN_REPLIED:
+        case SNDK_CONN_INCOMING:
+            io_watch_abandon(c, ev);
+            break;
+        case SNDK_CONN_ACCEPTING:
+            io_accepting(c, ev);
+            break;
+        default:
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void on_timeout(struct sndk_timer *t)
+{
+    struct sndk_connector *c = sndk_container_of(t, struct sndk_connector, timer);
+    pthread_mutex_lock(&c->lock);
+    bool had_ref = c->timer_ref;
+    c->timer_ref = false;
+    bool incoming_never_delivered = c->state == SNDK_CONN_WAIT_REQUEST;
+    switch (c->state) {
+    case SNDK_CONN_CONNECTING:
+    case SNDK_CONN_REQ_SENT:
+    case SNDK_CONN_ACCEPTING:
+        fail_locked(c, STATUS_IO_TIMEOUT, "handshake timed out");
+        break;
+    case SNDK_CONN_WAIT_REQUEST:
+        set_state(c, SNDK_CONN_CLOSED);
+        io_stop_locked(c);
+        break;
+    default:
+        break;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (incoming_never_delivered)
+        sndk_obj_close(&c->base.pub.Header, NULL, NULL);
+    if (had_ref)
+        sndk_obj_put(&c->base);
+}
+
+static NTSTATUS io_start_locked(struct sndk_connector *c, uint32_t events)
+{
+    sndk_obj_get(&c->base); /* the source's reference, dropped in src_done_fn */
+    int rc = sndk_source_add(engine_of(c), &c->src, c->fd, events, on_io, -1);
+    if (rc != 0) {
+        atomic_fetch_sub_explicit(&c->base.refs, 1, memory_order_acq_rel);
+        return STATUS_INSUFFICIENT_RESOURCES;
+    }
+    c->src_added = true;
+    return STATUS_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Consumer calls */
+
+static NTSTATUS claim_qp(struct sndk_connector *c, NDK_QP *pub, struct sndk_qp **out)
+{
+    struct sndk_obj *o = sndk_obj_check(pub, NdkObjectTypeQp);
+    if (!o || !sndk_obj_usable(o, c->base.adapter))
+        return STATUS_INVALID_PARAMETER;
+    if (!sndk_obj_bind(o, c))
+        return STATUS_CONNECTION_ACTIVE;
+    *out = sndk_container_of(o, struct sndk_qp, base);
+    return STATUS_SUCCESS;
+}
+
+static uint32_t cap_limit(ULONG asked, ULONG adapter_max)
+{
+    uint32_t v = asked < adapter_max ? asked : adapter_max;
+    return v > SNDK_MPA_V2_IRDORD_MAX ? SNDK_MPA_V2_IRDORD_MAX : v;
+}
+
+static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
+                              const struct sockaddr *src, ULONG srclen,
+                              struct sndk_shared_endpoint *se, const struct sockaddr *dst,
+                              ULONG dstlen, ULONG ird, ULONG ord, const void *pd, ULONG pdlen,
+                              NDK_FN_REQUEST_COMPLETION cb, PVOID ctx)
+{
+    const NDK_ADAPTER_INFO *info = &c->base.adapter->info;
+    if (pdlen > info->MaxCallerData)
+        return STATUS_INVALID_BUFFER_SIZE;
+    if (pdlen && !pd)
+        return STATUS_INVALID_PARAMETER;
+    struct sndk_addr peer, local;
+    if (sndk_addr_from(&peer, dst, dstlen) != STATUS_SUCCESS || sndk_addr_port(&peer) == 0 ||
+        sndk_addr_is_wildcard(&peer))
+        return STATUS_INVALID_PARAMETER;
+    if (se) {
+        local = *sndk_endpoint_addr(se->ep);
+    } else {
+        NTSTATUS st = sndk_addr_from(&local, src, srclen);
+        if (st != STATUS_SUCCESS)
+            return st;
+    }
+    if (local.sa.sa_family != peer.sa.sa_family)
+        return STATUS_INVALID_PARAMETER;
+
+    pthread_mutex_lock(&c->lock);
+    if (c->state != SNDK_CONN_IDLE || c->active || c->listener) {
+        pthread_mutex_unlock(&c->lock);
+        return STATUS_INVALID_DEVICE_STATE; /* a connector is used for one connection */
+    }
+    struct sndk_qp *qp;
+    NTSTATUS st = claim_qp(c, pNdkQp, &qp);
+    if (st != STATUS_SUCCESS) {
+        pthread_mutex_unlock(&c->lock);
+        return st;
+    }
+    int fd = -1;
+    if (se) {
+        if (!sndk_endpoint_add_peer(se->ep, &peer)) {
+            st = STATUS_ADDRESS_ALREADY_EXISTS;
+        } else {
+            c->se_peer = true;
+            st = sndk_endpoint_socket(se->ep, &fd);
+            if (st == STATUS_SUCCESS) {
+                sndk_endpoint_get(se->ep);
+                c->ep = se->ep;
+            } else {
+                sndk_endpoint_del_peer(se->ep, &peer);
+                c->se_peer = false;
+            }
+        }
+    } else {
+        st = sndk_endpoint_open(c->base.adapter, SNDK_EP_CONNECT, &local, &c->ep, &fd);
+    }
+    if (st != STATUS_SUCCESS) {
+        sndk_obj_unbind(&qp->base, c);
+        pthread_mutex_unlock(&c->lock);
+        return st;
+    }
+    c->qp = qp;
+    c->fd = fd;
+    c->active = true;
+    c->local = local;
+    c->peer = peer;
+    c->have_addresses = true;
+    c->want_ird = cap_limit(ird, info->MaxInboundReadLimit);
+    c->want_ord = cap_limit(ord, info->MaxOutboundReadLimit);
+    struct sndk_mpa_policy pol = policy_of(c);
+    sndk_mpa_request_params(&pol, pd, (uint16_t)pdlen, &c->req);
+    int len = sndk_mpa_build(c->tx, sizeof c->tx, false, &c->req);
+    if (len < 0) {
+        sndk_obj_unbind(&qp->base, c);
+        pthread_mutex_unlock(&c->lock);
+        return STATUS_INVALID_BUFFER_SIZE;
+    }
+    c->tx_len = (size_t)len;
+    c->tx_off = 0;
+    sndk_mpa_rx_init(&c->mpa, true, 0);
+    sndk_obj_hold(&c->base, &qp->base);
+    if (se)
+        sndk_obj_hold(&c->base, &se->base);
+
+    if (connect(fd, &peer.sa, peer.len) != 0 && errno != EINPROGRESS) {
+        int err = errno;
+        close(fd);
+        c->fd = -1;
+        sndk_obj_unbind(&qp->base, c);
+        set_state(c, SNDK_CONN_CLOSED);
+        pthread_mutex_unlock(&c->lock);
+        return status_from_errno(err);
+    }
+    st = io_start_locked(c, EPOLLOUT);
+    if (st != STATUS_SUCCESS) {
+        close(fd);
+        c->fd = -1;
+        sndk_obj_unbind(&qp->base, c);
+        set_state(c, SNDK_CONN_CLOSED);
+        pthread_mutex_unlock(&c->lock);
+        return st;
+    }
+    c->req_active = true;
+    c->req_cb = cb;
+    c->req_ctx = ctx;
+    set_state(c, SNDK_CONN_CONNECTING);
+    timer_start_locked(c);
+    pthread_mutex_unlock(&c->lock);
+    return STATUS_PENDING;
+}
+
+static NTSTATUS connector_connect(NDK_CONNECTOR *pub, NDK_QP *qp, const struct sockaddr *src,
                                   ULONG srclen, const struct sockaddr *dst, ULONG dstlen, ULONG ird,
                                   ULONG ord, const void *pd, ULONG pdlen,
                                   NDK_FN_REQUEST_COMPLETION cb, PVOID ctx)
 {
-    (void)qp, (void)src, (void)srclen, (void)dst, (void)dstlen, (void)ird, (void)ord, (void)pd;
-    (void)pdlen, (void)cb, (void)ctx;
-    return connector_ok(c) ? STATUS_NOT_SUPPORTED : STATUS_INVALID_PARAMETER;
+    struct sndk_connector *c = connector_from(pub);
+    if (!c || !qp || !src || !dst || !cb)
+        return STATUS_INVALID_PARAMETER;
+    return start_connect(c, qp, src, srclen, NULL, dst, dstlen, ird, ord, pd, pdlen, cb, ctx);
 }
 
-static NTSTATUS connector_connect_se(NDK_CONNECTOR *c, NDK_QP *qp, NDK_SHARED_ENDPOINT *se,
+static NTSTATUS connector_connect_se(NDK_CONNECTOR *pub, NDK_QP *qp, NDK_SHARED_ENDPOINT *sepub,
                                      const struct sockaddr *dst, ULONG dstlen, ULONG ird, ULONG ord,
                                      const void *pd, ULONG pdlen, NDK_FN_REQUEST_COMPLETION cb,
                                      PVOID ctx)
 {
-    (void)qp, (void)se, (void)dst, (void)dstlen, (void)ird, (void)ord, (void)pd, (void)pdlen;
-    (void)cb, (void)ctx;
-    return connector_ok(c) ? STATUS_NOT_SUPPORTED : STATUS_INVALID_PARAMETER;
+    struct sndk_connector *c = connector_from(pub);
+    struct sndk_shared_endpoint *se = sndk_shared_endpoint_from(sepub);
+    if (!c || !qp || !se || !dst || !cb || !sndk_obj_usable(&se->base, c->base.adapter))
+        return STATUS_INVALID_PARAMETER;
+    return start_connect(c, qp, NULL, 0, se, dst, dstlen, ird, ord, pd, pdlen, cb, ctx);
 }
 
-static NTSTATUS connector_complete(NDK_CONNECTOR *c, NDK_FN_DISCONNECT_EVENT_CALLBACK ev,
+static NTSTATUS complete_connect(struct sndk_connector *c, NDK_FN_DISCONNECT_EVENT_CALLBACK ev,
+                                 NDK_FN_DISCONNECT_EVENT_CALLBACK_EX ev_ex, PVOID evctx,
+                                 NDK_FN_REQUEST_COMPLETION cb, PVOID ctx)
+{
+    pthread_mutex_lock(&c->lock);
+    if (c->state != SNDK_CONN_REPLIED || c->req_active) {
+        pthread_mutex_unlock(&c->lock);
+        return STATUS_CONNECTION_INVALID;
+    }
+    if (c->abandoned) {
+        set_state(c, SNDK_CONN_CLOSED);
+        io_stop_locked(c);
+        sndk_obj_unbind(&c->qp->base, c);
+        pthread_mutex_unlock(&c->lock);
+        return STATUS_CONNECTION_ABORTED;
+    }
+    c->disc_cb = ev;
+    c->disc_cb_ex = ev_ex;
+    c->disc_ctx = evctx;
+    c->req_active = true;
+    c->req_cb = cb;
+    c->req_ctx = ctx;
+    begin_establish_locked(c);
+    pthread_mutex_unlock(&c->lock);
+    return STATUS_PENDING;
+}
+
+static NTSTATUS connector_complete(NDK_CONNECTOR *pub, NDK_FN_DISCONNECT_EVENT_CALLBACK ev,
                                    PVOID evctx, NDK_FN_REQUEST_COMPLETION cb, PVOID ctx)
 {
-    (void)ev, (void)evctx, (void)cb, (void)ctx;
-    return connector_ok(c) ? STATUS_CONNECTION_INVALID : STATUS_INVALID_PARAMETER;
+    struct sndk_connector *c = connector_from(pub);
+    if (!c || !cb)
+        return STATUS_INVALID_PARAMETER;
+    return complete_connect(c, ev, NULL, evctx, cb, ctx);
 }
 
-static NTSTATUS connector_complete_ex(NDK_CONNECTOR *c, NDK_FN_DISCONNECT_EVENT_CALLBACK_EX ev,
+static NTSTATUS connector_complete_ex(NDK_CONNECTOR *pub, NDK_FN_DISCONNECT_EVENT_CALLBACK_EX ev,
                                       PVOID evctx, NDK_FN_REQUEST_COMPLETION cb, PVOID ctx)
 {
-    (void)ev, (void)evctx, (void)cb, (void)ctx;
-    return connector_ok(c) ? STATUS_CONNECTION_INVALID : STATUS_INVALID_PARAMETER;
+    struct sndk_connector *c = connector_from(pub);
+    if (!c || !cb)
+        return STATUS_INVALID_PARAMETER;
+    return complete_connect(c, NULL, ev, evctx, cb, ctx);
 }
 
-/* Accept, reject and the getters need a connector delivered by a connect event or a Connect
- * that completed; this build produces neither. */
-static NTSTATUS connector_accept(NDK_CONNECTOR *c, NDK_QP *qp, ULONG ird, ULONG ord,
+static NTSTATUS accept_common(struct sndk_connector *c, NDK_QP *pNdkQp, ULONG ird, ULONG ord,
+                              const void *pd, ULONG pdlen, NDK_FN_DISCONNECT_EVENT_CALLBACK ev,
+                              NDK_FN_DISCONNECT_EVENT_CALLBACK_EX ev_ex, PVOID evctx,
+                              NDK_FN_REQUEST_COMPLETION cb, PVOID ctx)
+{
+    const NDK_ADAPTER_INFO *info = &c->base.adapter->info;
+    if (pdlen > info->MaxCalleeData)
+        return STATUS_INVALID_BUFFER_SIZE;
+    if (pdlen && !pd)
+        return STATUS_INVALID_PARAMETER;
+    pthread_mutex_lock(&c->lock);
+    if (c->state != SNDK_CONN_INCOMING || c->req_active) {
+        pthread_mutex_unlock(&c->lock);
+        return STATUS_INVALID_DEVICE_STATE;
+    }
+    if (c->abandoned) {
+        set_state(c, SNDK_CONN_CLOSED);
+        io_stop_locked(c);
+        pthread_mutex_unlock(&c->lock);
+        return STATUS_CONNECTION_ABORTED;
+    }
+    struct sndk_qp *qp;
+    NTSTATUS st = claim_qp(c, pNdkQp, &qp);
+    if (st != STATUS_SUCCESS) {
+        pthread_mutex_unlock(&c->lock);
+        return st;
+    }
+    c->want_ird = cap_limit(ird, info->MaxInboundReadLimit);
+    c->want_ord = cap_limit(ord, info->MaxOutboundReadLimit);
+    struct sndk_mpa_policy pol = policy_of(c);
+    struct sndk_mpa_params reply;
+    struct sndk_mpa_result res;
+    int rc = sndk_mpa_accept(sndk_mpa_rx_frame(&c->mpa), &pol, pd, (uint16_t)pdlen, &reply, &res);
+    int len = rc == 0 ? sndk_mpa_build(c->tx, sizeof c->tx, true, &reply) : -1;
+    if (len < 0) {
+        sndk_obj_unbind(&qp->base, c);
+        pthread_mutex_unlock(&c->lock);
+        return rc == -EMSGSIZE || len == -EMSGSIZE ? STATUS_INVALID_BUFFER_SIZE
+                                                   : STATUS_INVALID_PARAMETER;
+    }
+    c->qp = qp;
+    sndk_obj_hold(&c->base, &qp->base);
+    /* The peer's private data must survive the Reply: copy what Accept's result points at. */
+    uint16_t keep_len = c->peer_pd_len;
+    uint8_t keep[SNDK_MPA_PD_MAX_RFC];
+    memcpy(keep, c->peer_pd, keep_len);
+    keep_result(c, &res);
+    memcpy(c->peer_pd, keep, keep_len);
+    c->peer_pd_len = keep_len;
+    c->tx_len = (size_t)len;
+    c->tx_off = 0;
+    c->disc_cb = ev;
+    c->disc_cb_ex = ev_ex;
+    c->disc_ctx = evctx;
+    c->req_active = true;
+    c->req_cb = cb;
+    c->req_ctx = ctx;
+    struct sndk_rx_config rcfg = {.crc = c->crc};
+    sndk_rx_init(&c->rtr_rx, &rcfg, &rtr_ops, c);
+    set_state(c, SNDK_CONN_ACCEPTING);
+    timer_start_locked(c);
+    /* The socket's events run the rest (Reply out, RTR in) on its progress thread. */
+    sndk_source_modify(&c->src, EPOLLOUT | EPOLLIN);
+    pthread_mutex_unlock(&c->lock);
+    return STATUS_PENDING;
+}
+
+static NTSTATUS connector_accept(NDK_CONNECTOR *pub, NDK_QP *qp, ULONG ird, ULONG ord,
                                  const void *pd, ULONG pdlen, NDK_FN_DISCONNECT_EVENT_CALLBACK ev,
                                  PVOID evctx, NDK_FN_REQUEST_COMPLETION cb, PVOID ctx)
 {
-    (void)qp, (void)ird, (void)ord, (void)pd, (void)pdlen, (void)ev, (void)evctx, (void)cb;
-    (void)ctx;
-    return connector_ok(c) ? STATUS_INVALID_DEVICE_STATE : STATUS_INVALID_PARAMETER;
+    struct sndk_connector *c = connector_from(pub);
+    if (!c || !qp || !cb)
+        return STATUS_INVALID_PARAMETER;
+    return accept_common(c, qp, ird, ord, pd, pdlen, ev, NULL, evctx, cb, ctx);
 }
 
-static NTSTATUS connector_accept_ex(NDK_CONNECTOR *c, NDK_QP *qp, ULONG ird, ULONG ord,
+static NTSTATUS connector_accept_ex(NDK_CONNECTOR *pub, NDK_QP *qp, ULONG ird, ULONG ord,
                                     const void *pd, ULONG pdlen,
                                     NDK_FN_DISCONNECT_EVENT_CALLBACK_EX ev, PVOID evctx,
                                     NDK_FN_REQUEST_COMPLETION cb, PVOID ctx)
 {
-    (void)qp, (void)ird, (void)ord, (void)pd, (void)pdlen, (void)ev, (void)evctx, (void)cb;
-    (void)ctx;
-    return connector_ok(c) ? STATUS_INVALID_DEVICE_STATE : STATUS_INVALID_PARAMETER;
-}
-
-static NTSTATUS connector_reject(NDK_CONNECTOR *c, const void *pd, ULONG pdlen)
-{
-    (void)pd, (void)pdlen;
-    return connector_ok(c) ? STATUS_INVALID_DEVICE_STATE : STATUS_INVALID_PARAMETER;
-}
-
-static NTSTATUS connector_data(NDK_CONNECTOR *c, ULONG *ird, ULONG *ord, PVOID pd, ULONG *pdlen)
-{
-    (void)ird, (void)ord, (void)pd;
-    if (!connector_ok(c) || !pdlen)
+    struct sndk_connector *c = connector_from(pub);
+    if (!c || !qp || !cb)
         return STATUS_INVALID_PARAMETER;
-    return STATUS_INVALID_DEVICE_STATE;
+    return accept_common(c, qp, ird, ord, pd, pdlen, NULL, ev, evctx, cb, ctx);
 }
 
-static NTSTATUS connector_address(NDK_CONNECTOR *c, struct sockaddr *addr, ULONG *len)
+/* Send the reject Reply (best effort: a small frame on an idle socket) and close. */
+static void send_reject_locked(struct sndk_connector *c, const void *pd, uint16_t pdlen)
 {
-    (void)addr;
-    if (!connector_ok(c) || !len)
+    struct sndk_mpa_params reply;
+    sndk_mpa_reject_params(sndk_mpa_rx_frame(&c->mpa), pd, pdlen, &reply);
+    int len = sndk_mpa_build(c->tx, sizeof c->tx, true, &reply);
+    if (len > 0 && c->fd >= 0)
+        (void)!send(c->fd, c->tx, (size_t)len, MSG_NOSIGNAL);
+    set_state(c, SNDK_CONN_CLOSED);
+    io_stop_locked(c);
+}
+
+static void reject_incoming(struct sndk_connector *c)
+{
+    pthread_mutex_lock(&c->lock);
+    if (c->state == SNDK_CONN_INCOMING)
+        send_reject_locked(c, NULL, 0);
+    pthread_mutex_unlock(&c->lock);
+    sndk_obj_close(&c->base.pub.Header, NULL, NULL);
+}
+
+static NTSTATUS connector_reject(NDK_CONNECTOR *pub, const void *pd, ULONG pdlen)
+{
+    struct sndk_connector *c = connector_from(pub);
+    if (!c || (pdlen && !pd))
         return STATUS_INVALID_PARAMETER;
-    return STATUS_INVALID_DEVICE_STATE;
+    if (pdlen > c->base.adapter->info.MaxCalleeData)
+        return STATUS_INVALID_BUFFER_SIZE;
+    pthread_mutex_lock(&c->lock);
+    NTSTATUS st = STATUS_SUCCESS;
+    if (c->state == SNDK_CONN_INCOMING) {
+        if (c->abandoned) {
+            set_state(c, SNDK_CONN_CLOSED);
+            io_stop_locked(c);
+            st = STATUS_CONNECTION_ABORTED;
+        } else {
+            send_reject_locked(c, pd, (uint16_t)pdlen);
+        }
+    } else if (c->state == SNDK_CONN_REPLIED && !c->req_active) {
+        /* The active side refuses what the peer accepted: MPA has no frame for this, so the
+         * connection is closed and the peer's Accept fails. */
+        set_state(c, SNDK_CONN_CLOSED);
+        io_stop_locked(c);
+        sndk_obj_unbind(&c->qp->base, c);
+        st = c->abandoned ? STATUS_CONNECTION_ABORTED : STATUS_SUCCESS;
+    } else {
+        st = STATUS_INVALID_DEVICE_STATE;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
 }
 
-static NTSTATUS connector_disconnect(NDK_CONNECTOR *c, NDK_FN_REQUEST_COMPLETION cb, PVOID ctx)
+static NTSTATUS connector_data(NDK_CONNECTOR *pub, ULONG *pIrd, ULONG *pOrd, PVOID pPrivateData,
+                               ULONG *pPrivateDataLength)
 {
-    (void)cb, (void)ctx;
-    return connector_ok(c) ? STATUS_CONNECTION_INVALID : STATUS_INVALID_PARAMETER;
+    struct sndk_connector *c = connector_from(pub);
+    if (!c || !pPrivateDataLength)
+        return STATUS_INVALID_PARAMETER;
+    if (!pPrivateData && *pPrivateDataLength > 0)
+        return STATUS_INVALID_PARAMETER; /* §5.6 rule 9 */
+    pthread_mutex_lock(&c->lock);
+    if (c->state != SNDK_CONN_REPLIED && c->state != SNDK_CONN_INCOMING) {
+        pthread_mutex_unlock(&c->lock);
+        return STATUS_INVALID_DEVICE_STATE;
+    }
+    if (pIrd)
+        *pIrd = c->ird;
+    if (pOrd)
+        *pOrd = c->ord;
+    /* RDS: the peer's private data as it came in the MPA frame (MPA carries its length). */
+    ULONG rds = c->peer_pd_len;
+    NTSTATUS st = STATUS_SUCCESS;
+    if (pPrivateData) {
+        ULONG n = *pPrivateDataLength < rds ? *pPrivateDataLength : rds;
+        memcpy(pPrivateData, c->peer_pd, n);
+        if (*pPrivateDataLength < rds)
+            st = STATUS_BUFFER_TOO_SMALL;
+    }
+    *pPrivateDataLength = rds;
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+static NTSTATUS get_address(NDK_CONNECTOR *pub, struct sockaddr *addr, ULONG *len, bool peer)
+{
+    struct sndk_connector *c = connector_from(pub);
+    if (!c || !len)
+        return STATUS_INVALID_PARAMETER;
+    pthread_mutex_lock(&c->lock);
+    NTSTATUS st = c->have_addresses ? sndk_addr_copy_out(peer ? &c->peer : &c->local, addr, len)
+                                    : STATUS_INVALID_DEVICE_STATE;
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+static NTSTATUS connector_local_address(NDK_CONNECTOR *pub, struct sockaddr *addr, ULONG *len)
+{
+    return get_address(pub, addr, len, false);
+}
+
+static NTSTATUS connector_peer_address(NDK_CONNECTOR *pub, struct sockaddr *addr, ULONG *len)
+{
+    return get_address(pub, addr, len, true);
+}
+
+static NTSTATUS connector_disconnect(NDK_CONNECTOR *pub, NDK_FN_REQUEST_COMPLETION cb, PVOID ctx)
+{
+    struct sndk_connector *c = connector_from(pub);
+    if (!c || !cb)
+        return STATUS_INVALID_PARAMETER;
+    pthread_mutex_lock(&c->lock);
+    if (c->state == SNDK_CONN_CLOSED && c->linked) {
+        /* Already down (the peer aborted): nothing left to do gracefully. */
+        c->local_disconnect = true;
+        pthread_mutex_unlock(&c->lock);
+        return STATUS_SUCCESS;
+    }
+    if (c->state != SNDK_CONN_CONNECTED || c->req_active) {
+        pthread_mutex_unlock(&c->lock);
+        return STATUS_CONNECTION_INVALID;
+    }
+    c->local_disconnect = true;
+    c->req_active = true;
+    c->req_cb = cb;
+    c->req_ctx = ctx;
+    set_state(c, SNDK_CONN_DISCONNECTING);
+    struct sndk_qp *qp = c->qp;
+    unsigned timeout = c->base.adapter->cfg.disconnect_timeout_ms;
+    pthread_mutex_unlock(&c->lock);
+    sndk_qp_shutdown(qp, timeout);
+    return STATUS_PENDING;
 }
 
 static const NDK_CONNECTOR_DISPATCH connector_dispatch = {
@@ -107,29 +1212,120 @@ static const NDK_CONNECTOR_DISPATCH connector_dispatch = {
     .NdkAccept = connector_accept,
     .NdkReject = connector_reject,
     .NdkGetConnectionData = connector_data,
-    .NdkGetLocalAddress = connector_address,
-    .NdkGetPeerAddress = connector_address,
+    .NdkGetLocalAddress = connector_local_address,
+    .NdkGetPeerAddress = connector_peer_address,
     .NdkDisconnect = connector_disconnect,
     .NdkCompleteConnectEx = connector_complete_ex,
     .NdkAcceptEx = connector_accept_ex,
 };
 
-static const struct sndk_obj_ops connector_ops = {.type = NdkObjectTypeConnector};
+/* Close: a pending request completes with STATUS_CANCELLED, an incoming request not accepted is
+ * rejected, an established connection is aborted (spec §5.7 rule 7); the close completes once
+ * the QP let go of the connection. */
+static void connector_close_begin(struct sndk_obj *o)
+{
+    struct sndk_connector *c = sndk_container_of(o, struct sndk_connector, base);
+    pthread_mutex_lock(&c->lock);
+    c->local_disconnect = true;
+    c->connect_event_due = false;
+    c->disc_event_due = false;
+    timer_stop_locked(c);
+    if (c->state == SNDK_CONN_INCOMING && !c->abandoned)
+        send_reject_locked(c, NULL, 0);
+    bool detach = c->linked;
+    if (c->state != SNDK_CONN_CLOSED && c->state != SNDK_CONN_ESTABLISHING) {
+        io_stop_locked(c);
+        set_state(c, SNDK_CONN_CLOSED);
+    } else if (c->state == SNDK_CONN_ESTABLISHING) {
+        set_state(c, SNDK_CONN_CLOSED); /* src_done sees it and closes the socket */
+    }
+    if (c->qp && !c->linked)
+        sndk_obj_unbind(&c->qp->base, c);
+    complete_locked(c, STATUS_CANCELLED);
+    pthread_mutex_unlock(&c->lock);
+    if (detach)
+        sndk_qp_detach(c->qp, &c->detach_done);
+}
+
+static void connector_destroy(struct sndk_obj *o)
+{
+    struct sndk_connector *c = sndk_container_of(o, struct sndk_connector, base);
+    if (c->fd >= 0)
+        close(c->fd);
+    if (c->ep) {
+        if (c->se_peer)
+            sndk_endpoint_del_peer(c->ep, &c->peer);
+        sndk_endpoint_put(c->ep);
+    }
+    pthread_mutex_destroy(&c->lock);
+}
+
+static const struct sndk_obj_ops connector_ops = {.type = NdkObjectTypeConnector,
+                                                  .close_begin = connector_close_begin,
+                                                  .destroy = connector_destroy};
+
+static struct sndk_connector *connector_new(struct sndk_adapter *a)
+{
+    struct sndk_connector *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->fd = -1;
+    c->state = SNDK_CONN_IDLE;
+    pthread_mutex_init(&c->lock, NULL);
+    sndk_work_init(&c->deliver, deliver_fn);
+    sndk_work_init(&c->src_done, src_done_fn);
+    sndk_work_init(&c->detach_done, detach_done_fn);
+    sndk_timer_init(&c->timer, on_timeout);
+    sndk_obj_init(&c->base, a, &connector_ops, &connector_dispatch);
+    sndk_obj_hold(&c->base, &a->base);
+    return c;
+}
 
 NTSTATUS sndk_connector_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CREATE_COMPLETION CreateCompletion,
                                PVOID RequestContext, NDK_CONNECTOR **ppNdkConnector)
 {
-    (void)CreateCompletion, (void)RequestContext;
+    (void)CreateCompletion, (void)RequestContext; /* creates complete inline */
     struct sndk_adapter *a = sndk_adapter_from(pNdkAdapter);
     if (!a || !ppNdkConnector)
         return STATUS_INVALID_PARAMETER;
     if (sndk_obj_closing(&a->base))
         return STATUS_INVALID_DEVICE_STATE;
-    struct sndk_connector *c = calloc(1, sizeof *c);
+    struct sndk_connector *c = connector_new(a);
     if (!c)
         return STATUS_INSUFFICIENT_RESOURCES;
-    sndk_obj_init(&c->base, a, &connector_ops, &connector_dispatch);
-    sndk_obj_hold(&c->base, &a->base);
     *ppNdkConnector = &c->base.pub.connector;
     return STATUS_SUCCESS;
+}
+
+void sndk_connector_incoming(struct sndk_listener *l, int fd, const struct sndk_addr *local,
+                             const struct sndk_addr *peer)
+{
+    struct sndk_connector *c = connector_new(l->base.adapter);
+    if (!c) {
+        sndk_close_with_reset(fd);
+        return;
+    }
+    sndk_obj_hold(&c->base, &l->base);
+    pthread_mutex_lock(&l->lock);
+    if (l->ep) {
+        sndk_endpoint_get(l->ep);
+        c->ep = l->ep;
+    }
+    pthread_mutex_unlock(&l->lock);
+    pthread_mutex_lock(&c->lock);
+    c->listener = l;
+    c->fd = fd;
+    c->local = *local;
+    c->peer = *peer;
+    c->have_addresses = true;
+    sndk_mpa_rx_init(&c->mpa, false, 0);
+    set_state(c, SNDK_CONN_WAIT_REQUEST);
+    NTSTATUS st = io_start_locked(c, EPOLLIN);
+    if (st == STATUS_SUCCESS)
+        timer_start_locked(c);
+    else
+        set_state(c, SNDK_CONN_CLOSED);
+    pthread_mutex_unlock(&c->lock);
+    if (st != STATUS_SUCCESS)
+        sndk_obj_close(&c->base.pub.Header, NULL, NULL);
 }

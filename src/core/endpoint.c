@@ -157,9 +157,11 @@ static NTSTATUS bind_socket(enum sndk_ep_kind kind, const struct sndk_addr *addr
         return STATUS_INSUFFICIENT_RESOURCES;
     int one = 1;
     /* Listeners restart while old connections sit in TIME_WAIT; shared endpoints need it for
-     * several connections from one port. NdkConnect's own endpoint must not share its port. */
-    if (kind != SNDK_EP_CONNECT)
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+     * several connections from one port; NdkConnect's endpoints need it because the active
+     * closer's port waits in TIME_WAIT for a minute, which would exhaust the ephemeral ND range
+     * under connection churn. Live endpoints stay exclusive: the table above refuses a second
+     * user in this process, and another process's socket without SO_REUSEADDR refuses bind. */
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (addr->sa.sa_family == AF_INET6)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
     if (bind(fd, &addr->sa, addr->len) != 0) {

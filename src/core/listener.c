@@ -1,44 +1,143 @@
-/* Listener (spec/ndkpi.md §2.11, §5.8). The object and its close rules; listening on TCP comes
- * with the connection layer, and until then NdkListen answers STATUS_NOT_SUPPORTED. */
+/* Listener (spec/ndkpi.md §2.11, §5.8): a listening TCP socket on an endpoint; each accepted
+ * connection becomes an incoming connector once its MPA Request arrived (connector.c). */
+#include "core/listener.h"
+
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
-#include "core/adapter.h"
+#include "util/log.h"
 
-struct sndk_listener {
-    struct sndk_obj base;
-    NDK_FN_CONNECT_EVENT_CALLBACK connect_cb;
-    void *connect_ctx;
-    _Atomic bool paused;
+static const char *const listener_state_names[SNDK_LISTENER_STATE_COUNT] = {
+    [SNDK_LISTENER_IDLE] = "idle",
+    [SNDK_LISTENER_LISTENING] = "listening",
+    [SNDK_LISTENER_CLOSED] = "closed",
 };
 
-static struct sndk_listener *listener_from(const void *pub)
+static void set_state(struct sndk_listener *l, enum sndk_listener_state next)
 {
-    struct sndk_obj *o = sndk_obj_check(pub, NdkObjectTypeListener);
-    return o ? sndk_container_of(o, struct sndk_listener, base) : NULL;
+    sndk_debug("listener", "%p: %s => %s", (void *)l, listener_state_names[l->state],
+               listener_state_names[next]);
+    l->state = next;
+}
+
+void sndk_close_with_reset(int fd)
+{
+    struct linger lg = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    close(fd);
+}
+
+bool sndk_listener_accepting(struct sndk_listener *l)
+{
+    pthread_mutex_lock(&l->lock);
+    bool ok = l->state == SNDK_LISTENER_LISTENING && !atomic_load(&l->paused);
+    pthread_mutex_unlock(&l->lock);
+    return ok;
+}
+
+static void on_listen_ready(struct sndk_source *s, uint32_t events)
+{
+    (void)events;
+    struct sndk_listener *l = sndk_container_of(s, struct sndk_listener, src);
+    for (;;) {
+        struct sndk_addr peer;
+        memset(&peer, 0, sizeof peer);
+        socklen_t plen = sizeof peer.in6;
+        int fd = accept4(l->fd, &peer.sa, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                sndk_warn("listener", "accept: %s", strerror(errno));
+            return;
+        }
+        peer.len = plen;
+        if (!sndk_listener_accepting(l)) {
+            sndk_close_with_reset(fd);
+            continue;
+        }
+        struct sndk_addr local;
+        memset(&local, 0, sizeof local);
+        socklen_t llen = sizeof local.in6;
+        getsockname(fd, &local.sa, &llen);
+        local.len = llen;
+        /* A wildcard listener of an adapter bound to one interface serves only its addresses. */
+        if (!sndk_adapter_owns_address(l->base.adapter, &local)) {
+            sndk_close_with_reset(fd);
+            continue;
+        }
+        sndk_connector_incoming(l, fd, &local, &peer);
+    }
+}
+
+static void on_listen_removed(struct sndk_work *w)
+{
+    struct sndk_listener *l = sndk_container_of(w, struct sndk_listener, src_done);
+    close(l->fd);
+    l->fd = -1;
+    sndk_obj_put(&l->base);
 }
 
 static NTSTATUS listener_listen(NDK_LISTENER *pNdkListener, const struct sockaddr *pAddress,
                                 ULONG AddressLength, NDK_FN_REQUEST_COMPLETION RequestCompletion,
                                 PVOID RequestContext)
 {
-    (void)pAddress, (void)AddressLength, (void)RequestCompletion, (void)RequestContext;
-    if (!listener_from(pNdkListener))
+    (void)RequestCompletion, (void)RequestContext; /* listening starts inline */
+    struct sndk_listener *l = sndk_listener_from(pNdkListener);
+    if (!l)
         return STATUS_INVALID_PARAMETER;
-    return STATUS_NOT_SUPPORTED; /* the connection layer is not in this build */
+    struct sndk_addr addr;
+    NTSTATUS st = sndk_addr_from(&addr, pAddress, AddressLength);
+    if (st != STATUS_SUCCESS)
+        return st;
+    pthread_mutex_lock(&l->lock);
+    if (l->state != SNDK_LISTENER_IDLE) {
+        pthread_mutex_unlock(&l->lock);
+        return STATUS_INVALID_DEVICE_STATE;
+    }
+    int fd;
+    st = sndk_endpoint_open(l->base.adapter, SNDK_EP_LISTEN, &addr, &l->ep, &fd);
+    if (st == STATUS_SUCCESS) {
+        l->fd = fd;
+        sndk_obj_get(&l->base); /* for the source, until on_listen_removed */
+        int rc = sndk_source_add(l->base.adapter->engine, &l->src, fd, EPOLLIN, on_listen_ready, -1);
+        if (rc != 0) {
+            sndk_obj_put(&l->base);
+            close(fd);
+            l->fd = -1;
+            sndk_endpoint_put(l->ep);
+            l->ep = NULL;
+            st = STATUS_INSUFFICIENT_RESOURCES;
+        } else {
+            set_state(l, SNDK_LISTENER_LISTENING);
+            char buf[64];
+            sndk_info("listener", "%p listening on %s", (void *)l,
+                      sndk_addr_str(sndk_endpoint_addr(l->ep), buf, sizeof buf));
+        }
+    }
+    pthread_mutex_unlock(&l->lock);
+    return st;
 }
 
 static NTSTATUS listener_local_address(NDK_LISTENER *pNdkListener, struct sockaddr *pAddress,
                                        ULONG *pAddressLength)
 {
-    (void)pAddress;
-    if (!listener_from(pNdkListener) || !pAddressLength)
+    struct sndk_listener *l = sndk_listener_from(pNdkListener);
+    if (!l || !pAddressLength)
         return STATUS_INVALID_PARAMETER;
-    return STATUS_INVALID_DEVICE_STATE; /* not listening: no address yet */
+    pthread_mutex_lock(&l->lock);
+    NTSTATUS st = l->ep ? sndk_addr_copy_out(sndk_endpoint_addr(l->ep), pAddress, pAddressLength)
+                        : STATUS_INVALID_DEVICE_STATE;
+    pthread_mutex_unlock(&l->lock);
+    return st;
 }
 
 static VOID listener_control_events(NDK_LISTENER *pNdkListener, BOOLEAN Pause)
 {
-    struct sndk_listener *l = listener_from(pNdkListener);
+    struct sndk_listener *l = sndk_listener_from(pNdkListener);
     if (l)
         atomic_store(&l->paused, Pause != 0);
 }
@@ -51,7 +150,29 @@ static const NDK_LISTENER_DISPATCH listener_dispatch = {
     .NdkControlConnectEvents = listener_control_events,
 };
 
-static const struct sndk_obj_ops listener_ops = {.type = NdkObjectTypeListener};
+/* §1.6: the listener refuses new requests as soon as close is called, although its close
+ * completes only once the connectors it delivered are closed. */
+static void listener_close_begin(struct sndk_obj *o)
+{
+    struct sndk_listener *l = sndk_container_of(o, struct sndk_listener, base);
+    pthread_mutex_lock(&l->lock);
+    bool was_listening = l->state == SNDK_LISTENER_LISTENING;
+    set_state(l, SNDK_LISTENER_CLOSED);
+    pthread_mutex_unlock(&l->lock);
+    if (was_listening)
+        sndk_source_remove(&l->src, &l->src_done);
+}
+
+static void listener_destroy(struct sndk_obj *o)
+{
+    struct sndk_listener *l = sndk_container_of(o, struct sndk_listener, base);
+    if (l->ep)
+        sndk_endpoint_put(l->ep);
+    pthread_mutex_destroy(&l->lock);
+}
+
+static const struct sndk_obj_ops listener_ops = {
+    .type = NdkObjectTypeListener, .close_begin = listener_close_begin, .destroy = listener_destroy};
 
 NTSTATUS sndk_listener_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CONNECT_EVENT_CALLBACK ConnectEvent,
                               PVOID ConnectEventContext, NDK_FN_CREATE_COMPLETION CreateCompletion,
@@ -68,7 +189,10 @@ NTSTATUS sndk_listener_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CONNECT_EVENT_CAL
         return STATUS_INSUFFICIENT_RESOURCES;
     l->connect_cb = ConnectEvent;
     l->connect_ctx = ConnectEventContext;
+    l->fd = -1;
     atomic_init(&l->paused, false);
+    pthread_mutex_init(&l->lock, NULL);
+    sndk_work_init(&l->src_done, on_listen_removed);
     sndk_obj_init(&l->base, a, &listener_ops, &listener_dispatch);
     sndk_obj_hold(&l->base, &a->base);
     *ppNdkListener = &l->base.pub.listener;

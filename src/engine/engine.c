@@ -177,7 +177,7 @@ static struct sndk_progress *pick_thread(struct sndk_engine *e)
 /* Wake t if it is blocked or about to block.
  *
  * Memory-ordering argument (no lost wake-up). A producer changes t's state (appends work or
- * a timer) under t->lock, then calls wake(): exchange(sleeping, false). The thread, before it
+ * a timer) under t->lock and, still holding it, calls wake(): exchange(sleeping, false). The thread, before it
  * blocks, stores sleeping = true (seq_cst) and then inspects its state under t->lock (and
  * reads e->state, seq_cst). Take the two critical sections in their lock order:
  *  - the thread's comes first: its store of sleeping happens-before its unlock, which
@@ -256,9 +256,12 @@ static bool queue_to(struct sndk_engine *e, struct sndk_progress *t, struct sndk
     t->tail = w;
     atomic_store_explicit(&t->nwork, atomic_load_explicit(&t->nwork, memory_order_relaxed) + 1,
                           memory_order_relaxed);
-    sndk_mutex_unlock(&t->lock);
+    /* Wake under the lock: once we unlock, t may run w, and w may be the last close of an
+     * adapter whose SoftNdkCloseAdapter (on yet another thread) then frees this engine. After
+     * the unlock the producer must not touch e or t again. */
     if (t != tls_self)
         wake(t);
+    sndk_mutex_unlock(&t->lock);
     return true;
 }
 
@@ -426,13 +429,13 @@ static void timer_arm(struct sndk_engine *e, struct sndk_progress *want, struct 
         bool head = timer_insert(dst, tm);
         publish_deadline(dst);
         atomic_store_explicit(&tm->owner, dst, memory_order_release);
+        /* Only a new head can shorten the thread's sleep; the thread itself recomputes its
+         * timeout before it blocks. Woken under the lock for the reason given in queue_to. */
+        if (head && dst != tls_self)
+            wake(dst);
         if (second)
             sndk_mutex_unlock(&second->lock);
         sndk_mutex_unlock(&first->lock);
-        /* Only a new head can shorten the thread's sleep; the thread itself recomputes its
-         * timeout before it blocks. */
-        if (head && dst != tls_self)
-            wake(dst);
         return;
     }
 }

@@ -1,7 +1,6 @@
-/* Listener, connector and shared-endpoint objects as they are before the connection layer
- * lands: creation, close, getters without an address (decisions: "Address getters"), and the
- * establishing calls answering STATUS_NOT_SUPPORTED. The *_not_supported_until_connection_layer
- * tests pin the interim behaviour; the connection-layer issue replaces them. */
+/* Listener, connector and shared-endpoint objects on their own: creation, close, getters before
+ * an address exists (decisions: "Address getters"), calls in the wrong state. Connections
+ * themselves are in connect.c. */
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -108,39 +107,6 @@ TEST(connector_calls_without_connection)
                  STATUS_CONNECTION_INVALID);
     CHECK_STATUS(d->NdkDisconnect(c, conf_request_never, NULL), STATUS_CONNECTION_INVALID);
     conf_close(&c->Header);
-    conf_close_adapter(a);
-}
-
-TEST(listen_not_supported_until_connection_layer)
-{
-    NDK_ADAPTER *a = conf_open();
-    NDK_LISTENER *l = make_listener(a);
-    struct sockaddr_in sin = loopback(0);
-    CHECK_STATUS(l->Dispatch->NdkListen(l, (struct sockaddr *)&sin, sizeof sin, conf_request_never,
-                                        NULL),
-                 STATUS_NOT_SUPPORTED);
-    conf_close(&l->Header);
-    conf_close_adapter(a);
-}
-
-TEST(connect_not_supported_until_connection_layer)
-{
-    NDK_ADAPTER *a = conf_open();
-    NDK_PD *pd = conf_pd(a);
-    struct conf_cq cq;
-    conf_cq_create(a, &cq, 8);
-    NDK_QP *qp = conf_qp(pd, cq.cq, cq.cq, NULL, 2);
-    NDK_CONNECTOR *c = make_connector(a);
-    struct sockaddr_in src = loopback(0), dst = loopback(50999);
-    CHECK_STATUS(c->Dispatch->NdkConnect(c, qp, (struct sockaddr *)&src, sizeof src,
-                                         (struct sockaddr *)&dst, sizeof dst, 4, 4, "hi", 2,
-                                         conf_request_never, NULL),
-                 STATUS_NOT_SUPPORTED);
-    /* The connector and QP are unaffected: close normally (no successor relation formed). */
-    conf_close(&c->Header);
-    conf_close(&qp->Header);
-    conf_close(&pd->Header);
-    conf_cq_destroy(&cq);
     conf_close_adapter(a);
 }
 

@@ -1,0 +1,44 @@
+#ifndef SOFTNDK_CORE_LISTENER_H
+#define SOFTNDK_CORE_LISTENER_H
+
+#include <pthread.h>
+
+#include "core/endpoint.h"
+
+enum sndk_listener_state {
+    SNDK_LISTENER_IDLE,      /* created, NdkListen not called */
+    SNDK_LISTENER_LISTENING, /* accepting TCP connections */
+    SNDK_LISTENER_CLOSED,    /* close called: new requests are refused at once */
+    SNDK_LISTENER_STATE_COUNT
+};
+
+struct sndk_listener {
+    struct sndk_obj base;
+    NDK_FN_CONNECT_EVENT_CALLBACK connect_cb;
+    void *connect_ctx;
+    pthread_mutex_t lock; /* guards state, fd, ep */
+    enum sndk_listener_state state;
+    _Atomic bool paused;
+    int fd;
+    struct sndk_endpoint *ep;
+    struct sndk_source src;
+    struct sndk_work src_done; /* listening socket out of epoll: close it, drop the ref */
+};
+
+static inline struct sndk_listener *sndk_listener_from(const void *pub)
+{
+    struct sndk_obj *o = sndk_obj_check(pub, NdkObjectTypeListener);
+    return o ? sndk_container_of(o, struct sndk_listener, base) : NULL;
+}
+
+/* Does the listener take a new request now (listening, not paused, not closing)? */
+bool sndk_listener_accepting(struct sndk_listener *l);
+
+/* A TCP connection arrived on l: start the passive MPA handshake on it (connector.c). Takes fd. */
+void sndk_connector_incoming(struct sndk_listener *l, int fd, const struct sndk_addr *local,
+                             const struct sndk_addr *peer);
+
+/* Close fd with a TCP reset: "as if there were no listener" (spec §2.11). */
+void sndk_close_with_reset(int fd);
+
+#endif
