@@ -236,6 +236,24 @@ static void establish(struct side *cl, struct side *sv, struct server *srv, cons
     harness_event_destroy(&rc.ev);
 }
 
+struct poll_arg {
+    NDK_CQ *cq;
+    NDK_RESULT_EX *out;
+};
+
+static bool poll_once(void *arg)
+{
+    struct poll_arg *p = arg;
+    return p->cq->Dispatch->NdkGetCqResultsEx(p->cq, p->out, 1) == 1;
+}
+
+/* Poll a CQ (as a polling consumer does, which also drives progress) for one result, bounded. */
+static bool poll_result(NDK_CQ *cq, NDK_RESULT_EX *out)
+{
+    struct poll_arg p = {cq, out};
+    return harness_wait_until(poll_once, &p, CONF_WAIT_MS);
+}
+
 static void full_cycle(const char *ip)
 {
     NDK_ADAPTER *as = conf_open(), *ac = conf_open();
@@ -248,8 +266,19 @@ static void full_cycle(const char *ip)
     side_init(&cl, ac);
     establish(&cl, &sv, &srv, ip, port);
 
-    /* initiator requests now pass the connection check */
-    CHECK_STATUS(cl.qp->Dispatch->NdkSend(cl.qp, NULL, NULL, 0, 0), STATUS_SUCCESS);
+    /* the connected QPs move a message: a zero-byte Send into a posted receive */
+    conf_post_recvs(sv.qp, 1, 77);
+    CHECK_STATUS(cl.qp->Dispatch->NdkSend(cl.qp, (void *)78, NULL, 0, 0), STATUS_SUCCESS);
+    NDK_RESULT_EX res;
+    CHECK(poll_result(sv.cq.cq, &res));
+    CHECK_STATUS(res.Status, STATUS_SUCCESS);
+    CHECK_EQ_U64(res.Type, NdkOperationTypeReceive);
+    CHECK(res.RequestContext == (void *)77 && res.QPContext == &sv);
+    CHECK_EQ_U64(res.BytesTransferred, 0);
+    CHECK(poll_result(cl.cq.cq, &res));
+    CHECK_STATUS(res.Status, STATUS_SUCCESS);
+    CHECK_EQ_U64(res.Type, NdkOperationTypeSend);
+    CHECK(res.RequestContext == (void *)78 && res.QPContext == &cl);
 
     /* graceful disconnect from the client: the server gets the event once, the client none */
     struct req rd;
