@@ -436,7 +436,14 @@ static void shut_timer_fn(struct sndk_timer *t)
 
 static uint32_t fpdu_size_for(int fd)
 {
-    /* docs/wire.md: one FPDU per TCP segment; on loopback the default already is. */
+    /* docs/wire.md: one FPDU per TCP segment. TCP_MAXSEG of a young connection is bounded by
+     * half the peer's window seen so far (32 KiB on a fresh loopback socket), so the MSS this
+     * end advertises (its MTU) decides whether the link is loopback-sized. */
+    struct tcp_info ti;
+    socklen_t tl = sizeof ti;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 &&
+        ti.tcpi_advmss + 3u >= SNDK_FPDU_MAX_DEFAULT)
+        return SNDK_FPDU_MAX_DEFAULT;
     int mss = 0;
     socklen_t len = sizeof mss;
     uint32_t max = SNDK_FPDU_MAX_DEFAULT;

@@ -24,7 +24,9 @@ void sndk_recv_ring_destroy(struct sndk_recv_ring *r)
 
 struct sndk_recv_wqe *sndk_recv_ring_at(const struct sndk_recv_ring *r, uint32_t i)
 {
-    return (struct sndk_recv_wqe *)(r->slots + (size_t)((r->head + i) % r->depth) * r->stride);
+    /* slots is calloc memory and stride a multiple of the WQE alignment */
+    size_t at = (size_t)((r->head + i) % r->depth) * r->stride;
+    return (struct sndk_recv_wqe *)(void *)(r->slots + at);
 }
 
 NTSTATUS sndk_recv_ring_push(struct sndk_recv_ring *r, void *context, const NDK_SGE *sgl,
