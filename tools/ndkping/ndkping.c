@@ -457,6 +457,11 @@ int main(int argc, char **argv)
         st = w_wait(&w, lis->Dispatch->NdkListen(lis, (struct sockaddr *)&saddr, slen, w_cb, &w));
         if (st != STATUS_SUCCESS)
             fail_status("NdkListen", st, stext);
+        struct sockaddr_storage bound;
+        ULONG blen = sizeof bound;
+        if (lis->Dispatch->NdkGetLocalAddress(lis, (struct sockaddr *)&bound, &blen) ==
+            STATUS_SUCCESS)
+            addr_text(&bound, stext, sizeof stext); /* port 0 became a real port */
         printf("Listening on %s\n", stext);
         fflush(stdout);
         pthread_mutex_lock(&ev.m);

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# run.sh CASE NDKINFO NDKPERF NDKPING — one tool test case. Exit 0 pass, 1 fail, 77 skip.
+# Every command is bounded (the tools' --timeout / -W, and `timeout` around them).
+set -u
+case_name=$1 NDKINFO=$2 NDKPERF=$3 NDKPING=$4
+work=$(mktemp -d)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*"; for f in "$work"/*; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done; exit 1; }
+skip() { echo "SKIP: $*"; exit 77; }
+expect_line() { # FILE REGEX WHAT
+    grep -Eq -- "$2" "$1" || fail "$3: no line matching '$2' in $(basename "$1")"
+}
+# exit status 3 = the provider build does not support something the case needs
+skip_if_unsupported() { # STATUS ERRFILE
+    if [ "$1" -eq 3 ]; then skip "$(tail -n 1 "$2")"; fi
+}
+# Wait (bounded) until FILE has a line matching REGEX; print the first match.
+wait_for() { # FILE REGEX SECONDS
+    local end=$((SECONDS + $3))
+    while [ $SECONDS -lt $end ]; do
+        if grep -Eo -- "$2" "$1" 2>/dev/null | head -n 1 | grep .; then return 0; fi
+        sleep 0.05
+    done
+    return 1
+}
+
+case $case_name in
+ndkinfo)
+    timeout 30 "$NDKINFO" >"$work/out" 2>"$work/err"; st=$?
+    [ $st -eq 0 ] || fail "ndkinfo exited $st"
+    expect_line "$work/out" '^ RdmaTechnology +iWARP' "ndkinfo"
+    expect_line "$work/out" '^ MaxCallerData +[0-9]+' "ndkinfo"
+    timeout 30 "$NDKINFO" --json >"$work/json" 2>>"$work/err"; st=$?
+    [ $st -eq 0 ] || fail "ndkinfo --json exited $st"
+    expect_line "$work/json" '"RdmaTechnology":"iWARP"' "ndkinfo --json"
+    ;;
+send_lat)
+    timeout 90 "$NDKPERF" --loopback send_lat -n 200 --timeout 60 >"$work/out" 2>"$work/err"; st=$?
+    skip_if_unsupported $st "$work/err"
+    [ $st -eq 0 ] || fail "ndkperf --loopback send_lat exited $st: $(tail -n 1 "$work/err")"
+    expect_line "$work/out" 'Send Latency Test' "header"
+    expect_line "$work/out" '^ Provider +: softndk' "header"
+    expect_line "$work/out" '^ IRD/ORD +: [0-9]+/[0-9]+ \(effective\)' "header"
+    expect_line "$work/out" '^ #bytes #iterations +t_min\[usec\] +t_max\[usec\] +t_typical\[usec\] +t_avg\[usec\] +t_stdev\[usec\] +99% percentile\[usec\] +99\.9% percentile\[usec\]' "latency table head"
+    expect_line "$work/out" '^ 2 +200 +[0-9.]+ +[0-9.]+ +[0-9.]+' "latency row"
+    ;;
+send_bw_check)
+    timeout 90 "$NDKPERF" --loopback send_bw -s 65536 -n 200 -c --timeout 60 \
+        --out_json --out_json_file "$work/result.json" >"$work/out" 2>"$work/err"; st=$?
+    skip_if_unsupported $st "$work/err"
+    [ $st -eq 0 ] || fail "ndkperf --loopback send_bw -c exited $st: $(tail -n 1 "$work/err")"
+    expect_line "$work/out" 'Send BW Test' "header"
+    expect_line "$work/out" ' Data check +: ON' "header"
+    expect_line "$work/out" '^ #bytes +#iterations +BW peak\[MB/sec\] +BW average\[MB/sec\] +MsgRate\[Mpps\]' "BW table head"
+    expect_line "$work/out" '^ 65536 +200 +[0-9.]+ +[0-9.]+ +[0-9.]+' "BW row"
+    expect_line "$work/result.json" '"BW_average": [0-9.]+' "JSON"
+    ;;
+mismatch)
+    timeout 60 "$NDKPERF" send_bw -p 0 --bind 127.0.0.1 -s 65536 -n 100 --timeout 30 \
+        >"$work/server.out" 2>"$work/server.err" &
+    spid=$!; pids+=($spid)
+    port=$(wait_for "$work/server.err" 'listening on 127\.0\.0\.1:[0-9]+' 20 | sed 's/.*://')
+    if [ -z "$port" ]; then
+        wait $spid; st=$?
+        skip_if_unsupported $st "$work/server.err"
+        fail "the server never listened (exit $st)"
+    fi
+    timeout 60 "$NDKPERF" send_bw -p "$port" -s 4096 -n 100 --timeout 30 127.0.0.1 \
+        >"$work/client.out" 2>"$work/client.err"; cst=$?
+    wait $spid; sst=$?
+    skip_if_unsupported $cst "$work/client.err"
+    [ $cst -eq 1 ] || fail "the client exited $cst, expected 1"
+    [ $sst -eq 1 ] || fail "the server exited $sst, expected 1"
+    expect_line "$work/server.err" 'options do not agree between server and client: -s 65536 \(server\) vs 4096 \(client\)' "server"
+    expect_line "$work/client.err" 'options do not agree between server and client: -s 65536 \(server\) vs 4096 \(client\)' "client"
+    ;;
+timeout)
+    command -v python3 >/dev/null || skip "python3 is needed for a listener that never answers"
+    # A TCP listener that never accepts: the kernel completes the TCP handshake, nobody ever
+    # answers the MPA request.
+    timeout 30 python3 -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+print(s.getsockname()[1], flush=True); time.sleep(25)' >"$work/port" 2>&1 &
+    pids+=($!)
+    port=$(wait_for "$work/port" '^[0-9]+$' 10) || fail "no silent listener"
+    start=$(date +%s%N)
+    timeout 30 "$NDKPERF" send_lat -p "$port" --timeout 3 127.0.0.1 >"$work/out" 2>"$work/err"; st=$?
+    ms=$((($(date +%s%N) - start) / 1000000))
+    skip_if_unsupported $st "$work/err"
+    [ $st -eq 1 ] || fail "exit $st, expected 1"
+    [ $ms -ge 2900 ] && [ $ms -le 8000 ] || fail "took $ms ms for --timeout 3"
+    expect_line "$work/err" '^ndkperf: timeout: no result after 3 s \(--timeout\) while client: connecting' "reason"
+    [ "$(wc -l <"$work/err")" -eq 1 ] || fail "more than one line of reason"
+    ;;
+ndkping)
+    timeout 60 "$NDKPING" -S -ServerAddr 127.0.0.1:0 -W 30 >"$work/server.out" 2>"$work/server.err" &
+    spid=$!; pids+=($spid)
+    port=$(wait_for "$work/server.out" 'Listening on 127\.0\.0\.1:[0-9]+' 20 | sed 's/.*://')
+    if [ -z "$port" ]; then
+        wait $spid; st=$?
+        [ $st -eq 3 ] && skip "$(tail -n 1 "$work/server.err")"
+        fail "the server never listened (exit $st)"
+    fi
+    timeout 60 "$NDKPING" -C -ServerAddr "127.0.0.1:$port" -ClientAddr 127.0.0.1 --count 10 \
+        --size 256 -W 30 >"$work/client.out" 2>"$work/client.err"; cst=$?
+    wait $spid; sst=$?
+    [ $cst -eq 3 ] && skip "$(tail -n 1 "$work/client.err")"
+    [ $cst -eq 0 ] || fail "the client exited $cst: $(tail -n 1 "$work/client.err")"
+    [ $sst -eq 0 ] || fail "the server exited $sst: $(tail -n 1 "$work/server.err")"
+    for side in server client; do
+        expect_line "$work/$side.out" '^Adapter: softndk' "$side"
+        expect_line "$work/$side.out" '^  IRD [0-9]+, ORD [0-9]+ \(effective\); private data sent 16 bytes, received 16 bytes' "$side"
+        expect_line "$work/$side.out" '^NdkPing completes\.$' "$side"
+    done
+    expect_line "$work/client.out" '^Sent 10 messages of 256 bytes, every echo checked' "client"
+    ;;
+*)
+    fail "unknown case $case_name"
+    ;;
+esac
+echo "PASS: $case_name"
+exit 0
