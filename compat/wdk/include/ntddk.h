@@ -1,0 +1,5 @@
+/* ntddk.h — softndk kernel-consumer harness: everything is in wdm.h (docs/wdk.md). */
+#ifndef SOFTNDK_WDK_NTDDK_H
+#define SOFTNDK_WDK_NTDDK_H
+#include "wdm.h"
+#endif

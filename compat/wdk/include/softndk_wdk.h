@@ -1,0 +1,63 @@
+/*
+ * softndk_wdk.h — the harness's own interface (not Windows'): what the DriverEntry runner and
+ * tests use to drive a driver and to find what it leaked. Every name starts with SoftNdkWdk.
+ * libsoftndk-wdk exports these plus the Windows names of the other headers (docs/wdk.md).
+ */
+#ifndef SOFTNDK_WDK_SOFTNDK_WDK_H
+#define SOFTNDK_WDK_SOFTNDK_WDK_H
+
+#include "wdm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Make the calling thread a driver thread: it runs at PASSIVE_LEVEL (see wdm.h, IRQL model).
+ * The thread that loaded the library, the runner and the work-item threads already are. */
+SOFTNDK_WDK_API VOID SoftNdkWdkEnterDriverThread(VOID);
+
+/* Pool: live allocations made at or after sequence number Since (0 = all), grouped by tag.
+ * Fills up to MaxTags entries (Tags may be NULL with MaxTags 0) and returns how many tags have
+ * live allocations. SoftNdkWdkPoolSequence() is the sequence number the next allocation gets. */
+typedef struct _SOFTNDK_WDK_POOL_TAG {
+    ULONG Tag;           /* as passed; printed in memory byte order, as poolmon shows tags */
+    ULONG Allocations;   /* live allocations with this tag */
+    SIZE_T Bytes;        /* their requested sizes */
+    PVOID FirstCaller;   /* return address of the oldest live allocation's caller */
+} SOFTNDK_WDK_POOL_TAG;
+SOFTNDK_WDK_API ULONG64 SoftNdkWdkPoolSequence(VOID);
+SOFTNDK_WDK_API ULONG SoftNdkWdkQueryPool(ULONG64 Since, SOFTNDK_WDK_POOL_TAG *Tags, ULONG MaxTags);
+/* The tag in memory byte order, as poolmon prints it (the tag 'kdnS' prints as "Sndk"):
+ * Buffer gets 4 characters and a NUL. */
+SOFTNDK_WDK_API VOID SoftNdkWdkFormatTag(ULONG Tag, char Buffer[5]);
+
+/* NDK adapters opened through WskOpenNdkAdapter and not yet closed; fills up to Max. */
+SOFTNDK_WDK_API ULONG SoftNdkWdkQueryOpenAdapters(NDK_ADAPTER **Adapters, ULONG Max);
+/* WSK registrations not deregistered. */
+SOFTNDK_WDK_API ULONG SoftNdkWdkQueryWskRegistrations(VOID);
+/* Work items allocated (IoAllocateWorkItem) and not freed; queued or running now. */
+SOFTNDK_WDK_API ULONG SoftNdkWdkQueryWorkItems(ULONG *Queued);
+/* Wait until no work item is queued or running; FALSE on timeout. */
+SOFTNDK_WDK_API BOOLEAN SoftNdkWdkWaitForWorkItems(ULONG TimeoutMs);
+
+/* Run a driver as the Windows loader and unloader would: build a DRIVER_OBJECT and the
+ * registry path, call DriverEntry, then (if it succeeded) DriverUnload, wait for its work
+ * items, and report to stderr: the status, pool tags still allocated (count, bytes, first
+ * caller), NDK adapters still open, device objects not deleted, WSK registrations not
+ * deregistered, work items not freed. Returns the process exit code: 0 = DriverEntry
+ * succeeded, the driver unloaded and nothing leaked; 1 = DriverEntry failed or something
+ * leaked; 2 = usage (no DriverUnload to call). */
+typedef struct _SOFTNDK_WDK_RUN {
+    ULONG Size;               /* sizeof(SOFTNDK_WDK_RUN) */
+    const char *DriverName;   /* "\Driver\<name>" and the default service key; NULL = "driver" */
+    const char *RegistryPath; /* NULL = \Registry\Machine\System\CurrentControlSet\Services\<name> */
+    ULONG TimeoutSeconds;     /* 0 = none: after this the run is abandoned as hung (exit 1) */
+    BOOLEAN Quiet;            /* only problems and the final line */
+} SOFTNDK_WDK_RUN;
+SOFTNDK_WDK_API int SoftNdkWdkRunDriver(PDRIVER_INITIALIZE DriverInit, const SOFTNDK_WDK_RUN *Run);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SOFTNDK_WDK_SOFTNDK_WDK_H */

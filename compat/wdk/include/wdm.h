@@ -1,0 +1,1049 @@
+/*
+ * wdm.h — the subset of the Windows kernel API that NDK consumer drivers use, on POSIX.
+ *
+ * Part of softndk's kernel-consumer harness (libsoftndk-wdk, docs/wdk.md): driver source that
+ * includes <ntddk.h> / <wdm.h> / <ndis.h> / <wsk.h> / <wskndk.h> compiles unchanged against
+ * these headers and runs in a Linux process on softndk. Names, types and semantics are
+ * Windows'; binary layout is not (KEVENT, KSPIN_LOCK... are sized for this implementation).
+ *
+ * IRQL model (checked at run time, since the annotations are no-ops): threads of the driver
+ * (the runner's thread that calls DriverEntry/DriverUnload, work-item threads) run at
+ * PASSIVE_LEVEL; holding a spin lock raises to DISPATCH_LEVEL; every other thread (softndk's
+ * progress threads, which deliver NDK callbacks) reports DISPATCH_LEVEL, the most a Windows
+ * NDK callback may be called at. Blocking at DISPATCH_LEVEL is a bugcheck, as on Windows.
+ */
+#ifndef SOFTNDK_WDK_WDM_H
+#define SOFTNDK_WDK_WDM_H
+
+#include "sal.h"
+
+#include <ndk/ndkpi.h> /* base NT types (ndkinfo.h), STATUS_* codes, the MDL */
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Compiler and calling-convention words (no calling conventions on x86-64 Linux). */
+#if defined(__GNUC__)
+#define SOFTNDK_WDK_API __attribute__((visibility("default")))
+#define SOFTNDK_WDK_NORETURN __attribute__((noreturn))
+#else
+#define SOFTNDK_WDK_API
+#define SOFTNDK_WDK_NORETURN
+#endif
+#ifndef NTAPI
+#define NTAPI
+#endif
+#ifndef NTSYSAPI
+#define NTSYSAPI
+#endif
+#ifndef NTKERNELAPI
+#define NTKERNELAPI
+#endif
+#ifndef NTHALAPI
+#define NTHALAPI
+#endif
+#ifndef FASTCALL
+#define FASTCALL
+#endif
+#ifndef __stdcall
+#define __stdcall
+#endif
+#ifndef __cdecl
+#define __cdecl
+#endif
+#ifndef __fastcall
+#define __fastcall
+#endif
+#ifndef FORCEINLINE
+#define FORCEINLINE static inline __attribute__((always_inline))
+#endif
+#ifndef __forceinline
+#define __forceinline inline __attribute__((always_inline))
+#endif
+#define DECLSPEC_ALIGN(x) __attribute__((aligned(x)))
+#define DECLSPEC_NOINLINE __attribute__((noinline))
+#define DECLSPEC_NORETURN __attribute__((noreturn))
+#define DECLSPEC_CACHEALIGN DECLSPEC_ALIGN(64)
+#define DECLSPEC_IMPORT
+#define DECLSPEC_EXPORT
+#ifndef SYSTEM_CACHE_ALIGNMENT_SIZE
+#define SYSTEM_CACHE_ALIGNMENT_SIZE 64
+#endif
+#ifdef __cplusplus
+#define EXTERN_C extern "C"
+#else
+#define EXTERN_C extern
+#endif
+#ifndef CONST
+#define CONST const
+#endif
+#ifndef IN
+#define IN
+#endif
+#ifndef OUT
+#define OUT
+#endif
+#ifndef OPTIONAL
+#define OPTIONAL
+#endif
+#ifndef NULL
+#define NULL ((void *)0)
+#endif
+/* Checked build by default: NT_ASSERT and KdPrint are live, as a test harness wants them. */
+#ifndef DBG
+#define DBG 1
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Base types beyond those in ndkinfo.h (NTSTATUS, ULONG, LONG, USHORT, UCHAR, BOOLEAN,
+ * UINT32, UINT64, ULONG64, SIZE_T, ULONG_PTR, KAFFINITY, PVOID, GUID, LARGE_INTEGER). WCHAR is
+ * 16 bits as on Windows: compile driver code with -fshort-wchar so that L"..." literals are
+ * WCHAR strings (the softndk::wdk target and softndk-wdk.pc add it). */
+typedef char CHAR, *PCHAR, *PSTR, *LPSTR;
+typedef const char *PCSTR, *LPCSTR, *PCSZ;
+typedef int8_t CCHAR, INT8, *PINT8;
+typedef int16_t SHORT, CSHORT, INT16, *PSHORT, *PINT16;
+typedef int32_t INT, INT32, *PINT, *PINT32, *PLONG, *LPLONG;
+typedef int64_t LONGLONG, LONG64, INT64, *PLONGLONG, *PLONG64, *PINT64;
+typedef uint8_t UINT8, BYTE, *PUCHAR, *PUINT8, *PBYTE, *PBOOLEAN;
+typedef uint16_t UINT16, WORD, *PUSHORT, *PUINT16, *PWORD;
+typedef uint32_t UINT, DWORD, *PULONG, *PUINT, *PUINT32, *PDWORD, *LPDWORD;
+typedef uint64_t ULONGLONG, DWORD64, QWORD, *PULONGLONG, *PULONG64, *PUINT64, *PDWORD64;
+typedef intptr_t LONG_PTR, INT_PTR, SSIZE_T, *PLONG_PTR;
+typedef uintptr_t UINT_PTR, DWORD_PTR, *PULONG_PTR, *PUINT_PTR;
+typedef SIZE_T *PSIZE_T;
+typedef ULONG LOGICAL, *PLOGICAL;
+#if defined(__cplusplus) && defined(__SIZEOF_WCHAR_T__) && __SIZEOF_WCHAR_T__ == 2
+typedef wchar_t WCHAR, *PWCHAR, *PWCH, *PWSTR, *LPWSTR; /* C++: L"..." is wchar_t */
+#else
+typedef uint16_t WCHAR, *PWCHAR, *PWCH, *PWSTR, *LPWSTR; /* C: with -fshort-wchar, the same type */
+#endif
+typedef const WCHAR *PCWCH, *PCWSTR, *LPCWSTR;
+typedef PVOID HANDLE, *PHANDLE, *PPVOID;
+typedef const void *PCVOID;
+typedef NTSTATUS *PNTSTATUS;
+typedef LARGE_INTEGER *PLARGE_INTEGER;
+typedef PHYSICAL_ADDRESS *PPHYSICAL_ADDRESS;
+typedef GUID *PGUID, *LPGUID;
+typedef const GUID *LPCGUID;
+typedef KAFFINITY *PKAFFINITY;
+typedef GROUP_AFFINITY *PGROUP_AFFINITY;
+typedef ULONG ACCESS_MASK, *PACCESS_MASK;
+typedef ULONG DEVICE_TYPE;
+typedef LONG KPRIORITY;
+typedef CCHAR KPROCESSOR_MODE;
+typedef UCHAR KIRQL, *PKIRQL;
+typedef ULONG64 POOL_FLAGS;
+typedef ULONG_PTR PFN_NUMBER, *PPFN_NUMBER;
+
+typedef union _ULARGE_INTEGER {
+    SOFTNDK_ANON_STRUCT {
+        ULONG LowPart;
+        ULONG HighPart;
+    };
+    struct {
+        ULONG LowPart;
+        ULONG HighPart;
+    } u;
+    ULONGLONG QuadPart;
+} ULARGE_INTEGER, *PULARGE_INTEGER;
+
+typedef struct _PROCESSOR_NUMBER {
+    USHORT Group;
+    UCHAR Number;
+    UCHAR Reserved;
+} PROCESSOR_NUMBER, *PPROCESSOR_NUMBER;
+
+typedef enum _MODE { KernelMode, UserMode, MaximumMode } MODE;
+
+typedef enum _KWAIT_REASON {
+    Executive,
+    FreePage,
+    PageIn,
+    PoolAllocation,
+    DelayExecution,
+    Suspended,
+    UserRequest,
+    WrExecutive,
+    WrFreePage,
+    WrPageIn,
+    WrPoolAllocation,
+    WrDelayExecution,
+    WrSuspended,
+    WrUserRequest,
+    MaximumWaitReason = 40
+} KWAIT_REASON;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Limits, sizes, and the small macros of ntdef.h. */
+#define MINCHAR 0x80
+#define MAXCHAR 0x7f
+#define MINSHORT 0x8000
+#define MAXSHORT 0x7fff
+#define MINLONG ((LONG)0x80000000)
+#define MAXLONG 0x7fffffff
+#define MAXUCHAR 0xff
+#define MAXUSHORT 0xffff
+#define MAXULONG64 ((ULONG64)~((ULONG64)0))
+#define MAXLONGLONG ((LONGLONG)0x7fffffffffffffffLL)
+#define MAXULONG_PTR (~((ULONG_PTR)0))
+#define MAXLONG_PTR ((LONG_PTR)(MAXULONG_PTR >> 1))
+#define MAXSIZE_T ((SIZE_T)~((SIZE_T)0))
+#define MAXSSIZE_T ((SSIZE_T)(MAXSIZE_T >> 1))
+#define ANYSIZE_ARRAY 1
+
+#define UNREFERENCED_PARAMETER(P) ((void)(P))
+#define DBG_UNREFERENCED_PARAMETER(P) ((void)(P))
+#define DBG_UNREFERENCED_LOCAL_VARIABLE(V) ((void)(V))
+#ifdef __cplusplus
+#define C_ASSERT(e) static_assert(e, #e)
+#else
+#define C_ASSERT(e) _Static_assert(e, #e)
+#endif
+#define FIELD_OFFSET(type, field) ((LONG)offsetof(type, field))
+#define UFIELD_OFFSET(type, field) ((ULONG)offsetof(type, field))
+#define RTL_FIELD_SIZE(type, field) (sizeof(((type *)0)->field))
+#define RTL_SIZEOF_THROUGH_FIELD(type, field) (offsetof(type, field) + RTL_FIELD_SIZE(type, field))
+#define RTL_NUMBER_OF(a) (sizeof(a) / sizeof((a)[0]))
+#define RTL_NUMBER_OF_V1(a) RTL_NUMBER_OF(a)
+#define RTL_NUMBER_OF_V2(a) RTL_NUMBER_OF(a)
+#ifndef ARRAYSIZE
+#define ARRAYSIZE(a) RTL_NUMBER_OF(a)
+#endif
+#define RTL_BITS_OF(t) (sizeof(t) * 8)
+/* offsetof rather than the classic &((type *)0)->field, which UBSan reports. */
+#define CONTAINING_RECORD(address, type, field)                                                    \
+    ((type *)((PCHAR)(address) - offsetof(type, field)))
+#ifndef min
+#define min(a, b) (((a) < (b)) ? (a) : (b))
+#endif
+#ifndef max
+#define max(a, b) (((a) > (b)) ? (a) : (b))
+#endif
+#define FlagOn(_F, _SF) ((_F) & (_SF))
+#define BooleanFlagOn(F, SF) ((BOOLEAN)(((F) & (SF)) != 0))
+#define SetFlag(_F, _SF) ((_F) |= (_SF))
+#define ClearFlag(_F, _SF) ((_F) &= ~(_SF))
+#define ALIGN_DOWN_BY(length, alignment) ((ULONG_PTR)(length) & ~((ULONG_PTR)(alignment) - 1))
+#define ALIGN_UP_BY(length, alignment) (ALIGN_DOWN_BY(((ULONG_PTR)(length) + (alignment) - 1), alignment))
+#define ALIGN_DOWN_POINTER_BY(address, alignment) ((PVOID)ALIGN_DOWN_BY(address, alignment))
+#define ALIGN_UP_POINTER_BY(address, alignment) ((PVOID)ALIGN_UP_BY(address, alignment))
+#define ALIGN_DOWN(length, type) ALIGN_DOWN_BY(length, sizeof(type))
+#define ALIGN_UP(length, type) ALIGN_UP_BY(length, sizeof(type))
+
+#define NT_INFORMATION(Status) ((((ULONG)(Status)) >> 30) == 1)
+#define NT_WARNING(Status) ((((ULONG)(Status)) >> 30) == 2)
+#define NT_ERROR(Status) ((((ULONG)(Status)) >> 30) == 3)
+
+/* Pages: 4 KiB, as NDK_ADAPTER_PAGE_SIZE (PAGE_SIZE comes from ndkpi.h). */
+#define PAGE_SHIFT 12L
+#define PAGE_ALIGN(Va) ((PVOID)((ULONG_PTR)(Va) & ~((ULONG_PTR)PAGE_SIZE - 1)))
+#define BYTE_OFFSET(Va) ((ULONG)((LONG_PTR)(Va) & (PAGE_SIZE - 1)))
+#define ROUND_TO_PAGES(Size) (((ULONG_PTR)(Size) + PAGE_SIZE - 1) & ~((ULONG_PTR)PAGE_SIZE - 1))
+#define BYTES_TO_PAGES(Size) (((Size) >> PAGE_SHIFT) + (((Size) & (PAGE_SIZE - 1)) != 0))
+#define ADDRESS_AND_SIZE_TO_SPAN_PAGES(Va, Size)                                                   \
+    ((BYTE_OFFSET(Va) + ((SIZE_T)(Size)) + (PAGE_SIZE - 1)) >> PAGE_SHIFT)
+
+/* More NTSTATUS values drivers use beyond the NDK set in ndkpi.h. */
+#define STATUS_WAIT_0 SOFTNDK_NTSTATUS(0x00000000L)
+#define STATUS_ABANDONED SOFTNDK_NTSTATUS(0x00000080L)
+#define STATUS_USER_APC SOFTNDK_NTSTATUS(0x000000C0L)
+#define STATUS_ALERTED SOFTNDK_NTSTATUS(0x00000101L)
+#define STATUS_REPARSE SOFTNDK_NTSTATUS(0x00000104L)
+#define STATUS_MORE_ENTRIES SOFTNDK_NTSTATUS(0x00000105L)
+#define STATUS_DEVICE_BUSY SOFTNDK_NTSTATUS(0x80000011L)
+#define STATUS_INFO_LENGTH_MISMATCH SOFTNDK_NTSTATUS(0xC0000004L)
+#define STATUS_NO_SUCH_DEVICE SOFTNDK_NTSTATUS(0xC000000EL)
+#define STATUS_MORE_PROCESSING_REQUIRED SOFTNDK_NTSTATUS(0xC0000016L)
+#define STATUS_ACCESS_DENIED SOFTNDK_NTSTATUS(0xC0000022L)
+#define STATUS_OBJECT_NAME_INVALID SOFTNDK_NTSTATUS(0xC0000033L)
+#define STATUS_OBJECT_NAME_NOT_FOUND SOFTNDK_NTSTATUS(0xC0000034L)
+#define STATUS_OBJECT_NAME_COLLISION SOFTNDK_NTSTATUS(0xC0000035L)
+#define STATUS_DELETE_PENDING SOFTNDK_NTSTATUS(0xC0000056L)
+#define STATUS_INTEGER_OVERFLOW SOFTNDK_NTSTATUS(0xC0000095L)
+#define STATUS_RETRY SOFTNDK_NTSTATUS(0xC000022DL)
+#define STATUS_NOINTERFACE SOFTNDK_NTSTATUS(0xC00002B9L)
+#define STATUS_INVALID_PARAMETER_1 SOFTNDK_NTSTATUS(0xC00000EFL)
+#define STATUS_INVALID_PARAMETER_2 SOFTNDK_NTSTATUS(0xC00000F0L)
+#define STATUS_INVALID_PARAMETER_3 SOFTNDK_NTSTATUS(0xC00000F1L)
+#define STATUS_INVALID_PARAMETER_4 SOFTNDK_NTSTATUS(0xC00000F2L)
+#define STATUS_FAILED_DRIVER_ENTRY SOFTNDK_NTSTATUS(0xC0000365L)
+
+/* ------------------------------------------------------------------------------------------ */
+/* Bugchecks and assertions. A bugcheck prints the stop code, its parameters and a backtrace
+ * to stderr and aborts the process: the test fails where Windows would have crashed. */
+#define IRQL_NOT_GREATER_OR_EQUAL 0x00000009
+#define IRQL_NOT_LESS_OR_EQUAL 0x0000000A
+#define SPIN_LOCK_ALREADY_OWNED 0x0000000F
+#define SPIN_LOCK_NOT_OWNED 0x00000010
+#define BAD_POOL_HEADER 0x00000019
+#define NO_MORE_IRP_STACK_LOCATIONS 0x00000035
+#define MULTIPLE_IRP_COMPLETE_REQUESTS 0x00000044
+#define INVALID_WORK_QUEUE_ITEM 0x00000096
+#define BAD_POOL_CALLER 0x000000C2
+#define DRIVER_VERIFIER_DETECTED_VIOLATION 0x000000C4
+#define DRIVER_UNLOADED_WITHOUT_CANCELLING_PENDING_OPERATIONS 0x000000CE
+#define DRIVER_IRQL_NOT_LESS_OR_EQUAL 0x000000D1
+#define MANUALLY_INITIATED_CRASH 0x000000E2
+#define KERNEL_SECURITY_CHECK_FAILURE 0x00000139
+#define WORKER_THREAD_RETURNED_AT_BAD_IRQL 0x000000E1
+#define DRIVER_LEFT_LOCKED_PAGES_IN_PROCESS 0x000000CB
+
+SOFTNDK_WDK_API SOFTNDK_WDK_NORETURN VOID KeBugCheckEx(ULONG BugCheckCode, ULONG_PTR P1,
+                                                        ULONG_PTR P2, ULONG_PTR P3, ULONG_PTR P4);
+SOFTNDK_WDK_API SOFTNDK_WDK_NORETURN VOID KeBugCheck(ULONG BugCheckCode);
+
+/* Called by the assertion macros; bugchecks (Windows: an assertion without a debugger). */
+SOFTNDK_WDK_API SOFTNDK_WDK_NORETURN VOID SoftNdkWdkAssertFailed(PCSTR Expression, PCSTR Message,
+                                                                  PCSTR File, ULONG Line);
+
+#define NT_FRE_ASSERT(exp)                                                                         \
+    ((!(exp)) ? (SoftNdkWdkAssertFailed(#exp, NULL, __FILE__, __LINE__), FALSE) : TRUE)
+#define NT_FRE_ASSERTMSG(msg, exp)                                                                 \
+    ((!(exp)) ? (SoftNdkWdkAssertFailed(#exp, (msg), __FILE__, __LINE__), FALSE) : TRUE)
+#if DBG
+#define NT_ASSERT(exp) NT_FRE_ASSERT(exp)
+#define NT_ASSERTMSG(msg, exp) NT_FRE_ASSERTMSG(msg, exp)
+#define NT_ASSERT_ASSUME(exp) NT_FRE_ASSERT(exp)
+#define NT_VERIFY(exp) NT_FRE_ASSERT(exp)
+#define NT_VERIFYMSG(msg, exp) NT_FRE_ASSERTMSG(msg, exp)
+#define ASSERT(exp) ((VOID)NT_FRE_ASSERT(exp))
+#define ASSERTMSG(msg, exp) ((VOID)NT_FRE_ASSERTMSG(msg, exp))
+#else
+#define NT_ASSERT(exp) ((VOID)0)
+#define NT_ASSERTMSG(msg, exp) ((VOID)0)
+#define NT_ASSERT_ASSUME(exp) ((VOID)0)
+#define NT_VERIFY(exp) ((exp) ? TRUE : FALSE)
+#define NT_VERIFYMSG(msg, exp) ((exp) ? TRUE : FALSE)
+#define ASSERT(exp) ((VOID)0)
+#define ASSERTMSG(msg, exp) ((VOID)0)
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Debug output: to stderr. DbgPrint understands the Windows conversions %wZ (PUNICODE_STRING),
+ * %ws / %S (WCHAR string), %Z (PANSI_STRING), %I64x / %I64d / %Ix and the C ones. It is not
+ * format-checked by the compiler (neither is it by MSVC). DbgPrintEx prints levels up to
+ * SOFTNDK_WDK_DEBUG_LEVEL (environment; default 3 = everything up to DPFLTR_INFO_LEVEL). */
+#define DPFLTR_ERROR_LEVEL 0
+#define DPFLTR_WARNING_LEVEL 1
+#define DPFLTR_TRACE_LEVEL 2
+#define DPFLTR_INFO_LEVEL 3
+#define DPFLTR_MASK 0x80000000
+/* Component ids: accepted and printed; their values are not Windows'. */
+#define DPFLTR_DEFAULT_ID 101
+#define DPFLTR_IHVDRIVER_ID 77
+#define DPFLTR_IHVNETWORK_ID 78
+#define DPFLTR_IHVBUS_ID 79
+
+SOFTNDK_WDK_API ULONG DbgPrint(PCSTR Format, ...);
+SOFTNDK_WDK_API ULONG DbgPrintEx(ULONG ComponentId, ULONG Level, PCSTR Format, ...);
+SOFTNDK_WDK_API ULONG vDbgPrintEx(ULONG ComponentId, ULONG Level, PCSTR Format, va_list ap);
+SOFTNDK_WDK_API VOID DbgBreakPoint(VOID);
+#define DbgBreakPointWithStatus(s) DbgBreakPoint()
+#if DBG
+#define KdPrint(_x_) DbgPrint _x_
+#define KdPrintEx(_x_) DbgPrintEx _x_
+#define KdBreakPoint() DbgBreakPoint()
+#else
+#define KdPrint(_x_)
+#define KdPrintEx(_x_)
+#define KdBreakPoint()
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* IRQL */
+#define PASSIVE_LEVEL 0
+#define LOW_LEVEL 0
+#define APC_LEVEL 1
+#define DISPATCH_LEVEL 2
+#define CMCI_LEVEL 5
+#define CLOCK_LEVEL 13
+#define IPI_LEVEL 14
+#define POWER_LEVEL 14
+#define PROFILE_LEVEL 15
+#define HIGH_LEVEL 15
+
+SOFTNDK_WDK_API KIRQL KeGetCurrentIrql(VOID);
+SOFTNDK_WDK_API KIRQL KfRaiseIrql(KIRQL NewIrql);
+SOFTNDK_WDK_API VOID KeLowerIrql(KIRQL NewIrql);
+SOFTNDK_WDK_API KIRQL KeRaiseIrqlToDpcLevel(VOID);
+#define KeRaiseIrql(a, b) (*(b) = KfRaiseIrql(a))
+/* Bugchecks unless IRQL <= APC_LEVEL (what PAGED_CODE asserts on a checked Windows build). */
+SOFTNDK_WDK_API VOID SoftNdkWdkPagedCode(PCSTR File, ULONG Line);
+#define PAGED_CODE() SoftNdkWdkPagedCode(__FILE__, __LINE__)
+#define PAGED_CODE_LOCKED() ((VOID)0)
+#define KeEnterCriticalRegion() ((VOID)0)
+#define KeLeaveCriticalRegion() ((VOID)0)
+#define KeEnterGuardedRegion() ((VOID)0)
+#define KeLeaveGuardedRegion() ((VOID)0)
+#define KeAreApcsDisabled() FALSE
+
+/* ------------------------------------------------------------------------------------------ */
+/* Spin locks: a real spin lock on the KSPIN_LOCK word (spins, then yields the CPU so that a
+ * preempted holder can run). Acquire raises to DISPATCH_LEVEL. Re-acquiring a lock the thread
+ * holds, or releasing one it does not, bugchecks (SPIN_LOCK_ALREADY_OWNED / _NOT_OWNED). */
+typedef ULONG_PTR KSPIN_LOCK, *PKSPIN_LOCK;
+
+typedef struct _KSPIN_LOCK_QUEUE {
+    struct _KSPIN_LOCK_QUEUE *volatile Next;
+    PKSPIN_LOCK volatile Lock;
+} KSPIN_LOCK_QUEUE, *PKSPIN_LOCK_QUEUE;
+
+typedef struct _KLOCK_QUEUE_HANDLE {
+    KSPIN_LOCK_QUEUE LockQueue;
+    KIRQL OldIrql;
+} KLOCK_QUEUE_HANDLE, *PKLOCK_QUEUE_HANDLE;
+
+FORCEINLINE VOID KeInitializeSpinLock(PKSPIN_LOCK SpinLock)
+{
+    *SpinLock = 0;
+}
+SOFTNDK_WDK_API KIRQL KeAcquireSpinLockRaiseToDpc(PKSPIN_LOCK SpinLock);
+#define KeAcquireSpinLock(SpinLock, OldIrql) (*(OldIrql) = KeAcquireSpinLockRaiseToDpc(SpinLock))
+SOFTNDK_WDK_API VOID KeReleaseSpinLock(PKSPIN_LOCK SpinLock, KIRQL NewIrql);
+SOFTNDK_WDK_API VOID KeAcquireSpinLockAtDpcLevel(PKSPIN_LOCK SpinLock);
+SOFTNDK_WDK_API VOID KeReleaseSpinLockFromDpcLevel(PKSPIN_LOCK SpinLock);
+SOFTNDK_WDK_API BOOLEAN KeTryToAcquireSpinLockAtDpcLevel(PKSPIN_LOCK SpinLock);
+SOFTNDK_WDK_API BOOLEAN KeTestSpinLock(PKSPIN_LOCK SpinLock);
+SOFTNDK_WDK_API VOID KeAcquireInStackQueuedSpinLock(PKSPIN_LOCK SpinLock,
+                                                    PKLOCK_QUEUE_HANDLE LockHandle);
+SOFTNDK_WDK_API VOID KeReleaseInStackQueuedSpinLock(PKLOCK_QUEUE_HANDLE LockHandle);
+SOFTNDK_WDK_API VOID KeAcquireInStackQueuedSpinLockAtDpcLevel(PKSPIN_LOCK SpinLock,
+                                                              PKLOCK_QUEUE_HANDLE LockHandle);
+SOFTNDK_WDK_API VOID KeReleaseInStackQueuedSpinLockFromDpcLevel(PKLOCK_QUEUE_HANDLE LockHandle);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Dispatcher objects: events and semaphores, waited on with KeWaitForSingleObject. */
+typedef struct _DISPATCHER_HEADER {
+    UCHAR Type; /* EVENT_TYPE, or SOFTNDK_WDK_SEMAPHORE_OBJECT */
+    UCHAR Reserved[3];
+    volatile LONG SignalState;
+    ULONG_PTR Reserved2;
+} DISPATCHER_HEADER;
+
+typedef enum _EVENT_TYPE { NotificationEvent, SynchronizationEvent } EVENT_TYPE;
+#define SOFTNDK_WDK_SEMAPHORE_OBJECT 5
+
+typedef struct _KEVENT {
+    DISPATCHER_HEADER Header;
+} KEVENT, *PKEVENT, *PRKEVENT;
+
+typedef struct _KSEMAPHORE {
+    DISPATCHER_HEADER Header;
+    LONG Limit;
+} KSEMAPHORE, *PKSEMAPHORE, *PRKSEMAPHORE;
+
+#define IO_NO_INCREMENT 0
+#define EVENT_INCREMENT 1
+#define IO_NETWORK_INCREMENT 2
+#define SEMAPHORE_INCREMENT 1
+
+SOFTNDK_WDK_API VOID KeInitializeEvent(PRKEVENT Event, EVENT_TYPE Type, BOOLEAN State);
+SOFTNDK_WDK_API LONG KeSetEvent(PRKEVENT Event, KPRIORITY Increment, BOOLEAN Wait);
+SOFTNDK_WDK_API VOID KeClearEvent(PRKEVENT Event);
+SOFTNDK_WDK_API LONG KeResetEvent(PRKEVENT Event);
+SOFTNDK_WDK_API LONG KeReadStateEvent(PRKEVENT Event);
+SOFTNDK_WDK_API VOID KeInitializeSemaphore(PRKSEMAPHORE Semaphore, LONG Count, LONG Limit);
+SOFTNDK_WDK_API LONG KeReleaseSemaphore(PRKSEMAPHORE Semaphore, KPRIORITY Increment,
+                                        LONG Adjustment, BOOLEAN Wait);
+SOFTNDK_WDK_API LONG KeReadStateSemaphore(PRKSEMAPHORE Semaphore);
+
+/* Timeout: NULL = forever; negative = relative, in 100 ns units; positive or zero = absolute
+ * system time (100 ns units since 1601-01-01 UTC). Returns STATUS_SUCCESS (= STATUS_WAIT_0)
+ * or STATUS_TIMEOUT. A wait that can block (Timeout NULL or non-zero) at DISPATCH_LEVEL or
+ * above bugchecks. WaitReason, WaitMode and Alertable are accepted and ignored. */
+SOFTNDK_WDK_API NTSTATUS KeWaitForSingleObject(PVOID Object, KWAIT_REASON WaitReason,
+                                               KPROCESSOR_MODE WaitMode, BOOLEAN Alertable,
+                                               PLARGE_INTEGER Timeout);
+SOFTNDK_WDK_API NTSTATUS KeDelayExecutionThread(KPROCESSOR_MODE WaitMode, BOOLEAN Alertable,
+                                                PLARGE_INTEGER Interval);
+SOFTNDK_WDK_API VOID KeStallExecutionProcessor(ULONG MicroSeconds);
+
+/* Fast mutexes and guarded mutexes (raise to APC_LEVEL while held). */
+typedef struct _FAST_MUTEX {
+    volatile LONG Count;
+    PVOID Owner;
+    ULONG Contention;
+    KEVENT Event;
+    ULONG OldIrql;
+} FAST_MUTEX, *PFAST_MUTEX, KGUARDED_MUTEX, *PKGUARDED_MUTEX;
+SOFTNDK_WDK_API VOID ExInitializeFastMutex(PFAST_MUTEX FastMutex);
+SOFTNDK_WDK_API VOID ExAcquireFastMutex(PFAST_MUTEX FastMutex);
+SOFTNDK_WDK_API VOID ExReleaseFastMutex(PFAST_MUTEX FastMutex);
+SOFTNDK_WDK_API BOOLEAN ExTryToAcquireFastMutex(PFAST_MUTEX FastMutex);
+#define ExAcquireFastMutexUnsafe(m) ExAcquireFastMutex(m)
+#define ExReleaseFastMutexUnsafe(m) ExReleaseFastMutex(m)
+#define KeInitializeGuardedMutex(m) ExInitializeFastMutex(m)
+#define KeAcquireGuardedMutex(m) ExAcquireFastMutex(m)
+#define KeReleaseGuardedMutex(m) ExReleaseFastMutex(m)
+#define KeTryToAcquireGuardedMutex(m) ExTryToAcquireFastMutex(m)
+
+/* ------------------------------------------------------------------------------------------ */
+/* Time and processors */
+SOFTNDK_WDK_API VOID KeQuerySystemTimePrecise(PLARGE_INTEGER CurrentTime);
+#define KeQuerySystemTime(t) KeQuerySystemTimePrecise(t)
+SOFTNDK_WDK_API ULONGLONG KeQueryInterruptTime(VOID);
+#define KeQueryInterruptTimePrecise(qpc) KeQueryInterruptTime()
+SOFTNDK_WDK_API LARGE_INTEGER KeQueryPerformanceCounter(PLARGE_INTEGER PerformanceFrequency);
+SOFTNDK_WDK_API ULONG KeQueryTimeIncrement(VOID);
+#define ALL_PROCESSOR_GROUPS 0xffff
+SOFTNDK_WDK_API ULONG KeQueryActiveProcessorCountEx(USHORT GroupNumber);
+SOFTNDK_WDK_API ULONG KeQueryActiveProcessorCount(PKAFFINITY ActiveProcessors);
+SOFTNDK_WDK_API USHORT KeQueryActiveGroupCount(VOID);
+SOFTNDK_WDK_API ULONG KeGetCurrentProcessorNumberEx(PPROCESSOR_NUMBER ProcNumber);
+#define KeGetCurrentProcessorNumber() KeGetCurrentProcessorNumberEx(NULL)
+SOFTNDK_WDK_API HANDLE PsGetCurrentThreadId(VOID);
+SOFTNDK_WDK_API HANDLE PsGetCurrentProcessId(VOID);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Interlocked operations: full barriers, as on Windows. */
+#define SOFTNDK_WDK_SEQ __ATOMIC_SEQ_CST
+FORCEINLINE LONG InterlockedIncrement(LONG volatile *Addend)
+{
+    return __atomic_add_fetch(Addend, 1, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE LONG InterlockedDecrement(LONG volatile *Addend)
+{
+    return __atomic_sub_fetch(Addend, 1, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE LONG InterlockedExchange(LONG volatile *Target, LONG Value)
+{
+    return __atomic_exchange_n(Target, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE LONG InterlockedCompareExchange(LONG volatile *Destination, LONG ExChange,
+                                            LONG Comperand)
+{
+    __atomic_compare_exchange_n(Destination, &Comperand, ExChange, 0, SOFTNDK_WDK_SEQ,
+                                SOFTNDK_WDK_SEQ);
+    return Comperand; /* the initial value either way */
+}
+FORCEINLINE LONG InterlockedExchangeAdd(LONG volatile *Addend, LONG Value)
+{
+    return __atomic_fetch_add(Addend, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE LONG InterlockedAdd(LONG volatile *Addend, LONG Value)
+{
+    return __atomic_add_fetch(Addend, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE LONG InterlockedOr(LONG volatile *Destination, LONG Value)
+{
+    return __atomic_fetch_or(Destination, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE LONG InterlockedAnd(LONG volatile *Destination, LONG Value)
+{
+    return __atomic_fetch_and(Destination, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE LONG InterlockedXor(LONG volatile *Destination, LONG Value)
+{
+    return __atomic_fetch_xor(Destination, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE LONG64 InterlockedIncrement64(LONG64 volatile *Addend)
+{
+    return __atomic_add_fetch(Addend, 1, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE LONG64 InterlockedDecrement64(LONG64 volatile *Addend)
+{
+    return __atomic_sub_fetch(Addend, 1, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE LONG64 InterlockedExchange64(LONG64 volatile *Target, LONG64 Value)
+{
+    return __atomic_exchange_n(Target, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE LONG64 InterlockedCompareExchange64(LONG64 volatile *Destination, LONG64 ExChange,
+                                                LONG64 Comperand)
+{
+    __atomic_compare_exchange_n(Destination, &Comperand, ExChange, 0, SOFTNDK_WDK_SEQ,
+                                SOFTNDK_WDK_SEQ);
+    return Comperand;
+}
+FORCEINLINE LONG64 InterlockedExchangeAdd64(LONG64 volatile *Addend, LONG64 Value)
+{
+    return __atomic_fetch_add(Addend, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE LONG64 InterlockedAdd64(LONG64 volatile *Addend, LONG64 Value)
+{
+    return __atomic_add_fetch(Addend, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE PVOID InterlockedExchangePointer(PVOID volatile *Target, PVOID Value)
+{
+    return __atomic_exchange_n(Target, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE PVOID InterlockedCompareExchangePointer(PVOID volatile *Destination, PVOID ExChange,
+                                                    PVOID Comperand)
+{
+    __atomic_compare_exchange_n(Destination, &Comperand, ExChange, 0, SOFTNDK_WDK_SEQ,
+                                SOFTNDK_WDK_SEQ);
+    return Comperand;
+}
+FORCEINLINE LONG ReadAcquire(LONG const volatile *Source)
+{
+    return __atomic_load_n(Source, __ATOMIC_ACQUIRE);
+}
+FORCEINLINE LONG ReadNoFence(LONG const volatile *Source)
+{
+    return __atomic_load_n(Source, __ATOMIC_RELAXED);
+}
+FORCEINLINE VOID WriteRelease(LONG volatile *Destination, LONG Value)
+{
+    __atomic_store_n(Destination, Value, __ATOMIC_RELEASE);
+}
+FORCEINLINE VOID WriteNoFence(LONG volatile *Destination, LONG Value)
+{
+    __atomic_store_n(Destination, Value, __ATOMIC_RELAXED);
+}
+FORCEINLINE PVOID ReadPointerAcquire(PVOID const volatile *Source)
+{
+    return __atomic_load_n(Source, __ATOMIC_ACQUIRE);
+}
+FORCEINLINE VOID WritePointerRelease(PVOID volatile *Destination, PVOID Value)
+{
+    __atomic_store_n(Destination, Value, __ATOMIC_RELEASE);
+}
+#define MemoryBarrier() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#define KeMemoryBarrier() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#define KeMemoryBarrierWithoutFence() __atomic_signal_fence(__ATOMIC_SEQ_CST)
+#define _ReadWriteBarrier() __atomic_signal_fence(__ATOMIC_SEQ_CST)
+#if defined(__x86_64__) || defined(__i386__)
+#define YieldProcessor() __builtin_ia32_pause()
+#else
+#define YieldProcessor() ((VOID)0)
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Doubly and singly linked lists. The unlinking functions check the neighbours' links and
+ * bugcheck KERNEL_SECURITY_CHECK_FAILURE (parameter 3) on corruption, as Windows does. */
+typedef struct _LIST_ENTRY {
+    struct _LIST_ENTRY *Flink;
+    struct _LIST_ENTRY *Blink;
+} LIST_ENTRY, *PLIST_ENTRY, *PRLIST_ENTRY;
+
+typedef struct _SINGLE_LIST_ENTRY {
+    struct _SINGLE_LIST_ENTRY *Next;
+} SINGLE_LIST_ENTRY, *PSINGLE_LIST_ENTRY;
+
+#define FAST_FAIL_CORRUPT_LIST_ENTRY 3
+FORCEINLINE VOID SoftNdkWdkCheckListEntry(PLIST_ENTRY Entry)
+{
+    if (Entry->Flink->Blink != Entry || Entry->Blink->Flink != Entry)
+        KeBugCheckEx(KERNEL_SECURITY_CHECK_FAILURE, FAST_FAIL_CORRUPT_LIST_ENTRY,
+                     (ULONG_PTR)Entry, 0, 0);
+}
+
+FORCEINLINE VOID InitializeListHead(PLIST_ENTRY ListHead)
+{
+    ListHead->Flink = ListHead->Blink = ListHead;
+}
+FORCEINLINE BOOLEAN IsListEmpty(const LIST_ENTRY *ListHead)
+{
+    return (BOOLEAN)(ListHead->Flink == ListHead);
+}
+/* TRUE when the list is empty afterwards. */
+FORCEINLINE BOOLEAN RemoveEntryList(PLIST_ENTRY Entry)
+{
+    SoftNdkWdkCheckListEntry(Entry);
+    PLIST_ENTRY Flink = Entry->Flink, Blink = Entry->Blink;
+    Blink->Flink = Flink;
+    Flink->Blink = Blink;
+    return (BOOLEAN)(Flink == Blink);
+}
+FORCEINLINE PLIST_ENTRY RemoveHeadList(PLIST_ENTRY ListHead)
+{
+    PLIST_ENTRY Entry = ListHead->Flink;
+    SoftNdkWdkCheckListEntry(ListHead);
+    SoftNdkWdkCheckListEntry(Entry);
+    ListHead->Flink = Entry->Flink;
+    Entry->Flink->Blink = ListHead;
+    return Entry;
+}
+FORCEINLINE PLIST_ENTRY RemoveTailList(PLIST_ENTRY ListHead)
+{
+    PLIST_ENTRY Entry = ListHead->Blink;
+    SoftNdkWdkCheckListEntry(ListHead);
+    SoftNdkWdkCheckListEntry(Entry);
+    ListHead->Blink = Entry->Blink;
+    Entry->Blink->Flink = ListHead;
+    return Entry;
+}
+FORCEINLINE VOID InsertTailList(PLIST_ENTRY ListHead, PLIST_ENTRY Entry)
+{
+    PLIST_ENTRY Blink = ListHead->Blink;
+    if (Blink->Flink != ListHead)
+        KeBugCheckEx(KERNEL_SECURITY_CHECK_FAILURE, FAST_FAIL_CORRUPT_LIST_ENTRY,
+                     (ULONG_PTR)ListHead, 0, 0);
+    Entry->Flink = ListHead;
+    Entry->Blink = Blink;
+    Blink->Flink = Entry;
+    ListHead->Blink = Entry;
+}
+FORCEINLINE VOID InsertHeadList(PLIST_ENTRY ListHead, PLIST_ENTRY Entry)
+{
+    PLIST_ENTRY Flink = ListHead->Flink;
+    if (Flink->Blink != ListHead)
+        KeBugCheckEx(KERNEL_SECURITY_CHECK_FAILURE, FAST_FAIL_CORRUPT_LIST_ENTRY,
+                     (ULONG_PTR)ListHead, 0, 0);
+    Entry->Flink = Flink;
+    Entry->Blink = ListHead;
+    Flink->Blink = Entry;
+    ListHead->Flink = Entry;
+}
+/* Append the list that starts at ListToAppend (no separate head) to ListHead. */
+FORCEINLINE VOID AppendTailList(PLIST_ENTRY ListHead, PLIST_ENTRY ListToAppend)
+{
+    PLIST_ENTRY ListEnd = ListHead->Blink;
+    ListHead->Blink->Flink = ListToAppend;
+    ListHead->Blink = ListToAppend->Blink;
+    ListToAppend->Blink->Flink = ListHead;
+    ListToAppend->Blink = ListEnd;
+}
+FORCEINLINE VOID PushEntryList(PSINGLE_LIST_ENTRY ListHead, PSINGLE_LIST_ENTRY Entry)
+{
+    Entry->Next = ListHead->Next;
+    ListHead->Next = Entry;
+}
+FORCEINLINE PSINGLE_LIST_ENTRY PopEntryList(PSINGLE_LIST_ENTRY ListHead)
+{
+    PSINGLE_LIST_ENTRY First = ListHead->Next;
+    if (First != NULL)
+        ListHead->Next = First->Next;
+    return First;
+}
+/* The same operations under a spin lock (callable at any IRQL <= DISPATCH_LEVEL). */
+SOFTNDK_WDK_API PLIST_ENTRY ExInterlockedInsertHeadList(PLIST_ENTRY ListHead, PLIST_ENTRY Entry,
+                                                        PKSPIN_LOCK Lock);
+SOFTNDK_WDK_API PLIST_ENTRY ExInterlockedInsertTailList(PLIST_ENTRY ListHead, PLIST_ENTRY Entry,
+                                                        PKSPIN_LOCK Lock);
+SOFTNDK_WDK_API PLIST_ENTRY ExInterlockedRemoveHeadList(PLIST_ENTRY ListHead, PKSPIN_LOCK Lock);
+SOFTNDK_WDK_API PSINGLE_LIST_ENTRY ExInterlockedPushEntryList(PSINGLE_LIST_ENTRY ListHead,
+                                                              PSINGLE_LIST_ENTRY Entry,
+                                                              PKSPIN_LOCK Lock);
+SOFTNDK_WDK_API PSINGLE_LIST_ENTRY ExInterlockedPopEntryList(PSINGLE_LIST_ENTRY ListHead,
+                                                             PKSPIN_LOCK Lock);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Memory and byte order */
+#define RtlEqualMemory(Destination, Source, Length) (!memcmp((Destination), (Source), (Length)))
+#define RtlMoveMemory(Destination, Source, Length) memmove((Destination), (Source), (Length))
+#define RtlCopyMemory(Destination, Source, Length) memcpy((Destination), (Source), (Length))
+#define RtlCopyMemoryNonTemporal RtlCopyMemory
+#define RtlFillMemory(Destination, Length, Fill) memset((Destination), (Fill), (Length))
+#define RtlZeroMemory(Destination, Length) memset((Destination), 0, (Length))
+FORCEINLINE PVOID RtlSecureZeroMemory(PVOID Ptr, SIZE_T Cnt)
+{
+    volatile char *p = (volatile char *)Ptr;
+    while (Cnt--)
+        *p++ = 0;
+    return Ptr;
+}
+/* Number of leading bytes that match. */
+FORCEINLINE SIZE_T RtlCompareMemory(const VOID *Source1, const VOID *Source2, SIZE_T Length)
+{
+    const UCHAR *a = (const UCHAR *)Source1, *b = (const UCHAR *)Source2;
+    SIZE_T i = 0;
+    while (i < Length && a[i] == b[i])
+        i++;
+    return i;
+}
+#define RtlUshortByteSwap(x) __builtin_bswap16((USHORT)(x))
+#define RtlUlongByteSwap(x) __builtin_bswap32((ULONG)(x))
+#define RtlUlonglongByteSwap(x) __builtin_bswap64((ULONGLONG)(x))
+
+/* ------------------------------------------------------------------------------------------ */
+/* Counted strings. Lengths are in bytes, without the terminator. */
+typedef struct _UNICODE_STRING {
+    USHORT Length;
+    USHORT MaximumLength;
+    PWCH Buffer;
+} UNICODE_STRING, *PUNICODE_STRING;
+typedef const UNICODE_STRING *PCUNICODE_STRING;
+
+typedef struct _STRING {
+    USHORT Length;
+    USHORT MaximumLength;
+    PCHAR Buffer;
+} STRING, ANSI_STRING, OEM_STRING, *PSTRING, *PANSI_STRING, *POEM_STRING;
+typedef const STRING *PCSTRING, *PCANSI_STRING;
+
+#define RTL_CONSTANT_STRING(s)                                                                     \
+    { (USHORT)(sizeof(s) - sizeof((s)[0])), (USHORT)sizeof(s), (PWCH)(s) }
+#define DECLARE_CONST_UNICODE_STRING(_var, _string)                                                \
+    const UNICODE_STRING _var = {(USHORT)(sizeof(_string) - sizeof(WCHAR)),                        \
+                                 (USHORT)sizeof(_string), (PWCH)(_string)}
+#define DECLARE_GLOBAL_CONST_UNICODE_STRING(_var, _str) DECLARE_CONST_UNICODE_STRING(_var, _str)
+#define DECLARE_UNICODE_STRING_SIZE(_var, _size)                                                   \
+    WCHAR _var##_buffer[_size];                                                                    \
+    UNICODE_STRING _var = {0, (USHORT)((_size) * sizeof(WCHAR)), _var##_buffer}
+
+SOFTNDK_WDK_API VOID RtlInitUnicodeString(PUNICODE_STRING DestinationString, PCWSTR SourceString);
+SOFTNDK_WDK_API VOID RtlInitAnsiString(PANSI_STRING DestinationString, PCSTR SourceString);
+#define RtlInitString(d, s) RtlInitAnsiString((d), (s))
+SOFTNDK_WDK_API LONG RtlCompareUnicodeString(PCUNICODE_STRING String1, PCUNICODE_STRING String2,
+                                             BOOLEAN CaseInSensitive);
+SOFTNDK_WDK_API BOOLEAN RtlEqualUnicodeString(PCUNICODE_STRING String1, PCUNICODE_STRING String2,
+                                              BOOLEAN CaseInSensitive);
+SOFTNDK_WDK_API VOID RtlCopyUnicodeString(PUNICODE_STRING DestinationString,
+                                          PCUNICODE_STRING SourceString);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Pool. Every allocation carries its tag; the harness keeps per-tag counts and bytes and the
+ * runner reports what is still allocated at unload (softndk_wdk.h: SoftNdkWdkQueryPool).
+ * Allocations of PAGE_SIZE or more are page-aligned, smaller ones 16-byte aligned, as on
+ * Windows. Paged pool at DISPATCH_LEVEL, a free with the wrong tag, a double free or a foreign
+ * pointer bugcheck (BAD_POOL_CALLER). Uninitialised allocations are filled with 0xBD so that
+ * reading them is visible. */
+typedef enum _POOL_TYPE {
+    NonPagedPool = 0,
+    NonPagedPoolExecute = 0,
+    PagedPool = 1,
+    NonPagedPoolMustSucceed = 2,
+    DontUseThisType = 3,
+    NonPagedPoolCacheAligned = 4,
+    PagedPoolCacheAligned = 5,
+    NonPagedPoolCacheAlignedMustS = 6,
+    MaxPoolType = 7,
+    NonPagedPoolBase = 0,
+    NonPagedPoolSession = 32,
+    PagedPoolSession = 33,
+    NonPagedPoolNx = 512,
+    NonPagedPoolNxCacheAligned = 516,
+    NonPagedPoolSessionNx = 544
+} POOL_TYPE;
+#define POOL_COLD_ALLOCATION 256
+#define POOL_NX_ALLOCATION 512
+#define POOL_ZERO_ALLOCATION 1024
+#define POOL_RAISE_IF_ALLOCATION_FAILURE 16
+
+#define POOL_FLAG_REQUIRED_START 0x0000000000000001ULL
+#define POOL_FLAG_USE_QUOTA 0x0000000000000001ULL
+#define POOL_FLAG_UNINITIALIZED 0x0000000000000002ULL
+#define POOL_FLAG_SESSION 0x0000000000000004ULL
+#define POOL_FLAG_CACHE_ALIGNED 0x0000000000000008ULL
+#define POOL_FLAG_RESERVED1 0x0000000000000010ULL
+#define POOL_FLAG_RAISE_ON_FAILURE 0x0000000000000020ULL
+#define POOL_FLAG_NON_PAGED 0x0000000000000040ULL
+#define POOL_FLAG_NON_PAGED_EXECUTE 0x0000000000000080ULL
+#define POOL_FLAG_PAGED 0x0000000000000100ULL
+#define POOL_FLAG_RESERVED2 0x0000000000000200ULL
+#define POOL_FLAG_RESERVED3 0x0000000000000400ULL
+#define POOL_FLAG_REQUIRED_END 0x0000000080000000ULL
+#define POOL_FLAG_OPTIONAL_START 0x0000000100000000ULL
+#define POOL_FLAG_SPECIAL_POOL 0x0000000100000000ULL
+#define POOL_FLAG_OPTIONAL_END 0x8000000000000000ULL
+
+SOFTNDK_WDK_API PVOID ExAllocatePoolWithTag(POOL_TYPE PoolType, SIZE_T NumberOfBytes, ULONG Tag);
+/* Zeroed unless POOL_FLAG_UNINITIALIZED; exactly one of NON_PAGED, NON_PAGED_EXECUTE, PAGED;
+ * Tag must not be 0; unknown required flags bugcheck (BAD_POOL_CALLER). */
+SOFTNDK_WDK_API PVOID ExAllocatePool2(POOL_FLAGS Flags, SIZE_T NumberOfBytes, ULONG Tag);
+SOFTNDK_WDK_API PVOID ExAllocatePoolZero(POOL_TYPE PoolType, SIZE_T NumberOfBytes, ULONG Tag);
+SOFTNDK_WDK_API PVOID ExAllocatePoolUninitialized(POOL_TYPE PoolType, SIZE_T NumberOfBytes,
+                                                  ULONG Tag);
+SOFTNDK_WDK_API VOID ExFreePoolWithTag(PVOID P, ULONG Tag);
+SOFTNDK_WDK_API VOID ExFreePool(PVOID P);
+/* Tag 'None' as Windows charges untagged allocations. */
+#define ExAllocatePool(type, size) ExAllocatePoolWithTag((type), (size), 0x656E6F4Eu)
+
+/* ------------------------------------------------------------------------------------------ */
+/* Rundown protection. Count holds 2 x references, bit 0 = rundown started. */
+typedef struct _EX_RUNDOWN_REF {
+    union {
+        volatile ULONG_PTR Count;
+        volatile PVOID Ptr;
+    };
+} EX_RUNDOWN_REF, *PEX_RUNDOWN_REF;
+
+SOFTNDK_WDK_API VOID ExInitializeRundownProtection(PEX_RUNDOWN_REF RunRef);
+SOFTNDK_WDK_API VOID ExReInitializeRundownProtection(PEX_RUNDOWN_REF RunRef);
+SOFTNDK_WDK_API BOOLEAN ExAcquireRundownProtection(PEX_RUNDOWN_REF RunRef);
+SOFTNDK_WDK_API BOOLEAN ExAcquireRundownProtectionEx(PEX_RUNDOWN_REF RunRef, ULONG Count);
+SOFTNDK_WDK_API VOID ExReleaseRundownProtection(PEX_RUNDOWN_REF RunRef);
+SOFTNDK_WDK_API VOID ExReleaseRundownProtectionEx(PEX_RUNDOWN_REF RunRef, ULONG Count);
+/* Blocks (IRQL < DISPATCH_LEVEL) until every reference is released; later acquires fail. */
+SOFTNDK_WDK_API VOID ExWaitForRundownProtectionRelease(PEX_RUNDOWN_REF RunRef);
+SOFTNDK_WDK_API VOID ExRundownCompleted(PEX_RUNDOWN_REF RunRef);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Driver and device objects, IRPs (opaque: the harness sends none). */
+typedef struct _IRP IRP, *PIRP;
+typedef struct _DEVICE_OBJECT DEVICE_OBJECT, *PDEVICE_OBJECT;
+typedef struct _DRIVER_OBJECT DRIVER_OBJECT, *PDRIVER_OBJECT;
+typedef struct _FILE_OBJECT FILE_OBJECT, *PFILE_OBJECT;
+typedef struct _KPROCESS *PEPROCESS, *PKPROCESS;
+typedef struct _KTHREAD *PETHREAD, *PKTHREAD;
+typedef PVOID PSECURITY_DESCRIPTOR;
+
+typedef NTSTATUS DRIVER_INITIALIZE(_In_ PDRIVER_OBJECT DriverObject,
+                                   _In_ PUNICODE_STRING RegistryPath);
+typedef DRIVER_INITIALIZE *PDRIVER_INITIALIZE;
+typedef VOID DRIVER_UNLOAD(_In_ PDRIVER_OBJECT DriverObject);
+typedef DRIVER_UNLOAD *PDRIVER_UNLOAD;
+typedef NTSTATUS DRIVER_ADD_DEVICE(_In_ PDRIVER_OBJECT DriverObject,
+                                   _In_ PDEVICE_OBJECT PhysicalDeviceObject);
+typedef DRIVER_ADD_DEVICE *PDRIVER_ADD_DEVICE;
+typedef NTSTATUS DRIVER_DISPATCH(_In_ PDEVICE_OBJECT DeviceObject, _Inout_ PIRP Irp);
+typedef DRIVER_DISPATCH *PDRIVER_DISPATCH;
+typedef VOID DRIVER_STARTIO(_Inout_ PDEVICE_OBJECT DeviceObject, _Inout_ PIRP Irp);
+typedef DRIVER_STARTIO *PDRIVER_STARTIO;
+
+#define IRP_MJ_CREATE 0x00
+#define IRP_MJ_CLOSE 0x02
+#define IRP_MJ_READ 0x03
+#define IRP_MJ_WRITE 0x04
+#define IRP_MJ_DEVICE_CONTROL 0x0e
+#define IRP_MJ_INTERNAL_DEVICE_CONTROL 0x0f
+#define IRP_MJ_SHUTDOWN 0x10
+#define IRP_MJ_CLEANUP 0x12
+#define IRP_MJ_POWER 0x16
+#define IRP_MJ_SYSTEM_CONTROL 0x17
+#define IRP_MJ_PNP 0x1b
+#define IRP_MJ_MAXIMUM_FUNCTION 0x1b
+
+#define FILE_DEVICE_NETWORK 0x00000012
+#define FILE_DEVICE_UNKNOWN 0x00000022
+#define FILE_DEVICE_TRANSPORT 0x00000021
+#define FILE_DEVICE_SECURE_OPEN 0x00000100
+#define DO_BUFFERED_IO 0x00000004
+#define DO_EXCLUSIVE 0x00000008
+#define DO_DIRECT_IO 0x00000010
+#define DO_DEVICE_INITIALIZING 0x00000080
+
+typedef struct _DRIVER_EXTENSION {
+    struct _DRIVER_OBJECT *DriverObject;
+    PDRIVER_ADD_DEVICE AddDevice;
+    ULONG Count;
+    UNICODE_STRING ServiceKeyName;
+} DRIVER_EXTENSION, *PDRIVER_EXTENSION;
+
+struct _DRIVER_OBJECT {
+    CSHORT Type;
+    CSHORT Size;
+    PDEVICE_OBJECT DeviceObject; /* devices created by IoCreateDevice, newest first */
+    ULONG Flags;
+    PVOID DriverStart;
+    ULONG DriverSize;
+    PVOID DriverSection;
+    PDRIVER_EXTENSION DriverExtension;
+    UNICODE_STRING DriverName;
+    PUNICODE_STRING HardwareDatabase;
+    PVOID FastIoDispatch;
+    PDRIVER_INITIALIZE DriverInit;
+    PDRIVER_STARTIO DriverStartIo;
+    PDRIVER_UNLOAD DriverUnload;
+    PDRIVER_DISPATCH MajorFunction[IRP_MJ_MAXIMUM_FUNCTION + 1];
+};
+
+struct _DEVICE_OBJECT {
+    CSHORT Type;
+    USHORT Size;
+    LONG ReferenceCount;
+    struct _DRIVER_OBJECT *DriverObject;
+    struct _DEVICE_OBJECT *NextDevice;
+    struct _DEVICE_OBJECT *AttachedDevice;
+    PIRP CurrentIrp;
+    ULONG Flags;
+    ULONG Characteristics;
+    PVOID DeviceExtension;
+    DEVICE_TYPE DeviceType;
+    CCHAR StackSize;
+    ULONG AlignmentRequirement;
+    UNICODE_STRING SoftNdkName; /* a copy of the name given to IoCreateDevice (harness) */
+};
+
+SOFTNDK_WDK_API NTSTATUS IoCreateDevice(PDRIVER_OBJECT DriverObject, ULONG DeviceExtensionSize,
+                                        PUNICODE_STRING DeviceName, DEVICE_TYPE DeviceType,
+                                        ULONG DeviceCharacteristics, BOOLEAN Exclusive,
+                                        PDEVICE_OBJECT *DeviceObject);
+SOFTNDK_WDK_API VOID IoDeleteDevice(PDEVICE_OBJECT DeviceObject);
+
+/* Exported with default visibility even when the driver builds with -fvisibility=hidden, so
+ * that the runner finds it with dlsym as the loader finds it in a .sys. */
+EXTERN_C DRIVER_INITIALIZE DriverEntry __attribute__((visibility("default")));
+
+/* ------------------------------------------------------------------------------------------ */
+/* Work items: run at PASSIVE_LEVEL on the harness worker pool. A queued item keeps its device
+ * object (and the driver) from going away: the runner waits for the pool to drain after
+ * DriverUnload. Queueing an item that is still queued, or freeing it while queued, bugchecks. */
+typedef struct _IO_WORKITEM IO_WORKITEM, *PIO_WORKITEM;
+typedef VOID IO_WORKITEM_ROUTINE(_In_ PDEVICE_OBJECT DeviceObject, _In_opt_ PVOID Context);
+typedef IO_WORKITEM_ROUTINE *PIO_WORKITEM_ROUTINE;
+typedef VOID IO_WORKITEM_ROUTINE_EX(_In_ PVOID IoObject, _In_opt_ PVOID Context,
+                                    _In_ PIO_WORKITEM IoWorkItem);
+typedef IO_WORKITEM_ROUTINE_EX *PIO_WORKITEM_ROUTINE_EX;
+
+typedef enum _WORK_QUEUE_TYPE {
+    CriticalWorkQueue,
+    DelayedWorkQueue,
+    HyperCriticalWorkQueue,
+    NormalWorkQueue,
+    BackgroundWorkQueue,
+    RealTimeWorkQueue,
+    SuperCriticalWorkQueue,
+    MaximumWorkQueue,
+    CustomPriorityWorkQueue = 32
+} WORK_QUEUE_TYPE;
+
+SOFTNDK_WDK_API PIO_WORKITEM IoAllocateWorkItem(PDEVICE_OBJECT DeviceObject);
+SOFTNDK_WDK_API VOID IoFreeWorkItem(PIO_WORKITEM IoWorkItem);
+SOFTNDK_WDK_API VOID IoQueueWorkItem(PIO_WORKITEM IoWorkItem, PIO_WORKITEM_ROUTINE WorkerRoutine,
+                                     WORK_QUEUE_TYPE QueueType, PVOID Context);
+SOFTNDK_WDK_API VOID IoQueueWorkItemEx(PIO_WORKITEM IoWorkItem,
+                                       PIO_WORKITEM_ROUTINE_EX WorkerRoutine,
+                                       WORK_QUEUE_TYPE QueueType, PVOID Context);
+SOFTNDK_WDK_API ULONG IoSizeofWorkItem(VOID);
+SOFTNDK_WDK_API VOID IoInitializeWorkItem(PVOID IoObject, PIO_WORKITEM IoWorkItem);
+SOFTNDK_WDK_API VOID IoUninitializeWorkItem(PIO_WORKITEM IoWorkItem);
+
+/* ------------------------------------------------------------------------------------------ */
+/* MDLs, on the minimal MDL of ndkpi.h. There are no physical pages: "locking" records the
+ * state (MDL_PAGES_LOCKED) so that the contract (lock before use, unlock before free) is
+ * still checked, and the system address of an MDL is its virtual address. */
+#define MDL_MAPPED_TO_SYSTEM_VA 0x0001
+#define MDL_PAGES_LOCKED 0x0002
+#define MDL_SOURCE_IS_NONPAGED_POOL 0x0004
+#define MDL_ALLOCATED_FIXED_SIZE 0x0008
+#define MDL_PARTIAL 0x0010
+#define MDL_PARTIAL_HAS_BEEN_MAPPED 0x0020
+#define MDL_IO_PAGE_READ 0x0040
+#define MDL_WRITE_OPERATION 0x0080
+#define MDL_LOCKED_PAGE_TABLES 0x0100
+#define MDL_IO_SPACE 0x0800
+#define MDL_NETWORK_HEADER 0x1000
+#define MDL_MAPPING_CAN_FAIL 0x2000
+#define MDL_ALLOCATED_MUST_SUCCEED 0x4000
+
+typedef enum _LOCK_OPERATION { IoReadAccess, IoWriteAccess, IoModifyAccess } LOCK_OPERATION;
+typedef enum _MM_PAGE_PRIORITY {
+    LowPagePriority,
+    NormalPagePriority = 16,
+    HighPagePriority = 32
+} MM_PAGE_PRIORITY;
+#define MdlMappingNoWrite 0x80000000
+#define MdlMappingNoExecute 0x40000000
+
+#define MmGetMdlBaseVa(Mdl) ((Mdl)->StartVa)
+#define MmSizeOfMdl(Base, Length)                                                                  \
+    ((SIZE_T)(sizeof(MDL) + ADDRESS_AND_SIZE_TO_SPAN_PAGES((Base), (Length)) * sizeof(PFN_NUMBER)))
+
+/* Irp must be NULL (the harness has no IRPs). Charged to the pool as tag 'Mdl '. */
+SOFTNDK_WDK_API PMDL IoAllocateMdl(PVOID VirtualAddress, ULONG Length, BOOLEAN SecondaryBuffer,
+                                   BOOLEAN ChargeQuota, PIRP Irp);
+SOFTNDK_WDK_API VOID IoFreeMdl(PMDL Mdl);
+SOFTNDK_WDK_API VOID MmBuildMdlForNonPagedPool(PMDL MemoryDescriptorList);
+SOFTNDK_WDK_API VOID MmProbeAndLockPages(PMDL MemoryDescriptorList, KPROCESSOR_MODE AccessMode,
+                                         LOCK_OPERATION Operation);
+SOFTNDK_WDK_API VOID MmUnlockPages(PMDL MemoryDescriptorList);
+/* The MDL's virtual address; bugchecks if the MDL is neither locked nor built for non-paged
+ * pool (Windows would map pages that are not resident). */
+SOFTNDK_WDK_API PVOID MmGetSystemAddressForMdlSafe(PMDL Mdl, ULONG Priority);
+#define MmGetSystemAddressForMdl(Mdl) MmGetSystemAddressForMdlSafe((Mdl), NormalPagePriority)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SOFTNDK_WDK_WDM_H */

@@ -1,0 +1,423 @@
+/* Device objects, work items on the worker pool, and MDLs. */
+#include "wdk_internal.h"
+
+#include <stdlib.h>
+
+/* ------------------------------------------------------------------------------------------ */
+/* Device objects. A device stays allocated while queued work items reference it, as on
+ * Windows, so IoDeleteDevice in DriverUnload is safe with work still queued. */
+#define DEVICE_DELETE_PENDING 0x80000000u
+#define IO_TYPE_DEVICE 3
+
+struct wdk_device {
+    DEVICE_OBJECT dev; /* first: the public object */
+    volatile ULONG refs_and_flags;
+};
+
+static void device_free(struct wdk_device *d)
+{
+    if (d->dev.SoftNdkName.Buffer)
+        wdk_pool_free(d->dev.SoftNdkName.Buffer, WDK_TAG_DEVICE, true, NULL);
+    if (d->dev.DeviceExtension)
+        wdk_pool_free(d->dev.DeviceExtension, WDK_TAG_DEVICE, true, NULL);
+    wdk_pool_free(d, WDK_TAG_DEVICE, true, NULL);
+}
+
+NTSTATUS IoCreateDevice(PDRIVER_OBJECT DriverObject, ULONG DeviceExtensionSize,
+                        PUNICODE_STRING DeviceName, DEVICE_TYPE DeviceType,
+                        ULONG DeviceCharacteristics, BOOLEAN Exclusive,
+                        PDEVICE_OBJECT *DeviceObject)
+{
+    wdk_require_irql_max(PASSIVE_LEVEL, "IoCreateDevice");
+    if (!DriverObject || !DeviceObject)
+        return STATUS_INVALID_PARAMETER;
+    void *caller = __builtin_return_address(0);
+    struct wdk_device *d = wdk_pool_alloc(POOL_FLAG_NON_PAGED, sizeof *d, WDK_TAG_DEVICE, caller);
+    if (!d)
+        return STATUS_INSUFFICIENT_RESOURCES;
+    PDEVICE_OBJECT dev = &d->dev;
+    if (DeviceExtensionSize) {
+        dev->DeviceExtension =
+            wdk_pool_alloc(POOL_FLAG_NON_PAGED, DeviceExtensionSize, WDK_TAG_DEVICE, caller);
+        if (!dev->DeviceExtension) {
+            device_free(d);
+            return STATUS_INSUFFICIENT_RESOURCES;
+        }
+    }
+    if (DeviceName && DeviceName->Length) {
+        dev->SoftNdkName.Buffer = wdk_pool_alloc(POOL_FLAG_NON_PAGED, DeviceName->Length,
+                                                 WDK_TAG_DEVICE, caller);
+        if (!dev->SoftNdkName.Buffer) {
+            device_free(d);
+            return STATUS_INSUFFICIENT_RESOURCES;
+        }
+        memcpy(dev->SoftNdkName.Buffer, DeviceName->Buffer, DeviceName->Length);
+        dev->SoftNdkName.Length = dev->SoftNdkName.MaximumLength = DeviceName->Length;
+    }
+    dev->Type = IO_TYPE_DEVICE;
+    dev->Size = (USHORT)sizeof(DEVICE_OBJECT);
+    dev->DriverObject = DriverObject;
+    dev->DeviceType = DeviceType;
+    dev->Characteristics = DeviceCharacteristics;
+    dev->Flags = DO_DEVICE_INITIALIZING | (Exclusive ? DO_EXCLUSIVE : 0);
+    dev->StackSize = 1;
+    dev->ReferenceCount = 0;
+    /* Newest first, as Windows links them. */
+    dev->NextDevice = DriverObject->DeviceObject;
+    DriverObject->DeviceObject = dev;
+    *DeviceObject = dev;
+    return STATUS_SUCCESS;
+}
+
+VOID IoDeleteDevice(PDEVICE_OBJECT DeviceObject)
+{
+    wdk_require_irql_max(PASSIVE_LEVEL, "IoDeleteDevice");
+    struct wdk_device *d = (struct wdk_device *)DeviceObject;
+    PDRIVER_OBJECT drv = DeviceObject->DriverObject;
+    PDEVICE_OBJECT *pp = &drv->DeviceObject;
+    while (*pp && *pp != DeviceObject)
+        pp = &(*pp)->NextDevice;
+    if (!*pp)
+        wdk_bugcheck_msg(DRIVER_VERIFIER_DETECTED_VIOLATION,
+                         "IoDeleteDevice(%p): not a device of this driver (deleted twice?)",
+                         (void *)DeviceObject);
+    *pp = DeviceObject->NextDevice;
+    ULONG v = __atomic_or_fetch(&d->refs_and_flags, DEVICE_DELETE_PENDING, __ATOMIC_ACQ_REL);
+    if (v == DEVICE_DELETE_PENDING)
+        device_free(d);
+}
+
+/* Work items may also belong to a driver object (IoInitializeWorkItem(DriverObject, ...)):
+ * only device objects are counted. */
+
+void wdk_device_reference(PDEVICE_OBJECT dev)
+{
+    if (dev->Type != IO_TYPE_DEVICE)
+        return;
+    struct wdk_device *d = (struct wdk_device *)dev;
+    __atomic_add_fetch(&d->refs_and_flags, 1, __ATOMIC_ACQ_REL);
+    __atomic_add_fetch(&dev->ReferenceCount, 1, __ATOMIC_RELAXED);
+}
+
+void wdk_device_dereference(PDEVICE_OBJECT dev)
+{
+    if (dev->Type != IO_TYPE_DEVICE)
+        return;
+    struct wdk_device *d = (struct wdk_device *)dev;
+    __atomic_sub_fetch(&dev->ReferenceCount, 1, __ATOMIC_RELAXED);
+    if (__atomic_sub_fetch(&d->refs_and_flags, 1, __ATOMIC_ACQ_REL) == DEVICE_DELETE_PENDING)
+        device_free(d);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Work items and the worker pool */
+#define WORKITEM_MAGIC 0x4B524F574B444E53ull
+
+struct _IO_WORKITEM {
+    uint64_t magic;
+    LIST_ENTRY link;
+    PVOID io_object;
+    PIO_WORKITEM_ROUTINE routine;
+    PIO_WORKITEM_ROUTINE_EX routine_ex;
+    PVOID context;
+    bool queued;    /* under pool_lock */
+    bool allocated; /* IoAllocateWorkItem (vs IoInitializeWorkItem on driver storage) */
+};
+
+static pthread_mutex_t wq_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wq_cond = PTHREAD_COND_INITIALIZER;  /* work arrived */
+static pthread_cond_t wq_idle = PTHREAD_COND_INITIALIZER;  /* pending dropped to 0 (monotonic) */
+static LIST_ENTRY wq_head = {&wq_head, &wq_head};
+static unsigned wq_threads, wq_pending; /* pending = queued + running */
+static ULONG wq_allocated;
+static pthread_once_t wq_once = PTHREAD_ONCE_INIT;
+
+static void wq_init(void)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_destroy(&wq_idle);
+    pthread_cond_init(&wq_idle, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+static void *worker_main(void *arg)
+{
+    (void)arg;
+    pthread_setname_np(pthread_self(), "wdk-worker");
+    SoftNdkWdkEnterDriverThread();
+    pthread_mutex_lock(&wq_lock);
+    for (;;) {
+        while (IsListEmpty(&wq_head))
+            pthread_cond_wait(&wq_cond, &wq_lock);
+        struct _IO_WORKITEM *w = CONTAINING_RECORD(RemoveHeadList(&wq_head), struct _IO_WORKITEM,
+                                                   link);
+        /* Dequeued before it runs: the routine may queue the item again, or free it. */
+        w->queued = false;
+        PVOID obj = w->io_object, ctx = w->context;
+        PIO_WORKITEM_ROUTINE r = w->routine;
+        PIO_WORKITEM_ROUTINE_EX rx = w->routine_ex;
+        pthread_mutex_unlock(&wq_lock);
+        if (rx)
+            rx(obj, ctx, w);
+        else
+            r((PDEVICE_OBJECT)obj, ctx);
+        KIRQL irql = KeGetCurrentIrql();
+        if (irql != PASSIVE_LEVEL)
+            wdk_bugcheck_msg(WORKER_THREAD_RETURNED_AT_BAD_IRQL,
+                             "work item routine %p returned at IRQL %u",
+                             rx ? (void *)rx : (void *)r, irql);
+        wdk_device_dereference((PDEVICE_OBJECT)obj);
+        pthread_mutex_lock(&wq_lock);
+        if (--wq_pending == 0)
+            pthread_cond_broadcast(&wq_idle);
+    }
+    return NULL;
+}
+
+static unsigned worker_count(void)
+{
+    const char *e = getenv("SOFTNDK_WDK_WORKERS");
+    int n = e && *e ? atoi(e) : 4;
+    return n < 1 ? 1 : n > 64 ? 64 : (unsigned)n;
+}
+
+static void queue_item(PIO_WORKITEM w, PIO_WORKITEM_ROUTINE r, PIO_WORKITEM_ROUTINE_EX rx,
+                       PVOID ctx)
+{
+    wdk_require_irql_max(DISPATCH_LEVEL, "IoQueueWorkItem");
+    if (!w || w->magic != WORKITEM_MAGIC)
+        wdk_bugcheck_msg(INVALID_WORK_QUEUE_ITEM, "IoQueueWorkItem(%p): not a work item",
+                         (void *)w);
+    pthread_once(&wq_once, wq_init);
+    pthread_mutex_lock(&wq_lock);
+    if (w->queued) {
+        pthread_mutex_unlock(&wq_lock);
+        wdk_bugcheck_msg(INVALID_WORK_QUEUE_ITEM, "IoQueueWorkItem(%p): already queued",
+                         (void *)w);
+    }
+    w->queued = true;
+    w->routine = r;
+    w->routine_ex = rx;
+    w->context = ctx;
+    wdk_device_reference((PDEVICE_OBJECT)w->io_object);
+    InsertTailList(&wq_head, &w->link);
+    wq_pending++;
+    /* Threads start on demand (never in a library constructor: the host may fork). */
+    if (wq_threads < worker_count() && wq_threads < wq_pending) {
+        pthread_t t;
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &a, worker_main, NULL) == 0)
+            wq_threads++;
+        pthread_attr_destroy(&a);
+        if (wq_threads == 0) {
+            pthread_mutex_unlock(&wq_lock);
+            wdk_bugcheck_msg(INVALID_WORK_QUEUE_ITEM, "no worker thread could be started");
+        }
+    }
+    pthread_cond_signal(&wq_cond);
+    pthread_mutex_unlock(&wq_lock);
+}
+
+static void init_item(PVOID IoObject, struct _IO_WORKITEM *w, bool allocated)
+{
+    memset(w, 0, sizeof *w);
+    w->magic = WORKITEM_MAGIC;
+    w->io_object = IoObject;
+    w->allocated = allocated;
+    pthread_mutex_lock(&wq_lock);
+    wq_allocated++;
+    pthread_mutex_unlock(&wq_lock);
+}
+
+static void uninit_item(struct _IO_WORKITEM *w, const char *what)
+{
+    pthread_mutex_lock(&wq_lock);
+    bool queued = w->queued;
+    if (!queued)
+        wq_allocated--;
+    pthread_mutex_unlock(&wq_lock);
+    if (queued)
+        wdk_bugcheck_msg(INVALID_WORK_QUEUE_ITEM, "%s(%p) while the item is queued", what,
+                         (void *)w);
+    w->magic = 0;
+}
+
+PIO_WORKITEM IoAllocateWorkItem(PDEVICE_OBJECT DeviceObject)
+{
+    wdk_require_irql_max(DISPATCH_LEVEL, "IoAllocateWorkItem");
+    if (!DeviceObject)
+        wdk_bugcheck_msg(DRIVER_VERIFIER_DETECTED_VIOLATION,
+                         "IoAllocateWorkItem(NULL): a work item needs a device object");
+    struct _IO_WORKITEM *w = wdk_pool_alloc(POOL_FLAG_NON_PAGED, sizeof *w, WDK_TAG_WORKITEM,
+                                            __builtin_return_address(0));
+    if (w)
+        init_item(DeviceObject, w, true);
+    return w;
+}
+
+VOID IoFreeWorkItem(PIO_WORKITEM IoWorkItem)
+{
+    if (!IoWorkItem || IoWorkItem->magic != WORKITEM_MAGIC || !IoWorkItem->allocated)
+        wdk_bugcheck_msg(INVALID_WORK_QUEUE_ITEM,
+                         "IoFreeWorkItem(%p): not from IoAllocateWorkItem", (void *)IoWorkItem);
+    uninit_item(IoWorkItem, "IoFreeWorkItem");
+    wdk_pool_free(IoWorkItem, WDK_TAG_WORKITEM, true, __builtin_return_address(0));
+}
+
+VOID IoQueueWorkItem(PIO_WORKITEM IoWorkItem, PIO_WORKITEM_ROUTINE WorkerRoutine,
+                     WORK_QUEUE_TYPE QueueType, PVOID Context)
+{
+    (void)QueueType; /* one pool serves every queue type */
+    queue_item(IoWorkItem, WorkerRoutine, NULL, Context);
+}
+
+VOID IoQueueWorkItemEx(PIO_WORKITEM IoWorkItem, PIO_WORKITEM_ROUTINE_EX WorkerRoutine,
+                       WORK_QUEUE_TYPE QueueType, PVOID Context)
+{
+    (void)QueueType;
+    queue_item(IoWorkItem, NULL, WorkerRoutine, Context);
+}
+
+ULONG IoSizeofWorkItem(VOID)
+{
+    return (ULONG)sizeof(struct _IO_WORKITEM);
+}
+
+VOID IoInitializeWorkItem(PVOID IoObject, PIO_WORKITEM IoWorkItem)
+{
+    init_item(IoObject, IoWorkItem, false);
+}
+
+VOID IoUninitializeWorkItem(PIO_WORKITEM IoWorkItem)
+{
+    if (!IoWorkItem || IoWorkItem->magic != WORKITEM_MAGIC || IoWorkItem->allocated)
+        wdk_bugcheck_msg(INVALID_WORK_QUEUE_ITEM,
+                         "IoUninitializeWorkItem(%p): not from IoInitializeWorkItem",
+                         (void *)IoWorkItem);
+    uninit_item(IoWorkItem, "IoUninitializeWorkItem");
+}
+
+ULONG SoftNdkWdkQueryWorkItems(ULONG *Queued)
+{
+    pthread_mutex_lock(&wq_lock);
+    ULONG n = wq_allocated;
+    if (Queued)
+        *Queued = wq_pending;
+    pthread_mutex_unlock(&wq_lock);
+    return n;
+}
+
+BOOLEAN SoftNdkWdkWaitForWorkItems(ULONG TimeoutMs)
+{
+    pthread_once(&wq_once, wq_init);
+    struct timespec deadline;
+    wdk_now(&deadline);
+    deadline.tv_sec += TimeoutMs / 1000;
+    deadline.tv_nsec += (long)(TimeoutMs % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&wq_lock);
+    int rc = 0;
+    while (wq_pending && rc == 0)
+        rc = pthread_cond_timedwait(&wq_idle, &wq_lock, &deadline);
+    BOOLEAN idle = wq_pending == 0;
+    pthread_mutex_unlock(&wq_lock);
+    return idle;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* MDLs */
+PMDL IoAllocateMdl(PVOID VirtualAddress, ULONG Length, BOOLEAN SecondaryBuffer,
+                   BOOLEAN ChargeQuota, PIRP Irp)
+{
+    (void)SecondaryBuffer, (void)ChargeQuota;
+    wdk_require_irql_max(DISPATCH_LEVEL, "IoAllocateMdl");
+    if (Irp) {
+        wdk_log("IoAllocateMdl with an IRP: the harness has no IRPs; returning NULL");
+        return NULL;
+    }
+    PMDL mdl = wdk_pool_alloc(POOL_FLAG_NON_PAGED, sizeof(MDL), WDK_TAG_MDL,
+                              __builtin_return_address(0));
+    if (!mdl)
+        return NULL;
+    MmInitializeMdl(mdl, VirtualAddress, Length);
+    mdl->MdlFlags = MDL_ALLOCATED_FIXED_SIZE;
+    return mdl;
+}
+
+VOID IoFreeMdl(PMDL Mdl)
+{
+    wdk_require_irql_max(DISPATCH_LEVEL, "IoFreeMdl");
+    if (Mdl->MdlFlags & MDL_PAGES_LOCKED)
+        wdk_bugcheck_msg(DRIVER_VERIFIER_DETECTED_VIOLATION,
+                         "IoFreeMdl(%p) with its pages still locked (MmUnlockPages first)",
+                         (void *)Mdl);
+    wdk_pool_free(Mdl, WDK_TAG_MDL, true, __builtin_return_address(0));
+}
+
+VOID MmBuildMdlForNonPagedPool(PMDL MemoryDescriptorList)
+{
+    wdk_require_irql_max(DISPATCH_LEVEL, "MmBuildMdlForNonPagedPool");
+    if (MemoryDescriptorList->MdlFlags & MDL_PAGES_LOCKED)
+        wdk_bugcheck_msg(DRIVER_VERIFIER_DETECTED_VIOLATION,
+                         "MmBuildMdlForNonPagedPool(%p) on an MDL with locked pages",
+                         (void *)MemoryDescriptorList);
+    MemoryDescriptorList->MdlFlags |= MDL_SOURCE_IS_NONPAGED_POOL;
+    MemoryDescriptorList->MappedSystemVa = MmGetMdlVirtualAddress(MemoryDescriptorList);
+}
+
+VOID MmProbeAndLockPages(PMDL MemoryDescriptorList, KPROCESSOR_MODE AccessMode,
+                         LOCK_OPERATION Operation)
+{
+    (void)AccessMode;
+    PMDL m = MemoryDescriptorList;
+    wdk_require_irql_max(DISPATCH_LEVEL, "MmProbeAndLockPages");
+    if (m->MdlFlags & (MDL_PAGES_LOCKED | MDL_SOURCE_IS_NONPAGED_POOL))
+        wdk_bugcheck_msg(DRIVER_VERIFIER_DETECTED_VIOLATION,
+                         "MmProbeAndLockPages(%p) on an MDL that is %s", (void *)m,
+                         m->MdlFlags & MDL_PAGES_LOCKED ? "already locked"
+                                                        : "built for non-paged pool");
+    /* The probe: touch every page, so that a bad buffer faults here, where Windows would
+     * raise STATUS_ACCESS_VIOLATION (there is no SEH to catch it: the process crashes). */
+    const volatile char *va = (const volatile char *)MmGetMdlVirtualAddress(m);
+    for (ULONG off = 0; off < m->ByteCount;) {
+        (void)va[off];
+        off += PAGE_SIZE - (ULONG)(((uintptr_t)va + off) & (PAGE_SIZE - 1));
+    }
+    if (m->ByteCount)
+        (void)va[m->ByteCount - 1];
+    m->MdlFlags |= MDL_PAGES_LOCKED;
+    if (Operation != IoReadAccess)
+        m->MdlFlags |= MDL_WRITE_OPERATION;
+}
+
+VOID MmUnlockPages(PMDL MemoryDescriptorList)
+{
+    PMDL m = MemoryDescriptorList;
+    wdk_require_irql_max(DISPATCH_LEVEL, "MmUnlockPages");
+    if (!(m->MdlFlags & MDL_PAGES_LOCKED))
+        wdk_bugcheck_msg(DRIVER_VERIFIER_DETECTED_VIOLATION,
+                         "MmUnlockPages(%p) on an MDL whose pages are not locked", (void *)m);
+    m->MdlFlags &= (int16_t) ~(MDL_PAGES_LOCKED | MDL_MAPPED_TO_SYSTEM_VA | MDL_WRITE_OPERATION);
+    m->MappedSystemVa = NULL;
+}
+
+PVOID MmGetSystemAddressForMdlSafe(PMDL Mdl, ULONG Priority)
+{
+    (void)Priority;
+    if (Mdl->MdlFlags & (MDL_MAPPED_TO_SYSTEM_VA | MDL_SOURCE_IS_NONPAGED_POOL))
+        return Mdl->MappedSystemVa;
+    if (!(Mdl->MdlFlags & MDL_PAGES_LOCKED))
+        wdk_bugcheck_msg(DRIVER_VERIFIER_DETECTED_VIOLATION,
+                         "MmGetSystemAddressForMdlSafe(%p): pages neither locked nor non-paged",
+                         (void *)Mdl);
+    Mdl->MappedSystemVa = MmGetMdlVirtualAddress(Mdl);
+    Mdl->MdlFlags |= MDL_MAPPED_TO_SYSTEM_VA;
+    return Mdl->MappedSystemVa;
+}

@@ -1,0 +1,581 @@
+/* IRQL model, bugchecks, assertions, debug output, time and processors. */
+#include "wdk_internal.h"
+
+#include <errno.h>
+#include <execinfo.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------------------------------ */
+/* IRQL. A thread the driver does not own (softndk's progress threads, anything else) reports
+ * DISPATCH_LEVEL, the highest IRQL an NDK callback may run at, so that a callback that blocks
+ * or runs paged code bugchecks here as it could on Windows. Driver threads start at PASSIVE. */
+static _Thread_local bool tls_driver;
+static _Thread_local int tls_irql; /* raised level (spin locks, KeRaiseIrql) */
+
+static int current_irql(void)
+{
+    if (tls_driver)
+        return tls_irql;
+    return tls_irql > DISPATCH_LEVEL ? tls_irql : DISPATCH_LEVEL;
+}
+
+VOID SoftNdkWdkEnterDriverThread(VOID)
+{
+    tls_driver = true;
+    tls_irql = PASSIVE_LEVEL;
+}
+
+/* The thread that loads the library (the main thread of a test or of the runner) is the one
+ * that calls DriverEntry. */
+__attribute__((constructor)) static void wdk_loader_thread(void)
+{
+    SoftNdkWdkEnterDriverThread();
+}
+
+KIRQL KeGetCurrentIrql(VOID)
+{
+    return (KIRQL)current_irql();
+}
+
+KIRQL KfRaiseIrql(KIRQL NewIrql)
+{
+    int old = current_irql();
+    if (NewIrql < old)
+        wdk_bugcheck_msg(IRQL_NOT_GREATER_OR_EQUAL, "KeRaiseIrql to %u from %d", NewIrql, old);
+    tls_irql = NewIrql;
+    return (KIRQL)old;
+}
+
+VOID KeLowerIrql(KIRQL NewIrql)
+{
+    int old = current_irql();
+    if (NewIrql > old)
+        wdk_bugcheck_msg(IRQL_NOT_LESS_OR_EQUAL, "KeLowerIrql to %u from %d", NewIrql, old);
+    if (!tls_driver && NewIrql < DISPATCH_LEVEL)
+        wdk_bugcheck_msg(IRQL_NOT_GREATER_OR_EQUAL,
+                         "KeLowerIrql to %u below DISPATCH_LEVEL on a thread that is not the "
+                         "driver's (an NDK callback)",
+                         NewIrql);
+    tls_irql = NewIrql;
+}
+
+KIRQL KeRaiseIrqlToDpcLevel(VOID)
+{
+    return KfRaiseIrql(DISPATCH_LEVEL);
+}
+
+void wdk_require_irql_max(KIRQL max, const char *what)
+{
+    int irql = current_irql();
+    if (irql > max)
+        wdk_bugcheck_msg(IRQL_NOT_LESS_OR_EQUAL, "%s at IRQL %d (at most %u allowed)%s", what, irql,
+                         max,
+                         !tls_driver ? "; this thread is not the driver's (an NDK callback runs "
+                                        "at DISPATCH_LEVEL)"
+                                      : "");
+}
+
+void wdk_require_irql_min(KIRQL min, const char *what)
+{
+    int irql = current_irql();
+    if (irql < min)
+        wdk_bugcheck_msg(IRQL_NOT_GREATER_OR_EQUAL, "%s at IRQL %d (at least %u required)", what,
+                         irql, min);
+}
+
+VOID SoftNdkWdkPagedCode(PCSTR File, ULONG Line)
+{
+    int irql = current_irql();
+    if (irql > APC_LEVEL)
+        wdk_bugcheck_msg(IRQL_NOT_LESS_OR_EQUAL, "PAGED_CODE() at %s:%u runs at IRQL %d%s", File,
+                         Line, irql,
+                         !tls_driver ? " (not a driver thread: NDK callbacks run at DISPATCH_LEVEL)"
+                                      : "");
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Bugchecks */
+static const char *bugcheck_name(ULONG code)
+{
+    switch (code) {
+    case IRQL_NOT_GREATER_OR_EQUAL: return "IRQL_NOT_GREATER_OR_EQUAL";
+    case IRQL_NOT_LESS_OR_EQUAL: return "IRQL_NOT_LESS_OR_EQUAL";
+    case SPIN_LOCK_ALREADY_OWNED: return "SPIN_LOCK_ALREADY_OWNED";
+    case SPIN_LOCK_NOT_OWNED: return "SPIN_LOCK_NOT_OWNED";
+    case BAD_POOL_HEADER: return "BAD_POOL_HEADER";
+    case INVALID_WORK_QUEUE_ITEM: return "INVALID_WORK_QUEUE_ITEM";
+    case BAD_POOL_CALLER: return "BAD_POOL_CALLER";
+    case DRIVER_VERIFIER_DETECTED_VIOLATION: return "DRIVER_VERIFIER_DETECTED_VIOLATION";
+    case DRIVER_UNLOADED_WITHOUT_CANCELLING_PENDING_OPERATIONS:
+        return "DRIVER_UNLOADED_WITHOUT_CANCELLING_PENDING_OPERATIONS";
+    case DRIVER_IRQL_NOT_LESS_OR_EQUAL: return "DRIVER_IRQL_NOT_LESS_OR_EQUAL";
+    case MANUALLY_INITIATED_CRASH: return "MANUALLY_INITIATED_CRASH";
+    case KERNEL_SECURITY_CHECK_FAILURE: return "KERNEL_SECURITY_CHECK_FAILURE";
+    case WORKER_THREAD_RETURNED_AT_BAD_IRQL: return "WORKER_THREAD_RETURNED_AT_BAD_IRQL";
+    default: return "BUGCHECK";
+    }
+}
+
+VOID KeBugCheckEx(ULONG BugCheckCode, ULONG_PTR P1, ULONG_PTR P2, ULONG_PTR P3, ULONG_PTR P4)
+{
+    fprintf(stderr,
+            "\n*** STOP: 0x%08X (0x%016llX, 0x%016llX, 0x%016llX, 0x%016llX)\n*** %s\n",
+            BugCheckCode, (unsigned long long)P1, (unsigned long long)P2, (unsigned long long)P3,
+            (unsigned long long)P4, bugcheck_name(BugCheckCode));
+    void *frames[48];
+    int n = backtrace(frames, 48);
+    fflush(stderr);
+    backtrace_symbols_fd(frames, n, 2);
+    /* abort() and not exit(): the process state at the failure is what a core file keeps. */
+    abort();
+}
+
+VOID KeBugCheck(ULONG BugCheckCode)
+{
+    KeBugCheckEx(BugCheckCode, 0, 0, 0, 0);
+}
+
+void wdk_bugcheck_msg(ULONG code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("softndk-wdk: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    KeBugCheckEx(code, 0, 0, 0, 0);
+}
+
+void wdk_log(const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "softndk-wdk: %s\n", buf);
+}
+
+VOID SoftNdkWdkAssertFailed(PCSTR Expression, PCSTR Message, PCSTR File, ULONG Line)
+{
+    fprintf(stderr, "softndk-wdk: assertion failed at %s:%u: %s%s%s\n", File, Line, Expression,
+            Message ? ": " : "", Message ? Message : "");
+    KeBugCheckEx(KERNEL_SECURITY_CHECK_FAILURE, 0x2c /* an assertion, FAST_FAIL_ASSERTION */,
+                 (ULONG_PTR)Line, 0, 0);
+}
+
+VOID DbgBreakPoint(VOID)
+{
+    /* Without a kernel debugger attached a breakpoint is a crash on Windows too. */
+    fprintf(stderr, "softndk-wdk: DbgBreakPoint\n");
+    KeBugCheckEx(MANUALLY_INITIATED_CRASH, 0, 0, 0, 0);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* DbgPrint: the Windows conversions, rewritten to C ones argument by argument. */
+struct out {
+    char *buf;
+    size_t len, cap;
+};
+
+static void out_put(struct out *o, const char *s, size_t n)
+{
+    while (n-- > 0 && o->len + 1 < o->cap)
+        o->buf[o->len++] = *s++;
+    o->buf[o->len] = 0;
+}
+
+static void out_wide(struct out *o, const WCHAR *w, size_t n, bool nul_terminated)
+{
+    if (!w) {
+        out_put(o, "(null)", 6);
+        return;
+    }
+    for (size_t i = 0; nul_terminated ? w[i] != 0 : i < n; i++) {
+        unsigned c = w[i];
+        char u[4];
+        size_t k;
+        /* UTF-16 to UTF-8, with surrogate pairs; an unpaired surrogate prints as '?'. */
+        if (c >= 0xD800 && c < 0xDC00 && (nul_terminated || i + 1 < n) && w[i + 1] >= 0xDC00 &&
+            w[i + 1] < 0xE000) {
+            unsigned cp = 0x10000 + ((c - 0xD800) << 10) + (w[i + 1] - 0xDC00u);
+            i++;
+            u[0] = (char)(0xF0 | (cp >> 18));
+            u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+            u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+            u[3] = (char)(0x80 | (cp & 0x3F));
+            k = 4;
+        } else if (c >= 0xD800 && c < 0xE000) {
+            u[0] = '?';
+            k = 1;
+        } else if (c < 0x80) {
+            u[0] = (char)c;
+            k = 1;
+        } else if (c < 0x800) {
+            u[0] = (char)(0xC0 | (c >> 6));
+            u[1] = (char)(0x80 | (c & 0x3F));
+            k = 2;
+        } else {
+            u[0] = (char)(0xE0 | (c >> 12));
+            u[1] = (char)(0x80 | ((c >> 6) & 0x3F));
+            u[2] = (char)(0x80 | (c & 0x3F));
+            k = 3;
+        }
+        out_put(o, u, k);
+    }
+}
+
+/* Each conversion is re-issued to snprintf with a spec built here from the driver's format:
+ * a non-literal format by construction (its flags, width and precision are copied, the length
+ * modifier is chosen to match the argument fetched). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+static void format_windows(struct out *o, const char *f, va_list ap)
+{
+    while (*f) {
+        if (*f != '%') {
+            const char *p = strchr(f, '%');
+            size_t n = p ? (size_t)(p - f) : strlen(f);
+            out_put(o, f, n);
+            f += n;
+            continue;
+        }
+        f++;
+        if (*f == '%') {
+            out_put(o, "%", 1);
+            f++;
+            continue;
+        }
+        /* flags, width, precision into a C spec; '*' taken from the arguments */
+        char spec[32] = "%";
+        size_t sl = 1;
+        while (*f && strchr("-+ #0", *f) && sl < 8)
+            spec[sl++] = *f++;
+        int width = -1, prec = -1;
+        if (*f == '*') {
+            width = va_arg(ap, int);
+            f++;
+        } else {
+            while (*f >= '0' && *f <= '9' && sl < 16)
+                spec[sl++] = *f++;
+        }
+        if (*f == '.') {
+            f++;
+            if (*f == '*') {
+                prec = va_arg(ap, int);
+                f++;
+            } else {
+                spec[sl++] = '.';
+                while (*f >= '0' && *f <= '9' && sl < 24)
+                    spec[sl++] = *f++;
+            }
+        }
+        if (width >= 0)
+            sl += (size_t)snprintf(spec + sl, sizeof spec - sl, "%d", width);
+        if (prec >= 0)
+            sl += (size_t)snprintf(spec + sl, sizeof spec - sl, ".%d", prec);
+        /* size: Windows is LLP64, so 'l' is 32 bits; I64 / ll 64; I / z / t / j pointer-size */
+        int size = 0; /* 0 int, 1 short, 2 char, 4 64-bit, 8 pointer-size */
+        bool wide = false;
+        if (f[0] == 'I' && f[1] == '6' && f[2] == '4') {
+            size = 4;
+            f += 3;
+        } else if (f[0] == 'I' && f[1] == '3' && f[2] == '2') {
+            size = 0;
+            f += 3;
+        } else if (f[0] == 'I') {
+            size = 8;
+            f++;
+        } else if (f[0] == 'l' && f[1] == 'l') {
+            size = 4;
+            f += 2;
+        } else if (f[0] == 'h' && f[1] == 'h') {
+            size = 2;
+            f += 2;
+        } else if (*f == 'h') {
+            size = 1;
+            f++;
+        } else if (*f == 'l') {
+            wide = true; /* %ls / %lc are wide; %ld is a 32-bit LONG */
+            f++;
+        } else if (*f == 'w') {
+            wide = true;
+            f++;
+        } else if (*f == 'z' || *f == 't' || *f == 'j') {
+            size = 8;
+            f++;
+        }
+        char conv = *f ? *f++ : 0;
+        char piece[512];
+        switch (conv) {
+        case 'd':
+        case 'i':
+        case 'u':
+        case 'x':
+        case 'X':
+        case 'o': {
+            char c[2] = {conv, 0};
+            if (size == 4 || size == 8) {
+                strcat(spec, "ll");
+                strcat(spec, c);
+                snprintf(piece, sizeof piece, spec, va_arg(ap, long long));
+            } else {
+                strcat(spec, size == 1 ? "h" : size == 2 ? "hh" : "");
+                strcat(spec, c);
+                snprintf(piece, sizeof piece, spec, va_arg(ap, int));
+            }
+            out_put(o, piece, strlen(piece));
+            break;
+        }
+        case 'p':
+            snprintf(piece, sizeof piece, "%p", va_arg(ap, void *));
+            out_put(o, piece, strlen(piece));
+            break;
+        case 'c':
+        case 'C':
+            if (wide || conv == 'C') {
+                WCHAR w = (WCHAR)va_arg(ap, int);
+                out_wide(o, &w, 1, false);
+            } else {
+                char ch = (char)va_arg(ap, int);
+                out_put(o, &ch, 1);
+            }
+            break;
+        case 's':
+        case 'S':
+            if (wide || conv == 'S') {
+                out_wide(o, va_arg(ap, const WCHAR *), 0, true);
+            } else {
+                const char *s = va_arg(ap, const char *);
+                strcat(spec, "s");
+                snprintf(piece, sizeof piece, spec, s ? s : "(null)");
+                out_put(o, piece, strlen(piece));
+            }
+            break;
+        case 'Z':
+            if (wide) {
+                const UNICODE_STRING *us = va_arg(ap, const UNICODE_STRING *);
+                if (us)
+                    out_wide(o, us->Buffer, us->Length / sizeof(WCHAR), false);
+                else
+                    out_put(o, "(null)", 6);
+            } else {
+                const ANSI_STRING *as = va_arg(ap, const ANSI_STRING *);
+                if (as && as->Buffer)
+                    out_put(o, as->Buffer, as->Length);
+                else
+                    out_put(o, "(null)", 6);
+            }
+            break;
+        case 'e':
+        case 'f':
+        case 'g':
+        case 'E':
+        case 'G': {
+            char c[2] = {conv, 0};
+            strcat(spec, c);
+            snprintf(piece, sizeof piece, spec, va_arg(ap, double));
+            out_put(o, piece, strlen(piece));
+            break;
+        }
+        default:
+            /* Unknown conversion: print it literally; the argument list cannot be trusted
+             * beyond this point, so stop. */
+            out_put(o, "%", 1);
+            if (conv)
+                out_put(o, &conv, 1);
+            out_put(o, f, strlen(f));
+            return;
+        }
+    }
+}
+
+#pragma GCC diagnostic pop
+
+static int debug_level(void)
+{
+    static int level = -2;
+    int l = __atomic_load_n(&level, __ATOMIC_RELAXED);
+    if (l == -2) {
+        const char *e = getenv("SOFTNDK_WDK_DEBUG_LEVEL");
+        l = e && *e ? atoi(e) : DPFLTR_INFO_LEVEL;
+        __atomic_store_n(&level, l, __ATOMIC_RELAXED);
+    }
+    return l;
+}
+
+static ULONG print_windows(const char *fmt, va_list ap)
+{
+    char buf[1024];
+    struct out o = {buf, 0, sizeof buf};
+    buf[0] = 0;
+    format_windows(&o, fmt, ap);
+    /* One write per message so that lines from several threads do not interleave. */
+    fputs(buf, stderr);
+    return STATUS_SUCCESS;
+}
+
+ULONG DbgPrint(PCSTR Format, ...)
+{
+    va_list ap;
+    va_start(ap, Format);
+    ULONG r = print_windows(Format, ap);
+    va_end(ap);
+    return r;
+}
+
+ULONG vDbgPrintEx(ULONG ComponentId, ULONG Level, PCSTR Format, va_list ap)
+{
+    (void)ComponentId;
+    int max = debug_level();
+    /* Level 0-31 is a level; above that it is a bit mask of levels. */
+    bool show = Level <= 31 ? (int)Level <= max
+                            : max >= 0 && (Level & ((max >= 31 ? 0x7FFFFFFFu : (2u << max) - 1)));
+    if (!show)
+        return STATUS_SUCCESS;
+    va_list copy;
+    va_copy(copy, ap);
+    ULONG r = print_windows(Format, copy);
+    va_end(copy);
+    return r;
+}
+
+ULONG DbgPrintEx(ULONG ComponentId, ULONG Level, PCSTR Format, ...)
+{
+    va_list ap;
+    va_start(ap, Format);
+    ULONG r = vDbgPrintEx(ComponentId, Level, Format, ap);
+    va_end(ap);
+    return r;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Time. System time counts 100 ns units since 1601-01-01 UTC. */
+#define WDK_EPOCH_DELTA 116444736000000000LL
+
+void wdk_now(struct timespec *ts)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+}
+
+static int64_t realtime_100ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 10000000 + ts.tv_nsec / 100 + WDK_EPOCH_DELTA;
+}
+
+bool wdk_deadline(const LARGE_INTEGER *timeout, struct timespec *deadline)
+{
+    if (!timeout)
+        return false;
+    int64_t rel = timeout->QuadPart < 0 ? -timeout->QuadPart
+                                        : timeout->QuadPart - realtime_100ns();
+    if (rel < 0)
+        rel = 0;
+    wdk_now(deadline);
+    deadline->tv_sec += (time_t)(rel / 10000000);
+    deadline->tv_nsec += (long)(rel % 10000000) * 100;
+    if (deadline->tv_nsec >= 1000000000L) {
+        deadline->tv_sec++;
+        deadline->tv_nsec -= 1000000000L;
+    }
+    return true;
+}
+
+VOID KeQuerySystemTimePrecise(PLARGE_INTEGER CurrentTime)
+{
+    CurrentTime->QuadPart = realtime_100ns();
+}
+
+ULONGLONG KeQueryInterruptTime(VOID)
+{
+    struct timespec ts;
+    wdk_now(&ts);
+    return (ULONGLONG)ts.tv_sec * 10000000u + (ULONGLONG)ts.tv_nsec / 100u;
+}
+
+LARGE_INTEGER KeQueryPerformanceCounter(PLARGE_INTEGER PerformanceFrequency)
+{
+    LARGE_INTEGER r;
+    if (PerformanceFrequency)
+        PerformanceFrequency->QuadPart = 10000000; /* 100 ns ticks, a common Windows QPC rate */
+    r.QuadPart = (LONGLONG)KeQueryInterruptTime();
+    return r;
+}
+
+ULONG KeQueryTimeIncrement(VOID)
+{
+    return 156250; /* the default 15.625 ms clock tick, in 100 ns units */
+}
+
+NTSTATUS KeDelayExecutionThread(KPROCESSOR_MODE WaitMode, BOOLEAN Alertable,
+                                PLARGE_INTEGER Interval)
+{
+    (void)WaitMode, (void)Alertable;
+    wdk_require_irql_max(APC_LEVEL, "KeDelayExecutionThread");
+    struct timespec deadline;
+    if (!wdk_deadline(Interval, &deadline))
+        return STATUS_INVALID_PARAMETER;
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, NULL) == EINTR) {
+    }
+    return STATUS_SUCCESS;
+}
+
+VOID KeStallExecutionProcessor(ULONG MicroSeconds)
+{
+    /* A busy wait, as on Windows: callable at any IRQL. */
+    ULONGLONG end = KeQueryInterruptTime() + (ULONGLONG)MicroSeconds * 10u;
+    while (KeQueryInterruptTime() < end)
+        YieldProcessor();
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Processors: one group. */
+ULONG KeQueryActiveProcessorCountEx(USHORT GroupNumber)
+{
+    if (GroupNumber != 0 && GroupNumber != ALL_PROCESSOR_GROUPS)
+        return 0;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (ULONG)n : 1;
+}
+
+ULONG KeQueryActiveProcessorCount(PKAFFINITY ActiveProcessors)
+{
+    ULONG n = KeQueryActiveProcessorCountEx(0);
+    if (ActiveProcessors)
+        *ActiveProcessors = n >= 64 ? ~(KAFFINITY)0 : (((KAFFINITY)1 << n) - 1);
+    return n;
+}
+
+USHORT KeQueryActiveGroupCount(VOID)
+{
+    return 1;
+}
+
+ULONG KeGetCurrentProcessorNumberEx(PPROCESSOR_NUMBER ProcNumber)
+{
+    int cpu = sched_getcpu();
+    if (cpu < 0)
+        cpu = 0;
+    if (ProcNumber) {
+        ProcNumber->Group = 0;
+        ProcNumber->Number = (UCHAR)cpu;
+        ProcNumber->Reserved = 0;
+    }
+    return (ULONG)cpu;
+}
+
+HANDLE PsGetCurrentThreadId(VOID)
+{
+    return (HANDLE)(uintptr_t)syscall(SYS_gettid);
+}
+
+HANDLE PsGetCurrentProcessId(VOID)
+{
+    return (HANDLE)(uintptr_t)getpid();
+}

@@ -1,0 +1,58 @@
+/* Internals of libsoftndk-wdk shared between its files. Nothing here is exported. */
+#ifndef SOFTNDK_WDK_INTERNAL_H
+#define SOFTNDK_WDK_INTERNAL_H
+
+#include "softndk_wdk.h"
+#include "wsk.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <time.h>
+
+/* Parking lot: waits keyed by an address, so that KEVENT, EX_RUNDOWN_REF and friends stay
+ * plain words the driver owns (zero-initialisable, no destructor) while waiters still block
+ * on a mutex/condvar pair. The waker never touches the object's memory after its atomic
+ * store: a waiter may free the object (a KEVENT on its stack) as soon as it sees the store. */
+struct wdk_bucket {
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* CLOCK_MONOTONIC */
+};
+struct wdk_bucket *wdk_bucket_of(const volatile void *addr);
+/* Wake every waiter parked on addr. */
+void wdk_wake(const volatile void *addr);
+/* Wait on b (its lock held) until woken or the deadline (NULL = none); false on timeout. */
+bool wdk_bucket_wait(struct wdk_bucket *b, const struct timespec *deadline);
+
+/* Monotonic deadline from a Windows timeout (see KeWaitForSingleObject); NULL timeout gives
+ * false (no deadline). */
+bool wdk_deadline(const LARGE_INTEGER *timeout, struct timespec *deadline);
+void wdk_now(struct timespec *ts);
+
+/* IRQL checks that bugcheck like Windows. */
+void wdk_require_irql_max(KIRQL max, const char *what);
+void wdk_require_irql_min(KIRQL min, const char *what);
+
+/* Bugcheck with an explanation line first. */
+__attribute__((noreturn, format(printf, 2, 3))) void wdk_bugcheck_msg(ULONG code, const char *fmt,
+                                                                      ...);
+/* Harness diagnostics (not DbgPrint): "softndk-wdk: ..." on stderr. */
+__attribute__((format(printf, 1, 2))) void wdk_log(const char *fmt, ...);
+
+/* Pool with an explicit caller (internal allocations charged to the driver, e.g. MDLs). */
+PVOID wdk_pool_alloc(POOL_FLAGS flags, SIZE_T size, ULONG tag, void *caller);
+void wdk_pool_free(PVOID p, ULONG tag, bool check_tag, void *caller);
+
+/* Spin lock primitives without IRQL changes. */
+void wdk_spin_acquire(PKSPIN_LOCK lock);
+void wdk_spin_release(PKSPIN_LOCK lock);
+
+/* Device objects: references held by queued work items. */
+void wdk_device_reference(PDEVICE_OBJECT dev);
+void wdk_device_dereference(PDEVICE_OBJECT dev);
+
+/* Tags of the harness's own charges. In memory order: "Mdl ", "IoWk", "Devo". */
+#define WDK_TAG_MDL 0x206C644Du
+#define WDK_TAG_WORKITEM 0x6B576F49u
+#define WDK_TAG_DEVICE 0x6F766544u
+
+#endif
