@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/qp.h"
 #include "util/log.h"
@@ -32,6 +33,7 @@ static bool interval_governs(const struct sndk_cq *cq)
 }
 
 static void notify_work_fn(struct sndk_work *w);
+static void unpark_conns(struct sndk_cq *cq);
 static void mod_timer_fn(struct sndk_timer *t);
 
 /* Make the callback due and make sure the work runs. Caller holds cq->lock. */
@@ -179,6 +181,7 @@ static VOID cq_arm(NDK_CQ *pNdkCq, ULONG Type)
             satisfy_locked(cq);
     }
     pthread_mutex_unlock(&cq->lock);
+    unpark_conns(cq);
 }
 
 static ULONG take_locked(struct sndk_cq *cq, ULONG n, NDK_RESULT_EX *out_ex, NDK_RESULT *out)
@@ -225,11 +228,37 @@ void sndk_cq_conn_remove(struct sndk_cq *cq, struct sndk_cq_conn *node)
     pthread_mutex_unlock(&cq->conn_lock);
 }
 
+uint64_t sndk_cq_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u + 1u; /* never 0 */
+}
+
+bool sndk_cq_polling(const struct sndk_cq *cq)
+{
+    uint64_t stamp = atomic_load_explicit(&cq->poll_stamp, memory_order_relaxed);
+    return stamp != 0 && sndk_cq_now_ms() - stamp <= SNDK_CQ_POLLING_MS;
+}
+
+/* The consumer armed the CQ: it stops polling, so the progress threads receive again. */
+static void unpark_conns(struct sndk_cq *cq)
+{
+    atomic_store_explicit(&cq->poll_stamp, 0, memory_order_relaxed);
+    pthread_mutex_lock(&cq->conn_lock);
+    for (struct sndk_cq_conn *c = cq->conns.next; c != &cq->conns; c = c->next)
+        sndk_qp_unpark_rx(c->qp);
+    pthread_mutex_unlock(&cq->conn_lock);
+}
+
 /* The CQ was empty: receive on the connections feeding it (design §3), so that a consumer that
  * polls never waits for a progress thread to wake up. Returns true when bytes were consumed. */
 static bool poll_conns(struct sndk_cq *cq)
 {
     bool progress = false;
+    uint64_t now = sndk_cq_now_ms();
+    if (atomic_load_explicit(&cq->poll_stamp, memory_order_relaxed) != now)
+        atomic_store_explicit(&cq->poll_stamp, now, memory_order_relaxed);
     pthread_mutex_lock(&cq->conn_lock);
     for (struct sndk_cq_conn *c = cq->conns.next; c != &cq->conns; c = c->next)
         progress |= sndk_qp_poll_rx(c->qp);

@@ -59,7 +59,16 @@ struct sndk_cq {
      * across the receive passes, which take QP locks only with trylock or further in. */
     pthread_mutex_t conn_lock;
     struct sndk_cq_conn conns; /* list head */
+    /* When a consumer last polled this CQ empty (coarse ms; 0 = armed since): while it polls,
+     * progress threads leave the receiving to it (docs/datapath.md, "parking"). */
+    _Atomic uint64_t poll_stamp;
 };
+
+/* Coarse monotonic milliseconds, cheap enough for every empty poll. */
+uint64_t sndk_cq_now_ms(void);
+/* Is a consumer polling cq right now (it polled empty within the last SNDK_CQ_POLLING_MS)? */
+#define SNDK_CQ_POLLING_MS 10u /* CLOCK_MONOTONIC_COARSE ticks are ~4 ms */
+bool sndk_cq_polling(const struct sndk_cq *cq);
 
 static inline struct sndk_cq *sndk_cq_from(const void *pub)
 {

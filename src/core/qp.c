@@ -260,6 +260,11 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
         io->shut_timer_ref = false;
         drop_timer_ref = true;
     }
+    bool drop_park_ref = false;
+    if (io->park_timer_ref && sndk_timer_cancel(&io->park_timer)) {
+        io->park_timer_ref = false;
+        drop_park_ref = true;
+    }
     if (was == SNDK_QP_DISCONNECTING || f->graceful) {
         /* sndk_qp_shutdown is waiting: it learns the end, whatever it was. */
         io->ev_shut_status = f->graceful ? f->shut_status : f->link_status;
@@ -272,6 +277,8 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
     sndk_mutex_unlock(&qp->state_lock);
     sndk_source_remove(&io->src, &io->src_done);
     if (drop_timer_ref)
+        sndk_obj_put(&qp->base);
+    if (drop_park_ref)
         sndk_obj_put(&qp->base);
     sndk_debug("qp", "QP %p: connection ended: 0x%08x reason 0x%08x", (void *)qp,
                (unsigned)f->link_status, (unsigned)f->reason);
@@ -403,6 +410,65 @@ bool sndk_qp_poll_rx(struct sndk_qp *qp)
     return rx_run(qp, 0);
 }
 
+/* Parking (docs/datapath.md): while a consumer polls the receive CQ it receives itself, so the
+ * progress thread stops watching EPOLLIN. Otherwise every arriving message would wake it, and
+ * the wake-up costs the sender and competes with the consumer for the CPU. Arming the CQ
+ * unparks; a timer unparks too once the consumer stopped polling without arming. */
+static void park_rx(struct sndk_qp *qp)
+{
+    struct sndk_qp_io *io = qp->io;
+    sndk_mutex_lock(&qp->tx_lock);
+    bool was = io->rx_parked;
+    if (!io->dead && !was) {
+        io->rx_parked = true;
+        sndk_tx_update_events(io);
+    }
+    sndk_mutex_unlock(&qp->tx_lock);
+    if (was)
+        return;
+    sndk_mutex_lock(&qp->state_lock);
+    if (!io->park_timer_ref && qp_state(qp) != SNDK_QP_ERROR) {
+        io->park_timer_ref = true;
+        sndk_obj_get(&qp->base);
+        sndk_timer_arm_on(io->engine, io->thread, &io->park_timer, SNDK_PARK_CHECK_US);
+    }
+    sndk_mutex_unlock(&qp->state_lock);
+}
+
+void sndk_qp_unpark_rx(struct sndk_qp *qp)
+{
+    struct sndk_qp_io *io = qp->io;
+    if (!io)
+        return;
+    sndk_mutex_lock(&qp->tx_lock);
+    if (io->rx_parked) {
+        io->rx_parked = false;
+        sndk_tx_update_events(io); /* level-triggered: bytes already there report at once */
+    }
+    sndk_mutex_unlock(&qp->tx_lock);
+}
+
+static void park_timer_fn(struct sndk_timer *t)
+{
+    struct sndk_qp_io *io = sndk_container_of(t, struct sndk_qp_io, park_timer);
+    struct sndk_qp *qp = io->qp;
+    bool polling = sndk_cq_polling(qp->rcq);
+    if (!polling)
+        sndk_qp_unpark_rx(qp);
+    sndk_mutex_lock(&qp->tx_lock);
+    bool parked = io->rx_parked && !io->dead;
+    sndk_mutex_unlock(&qp->tx_lock);
+    sndk_mutex_lock(&qp->state_lock);
+    bool keep = parked && qp_state(qp) != SNDK_QP_ERROR;
+    if (keep)
+        sndk_timer_arm_on(io->engine, io->thread, &io->park_timer, SNDK_PARK_CHECK_US);
+    else
+        io->park_timer_ref = false;
+    sndk_mutex_unlock(&qp->state_lock);
+    if (!keep)
+        sndk_obj_put(&qp->base);
+}
+
 static void src_fn(struct sndk_source *s, uint32_t events)
 {
     struct sndk_qp_io *io = sndk_container_of(s, struct sndk_qp_io, src);
@@ -413,8 +479,11 @@ static void src_fn(struct sndk_source *s, uint32_t events)
         sndk_mutex_unlock(&qp->tx_lock);
         after_tx(qp, res);
     }
-    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
         rx_run(qp, events);
+        if ((events & EPOLLIN) && sndk_cq_polling(qp->rcq))
+            park_rx(qp);
+    }
 }
 
 static void shut_timer_fn(struct sndk_timer *t)
@@ -498,6 +567,7 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     sndk_work_init(&io->ev_work, ev_work_fn);
     sndk_work_init(&io->detach_work, detach_work_fn);
     sndk_timer_init(&io->shut_timer, shut_timer_fn);
+    sndk_timer_init(&io->park_timer, park_timer_fn);
     io->rconn.qp = io->iconn.qp = qp;
     int one = 1;
     setsockopt(p->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);

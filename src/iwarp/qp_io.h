@@ -13,6 +13,7 @@
 #define SNDK_TX_IOV   512  /* iovecs of one writev (<= IOV_MAX) */
 #define SNDK_TX_SEG_IOV 34 /* iovecs one FPDU may use: header, 32 payload pieces, trailer */
 #define SNDK_RX_STAGE 4096 /* receive staging for headers and small messages, see rx.c */
+#define SNDK_PARK_CHECK_US 5000 /* how often a parked connection checks its consumer polls */
 
 /* Why a connection ends, gathered where it is found and acted on by sndk_qp_fail(). */
 struct sndk_fail {
@@ -74,6 +75,7 @@ struct sndk_qp_io {
     struct sndk_work detach_work;  /* on `thread`, after any event work: queue detach_done */
     struct sndk_work *detach_done;
     struct sndk_timer shut_timer;  /* sndk_qp_shutdown's bound; holds a reference */
+    struct sndk_timer park_timer;  /* while parked: safety net; holds a reference */
     struct sndk_cq_conn rconn, iconn;
 
     /* under qp->state_lock */
@@ -82,6 +84,7 @@ struct sndk_qp_io {
     bool detached;
     bool close_rst;                /* close the socket with RST */
     bool shut_timer_ref;
+    bool park_timer_ref;
     NTSTATUS ev_abort_status, ev_shut_status;
     ULONG ev_abort_reason;
 
@@ -89,6 +92,7 @@ struct sndk_qp_io {
     bool dead;                     /* the socket is no longer ours to use (closing) */
     bool tx_blocked;               /* EPOLLOUT armed */
     bool rx_stopped;               /* peer FIN seen: EPOLLIN no longer watched */
+    bool rx_parked;                /* a consumer polls the receive CQ: EPOLLIN not watched */
     bool shut_req, fin_sent;
     uint32_t msn_send;             /* next Send MSN (QN 0), first = 1 */
     uint32_t msn_term;             /* next Terminate MSN (QN 2), first = 1 */

@@ -31,7 +31,8 @@ void sndk_tx_update_events(struct sndk_qp_io *io)
 {
     if (io->dead)
         return;
-    uint32_t ev = (io->rx_stopped ? 0u : (uint32_t)EPOLLIN) | (io->tx_blocked ? (uint32_t)EPOLLOUT : 0u);
+    uint32_t ev = (io->rx_stopped || io->rx_parked ? 0u : (uint32_t)EPOLLIN) |
+                  (io->tx_blocked ? (uint32_t)EPOLLOUT : 0u);
     int rc = sndk_source_modify(&io->src, ev);
     if (rc < 0 && rc != -ENOENT)
         sndk_warn("tx", "QP %p: epoll modify: %d", (void *)io->qp, rc);
