@@ -463,6 +463,14 @@ void post_recv(struct qpctx *q, uint32_t slot)
 
 NDK_RESULT_EX *next_completion(struct qpctx *q)
 {
+    if (q->held_i < q->held_n)
+        return &q->held[q->held_i++];
+    q->held_i = q->held_n = 0;
+    return next_cq_completion(q);
+}
+
+NDK_RESULT_EX *next_cq_completion(struct qpctx *q)
+{
     if (q->res_i < q->res_n)
         return &q->res[q->res_i++];
     q->res_i = 0;
@@ -470,6 +478,19 @@ NDK_RESULT_EX *next_completion(struct qpctx *q)
     if (!q->res_n)
         return NULL;
     return &q->res[q->res_i++];
+}
+
+void hold_completion(struct qpctx *q, const NDK_RESULT_EX *r)
+{
+    if (q->held_n == q->held_cap) {
+        unsigned cap = q->held_cap ? q->held_cap * 2 : 16;
+        NDK_RESULT_EX *n = realloc(q->held, cap * sizeof *n);
+        if (!n)
+            die(EXIT_FAIL, "out of memory");
+        q->held = n;
+        q->held_cap = cap;
+    }
+    q->held[q->held_n++] = *r;
 }
 
 unsigned side_arm(struct side *s)
@@ -830,6 +851,8 @@ void side_close(struct side *s)
             close_obj(q->qp->Dispatch->NdkCloseQp, &q->qp->Header, "QP");
         if (q->cq)
             close_obj(q->cq->Dispatch->NdkCloseCq, &q->cq->Header, "CQ");
+        free(q->held);
+        q->held = NULL;
         q->qp = NULL;
         q->cq = NULL;
     }

@@ -321,19 +321,33 @@ static unsigned progress(struct flow *f)
 {
     unsigned n = 0;
     NDK_RESULT_EX *r;
-    while (!f->finished && (r = next_completion(f->q)) != NULL) {
+    unsigned budget = RESULT_BATCH;
+    for (;;) {
+        bool closing = f->sync_posted && f->peer_sync;
+        if (f->finished || !budget--)
+            break;
+        r = closing ? next_cq_completion(f->q) : next_completion(f->q);
+        if (!r)
+            break;
         NDK_RESULT_EX copy = *r;
+        if (closing && (copy.Type == NdkOperationTypeReceive ||
+                                              copy.Type == NdkOperationTypeReceiveAndInvalidate)) {
+            /* Both SYNCs seen: every later receive belongs to the next round (the peer began
+             * it); only our own outstanding sends still end this one. */
+            hold_completion(f->q, &copy);
+            continue;
+        }
         handle(f, &copy);
         n++;
-        if (f->sync_posted && f->peer_sync)
-            break; /* what follows belongs to the next round */
     }
     return n;
 }
 
 static bool has_completion(struct qpctx *q)
 {
-    if (next_completion(q)) {
+    if (q->held_i < q->held_n)
+        return true;
+    if (next_cq_completion(q)) {
         q->res_i--;
         return true;
     }

@@ -181,6 +181,9 @@ struct qpctx {
     /* completion carry-over between rounds */
     NDK_RESULT_EX res[RESULT_BATCH];
     unsigned res_n, res_i;
+    /* receives of the next round, met while this one was closing (FIFO, before res) */
+    NDK_RESULT_EX *held;
+    unsigned held_n, held_i, held_cap;
 };
 
 struct side {
@@ -237,8 +240,11 @@ void side_pin(struct side *s, int cpu);
 
 /* Posting helpers. */
 void post_recv(struct qpctx *q, uint32_t slot);
-/* Next completion of q (from the carry-over buffer or the CQ); NULL when none now. */
+/* Next completion of q (held ones first, then the carry-over buffer, then the CQ); NULL when
+ * none now. hold_completion keeps one for the next round. */
 NDK_RESULT_EX *next_completion(struct qpctx *q);
+NDK_RESULT_EX *next_cq_completion(struct qpctx *q); /* skips the held ones */
+void hold_completion(struct qpctx *q, const NDK_RESULT_EX *r);
 /* Arm every CQ of the side for the next completion; returns the notification count before the
  * arm, to pass to side_wait_event (so a notification between arm and wait is not lost). */
 unsigned side_arm(struct side *s);
