@@ -266,6 +266,7 @@ typedef enum _KWAIT_REASON {
 #define STATUS_OBJECT_NAME_INVALID SOFTNDK_NTSTATUS(0xC0000033L)
 #define STATUS_OBJECT_NAME_NOT_FOUND SOFTNDK_NTSTATUS(0xC0000034L)
 #define STATUS_OBJECT_NAME_COLLISION SOFTNDK_NTSTATUS(0xC0000035L)
+#define STATUS_DATA_ERROR SOFTNDK_NTSTATUS(0xC000003EL)
 #define STATUS_DELETE_PENDING SOFTNDK_NTSTATUS(0xC0000056L)
 #define STATUS_INTEGER_OVERFLOW SOFTNDK_NTSTATUS(0xC0000095L)
 #define STATUS_RETRY SOFTNDK_NTSTATUS(0xC000022DL)
@@ -324,6 +325,19 @@ SOFTNDK_WDK_API SOFTNDK_WDK_NORETURN VOID SoftNdkWdkAssertFailed(PCSTR Expressio
 #define NT_VERIFYMSG(msg, exp) ((exp) ? TRUE : FALSE)
 #define ASSERT(exp) ((VOID)0)
 #define ASSERTMSG(msg, exp) ((VOID)0)
+#endif
+
+/* Structured exception handling does not exist here: __try / __except compile (so that the
+ * usual guard around MmProbeAndLockPages builds unchanged) but never catch anything: the
+ * __except block is dead code and a fault crashes the process. __finally and __leave are not
+ * provided (they would silently change control flow): such code does not compile. */
+#ifndef SOFTNDK_WDK_NO_SEH
+#define __try if (1)
+#define __except(filter) else if (0)
+#define GetExceptionCode() ((NTSTATUS)STATUS_UNSUCCESSFUL)
+#define EXCEPTION_EXECUTE_HANDLER 1
+#define EXCEPTION_CONTINUE_SEARCH 0
+#define EXCEPTION_CONTINUE_EXECUTION (-1)
 #endif
 
 /* ------------------------------------------------------------------------------------------ */
