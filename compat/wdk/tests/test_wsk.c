@@ -1,0 +1,123 @@
+/* WSK registration and the NDK extension, on softndk's loopback adapter. */
+#include "wdk_test.h"
+#include "wskndk.h"
+
+#include <net/if.h>
+
+static const WSK_CLIENT_DISPATCH client_dispatch = {MAKE_WSK_VERSION(1, 0), 0, NULL};
+
+TEST(wdk_wsk_open_and_close_ndk_adapter)
+{
+    WSK_REGISTRATION reg;
+    WSK_CLIENT_NPI npi = {NULL, &client_dispatch};
+    WSK_PROVIDER_NPI provider;
+    WSK_PROVIDER_NDK_DISPATCH ndk;
+    SIZE_T returned = 0;
+
+    WSK_CLIENT_DISPATCH v2 = {MAKE_WSK_VERSION(2, 0), 0, NULL};
+    WSK_CLIENT_NPI npi2 = {NULL, &v2};
+    CHECK_EQ_I64(WskRegister(&npi2, &reg), STATUS_NOINTERFACE);
+
+    CHECK_EQ_I64(WskRegister(&npi, &reg), STATUS_SUCCESS);
+    CHECK_EQ_U64(SoftNdkWdkQueryWskRegistrations(), 1);
+    CHECK_EQ_I64(WskCaptureProviderNPI(&reg, WSK_INFINITE_WAIT, &provider), STATUS_SUCCESS);
+    CHECK(provider.Client && provider.Dispatch && provider.Dispatch->WskControlClient);
+    CHECK_EQ_U64(WSK_MAJOR_VERSION(provider.Dispatch->Version), 1);
+
+    PFN_WSK_CONTROL_CLIENT control = provider.Dispatch->WskControlClient;
+    CHECK_EQ_I64(control(provider.Client, WSKNDK_GET_WSK_PROVIDER_NDK_DISPATCH, 0, NULL,
+                         sizeof(void *), &ndk, &returned, NULL),
+                 STATUS_INVALID_PARAMETER); /* the table, not a pointer to it */
+    CHECK_EQ_I64(control(provider.Client, WSKNDK_GET_WSK_PROVIDER_NDK_DISPATCH, 0, NULL,
+                         sizeof ndk, &ndk, &returned, (PIRP)&returned),
+                 STATUS_NOT_SUPPORTED);
+    CHECK_EQ_I64(control(provider.Client, 0x12345678, 0, NULL, 0, NULL, NULL, NULL),
+                 STATUS_INVALID_PARAMETER);
+    CHECK_EQ_I64(control(provider.Client, WSKNDK_GET_WSK_PROVIDER_NDK_DISPATCH, 0, NULL,
+                         sizeof ndk, &ndk, &returned, NULL),
+                 STATUS_SUCCESS);
+    CHECK_EQ_U64(returned, sizeof ndk);
+    CHECK_EQ_I64(provider.Dispatch->WskSocket(provider.Client, AF_INET, SOCK_STREAM, 0, 0, NULL,
+                                              NULL, NULL, NULL, NULL, NULL),
+                 STATUS_NOT_IMPLEMENTED);
+
+    NDK_ADAPTER *adapter = NULL;
+    NDK_VERSION bad = {3, 0}, v = {1, 0};
+    CHECK_EQ_I64(ndk.WskOpenNdkAdapter(provider.Client, bad, if_nametoindex("lo"), &adapter),
+                 NDIS_STATUS_BAD_VERSION);
+    CHECK_EQ_I64(ndk.WskOpenNdkAdapter(provider.Client, v, 0x7FFFFFF0, &adapter),
+                 STATUS_NOT_FOUND);
+    CHECK_EQ_U64(SoftNdkWdkQueryOpenAdapters(NULL, 0), 0);
+    CHECK_EQ_I64(ndk.WskOpenNdkAdapter(provider.Client, v, if_nametoindex("lo"), &adapter),
+                 STATUS_SUCCESS);
+    NDK_ADAPTER *open[2];
+    CHECK_EQ_U64(SoftNdkWdkQueryOpenAdapters(open, 2), 1);
+    CHECK(open[0] == adapter);
+    NDK_ADAPTER_INFO info;
+    ULONG size = sizeof info;
+    CHECK_EQ_I64(adapter->Dispatch->NdkQueryAdapterInfo(adapter, &info, &size), STATUS_SUCCESS);
+    CHECK_EQ_U64(info.Version.Major, 1); /* asked 1.0: runs the highest 1.x */
+    CHECK_EQ_U64(info.RdmaTechnology, NdkiWarp);
+    ndk.WskCloseNdkAdapter(provider.Client, adapter);
+    CHECK_EQ_U64(SoftNdkWdkQueryOpenAdapters(NULL, 0), 0);
+
+    WskReleaseProviderNPI(&reg);
+    WskDeregister(&reg);
+    CHECK_EQ_U64(SoftNdkWdkQueryWskRegistrations(), 0);
+}
+
+struct deregister {
+    WSK_REGISTRATION *reg;
+    atomic_int done;
+};
+
+static void *deregister_thread(void *arg)
+{
+    struct deregister *d = arg;
+    SoftNdkWdkEnterDriverThread();
+    WskDeregister(d->reg);
+    atomic_store(&d->done, 1);
+    return NULL;
+}
+
+TEST(wdk_wsk_deregister_waits_for_captures)
+{
+    WSK_REGISTRATION reg;
+    WSK_CLIENT_NPI npi = {NULL, &client_dispatch};
+    WSK_PROVIDER_NPI provider;
+    CHECK_EQ_I64(WskRegister(&npi, &reg), STATUS_SUCCESS);
+    CHECK_EQ_I64(WskCaptureProviderNPI(&reg, WSK_NO_WAIT, &provider), STATUS_SUCCESS);
+    struct deregister d = {&reg, 0};
+    pthread_t t;
+    wdk_on_thread(deregister_thread, &d, &t);
+    /* the "must not happen" window: WskDeregister blocks while the NPI is captured */
+    KeStallExecutionProcessor(50000);
+    CHECK_EQ_I64(atomic_load(&d.done), 0);
+    CHECK_EQ_I64(WskCaptureProviderNPI(&reg, WSK_NO_WAIT, &provider), STATUS_DEVICE_NOT_READY);
+    WskReleaseProviderNPI(&reg);
+    pthread_join(t, NULL);
+    CHECK_EQ_I64(atomic_load(&d.done), 1);
+}
+
+static void open_at_dispatch(void *arg)
+{
+    (void)arg;
+    WSK_REGISTRATION reg;
+    WSK_CLIENT_NPI npi = {NULL, &client_dispatch};
+    WSK_PROVIDER_NPI provider;
+    WSK_PROVIDER_NDK_DISPATCH ndk;
+    WskRegister(&npi, &reg);
+    WskCaptureProviderNPI(&reg, WSK_NO_WAIT, &provider);
+    provider.Dispatch->WskControlClient(provider.Client, WSKNDK_GET_WSK_PROVIDER_NDK_DISPATCH, 0,
+                                        NULL, sizeof ndk, &ndk, NULL, NULL);
+    KIRQL irql = KeRaiseIrqlToDpcLevel();
+    NDK_ADAPTER *a;
+    NDK_VERSION v = {1, 0};
+    ndk.WskOpenNdkAdapter(provider.Client, v, 1, &a);
+    KeLowerIrql(irql);
+}
+
+TEST(wdk_wsk_open_at_dispatch_bugchecks)
+{
+    CHECK(wdk_bugchecks(open_at_dispatch, NULL, "WskOpenNdkAdapter at IRQL 2"));
+}
