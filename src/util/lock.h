@@ -33,10 +33,12 @@ struct sndk_mutex {
 #endif
 };
 
+/* The calling thread as a word. Not the address of a static thread-local here: a static in a
+ * header function is one variable per translation unit, so a lock taken in one file would look
+ * unowned from another. pthread_t is an unsigned long on glibc and musl. */
 static inline uintptr_t sndk_lock_self(void)
 {
-    static _Thread_local char self;
-    return (uintptr_t)&self;
+    return (uintptr_t)pthread_self();
 }
 
 static inline void sndk_mutex_init(struct sndk_mutex *l)
