@@ -218,9 +218,10 @@ typedef enum _KWAIT_REASON {
 #define ARRAYSIZE(a) RTL_NUMBER_OF(a)
 #endif
 #define RTL_BITS_OF(t) (sizeof(t) * 8)
-/* offsetof rather than the classic &((type *)0)->field, which UBSan reports. */
+/* offsetof rather than the classic &((type *)0)->field, which UBSan reports; through void *
+ * so that clang's -Wcast-align does not flag every use. */
 #define CONTAINING_RECORD(address, type, field)                                                    \
-    ((type *)((PCHAR)(address) - offsetof(type, field)))
+    ((type *)(void *)((PCHAR)(address) - offsetof(type, field)))
 #ifndef min
 #define min(a, b) (((a) < (b)) ? (a) : (b))
 #endif

@@ -25,8 +25,11 @@ static int current_irql(void)
 
 VOID SoftNdkWdkEnterDriverThread(VOID)
 {
-    tls_driver = true;
-    tls_irql = PASSIVE_LEVEL;
+    /* Volatile stores: clang's optimizer otherwise evaluates the constructor below at compile
+     * time and folds "true" into the thread-local's initial value, making every thread a
+     * driver thread (seen with clang 14 -O2). */
+    *(volatile bool *)&tls_driver = true;
+    *(volatile int *)&tls_irql = PASSIVE_LEVEL;
 }
 
 /* The thread that loads the library (the main thread of a test or of the runner) is the one

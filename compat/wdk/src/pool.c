@@ -39,7 +39,7 @@ PVOID wdk_pool_alloc(POOL_FLAGS flags, SIZE_T size, ULONG tag, void *caller)
     if (posix_memalign(&base, align, lead + (size ? size : 1)) != 0)
         return NULL;
     char *user = (char *)base + lead;
-    struct pool_hdr *h = (struct pool_hdr *)(user - POOL_HDR_SIZE);
+    struct pool_hdr *h = (struct pool_hdr *)(void *)(user - POOL_HDR_SIZE); /* 16-aligned */
     h->magic = POOL_LIVE;
     h->tag = tag;
     h->paged = paged;
@@ -64,7 +64,7 @@ void wdk_pool_free(PVOID p, ULONG tag, bool check_tag, void *caller)
 {
     if (!p)
         wdk_bugcheck_msg(BAD_POOL_CALLER, "ExFreePool(NULL) from %p", caller);
-    struct pool_hdr *h = (struct pool_hdr *)((char *)p - POOL_HDR_SIZE);
+    struct pool_hdr *h = (struct pool_hdr *)(void *)((char *)p - POOL_HDR_SIZE);
     pthread_mutex_lock(&pool_lock);
     uint64_t magic = h->magic;
     if (magic != POOL_LIVE) {
