@@ -409,7 +409,9 @@ static void link_aborted(void *ctx, NTSTATUS status, ULONG reason)
         complete_locked(c, status);
     if (c->state != SNDK_CONN_CLOSED)
         set_state(c, SNDK_CONN_CLOSED);
-    disconnect_event_locked(c, reason);
+    /* The consumer's own flush or QP close is not a disconnect it needs telling about (§2.1). */
+    if (SNDK_LINK_REASON_CLASS(reason) != SNDK_LINK_REASON_LOCAL)
+        disconnect_event_locked(c, reason);
     pthread_mutex_unlock(&c->lock);
 }
 

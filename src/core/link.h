@@ -34,15 +34,26 @@ struct sndk_link_events {
      * requests are NOT flushed for this (spec §5.7 rule 3). */
     void (*peer_closed)(void *ctx);
     /* The connection failed: a Terminate sent or received, a reset, an I/O error, a peer that
-     * vanished. Every outstanding request has been (or is being) completed with an error or
-     * STATUS_CANCELLED; the QP is in its error state. `reason` is softndk's
-     * ProviderDisconnectReason (0 = none). */
+     * vanished — or the consumer flushed or closed the connected QP (status STATUS_CANCELLED,
+     * reason class SNDK_LINK_REASON_LOCAL). Every outstanding request has been (or is being)
+     * completed with an error or STATUS_CANCELLED; the QP is in its final error state.
+     * `reason` is softndk's ProviderDisconnectReason, see below. A failure while a shutdown is
+     * under way is reported through shutdown_done instead. */
     void (*aborted)(void *ctx, NTSTATUS status, ULONG reason);
     /* A shutdown asked for with sndk_qp_shutdown finished: everything posted before it went
      * out, our FIN was sent and the peer's FIN arrived (or `status` says why not:
-     * STATUS_IO_TIMEOUT, STATUS_CONNECTION_RESET). The QP has flushed (STATUS_CANCELLED). */
+     * STATUS_IO_TIMEOUT, STATUS_CONNECTION_RESET, or the status of an abort that came first).
+     * The QP has flushed (STATUS_CANCELLED). */
     void (*shutdown_done)(void *ctx, NTSTATUS status);
 };
+
+/* ProviderDisconnectReason values (NDK_FN_DISCONNECT_EVENT_CALLBACK_EX): the top byte is the
+ * class, the low three bytes a Terminate's layer, type and code where one was exchanged. */
+#define SNDK_LINK_REASON_CLASS(r)   ((r)&0xFF000000u)
+#define SNDK_LINK_REASON_TERM_SENT  0x01000000u /* we sent a Terminate: 0x01LLTTCC */
+#define SNDK_LINK_REASON_TERM_RECV  0x02000000u /* the peer sent one: 0x02LLTTCC */
+#define SNDK_LINK_REASON_RESET      0x03000000u /* TCP reset, I/O error, peer vanished */
+#define SNDK_LINK_REASON_LOCAL      0x04000000u /* flush or close by the consumer */
 
 /* IDLE -> CONNECTED. Returns 0, -EBUSY (QP not idle: already bound), -errno from the engine. */
 int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
@@ -53,8 +64,10 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
  * STATUS_IO_TIMEOUT and the connection is reset). Any thread, non-blocking. */
 void sndk_qp_shutdown(struct sndk_qp *qp, unsigned timeout_ms);
 
-/* Abortive disconnect: close the socket (RST), complete everything outstanding with
- * STATUS_CANCELLED. No event follows for it. Any thread, non-blocking. */
+/* Abortive disconnect: close the socket (RST, unless a Terminate or FIN was sent), complete
+ * everything outstanding with STATUS_CANCELLED. No event follows for it. Any thread,
+ * non-blocking. A shutdown of a QP that already failed answers shutdown_done at once with the
+ * abort's status. The QP holds its own reference on the connection; `ev` may be NULL. */
 void sndk_qp_abort(struct sndk_qp *qp);
 
 /* The connector lets go of the QP (it is closing): abort if still connected, stop calling the

@@ -916,3 +916,36 @@ TEST_T(connect_accept_disconnect_2000_cycles_no_leak, 240)
     conf_close_wait(&srv.listener->Header);
     conf_close_adapter(a);
 }
+
+TEST(flush_of_connected_qp_aborts_without_local_disconnect_event)
+{
+    NDK_ADAPTER *a = conf_open();
+    struct server srv;
+    uint16_t port;
+    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    struct side cl, sv;
+    side_init(&cl, a);
+    side_init(&sv, a);
+    establish(&cl, &sv, &srv, "127.0.0.1", port);
+    conf_post_recvs(cl.qp, 2, 10);
+    cl.qp->Dispatch->NdkFlush(cl.qp);
+    /* the receives complete cancelled, in order */
+    NDK_RESULT_EX res;
+    for (uintptr_t i = 0; i < 2; i++) {
+        CHECK(poll_result(cl.cq.cq, &res));
+        CHECK_STATUS(res.Status, STATUS_CANCELLED);
+        CHECK(res.RequestContext == (void *)(10 + i));
+    }
+    /* the peer learns the connection is gone; we are not told of our own action */
+    CHECK_MSG(harness_event_wait(&sv.disc.ev, 1, CONF_WAIT_MS), "peer saw no disconnect");
+    CHECK(!harness_event_wait(&cl.disc.ev, 1, CONF_QUIET_MS));
+    CHECK_STATUS(cl.qp->Dispatch->NdkSend(cl.qp, NULL, NULL, 0, 0), STATUS_CONNECTION_INVALID);
+    /* disconnecting a connection that is already down completes at once */
+    CHECK_STATUS(cl.conn->Dispatch->NdkDisconnect(cl.conn, conf_request_never, NULL),
+                 STATUS_SUCCESS);
+    CHECK_EQ_U64(atomic_load(&sv.disc.n), 1);
+    side_close(&cl);
+    side_close(&sv);
+    conf_close_wait(&srv.listener->Header);
+    conf_close_adapter(a);
+}
