@@ -60,8 +60,12 @@ static const char *const conn_state_names[SNDK_CONN_STATE_COUNT] = {
     [SNDK_CONN_CLOSED] = "closed",
 };
 
-/* The RTR this provider sends and accepts: a zero-length RDMA Write (STag 1, TO 0, as siw). */
+/* The RTR this provider sends and accepts: a zero-length RDMA Write (STag 1, TO 0, as siw). Its
+ * FPDU has a fixed size (MPA length, tagged DDP header, no pad, CRC field), which is what lets
+ * the passive side read exactly it and not one byte of the Send that may follow at once. */
 #define RTR_STAG 1u
+#define RTR_FPDU_LEN (SNDK_MPA_LEN_SIZE + SNDK_DDP_TAGGED_HDR_LEN + SNDK_MPA_CRC_SIZE)
+_Static_assert((SNDK_MPA_LEN_SIZE + SNDK_DDP_TAGGED_HDR_LEN) % 4 == 0, "an RTR FPDU has no pad");
 
 struct sndk_connector {
     struct sndk_obj base;
@@ -83,7 +87,9 @@ struct sndk_connector {
     uint8_t tx[SNDK_MPA_FRAME_MAX];
     size_t tx_len, tx_off;
     struct sndk_mpa_rx mpa;    /* the peer's Request or Reply */
-    struct sndk_rx rtr_rx;     /* the RTR FPDU (passive, peer-to-peer) */
+    struct sndk_rx rtr_rx;     /* validates the RTR FPDU (passive, peer-to-peer) */
+    uint8_t rtr_buf[RTR_FPDU_LEN];
+    size_t rtr_got;
     bool rtr_seen;
     bool rtr_bad;
 
@@ -695,23 +701,30 @@ static void io_accepting(struct sndk_connector *c, uint32_t ev)
         }
         sndk_source_modify(&c->src, EPOLLIN);
     }
-    while (!c->rtr_seen && !c->rtr_bad) {
-        struct iovec iov[4];
-        int n = sndk_rx_want(&c->rtr_rx, iov, 4);
-        if (n <= 0) {
-            c->rtr_bad = true;
-            break;
-        }
-        ssize_t got = readv(c->fd, iov, n);
+    /* Exactly the RTR's bytes: the parser's own offer may reach into the next FPDU, which
+     * belongs to the QP. */
+    while (c->rtr_got < RTR_FPDU_LEN) {
+        ssize_t got = recv(c->fd, c->rtr_buf + c->rtr_got, RTR_FPDU_LEN - c->rtr_got, 0);
         if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
             fail_locked(c, STATUS_CONNECTION_ABORTED, "peer left before its RTR");
             return;
         }
-        if (got < 0)
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
             return;
-        if (sndk_rx_advance(&c->rtr_rx, (size_t)got) < 0)
-            c->rtr_bad = true;
+        }
+        c->rtr_got += (size_t)got;
+        if (c->rtr_got >= SNDK_MPA_LEN_SIZE &&
+            sndk_get_be16(c->rtr_buf) != SNDK_DDP_TAGGED_HDR_LEN) {
+            c->rtr_bad = true; /* a longer FPDU: not a zero-length Write */
+            break;
+        }
     }
+    if (!c->rtr_bad && sndk_rx_feed(&c->rtr_rx, c->rtr_buf, RTR_FPDU_LEN) < 0)
+        c->rtr_bad = true;
+    if (!c->rtr_seen)
+        c->rtr_bad = true;
     if (c->rtr_bad) {
         fail_locked(c, STATUS_CONNECTION_ABORTED, "first FPDU is not the RTR");
         return;

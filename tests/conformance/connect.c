@@ -949,3 +949,56 @@ TEST(flush_of_connected_qp_aborts_without_local_disconnect_event)
     conf_close_wait(&srv.listener->Header);
     conf_close_adapter(a);
 }
+
+/* The active side may send the moment CompleteConnect completes; the Send can then arrive in
+ * the same TCP segment as the RTR, and the passive side must leave its bytes to the QP. */
+TEST(send_right_after_complete_connect_reaches_the_passive_qp)
+{
+    NDK_ADAPTER *a = conf_open();
+    struct server srv;
+    uint16_t port;
+    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    for (int round = 0; round < 50; round++) {
+        struct side cl, sv;
+        side_init(&cl, a);
+        side_init(&sv, a);
+        CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, &cl.conn),
+                     STATUS_SUCCESS);
+        ULONG slen, dlen;
+        struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
+                                dst = addr_of("127.0.0.1", port, &dlen);
+        struct req r, ra, rc;
+        req_init(&r);
+        unsigned before = atomic_load(&srv.n);
+        CHECK_STATUS(cl.conn->Dispatch->NdkConnect(cl.conn, cl.qp, (struct sockaddr *)&src, slen,
+                                                   (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
+                                                   req_done, &r),
+                     STATUS_PENDING);
+        CHECK(harness_event_wait(&srv.ev, before + 1, CONF_WAIT_MS));
+        sv.conn = srv.incoming[before % 128];
+        conf_post_recvs(sv.qp, 1, 5); /* before Accept: the Send may come with the RTR */
+        req_init(&ra);
+        CHECK_STATUS(sv.conn->Dispatch->NdkAccept(sv.conn, sv.qp, 1, 1, NULL, 0, NULL, NULL,
+                                                  req_done, &ra),
+                     STATUS_PENDING);
+        CHECK_STATUS(req_wait(&r, STATUS_PENDING), STATUS_SUCCESS);
+        req_init(&rc);
+        NTSTATUS st = cl.conn->Dispatch->NdkCompleteConnect(cl.conn, NULL, NULL, req_done, &rc);
+        CHECK_STATUS(req_wait(&rc, st), STATUS_SUCCESS);
+        CHECK_STATUS(cl.qp->Dispatch->NdkSend(cl.qp, (void *)6, NULL, 0, 0), STATUS_SUCCESS);
+        CHECK_STATUS(req_wait(&ra, STATUS_PENDING), STATUS_SUCCESS);
+        NDK_RESULT_EX res;
+        CHECK(poll_result(sv.cq.cq, &res));
+        CHECK_STATUS(res.Status, STATUS_SUCCESS);
+        CHECK(res.RequestContext == (void *)5);
+        CHECK(poll_result(cl.cq.cq, &res));
+        CHECK_STATUS(res.Status, STATUS_SUCCESS);
+        side_close(&cl);
+        side_close(&sv);
+        harness_event_destroy(&r.ev);
+        harness_event_destroy(&ra.ev);
+        harness_event_destroy(&rc.ev);
+    }
+    conf_close_wait(&srv.listener->Header);
+    conf_close_adapter(a);
+}
