@@ -21,8 +21,8 @@ done
 [ -f "$libdir/libsoftndk.so" ] && [ -f "$libdir/libsoftndk.a" ] || fail "libraries not installed"
 [ -f "$libdir/pkgconfig/softndk.pc" ] || fail "softndk.pc not installed"
 [ -f "$libdir/cmake/softndk/softndkConfig.cmake" ] || fail "CMake package not installed"
-# Only what the installed layout holds: nothing else under include/.
-extra=$(find "$prefix/include" -type f | grep -v -E '/ndk/(ndkpi|ndkinfo|softndk)\.h$' || true)
+# Only what the installed layout holds: the NDK headers and the kernel-consumer harness.
+extra=$(find "$prefix/include" -type f | grep -v -E '/ndk/(ndkpi|ndkinfo|softndk)\.h$|/ndk/wdk/[a-z0-9_]+\.h$' || true)
 [ -z "$extra" ] || fail "unexpected installed headers: $extra"
 
 # 1. exported symbols
