@@ -282,7 +282,8 @@ typedef struct _NDK_CONNECTOR NDK_CONNECTOR;
 typedef VOID (*NDK_FN_CONNECT_EVENT_CALLBACK)(_In_opt_ PVOID ConnectEventContext,
                                               _In_ NDK_CONNECTOR *pNdkConnector);
 
-/* The peer disconnected or the connection aborted (once; never for a local NdkDisconnect). */
+/* The peer disconnected or the connection aborted (once; never for the consumer's own
+ * NdkDisconnect, NdkFlush, QP close or connector close). */
 typedef VOID (*NDK_FN_DISCONNECT_EVENT_CALLBACK)(_In_opt_ PVOID DisconnectEventContext);
 
 /* 2.1: as above, with a provider-specific reason (0 = none). */
@@ -617,7 +618,9 @@ typedef struct _NDK_SHARED_ENDPOINT NDK_SHARED_ENDPOINT;
 
 /* Address getters (shared endpoint, connector, listener): STATUS_SUCCESS (*pAddressLength =
  * bytes written), STATUS_BUFFER_TOO_SMALL (*pAddressLength = bytes needed),
- * STATUS_INVALID_DEVICE_STATE (no address yet: not listening / not connected). */
+ * STATUS_INVALID_PARAMETER (wrong object, pAddressLength NULL), STATUS_INVALID_DEVICE_STATE (no
+ * address yet: a listener not listening, a connector before NdkConnect or its connect event).
+ * A connector's addresses stay readable after the connection ended. */
 typedef NTSTATUS (*NDK_FN_GET_SHARED_ENDPOINT_LOCAL_ADDRESS)(
     _In_ NDK_SHARED_ENDPOINT *pNdkSharedEndpoint,
     _Out_writes_bytes_to_opt_(*pAddressLength, *pAddressLength) struct sockaddr *pAddress,
@@ -637,12 +640,18 @@ struct _NDK_SHARED_ENDPOINT {
 /* ------------------------------------------------------------------------------------------ */
 /* Connector */
 
-/* STATUS_SUCCESS, STATUS_PENDING (completes when the peer accepted), and, inline or as the
- * completion status: STATUS_INSUFFICIENT_RESOURCES, STATUS_NETWORK_UNREACHABLE,
- * STATUS_HOST_UNREACHABLE, STATUS_CONNECTION_REFUSED, STATUS_IO_TIMEOUT,
- * STATUS_SHARING_VIOLATION, STATUS_INVALID_ADDRESS, STATUS_TOO_MANY_ADDRESSES,
- * STATUS_ADDRESS_ALREADY_EXISTS, STATUS_INVALID_BUFFER_SIZE (private data > MaxCallerData),
- * STATUS_CONNECTION_ACTIVE (QP already bound to a connection). */
+/* STATUS_PENDING: the completion says STATUS_SUCCESS once the peer accepted (then call
+ * NdkCompleteConnect(Ex) or NdkReject), or why not: STATUS_CONNECTION_REFUSED (no listener,
+ * listener paused or closing, peer rejected — NdkGetConnectionData then reads its reason),
+ * STATUS_IO_TIMEOUT, STATUS_NETWORK_UNREACHABLE, STATUS_HOST_UNREACHABLE,
+ * STATUS_ADDRESS_ALREADY_EXISTS, STATUS_CONNECTION_ABORTED (the peer's MPA Reply was malformed,
+ * refused or cut short), STATUS_CANCELLED (connector closed), STATUS_UNSUCCESSFUL (other socket
+ * error, logged). Inline: STATUS_INVALID_PARAMETER (NULL or wrong-type argument, bad destination
+ * address), STATUS_INVALID_ADDRESS (source not an AF_INET/AF_INET6 address of this adapter),
+ * STATUS_SHARING_VIOLATION, STATUS_TOO_MANY_ADDRESSES, STATUS_INVALID_BUFFER_SIZE (private data
+ * > MaxCallerData), STATUS_CONNECTION_ACTIVE (QP bound to a connection), STATUS_INVALID_DEVICE_STATE
+ * (connector used before, or QP failed earlier), STATUS_INSUFFICIENT_RESOURCES, and the socket
+ * errors above when connect() fails at once. Never STATUS_SUCCESS inline. */
 typedef NTSTATUS (*NDK_FN_CONNECT)(_In_ NDK_CONNECTOR *pNdkConnector, _In_ NDK_QP *pNdkQp,
                                    _In_reads_bytes_(SrcAddressLength)
                                        const struct sockaddr *pSrcAddress,
@@ -665,19 +674,24 @@ typedef NTSTATUS (*NDK_FN_CONNECT_WITH_SHARED_ENDPOINT)(
     _In_reads_bytes_opt_(PrivateDataLength) const void *pPrivateData, _In_ ULONG PrivateDataLength,
     _In_ NDK_FN_REQUEST_COMPLETION RequestCompletion, _In_opt_ PVOID RequestContext);
 
-/* Third leg of the handshake (active side). STATUS_SUCCESS, STATUS_PENDING,
- * STATUS_CONNECTION_INVALID (not connecting), STATUS_CONNECTION_ABORTED, STATUS_IO_TIMEOUT. */
+/* Third leg of the handshake (active side): sends the RTR and gives the socket to the QP.
+ * Inline: STATUS_PENDING, STATUS_CONNECTION_INVALID (no completed NdkConnect to complete),
+ * STATUS_CONNECTION_ABORTED (the peer gave up meanwhile), STATUS_INVALID_PARAMETER. Completion:
+ * STATUS_SUCCESS, STATUS_CONNECTION_ABORTED, STATUS_CONNECTION_ACTIVE,
+ * STATUS_INSUFFICIENT_RESOURCES, STATUS_CANCELLED (connector closed). */
 typedef NTSTATUS (*NDK_FN_COMPLETE_CONNECT)(_In_ NDK_CONNECTOR *pNdkConnector,
                                             _In_opt_ NDK_FN_DISCONNECT_EVENT_CALLBACK DisconnectEvent,
                                             _In_opt_ PVOID DisconnectEventContext,
                                             _In_ NDK_FN_REQUEST_COMPLETION RequestCompletion,
                                             _In_opt_ PVOID RequestContext);
 
-/* Passive side. STATUS_SUCCESS, STATUS_PENDING (completes once established),
- * STATUS_CONNECTION_ABORTED (peer abandoned), STATUS_IO_TIMEOUT (peer never completed),
- * STATUS_INVALID_BUFFER_SIZE (private data > MaxCalleeData), STATUS_CONNECTION_ACTIVE (QP
- * already bound), STATUS_INVALID_DEVICE_STATE (not an incoming request awaiting an answer),
- * STATUS_CANCELLED (completion: the connector was closed). */
+/* Passive side. Inline: STATUS_PENDING (completes once established: the active side's RTR
+ * arrived, or at once for a peer without peer-to-peer mode), STATUS_CONNECTION_ABORTED (peer
+ * abandoned), STATUS_INVALID_BUFFER_SIZE (private data > MaxCalleeData),
+ * STATUS_CONNECTION_ACTIVE (QP bound), STATUS_INVALID_DEVICE_STATE (not an incoming request
+ * awaiting an answer, or QP failed earlier), STATUS_INVALID_PARAMETER. Completion:
+ * STATUS_SUCCESS, STATUS_IO_TIMEOUT (peer never completed), STATUS_CONNECTION_ABORTED,
+ * STATUS_CANCELLED (connector closed). */
 typedef NTSTATUS (*NDK_FN_ACCEPT)(_In_ NDK_CONNECTOR *pNdkConnector, _In_ NDK_QP *pNdkQp,
                                   _In_ ULONG InboundReadLimit, _In_ ULONG OutboundReadLimit,
                                   _In_reads_bytes_opt_(PrivateDataLength) const void *pPrivateData,
@@ -688,7 +702,8 @@ typedef NTSTATUS (*NDK_FN_ACCEPT)(_In_ NDK_CONNECTOR *pNdkConnector, _In_ NDK_QP
                                   _In_opt_ PVOID RequestContext);
 
 /* Synchronous. STATUS_SUCCESS, STATUS_CONNECTION_ABORTED (peer already abandoned),
- * STATUS_INVALID_BUFFER_SIZE, STATUS_INVALID_DEVICE_STATE (nothing to reject). */
+ * STATUS_INVALID_BUFFER_SIZE (passive side: private data > MaxCalleeData),
+ * STATUS_INVALID_DEVICE_STATE (nothing to reject), STATUS_INVALID_PARAMETER. */
 typedef NTSTATUS (*NDK_FN_REJECT)(_In_ NDK_CONNECTOR *pNdkConnector,
                                   _In_reads_bytes_opt_(PrivateDataLength) const void *pPrivateData,
                                   _In_ ULONG PrivateDataLength);
@@ -712,8 +727,12 @@ typedef NTSTATUS (*NDK_FN_GET_PEER_ADDRESS)(
     _Out_writes_bytes_to_opt_(*pAddressLength, *pAddressLength) struct sockaddr *pAddress,
     _Inout_ ULONG *pAddressLength);
 
-/* Graceful disconnect. STATUS_SUCCESS, STATUS_PENDING, STATUS_IO_TIMEOUT,
- * STATUS_CONNECTION_INVALID (not connected). */
+/* Graceful disconnect: FIN after everything posted went out, complete when the peer's FIN
+ * arrived. Inline: STATUS_PENDING, STATUS_SUCCESS (the connection is already down),
+ * STATUS_CONNECTION_INVALID (never connected, or a disconnect is under way),
+ * STATUS_INVALID_PARAMETER. Completion: STATUS_SUCCESS, STATUS_IO_TIMEOUT, or the status of an
+ * abort that came first (STATUS_CONNECTION_RESET, STATUS_CONNECTION_ABORTED, ...),
+ * STATUS_CANCELLED (connector closed). */
 typedef NTSTATUS (*NDK_FN_DISCONNECT)(_In_ NDK_CONNECTOR *pNdkConnector,
                                       _In_ NDK_FN_REQUEST_COMPLETION RequestCompletion,
                                       _In_opt_ PVOID RequestContext);
@@ -764,10 +783,11 @@ struct _NDK_CONNECTOR {
 
 typedef struct _NDK_LISTENER NDK_LISTENER;
 
-/* STATUS_SUCCESS, STATUS_PENDING, and inline or as completion: STATUS_INSUFFICIENT_RESOURCES,
- * STATUS_SHARING_VIOLATION (address:port in use), STATUS_INVALID_ADDRESS (not an address of
- * this adapter), STATUS_TOO_MANY_ADDRESSES (port 0 and the ephemeral range exhausted),
- * STATUS_INVALID_DEVICE_STATE (already listening). */
+/* softndk listens inline (never STATUS_PENDING, the callback is never called):
+ * STATUS_SUCCESS, STATUS_SHARING_VIOLATION (address:port in use), STATUS_INVALID_ADDRESS (not an
+ * AF_INET/AF_INET6 address of this adapter), STATUS_TOO_MANY_ADDRESSES (port 0 and the ephemeral
+ * range exhausted), STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_DEVICE_STATE (already
+ * listening, or closed), STATUS_INVALID_PARAMETER. */
 typedef NTSTATUS (*NDK_FN_LISTEN)(_In_ NDK_LISTENER *pNdkListener,
                                   _In_reads_bytes_(AddressLength) const struct sockaddr *pAddress,
                                   _In_ ULONG AddressLength,

@@ -30,6 +30,8 @@
 #include "iwarp/mpa.h"
 #include "iwarp/parser.h"
 #include "util/log.h"
+#include "util/pcap.h"
+#include "util/trace.h"
 
 enum sndk_conn_state {
     SNDK_CONN_IDLE,         /* created; nothing started */
@@ -74,6 +76,7 @@ struct sndk_connector {
     bool active;
     bool abandoned;         /* the peer went away while we waited for the consumer */
     bool local_disconnect;  /* NdkDisconnect or close: no disconnect event for it */
+    bool peer_rejected;     /* the peer's MPA Reply said R=1; its private data is kept */
     bool disc_fired;
     bool linked;            /* QP attached, link events may come; holds a reference */
 
@@ -109,6 +112,7 @@ struct sndk_connector {
     bool se_peer; /* peer registered on a shared endpoint */
     struct sndk_listener *listener;
     struct sndk_qp *qp;
+    struct sndk_conn_rec *rec; /* counters, ndkstat, pcap (NULL when out of memory) */
 
     /* the one outstanding request, and deliveries to the consumer */
     bool req_active, req_done;
@@ -137,11 +141,42 @@ static struct sndk_engine *engine_of(struct sndk_connector *c)
     return c->base.adapter->engine;
 }
 
+static struct sndk_adapter_ctrs *ctrs_of(struct sndk_connector *c)
+{
+    return &c->base.adapter->ctrs;
+}
+
+static bool state_is_up(enum sndk_conn_state s)
+{
+    return s == SNDK_CONN_CONNECTED || s == SNDK_CONN_DISCONNECTING;
+}
+
 static void set_state(struct sndk_connector *c, enum sndk_conn_state next)
 {
     sndk_debug("connector", "%p: %s => %s", (void *)c, conn_state_names[c->state],
                conn_state_names[next]);
+    SNDK_TRACE("connector.state", "connector", c, "\"from\":\"%s\",\"to\":\"%s\",\"conn\":%llu",
+               conn_state_names[c->state], conn_state_names[next],
+               (unsigned long long)(c->rec ? c->rec->id : 0));
+    bool was_up = state_is_up(c->state), up = state_is_up(next);
+    if (!was_up && up) {
+        sndk_ctr_inc(ctrs_of(c), c->active ? SNDK_CTR_CONNECT : SNDK_CTR_ACCEPT);
+        sndk_counters_active(ctrs_of(c), 1);
+    } else if (was_up && !up) {
+        sndk_counters_active(ctrs_of(c), -1);
+    }
     c->state = next;
+    if (c->rec)
+        atomic_store_explicit(&c->rec->state, (int)next, memory_order_relaxed);
+}
+
+/* Handshake bytes (MPA Request / Reply) written or read on the connector's socket. */
+static void hs_bytes(struct sndk_connector *c, bool out, const void *buf, size_t n)
+{
+    if (!c->rec || n == 0)
+        return;
+    sndk_cc_add(c->rec, out ? SNDK_CC_HS_TX : SNDK_CC_HS_RX, n);
+    sndk_pcap_buf(c->rec->pcap, out, buf, n);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -302,6 +337,10 @@ static void fail_locked(struct sndk_connector *c, NTSTATUS st, const char *why)
     sndk_info("connector", "%p (%s, peer %s): %s: %s", (void *)c, conn_state_names[c->state],
               c->have_addresses ? sndk_addr_str(&c->peer, buf, sizeof buf) : "?", why,
               SoftNdkStatusName(st));
+    SNDK_TRACE("connector.failed", "connector", c, "\"state\":\"%s\",\"why\":\"%s\",\"status\":\"%s\"",
+               conn_state_names[c->state], why, SoftNdkStatusName(st));
+    if (!state_is_up(c->state) && c->state != SNDK_CONN_CLOSED)
+        sndk_ctr_inc(ctrs_of(c), SNDK_CTR_CONNECT_FAILURE);
     timer_stop_locked(c);
     set_state(c, SNDK_CONN_CLOSED);
     io_stop_locked(c);
@@ -316,6 +355,7 @@ static int flush_tx(struct sndk_connector *c)
     while (c->tx_off < c->tx_len) {
         ssize_t n = send(c->fd, c->tx + c->tx_off, c->tx_len - c->tx_off, MSG_NOSIGNAL);
         if (n > 0) {
+            hs_bytes(c, true, c->tx + c->tx_off, (size_t)n);
             c->tx_off += (size_t)n;
             continue;
         }
@@ -349,6 +389,7 @@ static int read_mpa(struct sndk_connector *c, int *err)
             *err = errno;
             return -1;
         }
+        hs_bytes(c, false, iov.iov_base, (size_t)n);
         int rc = sndk_mpa_rx_advance(&c->mpa, (size_t)n);
         if (rc == 1)
             return 1;
@@ -357,6 +398,25 @@ static int read_mpa(struct sndk_connector *c, int *err)
             return -1;
         }
     }
+}
+
+/* RFC 6581: an Initiator that cannot accept a Reply says why with an LLP Terminate before it
+ * closes (best effort: one small frame on an idle socket). */
+static void send_llp_terminate(struct sndk_connector *c, enum sndk_wire_err werr)
+{
+    if (werr == SNDK_WERR_NONE || c->fd < 0)
+        return;
+    struct sndk_wire_fault fault = {.err = werr};
+    struct sndk_term t;
+    sndk_term_from_fault(&t, &fault);
+    struct sndk_fpdu f;
+    struct iovec iov[4];
+    int n = sndk_fpdu_terminate(&f, 1, &t, c->req.crc, iov, 4);
+    if (n <= 0)
+        return;
+    uint8_t buf[128];
+    size_t len = sndk_iov_gather(iov, n, buf, sizeof buf);
+    (void)!send(c->fd, buf, len, MSG_NOSIGNAL);
 }
 
 static struct sndk_mpa_policy policy_of(struct sndk_connector *c)
@@ -401,6 +461,7 @@ static void link_peer_closed(void *ctx)
 {
     struct sndk_connector *c = ctx;
     pthread_mutex_lock(&c->lock);
+    SNDK_TRACE("connector.peer_closed", "connector", c, NULL);
     disconnect_event_locked(c, 0);
     pthread_mutex_unlock(&c->lock);
 }
@@ -411,6 +472,10 @@ static void link_aborted(void *ctx, NTSTATUS status, ULONG reason)
     pthread_mutex_lock(&c->lock);
     sndk_info("connector", "%p: connection aborted: %s (reason %u)", (void *)c,
               SoftNdkStatusName(status), reason);
+    SNDK_TRACE("connector.aborted", "connector", c, "\"status\":\"%s\",\"reason\":\"0x%08x\"",
+               SoftNdkStatusName(status), reason);
+    if (SNDK_LINK_REASON_CLASS(reason) != SNDK_LINK_REASON_LOCAL && c->state != SNDK_CONN_CLOSED)
+        sndk_ctr_inc(ctrs_of(c), SNDK_CTR_CONNECTION_ERROR);
     if (c->state == SNDK_CONN_DISCONNECTING)
         complete_locked(c, status);
     if (c->state != SNDK_CONN_CLOSED)
@@ -460,6 +525,13 @@ static bool send_rtr(struct sndk_connector *c)
     size_t len = sndk_iov_gather(iov, n, buf, sizeof buf);
     /* Nothing else was ever written on this socket since the Request: 20-odd bytes fit. */
     ssize_t w = send(c->fd, buf, len, MSG_NOSIGNAL);
+    if (w == (ssize_t)len && c->rec) {
+        /* the RTR is the connection's first FPDU */
+        sndk_cc_add(c->rec, SNDK_CC_TX_OCTETS, len);
+        sndk_cc_add(c->rec, SNDK_CC_TX_FPDUS, 1);
+        sndk_pcap_buf(c->rec->pcap, true, buf, len);
+        SNDK_TRACE("mpa.rtr_sent", "connector", c, "\"bytes\":%zu", len);
+    }
     return w == (ssize_t)len;
 }
 
@@ -480,6 +552,15 @@ static void establish(struct sndk_connector *c)
         .ird = c->ird,
         .ord = c->ord,
     };
+    if (c->rec) {
+        atomic_store(&c->rec->ird, c->ird);
+        atomic_store(&c->rec->ord, c->ord);
+        atomic_store(&c->rec->crc, c->crc);
+        atomic_store(&c->rec->mpa_rev, c->rev);
+        atomic_store(&c->rec->sq_depth, c->qp->initiator_depth);
+        atomic_store(&c->rec->rq_depth, c->qp->srq ? 0u : c->qp->rq.depth);
+        c->rec->qp = c->qp;
+    }
     c->linked = true;
     sndk_obj_get(&c->base); /* the link's reference, dropped in detach_done_fn */
     pthread_mutex_unlock(&c->lock);
@@ -549,7 +630,9 @@ static void io_connecting(struct sndk_connector *c, uint32_t ev)
     socklen_t llen = sizeof c->local.in6;
     getsockname(c->fd, &c->local.sa, &llen);
     c->local.len = llen;
+    sndk_conn_rec_set_local(c->rec, &c->local.sa);
     set_state(c, SNDK_CONN_REQ_SENT);
+    SNDK_TRACE("mpa.request_sent", "connector", c, "\"bytes\":%zu", c->tx_len);
     int rc = flush_tx(c);
     if (rc < 0) {
         fail_locked(c, status_from_errno(-rc), "sending the MPA Request");
@@ -578,7 +661,11 @@ static void io_req_sent(struct sndk_connector *c, uint32_t ev)
     if (rc < 0) {
         if (c->mpa.state == SNDK_MPA_RX_ERROR) {
             sndk_warn("connector", "bad MPA Reply: %s", sndk_mpa_status_name(c->mpa.status));
+            send_llp_terminate(c, sndk_mpa_status_werr(c->mpa.status));
             fail_locked(c, STATUS_CONNECTION_ABORTED, "bad MPA Reply");
+        } else if (c->mpa.got > 0) {
+            /* The peer answered and broke off inside its Reply: not a refusal. */
+            fail_locked(c, STATUS_CONNECTION_ABORTED, "MPA Reply cut short");
         } else {
             fail_locked(c, status_from_errno(err), "reading the MPA Reply");
         }
@@ -586,13 +673,17 @@ static void io_req_sent(struct sndk_connector *c, uint32_t ev)
     }
     struct sndk_mpa_result res;
     int st = sndk_mpa_check_reply(&c->req, sndk_mpa_rx_frame(&c->mpa), &res);
+    SNDK_TRACE("mpa.reply_received", "connector", c, "\"check\":%d", st);
     if (st == -SNDK_MPA_E_REJECTED) {
-        keep_result(c, &res); /* the peer's reason, if any */
+        sndk_ctr_inc(ctrs_of(c), SNDK_CTR_MPA_REJECT_RECV);
+        keep_result(c, &res); /* the peer's reason, readable with NdkGetConnectionData */
+        c->peer_rejected = true;
         fail_locked(c, STATUS_CONNECTION_REFUSED, "rejected by the peer");
         return;
     }
     if (st != 0) {
         sndk_warn("connector", "MPA Reply refused: %s", sndk_mpa_status_name(st));
+        send_llp_terminate(c, sndk_mpa_status_werr(st));
         fail_locked(c, STATUS_CONNECTION_ABORTED, "MPA Reply refused");
         return;
     }
@@ -613,8 +704,12 @@ static void io_wait_request(struct sndk_connector *c, uint32_t ev)
     if (rc == 0)
         return;
     if (rc < 0) {
-        if (c->mpa.state == SNDK_MPA_RX_ERROR)
+        if (c->mpa.state == SNDK_MPA_RX_ERROR) {
             sndk_warn("connector", "bad MPA Request: %s", sndk_mpa_status_name(c->mpa.status));
+            sndk_ctr_inc(ctrs_of(c), SNDK_CTR_CONNECT_FAILURE);
+        }
+        SNDK_TRACE("connector.failed", "connector", c, "\"state\":\"%s\",\"why\":\"%s\"",
+                   conn_state_names[c->state], "no valid MPA Request");
         timer_stop_locked(c);
         set_state(c, SNDK_CONN_CLOSED);
         io_stop_locked(c);
@@ -632,9 +727,14 @@ static void io_wait_request(struct sndk_connector *c, uint32_t ev)
     int st = sndk_mpa_accept(sndk_mpa_rx_frame(&c->mpa), &pol, NULL, 0, &reply, &res);
     if (st != 0) {
         sndk_warn("connector", "MPA Request refused: %s", sndk_mpa_status_name(st));
+        sndk_ctr_inc(ctrs_of(c), SNDK_CTR_CONNECT_FAILURE);
+        sndk_ctr_inc(ctrs_of(c), SNDK_CTR_MPA_REJECT_SENT);
         int len = sndk_mpa_build(c->tx, sizeof c->tx, true, &reply);
-        if (len > 0)
-            (void)!send(c->fd, c->tx, (size_t)len, MSG_NOSIGNAL);
+        if (len > 0) {
+            ssize_t w = send(c->fd, c->tx, (size_t)len, MSG_NOSIGNAL);
+            if (w > 0)
+                hs_bytes(c, true, c->tx, (size_t)w);
+        }
         timer_stop_locked(c);
         set_state(c, SNDK_CONN_CLOSED);
         io_stop_locked(c);
@@ -650,6 +750,9 @@ static void io_wait_request(struct sndk_connector *c, uint32_t ev)
     /* What the active side asked for, as our view until Accept settles it. */
     c->ird = req->has_word ? req->ord : 0;
     c->ord = req->has_word ? req->ird : 0;
+    SNDK_TRACE("mpa.request_received", "connector", c,
+               "\"rev\":%u,\"pd_len\":%u,\"peer\":\"%s\"", (unsigned)req->rev,
+               (unsigned)req->ulp_pd_len, c->rec ? c->rec->peer_str : "");
     timer_stop_locked(c);
     set_state(c, SNDK_CONN_INCOMING);
     sndk_source_modify(&c->src, EPOLLRDHUP | EPOLLONESHOT);
@@ -808,9 +911,15 @@ static NTSTATUS claim_qp(struct sndk_connector *c, NDK_QP *pub, struct sndk_qp *
     struct sndk_obj *o = sndk_obj_check(pub, NdkObjectTypeQp);
     if (!o || !sndk_obj_usable(o, c->base.adapter))
         return STATUS_INVALID_PARAMETER;
+    struct sndk_qp *qp = sndk_container_of(o, struct sndk_qp, base);
+    /* §5.7 rule 5: a QP that served a connection is never reused; refuse it before any packet
+     * goes out rather than after the peer accepted. */
+    int st = atomic_load_explicit(&qp->state, memory_order_acquire);
+    if (st != SNDK_QP_IDLE)
+        return st == SNDK_QP_ERROR ? STATUS_INVALID_DEVICE_STATE : STATUS_CONNECTION_ACTIVE;
     if (!sndk_obj_bind(o, c))
         return STATUS_CONNECTION_ACTIVE;
-    *out = sndk_container_of(o, struct sndk_qp, base);
+    *out = qp;
     return STATUS_SUCCESS;
 }
 
@@ -858,8 +967,9 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
     }
     int fd = -1;
     if (se) {
-        if (!sndk_endpoint_add_peer(se->ep, &peer)) {
-            st = STATUS_ADDRESS_ALREADY_EXISTS;
+        int added = sndk_endpoint_add_peer(se->ep, &peer);
+        if (added != 0) {
+            st = added == -EEXIST ? STATUS_ADDRESS_ALREADY_EXISTS : STATUS_INSUFFICIENT_RESOURCES;
         } else {
             c->se_peer = true;
             st = sndk_endpoint_socket(se->ep, &fd);
@@ -1111,11 +1221,11 @@ static NTSTATUS connector_reject(NDK_CONNECTOR *pub, const void *pd, ULONG pdlen
     struct sndk_connector *c = connector_from(pub);
     if (!c || (pdlen && !pd))
         return STATUS_INVALID_PARAMETER;
-    if (pdlen > c->base.adapter->info.MaxCalleeData)
-        return STATUS_INVALID_BUFFER_SIZE;
     pthread_mutex_lock(&c->lock);
     NTSTATUS st = STATUS_SUCCESS;
-    if (c->state == SNDK_CONN_INCOMING) {
+    if (c->state == SNDK_CONN_INCOMING && pdlen > c->base.adapter->info.MaxCalleeData) {
+        st = STATUS_INVALID_BUFFER_SIZE; /* only the passive side's Reject carries data */
+    } else if (c->state == SNDK_CONN_INCOMING) {
         if (c->abandoned) {
             set_state(c, SNDK_CONN_CLOSED);
             io_stop_locked(c);
@@ -1146,7 +1256,7 @@ static NTSTATUS connector_data(NDK_CONNECTOR *pub, ULONG *pIrd, ULONG *pOrd, PVO
     if (!pPrivateData && *pPrivateDataLength > 0)
         return STATUS_INVALID_PARAMETER; /* §5.6 rule 9 */
     pthread_mutex_lock(&c->lock);
-    if (c->state != SNDK_CONN_REPLIED && c->state != SNDK_CONN_INCOMING) {
+    if (c->state != SNDK_CONN_REPLIED && c->state != SNDK_CONN_INCOMING && !c->peer_rejected) {
         pthread_mutex_unlock(&c->lock);
         return STATUS_INVALID_DEVICE_STATE;
     }

@@ -270,23 +270,23 @@ const struct sndk_addr *sndk_endpoint_addr(const struct sndk_endpoint *ep)
     return &ep->addr;
 }
 
-bool sndk_endpoint_add_peer(struct sndk_endpoint *ep, const struct sndk_addr *peer)
+int sndk_endpoint_add_peer(struct sndk_endpoint *ep, const struct sndk_addr *peer)
 {
     struct peer *p = malloc(sizeof *p);
     if (!p)
-        return false;
+        return -ENOMEM;
     p->addr = *peer;
     pthread_mutex_lock(&table_lock);
     for (struct peer *q = ep->peers; q; q = q->next)
         if (sndk_addr_equal(&q->addr, peer)) {
             pthread_mutex_unlock(&table_lock);
             free(p);
-            return false;
+            return -EEXIST;
         }
     p->next = ep->peers;
     ep->peers = p;
     pthread_mutex_unlock(&table_lock);
-    return true;
+    return 0;
 }
 
 void sndk_endpoint_del_peer(struct sndk_endpoint *ep, const struct sndk_addr *peer)

@@ -58,8 +58,9 @@ void sndk_endpoint_get(struct sndk_endpoint *ep);
 void sndk_endpoint_put(struct sndk_endpoint *ep);
 const struct sndk_addr *sndk_endpoint_addr(const struct sndk_endpoint *ep);
 
-/* Remote peers connected through a shared endpoint: 4-tuple uniqueness. */
-bool sndk_endpoint_add_peer(struct sndk_endpoint *ep, const struct sndk_addr *peer);
+/* Remote peers connected through a shared endpoint: 4-tuple uniqueness. 0, -EEXIST (that peer
+ * is connected over this endpoint already), -ENOMEM. */
+int sndk_endpoint_add_peer(struct sndk_endpoint *ep, const struct sndk_addr *peer);
 void sndk_endpoint_del_peer(struct sndk_endpoint *ep, const struct sndk_addr *peer);
 
 /* The shared-endpoint object (NDK_SHARED_ENDPOINT). */

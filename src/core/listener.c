@@ -138,8 +138,11 @@ static NTSTATUS listener_local_address(NDK_LISTENER *pNdkListener, struct sockad
 static VOID listener_control_events(NDK_LISTENER *pNdkListener, BOOLEAN Pause)
 {
     struct sndk_listener *l = sndk_listener_from(pNdkListener);
-    if (l)
-        atomic_store(&l->paused, Pause != 0);
+    if (!l) {
+        sndk_err("listener", "NdkControlConnectEvents(%p): not a listener", (void *)pNdkListener);
+        return;
+    }
+    atomic_store(&l->paused, Pause != 0);
 }
 
 static const NDK_LISTENER_DISPATCH listener_dispatch = {

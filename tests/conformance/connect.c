@@ -472,6 +472,13 @@ TEST(connect_rejected_with_private_data_is_refused)
     NDK_CONNECTOR *in = srv.incoming[0];
     CHECK_STATUS(in->Dispatch->NdkReject(in, "no", 3), STATUS_SUCCESS);
     CHECK_STATUS(req_wait(&r, STATUS_PENDING), STATUS_CONNECTION_REFUSED);
+    /* the peer's reason is readable on the refused connector */
+    char why[16];
+    ULONG whylen = sizeof why;
+    CHECK_STATUS(cl.conn->Dispatch->NdkGetConnectionData(cl.conn, NULL, NULL, why, &whylen),
+                 STATUS_SUCCESS);
+    CHECK_EQ_U64(whylen, 3);
+    CHECK_MEM(why, "no", 3);
     /* a rejected request cannot be accepted any more */
     CHECK_STATUS(in->Dispatch->NdkReject(in, NULL, 0), STATUS_INVALID_DEVICE_STATE);
     conf_close_wait(&in->Header);
@@ -944,10 +951,61 @@ TEST(flush_of_connected_qp_aborts_without_local_disconnect_event)
     CHECK_STATUS(cl.conn->Dispatch->NdkDisconnect(cl.conn, conf_request_never, NULL),
                  STATUS_SUCCESS);
     CHECK_EQ_U64(atomic_load(&sv.disc.n), 1);
+    /* a QP that served a connection is never reused: refused inline, nothing sent */
+    NDK_CONNECTOR *again;
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, &again),
+                 STATUS_SUCCESS);
+    ULONG slen, dlen;
+    struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
+                            dst = addr_of("127.0.0.1", port, &dlen);
+    unsigned events = atomic_load(&srv.n);
+    CHECK_STATUS(again->Dispatch->NdkConnect(again, cl.qp, (struct sockaddr *)&src, slen,
+                                             (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
+                                             conf_request_never, NULL),
+                 STATUS_INVALID_DEVICE_STATE);
+    CHECK(!harness_event_wait(&srv.ev, events + 1, CONF_QUIET_MS));
+    conf_close_wait(&again->Header);
     side_close(&cl);
     side_close(&sv);
     conf_close_wait(&srv.listener->Header);
     conf_close_adapter(a);
+}
+
+static void *half_reply_server(void *arg)
+{
+    int lfd = *(int *)arg;
+    int fd = accept(lfd, NULL, NULL);
+    if (fd >= 0) {
+        char buf[512];
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 5000) > 0)
+            (void)!read(fd, buf, sizeof buf);
+        static const char half[] = "MPA ID Rep"; /* a Reply key cut short */
+        (void)!write(fd, half, sizeof half - 1);
+        close(fd);
+    }
+    return NULL;
+}
+
+TEST(connect_reply_cut_short_is_aborted_not_refused)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK(bind(lfd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(lfd, 4) == 0);
+    socklen_t sl = sizeof sa;
+    getsockname(lfd, (struct sockaddr *)&sa, &sl);
+    pthread_t th;
+    pthread_create(&th, NULL, half_reply_server, &lfd);
+    NDK_ADAPTER *a = conf_open();
+    struct side cl;
+    side_init(&cl, a);
+    struct req r;
+    CHECK_STATUS(connect_to(a, cl.qp, &cl.conn, "127.0.0.1", ntohs(sa.sin_port), NULL, 0, &r),
+                 STATUS_CONNECTION_ABORTED);
+    side_close(&cl);
+    pthread_join(th, NULL);
+    conf_close_adapter(a);
+    close(lfd);
 }
 
 /* The active side may send the moment CompleteConnect completes; the Send can then arrive in
