@@ -250,11 +250,27 @@ wait_running() { # NAME-OF-CLIENT PID
     kill -0 "$2" 2>/dev/null || { wait "$2"; fail "$1 ended before the fault (exit $?): $(tail -n 1 "$work/$1.err")"; }
 }
 
-# survivor PID NAME: wait up to BOUND s for the survivor to end; print "detected ST MS" or
+# The tool's own pid: PID is a subshell running `ip netns exec` (which execs `timeout`), whose
+# child is the tool: descend through bash, ip and timeout.
+tool_pid() {
+    local p=$1 c
+    while :; do
+        case $(cat /proc/"$p"/comm 2>/dev/null) in
+        bash | ip | timeout) ;;
+        *) break ;;
+        esac
+        c=$(cat /proc/"$p"/task/*/children 2>/dev/null | awk '{print $1; exit}')
+        [ -n "$c" ] || break
+        p=$c
+    done
+    echo "$p"
+}
+
+# survivor PID NAME START-NS END-SECONDS: wait until END (fault + BOUND) for the survivor to end; print "detected ST MS" or
 # "undetected"; an undetected survivor is killed afterwards (it would end by its --timeout).
 SURV_RESULT=
 survivor() {
-    local pid=$1 name=$2 start=$3 end=$((SECONDS + BOUND)) st ms
+    local pid=$1 name=$2 start=$3 end=$4 st ms
     while [ $SECONDS -lt $end ] && kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
     if kill -0 "$pid" 2>/dev/null; then
         kill -9 "$pid" 2>/dev/null
@@ -297,22 +313,26 @@ fault_case() {
         survivors=("$spid:server" "$cpid:client")
         ;;
     kill_server)
-        kill -9 "$spid"
-        echo "fault: the server process (host a) got SIGKILL"
+        victim=$(tool_pid "$spid")
+        vname=$(cat /proc/"$victim"/comm 2>/dev/null)
+        kill -9 "$victim"
+        echo "fault: the server process (host a, pid $victim, $vname) got SIGKILL"
         survivors=("$cpid:client")
         ;;
     kill_client)
-        kill -9 "$cpid"
-        echo "fault: the client process (host b) got SIGKILL"
+        victim=$(tool_pid "$cpid")
+        vname=$(cat /proc/"$victim"/comm 2>/dev/null)
+        kill -9 "$victim"
+        echo "fault: the client process (host b, pid $victim, $vname) got SIGKILL"
         survivors=("$spid:server")
         ;;
     esac
     local s undetected=() bad=()
     # survivors run in parallel: poll them all against one deadline
-    local pid name
+    local pid name deadline=$((SECONDS + BOUND))
     for s in "${survivors[@]}"; do
         pid=${s%%:*} name=${s#*:}
-        survivor "$pid" "$name" "$start"
+        survivor "$pid" "$name" "$start" "$deadline"
         case $SURV_RESULT in
         undetected) undetected+=("$name") ;;
         "detected 0 "*) bad+=("$name exited 0 after the fault") ;;
