@@ -1,6 +1,6 @@
 /*
  * softndk.h — what Windows gets from NDIS and a Linux library must add: opening and closing an
- * adapter, options, status names. Every exported symbol of libsoftndk starts with "SoftNdk"
+ * adapter, options, status names, counters. Every exported symbol of libsoftndk starts with "SoftNdk"
  * (consumer code commonly defines its own NdkOpenAdapter/NdkCloseAdapter wrappers).
  */
 #ifndef SOFTNDK_SOFTNDK_H
@@ -57,7 +57,20 @@ typedef struct _SOFTNDK_OPTIONS {
                                   connect + MPA exchange + RTR; then STATUS_IO_TIMEOUT */
     ULONG DisconnectTimeoutMs; /* 0 = default (SOFTNDK_DISCONNECT_TIMEOUT_MS, else 10000): how
                                   long NdkDisconnect waits for the peer's FIN */
+    /* ---- observability (docs/observability.md); a Size that ends above is accepted and
+     * means "all three from the environment" ---- */
+    const char *StatEndpoint;  /* NULL = default (SOFTNDK_STAT, else off): "on" (a socket in
+                                  $XDG_RUNTIME_DIR/softndk or /tmp/softndk-UID), "off", or the
+                                  socket's path; the control endpoint ndkstat reads */
+    const char *TraceFile;     /* NULL = default (SOFTNDK_TRACE, else none): JSON-lines event
+                                  log, appended; "" = none. Shared by the process's adapters */
+    const char *PcapFile;      /* NULL = default (SOFTNDK_PCAP, else none): pcap of every
+                                  connection's bytes, both directions; "" = none */
 } SOFTNDK_OPTIONS;
+
+/* The size of the first published SOFTNDK_OPTIONS (ending at DisconnectTimeoutMs), still
+ * accepted in Size. */
+#define SOFTNDK_OPTIONS_SIZE_V1 (offsetof(SOFTNDK_OPTIONS, DisconnectTimeoutMs) + sizeof(ULONG))
 
 /* Fill *Options with "all defaults" (Size set, everything else zero). */
 SOFTNDK_API VOID SoftNdkInitOptions(SOFTNDK_OPTIONS *Options);
@@ -87,6 +100,59 @@ SOFTNDK_API VOID SoftNdkCloseAdapter(NDK_ADAPTER *pNdkAdapter);
 /* "STATUS_CONNECTION_INVALID" for a known status, "STATUS_0xC0001234" (a static buffer per
  * thread) for another; never NULL. */
 SOFTNDK_API const char *SoftNdkStatusName(NTSTATUS Status);
+
+/*
+ * Counters of an adapter: NDIS_NDK_PERFORMANCE_COUNTERS by name (what perfmon shows as "RDMA
+ * Activity") plus iWARP ones. Totals since the adapter opened, over every connection it ever
+ * had, live ones included. A versioned struct: set Size = sizeof(SOFTNDK_COUNTERS) (or the size
+ * of an older layout); fields beyond Size are not written, Size is set to what was filled.
+ * Octets and frames count FPDUs (MPA framing, DDP/RDMAP headers, pad and CRC included) of
+ * established connections, the RTR included; the MPA Request/Reply are in Handshake*Octets.
+ * Non-blocking, any thread; each field is read atomically, the set is not a snapshot.
+ *   STATUS_SUCCESS, or STATUS_INVALID_PARAMETER (not an adapter, NULL, Size too small).
+ */
+#define SOFTNDK_COUNTERS_TERM_SLOTS 16
+
+typedef struct _SOFTNDK_TERM_COUNT {
+    ULONG Code;     /* 0x00LLTTCC: layer (0 RDMAP, 1 DDP, 2 MPA), error type, error code */
+    ULONG Reserved;
+    ULONG64 Count;
+} SOFTNDK_TERM_COUNT;
+
+typedef struct _SOFTNDK_COUNTERS {
+    ULONG Size;                /* in: sizeof(SOFTNDK_COUNTERS); out: bytes filled */
+    ULONG Reserved;
+    /* NDIS_NDK_PERFORMANCE_COUNTERS */
+    ULONG64 Connect;           /* outbound connections established (NdkConnect completed) */
+    ULONG64 Accept;            /* inbound connections established (NdkAccept completed) */
+    ULONG64 ConnectFailure;    /* connection attempts that failed: refused, rejected, timed
+                                  out, a bad MPA frame (either side) */
+    ULONG64 ConnectionError;   /* established connections that ended in error (Terminate
+                                  either way, reset); not the consumer's own flush/close */
+    ULONG64 ActiveConnection;  /* connections established now */
+    ULONG64 CQError;           /* CQ overruns */
+    ULONG64 RDMAInOctets;
+    ULONG64 RDMAOutOctets;
+    ULONG64 RDMAInFrames;      /* FPDUs */
+    ULONG64 RDMAOutFrames;
+    /* iWARP */
+    ULONG64 CrcErrors;         /* FPDUs received with a bad CRC32c */
+    ULONG64 TerminatesSent[3]; /* by layer: [0] RDMAP, [1] DDP, [2] MPA */
+    ULONG64 TerminatesReceived[3];
+    ULONG64 FlushedRequests;   /* requests completed with STATUS_CANCELLED by a flush/abort */
+    ULONG64 InjectedFaults;    /* reserved for fault injection: 0 */
+    ULONG64 HandshakeInOctets; /* MPA Request/Reply bytes */
+    ULONG64 HandshakeOutOctets;
+    ULONG64 MpaRejectsSent;
+    ULONG64 MpaRejectsReceived;
+    ULONG64 HandshakeTimeouts;
+    /* The first SOFTNDK_COUNTERS_TERM_SLOTS distinct Terminates by layer/type/code, with
+     * counts (Count 0: unused slot). */
+    SOFTNDK_TERM_COUNT TerminateSentCodes[SOFTNDK_COUNTERS_TERM_SLOTS];
+    SOFTNDK_TERM_COUNT TerminateReceivedCodes[SOFTNDK_COUNTERS_TERM_SLOTS];
+} SOFTNDK_COUNTERS;
+
+SOFTNDK_API NTSTATUS SoftNdkQueryCounters(NDK_ADAPTER *pNdkAdapter, SOFTNDK_COUNTERS *Counters);
 
 /* Version of this library ("0.1.0"). */
 SOFTNDK_API const char *SoftNdkVersionString(void);

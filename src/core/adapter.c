@@ -9,7 +9,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/stat.h"
 #include "util/log.h"
+#include "util/pcap.h"
+#include "util/trace.h"
+
+static atomic_uint adapter_seq;
 
 static NTSTATUS query_adapter_info(NDK_ADAPTER *pNdkAdapter, NDK_ADAPTER_INFO *pInfo,
                                    ULONG *pBufferSize);
@@ -153,12 +158,51 @@ NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OP
         goto fail_engine;
     }
     sndk_obj_init(&a->base, a, &adapter_ops, &adapter_dispatch);
+    a->seq = atomic_fetch_add(&adapter_seq, 1);
+    clock_gettime(CLOCK_MONOTONIC, &a->opened);
+    sndk_counters_init(&a->ctrs);
+    if (cfg.trace_path[0]) {
+        rc = sndk_trace_acquire(cfg.trace_path);
+        if (rc != 0) {
+            sndk_err("adapter", "SOFTNDK_TRACE: cannot open %s: %s", cfg.trace_path,
+                     strerror(-rc));
+            st = STATUS_INVALID_PARAMETER;
+            goto fail_obs;
+        }
+        a->trace = true;
+    }
+    if (cfg.pcap_path[0]) {
+        a->pcap = sndk_pcap_acquire(cfg.pcap_path);
+        if (!a->pcap) {
+            sndk_err("adapter", "SOFTNDK_PCAP: cannot open %s: %s", cfg.pcap_path,
+                     strerror(errno));
+            st = STATUS_INVALID_PARAMETER;
+            goto fail_obs;
+        }
+    }
+    rc = sndk_stat_open(a, &a->stat);
+    if (rc != 0) {
+        sndk_err("adapter", "SOFTNDK_STAT: cannot open the control endpoint: %s", strerror(-rc));
+        st = STATUS_INVALID_PARAMETER;
+        goto fail_obs;
+    }
+    SNDK_TRACE("adapter.open", "adapter", a,
+               "\"if\":%u,\"ndk\":\"%u.%u\",\"mpa_rev\":%u,\"crc\":%s,\"threads\":%u,"
+               "\"stat\":\"%s\",\"pcap\":\"%s\"",
+               IfIndex, run.Major, run.Minor, cfg.mpa_revision, cfg.crc ? "true" : "false",
+               cfg.threads, a->stat ? sndk_stat_path(a->stat) : "", cfg.pcap_path);
     sndk_info("adapter", "open on %s (if %u), NDKPI %u.%u, MPA rev %u, CRC %s, %u thread(s)",
               ifname, IfIndex, run.Major, run.Minor, cfg.mpa_revision, cfg.crc ? "on" : "off",
               cfg.threads);
     *ppNdkAdapter = &a->base.pub.adapter;
     return STATUS_SUCCESS;
 
+fail_obs:
+    sndk_pcap_release(a->pcap);
+    if (a->trace)
+        sndk_trace_release();
+    sndk_counters_destroy(&a->ctrs);
+    sndk_engine_destroy(a->engine);
 fail_engine:
     sndk_stag_table_destroy(&a->stags);
 fail_stags:
@@ -197,6 +241,10 @@ VOID SoftNdkCloseAdapter(NDK_ADAPTER *pNdkAdapter)
         sndk_err("adapter", "adapter %p closed twice", (void *)a);
         return;
     }
+    SNDK_TRACE("adapter.close", "adapter", a, NULL);
+    /* ndkstat first: it reads the adapter without a reference */
+    sndk_stat_close(a->stat);
+    a->stat = NULL;
     sndk_obj_put(&a->base); /* the open reference */
     pthread_mutex_lock(&a->lock);
     while (!a->released) {
@@ -211,6 +259,10 @@ VOID SoftNdkCloseAdapter(NDK_ADAPTER *pNdkAdapter)
     /* Every object is gone; the engine may still be returning from the last close work. */
     sndk_engine_destroy(a->engine);
     sndk_stag_table_destroy(&a->stags);
+    sndk_counters_destroy(&a->ctrs);
+    sndk_pcap_release(a->pcap);
+    if (a->trace)
+        sndk_trace_release();
     pthread_cond_destroy(&a->released_cond);
     pthread_mutex_destroy(&a->lock);
     a->base.magic = 0;
@@ -229,6 +281,15 @@ static NTSTATUS query_adapter_info(NDK_ADAPTER *pNdkAdapter, NDK_ADAPTER_INFO *p
     }
     *pInfo = a->info;
     *pBufferSize = sizeof(NDK_ADAPTER_INFO);
+    return STATUS_SUCCESS;
+}
+
+NTSTATUS SoftNdkQueryCounters(NDK_ADAPTER *pNdkAdapter, SOFTNDK_COUNTERS *Counters)
+{
+    struct sndk_adapter *a = sndk_adapter_from(pNdkAdapter);
+    if (!a || !Counters || Counters->Size < offsetof(SOFTNDK_COUNTERS, CrcErrors))
+        return STATUS_INVALID_PARAMETER;
+    sndk_counters_read(&a->ctrs, Counters);
     return STATUS_SUCCESS;
 }
 

@@ -5,6 +5,9 @@
 
 #include <pthread.h>
 
+#include <time.h>
+
+#include "core/counters.h"
 #include "core/object.h"
 #include "core/options.h"
 #include "core/stag.h"
@@ -24,6 +27,14 @@ struct sndk_adapter {
     struct sndk_obj *live;
     unsigned live_count[NdkObjectTypeMax];
     bool released; /* refs reached zero */
+
+    /* observability (docs/observability.md) */
+    unsigned seq;             /* adapters opened by this process so far, from 0 */
+    struct timespec opened;   /* CLOCK_MONOTONIC */
+    struct sndk_adapter_ctrs ctrs;
+    struct sndk_pcap *pcap;   /* NULL: no capture */
+    bool trace;               /* holds a reference on the trace log */
+    struct sndk_stat *stat;   /* the ndkstat endpoint, NULL when off */
 };
 
 static inline struct sndk_adapter *sndk_adapter_from(NDK_ADAPTER *pub)

@@ -817,6 +817,10 @@ static void io_accepting(struct sndk_connector *c, uint32_t ev)
                 continue;
             return;
         }
+        if (c->rec) {
+            sndk_cc_add(c->rec, SNDK_CC_RX_OCTETS, (uint64_t)got);
+            sndk_pcap_buf(c->rec->pcap, false, c->rtr_buf + c->rtr_got, (size_t)got);
+        }
         c->rtr_got += (size_t)got;
         if (c->rtr_got >= SNDK_MPA_LEN_SIZE &&
             sndk_get_be16(c->rtr_buf) != SNDK_DDP_TAGGED_HDR_LEN) {
@@ -832,6 +836,9 @@ static void io_accepting(struct sndk_connector *c, uint32_t ev)
         fail_locked(c, STATUS_CONNECTION_ABORTED, "first FPDU is not the RTR");
         return;
     }
+    if (c->rec)
+        sndk_cc_add(c->rec, SNDK_CC_RX_FPDUS, 1);
+    SNDK_TRACE("mpa.rtr_received", "connector", c, NULL);
     begin_establish_locked(c);
 }
 
@@ -871,6 +878,12 @@ static void on_timeout(struct sndk_timer *t)
     bool had_ref = c->timer_ref;
     c->timer_ref = false;
     bool incoming_never_delivered = c->state == SNDK_CONN_WAIT_REQUEST;
+    if (had_ref && (c->state == SNDK_CONN_CONNECTING || c->state == SNDK_CONN_REQ_SENT ||
+                    c->state == SNDK_CONN_ACCEPTING || c->state == SNDK_CONN_WAIT_REQUEST)) {
+        sndk_ctr_inc(ctrs_of(c), SNDK_CTR_HANDSHAKE_TIMEOUT);
+        if (c->state == SNDK_CONN_WAIT_REQUEST)
+            sndk_ctr_inc(ctrs_of(c), SNDK_CTR_CONNECT_FAILURE); /* fail_locked counts others */
+    }
     switch (c->state) {
     case SNDK_CONN_CONNECTING:
     case SNDK_CONN_REQ_SENT:
@@ -995,6 +1008,15 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
     c->local = local;
     c->peer = peer;
     c->have_addresses = true;
+    if (!c->rec)
+        c->rec = sndk_conn_rec_new(c->base.adapter, SNDK_ROLE_ACTIVE, &local.sa, &peer.sa,
+                                   conn_state_names);
+    if (sndk_trace_on()) {
+        char pb[64];
+        sndk_trace_emit("api.NdkConnect", "connector", c,
+                        "\"qp\":\"%p\",\"peer\":\"%s\",\"ird\":%u,\"ord\":%u,\"pd_len\":%u",
+                        (void *)qp, sndk_addr_str(&peer, pb, sizeof pb), ird, ord, pdlen);
+    }
     c->want_ird = cap_limit(ird, info->MaxInboundReadLimit);
     c->want_ord = cap_limit(ord, info->MaxOutboundReadLimit);
     struct sndk_mpa_policy pol = policy_of(c);
@@ -1084,6 +1106,7 @@ static NTSTATUS complete_connect(struct sndk_connector *c, NDK_FN_DISCONNECT_EVE
     c->req_active = true;
     c->req_cb = cb;
     c->req_ctx = ctx;
+    SNDK_TRACE("api.NdkCompleteConnect", "connector", c, NULL);
     begin_establish_locked(c);
     pthread_mutex_unlock(&c->lock);
     return STATUS_PENDING;
@@ -1166,6 +1189,9 @@ static NTSTATUS accept_common(struct sndk_connector *c, NDK_QP *pNdkQp, ULONG ir
     c->req_ctx = ctx;
     struct sndk_rx_config rcfg = {.crc = c->crc};
     sndk_rx_init(&c->rtr_rx, &rcfg, &rtr_ops, c);
+    SNDK_TRACE("api.NdkAccept", "connector", c,
+               "\"qp\":\"%p\",\"ird\":%u,\"ord\":%u,\"pd_len\":%u,\"rtr\":%s", (void *)qp, ird,
+               ord, pdlen, c->p2p ? "true" : "false");
     set_state(c, SNDK_CONN_ACCEPTING);
     timer_start_locked(c);
     /* The socket's events run the rest (Reply out, RTR in) on its progress thread. */
@@ -1201,8 +1227,13 @@ static void send_reject_locked(struct sndk_connector *c, const void *pd, uint16_
     struct sndk_mpa_params reply;
     sndk_mpa_reject_params(sndk_mpa_rx_frame(&c->mpa), pd, pdlen, &reply);
     int len = sndk_mpa_build(c->tx, sizeof c->tx, true, &reply);
-    if (len > 0 && c->fd >= 0)
-        (void)!send(c->fd, c->tx, (size_t)len, MSG_NOSIGNAL);
+    if (len > 0 && c->fd >= 0) {
+        ssize_t w = send(c->fd, c->tx, (size_t)len, MSG_NOSIGNAL);
+        if (w > 0)
+            hs_bytes(c, true, c->tx, (size_t)w);
+    }
+    sndk_ctr_inc(ctrs_of(c), SNDK_CTR_MPA_REJECT_SENT);
+    SNDK_TRACE("mpa.reject_sent", "connector", c, "\"pd_len\":%u", (unsigned)pdlen);
     set_state(c, SNDK_CONN_CLOSED);
     io_stop_locked(c);
 }
@@ -1320,6 +1351,7 @@ static NTSTATUS connector_disconnect(NDK_CONNECTOR *pub, NDK_FN_REQUEST_COMPLETI
     c->req_active = true;
     c->req_cb = cb;
     c->req_ctx = ctx;
+    SNDK_TRACE("api.NdkDisconnect", "connector", c, NULL);
     set_state(c, SNDK_CONN_DISCONNECTING);
     struct sndk_qp *qp = c->qp;
     unsigned timeout = c->base.adapter->cfg.disconnect_timeout_ms;
@@ -1382,6 +1414,7 @@ static void connector_destroy(struct sndk_obj *o)
             sndk_endpoint_del_peer(c->ep, &c->peer);
         sndk_endpoint_put(c->ep);
     }
+    sndk_conn_rec_put(c->rec);
     pthread_mutex_destroy(&c->lock);
 }
 
@@ -1443,6 +1476,10 @@ void sndk_connector_incoming(struct sndk_listener *l, int fd, const struct sndk_
     c->local = *local;
     c->peer = *peer;
     c->have_addresses = true;
+    c->rec = sndk_conn_rec_new(l->base.adapter, SNDK_ROLE_PASSIVE, &local->sa, &peer->sa,
+                               conn_state_names);
+    SNDK_TRACE("connector.incoming", "connector", c, "\"listener\":\"%p\",\"peer\":\"%s\"",
+               (void *)l, c->rec ? c->rec->peer_str : "");
     sndk_mpa_rx_init(&c->mpa, false, 0);
     set_state(c, SNDK_CONN_WAIT_REQUEST);
     NTSTATUS st = io_start_locked(c, EPOLLIN);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/trace.h"
 
 static const char *const listener_state_names[SNDK_LISTENER_STATE_COUNT] = {
     [SNDK_LISTENER_IDLE] = "idle",
@@ -116,6 +117,8 @@ static NTSTATUS listener_listen(NDK_LISTENER *pNdkListener, const struct sockadd
             char buf[64];
             sndk_info("listener", "%p listening on %s", (void *)l,
                       sndk_addr_str(sndk_endpoint_addr(l->ep), buf, sizeof buf));
+            sndk_counters_listener(&l->base.adapter->ctrs, l, buf);
+            SNDK_TRACE("api.NdkListen", "listener", l, "\"addr\":\"%s\"", buf);
         }
     }
     pthread_mutex_unlock(&l->lock);
@@ -162,8 +165,10 @@ static void listener_close_begin(struct sndk_obj *o)
     bool was_listening = l->state == SNDK_LISTENER_LISTENING;
     set_state(l, SNDK_LISTENER_CLOSED);
     pthread_mutex_unlock(&l->lock);
-    if (was_listening)
+    if (was_listening) {
+        sndk_counters_listener(&l->base.adapter->ctrs, l, NULL);
         sndk_source_remove(&l->src, &l->src_done);
+    }
 }
 
 static void listener_destroy(struct sndk_obj *o)

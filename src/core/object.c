@@ -5,6 +5,7 @@
 
 #include "core/adapter.h"
 #include "util/log.h"
+#include "util/trace.h"
 
 static const char *const type_names[NdkObjectTypeMax] = {
     [NdkObjectTypeUndefined] = "undefined",
@@ -48,8 +49,11 @@ void sndk_obj_init(struct sndk_obj *o, struct sndk_adapter *a, const struct sndk
     sndk_work_init(&o->close_work, close_work_fn);
     o->live_next = o->live_prev = NULL;
     atomic_init(&o->bound_to, NULL);
-    if (ops->type != NdkObjectTypeAdapter)
+    if (ops->type != NdkObjectTypeAdapter) {
         sndk_adapter_track(a, o);
+        SNDK_TRACE("object.create", sndk_obj_type_name(ops->type), o, "\"adapter\":\"%p\"",
+                   (void *)a);
+    }
 }
 
 void sndk_obj_hold(struct sndk_obj *o, struct sndk_obj *ante)
@@ -87,6 +91,7 @@ static void close_work_fn(struct sndk_work *w)
 {
     struct sndk_obj *o = sndk_container_of(w, struct sndk_obj, close_work);
     sndk_debug("object", "%s %p: close complete", sndk_obj_type_name(o->ops->type), (void *)o);
+    SNDK_TRACE("object.close_complete", sndk_obj_type_name(o->ops->type), o, NULL);
     if (o->close_cb)
         o->close_cb(o->close_ctx);
     finish(o);
@@ -119,6 +124,8 @@ NTSTATUS sndk_obj_close(NDK_OBJECT_HEADER *hdr, NDK_FN_CLOSE_COMPLETION cb, void
     }
     o->close_cb = cb;
     o->close_ctx = ctx;
+    SNDK_TRACE("api.close", sndk_obj_type_name(o->ops->type), o, "\"callback\":%s",
+               cb ? "true" : "false");
     if (o->ops->close_begin)
         o->ops->close_begin(o);
     if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1) {

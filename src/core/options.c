@@ -192,18 +192,71 @@ static const char *env(const char *name)
     return (v && *v) ? v : NULL;
 }
 
-NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *opt, struct sndk_config *cfg, char *err,
+/* SOFTNDK_TRACE / SOFTNDK_PCAP: a file path, or off. */
+static bool resolve_file(const char *given, const char *var, char *out, size_t outlen, char *err,
+                         size_t errlen)
+{
+    out[0] = '\0';
+    const char *v = given ? given : env(var);
+    if (!v || !*v || strcasecmp(v, "off") == 0)
+        return true;
+    if (strlen(v) >= outlen) {
+        snprintf(err, errlen, "%s: path longer than %zu bytes", var, outlen - 1);
+        return false;
+    }
+    if (strcasecmp(v, "on") == 0) {
+        snprintf(err, errlen, "%s='%s': must be a file path (or off)", var, v);
+        return false;
+    }
+    strcpy(out, v);
+    return true;
+}
+
+/* SOFTNDK_STAT: on, off, or the socket path (absolute; '@name' = abstract namespace). */
+static bool resolve_stat(const char *given, struct sndk_config *cfg, char *err, size_t errlen)
+{
+    cfg->stat = false;
+    cfg->stat_path[0] = '\0';
+    const char *v = given ? given : env("SOFTNDK_STAT");
+    if (!v || !*v || strcasecmp(v, "off") == 0 || strcmp(v, "0") == 0)
+        return true;
+    if (strcasecmp(v, "on") == 0 || strcmp(v, "1") == 0) {
+        cfg->stat = true;
+        return true;
+    }
+    if ((v[0] != '/' && v[0] != '@') || v[1] == '\0' || strlen(v) >= sizeof cfg->stat_path) {
+        snprintf(err, errlen,
+                 "SOFTNDK_STAT='%s': must be on, off, an absolute socket path or @name "
+                 "(at most %zu bytes)",
+                 v, sizeof cfg->stat_path - 1);
+        return false;
+    }
+    cfg->stat = true;
+    strcpy(cfg->stat_path, v);
+    return true;
+}
+
+NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *given, struct sndk_config *cfg, char *err,
                              size_t errlen)
 {
-    static const SOFTNDK_OPTIONS defaults = {.Size = sizeof(SOFTNDK_OPTIONS)};
-    if (!opt)
-        opt = &defaults;
-    /* Size is the struct's version: the first published layout is the smallest we accept. */
-    if (opt->Size < sizeof(SOFTNDK_OPTIONS) || opt->Size > 4096) {
-        snprintf(err, errlen, "SOFTNDK_OPTIONS.Size %u is not sizeof(SOFTNDK_OPTIONS) (%zu)",
-                 opt->Size, sizeof(SOFTNDK_OPTIONS));
-        return STATUS_INVALID_PARAMETER;
+    /* Size is the struct's version: the first published layout is the smallest we accept;
+     * fields beyond the caller's Size are "default". */
+    SOFTNDK_OPTIONS copy;
+    memset(&copy, 0, sizeof copy);
+    copy.Size = sizeof copy;
+    if (given) {
+        /* a published layout: the first one, or the current one (or a later, larger one) */
+        if ((given->Size != SOFTNDK_OPTIONS_SIZE_V1 && given->Size < sizeof(SOFTNDK_OPTIONS)) ||
+            given->Size > 4096) {
+            snprintf(err, errlen,
+                     "SOFTNDK_OPTIONS.Size %u is not sizeof(SOFTNDK_OPTIONS) (%zu, or %zu for "
+                     "the first layout)",
+                     given->Size, sizeof(SOFTNDK_OPTIONS), (size_t)SOFTNDK_OPTIONS_SIZE_V1);
+            return STATUS_INVALID_PARAMETER;
+        }
+        memcpy(&copy, given, given->Size < sizeof copy ? given->Size : sizeof copy);
     }
+    const SOFTNDK_OPTIONS *opt = &copy;
     const char *v;
     uint64_t n;
 
@@ -354,6 +407,14 @@ NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *opt, struct sndk_config *cfg
     const char *limits = opt->Limits ? opt->Limits : env("SOFTNDK_LIMITS");
     cfg->flags_given = false;
     if (limits && !sndk_config_parse_limits(limits, &cfg->limits, &cfg->flags_given, err, errlen))
+        return STATUS_INVALID_PARAMETER;
+
+    /* Observability */
+    if (!resolve_stat(opt->StatEndpoint, cfg, err, errlen) ||
+        !resolve_file(opt->TraceFile, "SOFTNDK_TRACE", cfg->trace_path, sizeof cfg->trace_path,
+                      err, errlen) ||
+        !resolve_file(opt->PcapFile, "SOFTNDK_PCAP", cfg->pcap_path, sizeof cfg->pcap_path, err,
+                      errlen))
         return STATUS_INVALID_PARAMETER;
     return STATUS_SUCCESS;
 }

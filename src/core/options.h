@@ -13,6 +13,7 @@
 #define SNDK_DEFAULT_SPIN_US      50
 #define SNDK_DEFAULT_TIMEOUT_MS   10000
 #define SNDK_MAX_TIMEOUT_MS       3600000
+#define SNDK_OBS_PATH_MAX         512
 
 struct sndk_config {
     unsigned mpa_revision; /* 1 or 2 */
@@ -25,6 +26,11 @@ struct sndk_config {
     unsigned disconnect_timeout_ms;
     NDK_ADAPTER_INFO limits; /* what the adapter advertises and enforces (Version set later) */
     bool flags_given;        /* SOFTNDK_LIMITS / Limits set AdapterFlags explicitly */
+    /* observability (docs/observability.md): empty = off */
+    bool stat;                       /* open the ndkstat control endpoint */
+    char stat_path[108];             /* its socket path ("" = the default place) */
+    char trace_path[SNDK_OBS_PATH_MAX];
+    char pcap_path[SNDK_OBS_PATH_MAX];
 };
 
 /* softndk's own maxima: the ceiling of SOFTNDK_LIMITS. */

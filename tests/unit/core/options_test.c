@@ -141,3 +141,66 @@ TEST(options_malformed_explicit_is_an_error)
     o.Limits = "MaxTransferLength=4294967296";
     CHECK_EQ_U64(resolve(&o, &cfg), STATUS_INVALID_PARAMETER);
 }
+
+TEST(options_observability)
+{
+    struct sndk_config cfg;
+    SOFTNDK_OPTIONS o;
+    SoftNdkInitOptions(&o);
+    unsetenv("SOFTNDK_STAT");
+    unsetenv("SOFTNDK_TRACE");
+    unsetenv("SOFTNDK_PCAP");
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_SUCCESS);
+    CHECK(!cfg.stat && cfg.trace_path[0] == '\0' && cfg.pcap_path[0] == '\0');
+
+    setenv("SOFTNDK_STAT", "on", 1);
+    setenv("SOFTNDK_TRACE", "/tmp/t.jsonl", 1);
+    setenv("SOFTNDK_PCAP", "/tmp/c.pcap", 1);
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_SUCCESS);
+    CHECK(cfg.stat && cfg.stat_path[0] == '\0');
+    CHECK(strcmp(cfg.trace_path, "/tmp/t.jsonl") == 0);
+    CHECK(strcmp(cfg.pcap_path, "/tmp/c.pcap") == 0);
+
+    setenv("SOFTNDK_STAT", "/tmp/x.sock", 1);
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_SUCCESS);
+    CHECK(cfg.stat && strcmp(cfg.stat_path, "/tmp/x.sock") == 0);
+    setenv("SOFTNDK_STAT", "@softndk-test", 1);
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_SUCCESS);
+    CHECK(cfg.stat && strcmp(cfg.stat_path, "@softndk-test") == 0);
+    setenv("SOFTNDK_STAT", "off", 1);
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_SUCCESS);
+    CHECK(!cfg.stat);
+
+    /* malformed: named in the error */
+    static const char *const bad_stat[] = {"maybe", "relative.sock", "@", "/"};
+    char err[256];
+    for (size_t i = 0; i < sizeof bad_stat / sizeof bad_stat[0]; i++) {
+        setenv("SOFTNDK_STAT", bad_stat[i], 1);
+        CHECK_MSG(sndk_config_resolve(&o, &cfg, err, sizeof err) == STATUS_INVALID_PARAMETER,
+                  "SOFTNDK_STAT=%s accepted", bad_stat[i]);
+        CHECK(strstr(err, "SOFTNDK_STAT") != NULL);
+    }
+    unsetenv("SOFTNDK_STAT");
+    setenv("SOFTNDK_PCAP", "on", 1);
+    CHECK(sndk_config_resolve(&o, &cfg, err, sizeof err) == STATUS_INVALID_PARAMETER);
+    CHECK(strstr(err, "SOFTNDK_PCAP") != NULL);
+    unsetenv("SOFTNDK_PCAP");
+
+    /* explicit options win over the environment; "" means none */
+    setenv("SOFTNDK_TRACE", "/tmp/env.jsonl", 1);
+    o.TraceFile = "";
+    o.PcapFile = "/tmp/opt.pcap";
+    o.StatEndpoint = "off";
+    setenv("SOFTNDK_STAT", "on", 1);
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_SUCCESS);
+    CHECK(cfg.trace_path[0] == '\0' && strcmp(cfg.pcap_path, "/tmp/opt.pcap") == 0 && !cfg.stat);
+    unsetenv("SOFTNDK_TRACE");
+    unsetenv("SOFTNDK_STAT");
+
+    /* the first published layout (without these fields) is still accepted */
+    SoftNdkInitOptions(&o);
+    o.Size = (ULONG)SOFTNDK_OPTIONS_SIZE_V1;
+    o.StatEndpoint = "garbage beyond Size: never read";
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_SUCCESS);
+    CHECK(!cfg.stat);
+}

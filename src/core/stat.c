@@ -1,0 +1,425 @@
+/* The ndkstat control endpoint: see stat.h. */
+#include "core/stat.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/adapter.h"
+#include "util/log.h"
+
+#define STAT_MAX_CLIENTS 8
+
+struct stat_client {
+    struct sndk_stat *s;
+    int fd;
+    bool busy;
+    struct sndk_source src;
+    struct sndk_work done;
+    char *buf;
+    size_t len, off;
+};
+
+struct sndk_stat {
+    struct sndk_adapter *a;
+    int fd;
+    char path[108];
+    bool file; /* a filesystem socket: unlink on close */
+    struct sndk_source src;
+    struct sndk_work done;
+    pthread_mutex_t lock; /* clients, closing, pending */
+    pthread_cond_t cond;
+    bool closing;
+    unsigned pending; /* sources not yet fully removed (listen + clients) */
+    struct stat_client clients[STAT_MAX_CLIENTS];
+};
+
+/* ------------------------------------------------------------------ snapshot */
+
+struct buf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+};
+
+__attribute__((format(printf, 2, 3))) static void put(struct buf *b, const char *fmt, ...)
+{
+    for (;;) {
+        if (b->oom)
+            return;
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            return;
+        if ((size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap * 2 + (size_t)n;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+}
+
+static void conn_line(const struct sndk_conn_rec *r, void *arg)
+{
+    struct buf *b = arg;
+    int st = atomic_load_explicit(&((struct sndk_conn_rec *)r)->state, memory_order_relaxed);
+    struct sndk_conn_rec *w = (struct sndk_conn_rec *)r;
+    uint64_t sq = sndk_cc_get(r, SNDK_CC_SQ_POSTED) - sndk_cc_get(r, SNDK_CC_SQ_RETIRED);
+    uint64_t rq = sndk_cc_get(r, SNDK_CC_RQ_POSTED) - sndk_cc_get(r, SNDK_CC_RQ_TAKEN);
+    put(b,
+        "conn\tid=%llu\trole=%s\tstate=%s\tlocal=%s\tpeer=%s\tird=%u\tord=%u\tcrc=%s\t"
+        "mpa_rev=%u\tsq=%llu/%u\trq=%llu/%u\tout_octets=%llu\tin_octets=%llu\tout_frames=%llu\t"
+        "in_frames=%llu\ths_out=%llu\ths_in=%llu\n",
+        (unsigned long long)r->id, r->role == SNDK_ROLE_ACTIVE ? "active" : "passive",
+        r->state_names ? r->state_names[st] : "?", r->local_str[0] ? r->local_str : "-",
+        r->peer_str[0] ? r->peer_str : "-", atomic_load(&w->ird), atomic_load(&w->ord),
+        atomic_load(&w->crc) ? "on" : "off", (unsigned)atomic_load(&w->mpa_rev),
+        (unsigned long long)sq, atomic_load(&w->sq_depth), (unsigned long long)rq,
+        atomic_load(&w->rq_depth), (unsigned long long)sndk_cc_get(r, SNDK_CC_TX_OCTETS),
+        (unsigned long long)sndk_cc_get(r, SNDK_CC_RX_OCTETS),
+        (unsigned long long)sndk_cc_get(r, SNDK_CC_TX_FPDUS),
+        (unsigned long long)sndk_cc_get(r, SNDK_CC_RX_FPDUS),
+        (unsigned long long)sndk_cc_get(r, SNDK_CC_HS_TX),
+        (unsigned long long)sndk_cc_get(r, SNDK_CC_HS_RX));
+}
+
+char *sndk_stat_snapshot(struct sndk_adapter *a, size_t *len)
+{
+    struct buf b = {malloc(4096), 0, 4096, false};
+    if (!b.p)
+        return NULL;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    struct timespec mono;
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    double up = (double)(mono.tv_sec - a->opened.tv_sec) +
+                (double)(mono.tv_nsec - a->opened.tv_nsec) / 1e9;
+    put(&b,
+        "softndk\tversion=%s\tpid=%ld\tadapter=%u\tif=%u\tndk=%u.%u\tmpa_rev=%u\tcrc=%s\t"
+        "threads=%u\ttime=%lld.%09ld\tuptime=%.6f\n",
+        SoftNdkVersionString(), (long)getpid(), a->seq, a->if_index, a->version.Major,
+        a->version.Minor, a->cfg.mpa_revision, a->cfg.crc ? "on" : "off", a->cfg.threads,
+        (long long)now.tv_sec, now.tv_nsec, up);
+    SOFTNDK_COUNTERS c;
+    c.Size = sizeof c;
+    sndk_counters_read(&a->ctrs, &c);
+#define C(f) put(&b, "counter\t%s\t%llu\n", #f, (unsigned long long)c.f)
+    C(Connect);
+    C(Accept);
+    C(ConnectFailure);
+    C(ConnectionError);
+    C(ActiveConnection);
+    C(CQError);
+    C(RDMAInOctets);
+    C(RDMAOutOctets);
+    C(RDMAInFrames);
+    C(RDMAOutFrames);
+    C(CrcErrors);
+    C(FlushedRequests);
+    C(InjectedFaults);
+    C(HandshakeInOctets);
+    C(HandshakeOutOctets);
+    C(MpaRejectsSent);
+    C(MpaRejectsReceived);
+    C(HandshakeTimeouts);
+#undef C
+    static const char *const layers[3] = {"RDMAP", "DDP", "MPA"};
+    for (int i = 0; i < 3; i++) {
+        put(&b, "counter\tTerminatesSent.%s\t%llu\n", layers[i],
+            (unsigned long long)c.TerminatesSent[i]);
+        put(&b, "counter\tTerminatesReceived.%s\t%llu\n", layers[i],
+            (unsigned long long)c.TerminatesReceived[i]);
+    }
+    for (int i = 0; i < SOFTNDK_COUNTERS_TERM_SLOTS; i++) {
+        if (c.TerminateSentCodes[i].Count)
+            put(&b, "term\tsent\t0x%06x\t%llu\n", c.TerminateSentCodes[i].Code,
+                (unsigned long long)c.TerminateSentCodes[i].Count);
+        if (c.TerminateReceivedCodes[i].Count)
+            put(&b, "term\treceived\t0x%06x\t%llu\n", c.TerminateReceivedCodes[i].Code,
+                (unsigned long long)c.TerminateReceivedCodes[i].Count);
+    }
+    unsigned counts[NdkObjectTypeMax];
+    pthread_mutex_lock(&a->lock);
+    memcpy(counts, a->live_count, sizeof counts);
+    pthread_mutex_unlock(&a->lock);
+    put(&b, "objects");
+    for (int t = 1; t < NdkObjectTypeMax; t++)
+        if (t != NdkObjectTypeAdapter) {
+            char name[32];
+            snprintf(name, sizeof name, "%s", sndk_obj_type_name((NDK_OBJECT_TYPE)t));
+            for (char *p = name; *p; p++)
+                if (*p == ' ')
+                    *p = '_';
+            put(&b, "\t%s=%u", name, counts[t]);
+        }
+    put(&b, "\n");
+    pthread_mutex_lock(&a->ctrs.lock);
+    for (struct sndk_listen_rec *l = a->ctrs.listens; l; l = l->next)
+        put(&b, "listener\tid=%p\taddr=%s\n", l->obj, l->addr);
+    pthread_mutex_unlock(&a->ctrs.lock);
+    sndk_conn_rec_foreach(&a->ctrs, conn_line, &b);
+    put(&b, "end\n");
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    *len = b.len;
+    return b.p;
+}
+
+/* ------------------------------------------------------------------ serving */
+
+static void source_gone(struct sndk_stat *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->pending--;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void client_done(struct sndk_work *w)
+{
+    struct stat_client *c = sndk_container_of(w, struct stat_client, done);
+    struct sndk_stat *s = c->s;
+    free(c->buf);
+    pthread_mutex_lock(&s->lock);
+    close(c->fd);
+    c->fd = -1;
+    c->buf = NULL;
+    c->busy = false;
+    pthread_mutex_unlock(&s->lock);
+    source_gone(s);
+}
+
+static void client_io(struct sndk_source *src, uint32_t ev)
+{
+    struct stat_client *c = sndk_container_of(src, struct stat_client, src);
+    bool finished = (ev & (EPOLLERR | EPOLLHUP)) != 0;
+    while (!finished && c->off < c->len) {
+        ssize_t n = send(c->fd, c->buf + c->off, c->len - c->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            c->off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return; /* EPOLLOUT reports again */
+        finished = true;
+    }
+    sndk_source_remove(&c->src, &c->done);
+}
+
+static void on_accept(struct sndk_source *src, uint32_t ev)
+{
+    (void)ev;
+    struct sndk_stat *s = sndk_container_of(src, struct sndk_stat, src);
+    for (;;) {
+        int fd = accept4(s->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return; /* EAGAIN, or a transient error: epoll reports again */
+        struct ucred cr;
+        socklen_t crlen = sizeof cr;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) != 0 || cr.uid != geteuid()) {
+            static const char msg[] = "error\tpermission denied: not the adapter's user\n";
+            (void)!send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+            sndk_warn("stat", "ndkstat client uid %d refused (serving uid %d only)",
+                      crlen == sizeof cr ? (int)cr.uid : -1, (int)geteuid());
+            close(fd);
+            continue;
+        }
+        pthread_mutex_lock(&s->lock);
+        struct stat_client *c = NULL;
+        for (int i = 0; i < STAT_MAX_CLIENTS && !s->closing; i++)
+            if (!s->clients[i].busy) {
+                c = &s->clients[i];
+                c->busy = true;
+                c->fd = fd;
+                s->pending++;
+                break;
+            }
+        pthread_mutex_unlock(&s->lock);
+        if (!c) {
+            close(fd); /* too many at once, or closing */
+            continue;
+        }
+        c->off = 0;
+        c->buf = sndk_stat_snapshot(s->a, &c->len);
+        if (!c->buf)
+            c->len = 0;
+        /* Level-triggered EPOLLOUT: a fresh socket is writable, so client_io starts at once. */
+        if (sndk_source_add(s->a->engine, &c->src, fd, EPOLLOUT, client_io,
+                            (int)sndk_source_thread(&s->src)) != 0) {
+            free(c->buf);
+            pthread_mutex_lock(&s->lock);
+            close(fd);
+            c->fd = -1;
+            c->buf = NULL;
+            c->busy = false;
+            s->pending--;
+            pthread_mutex_unlock(&s->lock);
+        }
+    }
+}
+
+static void listen_done(struct sndk_work *w)
+{
+    struct sndk_stat *s = sndk_container_of(w, struct sndk_stat, done);
+    source_gone(s);
+}
+
+/* $XDG_RUNTIME_DIR/softndk, else /tmp/softndk-UID: ours, a directory, mode 0700. */
+static int default_dir(char *dir, size_t len)
+{
+    const char *x = getenv("XDG_RUNTIME_DIR");
+    struct stat st;
+    if (x && *x && x[0] == '/' && stat(x, &st) == 0 && S_ISDIR(st.st_mode))
+        snprintf(dir, len, "%s/softndk", x);
+    else
+        snprintf(dir, len, "/tmp/softndk-%u", (unsigned)geteuid());
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return -errno;
+    if (lstat(dir, &st) != 0)
+        return -errno;
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
+        sndk_err("stat", "%s is not a private directory of this user: endpoint not opened", dir);
+        return -EPERM;
+    }
+    return 0;
+}
+
+int sndk_stat_open(struct sndk_adapter *a, struct sndk_stat **out)
+{
+    *out = NULL;
+    if (!a->cfg.stat)
+        return 0;
+    struct sndk_stat *s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    s->a = a;
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    socklen_t unlen;
+    if (a->cfg.stat_path[0]) {
+        snprintf(s->path, sizeof s->path, "%s", a->cfg.stat_path);
+    } else {
+        char dir[80];
+        int rc = default_dir(dir, sizeof dir);
+        if (rc < 0) {
+            free(s);
+            return rc;
+        }
+        snprintf(s->path, sizeof s->path, "%s/%ld.%u.sock", dir, (long)getpid(), a->seq);
+    }
+    if (s->path[0] == '@') {
+        size_t n = strlen(s->path);
+        memcpy(un.sun_path + 1, s->path + 1, n - 1); /* leading NUL: abstract namespace */
+        unlen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+    } else {
+        snprintf(un.sun_path, sizeof un.sun_path, "%s", s->path);
+        unlen = sizeof un;
+        s->file = true;
+        struct stat st;
+        /* A stale socket of ours (a process that died) is replaced; anything else is not. */
+        if (lstat(s->path, &st) == 0) {
+            if (!S_ISSOCK(st.st_mode) || st.st_uid != geteuid()) {
+                sndk_err("stat", "%s exists and is not a socket of this user", s->path);
+                free(s);
+                return -EEXIST;
+            }
+            unlink(s->path);
+        }
+    }
+    s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s->fd < 0) {
+        int e = errno;
+        free(s);
+        return -e;
+    }
+    mode_t old = umask(0177); /* the socket file is born 0600 */
+    int rc = bind(s->fd, (struct sockaddr *)&un, unlen);
+    umask(old);
+    if (rc == 0 && s->file)
+        rc = chmod(s->path, 0600);
+    if (rc == 0)
+        rc = listen(s->fd, 16);
+    if (rc != 0) {
+        int e = errno;
+        sndk_err("stat", "cannot open the ndkstat endpoint %s: %s", s->path, strerror(e));
+        close(s->fd);
+        if (s->file)
+            unlink(s->path);
+        free(s);
+        return -e;
+    }
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    for (int i = 0; i < STAT_MAX_CLIENTS; i++) {
+        s->clients[i].s = s;
+        s->clients[i].fd = -1;
+        sndk_work_init(&s->clients[i].done, client_done);
+    }
+    sndk_work_init(&s->done, listen_done);
+    s->pending = 1;
+    rc = sndk_source_add(a->engine, &s->src, s->fd, EPOLLIN, on_accept, -1);
+    if (rc != 0) {
+        close(s->fd);
+        if (s->file)
+            unlink(s->path);
+        pthread_cond_destroy(&s->cond);
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+        return rc;
+    }
+    sndk_info("stat", "ndkstat endpoint: %s", s->path);
+    *out = s;
+    return 0;
+}
+
+const char *sndk_stat_path(const struct sndk_stat *s)
+{
+    return s ? s->path : NULL;
+}
+
+void sndk_stat_close(struct sndk_stat *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->closing = true;
+    /* A client that does not read would keep its snapshot pending forever: cut it off. */
+    for (int i = 0; i < STAT_MAX_CLIENTS; i++)
+        if (s->clients[i].busy && s->clients[i].fd >= 0)
+            shutdown(s->clients[i].fd, SHUT_RDWR);
+    pthread_mutex_unlock(&s->lock);
+    /* No new client after this; the ones being served end when their snapshot is out (or
+     * their peer goes away), which never takes long. */
+    sndk_source_remove(&s->src, &s->done);
+    pthread_mutex_lock(&s->lock);
+    while (s->pending)
+        pthread_cond_wait(&s->cond, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+    close(s->fd);
+    if (s->file)
+        unlink(s->path);
+    pthread_cond_destroy(&s->cond);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
