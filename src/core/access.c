@@ -154,6 +154,7 @@ enum sndk_access_result sndk_access_invalidate_remote(struct sndk_pd *pd, uint32
 {
     struct sndk_stag_table *t = &pd->base.adapter->stags;
     enum sndk_access_result r = SNDK_ACC_OK;
+    struct sndk_mr *put = NULL;
     pthread_mutex_lock(&t->lock);
     struct sndk_obj *o = lookup_locked(t, token);
     if (!o) {
@@ -170,16 +171,45 @@ enum sndk_access_result sndk_access_invalidate_remote(struct sndk_pd *pd, uint32
         struct sndk_mw *mw = sndk_container_of(o, struct sndk_mw, base);
         if (mw->pd != pd) {
             r = SNDK_ACC_UNASSOC;
-        } else if (mw->bound) {
-            mw->bound = false;
-            atomic_fetch_sub_explicit(&mw->mr->windows, 1, memory_order_acq_rel);
-            mw->mr = NULL;
+        } else {
+            put = sndk_mw_unbind_locked(mw);
         }
     } else {
         r = SNDK_ACC_INV_STAG; /* the privileged token */
     }
     pthread_mutex_unlock(&t->lock);
+    if (put)
+        sndk_obj_put(&put->base);
     sndk_debug("access", "remote invalidate of token 0x%08x: %s", token,
                sndk_access_result_name(r));
     return r;
+}
+
+struct sndk_mr *sndk_mw_unbind_locked(struct sndk_mw *mw)
+{
+    if (!mw->bound)
+        return NULL;
+    struct sndk_mr *mr = mw->mr;
+    mw->bound = false;
+    mw->mr = NULL;
+    mw->access = 0;
+    atomic_fetch_sub_explicit(&mr->windows, 1, memory_order_acq_rel);
+    return mr;
+}
+
+void sndk_access_invalidate_local(struct sndk_obj *o)
+{
+    struct sndk_stag_table *t = &o->adapter->stags;
+    struct sndk_mr *put = NULL;
+    pthread_mutex_lock(&t->lock);
+    if (o->ops->type == NdkObjectTypeMr) {
+        struct sndk_mr *mr = sndk_container_of(o, struct sndk_mr, base);
+        if (mr->state == SNDK_MR_FR_VALID)
+            mr->state = SNDK_MR_FR_INVALID;
+    } else if (o->ops->type == NdkObjectTypeMw) {
+        put = sndk_mw_unbind_locked(sndk_container_of(o, struct sndk_mw, base));
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (put)
+        sndk_obj_put(&put->base);
 }

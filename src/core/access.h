@@ -49,6 +49,15 @@ enum sndk_access_result sndk_access_check(struct sndk_pd *pd, uint32_t token, ui
  * PD). */
 enum sndk_access_result sndk_access_invalidate_remote(struct sndk_pd *pd, uint32_t token);
 
+/* Unbind a bound window; caller holds the STag table lock. Returns the MR it windowed, whose
+ * reference (taken by the bind) the caller drops with sndk_obj_put after unlocking; NULL when
+ * the window was not bound. */
+struct sndk_mr *sndk_mw_unbind_locked(struct sndk_mw *mw);
+
+/* NdkInvalidate (executed in queue order) and RDMA_READ_LOCAL_INVALIDATE: a fast-registered MR
+ * becomes invalid, a window unbound; one already invalid / unbound stays so (success). */
+void sndk_access_invalidate_local(struct sndk_obj *o);
+
 /* A fresh key for stag's index; caller holds t->lock (registration paths that change region
  * fields in the same critical section). */
 static inline uint32_t sndk_stag_rekey_locked(struct sndk_stag_table *t, uint32_t stag)

@@ -135,6 +135,49 @@ static NTSTATUS mr_initialize_fast_register(NDK_MR *pNdkMr, ULONG AdapterPageCou
     return STATUS_SUCCESS;
 }
 
+NTSTATUS sndk_mr_fast_register(struct sndk_mr *mr, struct sndk_pd *pd, ULONG npages,
+                               const NDK_LOGICAL_ADDRESS *pages, ULONG fbo, SIZE_T len,
+                               uint64_t base, unsigned access, bool remote)
+{
+    if (!mr->fast || mr->pd != pd || (npages && !pages))
+        return STATUS_INVALID_PARAMETER;
+    if (npages == 0 || fbo >= NDK_ADAPTER_PAGE_SIZE || len == 0 ||
+        len > (uint64_t)npages * NDK_ADAPTER_PAGE_SIZE - fbo)
+        return STATUS_INVALID_PARAMETER;
+    /* BaseVirtualAddress = FBO + n * PAGE_SIZE; zero-based addresses are not supported. */
+    if (base == 0 || base % NDK_ADAPTER_PAGE_SIZE != fbo || base + len < base)
+        return STATUS_INVALID_PARAMETER;
+    for (ULONG i = 0; i < npages; i++) {
+        uint64_t la = (uint64_t)pages[i].QuadPart;
+        if (la == 0 || la % NDK_ADAPTER_PAGE_SIZE != 0)
+            return STATUS_INVALID_PARAMETER; /* logical pages are page-aligned */
+    }
+    struct sndk_stag_table *t = &mr->base.adapter->stags;
+    NTSTATUS st = STATUS_SUCCESS;
+    pthread_mutex_lock(&t->lock);
+    if (mr->state == SNDK_MR_FR_UNINITIALIZED)
+        st = STATUS_INVALID_DEVICE_STATE;
+    else if (npages > mr->fr_max_pages)
+        st = STATUS_INVALID_PARAMETER;
+    else if (remote && !mr->fr_remote)
+        st = STATUS_ACCESS_VIOLATION; /* §5.5 rule 6 */
+    else if (atomic_load_explicit(&mr->windows, memory_order_acquire) != 0)
+        st = STATUS_INVALID_DEVICE_STATE; /* windows are bound to the current mapping */
+    if (st == STATUS_SUCCESS) {
+        for (ULONG i = 0; i < npages; i++)
+            mr->fr_pages[i] = (uint64_t)pages[i].QuadPart;
+        mr->fr_npages = npages;
+        mr->fr_fbo = fbo;
+        mr->va = (uintptr_t)base;
+        mr->length = len;
+        mr->access = access;
+        mr->stag = sndk_stag_rekey_locked(t, mr->stag);
+        mr_set_state(mr, SNDK_MR_FR_VALID);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return st;
+}
+
 static UINT32 mr_token(NDK_MR *pNdkMr)
 {
     struct sndk_mr *mr = sndk_mr_from(pNdkMr);

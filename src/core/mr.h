@@ -65,4 +65,18 @@ static inline struct sndk_mr *sndk_mr_from(const void *pub)
 
 const char *sndk_mr_state_name(enum sndk_mr_state s);
 
+/* NdkFastRegister's effect, applied when the request is posted (the token is readable when the
+ * call returns; a peer learns it only from a later message): checks, then under the STag table
+ * lock the page list, FBO, base VA, length, rights, a fresh key and the valid state. `remote`:
+ * remote rights are asked for. Returns STATUS_SUCCESS or the inline status. */
+NTSTATUS sndk_mr_fast_register(struct sndk_mr *mr, struct sndk_pd *pd, ULONG npages,
+                               const NDK_LOGICAL_ADDRESS *pages, ULONG fbo, SIZE_T len,
+                               uint64_t base, unsigned access, bool remote);
+
+/* NdkBind's effect, applied when posted: the window over [va, va+len) of mr with `access`
+ * (SNDK_ACCESS_REMOTE_*), a fresh key; a window bound before is unbound first. The window holds
+ * a reference on the MR while bound, so the MR's close stays pending. */
+NTSTATUS sndk_mw_bind(struct sndk_mw *mw, struct sndk_mr *mr, struct sndk_pd *pd, uint64_t va,
+                      uint64_t len, unsigned access);
+
 #endif

@@ -96,19 +96,63 @@ void sndk_qp_retire_head(struct sndk_qp *qp, NTSTATUS st, ULONG code)
     sndk_assert_held(&qp->tx_lock);
     uint32_t idx = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
     struct sndk_sqe *e = sq_slot(qp, idx);
+    static const NDK_OPERATION_TYPE types[] = {
+        [SNDK_SQ_SEND] = NdkOperationTypeSend,
+        [SNDK_SQ_WRITE] = NdkOperationTypeWrite,
+        [SNDK_SQ_READ] = NdkOperationTypeRead,
+        [SNDK_SQ_BIND] = NdkOperationTypeBind,
+        [SNDK_SQ_FAST_REGISTER] = NdkOperationTypeFastRegister,
+        [SNDK_SQ_INVALIDATE] = NdkOperationTypeInvalidate,
+    };
+    if (e->target) { /* an Invalidate that never ran */
+        sndk_obj_put(e->target);
+        e->target = NULL;
+    }
     if (st != STATUS_SUCCESS || !(e->flags & NDK_OP_FLAG_SILENT_SUCCESS)) {
+        bool data = e->kind == SNDK_SQ_SEND || e->kind == SNDK_SQ_WRITE || e->kind == SNDK_SQ_READ;
         NDK_RESULT_EX r = {
             .Status = st,
-            .BytesTransferred = st == STATUS_SUCCESS ? (ULONG)e->bytes : 0,
+            .BytesTransferred = st == STATUS_SUCCESS && data ? (ULONG)e->bytes : 0,
             .QPContext = qp->context,
             .RequestContext = e->context,
-            .Type = NdkOperationTypeSend,
+            .Type = types[e->kind],
             .ProviderErrorCode = st == STATUS_SUCCESS ? 0 : code,
         };
         sndk_cq_post(qp->icq, &r, false);
     }
     /* Release: the poster reads sq_head without the lock to find free slots. */
     atomic_store_explicit(&qp->sq_head, idx + 1, memory_order_release);
+}
+
+void sndk_qp_retire_done(struct sndk_qp *qp)
+{
+    sndk_assert_held(&qp->tx_lock);
+    for (;;) {
+        uint32_t idx = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
+        if (idx == qp->sq_sent)
+            return;
+        struct sndk_sqe *e = sq_slot(qp, idx);
+        if (!e->done)
+            return;
+        sndk_qp_retire_head(qp, e->status, e->code);
+    }
+}
+
+/* Does the peer's Terminate (*f) name request e? */
+static bool named_by(const struct sndk_fail *f, const struct sndk_sqe *e)
+{
+    if (!f->named || e->kind != f->named_kind)
+        return false;
+    switch (e->kind) {
+    case SNDK_SQ_SEND:
+    case SNDK_SQ_READ:
+        return e->msn != 0 && e->msn == f->named_msn;
+    case SNDK_SQ_WRITE:
+        return e->rstag == f->named_stag && f->named_to >= e->rto &&
+               f->named_to - e->rto <= e->bytes;
+    default:
+        return false;
+    }
 }
 
 /* Complete every queued receive of the own queue with STATUS_CANCELLED, in posting order. The
@@ -239,12 +283,13 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
         struct sndk_sqe *e = sq_slot(qp, atomic_load_explicit(&qp->sq_head, memory_order_relaxed));
         NTSTATUS st = STATUS_CANCELLED;
         ULONG code = 0;
-        if (e->status != STATUS_SUCCESS) {
-            st = e->status;
-            code = e->code;
-        } else if (f->named && e->msn != 0 && e->msn == f->named_msn) {
-            st = STATUS_REMOTE_RESOURCES;
+        if (e->status == STATUS_SUCCESS && named_by(f, e)) {
+            /* The peer refused it (a Write may have left in full and wait behind a Read). */
+            st = f->named_status;
             code = f->reason;
+        } else if (e->status != STATUS_SUCCESS || e->done) {
+            st = e->status; /* its own local error, or finished behind an unfinished one */
+            code = e->code;
         }
         sndk_qp_retire_head(qp, st, code);
     }
@@ -318,7 +363,13 @@ static void tx_io_failed(struct sndk_qp *qp)
 /* After a TX attempt outside tx_lock: act on failures, finish a shutdown whose FIN went. */
 static void after_tx(struct sndk_qp *qp, enum sndk_tx_result res)
 {
-    if (res == SNDK_TX_LOCAL_ERR) {
+    if (res == SNDK_TX_LOCAL_ERR && qp->io->tx_failed) {
+        /* A Read Request's source was revoked before its response went out. */
+        sndk_mutex_lock(&qp->tx_lock);
+        struct sndk_fail f = qp->io->tx_fail;
+        sndk_mutex_unlock(&qp->tx_lock);
+        sndk_qp_fail(qp, &f);
+    } else if (res == SNDK_TX_LOCAL_ERR) {
         /* A request failed its local checks (siw: Terminate, local catastrophic). */
         struct sndk_fail f = {.link_status = STATUS_CONNECTION_ABORTED,
                               .reason = SNDK_REASON_TERM(SNDK_REASON_TERM_SENT, 0, 0, 0),
@@ -366,6 +417,23 @@ static bool mutex_trylock(struct sndk_mutex *l)
     return true;
 }
 
+/* The receive side made TX work possible: a Read finished (ORD, fence), a Read Request
+ * arrived. Send what can go now, unless the socket is backed up (EPOLLOUT continues then). */
+static void kick_tx(struct sndk_qp *qp)
+{
+    struct sndk_qp_io *io = qp->io;
+    enum sndk_tx_result res = SNDK_TX_DRAINED;
+    sndk_mutex_lock(&qp->tx_lock);
+    if (io->tx_kick) {
+        io->tx_kick = false;
+        if (!io->dead && !io->tx_blocked)
+            res = sndk_tx_push(qp);
+    }
+    sndk_mutex_unlock(&qp->tx_lock);
+    if (res != SNDK_TX_DRAINED && res != SNDK_TX_BLOCKED)
+        after_tx(qp, res);
+}
+
 /* One receive pass unless someone else is receiving on this QP right now: the progress thread
  * and polling consumers both try-lock, so neither ever waits for the other (a level-triggered
  * EPOLLIN comes back if bytes are left). */
@@ -398,6 +466,8 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events)
     if (res == SNDK_RXR_PEER_FIN)
         io->rx_eof = true;
     sndk_mutex_unlock(&qp->rx_lock);
+    if (res != SNDK_RXR_FAIL)
+        kick_tx(qp);
     if (res == SNDK_RXR_FAIL)
         sndk_qp_fail(qp, &f);
     else if (res == SNDK_RXR_PEER_FIN)
@@ -571,7 +641,7 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     io->rconn.qp = io->iconn.qp = qp;
     int one = 1;
     setsockopt(p->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    sndk_tx_init(io, p->crc, fpdu_size_for(p->fd));
+    sndk_tx_init(io, p->crc, fpdu_size_for(p->fd), p->ird, p->ord);
     sndk_rx_io_init(io, p->crc);
     qp->io = io; /* published to the other threads by the locks they take before using it */
     sndk_mutex_unlock(&qp->state_lock);
@@ -682,46 +752,63 @@ static NTSTATUS refuse(struct sndk_qp *qp, NTSTATUS st)
 #define SEND_FLAGS                                                                                 \
     (NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_READ_FENCE | NDK_OP_FLAG_SEND_AND_SOLICIT_EVENT |   \
      NDK_OP_FLAG_INLINE | NDK_OP_FLAG_DEFER)
+#define WRITE_FLAGS                                                                                \
+    (NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_READ_FENCE | NDK_OP_FLAG_INLINE | NDK_OP_FLAG_DEFER)
+#define READ_FLAGS                                                                                 \
+    (NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_READ_FENCE |                                        \
+     NDK_OP_FLAG_RDMA_READ_LOCAL_INVALIDATE | NDK_OP_FLAG_DEFER)
+#define BIND_FLAGS                                                                                 \
+    (NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_READ_FENCE | NDK_OP_FLAG_ALLOW_REMOTE_READ |        \
+     NDK_OP_FLAG_ALLOW_REMOTE_WRITE | NDK_OP_FLAG_DEFER)
+#define FR_FLAGS                                                                                   \
+    (NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_READ_FENCE | NDK_OP_FLAG_ALLOW_REMOTE_READ |        \
+     NDK_OP_FLAG_ALLOW_LOCAL_WRITE | NDK_OP_FLAG_ALLOW_REMOTE_WRITE | NDK_OP_FLAG_RDMA_READ_SINK | \
+     NDK_OP_FLAG_DEFER)
+#define INVAL_FLAGS (NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_READ_FENCE | NDK_OP_FLAG_DEFER)
 
-static NTSTATUS post_send(struct sndk_qp *qp, void *ctx, const NDK_SGE *sgl, ULONG nsge,
-                          ULONG flags, bool invalidate, uint32_t inv_stag)
+/* The first checks of every initiator request: connected, known flags, a free slot. On success
+ * the slot at sq_tail is set up (still the poster's until published). */
+static NTSTATUS sq_begin(struct sndk_qp *qp, void *ctx, ULONG flags, ULONG allowed,
+                         enum sndk_sq_kind kind, struct sndk_sqe **pe)
 {
     if (qp_state(qp) != SNDK_QP_CONNECTED)
         return STATUS_CONNECTION_INVALID;
-    if (flags & ~(ULONG)SEND_FLAGS)
+    if (flags & ~allowed)
         return refuse(qp, STATUS_INVALID_PARAMETER);
+    uint32_t tail = qp->sq_tail;
+    if (tail - atomic_load_explicit(&qp->sq_head, memory_order_acquire) >= qp->initiator_depth)
+        return refuse(qp, STATUS_NO_MORE_ENTRIES);
+    /* The slot at sq_tail is the poster's until sq_tail moves past it. */
+    uint32_t s = tail % qp->initiator_depth;
+    struct sndk_sqe *e = &qp->sq[s];
+    *e = (struct sndk_sqe){.context = ctx, .flags = flags, .status = STATUS_SUCCESS,
+                           .kind = (uint8_t)kind,
+                           .iov = qp->sq_iov + (size_t)s * qp->sq_iov_stride};
+    *pe = e;
+    return STATUS_SUCCESS;
+}
+
+/* Check the SGE list against the request's limits and resolve it into e->iov (or copy it into
+ * the slot's inline storage). `need`: the local right the SGEs must grant. A bad SGE does not
+ * refuse the request: it completes, in order, with the access error (decisions 9k). */
+static NTSTATUS sq_sges(struct sndk_qp *qp, struct sndk_sqe *e, const NDK_SGE *sgl, ULONG nsge,
+                        ULONG max_sge, unsigned need)
+{
     if (nsge && !sgl)
-        return refuse(qp, STATUS_INVALID_PARAMETER);
-    bool inl = (flags & NDK_OP_FLAG_INLINE) != 0;
+        return STATUS_INVALID_PARAMETER;
+    bool inl = (e->flags & NDK_OP_FLAG_INLINE) != 0;
     uint64_t bytes = 0;
     for (ULONG i = 0; i < nsge; i++)
         bytes += sgl[i].Length;
     /* 9c: byte and SGE limits; INLINE lifts the SGE limit and has its own byte limit. */
-    if (inl ? bytes > qp->inline_size : nsge > qp->initiator_max_sge)
-        return refuse(qp, STATUS_DATA_OVERRUN);
+    if (inl ? bytes > qp->inline_size : nsge > max_sge)
+        return STATUS_DATA_OVERRUN;
     if (bytes > qp->base.adapter->info.MaxTransferLength)
-        return refuse(qp, STATUS_DATA_OVERRUN);
-    uint32_t tail = qp->sq_tail;
-    if (tail - atomic_load_explicit(&qp->sq_head, memory_order_acquire) >= qp->initiator_depth)
-        return refuse(qp, STATUS_NO_MORE_ENTRIES);
-
-    /* The slot at sq_tail is the poster's until sq_tail moves past it. */
-    uint32_t s = tail % qp->initiator_depth;
-    struct sndk_sqe *e = &qp->sq[s];
-    bool se = (flags & NDK_OP_FLAG_SEND_AND_SOLICIT_EVENT) != 0;
-    e->context = ctx;
-    e->flags = flags;
-    e->opcode = (uint8_t)(invalidate ? (se ? SNDK_OP_SEND_SE_INV : SNDK_OP_SEND_INV)
-                                     : (se ? SNDK_OP_SEND_SE : SNDK_OP_SEND));
-    e->inv_stag = inv_stag;
+        return STATUS_DATA_OVERRUN;
     e->bytes = bytes;
-    e->msn = 0;
-    e->status = STATUS_SUCCESS;
-    e->code = 0;
-    e->iov = qp->sq_iov + (size_t)s * qp->sq_iov_stride;
-    e->niov = 0;
     if (inl) {
         /* §5.2: the payload is consumed before the call returns; tokens are ignored. */
+        uint32_t s = (uint32_t)(e - qp->sq);
         uint8_t *dst = qp->sq_inline + (size_t)s * qp->inline_size;
         for (ULONG i = 0; i < nsge; i++) {
             if (sgl[i].Length)
@@ -732,26 +819,30 @@ static NTSTATUS post_send(struct sndk_qp *qp, void *ctx, const NDK_SGE *sgl, ULO
             e->iov[0] = (struct iovec){qp->sq_inline + (size_t)s * qp->inline_size, bytes};
             e->niov = 1;
         }
-    } else {
-        int n = 0;
-        for (ULONG i = 0; i < nsge; i++) {
-            int k = 0;
-            enum sndk_access_result r = sndk_access_check(
-                qp->pd, sgl[i].MemoryRegionToken, (uint64_t)(uintptr_t)sgl[i].VirtualAddress,
-                sgl[i].Length, SNDK_ACCESS_LOCAL_READ, false, e->iov + n,
-                (int)qp->sq_iov_stride - n, &k);
-            if (r != SNDK_ACC_OK) {
-                /* Accepted, and completed in order with the NDSPI status (§4.2). */
-                e->status = r == SNDK_ACC_TOO_MANY ? STATUS_DATA_OVERRUN : STATUS_ACCESS_VIOLATION;
-                e->code = (ULONG)r;
-                n = 0;
-                break;
-            }
-            n += k;
-        }
-        e->niov = n;
+        return STATUS_SUCCESS;
     }
+    int n = 0;
+    for (ULONG i = 0; i < nsge; i++) {
+        int k = 0;
+        enum sndk_access_result r = sndk_access_check(
+            qp->pd, sgl[i].MemoryRegionToken, (uint64_t)(uintptr_t)sgl[i].VirtualAddress,
+            sgl[i].Length, need, false, e->iov + n, (int)qp->sq_iov_stride - n, &k);
+        if (r != SNDK_ACC_OK) {
+            /* Accepted, and completed in order with the NDSPI status (§4.2). */
+            e->status = r == SNDK_ACC_TOO_MANY ? STATUS_DATA_OVERRUN : STATUS_ACCESS_VIOLATION;
+            e->code = (ULONG)r;
+            n = 0;
+            break;
+        }
+        n += k;
+    }
+    e->niov = n;
+    return STATUS_SUCCESS;
+}
 
+/* Publish the slot at sq_tail and, unless DEFER or the socket is backed up, send. */
+static NTSTATUS sq_publish(struct sndk_qp *qp, ULONG flags)
+{
     sndk_mutex_lock(&qp->tx_lock);
     struct sndk_qp_io *io = qp->io;
     if (io->dead) {
@@ -759,17 +850,34 @@ static NTSTATUS post_send(struct sndk_qp *qp, void *ctx, const NDK_SGE *sgl, ULO
         sndk_mutex_unlock(&qp->tx_lock);
         return STATUS_CONNECTION_INVALID;
     }
-    qp->sq_tail = tail + 1;
+    qp->sq_tail++;
     enum sndk_tx_result res = SNDK_TX_DRAINED;
     /* DEFER: the chain waits for the request that ends it. A blocked socket: the progress
-     * thread sends everything queued when it drains. READ_FENCE: no Read exists that a Send
-     * could wait for; this is where the fence will hold the queue. */
+     * thread sends everything queued when it drains. READ_FENCE and ORD hold the queue in
+     * fill_batch (tx.c) until the earlier Reads have their data. */
     if (!(flags & NDK_OP_FLAG_DEFER) && !io->tx_blocked)
         res = sndk_tx_push(qp);
     sndk_mutex_unlock(&qp->tx_lock);
     if (res != SNDK_TX_DRAINED && res != SNDK_TX_BLOCKED)
         after_tx(qp, res);
     return STATUS_SUCCESS;
+}
+
+static NTSTATUS post_send(struct sndk_qp *qp, void *ctx, const NDK_SGE *sgl, ULONG nsge,
+                          ULONG flags, bool invalidate, uint32_t inv_stag)
+{
+    struct sndk_sqe *e;
+    NTSTATUS st = sq_begin(qp, ctx, flags, SEND_FLAGS, SNDK_SQ_SEND, &e);
+    if (st != STATUS_SUCCESS)
+        return st;
+    st = sq_sges(qp, e, sgl, nsge, qp->initiator_max_sge, SNDK_ACCESS_LOCAL_READ);
+    if (st != STATUS_SUCCESS)
+        return refuse(qp, st);
+    bool se = (flags & NDK_OP_FLAG_SEND_AND_SOLICIT_EVENT) != 0;
+    e->opcode = (uint8_t)(invalidate ? (se ? SNDK_OP_SEND_SE_INV : SNDK_OP_SEND_INV)
+                                     : (se ? SNDK_OP_SEND_SE : SNDK_OP_SEND));
+    e->inv_stag = inv_stag;
+    return sq_publish(qp, flags);
 }
 
 static NTSTATUS qp_send(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *pSgl, ULONG nSge,
@@ -790,54 +898,151 @@ static NTSTATUS qp_send_invalidate(NDK_QP *pNdkQp, PVOID RequestContext, const N
     return post_send(qp, RequestContext, pSgl, nSge, Flags, true, RemoteToken);
 }
 
-/* Initiator requests the data path does not carry yet: refused inline, the QP stays usable. */
-static NTSTATUS not_yet(NDK_QP *pNdkQp)
+static unsigned op_rights(ULONG flags)
 {
-    struct sndk_qp *qp = qp_from(pNdkQp);
-    if (!qp)
-        return STATUS_INVALID_PARAMETER;
-    if (qp_state(qp) != SNDK_QP_CONNECTED)
-        return STATUS_CONNECTION_INVALID;
-    return refuse(qp, STATUS_NOT_IMPLEMENTED);
+    unsigned a = 0;
+    if (flags & NDK_OP_FLAG_ALLOW_REMOTE_READ)
+        a |= SNDK_ACCESS_REMOTE_READ;
+    if ((flags & NDK_OP_FLAG_ALLOW_REMOTE_WRITE) == NDK_OP_FLAG_ALLOW_REMOTE_WRITE)
+        a |= SNDK_ACCESS_REMOTE_WRITE;
+    return a;
 }
 
 static NTSTATUS qp_bind(NDK_QP *pNdkQp, PVOID RequestContext, NDK_MR *pMr, NDK_MW *pMw,
                         PVOID VirtualAddress, SIZE_T Length, ULONG Flags)
 {
-    (void)RequestContext, (void)pMr, (void)pMw, (void)VirtualAddress, (void)Length, (void)Flags;
-    return not_yet(pNdkQp);
+    struct sndk_qp *qp = qp_from(pNdkQp);
+    if (!qp)
+        return STATUS_INVALID_PARAMETER;
+    struct sndk_sqe *e;
+    NTSTATUS st = sq_begin(qp, RequestContext, Flags, BIND_FLAGS, SNDK_SQ_BIND, &e);
+    if (st != STATUS_SUCCESS)
+        return st;
+    struct sndk_mr *mr = sndk_mr_from(pMr);
+    struct sndk_obj *mwo = sndk_obj_check(pMw, NdkObjectTypeMw);
+    if (!mr || !mwo)
+        return refuse(qp, STATUS_INVALID_PARAMETER);
+    /* The 0x10 bit of ALLOW_REMOTE_WRITE alone is local write, which a window cannot grant. */
+    if ((Flags & NDK_OP_FLAG_ALLOW_LOCAL_WRITE) &&
+        (Flags & NDK_OP_FLAG_ALLOW_REMOTE_WRITE) != NDK_OP_FLAG_ALLOW_REMOTE_WRITE)
+        return refuse(qp, STATUS_INVALID_PARAMETER);
+    /* Takes effect now: the token is readable when the call returns, and a peer can learn it
+     * only from a later message. The completion keeps its place in the queue. */
+    st = sndk_mw_bind(sndk_container_of(mwo, struct sndk_mw, base), mr, qp->pd,
+                      (uint64_t)(uintptr_t)VirtualAddress, Length, op_rights(Flags));
+    if (st != STATUS_SUCCESS)
+        return refuse(qp, st);
+    return sq_publish(qp, Flags);
 }
 
 static NTSTATUS qp_fast_register(NDK_QP *pNdkQp, PVOID RequestContext, NDK_MR *pMr,
                                  ULONG AdapterPageCount, const NDK_LOGICAL_ADDRESS *AdapterPageArray,
                                  ULONG FBO, SIZE_T Length, PVOID BaseVirtualAddress, ULONG Flags)
 {
-    (void)RequestContext, (void)pMr, (void)AdapterPageCount, (void)AdapterPageArray, (void)FBO;
-    (void)Length, (void)BaseVirtualAddress, (void)Flags;
-    return not_yet(pNdkQp);
+    struct sndk_qp *qp = qp_from(pNdkQp);
+    if (!qp)
+        return STATUS_INVALID_PARAMETER;
+    struct sndk_sqe *e;
+    NTSTATUS st = sq_begin(qp, RequestContext, Flags, FR_FLAGS, SNDK_SQ_FAST_REGISTER, &e);
+    if (st != STATUS_SUCCESS)
+        return st;
+    struct sndk_mr *mr = sndk_mr_from(pMr);
+    if (!mr)
+        return refuse(qp, STATUS_INVALID_PARAMETER);
+    unsigned access = SNDK_ACCESS_LOCAL_READ | op_rights(Flags);
+    if (Flags & NDK_OP_FLAG_ALLOW_LOCAL_WRITE)
+        access |= SNDK_ACCESS_LOCAL_WRITE;
+    if (Flags & NDK_OP_FLAG_RDMA_READ_SINK)
+        access |= SNDK_ACCESS_READ_SINK;
+    bool remote = (access & (SNDK_ACCESS_REMOTE_READ | SNDK_ACCESS_REMOTE_WRITE)) != 0;
+    st = sndk_mr_fast_register(mr, qp->pd, AdapterPageCount, AdapterPageArray, FBO, Length,
+                               (uint64_t)(uintptr_t)BaseVirtualAddress, access, remote);
+    if (st != STATUS_SUCCESS)
+        return refuse(qp, st);
+    return sq_publish(qp, Flags);
 }
 
 static NTSTATUS qp_invalidate(NDK_QP *pNdkQp, PVOID RequestContext, NDK_OBJECT_HEADER *pNdkMrOrMw,
                               ULONG Flags)
 {
-    (void)RequestContext, (void)pNdkMrOrMw, (void)Flags;
-    return not_yet(pNdkQp);
+    struct sndk_qp *qp = qp_from(pNdkQp);
+    if (!qp)
+        return STATUS_INVALID_PARAMETER;
+    struct sndk_sqe *e;
+    NTSTATUS st = sq_begin(qp, RequestContext, Flags, INVAL_FLAGS, SNDK_SQ_INVALIDATE, &e);
+    if (st != STATUS_SUCCESS)
+        return st;
+    struct sndk_obj *o = sndk_obj_check(pNdkMrOrMw, NdkObjectTypeUndefined);
+    if (!o || o->adapter != qp->base.adapter)
+        return refuse(qp, STATUS_INVALID_PARAMETER);
+    if (o->ops->type == NdkObjectTypeMr) {
+        struct sndk_mr *mr = sndk_container_of(o, struct sndk_mr, base);
+        if (!mr->fast || mr->pd != qp->pd)
+            return refuse(qp, STATUS_INVALID_PARAMETER); /* never an NdkRegisterMr region */
+    } else if (o->ops->type == NdkObjectTypeMw) {
+        if (sndk_container_of(o, struct sndk_mw, base)->pd != qp->pd)
+            return refuse(qp, STATUS_INVALID_PARAMETER);
+    } else {
+        return refuse(qp, STATUS_INVALID_PARAMETER);
+    }
+    /* Runs in queue order (tx.c fill_batch): after every earlier request has been handed to
+     * the wire, and after the earlier Reads with READ_FENCE. */
+    sndk_obj_get(o);
+    e->target = o;
+    st = sq_publish(qp, Flags);
+    if (st != STATUS_SUCCESS) {
+        e->target = NULL;
+        sndk_obj_put(o);
+    }
+    return st;
 }
 
 static NTSTATUS qp_read(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *pSgl, ULONG nSge,
                         UINT64 RemoteAddress, UINT32 RemoteToken, ULONG Flags)
 {
-    (void)RequestContext, (void)pSgl, (void)nSge, (void)RemoteAddress, (void)RemoteToken;
-    (void)Flags;
-    return not_yet(pNdkQp);
+    struct sndk_qp *qp = qp_from(pNdkQp);
+    if (!qp)
+        return STATUS_INVALID_PARAMETER;
+    struct sndk_sqe *e;
+    NTSTATUS st = sq_begin(qp, RequestContext, Flags, READ_FLAGS, SNDK_SQ_READ, &e);
+    if (st != STATUS_SUCCESS)
+        return st;
+    if (qp->io->ord == 0)
+        return refuse(qp, STATUS_INVALID_DEVICE_REQUEST); /* ORD 0: no Reads on this connection */
+    /* The sink is named by a private STag per Read (A.5): the SGEs need local write only. */
+    st = sq_sges(qp, e, pSgl, nSge, qp->base.adapter->info.MaxReadRequestSge,
+                 SNDK_ACCESS_LOCAL_WRITE);
+    if (st != STATUS_SUCCESS)
+        return refuse(qp, st);
+    if (RemoteAddress + e->bytes < RemoteAddress)
+        return refuse(qp, STATUS_INVALID_PARAMETER);
+    e->opcode = SNDK_OP_READ_REQ;
+    e->rstag = RemoteToken;
+    e->rto = RemoteAddress;
+    if ((Flags & NDK_OP_FLAG_RDMA_READ_LOCAL_INVALIDATE) && nSge > 0)
+        e->local_tok = pSgl[0].MemoryRegionToken;
+    return sq_publish(qp, Flags);
 }
 
 static NTSTATUS qp_write(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *pSgl, ULONG nSge,
                          UINT64 RemoteAddress, UINT32 RemoteToken, ULONG Flags)
 {
-    (void)RequestContext, (void)pSgl, (void)nSge, (void)RemoteAddress, (void)RemoteToken;
-    (void)Flags;
-    return not_yet(pNdkQp);
+    struct sndk_qp *qp = qp_from(pNdkQp);
+    if (!qp)
+        return STATUS_INVALID_PARAMETER;
+    struct sndk_sqe *e;
+    NTSTATUS st = sq_begin(qp, RequestContext, Flags, WRITE_FLAGS, SNDK_SQ_WRITE, &e);
+    if (st != STATUS_SUCCESS)
+        return st;
+    st = sq_sges(qp, e, pSgl, nSge, qp->initiator_max_sge, SNDK_ACCESS_LOCAL_READ);
+    if (st != STATUS_SUCCESS)
+        return refuse(qp, st);
+    if (RemoteAddress + e->bytes < RemoteAddress)
+        return refuse(qp, STATUS_INVALID_PARAMETER); /* the wire TO would wrap */
+    e->opcode = SNDK_OP_WRITE;
+    e->rstag = RemoteToken;
+    e->rto = RemoteAddress;
+    return sq_publish(qp, Flags);
 }
 
 static NTSTATUS qp_receive(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *pSgl, ULONG nSge)
@@ -901,6 +1106,7 @@ static void qp_destroy(struct sndk_obj *o)
     if (qp->io) {
         free(qp->io->cur);
         free(qp->io->cur_iov);
+        free(qp->io->resp_iov);
         free(qp->io);
     }
     free(qp->sq);
@@ -946,7 +1152,12 @@ static NTSTATUS qp_create_common(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pIn
     struct sndk_qp *qp = calloc(1, sizeof *qp);
     if (!qp)
         return STATUS_INSUFFICIENT_RESOURCES;
-    qp->sq_iov_stride = MaxInitiatorRequestSge ? MaxInitiatorRequestSge : 1;
+    /* Reads may use up to MaxReadRequestSge SGEs (it overrides the initiator limit, §5.1). */
+    qp->sq_iov_stride = MaxInitiatorRequestSge > info->MaxReadRequestSge
+                            ? MaxInitiatorRequestSge
+                            : info->MaxReadRequestSge;
+    if (qp->sq_iov_stride == 0)
+        qp->sq_iov_stride = 1;
     qp->sq = calloc(InitiatorQueueDepth, sizeof *qp->sq);
     qp->sq_iov = calloc((size_t)InitiatorQueueDepth * qp->sq_iov_stride, sizeof *qp->sq_iov);
     qp->sq_inline = InlineDataSize ? malloc((size_t)InitiatorQueueDepth * InlineDataSize) : NULL;

@@ -22,19 +22,38 @@ enum sndk_qp_state {
     SNDK_QP_STATE_COUNT
 };
 
-/* One initiator request (only Sends so far). Its slot stays taken from posting until it has
- * been retired (its last byte handed to TCP, or cancelled), silent or not (decisions 9d). */
+/* One initiator request: Send, Write, Read, Bind, FastRegister or Invalidate. Its slot stays
+ * taken from posting until it has been retired (decisions 9d). Requests retire in posting order:
+ * one that is finished (`done`) waits for every earlier one (a Read finishes when its last Read
+ * Response has been placed, the others when their last byte is in TCP or, for the local ones,
+ * when they reach their place in the queue). */
 struct sndk_sqe {
     void *context;
-    struct iovec *iov;  /* payload: the slot's iovec storage, or its inline copy */
+    struct iovec *iov;  /* payload / Read sink: the slot's iovec storage, or its inline copy */
     uint64_t bytes;
     uint32_t flags;     /* NDK_OP_FLAG_* */
     uint32_t inv_stag;  /* Send with Invalidate */
-    uint32_t msn;       /* assigned when the first byte is built */
+    uint32_t msn;       /* Send: QN 0 MSN; Read: QN 1 MSN; assigned when the first byte is built */
     NTSTATUS status;    /* STATUS_SUCCESS, or a local error found when posted */
     ULONG code;         /* ProviderErrorCode with that error */
     int niov;
     uint8_t opcode;     /* RDMAP opcode; the wire layer reads it, the object layer sets it */
+    uint8_t kind;       /* enum sndk_sq_kind */
+    bool done;          /* finished (under tx_lock): retires once every earlier request has */
+    uint32_t rstag;     /* Write / Read: remote token; Read: private sink STag in sink_stag */
+    uint64_t rto;       /* Write / Read: remote address */
+    uint32_t sink_stag; /* Read */
+    uint32_t local_tok; /* Read with RDMA_READ_LOCAL_INVALIDATE: token of the first SGE */
+    struct sndk_obj *target; /* Invalidate: the MR or MW (a reference until executed) */
+};
+
+enum sndk_sq_kind {
+    SNDK_SQ_SEND,
+    SNDK_SQ_WRITE,
+    SNDK_SQ_READ,
+    SNDK_SQ_BIND,
+    SNDK_SQ_FAST_REGISTER,
+    SNDK_SQ_INVALIDATE,
 };
 
 struct sndk_qp_io; /* connection state (src/iwarp/qp_io.h) */

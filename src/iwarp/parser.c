@@ -212,14 +212,18 @@ static int hdr_complete(struct sndk_rx *rx)
         uint32_t want_qn = sndk_op_is_send(s->opcode)       ? SNDK_QN_SEND
                            : s->opcode == SNDK_OP_READ_REQ ? SNDK_QN_READ_REQ
                                                             : SNDK_QN_TERMINATE;
-        if (rx->ut.active && s->opcode != rx->ut.opcode)
+        /* RFC 5041: messages of different queues may interleave. Only Sends (QN 0) span
+         * segments, so the unfinished message constrains Sends only; a Read Request (QN 1)
+         * or a Terminate (QN 2) between two segments of a Send is accepted. */
+        bool cont = rx->ut.active && sndk_op_is_send(s->opcode);
+        if (cont && s->opcode != rx->ut.opcode)
             return rx_fail(rx, SNDK_WERR_OPCODE, true);
         if (s->qn != want_qn)
             return rx_fail(rx, SNDK_WERR_QN, true);
-        uint32_t msn = rx->ut.active ? rx->ut.msn : rx->msn_expect[s->qn];
+        uint32_t msn = cont ? rx->ut.msn : rx->msn_expect[s->qn];
         if (s->msn != msn)
             return rx_fail(rx, SNDK_WERR_MSN_RANGE, true);
-        uint32_t mo = rx->ut.active ? rx->ut.next_mo : 0;
+        uint32_t mo = cont ? rx->ut.next_mo : 0;
         if (s->mo != mo || (uint64_t)s->mo + s->len > UINT32_MAX)
             return rx_fail(rx, SNDK_WERR_MO, true);
         if (!sndk_op_is_send(s->opcode) && !s->last)
@@ -459,8 +463,10 @@ int sndk_rx_advance(struct sndk_rx *rx, size_t n)
             rc = rx_trailer(rx, &n);
             break;
         case SNDK_RX_CLOSED:
+            /* A Terminate completed within this call: the stream is over, whatever follows
+             * it in these bytes is dropped. */
             rx->wanted = 0;
-            return -EPIPE;
+            return SNDK_RX_TERMINATED;
         default:
             return -EPROTO;
         }
@@ -469,6 +475,8 @@ int sndk_rx_advance(struct sndk_rx *rx, size_t n)
             return rc;
         }
     }
+    if (rx->state == SNDK_RX_CLOSED)
+        return SNDK_RX_TERMINATED; /* the last byte completed a Terminate */
     return rx->state == SNDK_RX_ERROR ? -EPROTO : 0;
 }
 
@@ -489,7 +497,7 @@ int sndk_rx_feed(struct sndk_rx *rx, const void *buf, size_t len)
             copied += k;
         }
         int rc = sndk_rx_advance(rx, copied);
-        if (rc < 0)
+        if (rc != 0)
             return rc;
     }
     return 0;

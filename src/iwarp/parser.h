@@ -137,12 +137,19 @@ void sndk_rx_init(struct sndk_rx *rx, const struct sndk_rx_config *cfg,
  * belong to someone else. May include the tail of one FPDU and the start of the next. */
 int sndk_rx_want(struct sndk_rx *rx, struct iovec *iov, int max_iov);
 
-/* n bytes were written into the iovecs of the last sndk_rx_want(), in order. Returns 0;
- * -EPROTO after a protocol fault (see sndk_rx_fault); -EPIPE when a Terminate has closed the
- * stream; -EINVAL when n exceeds the last offer. */
+/* Returned by sndk_rx_advance / sndk_rx_feed when the bytes of this call completed a Terminate:
+ * the terminate() callback has run and the parser is CLOSED (bytes after the Terminate in the
+ * same call are dropped). Positive, so `rc < 0` tests still mean "fault". */
+#define SNDK_RX_TERMINATED 1
+
+/* n bytes were written into the iovecs of the last sndk_rx_want(), in order. Returns 0 (more
+ * wanted); SNDK_RX_TERMINATED when they completed a Terminate; -EPROTO after a protocol fault
+ * (see sndk_rx_fault); -EPIPE when bytes arrive after a Terminate closed the stream in an
+ * earlier call; -EINVAL when n exceeds the last offer. */
 int sndk_rx_advance(struct sndk_rx *rx, size_t n);
 
-/* Convenience for tests and fuzzers: copy buf through want/advance. Same returns. */
+/* Convenience for tests and fuzzers: copy buf through want/advance. Same returns (stops at
+ * the first non-zero one). */
 int sndk_rx_feed(struct sndk_rx *rx, const void *buf, size_t len);
 
 /* The TCP stream ended. 0 at an FPDU boundary; -EPROTO (fault SNDK_WERR_CONN_LOST) mid-FPDU. */

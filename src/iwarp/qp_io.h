@@ -4,6 +4,7 @@
 #ifndef SOFTNDK_IWARP_QP_IO_H
 #define SOFTNDK_IWARP_QP_IO_H
 
+#include "core/access.h"
 #include "core/link.h"
 #include "core/qp.h"
 #include "iwarp/fpdu.h"
@@ -23,8 +24,12 @@ struct sndk_fail {
     ULONG rx_code;         /* its ProviderErrorCode */
     bool send_term;        /* send `term` before closing */
     struct sndk_term term;
-    bool named;            /* a received Terminate names our Send with MSN named_msn */
+    bool named;            /* a received Terminate names one of our requests: */
+    uint8_t named_kind;    /* SNDK_SQ_SEND / _READ: by MSN; SNDK_SQ_WRITE: by STag and TO */
     uint32_t named_msn;
+    uint32_t named_stag;
+    uint64_t named_to;
+    NTSTATUS named_status; /* what that request completes with */
     bool notify;           /* fire the link's aborted event */
     bool rst;              /* close with RST (no Terminate was sent) */
     bool graceful;         /* the end of sndk_qp_shutdown: shutdown_done, no aborted event */
@@ -39,10 +44,49 @@ struct sndk_fail {
 #define SNDK_REASON_RESET     0x03000000u /* TCP reset, I/O error, peer vanished */
 #define SNDK_REASON_LOCAL     0x04000000u /* flush, close, abort by the consumer */
 
+#define SNDK_RD_MAX 128  /* IRD / ORD ceiling (adapter MaxInbound/OutboundReadLimit) */
+
+enum sndk_rec_end {
+    SNDK_REC_NONE,     /* nothing finishes with this FPDU (or a Read Request: it waits) */
+    SNDK_REC_REQ,      /* the last FPDU of SQ request `req`: it is done when this is out */
+    SNDK_REC_RESP,     /* the last FPDU of the Read Response at the head of the IRQ */
+};
+
 struct sndk_tx_rec {
     uint32_t wire_len;
-    bool ends_msg;     /* the request at sq_head is retired when this FPDU is out */
+    uint8_t ends;      /* enum sndk_rec_end */
+    uint32_t req;      /* SNDK_REC_REQ: its SQ counter */
 };
+
+/* An inbound Read Request waiting for (or in) its response. */
+struct sndk_irq_entry {
+    struct sndk_read_req rr;
+    uint32_t msn;
+};
+
+/* Access-check result -> the wire fault a tagged placement (Write / Read Response) raises. */
+static inline int sndk_acc_tagged_werr(enum sndk_access_result r)
+{
+    switch (r) {
+    case SNDK_ACC_UNASSOC: return -SNDK_WERR_UNASSOC;
+    case SNDK_ACC_BOUNDS: return -SNDK_WERR_BOUNDS;
+    case SNDK_ACC_WRAP: return -SNDK_WERR_TO_WRAP;
+    case SNDK_ACC_TOO_MANY: return -SNDK_WERR_LOCAL;
+    default: return -SNDK_WERR_STAG; /* invalid STag; missing right (DDP has no access code) */
+    }
+}
+/* ... and a Read Request's source. */
+static inline int sndk_acc_rreq_werr(enum sndk_access_result r)
+{
+    switch (r) {
+    case SNDK_ACC_UNASSOC: return -SNDK_WERR_RREQ_UNASSOC;
+    case SNDK_ACC_BOUNDS: return -SNDK_WERR_RREQ_BOUNDS;
+    case SNDK_ACC_WRAP: return -SNDK_WERR_RREQ_TO_WRAP;
+    case SNDK_ACC_RIGHTS: return -SNDK_WERR_RREQ_ACCESS;
+    case SNDK_ACC_TOO_MANY: return -SNDK_WERR_LOCAL;
+    default: return -SNDK_WERR_RREQ_STAG;
+    }
+}
 
 enum sndk_tx_result {
     SNDK_TX_DRAINED,   /* everything posted is in TCP */
@@ -96,6 +140,20 @@ struct sndk_qp_io {
     bool shut_req, fin_sent;
     uint32_t msn_send;             /* next Send MSN (QN 0), first = 1 */
     uint32_t msn_term;             /* next Terminate MSN (QN 2), first = 1 */
+    uint32_t msn_read;             /* next Read Request MSN (QN 1), first = 1 */
+    uint32_t ord, ird;             /* effective, from the link (<= SNDK_RD_MAX) */
+    uint32_t orq[SNDK_RD_MAX];     /* SQ counters of the Reads on the wire, oldest first */
+    uint32_t orq_head, orq_count;
+    struct sndk_irq_entry irq[SNDK_RD_MAX]; /* inbound Read Requests, oldest first */
+    uint32_t irq_head, irq_count;
+    uint32_t irq_built;            /* of those, responses completely cut into the batch */
+    struct iovec *resp_iov;        /* the source of the response being cut */
+    int resp_cap;
+    uint32_t msg_req;              /* what io->msg is: SQ counter, or a response */
+    uint8_t msg_ends;              /* enum sndk_rec_end */
+    bool tx_kick;                  /* RX made TX work possible (a Read ended, a request came) */
+    bool tx_failed;                /* TX found a peer fault: tx_fail says how to end */
+    struct sndk_fail tx_fail;
     struct sndk_tx_cfg txcfg;
     struct sndk_tx_msg msg;        /* the request being cut into FPDUs */
     bool msg_active;
@@ -119,6 +177,11 @@ struct sndk_qp_io {
     int cur_niov, cur_cap;
     int cur_i;                     /* placement cursor: piece and offset in it */
     size_t cur_off;
+    bool rd_active;                /* a Read Response is being placed into SQ request rd_req */
+    uint32_t rd_req;
+    uint64_t rd_got;
+    int rd_i;                      /* placement cursor in its sink iovecs */
+    size_t rd_off;
     uint8_t stage[SNDK_RX_STAGE];
     uint32_t stage_len, stage_pos;
 };
@@ -129,9 +192,11 @@ struct sndk_qp_io {
 void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f);
 /* Retire the request at sq_head with st (no CQE for a silent success). tx_lock held. */
 void sndk_qp_retire_head(struct sndk_qp *qp, NTSTATUS st, ULONG code);
+/* Retire, in order, the finished requests at the head of the queue. tx_lock held. */
+void sndk_qp_retire_done(struct sndk_qp *qp);
 
 /* tx.c (all: qp->tx_lock held) */
-void sndk_tx_init(struct sndk_qp_io *io, bool crc, uint32_t max_fpdu);
+void sndk_tx_init(struct sndk_qp_io *io, bool crc, uint32_t max_fpdu, uint32_t ird, uint32_t ord);
 enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp);
 /* Best effort, one non-blocking write; skipped when an FPDU is half written. */
 void sndk_tx_terminate(struct sndk_qp *qp, const struct sndk_term *t);

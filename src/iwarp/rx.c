@@ -67,13 +67,121 @@ static int take_receive(struct sndk_qp *qp)
     return 0;
 }
 
+/* ---------------------------------------------------------------- tagged placement */
+
+/* Payload up to this many bytes spans at most 7 pages, so it maps to at most 8 host pieces
+ * (one place() offer) even in a fast-registered region whose pages are scattered. */
+#define RX_FR_CHUNK (6u * NDK_ADAPTER_PAGE_SIZE)
+
+/* RDMA Write: the one access check for [TO, TO+len) (remote write), then straight into the
+ * region. Every chunk is checked again, so a region invalidated mid-message is not written. */
+static int place_write(struct sndk_qp *qp, const struct sndk_rx_seg *seg, uint32_t off,
+                       struct iovec *iov, int max_iov)
+{
+    int n = 0;
+    enum sndk_access_result r;
+    if (off == 0) {
+        r = sndk_access_check(qp->pd, seg->stag, seg->to, seg->len, SNDK_ACCESS_REMOTE_WRITE, true,
+                              iov, max_iov, &n);
+        if (r == SNDK_ACC_OK)
+            return n;
+        if (r != SNDK_ACC_TOO_MANY)
+            return sndk_acc_tagged_werr(r);
+    }
+    uint64_t to = seg->to + off, rem = seg->len - off;
+    r = sndk_access_check(qp->pd, seg->stag, to, rem, SNDK_ACCESS_REMOTE_WRITE, true, iov, max_iov,
+                          &n);
+    if (r == SNDK_ACC_TOO_MANY)
+        r = sndk_access_check(qp->pd, seg->stag, to, rem < RX_FR_CHUNK ? rem : RX_FR_CHUNK,
+                              SNDK_ACCESS_REMOTE_WRITE, true, iov, max_iov, &n);
+    return r == SNDK_ACC_OK ? n : sndk_acc_tagged_werr(r);
+}
+
+/* The Read the next Read Response belongs to: the oldest on the wire (responses come in
+ * request order, A.4.6). Its slot's fields do not change while it is outstanding. */
+static struct sndk_sqe *read_head(struct sndk_qp *qp)
+{
+    struct sndk_qp_io *io = qp->io;
+    if (io->rd_active)
+        return &qp->sq[io->rd_req % qp->initiator_depth];
+    sndk_mutex_lock(&qp->tx_lock);
+    bool any = io->orq_count > 0;
+    uint32_t idx = any ? io->orq[io->orq_head] : 0;
+    sndk_mutex_unlock(&qp->tx_lock);
+    if (!any)
+        return NULL;
+    io->rd_active = true;
+    io->rd_req = idx;
+    io->rd_got = 0;
+    io->rd_i = 0;
+    io->rd_off = 0;
+    return &qp->sq[idx % qp->initiator_depth];
+}
+
+/* Read Response: into the sink SGEs of the Read its private sink STag names, at the offset its
+ * TO gives; anything else is refused (DDP / tagged / invalid STag or bounds). */
+static int place_read_resp(struct sndk_qp *qp, const struct sndk_rx_seg *seg, uint32_t off,
+                           struct iovec *iov, int max_iov)
+{
+    struct sndk_qp_io *io = qp->io;
+    if (off == 0) {
+        struct sndk_sqe *e = read_head(qp);
+        if (!e || seg->stag != e->sink_stag)
+            return -SNDK_WERR_STAG;
+        if (seg->to != io->rd_got || seg->len > e->bytes - io->rd_got)
+            return -SNDK_WERR_BOUNDS;
+    }
+    struct sndk_sqe *e = &qp->sq[io->rd_req % qp->initiator_depth];
+    uint32_t want = seg->len - off;
+    int n = 0;
+    while (n < max_iov && want > 0 && io->rd_i < e->niov) {
+        const struct iovec *p = &e->iov[io->rd_i];
+        size_t take = p->iov_len - io->rd_off;
+        if (take > want)
+            take = want;
+        iov[n++] = (struct iovec){(uint8_t *)p->iov_base + io->rd_off, take};
+        io->rd_off += take;
+        io->rd_got += take;
+        want -= (uint32_t)take;
+        if (io->rd_off == p->iov_len) {
+            io->rd_i++;
+            io->rd_off = 0;
+        }
+    }
+    return n;
+}
+
+/* The last Read Response segment was placed: the Read is done (it retires in order). */
+static int read_resp_done(struct sndk_qp *qp, const struct sndk_rx_seg *seg, uint64_t msg_len)
+{
+    struct sndk_qp_io *io = qp->io;
+    struct sndk_sqe *e = read_head(qp); /* a zero-length response placed nothing before */
+    if (!e || seg->stag != e->sink_stag)
+        return -SNDK_WERR_STAG;
+    if (msg_len != e->bytes)
+        return -SNDK_WERR_BOUNDS; /* a response shorter than the Read */
+    io->rd_active = false;
+    if (e->local_tok)
+        sndk_access_invalidate_remote(qp->pd, e->local_tok); /* RDMA_READ_LOCAL_INVALIDATE */
+    sndk_mutex_lock(&qp->tx_lock);
+    io->orq_head = (io->orq_head + 1) % SNDK_RD_MAX;
+    io->orq_count--;
+    e->done = true;
+    sndk_qp_retire_done(qp);
+    if (qp->sq_sent != qp->sq_tail)
+        io->tx_kick = true; /* a Read or a fenced request may go now */
+    sndk_mutex_unlock(&qp->tx_lock);
+    return 0;
+}
+
 static int rx_place(void *ctx, const struct sndk_rx_seg *seg, uint32_t off, struct iovec *iov,
                     int max_iov)
 {
     struct sndk_qp *qp = ctx;
     struct sndk_qp_io *io = qp->io;
     if (seg->tagged)
-        return -SNDK_WERR_STAG; /* no RDMA Write / Read Response target exists yet */
+        return seg->opcode == SNDK_OP_WRITE ? place_write(qp, seg, off, iov, max_iov)
+                                            : place_read_resp(qp, seg, off, iov, max_iov);
     if (off == 0) {
         if (seg->mo == 0) {
             int rc = take_receive(qp);
@@ -109,8 +217,10 @@ static int rx_msg_done(void *ctx, const struct sndk_rx_seg *seg, uint64_t msg_le
 {
     struct sndk_qp *qp = ctx;
     struct sndk_qp_io *io = qp->io;
+    if (seg->opcode == SNDK_OP_READ_RESP)
+        return read_resp_done(qp, seg, msg_len);
     if (seg->tagged || !io->cur_active)
-        return 0;
+        return 0; /* an RDMA Write completes nothing at the target */
     NDK_RESULT_EX r = {
         .Status = STATUS_SUCCESS,
         .BytesTransferred = (ULONG)msg_len,
@@ -134,10 +244,33 @@ static int rx_msg_done(void *ctx, const struct sndk_rx_seg *seg, uint64_t msg_le
     return 0;
 }
 
+/* A Read Request: at most IRD queued (beyond: RDMAP / remote op / 0x07), its source checked
+ * now (remote read; failures are RDMAP / remote protection with the request's headers), then
+ * queued for TX, which checks the source again when it cuts the response. */
 static int rx_read_req(void *ctx, const struct sndk_rx_seg *seg, const struct sndk_read_req *rr)
 {
-    (void)ctx, (void)seg, (void)rr;
-    return -SNDK_WERR_OPCODE; /* RDMA Read responder: not implemented yet */
+    struct sndk_qp *qp = ctx;
+    struct sndk_qp_io *io = qp->io;
+    sndk_mutex_lock(&qp->tx_lock);
+    bool full = io->irq_count >= io->ird;
+    sndk_mutex_unlock(&qp->tx_lock);
+    if (full)
+        return -SNDK_WERR_RREQ_IRD;
+    struct iovec scratch[4];
+    int n = 0;
+    enum sndk_access_result r = sndk_access_check(qp->pd, rr->src_stag, rr->src_to, rr->size,
+                                                  SNDK_ACCESS_REMOTE_READ, true, scratch, 4, &n);
+    if (r != SNDK_ACC_OK && r != SNDK_ACC_TOO_MANY)
+        return sndk_acc_rreq_werr(r);
+    if (rr->size && rr->sink_to + (rr->size - 1) < rr->sink_to)
+        return -SNDK_WERR_RREQ_TO_WRAP; /* the response's TO would wrap */
+    sndk_mutex_lock(&qp->tx_lock);
+    io->irq[(io->irq_head + io->irq_count) % SNDK_RD_MAX] =
+        (struct sndk_irq_entry){.rr = *rr, .msn = seg->msn};
+    io->irq_count++;
+    io->tx_kick = true;
+    sndk_mutex_unlock(&qp->tx_lock);
+    return 0;
 }
 
 static void rx_terminate(void *ctx, const struct sndk_rx_seg *seg, const struct sndk_term *t)
@@ -150,12 +283,29 @@ static void rx_terminate(void *ctx, const struct sndk_rx_seg *seg, const struct 
     f->reason = SNDK_REASON_TERM(SNDK_REASON_TERM_RECV, t->layer, t->etype, t->code);
     f->notify = true;
     f->rst = true;
-    /* A Terminate that carries the untagged header of one of our Sends names the request the
-     * peer refused: it completes with STATUS_REMOTE_RESOURCES if still outstanding. */
-    if (t->ddp_hdr_len == SNDK_DDP_UNTAGGED_HDR_LEN && !(t->ddp_hdr[0] & SNDK_DDP_TAGGED) &&
-        sndk_get_be32(t->ddp_hdr + 6) == SNDK_QN_SEND) {
+    /* A Terminate that carries the header of one of our Sends, Reads or Writes names the
+     * request the peer refused; if still outstanding it completes with: a Send
+     * STATUS_REMOTE_RESOURCES; a Read or Write STATUS_ACCESS_VIOLATION for a protection error
+     * other than bounds (invalid token, rights, PD, TO wrap), else STATUS_REMOTE_RESOURCES
+     * (bounds: §2.8 "read beyond the remote memory"; IRD overflow and other remote errors). */
+    bool tagged_prot = t->layer == SNDK_TERM_LAYER_DDP && t->etype == 1 && t->code != 0x01;
+    bool rdmap_prot = t->layer == SNDK_TERM_LAYER_RDMAP && t->etype == 1 && t->code != 0x01;
+    f->named_status = tagged_prot || rdmap_prot ? STATUS_ACCESS_VIOLATION : STATUS_REMOTE_RESOURCES;
+    if (t->ddp_hdr_len == SNDK_DDP_UNTAGGED_HDR_LEN && !(t->ddp_hdr[0] & SNDK_DDP_TAGGED)) {
+        uint32_t qn = sndk_get_be32(t->ddp_hdr + 6);
+        if (qn == SNDK_QN_SEND || qn == SNDK_QN_READ_REQ) {
+            f->named = true;
+            f->named_kind = qn == SNDK_QN_SEND ? SNDK_SQ_SEND : SNDK_SQ_READ;
+            f->named_msn = sndk_get_be32(t->ddp_hdr + 10);
+            if (qn == SNDK_QN_SEND)
+                f->named_status = STATUS_REMOTE_RESOURCES;
+        }
+    } else if (t->ddp_hdr_len == SNDK_DDP_TAGGED_HDR_LEN && (t->ddp_hdr[0] & SNDK_DDP_TAGGED) &&
+               (t->ddp_hdr[1] & 0x0f) == SNDK_OP_WRITE) {
         f->named = true;
-        f->named_msn = sndk_get_be32(t->ddp_hdr + 10);
+        f->named_kind = SNDK_SQ_WRITE;
+        f->named_stag = sndk_get_be32(t->ddp_hdr + 2);
+        f->named_to = sndk_get_be64(t->ddp_hdr + 6);
     }
     io->rx_failed = true;
     sndk_debug("rx", "QP %p: Terminate received: %s / %s / %s", (void *)qp,
@@ -217,8 +367,8 @@ static int feed_stage(struct sndk_qp_io *io)
             copied += k;
         }
         int rc = sndk_rx_advance(&io->rx, copied);
-        if (rc < 0)
-            return rc;
+        if (rc != 0)
+            return rc; /* a fault, or SNDK_RX_TERMINATED */
     }
     return 0;
 }
@@ -277,11 +427,9 @@ enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
     int rc;
     /* Bounded, so one busy connection cannot hold a progress thread forever. */
     for (int budget = 64; budget > 0; budget--) {
-        if (io->rx_failed || io->rx.state == SNDK_RX_CLOSED || io->rx.state == SNDK_RX_ERROR)
-            return protocol_end(qp, -EPROTO, fail); /* a Terminate ended the stream */
         if (io->stage_pos < io->stage_len) {
             rc = feed_stage(io);
-            if (rc < 0)
+            if (rc != 0) /* a fault, or the peer's Terminate (SNDK_RX_TERMINATED) */
                 return protocol_end(qp, rc, fail);
             continue;
         }
@@ -294,7 +442,7 @@ enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
             got = readv(io->fd, iov, n);
             if (got > 0) {
                 rc = sndk_rx_advance(&io->rx, (size_t)got);
-                if (rc < 0)
+                if (rc != 0)
                     return protocol_end(qp, rc, fail);
                 continue;
             }

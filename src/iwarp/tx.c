@@ -9,17 +9,22 @@
  * untagged message, as in siw and iWARP hardware. Everything here runs under qp->tx_lock. */
 #include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include "iwarp/qp_io.h"
 #include "util/log.h"
 
-void sndk_tx_init(struct sndk_qp_io *io, bool crc, uint32_t max_fpdu)
+void sndk_tx_init(struct sndk_qp_io *io, bool crc, uint32_t max_fpdu, uint32_t ird, uint32_t ord)
 {
     io->txcfg = (struct sndk_tx_cfg){.max_fpdu = max_fpdu, .crc = crc};
     io->msn_send = 1;
     io->msn_term = 1;
+    io->msn_read = 1;
+    io->ird = ird < SNDK_RD_MAX ? ird : SNDK_RD_MAX;
+    io->ord = ord < SNDK_RD_MAX ? ord : SNDK_RD_MAX;
     io->nrec = io->rec_i = 0;
     io->rec_done = 0;
     io->iov_cur = io->iov;
@@ -43,74 +48,207 @@ static struct sndk_sqe *slot(struct sndk_qp *qp, uint32_t idx)
     return &qp->sq[idx % qp->initiator_depth];
 }
 
-/* Gather the next batch of FPDUs. Stops before a request that failed its local checks: the
- * ones before it must be out (and retired) first so that completions stay in order. */
+/* A Read Request's source failed its access check when its response was about to be cut (the
+ * region was invalidated or deregistered since the request arrived): the connection ends with
+ * the Terminate the request would have got on arrival (RDMAP / remote protection, with the
+ * request's headers). */
+static void response_refused(struct sndk_qp *qp, const struct sndk_irq_entry *q,
+                             enum sndk_access_result r)
+{
+    struct sndk_qp_io *io = qp->io;
+    struct sndk_fpdu tmp;
+    struct iovec iov[3];
+    struct sndk_wire_fault wf = {.err = (enum sndk_wire_err)-sndk_acc_rreq_werr(r),
+                                 .tagged = false,
+                                 .hdr_len = SNDK_DDP_UNTAGGED_HDR_LEN,
+                                 .have_rreq = true,
+                                 .ulpdu_len = SNDK_READ_REQ_ULPDU_LEN};
+    if (sndk_fpdu_read_req(&tmp, q->msn, &q->rr, false, iov, 3) > 0) {
+        memcpy(wf.hdr, tmp.hdr + SNDK_MPA_LEN_SIZE, SNDK_DDP_UNTAGGED_HDR_LEN);
+        memcpy(wf.rreq, tmp.hdr + SNDK_MPA_LEN_SIZE + SNDK_DDP_UNTAGGED_HDR_LEN,
+               SNDK_RDMAP_READ_REQ_LEN);
+    }
+    struct sndk_fail *f = &io->tx_fail;
+    memset(f, 0, sizeof *f);
+    sndk_term_from_fault(&f->term, &wf);
+    f->send_term = true;
+    f->notify = true;
+    f->link_status = STATUS_CONNECTION_ABORTED;
+    f->reason = SNDK_REASON_TERM(SNDK_REASON_TERM_SENT, f->term.layer, f->term.etype, f->term.code);
+    io->tx_failed = true;
+}
+
+/* Start cutting the response to the oldest inbound Read Request not yet cut. The source is
+ * checked (again) and translated now, so a region revoked since the request arrived is never
+ * read. Returns false when the connection must end (io->tx_fail). */
+static bool start_response(struct sndk_qp *qp)
+{
+    struct sndk_qp_io *io = qp->io;
+    const struct sndk_irq_entry *q = &io->irq[(io->irq_head + io->irq_built) % SNDK_RD_MAX];
+    uint64_t need = (uint64_t)q->rr.size / NDK_ADAPTER_PAGE_SIZE + 2;
+    if (need > (uint64_t)io->resp_cap) {
+        struct iovec *n = realloc(io->resp_iov, (size_t)need * sizeof *n);
+        if (!n) {
+            response_refused(qp, q, SNDK_ACC_TOO_MANY);
+            return false;
+        }
+        io->resp_iov = n;
+        io->resp_cap = (int)need;
+    }
+    int n = 0;
+    enum sndk_access_result r =
+        sndk_access_check(qp->pd, q->rr.src_stag, q->rr.src_to, q->rr.size,
+                          SNDK_ACCESS_REMOTE_READ, true, io->resp_iov, io->resp_cap, &n);
+    if (r != SNDK_ACC_OK) {
+        response_refused(qp, q, r);
+        return false;
+    }
+    if (sndk_tx_read_resp(&io->msg, &io->txcfg, q->rr.sink_stag, q->rr.sink_to, io->resp_iov,
+                          n) < 0) {
+        response_refused(qp, q, SNDK_ACC_WRAP); /* checked on arrival; cannot happen */
+        return false;
+    }
+    io->msg_active = true;
+    io->msg_ends = SNDK_REC_RESP;
+    return true;
+}
+
+/* Gather the next batch of FPDUs: Read Responses first (they answer the peer), then the
+ * initiator queue in order. Stops before a request that failed its local checks (the ones
+ * before it must be out and retired first so that completions stay in order), before a Read
+ * when ORD Reads are outstanding, and before a READ_FENCE request while any Read is. */
 static void fill_batch(struct sndk_qp *qp)
 {
     struct sndk_qp_io *io = qp->io;
     int nrec = 0, niov = 0;
-    while (nrec < SNDK_TX_BATCH) {
-        if (!io->msg_active) {
-            if (qp->sq_sent == qp->sq_tail)
-                break;
-            struct sndk_sqe *e = slot(qp, qp->sq_sent);
-            if (e->status != STATUS_SUCCESS)
-                break;
-            e->msn = io->msn_send++;
-            /* Arguments were checked when posted; the builder cannot refuse them. */
-            if (sndk_tx_send(&io->msg, &io->txcfg, e->msn, e->opcode, e->inv_stag, e->iov,
-                             e->niov) < 0) {
-                sndk_err("tx", "QP %p: internal: Send of %llu bytes refused by the encoder",
-                         (void *)qp, (unsigned long long)e->bytes);
-                e->status = STATUS_INTERNAL_ERROR;
-                io->msn_send--;
-                break;
-            }
-            io->msg_active = true;
-        }
+    while (nrec < SNDK_TX_BATCH && !io->tx_failed) {
         int room = SNDK_TX_IOV - niov;
         if (room < 3)
             break;
         if (room > SNDK_TX_SEG_IOV)
             room = SNDK_TX_SEG_IOV;
+        if (!io->msg_active && io->irq_built < io->irq_count) {
+            if (!start_response(qp))
+                break;
+        } else if (!io->msg_active) {
+            if (qp->sq_sent == qp->sq_tail)
+                break;
+            struct sndk_sqe *e = slot(qp, qp->sq_sent);
+            if (e->status != STATUS_SUCCESS)
+                break;
+            if ((e->flags & NDK_OP_FLAG_READ_FENCE) && io->orq_count > 0)
+                break; /* A.4.6: not started before every earlier Read has its data */
+            int rc = 0;
+            switch (e->kind) {
+            case SNDK_SQ_SEND:
+                e->msn = io->msn_send++;
+                rc = sndk_tx_send(&io->msg, &io->txcfg, e->msn, e->opcode, e->inv_stag, e->iov,
+                                  e->niov);
+                if (rc < 0)
+                    io->msn_send--;
+                break;
+            case SNDK_SQ_WRITE:
+                rc = sndk_tx_write(&io->msg, &io->txcfg, e->rstag, e->rto, e->iov, e->niov);
+                break;
+            case SNDK_SQ_READ: {
+                if (io->orq_count >= io->ord)
+                    goto stall; /* ORD Reads outstanding: the queue waits (A.4.6) */
+                e->msn = io->msn_read++;
+                /* Private sink STag: names this Read for the responses; never in the table. */
+                e->sink_stag = (e->msn << 8) | 0xa5u;
+                struct sndk_read_req rr = {.sink_stag = e->sink_stag, .sink_to = 0,
+                                           .size = (uint32_t)e->bytes, .src_stag = e->rstag,
+                                           .src_to = e->rto};
+                int n = sndk_fpdu_read_req(&io->fp[nrec], e->msn, &rr, io->txcfg.crc,
+                                           io->iov + niov, room);
+                if (n <= 0) {
+                    io->msn_read--;
+                    rc = -1;
+                    break;
+                }
+                io->orq[(io->orq_head + io->orq_count) % SNDK_RD_MAX] = qp->sq_sent;
+                io->orq_count++;
+                io->rec[nrec] = (struct sndk_tx_rec){io->fp[nrec].wire_len, SNDK_REC_NONE, 0};
+                nrec++;
+                niov += n;
+                qp->sq_sent++;
+                continue;
+            }
+            default: /* Bind, FastRegister: took effect when posted; Invalidate: now */
+                if (e->kind == SNDK_SQ_INVALIDATE) {
+                    sndk_access_invalidate_local(e->target);
+                    sndk_obj_put(e->target);
+                    e->target = NULL;
+                }
+                e->done = true;
+                qp->sq_sent++;
+                continue;
+            }
+            if (rc < 0) {
+                sndk_err("tx", "QP %p: internal: request of %llu bytes refused by the encoder",
+                         (void *)qp, (unsigned long long)e->bytes);
+                e->status = STATUS_INTERNAL_ERROR;
+                break;
+            }
+            io->msg_active = true;
+            io->msg_ends = SNDK_REC_REQ;
+            io->msg_req = qp->sq_sent;
+        }
         int n = sndk_tx_msg_next(&io->msg, &io->fp[nrec], io->iov + niov, room);
         if (n <= 0) { /* cannot happen with room >= 3 and an unfinished message */
             sndk_err("tx", "QP %p: internal: FPDU build failed (%d)", (void *)qp, n);
             break;
         }
-        io->rec[nrec] = (struct sndk_tx_rec){io->fp[nrec].wire_len, io->msg.finished};
+        bool fin = io->msg.finished;
+        io->rec[nrec] = (struct sndk_tx_rec){io->fp[nrec].wire_len,
+                                             fin ? io->msg_ends : (uint8_t)SNDK_REC_NONE,
+                                             io->msg_req};
         nrec++;
         niov += n;
-        if (io->msg.finished) {
+        if (fin) {
             io->msg_active = false;
-            qp->sq_sent++;
+            if (io->msg_ends == SNDK_REC_RESP)
+                io->irq_built++;
+            else
+                qp->sq_sent++;
         }
     }
+stall:
     io->nrec = nrec;
     io->rec_i = 0;
     io->rec_done = 0;
     io->iov_cur = io->iov;
     io->iov_left = niov;
+    sndk_qp_retire_done(qp); /* local requests at the head */
 }
 
-/* n more bytes of the batch went out: retire the requests whose last FPDU is complete. */
+/* n more bytes of the batch went out: what ends with a complete FPDU is done. */
 static void consumed(struct sndk_qp *qp, size_t n)
 {
     struct sndk_qp_io *io = qp->io;
     sndk_iov_advance(&io->iov_cur, &io->iov_left, n);
+    bool retire = false;
     while (n > 0 && io->rec_i < io->nrec) {
         struct sndk_tx_rec *r = &io->rec[io->rec_i];
         size_t left = r->wire_len - io->rec_done;
         if (n < left) {
             io->rec_done += (uint32_t)n;
-            return;
+            break;
         }
         n -= left;
         io->rec_done = 0;
         io->rec_i++;
-        if (r->ends_msg)
-            sndk_qp_retire_head(qp, STATUS_SUCCESS, 0);
+        if (r->ends == SNDK_REC_REQ) {
+            slot(qp, r->req)->done = true;
+            retire = true;
+        } else if (r->ends == SNDK_REC_RESP) {
+            io->irq_head = (io->irq_head + 1) % SNDK_RD_MAX;
+            io->irq_count--;
+            io->irq_built--;
+        }
     }
+    if (retire)
+        sndk_qp_retire_done(qp);
 }
 
 enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
@@ -147,9 +285,10 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
         io->tx_blocked = false;
         sndk_tx_update_events(io);
     }
-    if (qp->sq_sent != qp->sq_tail && slot(qp, qp->sq_sent)->status != STATUS_SUCCESS)
+    if (io->tx_failed ||
+        (qp->sq_sent != qp->sq_tail && slot(qp, qp->sq_sent)->status != STATUS_SUCCESS))
         return SNDK_TX_LOCAL_ERR;
-    if (io->shut_req && !io->fin_sent) {
+    if (io->shut_req && !io->fin_sent && qp->sq_sent == qp->sq_tail && io->irq_count == 0) {
         /* sndk_qp_shutdown: everything posted before it is out; now our FIN. */
         shutdown(io->fd, SHUT_WR);
         io->fin_sent = true;

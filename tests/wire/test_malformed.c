@@ -221,7 +221,7 @@ static void check_terminate_roundtrip(const struct bad_case *c, const struct snd
     wu_rec_init(&r);
     struct sndk_rx rx;
     wu_rx_init(&rx, &r, true);
-    CHECK_EQ_I64(sndk_rx_feed(&rx, wire, wl), 0);
+    CHECK_EQ_I64(sndk_rx_feed(&rx, wire, wl), SNDK_RX_TERMINATED);
     CHECK_EQ_I64(r.nev, 1);
     CHECK(r.ev[0].type == WU_EV_TERM);
     CHECK_EQ_U64(r.ev[0].term.layer, c->layer);

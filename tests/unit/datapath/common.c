@@ -110,6 +110,27 @@ static void close_obj(NDK_OBJECT_HEADER *h, NDK_FN_CLOSE_OBJECT fn)
     harness_event_destroy(&done);
 }
 
+void dp_close_mr(NDK_MR *mr)
+{
+    close_obj(&mr->Header, mr->Dispatch->NdkCloseMr);
+}
+
+void dp_close_mw(NDK_MW *mw)
+{
+    close_obj(&mw->Header, mw->Dispatch->NdkCloseMw);
+}
+
+NDK_MR *dp_reg(struct dp_side *s, size_t off, size_t len, ULONG flags, uint32_t *token)
+{
+    NDK_MR *mr;
+    CHECK_EQ_U64(s->pd->Dispatch->NdkCreateMr(s->pd, FALSE, NULL, NULL, &mr), STATUS_SUCCESS);
+    MDL mdl;
+    MmInitializeMdl(&mdl, s->buf + off, len);
+    CHECK_EQ_U64(mr->Dispatch->NdkRegisterMr(mr, &mdl, len, flags, NULL, NULL), STATUS_SUCCESS);
+    *token = mr->Dispatch->NdkGetRemoteTokenFromMr(mr);
+    return mr;
+}
+
 void dp_close_qp(NDK_QP *qp)
 {
     close_obj(&qp->Header, qp->Dispatch->NdkCloseQp);
@@ -178,8 +199,13 @@ static const struct sndk_link_events dp_events = {ev_peer_closed, ev_aborted, ev
 
 void dp_attach(struct dp_side *s, int fd, bool crc)
 {
-    struct sndk_link_params p = {.fd = fd, .thread = 0, .crc = crc, .mpa_rev = 2, .ird = 16,
-                                 .ord = 16};
+    dp_attach_rd(s, fd, crc, 16, 16);
+}
+
+void dp_attach_rd(struct dp_side *s, int fd, bool crc, uint32_t ird, uint32_t ord)
+{
+    struct sndk_link_params p = {.fd = fd, .thread = 0, .crc = crc, .mpa_rev = 2, .ird = ird,
+                                 .ord = ord};
     s->fd = fd;
     CHECK_EQ_I64(sndk_qp_attach((struct sndk_qp *)s->qp, &p, &dp_events, &s->link), 0);
 }
@@ -195,8 +221,8 @@ void dp_pair_open(struct dp_pair *p, const struct dp_opts *o)
     dp_side_create_qp(&p->y, o, (void *)0x2002);
     int a, b;
     dp_tcp_pair(&a, &b);
-    dp_attach(&p->x, a, o->crc);
-    dp_attach(&p->y, b, o->crc);
+    dp_attach_rd(&p->x, a, o->crc, o->ird ? o->ird : 16, o->ord ? o->ord : 16);
+    dp_attach_rd(&p->y, b, o->crc, o->ird_y ? o->ird_y : 16, o->ord_y ? o->ord_y : 16);
 }
 
 void dp_pair_close(struct dp_pair *p)

@@ -40,6 +40,7 @@ struct dp_opts {
     size_t buf_len;
     bool crc;
     bool two_adapters;
+    uint32_t ird, ord, ird_y, ord_y; /* link IRD/ORD of x and y (0: 16) */
 };
 void dp_opts_default(struct dp_opts *o);
 
@@ -50,10 +51,15 @@ void dp_side_create_qp(struct dp_side *s, const struct dp_opts *o, void *qp_cont
 /* Close QP, MR, CQ, SRQ, PD (waiting for pending closes); the adapter is the caller's. */
 void dp_side_close(struct dp_side *s);
 void dp_close_qp(NDK_QP *qp); /* and wait for its close to finish */
+void dp_close_mr(NDK_MR *mr);
+void dp_close_mw(NDK_MW *mw);
+/* An MR over [off, off+len) of s->buf registered with flags; *token = its remote token. */
+NDK_MR *dp_reg(struct dp_side *s, size_t off, size_t len, ULONG flags, uint32_t *token);
 
 /* A connected TCP pair on 127.0.0.1 (non-blocking, TCP_NODELAY). */
 void dp_tcp_pair(int *a, int *b);
 void dp_attach(struct dp_side *s, int fd, bool crc);
+void dp_attach_rd(struct dp_side *s, int fd, bool crc, uint32_t ird, uint32_t ord);
 
 /* Two sides connected QP to QP. */
 struct dp_pair {

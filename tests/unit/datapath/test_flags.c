@@ -35,7 +35,7 @@ TEST(posting_limits_refused_inline_without_completion)
     CHECK_EQ_U64(q->Dispatch->NdkSend(q, NULL, NULL, 1, 0), STATUS_INVALID_PARAMETER);
     CHECK_EQ_U64(q->Dispatch->NdkSendAndInvalidate(q, NULL, g, 1, NDK_OP_FLAG_RDMA_READ_SINK, 5),
                  STATUS_INVALID_PARAMETER);
-    CHECK_EQ_U64(q->Dispatch->NdkWrite(q, NULL, g, 1, 0, 0, 0), STATUS_NOT_IMPLEMENTED);
+    CHECK_EQ_U64(q->Dispatch->NdkWrite(q, NULL, g, 3, 0, 0, 0), STATUS_DATA_OVERRUN);
     /* Receive side limits */
     NDK_SGE rg[9];
     for (int i = 0; i < 9; i++)
@@ -277,26 +277,35 @@ TEST(close_of_a_connected_qp_with_outstanding_requests)
     dp_pair_close(&p);
 }
 
-/* Test-only: put a fast-register MR into its valid state over the side's first page, as a
- * completed NdkFastRegister would (the request itself is not implemented yet). */
+/* A fast-register MR made valid over the side's first page by a real NdkFastRegister (the
+ * page from NdkBuildLAM); its completion is consumed. */
 static uint32_t fr_valid(struct dp_side *s, NDK_MR **out)
 {
     NDK_MR *mr;
     CHECK_EQ_U64(s->pd->Dispatch->NdkCreateMr(s->pd, TRUE, NULL, NULL, &mr), STATUS_SUCCESS);
     CHECK_EQ_U64(mr->Dispatch->NdkInitializeFastRegisterMr(mr, 1, TRUE, NULL, NULL),
                  STATUS_SUCCESS);
-    struct sndk_mr *m = (struct sndk_mr *)mr;
-    struct sndk_stag_table *t = &((struct sndk_adapter *)s->a)->stags;
-    pthread_mutex_lock(&t->lock);
-    m->fr_pages[0] = (uint64_t)(uintptr_t)s->buf;
-    m->fr_npages = 1;
-    m->va = (uintptr_t)s->buf;
-    m->length = 4096;
-    m->access = SNDK_ACCESS_LOCAL_READ | SNDK_ACCESS_LOCAL_WRITE | SNDK_ACCESS_REMOTE_WRITE;
-    m->state = SNDK_MR_FR_VALID;
-    pthread_mutex_unlock(&t->lock);
+    union {
+        NDK_LOGICAL_ADDRESS_MAPPING lam;
+        uint8_t raw[64];
+    } u;
+    ULONG lsz = sizeof u, fbo = 1;
+    MDL mdl;
+    MmInitializeMdl(&mdl, s->buf, 4096);
+    CHECK_EQ_U64(s->a->Dispatch->NdkBuildLAM(s->a, &mdl, 4096, NULL, NULL, &u.lam, &lsz, &fbo),
+                 STATUS_SUCCESS);
+    CHECK_EQ_U64(fbo, 0);
+    CHECK_EQ_U64(s->qp->Dispatch->NdkFastRegister(
+                     s->qp, (void *)0xf0, mr, 1, u.lam.AdapterPageArray, 0, 4096, s->buf,
+                     NDK_OP_FLAG_ALLOW_LOCAL_WRITE | NDK_OP_FLAG_ALLOW_REMOTE_WRITE),
+                 STATUS_SUCCESS);
+    NDK_RESULT_EX r;
+    dp_expect(s->cq, &r, 1, 0);
+    CHECK_EQ_U64(r.Status, STATUS_SUCCESS);
+    CHECK_EQ_U64(r.Type, NdkOperationTypeFastRegister);
+    s->a->Dispatch->NdkReleaseLAM(s->a, &u.lam);
     *out = mr;
-    return m->stag;
+    return mr->Dispatch->NdkGetRemoteTokenFromMr(mr);
 }
 
 TEST(send_and_invalidate_invalidates_before_the_receive_completion)
@@ -310,15 +319,12 @@ TEST(send_and_invalidate_invalidates_before_the_receive_completion)
     NDK_MW *mw;
     CHECK_EQ_U64(p.y.pd->Dispatch->NdkCreateMw(p.y.pd, NULL, NULL, &mw), STATUS_SUCCESS);
     struct sndk_mw *w = (struct sndk_mw *)mw;
-    struct sndk_stag_table *t = &((struct sndk_adapter *)p.y.a)->stags;
-    pthread_mutex_lock(&t->lock); /* test-only: a bound window, as NdkBind would leave it */
-    w->bound = true;
-    w->mr = (struct sndk_mr *)p.y.mr;
-    w->va = (uintptr_t)p.y.buf;
-    w->length = 4096;
-    w->access = SNDK_ACCESS_REMOTE_WRITE;
-    atomic_fetch_add(&w->mr->windows, 1);
-    pthread_mutex_unlock(&t->lock);
+    CHECK_EQ_U64(p.y.qp->Dispatch->NdkBind(p.y.qp, (void *)0xb1, p.y.mr, mw, p.y.buf, 4096,
+                                           NDK_OP_FLAG_ALLOW_REMOTE_READ),
+                 STATUS_SUCCESS);
+    NDK_RESULT_EX br;
+    dp_expect(p.y.cq, &br, 1, 0);
+    dp_check_result(&br, STATUS_SUCCESS, 0, YCTX, (void *)0xb1, NdkOperationTypeBind);
     uint32_t mwtok = mw->Dispatch->NdkGetRemoteTokenFromMw(mw);
 
     dp_post_recv(&p.y, (void *)1, 8192, 16);
