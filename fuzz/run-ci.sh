@@ -8,6 +8,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${SOFTNDK_FUZZ_BUILD:-$root/build-fuzz}
 cc=${CC:-clang}
 targets="fuzz_rx_parser fuzz_mpa"
+targets="$targets fuzz_connection" # a live listener driven by a raw TCP peer
 
 gen=Ninja
 command -v ninja >/dev/null 2>&1 || gen="Unix Makefiles"
