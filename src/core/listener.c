@@ -115,8 +115,8 @@ static NTSTATUS listener_listen(NDK_LISTENER *pNdkListener, const struct sockadd
         } else {
             set_state(l, SNDK_LISTENER_LISTENING);
             char buf[64];
-            sndk_info("listener", "%p listening on %s", (void *)l,
-                      sndk_addr_str(sndk_endpoint_addr(l->ep), buf, sizeof buf));
+            sndk_addr_str(sndk_endpoint_addr(l->ep), buf, sizeof buf);
+            sndk_info("listener", "%p listening on %s", (void *)l, buf);
             sndk_counters_listener(&l->base.adapter->ctrs, l, buf);
             SNDK_TRACE("api.NdkListen", "listener", l, "\"addr\":\"%s\"", buf);
         }

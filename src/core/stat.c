@@ -306,6 +306,58 @@ static int default_dir(char *dir, size_t len)
     return 0;
 }
 
+/* Bind s->fd to s->path (0600). false with *err (EADDRINUSE: taken by a live endpoint). */
+static bool try_bind(struct sndk_stat *s, int *err)
+{
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    socklen_t unlen;
+    s->file = false;
+    if (s->path[0] == '@') {
+        size_t n = strlen(s->path);
+        memcpy(un.sun_path + 1, s->path + 1, n - 1); /* leading NUL: abstract namespace */
+        unlen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+    } else {
+        memcpy(un.sun_path, s->path, strlen(s->path) + 1);
+        unlen = sizeof un;
+        struct stat st;
+        /* A stale socket of ours (a process that died) is replaced; a live one is in use;
+         * anything else is not ours to touch. */
+        if (lstat(s->path, &st) == 0) {
+            if (!S_ISSOCK(st.st_mode) || st.st_uid != geteuid()) {
+                sndk_err("stat", "%s exists and is not a socket of this user", s->path);
+                *err = EEXIST;
+                return false;
+            }
+            int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            bool live = probe >= 0 && connect(probe, (struct sockaddr *)&un, unlen) == 0;
+            if (probe >= 0)
+                close(probe);
+            if (live) {
+                *err = EADDRINUSE;
+                return false;
+            }
+            unlink(s->path);
+        }
+    }
+    mode_t old = umask(0177); /* the socket file is born 0600 */
+    int rc = bind(s->fd, (struct sockaddr *)&un, unlen);
+    umask(old);
+    if (rc != 0) {
+        *err = errno;
+        return false;
+    }
+    if (s->path[0] != '@') {
+        s->file = true;
+        if (chmod(s->path, 0600) != 0) {
+            *err = errno;
+            unlink(s->path);
+            s->file = false;
+            return false;
+        }
+    }
+    return true;
+}
+
 int sndk_stat_open(struct sndk_adapter *a, struct sndk_stat **out)
 {
     *out = NULL;
@@ -315,10 +367,9 @@ int sndk_stat_open(struct sndk_adapter *a, struct sndk_stat **out)
     if (!s)
         return -ENOMEM;
     s->a = a;
-    struct sockaddr_un un = {.sun_family = AF_UNIX};
-    socklen_t unlen;
+    char base[108];
     if (a->cfg.stat_path[0]) {
-        snprintf(s->path, sizeof s->path, "%s", a->cfg.stat_path);
+        snprintf(base, sizeof base, "%s", a->cfg.stat_path);
     } else {
         char dir[80];
         int rc = default_dir(dir, sizeof dir);
@@ -326,26 +377,7 @@ int sndk_stat_open(struct sndk_adapter *a, struct sndk_stat **out)
             free(s);
             return rc;
         }
-        snprintf(s->path, sizeof s->path, "%s/%ld.%u.sock", dir, (long)getpid(), a->seq);
-    }
-    if (s->path[0] == '@') {
-        size_t n = strlen(s->path);
-        memcpy(un.sun_path + 1, s->path + 1, n - 1); /* leading NUL: abstract namespace */
-        unlen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
-    } else {
-        snprintf(un.sun_path, sizeof un.sun_path, "%s", s->path);
-        unlen = sizeof un;
-        s->file = true;
-        struct stat st;
-        /* A stale socket of ours (a process that died) is replaced; anything else is not. */
-        if (lstat(s->path, &st) == 0) {
-            if (!S_ISSOCK(st.st_mode) || st.st_uid != geteuid()) {
-                sndk_err("stat", "%s exists and is not a socket of this user", s->path);
-                free(s);
-                return -EEXIST;
-            }
-            unlink(s->path);
-        }
+        snprintf(base, sizeof base, "%s/%ld.%u.sock", dir, (long)getpid(), a->seq);
     }
     s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (s->fd < 0) {
@@ -353,15 +385,26 @@ int sndk_stat_open(struct sndk_adapter *a, struct sndk_stat **out)
         free(s);
         return -e;
     }
-    mode_t old = umask(0177); /* the socket file is born 0600 */
-    int rc = bind(s->fd, (struct sockaddr *)&un, unlen);
-    umask(old);
-    if (rc == 0 && s->file)
-        rc = chmod(s->path, 0600);
+    /* The path names the first adapter that asks for it; further ones (two adapters in one
+     * process, e.g. ndkperf --loopback) take PATH.1, PATH.2, ... */
+    int rc = -1, e = 0;
+    for (unsigned n = 0; n < 64; n++) {
+        if (n == 0)
+            snprintf(s->path, sizeof s->path, "%s", base);
+        else if ((size_t)snprintf(s->path, sizeof s->path, "%s.%u", base, n) >= sizeof s->path)
+            break;
+        if (try_bind(s, &e)) {
+            rc = 0;
+            break;
+        }
+        if (e != EADDRINUSE)
+            break;
+    }
     if (rc == 0)
         rc = listen(s->fd, 16);
     if (rc != 0) {
-        int e = errno;
+        if (!e)
+            e = errno;
         sndk_err("stat", "cannot open the ndkstat endpoint %s: %s", s->path, strerror(e));
         close(s->fd);
         if (s->file)
