@@ -45,7 +45,7 @@
 
 static unsigned g_timeout_ms = 60000;
 static const char *g_addr = "127.0.0.1";
-static int g_failed;
+static atomic_int g_failed;
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
