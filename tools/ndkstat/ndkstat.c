@@ -118,7 +118,7 @@ static void parse(struct snap *s)
 }
 
 /* Connect and read until end of stream. */
-static bool fetch(struct snap *s)
+static bool fetch(struct snap *s, bool verbose)
 {
     struct sockaddr_un un = {.sun_family = AF_UNIX};
     socklen_t len;
@@ -139,7 +139,12 @@ static bool fetch(struct snap *s)
     struct timeval tv = {5, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     if (connect(fd, (struct sockaddr *)&un, len) != 0) {
+        int e = errno;
+        /* a stale socket of a process that exited is not worth a line, unless asked for */
+        if (verbose || (e != ECONNREFUSED && e != ENOENT))
+            fprintf(stderr, "ndkstat: %s: %s\n", s->path, strerror(e));
         close(fd);
+        errno = e;
         return false;
     }
     size_t cap = 65536, got = 0;
@@ -586,7 +591,7 @@ int main(int argc, char **argv)
         int good = 0;
         for (int i = 0; i < np; i++) {
             copy_str(cur[i].path, sizeof cur[i].path, paths[i]);
-            if (fetch(&cur[i]))
+            if (fetch(&cur[i], sock != NULL))
                 good++; /* a failure is reported by fetch, or is the stale socket of a process
                            that exited (connection refused) */
         }
