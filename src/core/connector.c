@@ -551,6 +551,7 @@ static void establish(struct sndk_connector *c)
         .mpa_rev = c->rev,
         .ird = c->ird,
         .ord = c->ord,
+        .rec = c->rec,
     };
     if (c->rec) {
         atomic_store(&c->rec->ird, c->ird);

@@ -19,6 +19,7 @@
 #include <ndk/ndkpi.h>
 
 struct sndk_qp;
+struct sndk_conn_rec;
 
 struct sndk_link_params {
     int fd;                 /* connected TCP socket, O_NONBLOCK, TCP_NODELAY; the QP closes it */
@@ -26,6 +27,9 @@ struct sndk_link_params {
     bool crc;               /* CRC32c on every FPDU, both directions */
     uint8_t mpa_rev;        /* 1 or 2 (informational) */
     uint32_t ird, ord;      /* effective: inbound Read Requests we queue / Reads we may issue */
+    /* The connection's counters / ndkstat / pcap record (core/counters.h), or NULL. A QP that
+     * keeps it takes a reference (sndk_conn_rec_get) and drops it when it lets go. */
+    struct sndk_conn_rec *rec;
 };
 
 struct sndk_link_events {
