@@ -135,6 +135,8 @@ reachable() { # FROM TO-ADDR
 perf_server() {
     local h=$1 name=$2 addr=$3 test=$4
     shift 4
+    # a previous run's file must not answer wait_for before this server truncates it
+    rm -f "$work/$name.out" "$work/$name.err"
     inns "$h" timeout $((TOOL_TIMEOUT + 30)) "$NDKPERF" "$test" -p 0 --bind "$addr" \
         --timeout "$TOOL_TIMEOUT" "$@" >"$work/$name.out" 2>"$work/$name.err" &
     SRV_PID=$!
@@ -151,6 +153,7 @@ perf_server() {
 perf_client() {
     local h=$1 name=$2 addr=$3 port=$4 test=$5
     shift 5
+    rm -f "$work/$name.out" "$work/$name.err"
     inns "$h" timeout $((TOOL_TIMEOUT + 30)) "$NDKPERF" "$test" -p "$port" \
         --timeout "$TOOL_TIMEOUT" "$@" "$addr" >"$work/$name.out" 2>"$work/$name.err" &
     CLI_PID=$!
@@ -187,6 +190,7 @@ ping_pair() {
     reachable b "$sa"
     ss=$sa
     [ "$fam" = 6 ] && ss="[$sa]"
+    rm -f "$work"/ping[sc].out "$work"/ping[sc].err
     inns a timeout $((TOOL_TIMEOUT + 30)) "$NDKPING" -S -ServerAddr "$ss:0" -W "$TOOL_TIMEOUT" \
         >"$work/pings.out" 2>"$work/pings.err" &
     local spid=$!
