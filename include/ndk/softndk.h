@@ -66,6 +66,10 @@ typedef struct _SOFTNDK_OPTIONS {
                                   log, appended; "" = none. Shared by the process's adapters */
     const char *PcapFile;      /* NULL = default (SOFTNDK_PCAP, else none): pcap of every
                                   connection's bytes, both directions; "" = none */
+    ULONG PeerTimeoutMs;       /* 0 = default (SOFTNDK_PEER_TIMEOUT_MS, else 30000): a connected
+                                  peer that acknowledges nothing for this long (TCP keep-alive
+                                  and user timeout) is declared gone: the QP aborts, every
+                                  request completes, the disconnect event fires */
 } SOFTNDK_OPTIONS;
 
 /* The size of the first published SOFTNDK_OPTIONS (ending at DisconnectTimeoutMs), still

@@ -535,6 +535,27 @@ static bool send_rtr(struct sndk_connector *c)
     return w == (ssize_t)len;
 }
 
+/* A peer that vanishes without FIN or RST (link cut, black hole, power loss) must still end the
+ * connection within a bound: keep-alive probes an idle connection, TCP_USER_TIMEOUT bounds how
+ * long sent data may stay unacknowledged (and, on Linux, how long keep-alive probes go
+ * unanswered). The socket then fails with ETIMEDOUT, the QP aborts, every request completes
+ * and the disconnect event fires. */
+static void set_peer_timeout(int fd, unsigned timeout_ms)
+{
+    int on = 1;
+    int idle = (int)(timeout_ms / 3000u), intvl = (int)(timeout_ms / 9000u), cnt = 3;
+    unsigned user = timeout_ms;
+    if (idle < 1)
+        idle = 1;
+    if (intvl < 1)
+        intvl = 1;
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user, sizeof user);
+}
+
 static void establish(struct sndk_connector *c)
 {
     /* c->lock held on entry and exit */
@@ -544,6 +565,7 @@ static void establish(struct sndk_connector *c)
     }
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    set_peer_timeout(c->fd, c->base.adapter->cfg.peer_timeout_ms);
     struct sndk_link_params p = {
         .fd = c->fd,
         .thread = sndk_source_thread(&c->src),

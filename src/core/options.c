@@ -379,12 +379,17 @@ NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *given, struct sndk_config *c
         ULONG given;
         const char *env;
         unsigned *out;
+        unsigned dflt;
     } timeouts[] = {
-        {opt->ConnectTimeoutMs, "SOFTNDK_CONNECT_TIMEOUT_MS", &cfg->connect_timeout_ms},
-        {opt->DisconnectTimeoutMs, "SOFTNDK_DISCONNECT_TIMEOUT_MS", &cfg->disconnect_timeout_ms},
+        {opt->ConnectTimeoutMs, "SOFTNDK_CONNECT_TIMEOUT_MS", &cfg->connect_timeout_ms,
+         SNDK_DEFAULT_TIMEOUT_MS},
+        {opt->DisconnectTimeoutMs, "SOFTNDK_DISCONNECT_TIMEOUT_MS", &cfg->disconnect_timeout_ms,
+         SNDK_DEFAULT_TIMEOUT_MS},
+        {opt->PeerTimeoutMs, "SOFTNDK_PEER_TIMEOUT_MS", &cfg->peer_timeout_ms,
+         SNDK_DEFAULT_PEER_TIMEOUT_MS},
     };
     for (size_t i = 0; i < sizeof timeouts / sizeof timeouts[0]; i++) {
-        *timeouts[i].out = SNDK_DEFAULT_TIMEOUT_MS;
+        *timeouts[i].out = timeouts[i].dflt;
         if (timeouts[i].given) {
             *timeouts[i].out = timeouts[i].given;
         } else if ((v = env(timeouts[i].env))) {

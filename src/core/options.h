@@ -12,6 +12,7 @@
 #define SNDK_MAX_PROGRESS_THREADS 64
 #define SNDK_DEFAULT_SPIN_US      50
 #define SNDK_DEFAULT_TIMEOUT_MS   10000
+#define SNDK_DEFAULT_PEER_TIMEOUT_MS 30000
 #define SNDK_MAX_TIMEOUT_MS       3600000
 #define SNDK_OBS_PATH_MAX         512
 
@@ -24,6 +25,7 @@ struct sndk_config {
     SOFTNDK_LOG_LEVEL log_level;
     unsigned connect_timeout_ms;
     unsigned disconnect_timeout_ms;
+    unsigned peer_timeout_ms; /* keep-alive + TCP_USER_TIMEOUT on connected sockets */
     NDK_ADAPTER_INFO limits; /* what the adapter advertises and enforces (Version set later) */
     bool flags_given;        /* SOFTNDK_LIMITS / Limits set AdapterFlags explicitly */
     /* observability (docs/observability.md): empty = off */

@@ -21,6 +21,26 @@ TEST(options_defaults)
     CHECK_EQ_U64(cfg.threads, 1);
     CHECK_EQ_U64(cfg.spin_us, SNDK_DEFAULT_SPIN_US);
     CHECK_EQ_U64(cfg.log_level, SoftNdkLogWarn);
+    CHECK_EQ_U64(cfg.connect_timeout_ms, 10000);
+    CHECK_EQ_U64(cfg.disconnect_timeout_ms, 10000);
+    CHECK_EQ_U64(cfg.peer_timeout_ms, 30000);
+}
+
+TEST(options_peer_timeout)
+{
+    struct sndk_config cfg;
+    setenv("SOFTNDK_PEER_TIMEOUT_MS", "1500", 1);
+    CHECK_EQ_U64(resolve(NULL, &cfg), STATUS_SUCCESS);
+    CHECK_EQ_U64(cfg.peer_timeout_ms, 1500);
+    SOFTNDK_OPTIONS o;
+    SoftNdkInitOptions(&o);
+    o.PeerTimeoutMs = 700;
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_SUCCESS);
+    CHECK_EQ_U64(cfg.peer_timeout_ms, 700); /* explicit beats the environment */
+    setenv("SOFTNDK_PEER_TIMEOUT_MS", "0", 1);
+    CHECK_EQ_U64(resolve(NULL, &cfg), STATUS_INVALID_PARAMETER);
+    setenv("SOFTNDK_PEER_TIMEOUT_MS", "soon", 1);
+    CHECK_EQ_U64(resolve(NULL, &cfg), STATUS_INVALID_PARAMETER);
 }
 
 TEST(options_env_and_explicit_precedence)
@@ -99,7 +119,7 @@ TEST(options_malformed_environment_is_an_error)
         {"SOFTNDK_LIMITS", "MaxCqDepth=abc"},
         {"SOFTNDK_LIMITS", "MaxInitiatorRequestSge=65"},
         {"SOFTNDK_LIMITS", "FRMRPageCount=8"},
-        {"SOFTNDK_LIMITS", "AdapterFlags=0x10"},
+        {"SOFTNDK_LIMITS", "AdapterFlags=0x20"}, /* no such flag */
         {"SOFTNDK_LIMITS", "VendorId=0x100000000"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
