@@ -26,8 +26,16 @@ skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces); CI runs the 'root' label as root"
 command -v ip >/dev/null || skip "no 'ip' (iproute2)"
 
+# Namespaces of an earlier run killed without its trap (SIGKILL, e.g. a ctest timeout) carry
+# that run's pid: remove those whose run is gone.
+for old in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^sndk-[0-9]+-'); do
+    opid=${old#sndk-}
+    opid=${opid%%-*}
+    kill -0 "$opid" 2>/dev/null || ip netns del "$old" 2>/dev/null
+done
+
 work=$(mktemp -d /tmp/sndknet.XXXXXX)
-tag=$(printf '%04x%04x' $(($$ & 0xffff)) $((RANDOM & 0xffff)))
+tag=$(printf '%04x%04x' $(($$ & 0xffff)) $((RANDOM & 0xffff))) # interface names: 15 chars
 namespaces=()
 pids=()
 cleanup() {
@@ -61,7 +69,7 @@ xfail() {
 
 declare -A NS V4 V6 IF
 ns_add() { # NAME -> namespace
-    local ns="sndk-$tag-$1"
+    local ns="sndk-$$-$tag-$1"
     ip netns add "$ns" 2>"$work/netns.err" || skip "ip netns add failed: $(head -n 1 "$work/netns.err")"
     namespaces+=("$ns")
     ip -n "$ns" link set lo up
