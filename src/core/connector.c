@@ -416,7 +416,17 @@ static void send_llp_terminate(struct sndk_connector *c, enum sndk_wire_err werr
         return;
     uint8_t buf[128];
     size_t len = sndk_iov_gather(iov, n, buf, sizeof buf);
-    (void)!send(c->fd, buf, len, MSG_NOSIGNAL);
+    ssize_t w = send(c->fd, buf, len, MSG_NOSIGNAL);
+    if (w > 0) {
+        sndk_counters_term(ctrs_of(c), true, t.layer, t.etype, t.code);
+        if (c->rec) {
+            sndk_cc_add(c->rec, SNDK_CC_TX_OCTETS, (uint64_t)w);
+            sndk_cc_add(c->rec, SNDK_CC_TX_FPDUS, (size_t)w == len ? 1 : 0);
+            sndk_pcap_buf(c->rec->pcap, true, buf, (size_t)w);
+        }
+        SNDK_TRACE("term.sent", "connector", c, "\"layer\":%u,\"etype\":%u,\"code\":%u",
+                   (unsigned)t.layer, (unsigned)t.etype, (unsigned)t.code);
+    }
 }
 
 static struct sndk_mpa_policy policy_of(struct sndk_connector *c)
