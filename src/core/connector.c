@@ -592,7 +592,7 @@ static void establish(struct sndk_connector *c)
         atomic_store(&c->rec->mpa_rev, c->rev);
         atomic_store(&c->rec->sq_depth, c->qp->initiator_depth);
         atomic_store(&c->rec->rq_depth, c->qp->srq ? 0u : c->qp->rq.depth);
-        c->rec->qp = c->qp;
+        atomic_store(&c->rec->qp, c->qp);
     }
     c->linked = true;
     sndk_obj_get(&c->base); /* the link's reference, dropped in detach_done_fn */

@@ -161,6 +161,7 @@ struct sndk_conn_rec *sndk_conn_rec_new(struct sndk_adapter *a, enum sndk_conn_r
     atomic_init(&r->crc, false);
     atomic_init(&r->mpa_rev, 0);
     atomic_init(&r->refs, 1);
+    atomic_init(&r->qp, NULL);
     r->state_names = state_names;
     r->role = role;
     r->adapter = a;

@@ -73,7 +73,7 @@ struct sndk_adapter_ctrs {
 };
 
 /* Per-connection counts. tx_*: the TX owner writes (tx_lock, or the connector before the QP
- * has the socket); rx_*: the RX owner. Queue counters are written by the poster / retirer. */
+ * has the socket); rx_*: the RX owner; sq_*: under the QP's tx_lock. */
 enum sndk_conn_ctr {
     SNDK_CC_TX_OCTETS,  /* bytes of FPDUs written (RDMAOutOctets) */
     SNDK_CC_TX_FPDUS,   /* FPDUs written completely (RDMAOutFrames) */
@@ -83,9 +83,8 @@ enum sndk_conn_ctr {
     SNDK_CC_HS_RX,      /* MPA Request/Reply bytes read */
     SNDK_CC_FOLDED,     /* (count of the above: these are folded into the adapter on retire) */
     SNDK_CC_SQ_POSTED = SNDK_CC_FOLDED, /* initiator requests accepted onto the wire queue */
-    SNDK_CC_SQ_RETIRED, /* ... retired (sent and completed, or cancelled) */
-    SNDK_CC_RQ_POSTED,  /* receives posted on the QP's own queue */
-    SNDK_CC_RQ_TAKEN,   /* receives consumed by incoming Sends */
+    SNDK_CC_SQ_RETIRED, /* ... retired (sent and completed, or cancelled); both under tx_lock.
+                           The receive queue's use is read from the QP (stat.c). */
     SNDK_CC_COUNT
 };
 
@@ -103,7 +102,9 @@ struct sndk_conn_rec {
     enum sndk_conn_role role;
     struct sockaddr_storage local, peer;
     char local_str[64], peer_str[64];
-    const void *qp;             /* for display only, never dereferenced */
+    _Atomic(struct sndk_qp *) qp; /* set once attached; valid while the record is listed (the
+                                     connector holds the QP, the QP puts the record first
+                                     thing in its destroy); ndkstat reads its receive queue */
     struct sndk_pcap_conn *pcap;/* NULL when pcap capture is off */
     struct sndk_adapter *adapter;
     atomic_uint refs;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/adapter.h"
+#include "core/qp.h"
 #include "util/log.h"
 
 #define STAT_MAX_CLIENTS 8
@@ -83,17 +84,27 @@ static void conn_line(const struct sndk_conn_rec *r, void *arg)
     int st = atomic_load_explicit(&((struct sndk_conn_rec *)r)->state, memory_order_relaxed);
     struct sndk_conn_rec *w = (struct sndk_conn_rec *)r;
     uint64_t sq = sndk_cc_get(r, SNDK_CC_SQ_POSTED) - sndk_cc_get(r, SNDK_CC_SQ_RETIRED);
-    uint64_t rq = sndk_cc_get(r, SNDK_CC_RQ_POSTED) - sndk_cc_get(r, SNDK_CC_RQ_TAKEN);
+    /* The receive queue under its lock, if free right now (never wait for the data path). */
+    char rq[32] = "-";
+    struct sndk_qp *qp = atomic_load(&w->qp);
+    if (qp && qp->srq) {
+        snprintf(rq, sizeof rq, "srq");
+    } else if (qp && pthread_mutex_trylock(&qp->rq_lock) == 0) {
+        snprintf(rq, sizeof rq, "%u/%u", qp->rq.count, qp->rq.depth);
+        pthread_mutex_unlock(&qp->rq_lock);
+    } else if (qp) {
+        snprintf(rq, sizeof rq, "busy/%u", atomic_load(&w->rq_depth));
+    }
     put(b,
         "conn\tid=%llu\trole=%s\tstate=%s\tlocal=%s\tpeer=%s\tird=%u\tord=%u\tcrc=%s\t"
-        "mpa_rev=%u\tsq=%llu/%u\trq=%llu/%u\tout_octets=%llu\tin_octets=%llu\tout_frames=%llu\t"
+        "mpa_rev=%u\tsq=%llu/%u\trq=%s\tout_octets=%llu\tin_octets=%llu\tout_frames=%llu\t"
         "in_frames=%llu\ths_out=%llu\ths_in=%llu\n",
         (unsigned long long)r->id, r->role == SNDK_ROLE_ACTIVE ? "active" : "passive",
         r->state_names ? r->state_names[st] : "?", r->local_str[0] ? r->local_str : "-",
         r->peer_str[0] ? r->peer_str : "-", atomic_load(&w->ird), atomic_load(&w->ord),
         atomic_load(&w->crc) ? "on" : "off", (unsigned)atomic_load(&w->mpa_rev),
-        (unsigned long long)sq, atomic_load(&w->sq_depth), (unsigned long long)rq,
-        atomic_load(&w->rq_depth), (unsigned long long)sndk_cc_get(r, SNDK_CC_TX_OCTETS),
+        (unsigned long long)sq, atomic_load(&w->sq_depth), rq,
+        (unsigned long long)sndk_cc_get(r, SNDK_CC_TX_OCTETS),
         (unsigned long long)sndk_cc_get(r, SNDK_CC_RX_OCTETS),
         (unsigned long long)sndk_cc_get(r, SNDK_CC_TX_FPDUS),
         (unsigned long long)sndk_cc_get(r, SNDK_CC_RX_FPDUS),
