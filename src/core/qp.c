@@ -1019,7 +1019,10 @@ static NTSTATUS qp_read(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *pSg
     e->opcode = SNDK_OP_READ_REQ;
     e->rstag = RemoteToken;
     e->rto = RemoteAddress;
-    if ((Flags & NDK_OP_FLAG_RDMA_READ_LOCAL_INVALIDATE) && nSge > 0)
+    /* §5.2: honoured when the adapter advertises it, silently ignored otherwise. */
+    if ((Flags & NDK_OP_FLAG_RDMA_READ_LOCAL_INVALIDATE) && nSge > 0 &&
+        (qp->base.adapter->info.AdapterFlags &
+         NDK_ADAPTER_FLAG_RDMA_READ_LOCAL_INVALIDATE_SUPPORTED))
         e->local_tok = pSgl[0].MemoryRegionToken;
     return sq_publish(qp, Flags);
 }

@@ -472,5 +472,12 @@ enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
         fail->rst = true;
         return SNDK_RXR_FAIL;
     }
+    /* Budget spent: staged bytes are not in the socket any more, so nothing would report them
+     * (a Read Request in them would wait forever). Hand them to the parser now. */
+    if (io->stage_pos < io->stage_len) {
+        rc = feed_stage(io);
+        if (rc != 0)
+            return protocol_end(qp, rc, fail);
+    }
     return SNDK_RXR_OK;
 }

@@ -454,3 +454,103 @@ TEST(mpa_reply_refusals)
     CHECK(rep.reject && rep.rev == 2 && rep.enhanced);
     CHECK(sndk_mpa_build(buf, sizeof buf, true, &rep) > 0);
 }
+
+/* ---- messages of different queues interleave (RFC 5041), and the Terminate contract ---- */
+
+static size_t il_send(uint8_t *out, uint32_t mo, bool last, unsigned op, const char *p, size_t n)
+{
+    struct sndk_seg_hdr h = {.opcode = (uint8_t)op, .last = last, .qn = 0, .msn = 1, .mo = mo};
+    struct sndk_fpdu f;
+    struct iovec pay = {(void *)(uintptr_t)p, n}, iov[4];
+    int k = sndk_fpdu_build(&f, &h, NULL, 0, &pay, 1, true, iov, 4);
+    CHECK(k > 0);
+    return wu_flatten(iov, k, out, 256);
+}
+
+static size_t il_term(uint8_t *out)
+{
+    struct sndk_term t = {.layer = SNDK_TERM_LAYER_RDMAP, .etype = 2, .code = 0x07};
+    struct sndk_fpdu f;
+    struct iovec iov[4];
+    int k = sndk_fpdu_terminate(&f, 1, &t, true, iov, 4);
+    CHECK(k > 0);
+    return wu_flatten(iov, k, out, 256);
+}
+
+static void il_setup(struct sndk_rx *rx, struct wu_rec *r, uint8_t *rbuf)
+{
+    wu_rec_init(r);
+    r->rbuf[0] = rbuf;
+    r->rlen[0] = 64;
+    r->nrbuf = 1;
+    wu_rx_init(rx, r, true);
+}
+
+TEST(terminate_between_two_segments_of_a_send_is_accepted)
+{
+    static struct wu_rec r;
+    static uint8_t rbuf[64];
+    uint8_t buf[512];
+    size_t n = il_send(buf, 0, false, SNDK_OP_SEND, "abcdefgh", 8);
+    n += il_term(buf + n);
+    for (size_t split = 0; split <= n; split++) {
+        struct sndk_rx rx;
+        il_setup(&rx, &r, rbuf);
+        int rc1 = sndk_rx_feed(&rx, buf, split);
+        int rc2 = split == n ? rc1 : sndk_rx_feed(&rx, buf + split, n - split);
+        CHECK_EQ_I64(rc1, split == n ? SNDK_RX_TERMINATED : 0);
+        CHECK_EQ_I64(rc2, SNDK_RX_TERMINATED);
+        CHECK(sndk_rx_fault(&rx) == NULL);
+        CHECK_EQ_U64(rx.state, SNDK_RX_CLOSED);
+        CHECK_EQ_I64(r.nev, 2);
+        CHECK(r.ev[0].type == WU_EV_SEG);
+        CHECK(r.ev[1].type == WU_EV_TERM);
+        CHECK_EQ_U64(r.ev[1].term.code, 0x07);
+        /* bytes after the Terminate, in a later call */
+        CHECK_EQ_I64(sndk_rx_feed(&rx, buf, 1), -EPIPE);
+    }
+}
+
+TEST(read_request_between_two_segments_of_a_send_is_accepted)
+{
+    static struct wu_rec r;
+    static uint8_t rbuf[64];
+    uint8_t buf[512];
+    size_t n = il_send(buf, 0, false, SNDK_OP_SEND, "abcdefgh", 8);
+    struct sndk_read_req rr = {.sink_stag = 0x100, .size = 8, .src_stag = 0x200, .src_to = 64};
+    struct sndk_fpdu f;
+    struct iovec iov[4];
+    int k = sndk_fpdu_read_req(&f, 1, &rr, true, iov, 4);
+    CHECK(k > 0);
+    n += wu_flatten(iov, k, buf + n, sizeof buf - n);
+    n += il_send(buf + n, 8, true, SNDK_OP_SEND, "ijkl", 4);
+    struct sndk_rx rx;
+    il_setup(&rx, &r, rbuf);
+    CHECK_EQ_I64(sndk_rx_feed(&rx, buf, n), 0);
+    CHECK(sndk_rx_fault(&rx) == NULL);
+    CHECK_EQ_I64(r.nev, 4); /* Send segment, Read Request, Send segment, Send message */
+    CHECK(r.ev[1].type == WU_EV_RREQ);
+    CHECK_EQ_U64(r.ev[1].rr.src_to, 64);
+    CHECK(r.ev[3].type == WU_EV_MSG);
+    CHECK_MEM(rbuf, "abcdefghijkl", 12);
+    /* another Send opcode inside the unfinished Send is still refused */
+    n = il_send(buf, 0, false, SNDK_OP_SEND, "abcdefgh", 8);
+    n += il_send(buf + n, 8, true, SNDK_OP_SEND_SE, "ijkl", 4);
+    il_setup(&rx, &r, rbuf);
+    CHECK_EQ_I64(sndk_rx_feed(&rx, buf, n), -EPROTO);
+    CHECK_EQ_U64(sndk_rx_fault(&rx)->err, SNDK_WERR_OPCODE);
+}
+
+TEST(advance_reports_the_terminate_on_the_byte_that_completes_it)
+{
+    static struct wu_rec r;
+    static uint8_t rbuf[64];
+    uint8_t buf[256];
+    size_t n = il_term(buf);
+    struct sndk_rx rx;
+    il_setup(&rx, &r, rbuf);
+    for (size_t i = 0; i < n; i++)
+        CHECK_EQ_I64(sndk_rx_feed(&rx, buf + i, 1), i + 1 == n ? SNDK_RX_TERMINATED : 0);
+    CHECK_EQ_I64(sndk_rx_advance(&rx, 0), 0);
+    CHECK_EQ_I64(sndk_rx_feed(&rx, buf, 1), -EPIPE);
+}

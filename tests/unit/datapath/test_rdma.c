@@ -219,7 +219,7 @@ TEST(rdma_read_beyond_ird_is_terminated)
     dp_pair_close(&p);
 }
 
-TEST(rdma_read_fence_holds_a_write_until_the_read_has_its_data)
+TEST_T(rdma_read_fence_holds_a_write_until_the_read_has_its_data, 60)
 {
     struct dp_opts o;
     dp_opts_default(&o);
@@ -228,37 +228,40 @@ TEST(rdma_read_fence_holds_a_write_until_the_read_has_its_data)
     dp_pair_open(&p, &o);
     uint32_t ytok;
     NDK_MR *ymr = dp_reg(&p.y, 0, p.y.len, NDK_MR_FLAG_ALLOW_LOCAL_WRITE | REMOTE_RW, &ytok);
-    const size_t len = 2 * MiB;
+    const size_t len = 1 * MiB;
+    uint8_t *old = malloc(len);
     for (int round = 0; round < 3; round++) {
-        dp_fill(p.y.buf, len, 40 + (uint32_t)round);  /* old */
-        dp_fill(p.x.buf, len, 50 + (uint32_t)round);  /* new */
-        NDK_SGE rg = dp_sge(&p.x, 4 * MiB, len);
-        NDK_SGE wg = dp_sge(&p.x, 0, len);
+        /* fresh memory each round: nothing of an earlier round's transfers is touched */
+        uint8_t *ysrc = p.y.buf + (size_t)round * 2 * MiB;
+        size_t xw = (size_t)round * 2 * MiB, xr = xw + MiB;
+        dp_fill(ysrc, len, 40 + (uint32_t)round);      /* old */
+        dp_fill(p.x.buf + xw, len, 50 + (uint32_t)round); /* new */
+        memcpy(old, ysrc, len);
+        NDK_SGE rg = dp_sge(&p.x, xr, len);
+        NDK_SGE wg = dp_sge(&p.x, xw, len);
         /* Read and Write leave together; without the fence y would place the Write before it
          * cuts the Read Response. */
         CHECK_EQ_U64(p.x.qp->Dispatch->NdkRead(p.x.qp, (void *)1, &rg, 1,
-                                               (uint64_t)(uintptr_t)p.y.buf, ytok,
-                                               NDK_OP_FLAG_DEFER),
+                                               (uint64_t)(uintptr_t)ysrc, ytok, NDK_OP_FLAG_DEFER),
                      STATUS_SUCCESS);
         CHECK_EQ_U64(p.x.qp->Dispatch->NdkWrite(p.x.qp, (void *)2, &wg, 1,
-                                                (uint64_t)(uintptr_t)p.y.buf, ytok,
+                                                (uint64_t)(uintptr_t)ysrc, ytok,
                                                 NDK_OP_FLAG_READ_FENCE),
                      STATUS_SUCCESS);
         NDK_RESULT_EX r[2];
         dp_expect(p.x.cq, r, 2, 0);
         dp_check_result(&r[0], STATUS_SUCCESS, (ULONG)len, XCTX, (void *)1, NdkOperationTypeRead);
         dp_check_result(&r[1], STATUS_SUCCESS, (ULONG)len, XCTX, (void *)2, NdkOperationTypeWrite);
-        uint8_t *old = malloc(len);
-        dp_fill(old, len, 40 + (uint32_t)round);
-        CHECK_MSG(memcmp(p.x.buf + 4 * MiB, old, len) == 0, "the Read saw the fenced Write");
-        free(old);
+        CHECK_MSG(memcmp(p.x.buf + xr, old, len) == 0, "the Read saw the fenced Write");
         /* and the Write did land: read it back */
-        CHECK_EQ_U64(p.x.qp->Dispatch->NdkRead(p.x.qp, (void *)3, &rg, 1,
-                                               (uint64_t)(uintptr_t)p.y.buf, ytok, 0),
+        NDK_SGE bg = dp_sge(&p.x, 7 * MiB, len);
+        CHECK_EQ_U64(p.x.qp->Dispatch->NdkRead(p.x.qp, (void *)3, &bg, 1,
+                                               (uint64_t)(uintptr_t)ysrc, ytok, 0),
                      STATUS_SUCCESS);
         dp_expect(p.x.cq, r, 1, 0);
-        CHECK_MEM(p.x.buf + 4 * MiB, p.x.buf, len);
+        CHECK_MEM(p.x.buf + 7 * MiB, p.x.buf + xw, len);
     }
+    free(old);
     dp_close_mr(ymr);
     dp_pair_close(&p);
 }
