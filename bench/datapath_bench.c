@@ -86,6 +86,8 @@ struct end {
     NDK_MR *mr;
     uint8_t *buf;
     uint32_t token;
+    NDK_MR *rmr;      /* the same buffer, remote read/write: RDMA target */
+    uint32_t rtoken;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     unsigned notified;
@@ -122,6 +124,13 @@ static void end_open(struct end *e, ULONG spin)
     MUST(e->mr->Dispatch->NdkRegisterMr(e->mr, &mdl, BUF, NDK_MR_FLAG_ALLOW_LOCAL_WRITE, NULL,
                                         NULL) == STATUS_SUCCESS);
     e->token = e->mr->Dispatch->NdkGetLocalTokenFromMr(e->mr);
+    MUST(e->pd->Dispatch->NdkCreateMr(e->pd, FALSE, NULL, NULL, &e->rmr) == STATUS_SUCCESS);
+    MUST(e->rmr->Dispatch->NdkRegisterMr(e->rmr, &mdl, BUF,
+                                         NDK_MR_FLAG_ALLOW_LOCAL_WRITE |
+                                             NDK_MR_FLAG_ALLOW_REMOTE_READ |
+                                             NDK_MR_FLAG_ALLOW_REMOTE_WRITE,
+                                         NULL, NULL) == STATUS_SUCCESS);
+    e->rtoken = e->rmr->Dispatch->NdkGetRemoteTokenFromMr(e->rmr);
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->cond, NULL);
 }
@@ -131,6 +140,7 @@ static void end_close(struct end *e)
     /* Close order: QP, MR, CQ, PD; pending closes finish before the adapter close returns. */
     e->qp->Dispatch->NdkCloseQp(&e->qp->Header, NULL, NULL);
     e->mr->Dispatch->NdkCloseMr(&e->mr->Header, NULL, NULL);
+    e->rmr->Dispatch->NdkCloseMr(&e->rmr->Header, NULL, NULL);
     e->cq->Dispatch->NdkCloseCq(&e->cq->Header, NULL, NULL);
     e->pd->Dispatch->NdkClosePd(&e->pd->Header, NULL, NULL);
     SoftNdkCloseAdapter(e->a);
@@ -447,6 +457,118 @@ static double stream(bool raw, size_t size, unsigned chain, double *bps)
     return rate;
 }
 
+/* ---------------------------------------------------------------- RDMA */
+
+/* Wait for the next initiator completion of x (polling: it drives progress). */
+static void wait_one(struct end *e, NDK_OPERATION_TYPE type)
+{
+    NDK_RESULT_EX r;
+    while (e->cq->Dispatch->NdkGetCqResultsEx(e->cq, &r, 1) == 0)
+        ;
+    if (r.Status != STATUS_SUCCESS || r.Type != type)
+        die("RDMA: unexpected completion");
+}
+
+static void rdma_read(struct end *x, struct end *y, size_t len)
+{
+    NDK_SGE g = {.VirtualAddress = x->buf + BUF / 2, .Length = (ULONG)len,
+                 .MemoryRegionToken = x->token};
+    MUST(x->qp->Dispatch->NdkRead(x->qp, NULL, &g, 1, (uint64_t)(uintptr_t)y->buf, y->rtoken, 0) ==
+         STATUS_SUCCESS);
+    wait_one(x, NdkOperationTypeRead);
+}
+
+/* RDMA Write stream: silent Writes back to back (the queue full: retry), then a 1-byte Read
+ * whose completion means every Write before it has been placed (the responder answers in
+ * stream order). Bytes per second. */
+static double write_stream(size_t size)
+{
+    struct end x, y;
+    end_open(&x, SOFTNDK_SPIN_NONE);
+    end_open(&y, SOFTNDK_SPIN_NONE);
+    connect_ends(&x, &y);
+    uint64_t count = size >= (1u << 20) ? 200 : 2000;
+    double bps = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t t0 = now_ns();
+        for (uint64_t i = 0; i < count; i++) {
+            size_t off = size >= BUF / 2 ? 0 : (i % (BUF / size)) * size;
+            NDK_SGE g = {.VirtualAddress = x.buf, .Length = (ULONG)size,
+                         .MemoryRegionToken = x.token};
+            NTSTATUS st;
+            NDK_RESULT_EX r;
+            while ((st = x.qp->Dispatch->NdkWrite(x.qp, NULL, &g, 1,
+                                                  (uint64_t)(uintptr_t)(y.buf + off), y.rtoken,
+                                                  NDK_OP_FLAG_SILENT_SUCCESS)) ==
+                   STATUS_NO_MORE_ENTRIES)
+                x.cq->Dispatch->NdkGetCqResultsEx(x.cq, &r, 1);
+            MUST(st == STATUS_SUCCESS);
+        }
+        rdma_read(&x, &y, 1);
+        double el = (double)(now_ns() - t0) / 1e9;
+        bps = (double)count * (double)size / el;
+        if (pass == 0) {
+            double want = case_seconds * bps / (double)size;
+            count = want < 50 ? 50 : (uint64_t)want;
+        }
+    }
+    end_close(&x);
+    end_close(&y);
+    return bps;
+}
+
+struct poller {
+    struct end *e;
+    atomic_bool stop;
+};
+
+/* The responder's consumer polls its CQ, as the ping-pong peer does: that drives its receive
+ * side, so Read Requests are answered without a progress-thread wake-up. */
+static void *cq_poller(void *arg)
+{
+    struct poller *p = arg;
+    NDK_RESULT_EX r[16];
+    while (!atomic_load_explicit(&p->stop, memory_order_relaxed))
+        p->e->cq->Dispatch->NdkGetCqResultsEx(p->e->cq, r, 16);
+    return NULL;
+}
+
+/* 64 B RDMA Read round trip, both consumers polling their CQs; median in µs. */
+static double read_latency(void)
+{
+    struct end x, y;
+    end_open(&x, SOFTNDK_SPIN_NONE);
+    end_open(&y, SOFTNDK_SPIN_NONE);
+    connect_ends(&x, &y);
+    struct poller py = {.e = &y};
+    atomic_init(&py.stop, false);
+    pthread_t tp;
+    pthread_create(&tp, NULL, cq_poller, &py);
+    unsigned iters = 2000;
+    for (unsigned i = 0; i < 200; i++)
+        rdma_read(&x, &y, 64);
+    uint64_t t_start = now_ns();
+    for (unsigned i = 0; i < 200; i++)
+        rdma_read(&x, &y, 64);
+    double per = (double)(now_ns() - t_start) / 200.0;
+    double want = case_seconds * 1e9 / per;
+    iters = want < 1000 ? 1000 : want > 200000 ? 200000 : (unsigned)want;
+    uint64_t *rtt = malloc(iters * sizeof *rtt);
+    for (unsigned i = 0; i < iters; i++) {
+        uint64_t t0 = now_ns();
+        rdma_read(&x, &y, 64);
+        rtt[i] = now_ns() - t0;
+    }
+    qsort(rtt, iters, sizeof *rtt, cmp_u64);
+    double med = (double)rtt[iters / 2] / 1e3;
+    free(rtt);
+    atomic_store(&py.stop, true);
+    pthread_join(tp, NULL);
+    end_close(&x);
+    end_close(&y);
+    return med;
+}
+
 int main(int argc, char **argv)
 {
     int opt;
@@ -487,5 +609,22 @@ int main(int argc, char **argv)
     printf("%-34s %9.2f M/s %10.2f M/s %8.2f\n", "8 B message rate, DEFER chains of 16",
            m16 / 1e6, mr / 1e6, m16 / mr);
     printf("%-34s %9.2f x\n", "DEFER chains vs no DEFER", m16 / m1);
+    /* One-sided: the same run's raw TCP and Send figures are the references. */
+    double wb, sendb;
+    wb = write_stream(65536);
+    stream(false, 65536, 1, &sendb);
+    stream(true, 65536, 1, &rb);
+    printf("%-34s %10.2f GB/s %9.2f GB/s %8.2f  (Send %.2f GB/s, Write/Send %.2f)\n",
+           "64 KiB RDMA Write stream", wb / 1e9, rb / 1e9, wb / rb, sendb / 1e9, wb / sendb);
+    wb = write_stream(1u << 20);
+    stream(false, 1u << 20, 1, &sendb);
+    stream(true, 1u << 20, 1, &rb);
+    printf("%-34s %10.2f GB/s %9.2f GB/s %8.2f  (Send %.2f GB/s, Write/Send %.2f)\n",
+           "1 MiB RDMA Write stream", wb / 1e9, rb / 1e9, wb / rb, sendb / 1e9, wb / sendb);
+    double rl = read_latency();
+    s = pingpong(false, false);
+    r = pingpong(true, false);
+    printf("%-34s %11.2f us %11.2f us %8.2f  (Send ping-pong round trip %.2f us, Read/Send %.2f)\n",
+           "64 B RDMA Read round trip, polling", rl, 2 * r, rl / (2 * r), 2 * s, rl / (2 * s));
     return 0;
 }
