@@ -223,6 +223,19 @@ TEST(counters_exact_for_a_scripted_exchange)
     CHECK_EQ_U64(small.CrcErrors, 0xEEEEEEEEEEEEEEEEull); /* beyond Size: untouched */
     CHECK_STATUS(SoftNdkQueryCounters(NULL, &small), STATUS_INVALID_PARAMETER);
 
+#if OBS_DATAPATH_HOOKS
+    /* flushed receives and a CQ overrun: 3 receives flushed into a CQ of depth 2 */
+    SOFTNDK_COUNTERS before;
+    counters_of(as, &before);
+    struct conf_cq tiny;
+    conf_cq_create(as, &tiny, 2);
+    conf_flush_into(pds, &tiny, &tiny, 3, 500);
+    counters_of(as, &c);
+    CHECK_EQ_U64(c.FlushedRequests - before.FlushedRequests, 3);
+    CHECK_EQ_U64(c.CQError - before.CQError, 1);
+    conf_cq_destroy(&tiny);
+#endif
+
     conf_close_wait(&qpc2->Header);
     conf_close_wait(&qpc->Header);
     conf_close_wait(&qps->Header);
