@@ -124,6 +124,8 @@ enum sndk_access_result sndk_access_check(struct sndk_pd *pd, uint32_t token, ui
             r = SNDK_ACC_RIGHTS;
         else if (!in_bounds(addr, len, mw->va, mw->length))
             r = SNDK_ACC_BOUNDS;
+        else if (mw->mr->state != (mw->mr->fast ? SNDK_MR_FR_VALID : SNDK_MR_REGISTERED))
+            r = SNDK_ACC_INV_STAG; /* the MR under the window was invalidated */
         else {
             const struct sndk_mr *mr = mw->mr;
             if (mr->state == SNDK_MR_FR_VALID)

@@ -25,6 +25,7 @@ enum target {
     T_NO_RIGHT,
     T_PRIVILEGED,
     T_WINDOW_OUTSIDE,
+    T_WINDOW_ON_INVALIDATED_FR,
 };
 
 struct victim {
@@ -123,6 +124,34 @@ static void make_target(struct dp_pair *p, enum target t, bool write, struct vic
         v->token = v->mw->Dispatch->NdkGetRemoteTokenFromMw(v->mw);
         v->addr = (uint64_t)(uintptr_t)reg + 4096 - LEN + 1; /* one byte past the window */
         break;
+    case T_WINDOW_ON_INVALIDATED_FR: {
+        /* A window over an FR MR whose base VA is no host address; the MR is then invalidated:
+         * the window must not fall back to treating its addresses as host memory. */
+        NDK_MR *fr;
+        CHECK_EQ_U64(y->pd->Dispatch->NdkCreateMr(y->pd, TRUE, NULL, NULL, &fr), STATUS_SUCCESS);
+        CHECK_EQ_U64(fr->Dispatch->NdkInitializeFastRegisterMr(fr, 1, TRUE, NULL, NULL),
+                     STATUS_SUCCESS);
+        NDK_LOGICAL_ADDRESS pg = {.QuadPart = (int64_t)(uintptr_t)reg};
+        void *base = (void *)(uintptr_t)0x1000; /* page 1 of the address space: unmapped */
+        CHECK_EQ_U64(y->qp->Dispatch->NdkFastRegister(
+                         y->qp, NULL, fr, 1, &pg, 0, 4096, base,
+                         NDK_OP_FLAG_ALLOW_REMOTE_WRITE | NDK_OP_FLAG_ALLOW_REMOTE_READ |
+                             NDK_OP_FLAG_SILENT_SUCCESS),
+                     STATUS_SUCCESS);
+        CHECK_EQ_U64(y->pd->Dispatch->NdkCreateMw(y->pd, NULL, NULL, &v->mw), STATUS_SUCCESS);
+        CHECK_EQ_U64(y->qp->Dispatch->NdkBind(y->qp, NULL, fr, v->mw, base, 4096,
+                                              NDK_OP_FLAG_ALLOW_REMOTE_READ |
+                                                  NDK_OP_FLAG_ALLOW_REMOTE_WRITE |
+                                                  NDK_OP_FLAG_SILENT_SUCCESS),
+                     STATUS_SUCCESS);
+        CHECK_EQ_U64(y->qp->Dispatch->NdkInvalidate(y->qp, NULL, &fr->Header,
+                                                    NDK_OP_FLAG_SILENT_SUCCESS),
+                     STATUS_SUCCESS);
+        v->token = v->mw->Dispatch->NdkGetRemoteTokenFromMw(v->mw);
+        v->addr = (uint64_t)(uintptr_t)base + 64;
+        v->mr[0] = fr;
+        break;
+    }
     }
 }
 
@@ -155,6 +184,8 @@ static const struct refusal refusals[] = {
     {T_NO_RIGHT, STATUS_ACCESS_VIOLATION, STATUS_ACCESS_VIOLATION, 0x010100, 0x000102},
     {T_PRIVILEGED, STATUS_ACCESS_VIOLATION, STATUS_ACCESS_VIOLATION, 0x010100, 0x000100},
     {T_WINDOW_OUTSIDE, STATUS_REMOTE_RESOURCES, STATUS_REMOTE_RESOURCES, 0x010101, 0x000101},
+    {T_WINDOW_ON_INVALIDATED_FR, STATUS_ACCESS_VIOLATION, STATUS_ACCESS_VIOLATION, 0x010100,
+     0x000100},
 };
 
 static void one_refusal(const struct refusal *c, bool write)
