@@ -85,17 +85,14 @@ static struct {
 
 /* Connect events, with the peer's port: an event can arrive after its input gave up waiting
  * (a slow machine), so each input takes only the connector of its own raw socket and closes
- * (rejects) any other. A port seen twice among the recent events is a second event for one
- * connection (the raw sockets close with RST, so ports cycle through the whole range). */
-#define RECENT 256u
+ * (rejects) any other. Two events for the port of the input's raw connection are a finding.
+ * (Ports are reused across inputs: the raw sockets close with RST.) */
 static pthread_mutex_t ev_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     NDK_CONNECTOR *c;
     uint16_t port;
 } evq[64];
 static unsigned evq_n;
-static uint16_t recent[RECENT];
-static unsigned recent_n;
 
 static VOID on_connect(PVOID ctx, NDK_CONNECTOR *c)
 {
@@ -107,10 +104,6 @@ static VOID on_connect(PVOID ctx, NDK_CONNECTOR *c)
         finding("NdkGetPeerAddress inside the connect event");
     uint16_t port = ntohs(peer.sin_port);
     pthread_mutex_lock(&ev_mu);
-    for (unsigned i = 0; i < recent_n && i < RECENT; i++)
-        if (recent[i] == port)
-            finding("a second connect event for one raw connection");
-    recent[recent_n++ % RECENT] = port;
     if (evq_n == sizeof evq / sizeof evq[0])
         finding("64 connect events nobody took");
     evq[evq_n].c = c;
@@ -127,7 +120,9 @@ static NDK_CONNECTOR *take_incoming(uint16_t mine)
     unsigned nstale = 0;
     pthread_mutex_lock(&ev_mu);
     for (unsigned i = 0; i < evq_n; i++) {
-        if (evq[i].port == mine && !found)
+        if (evq[i].port == mine && found)
+            finding("a second connect event for one raw connection");
+        if (evq[i].port == mine)
             found = evq[i].c;
         else
             stale[nstale++] = evq[i].c;
@@ -269,8 +264,10 @@ static int raw_connect(uint16_t *local_port)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(G.port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        fprintf(stderr, "fuzz_connection: connect: %s\n", strerror(errno));
         finding("raw connect to the listener");
+    }
     socklen_t sl = sizeof sa;
     if (getsockname(fd, (struct sockaddr *)&sa, &sl) != 0)
         finding("getsockname");
@@ -409,6 +406,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     /* teardown: the peer vanishes (RST), then the consumer closes */
     close(fd);
+    if (take_incoming(mine))
+        finding("a second connect event for one raw connection");
     close_wait(&c->Header, c->Dispatch->NdkCloseConnector);
     if (accept_pending && atomic_load(&I.accept_calls) != 1)
         finding("the connector closed but NdkAccept never completed");
