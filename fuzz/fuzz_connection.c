@@ -111,7 +111,7 @@ static VOID on_connect(PVOID ctx, NDK_CONNECTOR *c)
     pthread_mutex_unlock(&ev_mu);
 }
 
-static void close_wait(NDK_OBJECT_HEADER *h, NDK_FN_CLOSE_OBJECT fn);
+static void close_wait(NDK_OBJECT_HEADER *h, NDK_FN_CLOSE_OBJECT fn, const char *what);
 
 /* The connector of this input's raw connection, if its event came; others are closed. */
 static NDK_CONNECTOR *take_incoming(uint16_t mine)
@@ -130,7 +130,8 @@ static NDK_CONNECTOR *take_incoming(uint16_t mine)
     evq_n = 0;
     pthread_mutex_unlock(&ev_mu);
     for (unsigned i = 0; i < nstale; i++)
-        close_wait(&stale[i]->Header, stale[i]->Dispatch->NdkCloseConnector);
+        close_wait(&stale[i]->Header, stale[i]->Dispatch->NdkCloseConnector,
+                   "a stale incoming connector (its raw connection already reset)");
     return found;
 }
 
@@ -171,7 +172,7 @@ static VOID on_cq(PVOID ctx, NTSTATUS st)
     (void)ctx, (void)st;
 }
 
-static void close_wait(NDK_OBJECT_HEADER *h, NDK_FN_CLOSE_OBJECT fn)
+static void close_wait(NDK_OBJECT_HEADER *h, NDK_FN_CLOSE_OBJECT fn, const char *what)
 {
     atomic_uint done = 0;
     NTSTATUS st = fn(h, on_closed, &done);
@@ -181,8 +182,10 @@ static void close_wait(NDK_OBJECT_HEADER *h, NDK_FN_CLOSE_OBJECT fn)
         finding("a close failed");
     uint64_t end = now_ms() + CLOSE_WAIT_MS;
     while (!atomic_load(&done)) {
-        if (now_ms() > end)
+        if (now_ms() > end) {
+            fprintf(stderr, "fuzz_connection: closing %s %p\n", what, (void *)h);
             finding("a close did not complete within 5 s");
+        }
         usleep(200);
     }
 }
@@ -408,10 +411,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     close(fd);
     if (take_incoming(mine))
         finding("a second connect event for one raw connection");
-    close_wait(&c->Header, c->Dispatch->NdkCloseConnector);
+    close_wait(&c->Header, c->Dispatch->NdkCloseConnector, "the accepted connector");
     if (accept_pending && atomic_load(&I.accept_calls) != 1)
         finding("the connector closed but NdkAccept never completed");
-    close_wait(&qp->Header, qp->Dispatch->NdkCloseQp);
+    close_wait(&qp->Header, qp->Dispatch->NdkCloseQp, "the QP");
     drain_cq();
     for (unsigned i = 0; i < posted; i++)
         if (atomic_load(&I.recv_calls[i]) != 1)
