@@ -370,7 +370,7 @@ static void idle(struct side *s, struct flow *fl, unsigned n)
     side_wait_event(s, seen);
 }
 
-static uint64_t g_deadline; /* -D: when senders stop posting */
+static _Atomic uint64_t g_deadline; /* -D: when senders stop posting (both threads read it) */
 
 /* Post as many data requests as window, credits and target allow, in chains of -l. */
 static bool post_more(struct flow *f)
