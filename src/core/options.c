@@ -38,8 +38,12 @@ void sndk_config_default_limits(NDK_ADAPTER_INFO *info)
     /* MPA private data is at most 256 bytes including the 4-byte rev-2 IRD/ORD word. */
     info->MaxCallerData = 252;
     info->MaxCalleeData = 252;
+    /* Read sinks are named by a private STag per Read, so local SGEs need no remote rights; a
+     * Read with RDMA_READ_LOCAL_INVALIDATE invalidates its first SGE's token before it
+     * completes (docs/datapath.md). */
     info->AdapterFlags = NDK_ADAPTER_FLAG_IN_ORDER_DMA_SUPPORTED |
                          NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED |
+                         NDK_ADAPTER_FLAG_RDMA_READ_LOCAL_INVALIDATE_SUPPORTED |
                          NDK_ADAPTER_FLAG_CQ_INTERRUPT_MODERATION_SUPPORTED |
                          NDK_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED |
                          NDK_ADAPTER_FLAG_LOOPBACK_CONNECTIONS_SUPPORTED;

@@ -575,10 +575,11 @@ TEST(query_adapter_info_honest_limits)
     CHECK(info.MaxReadRequestSge > 0);
     CHECK(info.MaxRegistrationSize > 0 && info.MaxWindowSize > 0);
     CHECK(info.MaxTransferLength > 0);
-    /* decision 20: both advertised; decision 21: read-local-invalidate not yet */
+    /* decisions 20 and 21: moderation, resize and read-local-invalidate are advertised */
     CHECK(info.AdapterFlags & NDK_ADAPTER_FLAG_CQ_INTERRUPT_MODERATION_SUPPORTED);
     CHECK(info.AdapterFlags & NDK_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED);
-    CHECK_EQ_U64(info.AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_LOCAL_INVALIDATE_SUPPORTED, 0);
+    CHECK(info.AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_LOCAL_INVALIDATE_SUPPORTED);
+    CHECK(info.AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED);
     conf_close_adapter(a);
 }
 

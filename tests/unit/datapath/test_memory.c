@@ -341,7 +341,18 @@ TEST(read_with_local_invalidate_invalidates_the_sink_token)
     CHECK(info.AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED);
     bool adv = (info.AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_LOCAL_INVALIDATE_SUPPORTED) != 0;
     CHECK_EQ_U64(((struct sndk_mr *)fr)->state, adv ? SNDK_MR_FR_INVALID : SNDK_MR_FR_VALID);
-    /* forced on, as the adapter line in options.c would advertise it */
+    if (adv) {
+        /* the first Read invalidated the region: register it again for the second */
+        CHECK_EQ_U64(p.x.qp->Dispatch->NdkFastRegister(p.x.qp, (void *)4, fr, 2, pg, 0, 2 * PG,
+                                                       p.x.buf + 4 * PG,
+                                                       NDK_OP_FLAG_ALLOW_LOCAL_WRITE),
+                     STATUS_SUCCESS);
+        dp_expect(p.x.cq, r, 1, 0);
+        dp_check_result(&r[0], STATUS_SUCCESS, 0, XCTX, (void *)4, NdkOperationTypeFastRegister);
+        g.MemoryRegionToken = fr->Dispatch->NdkGetLocalTokenFromMr(fr);
+        CHECK(g.MemoryRegionToken != ftok); /* a fresh key */
+    }
+    /* forced on (a no-op when advertised by default) */
     ((struct sndk_adapter *)p.x.a)->info.AdapterFlags |=
         NDK_ADAPTER_FLAG_RDMA_READ_LOCAL_INVALIDATE_SUPPORTED;
     CHECK_EQ_U64(p.x.qp->Dispatch->NdkRead(p.x.qp, (void *)3, &g, 1, (uint64_t)(uintptr_t)p.y.buf,
