@@ -251,8 +251,9 @@ static void unpark_conns(struct sndk_cq *cq)
     pthread_mutex_unlock(&cq->conn_lock);
 }
 
-/* The CQ was empty: receive on the connections feeding it (design §3), so that a consumer that
- * polls never waits for a progress thread to wake up. Returns true when bytes were consumed. */
+/* The CQ was empty: send what waits for socket space and receive on the connections feeding it
+ * (design §3), so that a consumer that polls never waits for a progress thread to wake up.
+ * Returns true when bytes moved. */
 static bool poll_conns(struct sndk_cq *cq)
 {
     bool progress = false;
@@ -260,8 +261,10 @@ static bool poll_conns(struct sndk_cq *cq)
     if (atomic_load_explicit(&cq->poll_stamp, memory_order_relaxed) != now)
         atomic_store_explicit(&cq->poll_stamp, now, memory_order_relaxed);
     pthread_mutex_lock(&cq->conn_lock);
-    for (struct sndk_cq_conn *c = cq->conns.next; c != &cq->conns; c = c->next)
+    for (struct sndk_cq_conn *c = cq->conns.next; c != &cq->conns; c = c->next) {
+        progress |= sndk_qp_poll_tx(c->qp);
         progress |= sndk_qp_poll_rx(c->qp);
+    }
     pthread_mutex_unlock(&cq->conn_lock);
     return progress;
 }

@@ -480,6 +480,24 @@ bool sndk_qp_poll_rx(struct sndk_qp *qp)
     return rx_run(qp, 0);
 }
 
+/* A polling consumer also sends what waits for socket space: with the consumers busy-polling
+ * on every core, the progress thread that EPOLLOUT would wake may not run for a while, and the
+ * stream stalls behind it. Try-lock, like the receive pass: a concurrent sender is already at
+ * it. */
+bool sndk_qp_poll_tx(struct sndk_qp *qp)
+{
+    struct sndk_qp_io *io = qp->io;
+    if (!io || !mutex_trylock(&qp->tx_lock))
+        return false;
+    bool blocked = io->tx_blocked && !io->dead;
+    enum sndk_tx_result res = blocked ? sndk_tx_push(qp) : SNDK_TX_DRAINED;
+    sndk_mutex_unlock(&qp->tx_lock);
+    if (!blocked)
+        return false;
+    after_tx(qp, res);
+    return res != SNDK_TX_BLOCKED;
+}
+
 /* Parking (docs/datapath.md): while a consumer polls the receive CQ it receives itself, so the
  * progress thread stops watching EPOLLIN. Otherwise every arriving message would wake it, and
  * the wake-up costs the sender and competes with the consumer for the CPU. Arming the CQ
