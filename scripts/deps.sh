@@ -5,7 +5,7 @@
 set -eu
 need="cmake ninja-build gcc g++ pkg-config"
 if [ "${1:-}" = "--ci" ]; then
-  need="$need clang libclang-rt-14-dev tshark iproute2"
+  need="$need clang libclang-rt-14-dev tshark iproute2 nftables"
 fi
 missing=""
 for p in $need; do
