@@ -127,6 +127,7 @@ bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicite
         /* §5.4 rule 12: an overrun kills the CQ; the callback says so whatever the arm. */
         cq->dead = STATUS_BUFFER_OVERFLOW;
         cq->count = 0;
+        sndk_ctr_inc(&cq->base.adapter->ctrs, SNDK_CTR_CQ_ERROR);
         sndk_warn("cq", "CQ %p overran its depth %u: dead", (void *)cq, cq->depth);
         if (cq->armed != SNDK_CQ_UNARMED || cq->moderating)
             fire_locked(cq, STATUS_BUFFER_OVERFLOW);

@@ -80,6 +80,8 @@ static bool qp_set_state(struct sndk_qp *qp, enum sndk_qp_state next, const char
         return false;
     sndk_debug("qp", "QP %p: %s => %s (%s)", (void *)qp, sndk_qp_state_name(cur),
                sndk_qp_state_name(next), why);
+    SNDK_TRACE("qp.state", "QP", qp, "\"from\":\"%s\",\"to\":\"%s\",\"why\":\"%s\"",
+               sndk_qp_state_name(cur), sndk_qp_state_name(next), why);
     atomic_store_explicit(&qp->state, next, memory_order_release);
     return true;
 }
@@ -119,6 +121,11 @@ void sndk_qp_retire_head(struct sndk_qp *qp, NTSTATUS st, ULONG code)
             .ProviderErrorCode = st == STATUS_SUCCESS ? 0 : code,
         };
         sndk_cq_post(qp->icq, &r, false);
+    }
+    if (qp->io && qp->io->crec) {
+        sndk_cc_add(qp->io->crec, SNDK_CC_SQ_RETIRED, 1);
+        if (st == STATUS_CANCELLED)
+            sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_FLUSHED);
     }
     /* Release: the poster reads sq_head without the lock to find free slots. */
     atomic_store_explicit(&qp->sq_head, idx + 1, memory_order_release);
@@ -176,6 +183,9 @@ static void flush_queued_receives(struct sndk_qp *qp)
     qp->rq.head = (qp->rq.head + n) % (qp->rq.depth ? qp->rq.depth : 1);
     qp->rq.count = 0;
     pthread_mutex_unlock(&qp->rq_lock);
+    if (n)
+        atomic_fetch_add_explicit(&qp->base.adapter->ctrs.v[SNDK_CTR_FLUSHED], n,
+                                  memory_order_relaxed);
     if (n)
         sndk_debug("qp", "QP %p: flushed %u receive(s)", (void *)qp, n);
 }
@@ -272,8 +282,11 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
     sndk_mutex_lock(&qp->tx_lock);
     if (f->send_term)
         sndk_tx_terminate(qp, &f->term);
-    if (f->send_term || f->graceful)
+    if (f->send_term || f->graceful) {
         shutdown(io->fd, SHUT_WR); /* FIN right behind the Terminate / the last FPDU */
+        if (io->crec)
+            sndk_pcap_fin(io->crec->pcap, true);
+    }
     io->dead = true;               /* from here only src_done touches the socket */
     io->close_rst = f->rst;
     sndk_tx_discard(io);
@@ -657,6 +670,8 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     sndk_timer_init(&io->shut_timer, shut_timer_fn);
     sndk_timer_init(&io->park_timer, park_timer_fn);
     io->rconn.qp = io->iconn.qp = qp;
+    io->crec = p->rec;
+    sndk_conn_rec_get(io->crec);
     int one = 1;
     setsockopt(p->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     sndk_tx_init(io, p->crc, fpdu_size_for(p->fd), p->ird, p->ord);
@@ -869,6 +884,8 @@ static NTSTATUS sq_publish(struct sndk_qp *qp, ULONG flags)
         return STATUS_CONNECTION_INVALID;
     }
     qp->sq_tail++;
+    if (io->crec)
+        sndk_cc_add(io->crec, SNDK_CC_SQ_POSTED, 1);
     enum sndk_tx_result res = SNDK_TX_DRAINED;
     /* DEFER: the chain waits for the request that ends it. A blocked socket: the progress
      * thread sends everything queued when it drains. READ_FENCE and ORD hold the queue in
@@ -1125,6 +1142,7 @@ static void qp_destroy(struct sndk_obj *o)
 {
     struct sndk_qp *qp = sndk_container_of(o, struct sndk_qp, base);
     if (qp->io) {
+        sndk_conn_rec_put(qp->io->crec); /* first: ndkstat may look at this QP until then */
         free(qp->io->cur);
         free(qp->io->cur_iov);
         free(qp->io->resp_iov);

@@ -9,6 +9,9 @@
 #include "core/qp.h"
 #include "iwarp/fpdu.h"
 #include "iwarp/parser.h"
+#include "core/counters.h"
+#include "util/pcap.h"
+#include "util/trace.h"
 
 #define SNDK_TX_BATCH 64   /* FPDUs gathered into one writev */
 #define SNDK_TX_IOV   512  /* iovecs of one writev (<= IOV_MAX) */
@@ -107,6 +110,8 @@ enum sndk_rx_result {
 
 struct sndk_qp_io {
     struct sndk_qp *qp;
+    struct sndk_conn_rec *crec;    /* counters / pcap of the connection (NULL: none); a reference */
+    uint64_t rx_fpdus_seen;        /* rx.fpdus already added to crec (under rx_lock) */
     struct sndk_engine *engine;
     int fd;
     unsigned thread;

@@ -279,6 +279,9 @@ static void rx_terminate(void *ctx, const struct sndk_rx_seg *seg, const struct 
     struct sndk_qp *qp = ctx;
     struct sndk_qp_io *io = qp->io;
     struct sndk_fail *f = &io->rx_fail;
+    sndk_counters_term(&qp->base.adapter->ctrs, false, t->layer, t->etype, t->code);
+    SNDK_TRACE("term.received", "QP", qp, "\"layer\":%u,\"etype\":%u,\"code\":%u",
+               (unsigned)t->layer, (unsigned)t->etype, (unsigned)t->code);
     f->link_status = STATUS_CONNECTION_ABORTED;
     f->reason = SNDK_REASON_TERM(SNDK_REASON_TERM_RECV, t->layer, t->etype, t->code);
     f->notify = true;
@@ -409,6 +412,8 @@ static enum sndk_rx_result protocol_end(struct sndk_qp *qp, int rc, struct sndk_
         fail->rst = true;
         return SNDK_RXR_FAIL;
     }
+    if (f->err == SNDK_WERR_CRC)
+        sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_CRC_ERRORS);
     sndk_term_from_fault(&fail->term, f);
     fail->send_term = true;
     fail->link_status = STATUS_CONNECTION_ABORTED;
@@ -420,7 +425,21 @@ static enum sndk_rx_result protocol_end(struct sndk_qp *qp, int rc, struct sndk_
     return SNDK_RXR_FAIL;
 }
 
+static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail);
+
+/* The pass, then the FPDUs it completed into the connection's counters. */
 enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
+{
+    enum sndk_rx_result r = rx_pass(qp, fail);
+    struct sndk_qp_io *io = qp->io;
+    if (io->crec && io->rx.fpdus != io->rx_fpdus_seen) {
+        sndk_cc_add(io->crec, SNDK_CC_RX_FPDUS, io->rx.fpdus - io->rx_fpdus_seen);
+        io->rx_fpdus_seen = io->rx.fpdus;
+    }
+    return r;
+}
+
+static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
 {
     struct sndk_qp_io *io = qp->io;
     sndk_assert_held(&qp->rx_lock);
@@ -440,6 +459,10 @@ enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
             if (n == 0)
                 return protocol_end(qp, -EPROTO, fail);
             got = readv(io->fd, iov, n);
+            if (got > 0 && io->crec) {
+                sndk_cc_add(io->crec, SNDK_CC_RX_OCTETS, (uint64_t)got);
+                sndk_pcap_iov(io->crec->pcap, false, iov, n, (size_t)got);
+            }
             if (got > 0) {
                 rc = sndk_rx_advance(&io->rx, (size_t)got);
                 if (rc != 0)
@@ -448,6 +471,10 @@ enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
             }
         } else {
             got = recv(io->fd, io->stage, sizeof io->stage, MSG_DONTWAIT);
+            if (got > 0 && io->crec) {
+                sndk_cc_add(io->crec, SNDK_CC_RX_OCTETS, (uint64_t)got);
+                sndk_pcap_buf(io->crec->pcap, false, io->stage, (size_t)got);
+            }
             if (got > 0) {
                 io->stage_len = (uint32_t)got;
                 io->stage_pos = 0;
@@ -455,6 +482,8 @@ enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
             }
         }
         if (got == 0) {
+            if (io->crec)
+                sndk_pcap_fin(io->crec->pcap, false);
             rc = sndk_rx_eof(&io->rx);
             if (rc < 0)
                 return protocol_end(qp, rc, fail);

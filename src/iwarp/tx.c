@@ -228,6 +228,7 @@ static void consumed(struct sndk_qp *qp, size_t n)
     struct sndk_qp_io *io = qp->io;
     sndk_iov_advance(&io->iov_cur, &io->iov_left, n);
     bool retire = false;
+    uint64_t fpdus = 0;
     while (n > 0 && io->rec_i < io->nrec) {
         struct sndk_tx_rec *r = &io->rec[io->rec_i];
         size_t left = r->wire_len - io->rec_done;
@@ -238,6 +239,7 @@ static void consumed(struct sndk_qp *qp, size_t n)
         n -= left;
         io->rec_done = 0;
         io->rec_i++;
+        fpdus++;
         if (r->ends == SNDK_REC_REQ) {
             slot(qp, r->req)->done = true;
             retire = true;
@@ -247,6 +249,8 @@ static void consumed(struct sndk_qp *qp, size_t n)
             io->irq_built--;
         }
     }
+    if (io->crec)
+        sndk_cc_add(io->crec, SNDK_CC_TX_FPDUS, fpdus);
     if (retire)
         sndk_qp_retire_done(qp);
 }
@@ -279,6 +283,10 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
             sndk_debug("tx", "QP %p: sendmsg: errno %d", (void *)qp, errno);
             return SNDK_TX_IO_ERR;
         }
+        if (io->crec) {
+            sndk_cc_add(io->crec, SNDK_CC_TX_OCTETS, (uint64_t)w);
+            sndk_pcap_iov(io->crec->pcap, true, mh.msg_iov, (int)mh.msg_iovlen, (size_t)w);
+        }
         consumed(qp, (size_t)w);
     }
     if (io->tx_blocked) {
@@ -292,6 +300,8 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
         /* sndk_qp_shutdown: everything posted before it is out; now our FIN. */
         shutdown(io->fd, SHUT_WR);
         io->fin_sent = true;
+        if (io->crec)
+            sndk_pcap_fin(io->crec->pcap, true);
         sndk_debug("tx", "QP %p: FIN sent", (void *)qp);
     }
     return SNDK_TX_DRAINED;
@@ -315,6 +325,17 @@ void sndk_tx_terminate(struct sndk_qp *qp, const struct sndk_term *t)
         return;
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
     ssize_t w = sendmsg(io->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0 && io->crec) {
+        sndk_cc_add(io->crec, SNDK_CC_TX_OCTETS, (uint64_t)w);
+        if ((size_t)w == f.wire_len)
+            sndk_cc_add(io->crec, SNDK_CC_TX_FPDUS, 1);
+        sndk_pcap_iov(io->crec->pcap, true, iov, n, (size_t)w);
+    }
+    if (w > 0) {
+        sndk_counters_term(&qp->base.adapter->ctrs, true, t->layer, t->etype, t->code);
+        SNDK_TRACE("term.sent", "QP", qp, "\"layer\":%u,\"etype\":%u,\"code\":%u",
+                   (unsigned)t->layer, (unsigned)t->etype, (unsigned)t->code);
+    }
     sndk_debug("tx", "QP %p: Terminate %s/%s/%s sent (%zd of %u bytes)", (void *)qp,
                sndk_term_layer_name(t->layer), sndk_term_etype_name(t->layer, t->etype),
                sndk_term_code_name(t->layer, t->etype, t->code), w, f.wire_len);

@@ -9,7 +9,7 @@
 /* 1 once the data path (iwarp/tx.c, rx.c) counts its FPDUs; until then only the connection
  * layer's share (handshake, RTR) is checked. */
 #ifndef OBS_DATAPATH_HOOKS
-#define OBS_DATAPATH_HOOKS 0
+#define OBS_DATAPATH_HOOKS 1
 #endif
 
 struct req {
