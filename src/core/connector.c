@@ -192,6 +192,25 @@ static void schedule_locked(struct sndk_connector *c)
     sndk_engine_queue(engine_of(c), &c->deliver);
 }
 
+/* The one request a connector has outstanding at a time; complete_locked delivers it. */
+static void start_request_locked(struct sndk_connector *c, NDK_FN_REQUEST_COMPLETION cb,
+                                 void *ctx)
+{
+    c->req_active = true;
+    c->req_cb = cb;
+    c->req_ctx = ctx;
+}
+
+/* The callback CompleteConnect(Ex) or Accept(Ex) registered (one of the two kinds). */
+static void set_disconnect_event_locked(struct sndk_connector *c,
+                                        NDK_FN_DISCONNECT_EVENT_CALLBACK ev,
+                                        NDK_FN_DISCONNECT_EVENT_CALLBACK_EX ev_ex, void *ctx)
+{
+    c->disc_cb = ev;
+    c->disc_cb_ex = ev_ex;
+    c->disc_ctx = ctx;
+}
+
 static void complete_locked(struct sndk_connector *c, NTSTATUS st)
 {
     if (!c->req_active)
@@ -1085,9 +1104,7 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
         pthread_mutex_unlock(&c->lock);
         return st;
     }
-    c->req_active = true;
-    c->req_cb = cb;
-    c->req_ctx = ctx;
+    start_request_locked(c, cb, ctx);
     set_state(c, SNDK_CONN_CONNECTING);
     timer_start_locked(c);
     pthread_mutex_unlock(&c->lock);
@@ -1133,12 +1150,8 @@ static NTSTATUS complete_connect(struct sndk_connector *c, NDK_FN_DISCONNECT_EVE
         pthread_mutex_unlock(&c->lock);
         return STATUS_CONNECTION_ABORTED;
     }
-    c->disc_cb = ev;
-    c->disc_cb_ex = ev_ex;
-    c->disc_ctx = evctx;
-    c->req_active = true;
-    c->req_cb = cb;
-    c->req_ctx = ctx;
+    set_disconnect_event_locked(c, ev, ev_ex, evctx);
+    start_request_locked(c, cb, ctx);
     SNDK_TRACE("api.NdkCompleteConnect", "connector", c, NULL);
     begin_establish_locked(c);
     pthread_mutex_unlock(&c->lock);
@@ -1214,12 +1227,8 @@ static NTSTATUS accept_common(struct sndk_connector *c, NDK_QP *pNdkQp, ULONG ir
     c->peer_pd_len = keep_len;
     c->tx_len = (size_t)len;
     c->tx_off = 0;
-    c->disc_cb = ev;
-    c->disc_cb_ex = ev_ex;
-    c->disc_ctx = evctx;
-    c->req_active = true;
-    c->req_cb = cb;
-    c->req_ctx = ctx;
+    set_disconnect_event_locked(c, ev, ev_ex, evctx);
+    start_request_locked(c, cb, ctx);
     struct sndk_rx_config rcfg = {.crc = c->crc};
     sndk_rx_init(&c->rtr_rx, &rcfg, &rtr_ops, c);
     SNDK_TRACE("api.NdkAccept", "connector", c,
@@ -1381,9 +1390,7 @@ static NTSTATUS connector_disconnect(NDK_CONNECTOR *pub, NDK_FN_REQUEST_COMPLETI
         return STATUS_CONNECTION_INVALID;
     }
     c->local_disconnect = true;
-    c->req_active = true;
-    c->req_cb = cb;
-    c->req_ctx = ctx;
+    start_request_locked(c, cb, ctx);
     SNDK_TRACE("api.NdkDisconnect", "connector", c, NULL);
     set_state(c, SNDK_CONN_DISCONNECTING);
     struct sndk_qp *qp = c->qp;
