@@ -512,14 +512,43 @@ TEST(connect_to_paused_listener_is_refused_then_served_after_resume)
     conf_close_adapter(a);
 }
 
-TEST(connect_timeout_when_peer_never_answers)
+/* A plain TCP listener on 127.0.0.1, outside softndk: a peer that speaks no MPA (or whatever a
+ * test thread makes it say). */
+static int raw_listener(uint16_t *port)
 {
-    /* a plain TCP listener that never speaks MPA */
     int lfd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     CHECK(bind(lfd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(lfd, 4) == 0);
     socklen_t sl = sizeof sa;
-    getsockname(lfd, (struct sockaddr *)&sa, &sl);
+    CHECK(getsockname(lfd, (struct sockaddr *)&sa, &sl) == 0);
+    *port = ntohs(sa.sin_port);
+    return lfd;
+}
+
+/* NdkConnect against a raw peer played by `server` (a thread given the listening fd) must
+ * complete with `expect`. */
+static void connect_to_fake_peer(void *(*server)(void *), NTSTATUS expect)
+{
+    uint16_t raw_port;
+    int lfd = raw_listener(&raw_port);
+    pthread_t th;
+    pthread_create(&th, NULL, server, &lfd);
+    NDK_ADAPTER *a = conf_open();
+    struct side cl;
+    side_init(&cl, a);
+    struct req r;
+    CHECK_STATUS(connect_to(a, cl.qp, &cl.conn, "127.0.0.1", raw_port, NULL, 0, &r), expect);
+    side_close(&cl);
+    pthread_join(th, NULL);
+    conf_close_adapter(a);
+    close(lfd);
+}
+
+TEST(connect_timeout_when_peer_never_answers)
+{
+    /* a plain TCP listener that never speaks MPA */
+    uint16_t raw_port;
+    int lfd = raw_listener(&raw_port);
     SOFTNDK_OPTIONS o;
     conf_options(&o);
     o.ConnectTimeoutMs = 200;
@@ -527,7 +556,7 @@ TEST(connect_timeout_when_peer_never_answers)
     struct side cl;
     side_init(&cl, a);
     struct req r;
-    CHECK_STATUS(connect_to(a, cl.qp, &cl.conn, "127.0.0.1", ntohs(sa.sin_port), NULL, 0, &r),
+    CHECK_STATUS(connect_to(a, cl.qp, &cl.conn, "127.0.0.1", raw_port, NULL, 0, &r),
                  STATUS_IO_TIMEOUT);
     side_close(&cl);
     conf_close_adapter(a);
@@ -553,23 +582,7 @@ static void *garbage_server(void *arg)
 
 TEST(connect_to_garbage_peer_is_aborted)
 {
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    CHECK(bind(lfd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(lfd, 4) == 0);
-    socklen_t sl = sizeof sa;
-    getsockname(lfd, (struct sockaddr *)&sa, &sl);
-    pthread_t th;
-    pthread_create(&th, NULL, garbage_server, &lfd);
-    NDK_ADAPTER *a = conf_open();
-    struct side cl;
-    side_init(&cl, a);
-    struct req r;
-    CHECK_STATUS(connect_to(a, cl.qp, &cl.conn, "127.0.0.1", ntohs(sa.sin_port), NULL, 0, &r),
-                 STATUS_CONNECTION_ABORTED);
-    side_close(&cl);
-    pthread_join(th, NULL);
-    conf_close_adapter(a);
-    close(lfd);
+    connect_to_fake_peer(garbage_server, STATUS_CONNECTION_ABORTED);
 }
 
 TEST(garbage_client_gets_no_connect_event_and_listener_keeps_serving)
@@ -669,11 +682,8 @@ TEST(connect_argument_statuses)
 TEST(close_connector_while_connecting_cancels_connect)
 {
     /* a peer that accepts TCP but never answers keeps the connect pending */
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    CHECK(bind(lfd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(lfd, 4) == 0);
-    socklen_t sl = sizeof sa;
-    getsockname(lfd, (struct sockaddr *)&sa, &sl);
+    uint16_t raw_port;
+    int lfd = raw_listener(&raw_port);
     NDK_ADAPTER *a = conf_open();
     struct side cl;
     side_init(&cl, a);
@@ -681,7 +691,7 @@ TEST(close_connector_while_connecting_cancels_connect)
                  STATUS_SUCCESS);
     ULONG slen, dlen;
     struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
-                            dst = addr_of("127.0.0.1", ntohs(sa.sin_port), &dlen);
+                            dst = addr_of("127.0.0.1", raw_port, &dlen);
     struct req r;
     req_init(&r);
     CHECK_STATUS(cl.conn->Dispatch->NdkConnect(cl.conn, cl.qp, (struct sockaddr *)&src, slen,
@@ -989,23 +999,7 @@ static void *half_reply_server(void *arg)
 
 TEST(connect_reply_cut_short_is_aborted_not_refused)
 {
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    CHECK(bind(lfd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(lfd, 4) == 0);
-    socklen_t sl = sizeof sa;
-    getsockname(lfd, (struct sockaddr *)&sa, &sl);
-    pthread_t th;
-    pthread_create(&th, NULL, half_reply_server, &lfd);
-    NDK_ADAPTER *a = conf_open();
-    struct side cl;
-    side_init(&cl, a);
-    struct req r;
-    CHECK_STATUS(connect_to(a, cl.qp, &cl.conn, "127.0.0.1", ntohs(sa.sin_port), NULL, 0, &r),
-                 STATUS_CONNECTION_ABORTED);
-    side_close(&cl);
-    pthread_join(th, NULL);
-    conf_close_adapter(a);
-    close(lfd);
+    connect_to_fake_peer(half_reply_server, STATUS_CONNECTION_ABORTED);
 }
 
 /* The active side may send the moment CompleteConnect completes; the Send can then arrive in
