@@ -70,11 +70,18 @@ typedef struct _SOFTNDK_OPTIONS {
                                   peer that acknowledges nothing for this long (TCP keep-alive
                                   and user timeout) is declared gone: the QP aborts, every
                                   request completes, the disconnect event fires */
+    /* ---- fault injection (docs/faults.md) ---- */
+    const char *Faults;        /* NULL = default (SOFTNDK_FAULTS, else none): "rule;rule;...",
+                                  e.g. "seed=7;drop:dir=tx,after_fpdus=100;fail:call=cq";
+                                  "" = none. Every fault that fires counts in InjectedFaults */
 } SOFTNDK_OPTIONS;
 
 /* The size of the first published SOFTNDK_OPTIONS (ending at DisconnectTimeoutMs), still
  * accepted in Size. */
 #define SOFTNDK_OPTIONS_SIZE_V1 (offsetof(SOFTNDK_OPTIONS, DisconnectTimeoutMs) + sizeof(ULONG))
+/* The second layout (ending at PeerTimeoutMs, padded), still accepted: Faults from the
+ * environment. */
+#define SOFTNDK_OPTIONS_SIZE_V2 offsetof(SOFTNDK_OPTIONS, Faults)
 
 /* Fill *Options with "all defaults" (Size set, everything else zero). */
 SOFTNDK_API VOID SoftNdkInitOptions(SOFTNDK_OPTIONS *Options);
@@ -144,7 +151,7 @@ typedef struct _SOFTNDK_COUNTERS {
     ULONG64 TerminatesSent[3]; /* by layer: [0] RDMAP, [1] DDP, [2] MPA */
     ULONG64 TerminatesReceived[3];
     ULONG64 FlushedRequests;   /* requests completed with STATUS_CANCELLED by a flush/abort */
-    ULONG64 InjectedFaults;    /* reserved for fault injection: 0 */
+    ULONG64 InjectedFaults;    /* faults injected (docs/faults.md) */
     ULONG64 HandshakeInOctets; /* MPA Request/Reply bytes */
     ULONG64 HandshakeOutOctets;
     ULONG64 MpaRejectsSent;

@@ -2,6 +2,8 @@
  * (spec/ndkpi.md §5.11). */
 #include "core/adapter.h"
 
+#include "core/faults.h"
+
 #include <errno.h>
 #include <net/if.h>
 #include <stdio.h>
@@ -120,12 +122,19 @@ NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OP
     char ifname[IF_NAMESIZE] = "*";
     if (IfIndex != 0 && !if_indextoname(IfIndex, ifname)) {
         sndk_err("adapter", "no network interface has index %u", IfIndex);
+        sndk_faults_free(cfg.faults);
         return STATUS_NOT_FOUND;
     }
 
     struct sndk_adapter *a = calloc(1, sizeof *a);
-    if (!a)
+    if (!a) {
+        sndk_faults_free(cfg.faults);
         return STATUS_INSUFFICIENT_RESOURCES;
+    }
+    a->faults = cfg.faults;
+    if (a->faults)
+        sndk_info("adapter", "fault injection: %u rule(s), seed %llu", a->faults->n,
+                  (unsigned long long)a->faults->seed);
     a->version = run;
     a->if_index = IfIndex;
     a->cfg = cfg;
@@ -206,6 +215,7 @@ fail_obs:
 fail_engine:
     sndk_stag_table_destroy(&a->stags);
 fail_stags:
+    sndk_faults_free(a->faults);
     pthread_cond_destroy(&a->released_cond);
     pthread_mutex_destroy(&a->lock);
     free(a);
@@ -263,6 +273,7 @@ VOID SoftNdkCloseAdapter(NDK_ADAPTER *pNdkAdapter)
     sndk_pcap_release(a->pcap);
     if (a->trace)
         sndk_trace_release();
+    sndk_faults_free(a->faults);
     pthread_cond_destroy(&a->released_cond);
     pthread_mutex_destroy(&a->lock);
     a->base.magic = 0;

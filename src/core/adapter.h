@@ -35,6 +35,7 @@ struct sndk_adapter {
     struct sndk_pcap *pcap;   /* NULL: no capture */
     bool trace;               /* holds a reference on the trace log */
     struct sndk_stat *stat;   /* the ndkstat endpoint, NULL when off */
+    struct sndk_faults *faults; /* fault injection rules (docs/faults.md), NULL = none */
 };
 
 static inline struct sndk_adapter *sndk_adapter_from(NDK_ADAPTER *pub)

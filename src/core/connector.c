@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "core/link.h"
+#include "core/faults.h"
 #include "core/listener.h"
 #include "core/qp.h"
 #include "iwarp/fpdu.h"
@@ -234,6 +235,7 @@ static void disconnect_event_locked(struct sndk_connector *c, ULONG reason)
 }
 
 static void reject_incoming(struct sndk_connector *c);
+static void send_reject_locked(struct sndk_connector *c, const void *pd, uint16_t pdlen);
 
 static void deliver_fn(struct sndk_work *w)
 {
@@ -600,6 +602,7 @@ static void establish(struct sndk_connector *c)
         .thread = sndk_source_thread(&c->src),
         .crc = c->crc,
         .mpa_rev = c->rev,
+        .active = c->active,
         .ird = c->ird,
         .ord = c->ord,
         .rec = c->rec,
@@ -790,6 +793,16 @@ static void io_wait_request(struct sndk_connector *c, uint32_t ev)
         timer_stop_locked(c);
         set_state(c, SNDK_CONN_CLOSED);
         io_stop_locked(c);
+        pthread_mutex_unlock(&c->lock);
+        sndk_obj_close(&c->base.pub.Header, NULL, NULL);
+        pthread_mutex_lock(&c->lock);
+        return;
+    }
+    if (sndk_fault_mpa_reject(c->base.adapter, c)) {
+        static const char why[] = "softndk: injected fault";
+        sndk_ctr_inc(ctrs_of(c), SNDK_CTR_CONNECT_FAILURE);
+        timer_stop_locked(c);
+        send_reject_locked(c, why, sizeof why - 1); /* closes the connection */
         pthread_mutex_unlock(&c->lock);
         sndk_obj_close(&c->base.pub.Header, NULL, NULL);
         pthread_mutex_lock(&c->lock);
@@ -1488,6 +1501,8 @@ NTSTATUS sndk_connector_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CREATE_COMPLETIO
         return STATUS_INVALID_PARAMETER;
     if (sndk_obj_closing(&a->base))
         return STATUS_INVALID_DEVICE_STATE;
+    if (sndk_fault_call_fast(a, a->faults, SNDK_FCALL_CONNECTOR))
+        return STATUS_INSUFFICIENT_RESOURCES;
     struct sndk_connector *c = connector_new(a);
     if (!c)
         return STATUS_INSUFFICIENT_RESOURCES;

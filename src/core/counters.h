@@ -38,7 +38,7 @@ enum sndk_ctr {
     SNDK_CTR_CQ_ERROR,          /* CQ overruns */
     SNDK_CTR_CRC_ERRORS,        /* FPDUs received with a bad CRC32c */
     SNDK_CTR_FLUSHED,           /* requests completed with STATUS_CANCELLED by a flush */
-    SNDK_CTR_INJECTED,          /* faults injected (reserved: fault injection comes later) */
+    SNDK_CTR_INJECTED,          /* faults injected (docs/faults.md) */
     SNDK_CTR_MPA_REJECT_SENT,   /* MPA Replies with the Reject bit we sent */
     SNDK_CTR_MPA_REJECT_RECV,   /* ... we received */
     SNDK_CTR_HANDSHAKE_TIMEOUT, /* handshakes that timed out */

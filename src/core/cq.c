@@ -1,5 +1,6 @@
 /* Completion queue (spec/ndkpi.md §2.4, §5.4). */
 #include "core/cq.h"
+#include "core/faults.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,18 @@ static void satisfy_locked(struct sndk_cq *cq)
     }
 }
 
+/* §5.4 rule 12: the QPs feeding a dead CQ are unusable; the connected ones abort (their peers
+ * get a Terminate) so that neither end waits for completions that can never come. */
+static void overrun_work_fn(struct sndk_work *w)
+{
+    struct sndk_cq *cq = sndk_container_of(w, struct sndk_cq, overrun_work);
+    pthread_mutex_lock(&cq->conn_lock);
+    for (struct sndk_cq_conn *c = cq->conns.next; c != &cq->conns; c = c->next)
+        sndk_qp_cq_overrun(c->qp); /* as a polling pass may: the list stays until src_done */
+    pthread_mutex_unlock(&cq->conn_lock);
+    sndk_obj_put(&cq->base);
+}
+
 static void notify_work_fn(struct sndk_work *w)
 {
     struct sndk_cq *cq = sndk_container_of(w, struct sndk_cq, notify_work);
@@ -123,12 +136,17 @@ bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicite
         pthread_mutex_unlock(&cq->lock);
         return false;
     }
-    if (cq->count == cq->depth) {
+    if (cq->count == cq->depth || cq->produced == cq->fault_overrun_at) {
         /* §5.4 rule 12: an overrun kills the CQ; the callback says so whatever the arm. */
+        if (cq->count != cq->depth)
+            sndk_fault_fired(cq->base.adapter, cq->fault_rule, 0, cq, "CQ overrun");
         cq->dead = STATUS_BUFFER_OVERFLOW;
         cq->count = 0;
         sndk_ctr_inc(&cq->base.adapter->ctrs, SNDK_CTR_CQ_ERROR);
-        sndk_warn("cq", "CQ %p overran its depth %u: dead", (void *)cq, cq->depth);
+        sndk_warn("cq", "CQ %p overran its depth %u: dead, its QPs abort", (void *)cq,
+                  cq->depth);
+        sndk_obj_get(&cq->base);
+        sndk_engine_queue(cq->base.adapter->engine, &cq->overrun_work);
         if (cq->armed != SNDK_CQ_UNARMED || cq->moderating)
             fire_locked(cq, STATUS_BUFFER_OVERFLOW);
         pthread_mutex_unlock(&cq->lock);
@@ -420,6 +438,8 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
         return STATUS_INVALID_PARAMETER;
     if (sndk_obj_closing(&a->base))
         return STATUS_INVALID_DEVICE_STATE;
+    if (sndk_fault_call_fast(a, a->faults, SNDK_FCALL_CQ))
+        return STATUS_INSUFFICIENT_RESOURCES;
     struct sndk_cq *cq = calloc(1, sizeof *cq);
     if (!cq)
         return STATUS_INSUFFICIENT_RESOURCES;
@@ -429,6 +449,8 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
         return STATUS_INSUFFICIENT_RESOURCES;
     }
     cq->depth = CqDepth;
+    cq->fault_overrun_at =
+        a->faults ? sndk_fault_cq_overrun_at(a, &cq->fault_rule, &cq->fault_no) : UINT64_MAX;
     cq->armed = SNDK_CQ_UNARMED;
     cq->dead = STATUS_SUCCESS;
     cq->notify_cb = CqNotification;
@@ -437,6 +459,7 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
     pthread_mutex_init(&cq->conn_lock, NULL);
     cq->conns.next = cq->conns.prev = &cq->conns;
     sndk_work_init(&cq->notify_work, notify_work_fn);
+    sndk_work_init(&cq->overrun_work, overrun_work_fn);
     sndk_timer_init(&cq->mod_timer, mod_timer_fn);
     sndk_obj_init(&cq->base, a, &cq_ops, &cq_dispatch);
     sndk_obj_hold(&cq->base, &a->base);

@@ -38,6 +38,12 @@ struct sndk_cq {
     uint64_t last_solicited; /* sequence + 1 of the newest solicited/error entry, 0 = none */
     int armed;          /* SNDK_CQ_UNARMED or NDK_CQ_NOTIFY_* */
     NTSTATUS dead;      /* STATUS_SUCCESS, or why the CQ is dead (overrun) */
+    uint64_t fault_overrun_at; /* injected overrun (docs/faults.md): at this `produced`, else
+                                  UINT64_MAX */
+    const struct sndk_fault_rule *fault_rule;
+    unsigned fault_no;  /* the CQ's number among the adapter's, for the log */
+    struct sndk_work overrun_work; /* after an overrun: the QPs feeding the CQ abort; holds a
+                                      reference */
 
     /* notification delivery: one work item, re-run while notifications are due, so callbacks
      * for this CQ never overlap */

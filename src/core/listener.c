@@ -1,6 +1,7 @@
 /* Listener (spec/ndkpi.md §2.11, §5.8): a listening TCP socket on an endpoint; each accepted
  * connection becomes an incoming connector once its MPA Request arrived (connector.c). */
 #include "core/listener.h"
+#include "core/faults.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -192,6 +193,8 @@ NTSTATUS sndk_listener_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CONNECT_EVENT_CAL
         return STATUS_INVALID_PARAMETER;
     if (sndk_obj_closing(&a->base))
         return STATUS_INVALID_DEVICE_STATE;
+    if (sndk_fault_call_fast(a, a->faults, SNDK_FCALL_LISTENER))
+        return STATUS_INSUFFICIENT_RESOURCES;
     struct sndk_listener *l = calloc(1, sizeof *l);
     if (!l)
         return STATUS_INSUFFICIENT_RESOURCES;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "core/access.h"
+#include "core/faults.h"
 #include "core/mr.h"
 
 NTSTATUS sndk_mw_bind(struct sndk_mw *mw, struct sndk_mr *mr, struct sndk_pd *pd, uint64_t va,
@@ -75,6 +76,8 @@ NTSTATUS sndk_mw_create(NDK_PD *pNdkPd, NDK_FN_CREATE_COMPLETION CreateCompletio
         return STATUS_INVALID_PARAMETER;
     if (sndk_obj_closing(&pd->base))
         return STATUS_INVALID_DEVICE_STATE;
+    if (sndk_fault_call_fast(pd->base.adapter, pd->base.adapter->faults, SNDK_FCALL_MW))
+        return STATUS_INSUFFICIENT_RESOURCES;
     struct sndk_mw *mw = calloc(1, sizeof *mw);
     if (!mw)
         return STATUS_INSUFFICIENT_RESOURCES;

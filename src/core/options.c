@@ -1,5 +1,7 @@
 #include "core/options.h"
 
+#include "core/faults.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -245,17 +247,20 @@ NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *given, struct sndk_config *c
 {
     /* Size is the struct's version: the first published layout is the smallest we accept;
      * fields beyond the caller's Size are "default". */
+    cfg->faults = NULL;
     SOFTNDK_OPTIONS copy;
     memset(&copy, 0, sizeof copy);
     copy.Size = sizeof copy;
     if (given) {
         /* a published layout: the first one, or the current one (or a later, larger one) */
-        if ((given->Size != SOFTNDK_OPTIONS_SIZE_V1 && given->Size < sizeof(SOFTNDK_OPTIONS)) ||
+        if ((given->Size != SOFTNDK_OPTIONS_SIZE_V1 && given->Size != SOFTNDK_OPTIONS_SIZE_V2 &&
+             given->Size < sizeof(SOFTNDK_OPTIONS)) ||
             given->Size > 4096) {
             snprintf(err, errlen,
-                     "SOFTNDK_OPTIONS.Size %u is not sizeof(SOFTNDK_OPTIONS) (%zu, or %zu for "
-                     "the first layout)",
-                     given->Size, sizeof(SOFTNDK_OPTIONS), (size_t)SOFTNDK_OPTIONS_SIZE_V1);
+                     "SOFTNDK_OPTIONS.Size %u is not sizeof(SOFTNDK_OPTIONS) (%zu, or %zu / %zu "
+                     "for the earlier layouts)",
+                     given->Size, sizeof(SOFTNDK_OPTIONS), (size_t)SOFTNDK_OPTIONS_SIZE_V1,
+                     (size_t)SOFTNDK_OPTIONS_SIZE_V2);
             return STATUS_INVALID_PARAMETER;
         }
         memcpy(&copy, given, given->Size < sizeof copy ? given->Size : sizeof copy);
@@ -425,5 +430,13 @@ NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *given, struct sndk_config *c
         !resolve_file(opt->PcapFile, "SOFTNDK_PCAP", cfg->pcap_path, sizeof cfg->pcap_path, err,
                       errlen))
         return STATUS_INVALID_PARAMETER;
+
+    /* Fault injection: parsed last, so that nothing after it can fail and leak the rules. */
+    const char *faults = opt->Faults ? opt->Faults : env("SOFTNDK_FAULTS");
+    char ferr[200];
+    if (!sndk_faults_parse(faults, &cfg->faults, ferr, sizeof ferr)) {
+        snprintf(err, errlen, "%s: %s", opt->Faults ? "Faults" : "SOFTNDK_FAULTS", ferr);
+        return STATUS_INVALID_PARAMETER;
+    }
     return STATUS_SUCCESS;
 }

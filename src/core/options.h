@@ -16,6 +16,8 @@
 #define SNDK_MAX_TIMEOUT_MS       3600000
 #define SNDK_OBS_PATH_MAX         512
 
+struct sndk_faults;
+
 struct sndk_config {
     unsigned mpa_revision; /* 1 or 2 */
     bool crc;              /* ask for CRC */
@@ -33,6 +35,8 @@ struct sndk_config {
     char stat_path[108];             /* its socket path ("" = the default place) */
     char trace_path[SNDK_OBS_PATH_MAX];
     char pcap_path[SNDK_OBS_PATH_MAX];
+    struct sndk_faults *faults;      /* parsed fault rules (docs/faults.md), NULL = none; owned:
+                                        the adapter takes it, sndk_faults_free otherwise */
 };
 
 /* softndk's own maxima: the ceiling of SOFTNDK_LIMITS. */

@@ -1,5 +1,6 @@
 /* Protection domain: parent of MRs, MWs, SRQs and QPs; owner of the privileged token. */
 #include "core/pd.h"
+#include "core/faults.h"
 
 #include <stdlib.h>
 
@@ -41,6 +42,8 @@ NTSTATUS sndk_pd_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CREATE_COMPLETION Creat
         return STATUS_INVALID_PARAMETER;
     if (sndk_obj_closing(&a->base))
         return STATUS_INVALID_DEVICE_STATE;
+    if (sndk_fault_call_fast(a, a->faults, SNDK_FCALL_PD))
+        return STATUS_INSUFFICIENT_RESOURCES;
     struct sndk_pd *pd = calloc(1, sizeof *pd);
     if (!pd)
         return STATUS_INSUFFICIENT_RESOURCES;

@@ -290,6 +290,15 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
     io->dead = true;               /* from here only src_done touches the socket */
     io->close_rst = f->rst;
     sndk_tx_discard(io);
+    unsigned stall_refs = 0;
+    if (io->tx_stall_ref && sndk_timer_cancel(&io->tx_stall_timer)) {
+        io->tx_stall_ref = false;
+        stall_refs++;
+    }
+    if (io->rx_stall_ref && sndk_timer_cancel(&io->rx_stall_timer)) {
+        io->rx_stall_ref = false;
+        stall_refs++;
+    }
     /* Every outstanding initiator request completes, in order: its own local error, the
      * peer's refusal when a Terminate named it, else STATUS_CANCELLED. */
     while (atomic_load_explicit(&qp->sq_head, memory_order_relaxed) != qp->sq_tail) {
@@ -338,8 +347,24 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
         sndk_obj_put(&qp->base);
     if (drop_park_ref)
         sndk_obj_put(&qp->base);
+    while (stall_refs-- > 0)
+        sndk_obj_put(&qp->base);
     sndk_debug("qp", "QP %p: connection ended: 0x%08x reason 0x%08x", (void *)qp,
                (unsigned)f->link_status, (unsigned)f->reason);
+}
+
+void sndk_qp_cq_overrun(struct sndk_qp *qp)
+{
+    if (!qp->io)
+        return;
+    struct sndk_fail f = {.link_status = STATUS_CONNECTION_ABORTED,
+                          .reason = SNDK_REASON_TERM(SNDK_REASON_TERM_SENT,
+                                                     SNDK_TERM_LAYER_RDMAP,
+                                                     SNDK_TERM_RDMAP_LOCAL_CATA, 0),
+                          .notify = true, .send_term = true};
+    f.term.layer = SNDK_TERM_LAYER_RDMAP;
+    f.term.etype = SNDK_TERM_RDMAP_LOCAL_CATA;
+    sndk_qp_fail(qp, &f);
 }
 
 static void fail_local(struct sndk_qp *qp, bool notify)
@@ -455,7 +480,7 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events)
     struct sndk_qp_io *io = qp->io;
     if (!io || !mutex_trylock(&qp->rx_lock))
         return false;
-    if (io->dead) {
+    if (io->dead || io->rx_stalled) {
         sndk_mutex_unlock(&qp->rx_lock);
         return false;
     }
@@ -587,6 +612,56 @@ static void src_fn(struct sndk_source *s, uint32_t events)
     }
 }
 
+/* Injected stalls (docs/faults.md) end here. */
+static void tx_stall_timer_fn(struct sndk_timer *t)
+{
+    struct sndk_qp_io *io = sndk_container_of(t, struct sndk_qp_io, tx_stall_timer);
+    struct sndk_qp *qp = io->qp;
+    enum sndk_tx_result res = SNDK_TX_DRAINED;
+    sndk_mutex_lock(&qp->tx_lock);
+    io->tx_stall_ref = false;
+    if (!io->dead) {
+        io->tx_stalled = false;
+        res = sndk_tx_push(qp); /* tx_blocked is still set: the push clears it when drained */
+    }
+    sndk_mutex_unlock(&qp->tx_lock);
+    after_tx(qp, res);
+    sndk_obj_put(&qp->base);
+}
+
+static void rx_stall_timer_fn(struct sndk_timer *t)
+{
+    struct sndk_qp_io *io = sndk_container_of(t, struct sndk_qp_io, rx_stall_timer);
+    struct sndk_qp *qp = io->qp;
+    sndk_mutex_lock(&qp->rx_lock);
+    sndk_mutex_lock(&qp->tx_lock);
+    io->rx_stall_ref = false;
+    bool live = !io->dead;
+    if (live) {
+        io->rx_stalled = false;
+        sndk_tx_update_events(io);
+    }
+    sndk_mutex_unlock(&qp->tx_lock);
+    sndk_mutex_unlock(&qp->rx_lock);
+    /* Bytes may wait in the staging buffer, which no EPOLLIN reports: receive now. */
+    if (live)
+        rx_run(qp, 0);
+    sndk_obj_put(&qp->base);
+}
+
+void sndk_qp_stall_timer(struct sndk_qp *qp, enum sndk_fault_dir dir, uint32_t ms)
+{
+    struct sndk_qp_io *io = qp->io;
+    sndk_assert_held(&qp->tx_lock);
+    bool *ref = dir == SNDK_FDIR_TX ? &io->tx_stall_ref : &io->rx_stall_ref;
+    struct sndk_timer *t = dir == SNDK_FDIR_TX ? &io->tx_stall_timer : &io->rx_stall_timer;
+    if (*ref)
+        return;
+    *ref = true;
+    sndk_obj_get(&qp->base);
+    sndk_timer_arm_on(io->engine, io->thread, t, (uint64_t)ms * 1000u);
+}
+
 static void shut_timer_fn(struct sndk_timer *t)
 {
     struct sndk_qp_io *io = sndk_container_of(t, struct sndk_qp_io, shut_timer);
@@ -669,6 +744,10 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     sndk_work_init(&io->detach_work, detach_work_fn);
     sndk_timer_init(&io->shut_timer, shut_timer_fn);
     sndk_timer_init(&io->park_timer, park_timer_fn);
+    sndk_timer_init(&io->tx_stall_timer, tx_stall_timer_fn);
+    sndk_timer_init(&io->rx_stall_timer, rx_stall_timer_fn);
+    io->fc = sndk_fault_conn_new(qp->base.adapter, p->active, p->crc);
+    io->rx_fault_checked = UINT64_MAX;
     io->rconn.qp = io->iconn.qp = qp;
     io->crec = p->rec;
     sndk_conn_rec_get(io->crec);
@@ -1146,6 +1225,7 @@ static void qp_destroy(struct sndk_obj *o)
         free(qp->io->cur);
         free(qp->io->cur_iov);
         free(qp->io->resp_iov);
+        sndk_fault_conn_free(qp->io->fc);
         free(qp->io);
     }
     free(qp->sq);
@@ -1188,6 +1268,8 @@ static NTSTATUS qp_create_common(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pIn
         return STATUS_INVALID_PARAMETER;
     if (sndk_obj_closing(&pd->base))
         return STATUS_INVALID_DEVICE_STATE;
+    if (sndk_fault_call_fast(a, a->faults, SNDK_FCALL_QP))
+        return STATUS_INSUFFICIENT_RESOURCES;
     struct sndk_qp *qp = calloc(1, sizeof *qp);
     if (!qp)
         return STATUS_INSUFFICIENT_RESOURCES;

@@ -104,5 +104,8 @@ bool sndk_qp_poll_rx(struct sndk_qp *qp);
 bool sndk_qp_poll_tx(struct sndk_qp *qp);
 /* Its receive CQ was armed: the progress thread watches the socket again. */
 void sndk_qp_unpark_rx(struct sndk_qp *qp);
+/* A CQ this QP feeds overran (spec/ndkpi.md §5.4 rule 12: its QPs are unusable): a connected
+ * QP sends a Terminate (RDMAP, local catastrophic) and aborts. Caller holds no QP lock. */
+void sndk_qp_cq_overrun(struct sndk_qp *qp);
 
 #endif

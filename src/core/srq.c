@@ -1,5 +1,6 @@
 /* Shared receive queue (spec/ndkpi.md §2.7, §5.9). */
 #include "core/srq.h"
+#include "core/faults.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -208,6 +209,8 @@ NTSTATUS sndk_srq_create(NDK_PD *pNdkPd, ULONG SrqDepth, ULONG MaxReceiveRequest
         return STATUS_INVALID_PARAMETER;
     if (sndk_obj_closing(&pd->base))
         return STATUS_INVALID_DEVICE_STATE;
+    if (sndk_fault_call_fast(pd->base.adapter, pd->base.adapter->faults, SNDK_FCALL_SRQ))
+        return STATUS_INSUFFICIENT_RESOURCES;
     struct sndk_srq *srq = calloc(1, sizeof *srq);
     if (!srq)
         return STATUS_INSUFFICIENT_RESOURCES;

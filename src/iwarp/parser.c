@@ -382,7 +382,7 @@ static int rx_trailer(struct sndk_rx *rx, size_t *n)
     unsigned pad = rx->trl_need - SNDK_MPA_CRC_SIZE;
     if (rx->cfg.crc) {
         uint32_t c = sndk_crc32c(rx->crc, rx->trailer, pad);
-        if (c != sndk_get_le32(rx->trailer + pad))
+        if (c != sndk_get_le32(rx->trailer + pad) || rx->fpdus + 1 == rx->fault_crc_at)
             return rx_fail(rx, SNDK_WERR_CRC, false);
     }
     rx->fpdus++;

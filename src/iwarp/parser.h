@@ -126,6 +126,8 @@ struct sndk_rx {
     uint8_t discard[64];            /* sink for Terminate bytes beyond what is decoded */
     struct sndk_wire_fault fault;
     uint64_t fpdus;                 /* FPDUs fully received */
+    uint64_t fault_crc_at;          /* fault injection: FPDU number (fpdus + 1) whose CRC check
+                                       fails whatever it holds; 0 = none */
 };
 
 void sndk_rx_init(struct sndk_rx *rx, const struct sndk_rx_config *cfg,

@@ -10,6 +10,7 @@
 #include "iwarp/fpdu.h"
 #include "iwarp/parser.h"
 #include "core/counters.h"
+#include "core/faults.h"
 #include "util/pcap.h"
 #include "util/trace.h"
 
@@ -126,6 +127,8 @@ struct sndk_qp_io {
     struct sndk_timer shut_timer;  /* sndk_qp_shutdown's bound; holds a reference */
     struct sndk_timer park_timer;  /* while parked: safety net; holds a reference */
     struct sndk_cq_conn rconn, iconn;
+    struct sndk_fault_conn *fc;    /* fault rules of this connection (docs/faults.md), or NULL */
+    struct sndk_timer tx_stall_timer, rx_stall_timer; /* injected stalls; each holds a reference */
 
     /* under qp->state_lock */
     unsigned ev_pending;           /* SNDK_EV_* */
@@ -142,6 +145,12 @@ struct sndk_qp_io {
     bool tx_blocked;               /* EPOLLOUT armed */
     bool rx_stopped;               /* peer FIN seen: EPOLLIN no longer watched */
     bool rx_parked;                /* a consumer polls the receive CQ: EPOLLIN not watched */
+    bool rx_stalled;               /* injected stall: no receiving (also under rx_lock) */
+    bool tx_stalled;               /* injected stall: no sending (tx_blocked is set too) */
+    bool tx_stall_ref, rx_stall_ref; /* the stall timers are armed */
+    enum sndk_fault_action tx_fault; /* before the next FPDU (fill_batch stops in front of it) */
+    uint32_t tx_fault_ms;
+    const struct sndk_fault_rule *tx_fault_rule;
     bool shut_req, fin_sent;
     uint32_t msn_send;             /* next Send MSN (QN 0), first = 1 */
     uint32_t msn_term;             /* next Terminate MSN (QN 2), first = 1 */
@@ -174,6 +183,7 @@ struct sndk_qp_io {
     struct sndk_rx rx;
     bool rx_eof;                   /* the peer's FIN was read: no more passes */
     bool rx_failed;                /* a parser callback recorded rx_fail */
+    uint64_t rx_fault_checked;     /* rx.fpdus when the fault rules were last asked */
     struct sndk_fail rx_fail;
     bool cur_active;               /* a receive is being filled */
     bool cur_inval;                /* its message asked for a remote invalidation */
@@ -195,6 +205,9 @@ struct sndk_qp_io {
 /* End the connection for the reason in *f (once; later calls only return). Takes every QP
  * lock in turn: the caller holds none. Completes every outstanding request. */
 void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f);
+/* An injected stall of direction dir for ms: arm its timer (holds a reference), which ends
+ * the stall and resumes that direction. tx_lock held (rx: rx_lock too). */
+void sndk_qp_stall_timer(struct sndk_qp *qp, enum sndk_fault_dir dir, uint32_t ms);
 /* Retire the request at sq_head with st (no CQE for a silent success). tx_lock held. */
 void sndk_qp_retire_head(struct sndk_qp *qp, NTSTATUS st, ULONG code);
 /* Retire, in order, the finished requests at the head of the queue. tx_lock held. */

@@ -36,8 +36,8 @@ void sndk_tx_update_events(struct sndk_qp_io *io)
 {
     if (io->dead)
         return;
-    uint32_t ev = (io->rx_stopped || io->rx_parked ? 0u : (uint32_t)EPOLLIN) |
-                  (io->tx_blocked ? (uint32_t)EPOLLOUT : 0u);
+    uint32_t ev = (io->rx_stopped || io->rx_parked || io->rx_stalled ? 0u : (uint32_t)EPOLLIN) |
+                  (io->tx_blocked && !io->tx_stalled ? (uint32_t)EPOLLOUT : 0u);
     int rc = sndk_source_modify(&io->src, ev);
     if (rc < 0 && rc != -ENOENT)
         sndk_warn("tx", "QP %p: epoll modify: %d", (void *)io->qp, rc);
@@ -113,6 +113,34 @@ static bool start_response(struct sndk_qp *qp)
     return true;
 }
 
+/* The FPDU about to be cut: does a fault rule (docs/faults.md) act on it? True: the batch
+ * stops in front of it and io->tx_fault says what happens once the batch is out. *corrupt:
+ * cut it with a wrong CRC. */
+static bool fault_point(struct sndk_qp_io *io, bool *corrupt)
+{
+    uint32_t ms = 0;
+    const struct sndk_fault_rule *r = NULL;
+    enum sndk_fault_action a = sndk_fault_fpdu(io->fc, SNDK_FDIR_TX, io->qp, &ms, &r);
+    if (a == SNDK_FACT_CRC)
+        *corrupt = true;
+    if (a == SNDK_FACT_NONE || a == SNDK_FACT_CRC)
+        return false;
+    io->tx_fault = a;
+    io->tx_fault_ms = ms;
+    io->tx_fault_rule = r;
+    return true;
+}
+
+/* One more FPDU is in the batch (for the fault rules' counts). */
+static void cut_one(struct sndk_qp_io *io, int rec, bool corrupt)
+{
+    if (!io->fc)
+        return;
+    io->fc->d[SNDK_FDIR_TX].fpdus++;
+    if (corrupt) /* the CRC is the trailer's last 4 bytes, sent from here */
+        io->fp[rec].trailer[io->fp[rec].trailer_len - 1] ^= 0xffu;
+}
+
 /* Gather the next batch of FPDUs: Read Responses first (they answer the peer), then the
  * initiator queue in order. Stops before a request that failed its local checks (the ones
  * before it must be out and retired first so that completions stay in order), before a Read
@@ -121,7 +149,8 @@ static void fill_batch(struct sndk_qp *qp)
 {
     struct sndk_qp_io *io = qp->io;
     int nrec = 0, niov = 0;
-    while (nrec < SNDK_TX_BATCH && !io->tx_failed) {
+    bool corrupt = false;
+    while (nrec < SNDK_TX_BATCH && !io->tx_failed && io->tx_fault == SNDK_FACT_NONE) {
         int room = SNDK_TX_IOV - niov;
         if (room < 3)
             break;
@@ -153,6 +182,8 @@ static void fill_batch(struct sndk_qp *qp)
             case SNDK_SQ_READ: {
                 if (io->orq_count >= io->ord)
                     goto stall; /* ORD Reads outstanding: the queue waits (A.4.6) */
+                if (io->fc && fault_point(io, &corrupt))
+                    goto stall;
                 e->msn = io->msn_read++;
                 /* Private sink STag: names this Read for the responses; never in the table. */
                 e->sink_stag = (e->msn << 8) | 0xa5u;
@@ -169,6 +200,8 @@ static void fill_batch(struct sndk_qp *qp)
                 io->orq[(io->orq_head + io->orq_count) % SNDK_RD_MAX] = qp->sq_sent;
                 io->orq_count++;
                 io->rec[nrec] = (struct sndk_tx_rec){io->fp[nrec].wire_len, SNDK_REC_NONE, 0};
+                cut_one(io, nrec, corrupt);
+                corrupt = false;
                 nrec++;
                 niov += n;
                 qp->sq_sent++;
@@ -194,6 +227,8 @@ static void fill_batch(struct sndk_qp *qp)
             io->msg_ends = SNDK_REC_REQ;
             io->msg_req = qp->sq_sent;
         }
+        if (io->fc && fault_point(io, &corrupt))
+            break;
         int n = sndk_tx_msg_next(&io->msg, &io->fp[nrec], io->iov + niov, room);
         if (n <= 0) { /* cannot happen with room >= 3 and an unfinished message */
             sndk_err("tx", "QP %p: internal: FPDU build failed (%d)", (void *)qp, n);
@@ -203,6 +238,8 @@ static void fill_batch(struct sndk_qp *qp)
         io->rec[nrec] = (struct sndk_tx_rec){io->fp[nrec].wire_len,
                                              fin ? io->msg_ends : (uint8_t)SNDK_REC_NONE,
                                              io->msg_req};
+        cut_one(io, nrec, corrupt);
+        corrupt = false;
         nrec++;
         niov += n;
         if (fin) {
@@ -255,20 +292,85 @@ static void consumed(struct sndk_qp *qp, size_t n)
         sndk_qp_retire_done(qp);
 }
 
+/* An injected fault acts where the stream stands now (everything before it is out). */
+static enum sndk_tx_result fault_act(struct sndk_qp *qp, enum sndk_fault_action a, uint32_t ms,
+                                     const struct sndk_fault_rule *r)
+{
+    struct sndk_qp_io *io = qp->io;
+    io->tx_fault = SNDK_FACT_NONE;
+    if (a == SNDK_FACT_STALL) {
+        io->tx_stalled = true;
+        io->tx_blocked = true; /* postings queue meanwhile */
+        sndk_tx_update_events(io);
+        sndk_qp_stall_timer(qp, SNDK_FDIR_TX, ms);
+        return SNDK_TX_BLOCKED;
+    }
+    struct sndk_fail *f = &io->tx_fail;
+    memset(f, 0, sizeof *f);
+    f->notify = true;
+    if (a == SNDK_FACT_TERMINATE && r) {
+        f->send_term = true;
+        f->term.layer = r->layer;
+        f->term.etype = r->etype;
+        f->term.code = r->code;
+        f->link_status = STATUS_CONNECTION_ABORTED;
+        f->reason = SNDK_REASON_TERM(SNDK_REASON_TERM_SENT, r->layer, r->etype, r->code);
+    } else { /* drop: as if the network reset the connection */
+        f->link_status = STATUS_CONNECTION_RESET;
+        f->reason = SNDK_REASON_RESET;
+        f->rst = true;
+    }
+    io->tx_failed = true;
+    return SNDK_TX_LOCAL_ERR;
+}
+
+/* Copy the first `cap` bytes of iov[0..n) into out (at most SNDK_TX_IOV pieces). */
+static int clamp_iov(const struct iovec *iov, int n, uint64_t cap, struct iovec *out)
+{
+    int k = 0;
+    for (int i = 0; i < n && cap > 0; i++, k++) {
+        out[k] = iov[i];
+        if (out[k].iov_len > cap)
+            out[k].iov_len = (size_t)cap;
+        cap -= out[k].iov_len;
+    }
+    return k;
+}
+
 enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
 {
     struct sndk_qp_io *io = qp->io;
     sndk_assert_held(&qp->tx_lock);
     if (io->dead)
         return SNDK_TX_IO_ERR;
+    if (io->tx_stalled)
+        return SNDK_TX_BLOCKED;
     for (;;) {
         if (io->iov_left == 0) {
             fill_batch(qp);
-            if (io->iov_left == 0)
+            if (io->iov_left == 0) {
+                if (io->tx_fault != SNDK_FACT_NONE)
+                    return fault_act(qp, io->tx_fault, io->tx_fault_ms, io->tx_fault_rule);
                 break;
+            }
         }
         struct msghdr mh = {.msg_iov = io->iov_cur,
                             .msg_iovlen = (size_t)(io->iov_left < IOV_MAX ? io->iov_left : IOV_MAX)};
+        struct iovec clamped[SNDK_TX_IOV];
+        if (io->fc && io->fc->d[SNDK_FDIR_TX].byte_mark != UINT64_MAX) {
+            /* an after_bytes rule: the stream stops exactly at its byte */
+            struct sndk_fault_dirstate *d = &io->fc->d[SNDK_FDIR_TX];
+            if (d->byte_mark == d->bytes) {
+                uint32_t ms = 0;
+                enum sndk_fault_action a = sndk_fault_bytes(io->fc, SNDK_FDIR_TX, qp, &ms);
+                if (a != SNDK_FACT_NONE)
+                    return fault_act(qp, a, ms, NULL);
+                continue;
+            }
+            mh.msg_iovlen = (size_t)clamp_iov(mh.msg_iov, (int)mh.msg_iovlen,
+                                              d->byte_mark - d->bytes, clamped);
+            mh.msg_iov = clamped;
+        }
         ssize_t w = sendmsg(io->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
             if (errno == EINTR)
@@ -287,6 +389,8 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
             sndk_cc_add(io->crec, SNDK_CC_TX_OCTETS, (uint64_t)w);
             sndk_pcap_iov(io->crec->pcap, true, mh.msg_iov, (int)mh.msg_iovlen, (size_t)w);
         }
+        if (io->fc)
+            io->fc->d[SNDK_FDIR_TX].bytes += (uint64_t)w;
         consumed(qp, (size_t)w);
     }
     if (io->tx_blocked) {
