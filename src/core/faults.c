@@ -16,21 +16,21 @@
 #include "util/trace.h"
 
 static const char *const kind_names[SNDK_FAULT_KIND_COUNT] = {
-    [SNDK_FAULT_DROP] = "drop",
-    [SNDK_FAULT_CRC] = "crc",
-    [SNDK_FAULT_TERMINATE] = "terminate",
-    [SNDK_FAULT_STALL] = "stall",
-    [SNDK_FAULT_DELAY] = "delay",
-    [SNDK_FAULT_MPA_REJECT] = "mpa_reject",
-    [SNDK_FAULT_FAIL] = "fail",
-    [SNDK_FAULT_CQ_OVERRUN] = "cq_overrun",
+    [SNDK_FAULT_DROP] = "drop",           [SNDK_FAULT_CRC] = "crc",
+    [SNDK_FAULT_TERMINATE] = "terminate", [SNDK_FAULT_STALL] = "stall",
+    [SNDK_FAULT_DELAY] = "delay",         [SNDK_FAULT_MPA_REJECT] = "mpa_reject",
+    [SNDK_FAULT_FAIL] = "fail",           [SNDK_FAULT_CQ_OVERRUN] = "cq_overrun",
 };
 
 static const char *const call_names[SNDK_FCALL_COUNT] = {
-    [SNDK_FCALL_CQ] = "cq",       [SNDK_FCALL_PD] = "pd",
-    [SNDK_FCALL_QP] = "qp",       [SNDK_FCALL_SRQ] = "srq",
-    [SNDK_FCALL_MR] = "mr",       [SNDK_FCALL_REGISTER] = "register",
-    [SNDK_FCALL_MW] = "mw",       [SNDK_FCALL_CONNECTOR] = "connector",
+    [SNDK_FCALL_CQ] = "cq",
+    [SNDK_FCALL_PD] = "pd",
+    [SNDK_FCALL_QP] = "qp",
+    [SNDK_FCALL_SRQ] = "srq",
+    [SNDK_FCALL_MR] = "mr",
+    [SNDK_FCALL_REGISTER] = "register",
+    [SNDK_FCALL_MW] = "mw",
+    [SNDK_FCALL_CONNECTOR] = "connector",
     [SNDK_FCALL_LISTENER] = "listener",
 };
 
@@ -70,11 +70,21 @@ static const struct {
     const char *name;
     unsigned bit;
 } param_names[] = {
-    {"dir", P_DIR},     {"after_fpdus", P_AFTER_FPDUS}, {"after_bytes", P_AFTER_BYTES},
-    {"conn", P_CONN},   {"side", P_SIDE},               {"count", P_COUNT},
-    {"p", P_P},         {"ms", P_MS},                   {"layer", P_LAYER},
-    {"etype", P_ETYPE}, {"code", P_CODE},               {"call", P_CALL},
-    {"nth", P_NTH},     {"cq", P_CQ},                   {"after", P_AFTER},
+    {"dir", P_DIR},
+    {"after_fpdus", P_AFTER_FPDUS},
+    {"after_bytes", P_AFTER_BYTES},
+    {"conn", P_CONN},
+    {"side", P_SIDE},
+    {"count", P_COUNT},
+    {"p", P_P},
+    {"ms", P_MS},
+    {"layer", P_LAYER},
+    {"etype", P_ETYPE},
+    {"code", P_CODE},
+    {"call", P_CALL},
+    {"nth", P_NTH},
+    {"cq", P_CQ},
+    {"after", P_AFTER},
 };
 
 /* ---------------------------------------------------------------- parsing */
@@ -298,8 +308,9 @@ static bool parse_rule(struct sndk_fault_rule *r, char *item, char *err, size_t 
         return false;
     }
     if (r->kind == SNDK_FAULT_FAIL && !(given & P_CALL)) {
-        snprintf(err, errlen, "'fail' needs call= (cq, pd, qp, srq, mr, register, mw, "
-                              "connector, listener)");
+        snprintf(err, errlen,
+                 "'fail' needs call= (cq, pd, qp, srq, mr, register, mw, "
+                 "connector, listener)");
         return false;
     }
     if (r->kind == SNDK_FAULT_TERMINATE && r->dir != SNDK_FDIR_TX) {
@@ -308,8 +319,10 @@ static bool parse_rule(struct sndk_fault_rule *r, char *item, char *err, size_t 
     }
     if (r->kind == SNDK_FAULT_TERMINATE &&
         strcmp(sndk_term_code_name(r->layer, r->etype, r->code), "unknown") == 0) {
-        snprintf(err, errlen, "terminate layer/etype/code %u/%u/%u: not a Terminate of "
-                              "RFC 5040/5041/5044", r->layer, r->etype, r->code);
+        snprintf(err, errlen,
+                 "terminate layer/etype/code %u/%u/%u: not a Terminate of "
+                 "RFC 5040/5041/5044",
+                 r->layer, r->etype, r->code);
         return false;
     }
     return true;
@@ -335,8 +348,7 @@ bool sndk_faults_parse(const char *text, struct sndk_faults **out, char *err, si
     pthread_mutex_init(&f->lock, NULL);
     char *save = NULL;
     bool ok = true;
-    for (char *item = strtok_r(copy, ";", &save); item && ok;
-         item = strtok_r(NULL, ";", &save)) {
+    for (char *item = strtok_r(copy, ";", &save); item && ok; item = strtok_r(NULL, ";", &save)) {
         char *t = trim(item);
         if (!*t)
             continue;
@@ -422,8 +434,8 @@ void sndk_fault_fired_n(struct sndk_adapter *a, const struct sndk_fault_rule *r,
         sndk_warn("fault", "injected %s (rule %u \"%s\") on connection #%u (%p)%s%s",
                   kind_names[r->kind], r->index, r->text, conn, obj, *what ? ": " : "", what);
     else
-        sndk_warn("fault", "injected %s (rule %u \"%s\") (%p)%s%s", kind_names[r->kind],
-                  r->index, r->text, obj, *what ? ": " : "", what);
+        sndk_warn("fault", "injected %s (rule %u \"%s\") (%p)%s%s", kind_names[r->kind], r->index,
+                  r->text, obj, *what ? ": " : "", what);
 }
 
 /* An adapter-wide rule with nth/count/p over the occurrences counted in *seen (under f->lock). */
@@ -573,10 +585,14 @@ void sndk_fault_conn_free(struct sndk_fault_conn *fc)
 static enum sndk_fault_action action_of(enum sndk_fault_kind k)
 {
     switch (k) {
-    case SNDK_FAULT_DROP: return SNDK_FACT_DROP;
-    case SNDK_FAULT_CRC: return SNDK_FACT_CRC;
-    case SNDK_FAULT_TERMINATE: return SNDK_FACT_TERMINATE;
-    default: return SNDK_FACT_STALL;
+    case SNDK_FAULT_DROP:
+        return SNDK_FACT_DROP;
+    case SNDK_FAULT_CRC:
+        return SNDK_FACT_CRC;
+    case SNDK_FAULT_TERMINATE:
+        return SNDK_FACT_TERMINATE;
+    default:
+        return SNDK_FACT_STALL;
     }
 }
 
@@ -617,8 +633,7 @@ enum sndk_fault_action sndk_fault_fpdu(struct sndk_fault_conn *fc, enum sndk_fau
         if (rule)
             *rule = r;
         char what[64];
-        snprintf(what, sizeof what, "%s FPDU %" PRIu64, dir == SNDK_FDIR_TX ? "tx" : "rx",
-                 k + 1);
+        snprintf(what, sizeof what, "%s FPDU %" PRIu64, dir == SNDK_FDIR_TX ? "tx" : "rx", k + 1);
         sndk_fault_fired_n(fc->adapter, r, fc->conn_no, obj, what, m->fired);
         return act;
     }

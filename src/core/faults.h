@@ -46,20 +46,20 @@ enum sndk_fault_side { SNDK_FSIDE_ANY, SNDK_FSIDE_ACTIVE, SNDK_FSIDE_PASSIVE };
 
 struct sndk_fault_rule {
     enum sndk_fault_kind kind;
-    unsigned index;          /* 1-based, as in the logs */
+    unsigned index; /* 1-based, as in the logs */
     char text[SNDK_FAULT_TEXT];
     enum sndk_fault_dir dir;
     enum sndk_fault_side side;
-    uint32_t conn;           /* 0: every connection */
-    bool by_bytes;           /* after_bytes given (else after_fpdus) */
-    uint64_t after;          /* FPDUs or bytes that pass first; cq_overrun: completions */
-    uint32_t count;          /* firings per connection (per adapter for call rules); 0 = any */
-    uint32_t p_ppm;          /* probability in millionths; 0 = fixed point */
-    uint32_t ms;             /* stall, delay */
+    uint32_t conn;              /* 0: every connection */
+    bool by_bytes;              /* after_bytes given (else after_fpdus) */
+    uint64_t after;             /* FPDUs or bytes that pass first; cq_overrun: completions */
+    uint32_t count;             /* firings per connection (per adapter for call rules); 0 = any */
+    uint32_t p_ppm;             /* probability in millionths; 0 = fixed point */
+    uint32_t ms;                /* stall, delay */
     uint8_t layer, etype, code; /* terminate */
     enum sndk_fault_call call;  /* fail */
-    uint64_t nth;            /* fail, mpa_reject: first call to refuse (1-based) */
-    uint32_t cq;             /* cq_overrun: 0 = every CQ */
+    uint64_t nth;               /* fail, mpa_reject: first call to refuse (1-based) */
+    uint32_t cq;                /* cq_overrun: 0 = every CQ */
     /* adapter-wide state of call / handshake rules */
     atomic_uint_fast64_t fired;
 };
@@ -70,13 +70,13 @@ struct sndk_faults {
     uint64_t seed;
     unsigned n;
     struct sndk_fault_rule rule[SNDK_FAULT_MAX_RULES];
-    bool any_conn;                  /* some rule acts on connections */
-    pthread_mutex_t lock;           /* call counters and their generators */
+    bool any_conn;        /* some rule acts on connections */
+    pthread_mutex_t lock; /* call counters and their generators */
     uint64_t calls[SNDK_FCALL_COUNT];
     uint64_t mpa_requests;
     uint64_t rng[SNDK_FAULT_MAX_RULES];
-    atomic_uint conns;              /* connections numbered so far */
-    atomic_uint cqs;                /* CQs numbered so far */
+    atomic_uint conns; /* connections numbered so far */
+    atomic_uint cqs;   /* CQs numbered so far */
     atomic_bool crc_off_logged;
 };
 
@@ -137,7 +137,7 @@ struct sndk_fault_conn {
     unsigned n;
     struct sndk_fault_arm arm[SNDK_FAULT_MAX_RULES];
     struct sndk_fault_dirstate d[2];
-    bool crc;          /* CRC negotiated */
+    bool crc; /* CRC negotiated */
 };
 
 /* A connection is established: its number, and the rules that apply to it (NULL when none). */
