@@ -22,6 +22,14 @@ const char *g_prog = "ndkperf";
 /* ------------------------------------------------------------------------------------------ */
 /* Failure and time */
 
+static bool printable(const char *p, ULONG n)
+{
+    for (ULONG i = 0; i < n; i++)
+        if (p[i] < 0x20 || p[i] > 0x7e)
+            return false;
+    return true;
+}
+
 static pthread_mutex_t die_lock = PTHREAD_MUTEX_INITIALIZER;
 static char phase[160] = "starting";
 static pthread_mutex_t phase_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -772,8 +780,19 @@ void side_connect(struct side *s, const char *host, uint16_t port)
         st = waiter_wait(&w, st, 30000);
         waiter_destroy(&w);
         if (st != STATUS_SUCCESS) {
-            char hint[160];
-            if (st == STATUS_CONNECTION_REFUSED)
+            char hint[240];
+            char why[64];
+            ULONG whylen = sizeof why - 1, wird = 0, word = 0;
+            /* A peer that refused in the MPA exchange may have said why (a reject's private
+             * data, e.g. "softndk: injected fault"); show it when it is text. */
+            bool said = st == STATUS_CONNECTION_REFUSED &&
+                        q->conn->Dispatch->NdkGetConnectionData(q->conn, &wird, &word, why,
+                                                                &whylen) == STATUS_SUCCESS &&
+                        whylen > 0 && printable(why, whylen);
+            if (said) {
+                why[whylen] = '\0';
+                snprintf(hint, sizeof hint, "%s refused: \"%s\"", da, why);
+            } else if (st == STATUS_CONNECTION_REFUSED)
                 snprintf(hint, sizeof hint,
                          "nobody accepts at %s: start 'ndkperf %s' there first", da,
                          test_name(o->test));
