@@ -528,6 +528,11 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
     struct sndk_qp_io *io = qp->io;
     sndk_assert_held(&qp->rx_lock);
     int rc;
+    /* A read shorter than asked emptied the socket: the pass ends when its bytes are placed,
+     * without another read that would only say EAGAIN — on the critical path of every
+     * message a polling consumer waits for. Epoll (level-triggered) or the next poll comes
+     * back for bytes that arrive later. */
+    bool drained = false;
     /* Bounded, so one busy connection cannot hold a progress thread forever. */
     for (int budget = 64; budget > 0; budget--) {
         enum fault_verdict v;
@@ -542,6 +547,8 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
                 return protocol_end(qp, rc, fail);
             continue;
         }
+        if (drained)
+            return SNDK_RXR_OK;
         ssize_t got;
         size_t cap = fault_read_cap(qp, fail, &v);
         if (v != FAULT_GO_ON)
@@ -556,6 +563,12 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
             if (cap != SIZE_MAX)
                 n = clamp_iov(iov, n, cap);
             got = readv(io->fd, iov, n);
+            if (got > 0) {
+                size_t asked = 0;
+                for (int i = 0; i < n; i++)
+                    asked += iov[i].iov_len;
+                drained = (size_t)got < asked;
+            }
             if (got > 0 && io->crec) {
                 sndk_cc_add(io->crec, SNDK_CC_RX_OCTETS, (uint64_t)got);
                 sndk_pcap_iov(io->crec->pcap, false, iov, n, (size_t)got);
@@ -580,6 +593,7 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
             if (got > 0) {
                 io->stage_len = (uint32_t)got;
                 io->stage_pos = 0;
+                drained = (size_t)got < (cap < sizeof io->stage ? cap : sizeof io->stage);
                 continue;
             }
         }
