@@ -17,9 +17,10 @@
 NTSTATUS sndk_addr_from(struct sndk_addr *a, const struct sockaddr *sa, ULONG len)
 {
     memset(a, 0, sizeof *a);
-    if (!sa)
+    /* Not a byte past the consumer's length is read, the family field included. */
+    if (!sa || len < sizeof(struct sockaddr_in))
         return STATUS_INVALID_ADDRESS;
-    if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+    if (sa->sa_family == AF_INET) {
         memcpy(&a->in, sa, sizeof a->in);
         a->len = sizeof a->in;
         return STATUS_SUCCESS;

@@ -9,7 +9,7 @@
 NTSTATUS sndk_mw_bind(struct sndk_mw *mw, struct sndk_mr *mr, struct sndk_pd *pd, uint64_t va,
                       uint64_t len, unsigned access)
 {
-    if (mw->pd != pd || mr->pd != pd || len == 0)
+    if (mw->pd != pd || mr->pd != pd || len == 0 || len > mw->base.adapter->info.MaxWindowSize)
         return STATUS_INVALID_PARAMETER;
     if (sndk_obj_closing(&mr->base) || sndk_obj_closing(&mw->base))
         return STATUS_INVALID_DEVICE_STATE;

@@ -152,9 +152,15 @@ struct sndk_obj *sndk_obj_check(const void *pub, NDK_OBJECT_TYPE type)
     if (!pub)
         return NULL;
     struct sndk_obj *o = (struct sndk_obj *)pub;
-    if (o->magic != SNDK_OBJ_MAGIC)
+    /* The public header first: memory that is not even shaped like an NDK object (NULL-filled,
+     * garbage) is refused without reading past the 0x30 bytes of a public object. Then the
+     * private magic, which alone decides (docs/misuse.md). */
+    NDK_OBJECT_TYPE t = o->pub.Header.ObjectType;
+    if ((unsigned)t - 1u >= (unsigned)NdkObjectTypeMax - 1u)
         return NULL;
-    if (type != NdkObjectTypeUndefined && o->ops->type != type)
+    if (type != NdkObjectTypeUndefined && t != type)
+        return NULL;
+    if (o->magic != SNDK_OBJ_MAGIC || o->ops->type != t)
         return NULL;
     return o;
 }

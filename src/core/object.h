@@ -108,7 +108,10 @@ NTSTATUS sndk_obj_query_extension(NDK_OBJECT_HEADER *hdr, GUID *id, NDK_VERSION 
 
 /* The private object behind a public pointer when it is a live softndk object of `type`
  * (NdkObjectTypeUndefined: any type), else NULL. A best-effort guard against a consumer passing
- * the wrong kind of object; a freed or foreign pointer is undefined behaviour as on Windows. */
+ * the wrong kind of object or memory that is no softndk object: the header's ObjectType is
+ * checked first (no byte past the public object is read unless it names a valid type), then the
+ * private magic. A freed pointer, or foreign memory of less than a softndk object whose header
+ * names a valid type, is undefined behaviour as on Windows (docs/misuse.md). */
 struct sndk_obj *sndk_obj_check(const void *pub, NDK_OBJECT_TYPE type);
 
 /* Claim / release a QP for a connector. */
