@@ -624,7 +624,10 @@ static void establish(struct sndk_connector *c)
     if (rc != 0) {
         c->linked = false;
         atomic_fetch_sub_explicit(&c->base.refs, 1, memory_order_acq_rel);
-        fail_locked(c, rc == -EBUSY ? STATUS_CONNECTION_ACTIVE : STATUS_INSUFFICIENT_RESOURCES,
+        fail_locked(c,
+                    rc == -EBUSY       ? STATUS_CONNECTION_ACTIVE
+                    : rc == -ECANCELED ? STATUS_CANCELLED
+                                       : STATUS_INSUFFICIENT_RESOURCES,
                     "QP attach failed");
         return;
     }

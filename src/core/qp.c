@@ -727,6 +727,12 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
         sndk_mutex_unlock(&qp->state_lock);
         return -EBUSY;
     }
+    if (sndk_obj_closing(&qp->base)) {
+        /* Closed during the handshake: the close cancels the connection (spec §1.6) rather
+         * than a closing QP going live (docs/misuse.md). */
+        sndk_mutex_unlock(&qp->state_lock);
+        return -ECANCELED;
+    }
     struct sndk_qp_io *io = io_create(qp);
     if (!io) {
         sndk_mutex_unlock(&qp->state_lock);
@@ -764,13 +770,19 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
         sndk_cq_conn_add(qp->icq, &io->iconn);
     sndk_obj_get(&qp->base); /* the connection's reference, dropped by src_done */
 
+    /* The close may have begun since the check above: qp_close_begin reads the state under
+     * state_lock, so either it sees CONNECTED (and ends the connection) or this sees it. */
     sndk_mutex_lock(&qp->state_lock);
-    qp_set_state(qp, SNDK_QP_CONNECTED, "attached");
+    int rc = sndk_obj_closing(&qp->base) ? -ECANCELED : 0;
+    if (rc == 0)
+        qp_set_state(qp, SNDK_QP_CONNECTED, "attached");
     sndk_mutex_unlock(&qp->state_lock);
-    int rc = sndk_source_add(io->engine, &io->src, p->fd, EPOLLIN, src_fn, (int)io->thread);
+    if (rc == 0)
+        rc = sndk_source_add(io->engine, &io->src, p->fd, EPOLLIN, src_fn, (int)io->thread);
     if (rc < 0) {
         /* Nothing ever watched the socket; undo by hand. */
-        sndk_err("qp", "QP %p: attach: epoll: %d", (void *)qp, rc);
+        if (rc != -ECANCELED)
+            sndk_err("qp", "QP %p: attach: epoll: %d", (void *)qp, rc);
         sndk_mutex_lock(&qp->state_lock);
         io->detached = true; /* no event for an attach that failed */
         qp_set_state(qp, SNDK_QP_ERROR, "attach failed");
@@ -910,8 +922,11 @@ static NTSTATUS sq_sges(struct sndk_qp *qp, struct sndk_sqe *e, const NDK_SGE *s
         return STATUS_INVALID_PARAMETER;
     bool inl = (e->flags & NDK_OP_FLAG_INLINE) != 0;
     uint64_t bytes = 0;
-    for (ULONG i = 0; i < nsge; i++)
+    for (ULONG i = 0; i < nsge; i++) {
+        if (inl && sgl[i].Length && !sgl[i].VirtualAddress)
+            return STATUS_INVALID_PARAMETER; /* §5.2: an inline payload must be readable */
         bytes += sgl[i].Length;
+    }
     /* 9c: byte and SGE limits; INLINE lifts the SGE limit and has its own byte limit. */
     if (inl ? bytes > qp->inline_size : nsge > max_sge)
         return STATUS_DATA_OVERRUN;
@@ -1171,8 +1186,9 @@ static NTSTATUS qp_receive(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *
     NTSTATUS st = sndk_recv_ring_push(&qp->rq, RequestContext, pSgl, nSge,
                                       qp->base.adapter->info.MaxTransferLength);
     pthread_mutex_unlock(&qp->rq_lock);
-    /* A QP in its final state will never fill it: it completes at once, as flushed. */
-    if (st == STATUS_SUCCESS && qp_state(qp) == SNDK_QP_ERROR)
+    /* A QP in its final state, or whose close began, will never fill it: it completes at
+     * once, as flushed (the close flushed the earlier ones; docs/misuse.md). */
+    if (st == STATUS_SUCCESS && (qp_state(qp) == SNDK_QP_ERROR || sndk_obj_closing(&qp->base)))
         flush_all_receives(qp, STATUS_CANCELLED, 0);
     return st;
 }
@@ -1210,7 +1226,9 @@ static void qp_close_begin(struct sndk_obj *o)
 {
     /* §1.6: a close starts cancelling what is pending; the connection goes with it. */
     struct sndk_qp *qp = sndk_container_of(o, struct sndk_qp, base);
+    sndk_mutex_lock(&qp->state_lock); /* orders against sndk_qp_attach going live */
     enum sndk_qp_state st = qp_state(qp);
+    sndk_mutex_unlock(&qp->state_lock);
     if (st == SNDK_QP_CONNECTED || st == SNDK_QP_DISCONNECTING)
         fail_local(qp, true);
     else

@@ -1117,6 +1117,10 @@ TEST(misuse_initiator_sge_length_and_flag_limits)
     /* INLINE: the SGE limit does not apply, the QP's InlineDataSize (64) does */
     CHECK_STATUS(d->NdkSend(q, NULL, sge, 65, NDK_OP_FLAG_INLINE), DO);
     CHECK_STATUS(d->NdkWrite(q, NULL, sge, 65, 0x1000, 1, NDK_OP_FLAG_INLINE), DO);
+    /* an inline payload is copied at once: a NULL address with bytes is refused */
+    NDK_SGE nul = {.VirtualAddress = NULL, .Length = 8, .MemoryRegionToken = 1};
+    CHECK_STATUS(d->NdkSend(q, NULL, &nul, 1, NDK_OP_FLAG_INLINE), IP);
+    CHECK_STATUS(d->NdkWrite(q, NULL, &nul, 1, 0x1000, 1, NDK_OP_FLAG_INLINE), IP);
     /* flags not valid for the request, or unknown */
     CHECK_STATUS(d->NdkSend(q, NULL, NULL, 0, NDK_OP_FLAG_ALLOW_REMOTE_READ), IP);
     CHECK_STATUS(d->NdkSend(q, NULL, NULL, 0, NDK_OP_FLAG_RDMA_READ_LOCAL_INVALIDATE), IP);
