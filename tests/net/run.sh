@@ -377,6 +377,34 @@ relaxed_timeouts() {
     echo "loss case: SOFTNDK_CONNECT/DISCONNECT/PEER_TIMEOUT_MS=20000"
 }
 
+# ---------------------------------------------------------------- injected faults (docs/faults.md)
+
+# fault_perf SIDE RULE MIN_MS TEST ARGS...: ndkperf TEST -c between a (server) and b (client), the
+# one on SIDE (server|client) with SOFTNDK_FAULTS=RULE, the other without. Both must exit 0 with
+# every byte checked within their --timeout, the rule must have fired (its warn line on SIDE's
+# stderr), and the client must have run at least MIN_MS ms (the delay or stall took place).
+fault_perf() {
+    local side=$1 rule=$2 min_ms=$3 test=$4
+    shift 4
+    local srule="" crule=""
+    if [ "$side" = server ]; then srule=$rule; else crule=$rule; fi
+    reachable b "${V4[a]}"
+    echo "fault: SOFTNDK_FAULTS='$rule' on the $side"
+    SOFTNDK_FAULTS=$srule SOFTNDK_LOG=warn perf_server a server "${V4[a]}" "$test" -c "$@"
+    local start
+    start=$(date +%s%N)
+    SOFTNDK_FAULTS=$crule SOFTNDK_LOG=warn perf_client b client "${V4[a]}" "$SRV_PORT" "$test" -c "$@"
+    expect_ok "$CLI_PID" client
+    local ms=$((($(date +%s%N) - start) / 1000000))
+    expect_ok "$SRV_PID" server
+    grep -q 'Data check *: ON' "$work/client.out" || fail "the client did not check data"
+    local kind=${rule%%:*}
+    grep -q "injected $kind" "$work/$side.err" ||
+        fail "no 'injected $kind' warn line from the $side: the fault did not fire"
+    [ "$ms" -ge "$min_ms" ] || fail "the client took $ms ms, at least $min_ms expected with '$rule'"
+    echo "ok: ndkperf $test -c $* with '$rule' on the $side: every byte checked, $ms ms"
+}
+
 # ---------------------------------------------------------------- cases
 
 case $case_name in
@@ -457,6 +485,12 @@ kill_client) two_hosts; fault_case kill_client ;;
 kill_server_lat) two_hosts; fault_case kill_server send_lat ;;
 kill_server_write) two_hosts; fault_case kill_server write_bw ;;
 kill_client_read) two_hosts; fault_case kill_client read_bw ;;
+# injected faults: a slow peer is not a broken one (registered by tests/faults/CMakeLists.txt)
+fault_delay_tx) two_hosts; fault_perf client 'delay:dir=tx,ms=1' 500 send_bw -s 4096 -n 200 ;;
+fault_delay_rx_lat) two_hosts; fault_perf server 'delay:dir=rx,ms=1' 300 send_lat -s 64 -n 300 ;;
+fault_stall_rx) two_hosts; fault_perf server 'stall:dir=rx,after_fpdus=200,ms=2000' 2000 send_bw -s 65536 -n 400 ;;
+# longer than SOFTNDK_PEER_TIMEOUT_MS (3 s): a stalled peer whose TCP still answers is not gone
+fault_stall_tx_idle) two_hosts; fault_perf client 'stall:dir=tx,after_bytes=1000000,ms=4000' 4000 write_bw -s 65536 -n 300 ;;
 *) fail "unknown case $case_name" ;;
 esac
 echo "PASS: $case_name"

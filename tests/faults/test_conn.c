@@ -1,0 +1,938 @@
+/* Connection faults (docs/faults.md "Connection faults"): drop, crc, terminate, stall, delay,
+ * the conn= / side= selectors and p= with a seed. Each test opens a client and a server adapter
+ * with their own Faults strings, connects them over 127.0.0.1 and checks exactly what the fault
+ * did: completion statuses, data up to the fault point, the disconnect event, the counters. */
+#include <stdio.h>
+#include <unistd.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fcommon.h"
+
+#define KIB   1024u
+#define RBASE 100u /* receive contexts */
+#define SBASE 200u /* send contexts */
+
+/* The server posts nrecv receives of `size` bytes (slot i), then the client posts nsend Sends of
+ * `size` bytes (message i from slot i) as one DEFER chain, so that all are queued before the
+ * first byte leaves. Returns the time just before the chain was pushed. */
+static uint64_t send_stream(struct fx_pair *p, unsigned nrecv, unsigned nsend, size_t size)
+{
+    for (unsigned i = 0; i < nrecv; i++)
+        fx_post_recv(&p->sv, RBASE + i, (size_t)i * size, size);
+    for (unsigned i = 0; i < nsend; i++)
+        fx_fill_slot(&p->cl, i, size);
+    uint64_t t0 = 0;
+    for (unsigned i = 0; i < nsend; i++) {
+        bool last = i + 1 == nsend;
+        if (last)
+            t0 = fx_now_us();
+        fx_post_send(&p->cl, SBASE + i, (size_t)i * size, size, last ? 0 : NDK_OP_FLAG_DEFER);
+    }
+    return t0;
+}
+
+/* The same from the server to the client. */
+static void send_stream_back(struct fx_pair *p, unsigned nrecv, unsigned nsend, size_t size)
+{
+    for (unsigned i = 0; i < nrecv; i++)
+        fx_post_recv(&p->cl, RBASE + i, (size_t)i * size, size);
+    for (unsigned i = 0; i < nsend; i++)
+        fx_fill_slot(&p->sv, i, size);
+    for (unsigned i = 0; i < nsend; i++)
+        fx_post_send(&p->sv, SBASE + i, (size_t)i * size, size,
+                     i + 1 == nsend ? 0 : NDK_OP_FLAG_DEFER);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* drop */
+
+/* 10 Sends of 1 KiB, 12 receives; the connection is cut after 5 FPDUs by `cf` on the client or
+ * `sf` on the server. tx_exact: the client's sends split exactly 5 / 5. */
+static void drop_case(const char *cf, const char *sf, bool on_client, bool partial)
+{
+    struct fx_pair *p = fx_pair_open(cf, sf);
+    send_stream(p, 12, 10, KIB);
+    fx_expect(&p->sv, 12);
+    fx_check_receives(&p->sv, &p->cl, 12, 5, KIB, RBASE);
+    fx_expect(&p->cl, 10);
+    unsigned sent = on_client ? fx_check_initiator(&p->cl, 10, 5, 5, SBASE)
+                              : fx_check_initiator(&p->cl, 10, 5, 10, SBASE);
+    /* locally as on a TCP reset; the peer sees a reset */
+    fx_expect_disconnect(&p->cl, FX_REASON_RESET);
+    fx_expect_disconnect(&p->sv, FX_REASON_RESET);
+    /* nothing after the cut reached the server's memory (a cut inside FPDU 6 may have placed
+     * its first bytes: a cancelled receive's buffer is undefined) */
+    for (unsigned i = partial ? 6 : 5; i < 12; i++)
+        for (size_t b = 0; b < KIB; b++)
+            CHECK_MSG(p->sv.buf[i * KIB + b] == 0, "receive slot %u written after the cut", i);
+    SOFTNDK_COUNTERS c, s;
+    fx_counters(p->ac, &c);
+    fx_counters(p->as, &s);
+    CHECK_EQ_U64(c.InjectedFaults, on_client ? 1 : 0);
+    CHECK_EQ_U64(s.InjectedFaults, on_client ? 0 : 1);
+    CHECK_EQ_U64(c.ConnectionError, 1);
+    CHECK_EQ_U64(s.ConnectionError, 1);
+    CHECK_EQ_U64(c.FlushedRequests, 10 - sent);
+    CHECK_EQ_U64(s.FlushedRequests, 7);
+    CHECK_EQ_U64(c.CrcErrors + s.CrcErrors, 0);
+    CHECK_EQ_U64(c.TerminatesSent[0] + c.TerminatesSent[1] + c.TerminatesSent[2], 0);
+    CHECK_EQ_U64(s.TerminatesSent[0] + s.TerminatesSent[1] + s.TerminatesSent[2], 0);
+    /* the QPs are dead: initiator requests are refused inline */
+    CHECK_STATUS(fx_try_send(&p->cl, 1, 0, 8, 0), STATUS_CONNECTION_INVALID);
+    CHECK_STATUS(fx_try_send(&p->sv, 1, 0, 8, 0), STATUS_CONNECTION_INVALID);
+    fx_pair_close(p);
+}
+
+TEST(drop_tx_after_5_fpdus_of_10)
+{
+    drop_case("drop:dir=tx,after_fpdus=5", "", true, false);
+}
+
+TEST(drop_tx_after_bytes_on_an_fpdu_boundary)
+{
+    char rule[96];
+    snprintf(rule, sizeof rule, "drop:dir=tx,after_bytes=%zu", 5 * FX_SEND_FPDU(KIB));
+    drop_case(rule, "", true, false);
+}
+
+TEST(drop_tx_after_bytes_inside_an_fpdu)
+{
+    /* 5 FPDUs and 100 bytes of the 6th leave: the 6th never completes */
+    char rule[96];
+    snprintf(rule, sizeof rule, "drop:dir=tx,after_bytes=%zu", 5 * FX_SEND_FPDU(KIB) + 100);
+    drop_case(rule, "", true, true);
+}
+
+TEST(drop_rx_after_5_fpdus_of_10)
+{
+    drop_case("", "drop:dir=rx,after_fpdus=5", false, false);
+}
+
+TEST(drop_rx_after_bytes_inside_an_fpdu)
+{
+    char rule[96];
+    snprintf(rule, sizeof rule, "drop:dir=rx,after_bytes=%zu", 5 * FX_SEND_FPDU(KIB) + 700);
+    drop_case("", rule, false, true);
+}
+
+TEST(drop_defaults_cut_before_the_first_fpdu)
+{
+    /* dir=tx, after_fpdus=0 by default */
+    struct fx_pair *p = fx_pair_open("drop", "");
+    send_stream(p, 4, 3, KIB);
+    fx_expect(&p->sv, 4);
+    fx_check_receives(&p->sv, &p->cl, 4, 0, KIB, RBASE);
+    fx_expect(&p->cl, 3);
+    fx_check_initiator(&p->cl, 3, 0, 0, SBASE);
+    fx_expect_disconnect(&p->cl, FX_REASON_RESET);
+    fx_expect_disconnect(&p->sv, FX_REASON_RESET);
+    CHECK_EQ_U64(fx_injected(p->ac), 1);
+    CHECK_EQ_U64(fx_injected(p->as), 0);
+    fx_pair_close(p);
+}
+
+TEST(drop_point_never_reached_leaves_the_connection_alone)
+{
+    struct fx_pair *p = fx_pair_open("drop:dir=tx,after_fpdus=100", "drop:dir=rx,after_fpdus=100");
+    send_stream(p, 10, 10, KIB);
+    fx_expect(&p->sv, 10);
+    fx_check_receives(&p->sv, &p->cl, 10, 10, KIB, RBASE);
+    fx_expect(&p->cl, 10);
+    fx_check_initiator(&p->cl, 10, 10, 10, SBASE);
+    fx_expect_no_disconnect(&p->cl);
+    fx_expect_no_disconnect(&p->sv);
+    fx_disconnect(&p->cl, &p->sv);
+    CHECK_EQ_U64(fx_injected(p->ac), 0);
+    CHECK_EQ_U64(fx_injected(p->as), 0);
+    fx_pair_close(p);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* crc */
+
+/* FPDU 4 of 10 has a bad CRC: the receiver (server) detects it, sends an MPA Terminate (CRC
+ * error); both abort. */
+static void crc_case(const char *cf, const char *sf, bool on_client)
+{
+    struct fx_pair *p = fx_pair_open(cf, sf);
+    send_stream(p, 12, 10, KIB);
+    fx_expect(&p->sv, 12);
+    fx_check_receives(&p->sv, &p->cl, 12, 3, KIB, RBASE);
+    fx_expect(&p->cl, 10);
+    /* the bad FPDU itself left in full: at least 4 Sends are in TCP before the Terminate */
+    fx_check_initiator(&p->cl, 10, 4, 10, SBASE);
+    fx_expect_disconnect(&p->sv, FX_REASON_SENT(FX_TERM_MPA_CRC));
+    fx_expect_disconnect(&p->cl, FX_REASON_RECVD(FX_TERM_MPA_CRC));
+    SOFTNDK_COUNTERS c, s;
+    fx_counters(p->ac, &c);
+    fx_counters(p->as, &s);
+    CHECK_EQ_U64(c.InjectedFaults, on_client ? 1 : 0);
+    CHECK_EQ_U64(s.InjectedFaults, on_client ? 0 : 1);
+    CHECK_EQ_U64(s.CrcErrors, 1);
+    CHECK_EQ_U64(c.CrcErrors, 0);
+    CHECK_EQ_U64(s.TerminatesSent[2], 1);
+    CHECK_EQ_U64(s.TerminatesSent[0] + s.TerminatesSent[1], 0);
+    CHECK_EQ_U64(fx_term_count(s.TerminateSentCodes, FX_TERM_MPA_CRC), 1);
+    CHECK_EQ_U64(fx_term_slots(s.TerminateSentCodes), 1);
+    CHECK_EQ_U64(c.TerminatesReceived[2], 1);
+    CHECK_EQ_U64(c.TerminatesReceived[0] + c.TerminatesReceived[1], 0);
+    CHECK_EQ_U64(fx_term_count(c.TerminateReceivedCodes, FX_TERM_MPA_CRC), 1);
+    CHECK_EQ_U64(c.TerminatesSent[0] + c.TerminatesSent[1] + c.TerminatesSent[2], 0);
+    CHECK_EQ_U64(c.ConnectionError, 1);
+    CHECK_EQ_U64(s.ConnectionError, 1);
+    fx_pair_close(p);
+}
+
+TEST(crc_tx_peer_detects_and_sends_mpa_terminate)
+{
+    crc_case("crc:dir=tx,after_fpdus=3", "", true);
+}
+
+TEST(crc_rx_fails_our_check_and_we_send_mpa_terminate)
+{
+    crc_case("", "crc:dir=rx,after_fpdus=3", false);
+}
+
+TEST(crc_does_not_fire_without_crc_on_the_connection)
+{
+    SOFTNDK_OPTIONS oc, os;
+    fx_options(&oc, "crc:dir=tx");
+    fx_options(&os, "crc:dir=rx;crc:dir=tx");
+    oc.Crc = os.Crc = SoftNdkCrcOff;
+    struct fx_pair *p = fx_pair_open_with(&oc, &os, 1u << 20, 64, 64);
+    send_stream(p, 10, 10, KIB);
+    send_stream_back(p, 10, 10, KIB);
+    fx_expect(&p->sv, 20);
+    fx_check_receives(&p->sv, &p->cl, 10, 10, KIB, RBASE);
+    fx_check_initiator(&p->sv, 10, 10, 10, SBASE);
+    fx_expect(&p->cl, 20);
+    fx_check_initiator(&p->cl, 10, 10, 10, SBASE);
+    fx_expect_no_disconnect(&p->cl);
+    fx_expect_no_disconnect(&p->sv);
+    fx_disconnect(&p->cl, &p->sv);
+    SOFTNDK_COUNTERS c, s;
+    fx_counters(p->ac, &c);
+    fx_counters(p->as, &s);
+    CHECK_EQ_U64(c.InjectedFaults, 0);
+    CHECK_EQ_U64(s.InjectedFaults, 0);
+    CHECK_EQ_U64(c.CrcErrors + s.CrcErrors, 0);
+    CHECK_EQ_U64(c.ConnectionError + s.ConnectionError, 0);
+    fx_pair_close(p);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* terminate */
+
+static void terminate_case(const char *rule, unsigned after, unsigned layer, ULONG code)
+{
+    struct fx_pair *p = fx_pair_open(rule, "");
+    send_stream(p, 12, 10, KIB);
+    fx_expect(&p->sv, 12);
+    fx_check_receives(&p->sv, &p->cl, 12, after, KIB, RBASE);
+    fx_expect(&p->cl, 10);
+    /* FPDU after+1 was replaced by the Terminate: exactly `after` Sends left */
+    fx_check_initiator(&p->cl, 10, after, after, SBASE);
+    fx_expect_disconnect(&p->cl, FX_REASON_SENT(code));
+    fx_expect_disconnect(&p->sv, FX_REASON_RECVD(code));
+    SOFTNDK_COUNTERS c, s;
+    fx_counters(p->ac, &c);
+    fx_counters(p->as, &s);
+    CHECK_EQ_U64(c.InjectedFaults, 1);
+    CHECK_EQ_U64(s.InjectedFaults, 0);
+    for (unsigned l = 0; l < 3; l++) {
+        CHECK_EQ_U64(c.TerminatesSent[l], l == layer);
+        CHECK_EQ_U64(s.TerminatesReceived[l], l == layer);
+        CHECK_EQ_U64(c.TerminatesReceived[l], 0);
+        CHECK_EQ_U64(s.TerminatesSent[l], 0);
+    }
+    CHECK_EQ_U64(fx_term_count(c.TerminateSentCodes, code), 1);
+    CHECK_EQ_U64(fx_term_slots(c.TerminateSentCodes), 1);
+    CHECK_EQ_U64(fx_term_count(s.TerminateReceivedCodes, code), 1);
+    CHECK_EQ_U64(fx_term_slots(s.TerminateReceivedCodes), 1);
+    CHECK_EQ_U64(c.CrcErrors + s.CrcErrors, 0);
+    fx_pair_close(p);
+}
+
+TEST(terminate_default_is_rdmap_local_catastrophic_code_0)
+{
+    terminate_case("terminate:after_fpdus=2", 2, 0, FX_TERM(0, 0, 0));
+}
+
+TEST(terminate_ddp_etype_code_reach_the_peer)
+{
+    terminate_case("terminate:after_fpdus=0,layer=ddp,etype=2,code=5", 0, 1, FX_TERM(1, 2, 5));
+}
+
+TEST(terminate_mpa_layer_hex_code)
+{
+    terminate_case("terminate:layer=mpa,etype=0,code=0x07,after_fpdus=4", 4, 2, FX_TERM(2, 0, 7));
+}
+
+TEST(terminate_rdmap_remote_protection)
+{
+    terminate_case("terminate:after_fpdus=1,layer=rdmap,etype=1,code=2", 1, 0, FX_TERM(0, 1, 2));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* stall */
+
+/* 10 Sends of 1 KiB; the stall of 200 ms comes before message `at` (0-based). Everything arrives
+ * intact, message `at` not before 200 ms after the chain was pushed, the earlier ones well
+ * before it. */
+static void stall_case(const char *cf, const char *sf, unsigned at, bool on_client)
+{
+    struct fx_pair *p = fx_pair_open(cf, sf);
+    uint64_t t0 = send_stream(p, 10, 10, KIB);
+    uint64_t posted = fx_now_us() - t0;
+    CHECK_MSG(posted < 100000, "the posting call took %llu us: a tx stall must only queue",
+              (unsigned long long)posted);
+    fx_expect(&p->sv, 10);
+    fx_check_receives(&p->sv, &p->cl, 10, 10, KIB, RBASE);
+    fx_expect(&p->cl, 10);
+    fx_check_initiator(&p->cl, 10, 10, 10, SBASE);
+    uint64_t t_at = fx_nth(&p->sv, true, at)->t_us - t0;
+    uint64_t t_last = fx_nth(&p->sv, true, 9)->t_us - t0;
+    fx_note("  stall: message %u arrived after %.1f ms, the last after %.1f ms\n", at,
+            (double)t_at / 1000, (double)t_last / 1000);
+    CHECK_MSG(t_at >= 195000, "message %u arrived after %llu us: the stall was shorter than 200 ms",
+              at, (unsigned long long)t_at);
+    if (at > 0) {
+        uint64_t t_before = fx_nth(&p->sv, true, at - 1)->t_us - t0;
+        CHECK_MSG(t_at - t_before >= 100000,
+                  "message %u came %llu us after message %u: the stall was not at that point", at,
+                  (unsigned long long)(t_at - t_before), at - 1);
+    }
+    fx_expect_no_disconnect(&p->cl);
+    fx_expect_no_disconnect(&p->sv);
+    fx_disconnect(&p->cl, &p->sv);
+    CHECK_EQ_U64(fx_injected(p->ac), on_client ? 1 : 0);
+    CHECK_EQ_U64(fx_injected(p->as), on_client ? 0 : 1);
+    fx_pair_close(p);
+}
+
+TEST(stall_tx_200ms_after_3_fpdus_loses_nothing)
+{
+    stall_case("stall:dir=tx,after_fpdus=3,ms=200", "", 3, true);
+}
+
+TEST(stall_rx_200ms_after_3_fpdus_loses_nothing)
+{
+    stall_case("", "stall:dir=rx,after_fpdus=3,ms=200", 3, false);
+}
+
+TEST(stall_tx_at_a_byte_inside_the_third_fpdu)
+{
+    char rule[96];
+    snprintf(rule, sizeof rule, "stall:dir=tx,after_bytes=%zu,ms=200", 2 * FX_SEND_FPDU(KIB) + 400);
+    stall_case(rule, "", 2, true);
+}
+
+TEST(stall_rx_at_byte_0)
+{
+    stall_case("", "stall:dir=rx,after_bytes=0,ms=200", 0, false);
+}
+
+/* p=100 fires at every FPDU; count bounds the firings per connection. */
+static void stall_count_case(const char *rule, uint64_t fired)
+{
+    struct fx_pair *p = fx_pair_open(rule, "");
+    send_stream(p, 10, 10, KIB);
+    fx_expect(&p->sv, 10);
+    fx_check_receives(&p->sv, &p->cl, 10, 10, KIB, RBASE);
+    fx_expect(&p->cl, 10);
+    fx_check_initiator(&p->cl, 10, 10, 10, SBASE);
+    fx_disconnect(&p->cl, &p->sv);
+    CHECK_EQ_U64(fx_injected(p->ac), fired);
+    CHECK_EQ_U64(fx_injected(p->as), 0);
+    fx_pair_close(p);
+}
+
+TEST(stall_p100_count3_fires_three_times)
+{
+    stall_count_case("stall:dir=tx,p=100,ms=5,count=3", 3);
+}
+
+TEST(stall_p100_count0_fires_at_every_fpdu)
+{
+    stall_count_case("stall:dir=tx,p=100,ms=2,count=0", 10);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* delay */
+
+static void delay_case(const char *cf, const char *sf, bool on_client)
+{
+    enum { N = 40, MS = 2 };
+    struct fx_pair *p = fx_pair_open(cf, sf);
+    uint64_t t0 = send_stream(p, N, N, 64);
+    fx_expect(&p->sv, N);
+    fx_check_receives(&p->sv, &p->cl, N, N, 64, RBASE);
+    fx_expect(&p->cl, N);
+    fx_check_initiator(&p->cl, N, N, N, SBASE);
+    uint64_t took = fx_nth(&p->sv, true, N - 1)->t_us - t0;
+    fx_note("  delay: %d messages took %.1f ms\n", N, (double)took / 1000);
+    /* at most one FPDU per ms: N FPDUs span at least N-1 gaps */
+    CHECK_MSG(took >= (uint64_t)(N - 1) * MS * 1000, "%d messages took only %llu us", N,
+              (unsigned long long)took);
+    fx_expect_no_disconnect(&p->cl);
+    fx_expect_no_disconnect(&p->sv);
+    NDK_ADAPTER *a = on_client ? p->ac : p->as;
+    uint64_t fired = fx_injected(a);
+    fx_note("  delay: InjectedFaults %llu for %d FPDUs\n", (unsigned long long)fired, N);
+    /* every delayed FPDU counts (docs/faults.md does not say; FINDINGS.md) */
+    CHECK_MSG(fired == N, "InjectedFaults %llu for %d delayed FPDUs", (unsigned long long)fired, N);
+    CHECK_EQ_U64(fx_injected(on_client ? p->as : p->ac), 0);
+    fx_disconnect(&p->cl, &p->sv);
+    fx_pair_close(p);
+}
+
+TEST(delay_tx_2ms_serialises_and_loses_nothing)
+{
+    delay_case("delay:dir=tx,ms=2", "", true);
+}
+
+TEST(delay_rx_2ms_serialises_and_loses_nothing)
+{
+    delay_case("", "delay:dir=rx,ms=2", false);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* selectors */
+
+TEST(conn_selector_hits_only_that_connection)
+{
+    /* the client adapter's connections are #1, #2, #3 (one at a time) */
+    NDK_ADAPTER *ac = fx_open("drop:dir=tx,after_fpdus=1,conn=2");
+    NDK_ADAPTER *as = fx_open("");
+    struct fx_server srv;
+    fx_listen(&srv, as);
+    for (unsigned k = 1; k <= 3; k++) {
+        struct fx_pair *p = calloc(1, sizeof *p);
+        CHECK(p != NULL);
+        p->ac = ac;
+        p->as = as;
+        fx_side_init(&p->cl, ac, 64 * KIB, 16, 16);
+        fx_side_init(&p->sv, as, 64 * KIB, 16, 16);
+        fx_establish(&p->cl, &p->sv, &srv);
+        send_stream(p, 4, 3, KIB);
+        fx_expect(&p->sv, k == 2 ? 4 : 3);
+        fx_check_receives(&p->sv, &p->cl, k == 2 ? 4 : 3, k == 2 ? 1 : 3, KIB, RBASE);
+        fx_expect(&p->cl, 3);
+        fx_check_initiator(&p->cl, 3, k == 2 ? 1 : 3, k == 2 ? 1 : 3, SBASE);
+        if (k == 2) {
+            fx_expect_disconnect(&p->cl, FX_REASON_RESET);
+            fx_expect_disconnect(&p->sv, FX_REASON_RESET);
+        } else {
+            fx_disconnect(&p->cl, &p->sv);
+        }
+        CHECK_EQ_U64(fx_injected(ac), k >= 2 ? 1 : 0);
+        fx_side_close(&p->cl);
+        fx_side_close(&p->sv);
+        free(p);
+    }
+    CHECK_EQ_U64(fx_injected(as), 0);
+    fx_server_close(&srv);
+    fx_close_adapter(ac);
+    fx_close_adapter(as);
+}
+
+TEST(side_selector_on_one_adapter_with_both_ends)
+{
+    /* one adapter is both client and server: only its passive connection drops */
+    NDK_ADAPTER *a = fx_open("drop:dir=tx,after_fpdus=1,side=passive");
+    struct fx_pair *p = calloc(1, sizeof *p);
+    CHECK(p != NULL);
+    p->ac = p->as = a;
+    fx_listen(&p->srv, a);
+    fx_side_init(&p->cl, a, 64 * KIB, 16, 16);
+    fx_side_init(&p->sv, a, 64 * KIB, 16, 16);
+    fx_establish(&p->cl, &p->sv, &p->srv);
+    /* active -> passive: untouched */
+    send_stream(p, 3, 3, KIB);
+    fx_expect(&p->sv, 3);
+    fx_check_receives(&p->sv, &p->cl, 3, 3, KIB, RBASE);
+    fx_expect(&p->cl, 3);
+    fx_check_initiator(&p->cl, 3, 3, 3, SBASE);
+    CHECK_EQ_U64(fx_injected(a), 0);
+    p->cl.nres = p->sv.nres = 0;
+    /* passive -> active: cut after one FPDU */
+    send_stream_back(p, 4, 3, KIB);
+    fx_expect(&p->cl, 4);
+    fx_check_receives(&p->cl, &p->sv, 4, 1, KIB, RBASE);
+    fx_expect(&p->sv, 3);
+    fx_check_initiator(&p->sv, 3, 1, 1, SBASE);
+    fx_expect_disconnect(&p->cl, FX_REASON_RESET);
+    fx_expect_disconnect(&p->sv, FX_REASON_RESET);
+    CHECK_EQ_U64(fx_injected(a), 1);
+    fx_side_close(&p->cl);
+    fx_side_close(&p->sv);
+    fx_server_close(&p->srv);
+    fx_close_adapter(a);
+    free(p);
+}
+
+TEST(side_selector_skips_the_other_side)
+{
+    /* the client adapter has only active connections, the server only passive ones */
+    struct fx_pair *p = fx_pair_open("drop:dir=tx,side=passive;crc:dir=tx,side=passive",
+                                     "drop:dir=tx,side=active;terminate:side=active");
+    send_stream(p, 5, 5, KIB);
+    send_stream_back(p, 5, 5, KIB);
+    fx_expect(&p->sv, 10);
+    fx_check_receives(&p->sv, &p->cl, 5, 5, KIB, RBASE);
+    fx_expect(&p->cl, 10);
+    fx_check_receives(&p->cl, &p->sv, 5, 5, KIB, RBASE);
+    fx_check_initiator(&p->cl, 5, 5, 5, SBASE);
+    fx_check_initiator(&p->sv, 5, 5, 5, SBASE);
+    fx_disconnect(&p->cl, &p->sv);
+    CHECK_EQ_U64(fx_injected(p->ac), 0);
+    CHECK_EQ_U64(fx_injected(p->as), 0);
+    fx_pair_close(p);
+}
+
+TEST(side_any_and_active_hit_the_client)
+{
+    struct fx_pair *p = fx_pair_open("drop:dir=tx,after_fpdus=2,side=active", "");
+    send_stream(p, 5, 5, KIB);
+    fx_expect(&p->sv, 5);
+    fx_check_receives(&p->sv, &p->cl, 5, 2, KIB, RBASE);
+    fx_expect(&p->cl, 5);
+    fx_check_initiator(&p->cl, 5, 2, 2, SBASE);
+    fx_expect_disconnect(&p->cl, FX_REASON_RESET);
+    fx_expect_disconnect(&p->sv, FX_REASON_RESET);
+    CHECK_EQ_U64(fx_injected(p->ac), 1);
+    fx_pair_close(p);
+    p = fx_pair_open("drop:dir=tx,after_fpdus=2,side=any", "");
+    send_stream(p, 5, 5, KIB);
+    fx_expect(&p->sv, 5);
+    fx_check_receives(&p->sv, &p->cl, 5, 2, KIB, RBASE);
+    fx_expect(&p->cl, 5);
+    CHECK_EQ_U64(fx_injected(p->ac), 1);
+    fx_pair_close(p);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* p= with a seed */
+
+/* 150 Sends of 64 B with "seed=S; crc:dir=tx,p=5" on the client: the number of receives that
+ * completed before the bad FPDU. */
+static unsigned crc_p_run(unsigned seed)
+{
+    enum { N = 150 };
+    char rule[96];
+    snprintf(rule, sizeof rule, "seed=%u; crc:dir=tx,p=5", seed);
+    SOFTNDK_OPTIONS oc, os;
+    fx_options(&oc, rule);
+    fx_options(&os, "");
+    struct fx_pair *p = fx_pair_open_with(&oc, &os, 64 * KIB, 256, 256);
+    send_stream(p, N, N, 64);
+    fx_expect(&p->sv, N);
+    unsigned ok = 0;
+    while (ok < N && fx_nth(&p->sv, true, ok)->status == STATUS_SUCCESS)
+        ok++;
+    CHECK_MSG(ok < N, "seed %u: p=5 never fired in %d FPDUs", seed, N);
+    fx_check_receives(&p->sv, &p->cl, N, ok, 64, RBASE);
+    fx_expect(&p->cl, N);
+    fx_check_initiator(&p->cl, N, ok + 1, N, SBASE);
+    fx_expect_disconnect(&p->sv, FX_REASON_SENT(FX_TERM_MPA_CRC));
+    fx_expect_disconnect(&p->cl, FX_REASON_RECVD(FX_TERM_MPA_CRC));
+    SOFTNDK_COUNTERS s;
+    fx_counters(p->as, &s);
+    CHECK_EQ_U64(s.CrcErrors, 1);
+    CHECK_EQ_U64(fx_injected(p->ac), 1);
+    fx_pair_close(p);
+    return ok;
+}
+
+TEST(p_with_a_seed_fires_at_the_same_fpdu_every_run)
+{
+    unsigned a = crc_p_run(7), b = crc_p_run(7), c = crc_p_run(7);
+    fx_note("  seed 7: the bad CRC came after %u, %u, %u good FPDUs\n", a, b, c);
+    CHECK_EQ_U64(a, b);
+    CHECK_EQ_U64(b, c);
+}
+
+TEST(p_with_other_seeds_fires_elsewhere)
+{
+    unsigned first = crc_p_run(1), distinct = 0;
+    fx_note("  seed 1: %u", first);
+    for (unsigned seed = 2; seed <= 6; seed++) {
+        unsigned k = crc_p_run(seed);
+        fx_note(", seed %u: %u", seed, k);
+        distinct += k != first;
+    }
+    fx_note(" good FPDUs before the bad CRC\n");
+    CHECK_MSG(distinct > 0, "six seeds fired at the same FPDU: the seed is not used");
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* RDMA Write is an FPDU like a Send */
+
+TEST(drop_counts_rdma_writes_as_fpdus)
+{
+    /* Write, Send, Write, Send, ...: cut after 3 FPDUs = Write 0, Send 0, Write 1 */
+    struct fx_pair *p = fx_pair_open("drop:dir=tx,after_fpdus=3", "");
+    const size_t W = 2 * KIB, S = 256, WOFF = 512 * KIB;
+    for (unsigned i = 0; i < 4; i++)
+        fx_post_recv(&p->sv, RBASE + i, (size_t)i * S, S);
+    for (unsigned i = 0; i < 4; i++) {
+        fx_fill_slot(&p->cl, i, S);
+        fx_fill(p->cl.buf + WOFF + (size_t)i * W, W, 5000u + i);
+    }
+    for (unsigned i = 0; i < 4; i++) {
+        fx_post_write(&p->cl, SBASE + 2 * i, WOFF + (size_t)i * W, W, &p->sv, WOFF + (size_t)i * W,
+                      NDK_OP_FLAG_DEFER);
+        fx_post_send(&p->cl, SBASE + 2 * i + 1, (size_t)i * S, S, i == 3 ? 0 : NDK_OP_FLAG_DEFER);
+    }
+    fx_expect(&p->sv, 4);
+    fx_check_receives(&p->sv, &p->cl, 4, 1, S, RBASE);
+    fx_expect(&p->cl, 8);
+    fx_check_initiator(&p->cl, 8, 3, 3, SBASE);
+    fx_expect_disconnect(&p->sv, FX_REASON_RESET);
+    fx_expect_disconnect(&p->cl, FX_REASON_RESET);
+    /* Writes 0 and 1 were placed in full, 2 and 3 not at all */
+    CHECK_MEM(p->sv.buf + WOFF, p->cl.buf + WOFF, 2 * W);
+    for (size_t b = 2 * W; b < 4 * W; b++)
+        CHECK_MSG(p->sv.buf[WOFF + b] == 0, "a Write after the cut was placed (byte %zu)", b);
+    CHECK_EQ_U64(fx_injected(p->ac), 1);
+    fx_pair_close(p);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* stall: what "nothing is lost" means on each side */
+
+TEST(stall_tx_postings_queue_during_the_stall)
+{
+    /* the stall starts before FPDU 2; Sends posted meanwhile are accepted at once, queue behind
+     * it and leave in order */
+    struct fx_pair *p = fx_pair_open("stall:dir=tx,after_fpdus=1,ms=300", "");
+    for (unsigned i = 0; i < 8; i++)
+        fx_post_recv(&p->sv, RBASE + i, i * KIB, KIB);
+    for (unsigned i = 0; i < 8; i++)
+        fx_fill_slot(&p->cl, i, KIB);
+    uint64_t t0 = fx_now_us();
+    fx_post_send(&p->cl, SBASE, 0, KIB, NDK_OP_FLAG_DEFER);
+    fx_post_send(&p->cl, SBASE + 1, KIB, KIB, 0); /* pushes: 1 leaves, the stall begins */
+    CHECK(fx_collect(&p->sv, 1, FX_WAIT_MS) == 1);
+    for (unsigned i = 2; i < 8; i++) {
+        uint64_t t = fx_now_us();
+        fx_post_send(&p->cl, SBASE + i, i * KIB, KIB, 0);
+        CHECK_MSG(fx_now_us() - t < 50000, "NdkSend blocked %llu us during a tx stall",
+                  (unsigned long long)(fx_now_us() - t));
+    }
+    CHECK_MSG(fx_now_us() - t0 < 250000, "posting took the stall's time: it must only queue");
+    fx_expect(&p->sv, 8);
+    fx_check_receives(&p->sv, &p->cl, 8, 8, KIB, RBASE);
+    CHECK_MSG(fx_nth(&p->sv, true, 1)->t_us - t0 >= 295000, "message 2 did not wait for the stall");
+    fx_expect(&p->cl, 8);
+    fx_check_initiator(&p->cl, 8, 8, 8, SBASE);
+    fx_disconnect(&p->cl, &p->sv);
+    CHECK_EQ_U64(fx_injected(p->ac), 1);
+    fx_pair_close(p);
+}
+
+static unsigned long long sysctl_max(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    unsigned long long a = 0, b = 0, c = 0;
+    if (f) {
+        if (fscanf(f, "%llu %llu %llu", &a, &b, &c) != 3)
+            c = 0;
+        fclose(f);
+    }
+    return c;
+}
+
+TEST(stall_rx_pushes_back_on_the_sender)
+{
+    /* the server reads nothing for 400 ms: more than both TCP buffers can hold cannot leave the
+     * sender in that time (its Sends retire when in TCP), and then all of it arrives */
+    enum { N = 48, MS = 400 };
+    const size_t size = 1u << 20;
+    unsigned long long cap =
+        sysctl_max("/proc/sys/net/ipv4/tcp_rmem") + sysctl_max("/proc/sys/net/ipv4/tcp_wmem");
+    if (cap == 0 || cap >= (unsigned long long)(N - 2) * size)
+        SKIP("TCP buffers of %llu bytes could hold the whole stream", cap);
+    SOFTNDK_OPTIONS oc, os;
+    fx_options(&oc, "");
+    fx_options(&os, "stall:dir=rx,after_fpdus=0,ms=400");
+    struct fx_pair *p = fx_pair_open_with(&oc, &os, N * size, 64, 64);
+    uint64_t t0 = send_stream(p, N, N, size);
+    fx_expect(&p->sv, N);
+    fx_check_receives(&p->sv, &p->cl, N, N, size, RBASE);
+    fx_expect(&p->cl, N);
+    fx_check_initiator(&p->cl, N, N, N, SBASE);
+    uint64_t last_send = fx_nth(&p->cl, false, N - 1)->t_us - t0;
+    fx_note("  stall rx: the sender's last Send retired after %.1f ms\n", (double)last_send / 1000);
+    CHECK_MSG(last_send >= (MS - 50) * 1000u,
+              "the sender's last Send retired after %llu us: nothing pushed back",
+              (unsigned long long)last_send);
+    CHECK_MSG(fx_nth(&p->sv, true, 0)->t_us - t0 >= (MS - 5) * 1000u, "the receiver read early");
+    fx_disconnect(&p->cl, &p->sv);
+    CHECK_EQ_U64(fx_injected(p->as), 1);
+    fx_pair_close(p);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the log and the trace of a connection fault */
+
+TEST(crc_without_crc_is_logged_once)
+{
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    SOFTNDK_OPTIONS oc, os;
+    fx_options(&oc, "crc:dir=tx,after_fpdus=1");
+    fx_options(&os, "");
+    oc.Crc = os.Crc = SoftNdkCrcOff;
+    for (int k = 0; k < 2; k++) {
+        struct fx_pair *p = fx_pair_open_with(&oc, &os, 64 * KIB, 16, 16);
+        send_stream(p, 4, 4, KIB);
+        fx_expect(&p->sv, 4);
+        fx_check_receives(&p->sv, &p->cl, 4, 4, KIB, RBASE);
+        fx_expect(&p->cl, 4);
+        fx_disconnect(&p->cl, &p->sv);
+        CHECK_EQ_U64(fx_injected(p->ac), 0);
+        fx_pair_close(p);
+    }
+    char *log = fx_capture_end(&cap);
+    /* per adapter: each run's adapter says it once */
+    unsigned n = fx_count_lines(log, "crc:dir=tx,after_fpdus=1", (char *)NULL);
+    CHECK_MSG(n == 2, "%u log lines name the rule over 2 adapters x 4 FPDUs, expected 1 each", n);
+    CHECK_EQ_U64(fx_count_lines(log, "injected crc", (char *)NULL), 0);
+    free(log);
+}
+
+TEST(connection_fault_log_names_rule_connection_and_side)
+{
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    struct fx_pair *p =
+        fx_pair_open("seed=9; drop:dir=tx,after_fpdus=1", "terminate:after_fpdus=0");
+    send_stream(p, 2, 2, KIB);
+    send_stream_back(p, 2, 2, KIB);
+    fx_expect(&p->cl, 4);
+    fx_expect(&p->sv, 4);
+    fx_expect_disconnect(&p->cl, FX_REASON_RESET);
+    fx_pair_close(p);
+    char *log = fx_capture_end(&cap);
+    /* docs/faults.md: softndk[fault] injected drop (rule 2 "drop:after_fpdus=10") on connection
+     * #1 (active, QP 0x...) */
+    unsigned a =
+        fx_count_lines(log, "warn", "injected drop", "(rule 1 \"drop:dir=tx,after_fpdus=1\")",
+                       "connection #1", (char *)NULL);
+    CHECK_MSG(a == 1, "no warn line: injected drop (rule 1 \"...\") on connection #1");
+    CHECK_MSG(fx_count_lines(log, "injected drop", "active", (char *)NULL) == 1,
+              "the drop's log line does not name the side (\"active\", docs/faults.md)");
+    free(log);
+}
+
+TEST(connection_fault_is_traced_with_kind_rule_and_conn)
+{
+    char path[] = "/tmp/softndk-faults-trace-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    SOFTNDK_OPTIONS oc, os;
+    fx_options(&oc, "seed=1;stall:dir=rx,ms=1,after_fpdus=100;drop:dir=tx,after_fpdus=2");
+    fx_options(&os, "");
+    oc.TraceFile = path;
+    struct fx_pair *p = fx_pair_open_with(&oc, &os, 64 * KIB, 16, 16);
+    send_stream(p, 4, 4, KIB);
+    fx_expect(&p->sv, 4);
+    fx_expect(&p->cl, 4);
+    fx_expect_disconnect(&p->cl, FX_REASON_RESET);
+    fx_pair_close(p);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    char line[2048];
+    unsigned found = 0, any = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!strstr(line, "\"ev\":\"fault.injected\""))
+            continue;
+        any++;
+        found += strstr(line, "\"kind\":\"drop\"") && strstr(line, "\"rule\":2") &&
+                 strstr(line, "\"conn\":1");
+    }
+    fclose(f);
+    unlink(path);
+    CHECK_MSG(any == 1 && found == 1,
+              "%u fault.injected events, %u with kind drop, rule 2, conn 1; expected 1", any,
+              found);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* a held-back direction keeps its order with the FIN behind it */
+
+/* The client sends n messages and disconnects at once (its FIN right behind them); the server's
+ * rx is held back by `rule`. TCP delivers the FIN after the data, so when the server's
+ * disconnect event fires every message must already have completed: a consumer that stops at
+ * the event (ndkperf does) would otherwise lose them. */
+static void fin_behind_held_data(const char *rule, unsigned n, bool polling)
+{
+    struct fx_pair *p = fx_pair_open("", rule);
+    send_stream(p, n, n, KIB);
+    struct fx_req rd;
+    fx_req_init(&rd);
+    NTSTATUS st = p->cl.conn->Dispatch->NdkDisconnect(p->cl.conn, fx_req_done, &rd);
+    CHECK_MSG(st == STATUS_PENDING || st == STATUS_SUCCESS, "NdkDisconnect: %s",
+              SoftNdkStatusName(st));
+    if (polling) {
+        /* a polling consumer (it receives itself) that stops at the event */
+        uint64_t end = fx_now_us() + FX_WAIT_MS * 1000ull;
+        while (atomic_load(&p->sv.disc_n) == 0 && fx_now_us() < end)
+            fx_collect(&p->sv, n + 1, 1);
+    }
+    /* (not polling: the server's progress thread receives) */
+    CHECK_MSG(harness_event_wait(&p->sv.disc_ev, 1, FX_WAIT_MS), "no disconnect event");
+    CHECK_EQ_U64(atomic_load(&p->sv.disc_reason), 0);
+    unsigned at_event = fx_collect(&p->sv, n, 0);
+    unsigned got = fx_collect(&p->sv, n, FX_WAIT_MS);
+    fx_note("  \"%s\"%s: %u of %u receives had completed when the disconnect event fired, %u "
+            "in the end\n",
+            rule, polling ? " (polling)" : "", at_event, n, got);
+    CHECK_MSG(got == n, "only %u of %u receives completed: data lost behind the FIN", got, n);
+    fx_check_receives(&p->sv, &p->cl, n, n, KIB, RBASE);
+    CHECK_MSG(at_event == n,
+              "the disconnect event (the peer's FIN) overtook %u messages held back by \"%s\"",
+              n - at_event, rule);
+    struct fx_req rs;
+    fx_req_init(&rs);
+    NTSTATUS st2 = p->sv.conn->Dispatch->NdkDisconnect(p->sv.conn, fx_req_done, &rs);
+    CHECK_STATUS(fx_req_wait(&rs, st2), STATUS_SUCCESS);
+    CHECK_STATUS(fx_req_wait(&rd, st), STATUS_SUCCESS);
+    fx_expect(&p->cl, n);
+    fx_check_initiator(&p->cl, n, n, n, SBASE);
+    fx_pair_close(p);
+}
+
+TEST(no_fault_data_ahead_of_the_peers_fin)
+{
+    /* the baseline: what the cases below must match */
+    fin_behind_held_data("", 8, false);
+    fin_behind_held_data("", 8, true);
+}
+
+TEST(stall_rx_keeps_data_ahead_of_the_peers_fin)
+{
+    fin_behind_held_data("stall:dir=rx,after_fpdus=3,ms=200", 8, false);
+}
+
+TEST(stall_rx_keeps_data_ahead_of_the_peers_fin_polling)
+{
+    fin_behind_held_data("stall:dir=rx,after_fpdus=3,ms=200", 8, true);
+}
+
+TEST(delay_rx_keeps_data_ahead_of_the_peers_fin)
+{
+    fin_behind_held_data("delay:dir=rx,ms=3", 8, false);
+}
+
+TEST(delay_rx_keeps_data_ahead_of_the_peers_fin_polling)
+{
+    fin_behind_held_data("delay:dir=rx,ms=3", 8, true);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* ending a connection while a stall holds it */
+
+/* A 4 s stall; the consumer flushes or closes meanwhile: everything completes at once and the
+ * objects close without waiting for the stall to end. */
+static void end_during_stall(const char *cf, const char *sf, bool flush)
+{
+    struct fx_pair *p = fx_pair_open(cf, sf);
+    send_stream(p, 6, 6, KIB);
+    /* message 1 arrives, then the stall holds the rest (a delay may hold message 1 already:
+     * see delay_waits_after_the_previous_fpdu_not_before_each) */
+    if (!strstr(cf, "delay"))
+        CHECK(fx_collect(&p->sv, 1, FX_WAIT_MS) == 1);
+    uint64_t t0 = fx_now_us();
+    if (flush) {
+        p->cl.qp->Dispatch->NdkFlush(p->cl.qp);
+        fx_expect(&p->cl, 6);
+        fx_check_initiator(&p->cl, 6, 1, 6, SBASE);
+        uint64_t took = fx_now_us() - t0;
+        CHECK_MSG(took < 1000000, "NdkFlush during a 4 s stall completed after %llu us",
+                  (unsigned long long)took);
+        fx_expect_disconnect(&p->sv, FX_REASON_RESET);
+    }
+    t0 = fx_now_us();
+    fx_pair_close(p);
+    uint64_t took = fx_now_us() - t0;
+    fx_note("  closing everything during the stall took %.1f ms\n", (double)took / 1000);
+    CHECK_MSG(took < 2000000, "closing during a 4 s stall took %llu us: the stall held the close",
+              (unsigned long long)took);
+}
+
+TEST(close_during_a_tx_stall_does_not_wait_for_it)
+{
+    end_during_stall("stall:dir=tx,after_fpdus=1,ms=4000", "", false);
+}
+
+TEST(close_during_an_rx_stall_does_not_wait_for_it)
+{
+    end_during_stall("", "stall:dir=rx,after_fpdus=1,ms=4000", false);
+}
+
+TEST(flush_during_a_tx_stall_completes_at_once)
+{
+    end_during_stall("stall:dir=tx,after_fpdus=1,ms=4000", "", true);
+}
+
+TEST(close_during_a_long_delay_does_not_wait_for_it)
+{
+    end_during_stall("delay:dir=tx,ms=4000", "", false);
+}
+
+TEST(delay_waits_after_the_previous_fpdu_not_before_each)
+{
+    /* "Every FPDU of that direction waits ms after the previous one (a stall after each FPDU)":
+     * a connection idle for longer than ms sends its next FPDU at once */
+    struct fx_pair *p = fx_pair_open("delay:dir=tx,ms=300", "");
+    for (unsigned i = 0; i < 2; i++)
+        fx_post_recv(&p->sv, RBASE + i, i * KIB, KIB);
+    for (unsigned i = 0; i < 2; i++)
+        fx_fill_slot(&p->cl, i, KIB);
+    CHECK(!harness_event_wait(&p->cl.disc_ev, 1, 400)); /* idle 400 ms > 300 ms */
+    uint64_t t0 = fx_now_us();
+    fx_post_send(&p->cl, SBASE, 0, KIB, 0);
+    CHECK(fx_collect(&p->sv, 1, FX_WAIT_MS) == 1);
+    uint64_t first = fx_now_us() - t0;
+    fx_post_send(&p->cl, SBASE + 1, KIB, KIB, 0);
+    CHECK(fx_collect(&p->sv, 2, FX_WAIT_MS) == 2);
+    uint64_t second = fx_now_us() - t0;
+    fx_note("  delay 300 ms after 400 ms idle: message 1 after %.1f ms, message 2 after %.1f ms\n",
+            (double)first / 1000, (double)second / 1000);
+    fx_check_receives(&p->sv, &p->cl, 2, 2, KIB, RBASE);
+    CHECK_MSG(second >= 295000, "message 2 came %llu us after message 1's post",
+              (unsigned long long)second);
+    CHECK_MSG(first < 150000, "the first FPDU after an idle time waited %llu us",
+              (unsigned long long)first);
+    fx_pair_close(p);
+}
+
+static unsigned drop_p_after_run(void)
+{
+    struct fx_pair *p = fx_pair_open("seed=5; drop:dir=tx,after_fpdus=10,p=30", "");
+    send_stream(p, 40, 40, 256);
+    fx_expect(&p->sv, 40);
+    unsigned ok = 0;
+    while (ok < 40 && fx_nth(&p->sv, true, ok)->status == STATUS_SUCCESS)
+        ok++;
+    fx_check_receives(&p->sv, &p->cl, 40, ok, 256, RBASE);
+    fx_expect(&p->cl, 40);
+    fx_check_initiator(&p->cl, 40, ok, ok, SBASE);
+    fx_expect_disconnect(&p->cl, FX_REASON_RESET);
+    CHECK_EQ_U64(fx_injected(p->ac), 1);
+    fx_pair_close(p);
+    return ok;
+}
+
+TEST(p_draws_only_after_the_after_point)
+{
+    /* FPDUs 1-10 pass untouched; from FPDU 11 each is cut with probability 30 % */
+    unsigned a = drop_p_after_run(), b = drop_p_after_run();
+    fx_note("  drop p=30 after 10: cut after %u and %u FPDUs\n", a, b);
+    CHECK_MSG(a >= 10 && a < 40, "cut after %u FPDUs", a);
+    CHECK_EQ_U64(a, b);
+}
