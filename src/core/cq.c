@@ -139,7 +139,7 @@ bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicite
     if (cq->count == cq->depth || cq->produced == cq->fault_overrun_at) {
         /* §5.4 rule 12: an overrun kills the CQ; the callback says so whatever the arm. */
         if (cq->count != cq->depth)
-            sndk_fault_fired(cq->base.adapter, cq->fault_rule, 0, cq, "CQ overrun");
+            sndk_fault_fired(cq->base.adapter, cq->fault_rule, cq, "CQ overrun");
         cq->dead = STATUS_BUFFER_OVERFLOW;
         cq->count = 0;
         sndk_ctr_inc(&cq->base.adapter->ctrs, SNDK_CTR_CQ_ERROR);

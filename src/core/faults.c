@@ -413,29 +413,34 @@ static bool draw(uint64_t *s, uint32_t ppm)
     return next_rand(s) % 1000000u < ppm;
 }
 
-void sndk_fault_fired(struct sndk_adapter *a, const struct sndk_fault_rule *r, unsigned conn,
-                      const void *obj, const char *what)
-{
-    sndk_fault_fired_n(a, r, conn, obj, what, 1);
-}
-
-void sndk_fault_fired_n(struct sndk_adapter *a, const struct sndk_fault_rule *r, unsigned conn,
-                        const void *obj, const char *what, uint64_t nth)
+/* Count, trace and log one firing; fc: the connection (NULL for call and handshake rules);
+ * nth > 1: a repeating rule's later firing, logged at debug only. */
+static void fired(struct sndk_adapter *a, const struct sndk_fault_rule *r,
+                  const struct sndk_fault_conn *fc, const void *obj, const char *what, uint64_t nth)
 {
     sndk_ctr_inc(&a->ctrs, SNDK_CTR_INJECTED);
-    SNDK_TRACE("fault.injected", "object", obj, "\"kind\":\"%s\",\"rule\":%u,\"conn\":%u",
-               kind_names[r->kind], r->index, conn);
-    if (nth > 1) { /* a repeating rule (delay, p=): the first firing is enough at warn */
-        sndk_debug("fault", "injected %s (rule %u) on connection #%u again (%llu): %s",
-                   kind_names[r->kind], r->index, conn, (unsigned long long)nth, what);
+    const char *side = fc ? (fc->active ? "active" : "passive") : "";
+    SNDK_TRACE("fault.injected", "object", obj,
+               "\"kind\":\"%s\",\"rule\":%u,\"conn\":%u,\"side\":\"%s\"", kind_names[r->kind],
+               r->index, fc ? fc->conn_no : 0u, side);
+    if (nth > 1) { /* delay, p=: the first firing is enough at warn */
+        sndk_debug("fault", "injected %s (rule %u) on connection #%u again (%llu times): %s",
+                   kind_names[r->kind], r->index, fc ? fc->conn_no : 0u,
+                   (unsigned long long)nth, what);
         return;
     }
-    if (conn)
-        sndk_warn("fault", "injected %s (rule %u \"%s\") on connection #%u (%p)%s%s",
-                  kind_names[r->kind], r->index, r->text, conn, obj, *what ? ": " : "", what);
+    if (fc)
+        sndk_warn("fault", "injected %s (rule %u \"%s\") on connection #%u (%s, QP %p): %s",
+                  kind_names[r->kind], r->index, r->text, fc->conn_no, side, obj, what);
     else
-        sndk_warn("fault", "injected %s (rule %u \"%s\") (%p)%s%s", kind_names[r->kind], r->index,
-                  r->text, obj, *what ? ": " : "", what);
+        sndk_warn("fault", "injected %s (rule %u \"%s\") (%p): %s", kind_names[r->kind], r->index,
+                  r->text, obj, what);
+}
+
+void sndk_fault_fired(struct sndk_adapter *a, const struct sndk_fault_rule *r, const void *obj,
+                      const char *what)
+{
+    fired(a, r, NULL, obj, what, 1);
 }
 
 /* An adapter-wide rule with nth/count/p over the occurrences counted in *seen (under f->lock). */
@@ -473,7 +478,7 @@ bool sndk_fault_call(struct sndk_adapter *a, enum sndk_fault_call call)
     char what[64];
     snprintf(what, sizeof what, "%s call %" PRIu64 " fails with STATUS_INSUFFICIENT_RESOURCES",
              call_names[call], seen);
-    sndk_fault_fired(a, hit, 0, a, what);
+    sndk_fault_fired(a, hit, a, what);
     return true;
 }
 
@@ -497,7 +502,7 @@ bool sndk_fault_mpa_reject(struct sndk_adapter *a, const void *obj)
         return false;
     char what[48];
     snprintf(what, sizeof what, "MPA Request %" PRIu64 " rejected", seen);
-    sndk_fault_fired(a, hit, 0, obj, what);
+    sndk_fault_fired(a, hit, obj, what);
     return true;
 }
 
@@ -634,7 +639,7 @@ enum sndk_fault_action sndk_fault_fpdu(struct sndk_fault_conn *fc, enum sndk_fau
             *rule = r;
         char what[64];
         snprintf(what, sizeof what, "%s FPDU %" PRIu64, dir == SNDK_FDIR_TX ? "tx" : "rx", k + 1);
-        sndk_fault_fired_n(fc->adapter, r, fc->conn_no, obj, what, m->fired);
+        fired(fc->adapter, r, fc, obj, what, m->fired);
         return act;
     }
     return SNDK_FACT_NONE;
@@ -657,7 +662,7 @@ enum sndk_fault_action sndk_fault_bytes(struct sndk_fault_conn *fc, enum sndk_fa
         char what[64];
         snprintf(what, sizeof what, "%s byte %" PRIu64, dir == SNDK_FDIR_TX ? "tx" : "rx",
                  d->bytes);
-        sndk_fault_fired(fc->adapter, r, fc->conn_no, obj, what);
+        fired(fc->adapter, r, fc, obj, what, 1);
     }
     update_byte_mark(fc, dir);
     return act;

@@ -85,12 +85,10 @@ struct sndk_faults {
 bool sndk_faults_parse(const char *text, struct sndk_faults **out, char *err, size_t errlen);
 void sndk_faults_free(struct sndk_faults *f);
 
-/* Count, log and trace one firing. what: extra words for the log ("" allowed). */
-void sndk_fault_fired(struct sndk_adapter *a, const struct sndk_fault_rule *r, unsigned conn,
-                      const void *obj, const char *what);
-/* The same for the nth firing of a repeating rule: logged at warn the first time only. */
-void sndk_fault_fired_n(struct sndk_adapter *a, const struct sndk_fault_rule *r, unsigned conn,
-                        const void *obj, const char *what, uint64_t nth);
+/* Count, log (warn) and trace one firing of a call or handshake rule (connection rules do it
+ * themselves, naming the connection and its side). */
+void sndk_fault_fired(struct sndk_adapter *a, const struct sndk_fault_rule *r, const void *obj,
+                      const char *what);
 
 /* Call faults: true when this call must fail with STATUS_INSUFFICIENT_RESOURCES (counted and
  * logged already). */

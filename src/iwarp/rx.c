@@ -348,6 +348,8 @@ void sndk_rx_cancel_current(struct sndk_qp *qp, NTSTATUS st, ULONG code)
         .ProviderErrorCode = code,
     };
     sndk_cq_post(qp->rcq, &r, false);
+    if (st == STATUS_CANCELLED)
+        sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_FLUSHED);
 }
 
 /* ---------------------------------------------------------------- the pass */
@@ -527,6 +529,9 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
 {
     struct sndk_qp_io *io = qp->io;
     sndk_assert_held(&qp->rx_lock);
+    if (io->rx.state == SNDK_RX_ERROR)
+        return SNDK_RXR_OK; /* the pass that found the fault ends the connection (and counted
+                               it); a receiver that got the lock in between has nothing to do */
     int rc;
     /* A read shorter than asked emptied the socket: the pass ends when its bytes are placed,
      * without another read that would only say EAGAIN — on the critical path of every

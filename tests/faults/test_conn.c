@@ -843,7 +843,7 @@ static void end_during_stall(const char *cf, const char *sf, bool flush)
     struct fx_pair *p = fx_pair_open(cf, sf);
     send_stream(p, 6, 6, KIB);
     /* message 1 arrives, then the stall holds the rest (a delay may hold message 1 already:
-     * see delay_waits_after_the_previous_fpdu_not_before_each) */
+     * see delay_holds_every_fpdu_ms_before_it_goes) */
     if (!strstr(cf, "delay"))
         CHECK(fx_collect(&p->sv, 1, FX_WAIT_MS) == 1);
     uint64_t t0 = fx_now_us();
@@ -884,10 +884,10 @@ TEST(close_during_a_long_delay_does_not_wait_for_it)
     end_during_stall("delay:dir=tx,ms=4000", "", false);
 }
 
-TEST(delay_waits_after_the_previous_fpdu_not_before_each)
+TEST(delay_holds_every_fpdu_ms_before_it_goes)
 {
-    /* "Every FPDU of that direction waits ms after the previous one (a stall after each FPDU)":
-     * a connection idle for longer than ms sends its next FPDU at once */
+    /* "Every FPDU of that direction is held ms before it goes out ... Each held FPDU counts
+     * as one injected fault": after an idle time too, and each one again */
     struct fx_pair *p = fx_pair_open("delay:dir=tx,ms=300", "");
     for (unsigned i = 0; i < 2; i++)
         fx_post_recv(&p->sv, RBASE + i, i * KIB, KIB);
@@ -900,14 +900,16 @@ TEST(delay_waits_after_the_previous_fpdu_not_before_each)
     uint64_t first = fx_now_us() - t0;
     fx_post_send(&p->cl, SBASE + 1, KIB, KIB, 0);
     CHECK(fx_collect(&p->sv, 2, FX_WAIT_MS) == 2);
-    uint64_t second = fx_now_us() - t0;
-    fx_note("  delay 300 ms after 400 ms idle: message 1 after %.1f ms, message 2 after %.1f ms\n",
+    uint64_t second = fx_now_us() - t0 - first;
+    fx_note("  delay 300 ms after 400 ms idle: message 1 after %.1f ms, message 2 %.1f ms later\n",
             (double)first / 1000, (double)second / 1000);
     fx_check_receives(&p->sv, &p->cl, 2, 2, KIB, RBASE);
-    CHECK_MSG(second >= 295000, "message 2 came %llu us after message 1's post",
-              (unsigned long long)second);
-    CHECK_MSG(first < 150000, "the first FPDU after an idle time waited %llu us",
+    CHECK_MSG(first >= 295000, "the first FPDU after an idle time waited only %llu us",
               (unsigned long long)first);
+    CHECK_MSG(second >= 295000, "the second FPDU waited only %llu us",
+              (unsigned long long)second);
+    CHECK_MSG(fx_injected(p->ac) == 2, "InjectedFaults %llu, want 2 (one per held FPDU)",
+              (unsigned long long)fx_injected(p->ac));
     fx_pair_close(p);
 }
 
