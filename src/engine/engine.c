@@ -30,15 +30,29 @@
 #define SUBSYS "engine"
 #define MAX_EVENTS 64
 
-/* Source lifecycle: UNUSED -> ACTIVE (add) -> REMOVED (remove; final). A failed add goes back
- * to UNUSED. The only transitions are in sndk_source_add and sndk_source_remove. */
+/* Source lifecycle. Add: UNUSED (or REMOVED, a source reused after its done ran) -> CLAIMED ->
+ * ADDING -> ACTIVE, or back to UNUSED when epoll_ctl fails. Remove: ACTIVE -> REMOVED (final).
+ * A remove that comes before the add finished (UNUSED, CLAIMED or ADDING: the caller did not
+ * order remove after add, e.g. another thread failed the object while it was being set up)
+ * moves to EARLY and leaves its done item in s->early_done; the add, when it reaches its next
+ * step, undoes what it did, sets REMOVED and queues that done item. Only the adder leaves
+ * CLAIMED, ADDING and EARLY. All transitions are in sndk_source_add and sndk_source_remove. */
 enum source_state {
     SRC_UNUSED = 0,  /* never added, or add failed */
     SRC_ACTIVE = 1,  /* in epoll; fn may be called */
     SRC_REMOVED = 2, /* out of epoll; fn is not called again (but for an in-flight call) */
+    SRC_CLAIMED = 3, /* add under way: writing owner, fn, fd (not yet published) */
+    SRC_ADDING = 4,  /* add under way: fields published, epoll_ctl(ADD) running; dispatch waits */
+    SRC_EARLY = 5,   /* removed before its add finished: the add queues s->early_done */
     SRC_STATE_COUNT
 };
-static const char *const source_state_names[SRC_STATE_COUNT] = {"UNUSED", "ACTIVE", "REMOVED"};
+static const char *const source_state_names[SRC_STATE_COUNT] = {"UNUSED", "ACTIVE",  "REMOVED",
+                                                                 "CLAIMED", "ADDING", "EARLY"};
+
+static const char *source_state_name(int st)
+{
+    return st >= 0 && st < SRC_STATE_COUNT ? source_state_names[st] : "?";
+}
 
 /* Engine lifecycle: RUNNING -> STOPPING -> EXITING, driven by sndk_engine_destroy (and by a
  * failed create, RUNNING -> EXITING). */
@@ -525,25 +539,75 @@ static struct sndk_progress *least_loaded(struct sndk_engine *e)
     return best;
 }
 
+/* The add of s found that s was removed before it finished (state EARLY, seen with acquire):
+ * complete that removal now. s is not (or no longer) in epoll. Returns 0: the add and the remove
+ * both happened, in that order, as far as the caller can tell. */
+static int add_finish_early(struct sndk_progress *t, struct sndk_source *s, int fd)
+{
+    struct sndk_work *done = s->early_done;
+    s->early_done = NULL;
+    /* Release: publishes owner/fn/fd for sndk_source_thread and a later add of a reused s. */
+    atomic_store_explicit(&s->state, SRC_REMOVED, memory_order_release);
+    /* Not a word about s after this store: done may free it as soon as it is queued. */
+    sndk_err(SUBSYS, "source fd %d on %s-%u: removed before its add finished: not left in "
+                     "epoll, fn not called, removal completed by the add", fd, t->e->name, t->idx);
+    if (done && !queue_to(t->e, t, done))
+        sndk_err(SUBSYS, "source fd %d: its done item was already queued", fd);
+    return 0;
+}
+
 int sndk_source_add(struct sndk_engine *e, struct sndk_source *s, int fd, uint32_t events,
                     sndk_source_fn fn, int thread)
 {
     if (thread < -1 || thread >= (int)e->nthreads || fd < 0 || !fn)
         return -EINVAL;
+    /* Claim s first, so that a source already added keeps its fields and a remove that races
+     * with the add sees which step it came before (see enum source_state). */
+    int st = atomic_load_explicit(&s->state, memory_order_acquire);
+    for (;;) {
+        if (st != SRC_UNUSED && st != SRC_REMOVED && st != SRC_EARLY) {
+            sndk_err(SUBSYS, "source fd %d: add in state %s", fd, source_state_name(st));
+            return -EINVAL;
+        }
+        if (atomic_compare_exchange_weak_explicit(&s->state, &st, SRC_CLAIMED,
+                                                  memory_order_acq_rel, memory_order_acquire))
+            break;
+    }
+    bool early = st == SRC_EARLY;
     struct sndk_progress *t = thread < 0 ? least_loaded(e) : &e->thr[thread];
     s->owner = t;
     s->fn = fn;
     s->fd = fd;
+    if (early)
+        return add_finish_early(t, s, fd);
     /* Release: the progress thread's acquire load of state (in dispatch) then sees owner, fn
-     * and fd, without relying on epoll_ctl/epoll_wait as a synchronisation the tools see. */
-    atomic_store_explicit(&s->state, SRC_ACTIVE, memory_order_release);
+     * and fd, without relying on epoll_ctl/epoll_wait as a synchronisation the tools see.
+     * Fails only when a remove came meanwhile (CLAIMED -> EARLY). */
+    st = SRC_CLAIMED;
+    if (!atomic_compare_exchange_strong_explicit(&s->state, &st, SRC_ADDING, memory_order_acq_rel,
+                                                 memory_order_acquire))
+        return add_finish_early(t, s, fd);
     atomic_fetch_add_explicit(&t->nsources, 1, memory_order_relaxed);
     struct epoll_event ev = {.events = events, .data.ptr = s};
     if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
         int err = errno;
         atomic_fetch_sub_explicit(&t->nsources, 1, memory_order_relaxed);
-        atomic_store_explicit(&s->state, SRC_UNUSED, memory_order_relaxed);
+        st = SRC_ADDING;
+        if (!atomic_compare_exchange_strong_explicit(&s->state, &st, SRC_UNUSED,
+                                                     memory_order_acq_rel, memory_order_acquire))
+            return add_finish_early(t, s, fd); /* removed meanwhile: that is all it wanted */
         return -err;
+    }
+    /* From the successful exchange on, fn may run on t, remove s and free it: s is not touched
+     * again. A dispatch that fetched s meanwhile waits for this step (see dispatch). */
+    st = SRC_ADDING;
+    if (!atomic_compare_exchange_strong_explicit(&s->state, &st, SRC_ACTIVE, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+        /* Removed while being added: the remover left the epoll side to us. */
+        if (epoll_ctl(t->epfd, EPOLL_CTL_DEL, fd, NULL) < 0 && errno != ENOENT)
+            sndk_warn(SUBSYS, "epoll_ctl(DEL, fd %d): %s", fd, strerror(errno));
+        atomic_fetch_sub_explicit(&t->nsources, 1, memory_order_relaxed);
+        return add_finish_early(t, s, fd);
     }
     sndk_debug(SUBSYS, "source fd %d on %s-%u: UNUSED => ACTIVE", fd, e->name, t->idx);
     return 0;
@@ -566,12 +630,32 @@ unsigned sndk_source_thread(const struct sndk_source *s)
 
 void sndk_source_remove(struct sndk_source *s, struct sndk_work *done)
 {
-    int prev = atomic_exchange(&s->state, SRC_REMOVED);
-    assert(prev == SRC_ACTIVE);
-    if (prev != SRC_ACTIVE) {
-        sndk_err(SUBSYS, "source fd %d: remove in state %s", s->fd,
-                 prev >= 0 && prev < SRC_STATE_COUNT ? source_state_names[prev] : "?");
-        return;
+    int prev = atomic_load_explicit(&s->state, memory_order_acquire);
+    for (;;) {
+        if (prev == SRC_ACTIVE) {
+            if (atomic_compare_exchange_weak_explicit(&s->state, &prev, SRC_REMOVED,
+                                                      memory_order_acq_rel, memory_order_acquire))
+                break;
+        } else if (prev == SRC_UNUSED || prev == SRC_CLAIMED || prev == SRC_ADDING) {
+            /* Before its add finished. Dropping done here would leave whoever waits for it
+             * (an object's close) waiting forever; queueing it now would let it close fd and
+             * free s under the add. Hand it to the add, which queues it at its next step. The
+             * fields of s may be being written by the add: only its address is logged. */
+            s->early_done = done;
+            if (atomic_compare_exchange_weak_explicit(&s->state, &prev, SRC_EARLY,
+                                                      memory_order_acq_rel, memory_order_acquire)) {
+                sndk_err(SUBSYS, "source %p: remove in state %s (before its add finished): the "
+                                 "add will complete it", (void *)s, source_state_name(prev));
+                return;
+            }
+        } else {
+            /* REMOVED or EARLY: removed twice. Its first done item will run (or has run and
+             * may have freed s): nothing may be done with this one. */
+            sndk_err(SUBSYS, "source %p: remove in state %s (removed twice): ignored", (void *)s,
+                     source_state_name(prev));
+            assert(!"sndk_source_remove: source removed twice");
+            return;
+        }
     }
     struct sndk_progress *t = s->owner;
     sndk_debug(SUBSYS, "source fd %d on %s-%u: ACTIVE => REMOVED", s->fd, t->e->name, t->idx);
@@ -605,7 +689,19 @@ static bool dispatch(struct sndk_progress *t, const struct epoll_event *evs, int
             continue;
         }
         struct sndk_source *s = ptr;
-        if (atomic_load_explicit(&s->state, memory_order_acquire) != SRC_ACTIVE)
+        int st = atomic_load_explicit(&s->state, memory_order_acquire);
+        /* An add on another thread put s in epoll and is about to mark it ACTIVE (or to see that
+         * it was removed meanwhile): a few instructions without a lock. Wait rather than skip,
+         * or an edge-triggered event would be lost; skipping would also let fn run only after
+         * that add no longer touches s. */
+        for (unsigned spins = 0; st == SRC_ADDING; spins++) {
+            if (spins < 64)
+                cpu_relax();
+            else
+                sched_yield();
+            st = atomic_load_explicit(&s->state, memory_order_acquire);
+        }
+        if (st != SRC_ACTIVE)
             continue;
         if (stop) {
             /* Destroy: no more calls; keep a level-triggered fd from spinning the drain. */

@@ -118,6 +118,7 @@ struct sndk_source {
     sndk_source_fn fn;
     int fd;
     atomic_int state;                /* enum in engine.c; publishes the fields above */
+    struct sndk_work *early_done;    /* done of a remove that came before add finished */
 };
 
 /* Watch fd for `events` (EPOLLIN, EPOLLOUT, EPOLLET, EPOLLONESHOT, ...) on progress thread
@@ -125,8 +126,12 @@ struct sndk_source {
  * called on that thread, and only there, whenever epoll reports the fd (EPOLLERR/EPOLLHUP
  * included). s must stay valid until the done item of sndk_source_remove has run. fd stays the
  * caller's; the engine never closes it. The call may come on the progress thread before add
- * returns. Any thread. Returns 0, -EINVAL (bad thread or s already added) or the epoll_ctl
- * error (-EEXIST, -EPERM for regular files, -ENOMEM, -ENOSPC). */
+ * returns. s starts zeroed (never added); a source whose done item has run may be added again.
+ * Any thread. Returns 0, -EINVAL (bad thread or s already added or being added) or the
+ * epoll_ctl error (-EEXIST, -EPERM for regular files, -ENOMEM, -ENOSPC).
+ * If sndk_source_remove(s, done) came first (before or while this add ran), the add completes
+ * that removal: fd is not left in epoll, fn is not called, done is queued to s's thread, and
+ * 0 is returned (logged as an error: the caller should order remove after add). */
 int sndk_source_add(struct sndk_engine *e, struct sndk_source *s, int fd, uint32_t events,
                     sndk_source_fn fn, int thread);
 
@@ -145,7 +150,12 @@ unsigned sndk_source_thread(const struct sndk_source *s);
  * returned; from then on the engine never touches s or fd, so done may free s and close fd.
  * done may be NULL only when s removes itself from its own fn: once that fn returns nothing
  * is in flight and the batch cannot name s again, so fn may even close fd and free s before
- * returning. Removing twice is a bug (asserted). */
+ * returning. Removing twice is a bug (asserted; logged and ignored without assertions).
+ * Removing a source whose add has not finished (never added, or another thread is adding it)
+ * is a caller race, logged as an error, but never loses done: it is kept in s and that add
+ * queues it (see sndk_source_add). Queueing it at once would be wrong (done may close fd and
+ * free s while the add still uses them), so a source that is removed and then never added
+ * never runs its done: remove only what was, or is being, added. */
 void sndk_source_remove(struct sndk_source *s, struct sndk_work *done);
 
 /* ------------------------------------------------------------------------------------------ */

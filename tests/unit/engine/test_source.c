@@ -51,6 +51,7 @@ static void tsrc_done(struct sndk_work *w)
 
 static void tsrc_init(struct tsrc *t, struct sndk_engine *e)
 {
+    t->s = (struct sndk_source){0}; /* a source starts zeroed (engine.h) */
     t->e = e;
     atomic_init(&t->calls, 0);
     atomic_init(&t->thread, -1);
@@ -115,8 +116,11 @@ TEST(source_add_errors)
     CHECK_EQ_I64(sndk_source_add(e, &t.s, -1, EPOLLIN, tsrc_fn, 0), -EINVAL);
     CHECK_EQ_I64(sndk_source_add(e, &t.s, 9999, EPOLLIN, tsrc_fn, 0), -EBADF);
     CHECK_EQ_I64(sndk_source_add(e, &t.s, fd, EPOLLIN, tsrc_fn, 0), 0);
-    struct sndk_source dup;
+    struct sndk_source dup = {0};
     CHECK_EQ_I64(sndk_source_add(e, &dup, fd, EPOLLIN, tsrc_fn, 0), -EEXIST);
+    /* s already added: refused, and s keeps its fields */
+    CHECK_EQ_I64(sndk_source_add(e, &t.s, fd, EPOLLIN, tsrc_fn, 1), -EINVAL);
+    CHECK_EQ_U64(sndk_source_thread(&t.s), 0);
     sndk_source_remove(&t.s, &t.done);
     CHECK(harness_event_wait(&t.done_ev, 1, WAIT_MS));
     CHECK_EQ_I64(sndk_source_modify(&t.s, EPOLLIN), -ENOENT);
@@ -345,6 +349,218 @@ TEST_T(source_remove_concurrent_with_readiness, 60)
         }
         sndk_engine_destroy(e);
     }
+    CHECK_EQ_I64(harness_open_fds(), base);
+}
+
+/* ---- remove before add (finding F3)
+ *
+ * F3: a QP publishes its connection (state CONNECTED, on its CQs) a moment before its attach
+ * adds the socket source. Another thread that fails the connection in that moment (a close, a
+ * CQ poll reading a bad FPDU) removed a source that was not added yet: the engine logged
+ * "source fd 0: remove in state UNUSED" and dropped the done item, which was the QP's last
+ * reference for the connection, so the QP's close never completed. The add that followed put
+ * the socket in epoll for good. Now the add completes such a removal: nothing stays in epoll,
+ * fn is never called, done runs once, on the source's thread. */
+
+struct early {
+    struct sndk_source s;
+    struct sndk_work done;
+    struct sndk_engine *e;
+    int fd;
+    atomic_uint calls;
+    atomic_uint dones;
+    atomic_int done_thread;
+    atomic_uint calls_after_done;
+    /* the add from a work item on a progress thread (the QP attach's situation) */
+    struct sndk_work adder;
+    unsigned add_thread;
+    atomic_int add_rc;
+    struct harness_event adder_ready, removed, added;
+};
+
+static void early_fn(struct sndk_source *s, uint32_t events)
+{
+    (void)events;
+    struct early *r = container_of(s, struct early, s);
+    if (atomic_load(&r->dones))
+        atomic_fetch_add(&r->calls_after_done, 1);
+    atomic_fetch_add(&r->calls, 1); /* never read: the fd stays readable */
+}
+
+static void early_done(struct sndk_work *w)
+{
+    struct early *r = container_of(w, struct early, done);
+    atomic_store(&r->done_thread, sndk_engine_current_thread(r->e));
+    atomic_fetch_add(&r->dones, 1);
+}
+
+static struct early *early_new(struct sndk_engine *e)
+{
+    struct early *r = calloc(1, sizeof *r); /* the source zeroed, as in every NDK object */
+    CHECK(r);
+    r->e = e;
+    r->fd = make_evfd(1); /* readable from the start: fn would be called at once if watched */
+    atomic_init(&r->done_thread, -1);
+    atomic_init(&r->add_rc, 1);
+    sndk_work_init(&r->done, early_done);
+    harness_event_init(&r->adder_ready);
+    harness_event_init(&r->removed);
+    harness_event_init(&r->added);
+    return r;
+}
+
+/* After done: fn was never called, and fd is no longer in (or never was in) the thread's
+ * epoll: a fresh source can watch it on the same thread. */
+static void early_check_and_free(struct early *r, unsigned thread)
+{
+    CHECK(wait_ge(&r->dones, 1, WAIT_MS));
+    CHECK_EQ_I64(atomic_load(&r->done_thread), (int)thread);
+    CHECK_EQ_U64(sndk_source_thread(&r->s), thread);
+    flush_thread(r->e, thread);
+    flush_thread(r->e, thread);
+    CHECK_EQ_U64(atomic_load(&r->dones), 1);
+    CHECK_EQ_U64(atomic_load(&r->calls), 0);
+    CHECK_EQ_I64(sndk_source_modify(&r->s, EPOLLIN), -ENOENT);
+    struct tsrc probe;
+    tsrc_init(&probe, r->e);
+    CHECK_EQ_I64(sndk_source_add(r->e, &probe.s, r->fd, EPOLLIN, tsrc_fn, (int)thread), 0);
+    CHECK(harness_event_wait(&probe.fired, 1, WAIT_MS)); /* tsrc_fn reads the count */
+    sndk_source_remove(&probe.s, &probe.done);
+    CHECK(harness_event_wait(&probe.done_ev, 1, WAIT_MS)); /* tsrc_done closes r->fd */
+    harness_event_destroy(&probe.fired);
+    harness_event_destroy(&probe.done_ev);
+    harness_event_destroy(&r->adder_ready);
+    harness_event_destroy(&r->removed);
+    harness_event_destroy(&r->added);
+    free(r);
+}
+
+/* Removed (with a done item) while never added, then added: the add completes the removal. */
+TEST(source_remove_before_add)
+{
+    int base = harness_open_fds();
+    struct sndk_engine *e = mk_engine(2, SNDK_ENGINE_DEFAULT_SPIN);
+    for (int thread = -1; thread < 2; thread++) {
+        struct early *r = early_new(e);
+        sndk_source_remove(&r->s, &r->done); /* logged as an error; must not be lost */
+        flush_thread(e, 0);
+        flush_thread(e, 1);
+        CHECK_EQ_U64(atomic_load(&r->dones), 0); /* not before the add: it would free s */
+        CHECK_EQ_I64(sndk_source_add(e, &r->s, r->fd, EPOLLIN, early_fn, thread), 0);
+        early_check_and_free(r, thread < 0 ? sndk_source_thread(&r->s) : (unsigned)thread);
+    }
+    sndk_engine_destroy(e);
+    CHECK_EQ_I64(harness_open_fds(), base);
+}
+
+/* The F3 interleaving itself: a work item on the source's own progress thread is about to add
+ * it (the QP attach runs in the connector's work item) when another thread removes it. */
+static void early_adder_fn(struct sndk_work *w)
+{
+    struct early *r = container_of(w, struct early, adder);
+    harness_event_signal(&r->adder_ready);
+    if (!harness_event_wait(&r->removed, 1, WAIT_MS))
+        return; /* the test fails on add_rc */
+    atomic_store(&r->add_rc, sndk_source_add(r->e, &r->s, r->fd, EPOLLIN, early_fn,
+                                             (int)r->add_thread));
+    harness_event_signal(&r->added);
+}
+
+TEST(source_remove_while_its_thread_is_about_to_add)
+{
+    int base = harness_open_fds();
+    struct sndk_engine *e = mk_engine(2, SNDK_ENGINE_DEFAULT_SPIN);
+    for (unsigned thread = 0; thread < 2; thread++) {
+        struct early *r = early_new(e);
+        r->add_thread = thread;
+        sndk_work_init(&r->adder, early_adder_fn);
+        CHECK(sndk_engine_queue_on(e, thread, &r->adder));
+        CHECK(harness_event_wait(&r->adder_ready, 1, WAIT_MS));
+        sndk_source_remove(&r->s, &r->done);
+        harness_event_signal(&r->removed);
+        CHECK(harness_event_wait(&r->added, 1, WAIT_MS));
+        CHECK_EQ_I64(atomic_load(&r->add_rc), 0);
+        early_check_and_free(r, thread);
+    }
+    sndk_engine_destroy(e);
+    CHECK_EQ_I64(harness_open_fds(), base);
+}
+
+/* Add and remove started at the same moment from two outside threads, many times: whichever
+ * wins, the add returns 0, done runs exactly once on the source's thread, and fn is never
+ * called after done. Edge-triggered half of the time: a source that is being added when its
+ * event arrives must still get it (dispatch waits for the add rather than skip it). */
+struct race_arg {
+    struct early *r;
+    atomic_int *go;
+    int thread;
+    uint32_t events;
+    int rc;
+};
+
+static void *race_add_main(void *p)
+{
+    struct race_arg *a = p;
+    while (!atomic_load(a->go))
+        ;
+    a->rc = sndk_source_add(a->r->e, &a->r->s, a->r->fd, a->events, early_fn, a->thread);
+    return NULL;
+}
+
+static void *race_remove_main(void *p)
+{
+    struct race_arg *a = p;
+    while (!atomic_load(a->go))
+        ;
+    for (volatile unsigned i = 0; i < (unsigned)(a->thread & 0xff); i++)
+        ; /* vary the offset between the two */
+    sndk_source_remove(&a->r->s, &a->r->done);
+    return NULL;
+}
+
+TEST_T(source_remove_racing_add, 60)
+{
+    int base = harness_open_fds();
+    struct sndk_engine *e = mk_engine(2, SNDK_ENGINE_DEFAULT_SPIN);
+    for (unsigned i = 0; i < 400; i++) {
+        struct early *r = early_new(e);
+        atomic_int go = 0;
+        int thread = (int)(i % 3) - 1;
+        struct race_arg add = {r, &go, thread, EPOLLIN | ((i & 1) ? EPOLLET : 0u), -1};
+        struct race_arg rm = {r, &go, (int)((i * 37) % 200), 0, 0};
+        pthread_t ta, tr;
+        CHECK(pthread_create(&ta, NULL, race_add_main, &add) == 0);
+        CHECK(pthread_create(&tr, NULL, race_remove_main, &rm) == 0);
+        atomic_store(&go, 1);
+        pthread_join(ta, NULL);
+        pthread_join(tr, NULL);
+        CHECK_EQ_I64(add.rc, 0);
+        unsigned st = sndk_source_thread(&r->s);
+        CHECK(wait_ge(&r->dones, 1, WAIT_MS));
+        flush_thread(e, st);
+        flush_thread(e, st);
+        CHECK_EQ_U64(atomic_load(&r->dones), 1);
+        CHECK_EQ_I64(atomic_load(&r->done_thread), (int)st);
+        CHECK_EQ_U64(atomic_load(&r->calls_after_done), 0);
+        CHECK_EQ_I64(sndk_source_modify(&r->s, EPOLLIN), -ENOENT);
+        r->s = (struct sndk_source){0};
+        /* fn may have been called when the add won; the probe below needs it out of epoll */
+        atomic_store(&r->calls, 0);
+        atomic_store(&r->dones, 0);
+        struct tsrc probe;
+        tsrc_init(&probe, e);
+        CHECK_EQ_I64(sndk_source_add(e, &probe.s, r->fd, EPOLLIN, tsrc_fn, (int)st), 0);
+        CHECK(harness_event_wait(&probe.fired, 1, WAIT_MS));
+        sndk_source_remove(&probe.s, &probe.done);
+        CHECK(harness_event_wait(&probe.done_ev, 1, WAIT_MS));
+        harness_event_destroy(&probe.fired);
+        harness_event_destroy(&probe.done_ev);
+        harness_event_destroy(&r->adder_ready);
+        harness_event_destroy(&r->removed);
+        harness_event_destroy(&r->added);
+        free(r);
+    }
+    sndk_engine_destroy(e);
     CHECK_EQ_I64(harness_open_fds(), base);
 }
 
