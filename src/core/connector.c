@@ -1445,7 +1445,10 @@ static void connector_close_begin(struct sndk_obj *o)
     timer_stop_locked(c);
     if (c->state == SNDK_CONN_INCOMING && !c->abandoned)
         send_reject_locked(c, NULL, 0);
-    bool detach = c->linked;
+    /* While ESTABLISHING, establish() owns the detach: it runs sndk_qp_attach with c->lock
+     * dropped (linked already set) and detaches once it sees CLOSED. Detaching here too ran
+     * detach_done twice: two puts of the link's one reference. */
+    bool detach = c->linked && c->state != SNDK_CONN_ESTABLISHING;
     if (c->state != SNDK_CONN_CLOSED && c->state != SNDK_CONN_ESTABLISHING) {
         io_stop_locked(c);
         set_state(c, SNDK_CONN_CLOSED);

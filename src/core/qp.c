@@ -276,6 +276,10 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
         sndk_mutex_unlock(&qp->state_lock);
         return;
     }
+    /* The connection is visible (CONNECTED, on its CQs) a moment before attach adds its socket
+     * source. Decided in the same section as ERROR: if the source is not added yet, attach
+     * sees ERROR once it is, and removes it itself. */
+    bool remove_src = io->src_added;
     sndk_mutex_unlock(&qp->state_lock);
 
     sndk_mutex_lock(&qp->rx_lock);
@@ -342,7 +346,8 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
         ev_queue_locked(qp, SNDK_EV_ABORTED);
     }
     sndk_mutex_unlock(&qp->state_lock);
-    sndk_source_remove(&io->src, &io->src_done);
+    if (remove_src)
+        sndk_source_remove(&io->src, &io->src_done);
     if (drop_timer_ref)
         sndk_obj_put(&qp->base);
     if (drop_park_ref)
@@ -798,6 +803,21 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
         sndk_obj_put(&qp->base);
         return rc;
     }
+    /* A failure before this point (a close, a CQ poll, a post on another thread) did not
+     * remove the source (see sndk_qp_fail): do it now. One after it sees src_added. */
+    sndk_mutex_lock(&qp->state_lock);
+    io->src_added = true;
+    bool failed = qp_state(qp) == SNDK_QP_ERROR;
+    sndk_mutex_unlock(&qp->state_lock);
+    if (failed) {
+        sndk_source_remove(&io->src, &io->src_done);
+        return 0;
+    }
+    /* A post in the window may have found the socket full and asked for EPOLLOUT before the
+     * source existed: watch what the state says now. */
+    sndk_mutex_lock(&qp->tx_lock);
+    sndk_tx_update_events(io);
+    sndk_mutex_unlock(&qp->tx_lock);
     sndk_debug("qp", "QP %p: attached fd %d on thread %u, CRC %s, FPDU <= %u", (void *)qp, p->fd,
                io->thread, p->crc ? "on" : "off", io->txcfg.max_fpdu);
     return 0;

@@ -137,6 +137,7 @@ struct sndk_qp_io {
     bool close_rst;                /* close the socket with RST */
     bool shut_timer_ref;
     bool park_timer_ref;
+    bool src_added;                /* the socket source is in the engine (set by attach) */
     NTSTATUS ev_abort_status, ev_shut_status;
     ULONG ev_abort_reason;
 
