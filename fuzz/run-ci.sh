@@ -35,4 +35,20 @@ for t in $targets; do
         grep -E "^(#[0-9]+.*DONE|stat::number_of_executed_units|stat::peak_rss_mb)" "$work/log" || true
     fi
 done
+
+# Regression (finding F3, docs/f3-findings.md): the QP attach held up where it used to race with
+# the consumer's thread; each must end cleanly (no engine error, no sanitizer report, no hang).
+cmake --build "$build" --target fuzz_connection_stall
+for var in FUZZ_STALL_ADD_MS FUZZ_STALL_ATTACH_MS; do
+    log="$build/fuzz-work/stall-$var.log"
+    if ! env "$var=300" timeout 120 "$build/fuzz/fuzz_connection_stall" \
+            "$root/fuzz/corpus/fuzz_connection/rev1_sends" >"$log" 2>&1 ||
+            grep -q "error" "$log"; then
+        echo "!! fuzz_connection_stall with $var=300 failed:"
+        tail -n 40 "$log"
+        status=1
+    else
+        echo "== fuzz_connection_stall $var=300: clean"
+    fi
+done
 exit $status
