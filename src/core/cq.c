@@ -2,6 +2,7 @@
 #include "core/cq.h"
 #include "core/faults.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -138,13 +139,18 @@ bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicite
     }
     if (cq->count == cq->depth || cq->produced == cq->fault_overrun_at) {
         /* §5.4 rule 12: an overrun kills the CQ; the callback says so whatever the arm. */
-        if (cq->count != cq->depth)
-            sndk_fault_fired(cq->base.adapter, cq->fault_rule, cq, "CQ overrun");
+        bool injected = cq->count != cq->depth;
+        if (injected) {
+            char what[64];
+            snprintf(what, sizeof what, "CQ #%u overruns at completion %llu", cq->fault_no,
+                     (unsigned long long)cq->produced + 1);
+            sndk_fault_fired(cq->base.adapter, cq->fault_rule, cq, what);
+        }
         cq->dead = STATUS_BUFFER_OVERFLOW;
         cq->count = 0;
         sndk_ctr_inc(&cq->base.adapter->ctrs, SNDK_CTR_CQ_ERROR);
-        sndk_warn("cq", "CQ %p overran its depth %u: dead, its QPs abort", (void *)cq,
-                  cq->depth);
+        sndk_warn("cq", "CQ %p %s: dead, its QPs abort", (void *)cq,
+                  injected ? "overran (injected)" : "overran its depth");
         sndk_obj_get(&cq->base);
         sndk_engine_queue(cq->base.adapter->engine, &cq->overrun_work);
         if (cq->armed != SNDK_CQ_UNARMED || cq->moderating)
