@@ -68,6 +68,9 @@ static const char *const conn_state_names[SNDK_CONN_STATE_COUNT] = {
  * the passive side read exactly it and not one byte of the Send that may follow at once. */
 #define RTR_STAG 1u
 #define RTR_FPDU_LEN (SNDK_MPA_LEN_SIZE + SNDK_DDP_TAGGED_HDR_LEN + SNDK_MPA_CRC_SIZE)
+/* A zero-length RDMA Read Request as RTR (Linux cxgb4's default, p2p_type=1): 46-byte ULPDU,
+ * no pad, CRC field. */
+#define RTR_READ_FPDU_LEN (SNDK_MPA_LEN_SIZE + SNDK_READ_REQ_ULPDU_LEN + SNDK_MPA_CRC_SIZE)
 _Static_assert((SNDK_MPA_LEN_SIZE + SNDK_DDP_TAGGED_HDR_LEN) % 4 == 0, "an RTR FPDU has no pad");
 
 struct sndk_connector {
@@ -92,10 +95,12 @@ struct sndk_connector {
     size_t tx_len, tx_off;
     struct sndk_mpa_rx mpa;    /* the peer's Request or Reply */
     struct sndk_rx rtr_rx;     /* validates the RTR FPDU (passive, peer-to-peer) */
-    uint8_t rtr_buf[RTR_FPDU_LEN];
+    uint8_t rtr_buf[RTR_READ_FPDU_LEN];
     size_t rtr_got;
     bool rtr_seen;
     bool rtr_bad;
+    uint8_t rtr_kind;          /* SNDK_MPA_RTR_WRITE or _READ: what the handshake chose */
+    struct sndk_read_req rtr_rr; /* a Read RTR: answered with a zero-length Read Response */
 
     /* what the handshake settled */
     struct sndk_mpa_params req; /* active: the Request we sent */
@@ -459,7 +464,9 @@ static struct sndk_mpa_policy policy_of(struct sndk_connector *c)
         .ird = (uint16_t)c->want_ird,
         .ord = (uint16_t)c->want_ord,
         .p2p = true,
-        .rtr = SNDK_MPA_RTR_WRITE,
+        /* As Initiator we send a zero-length Write (what siw and cxgb4 pick when offered); as
+         * Responder we also take a zero-length Read, which cxgb4 offers alone by default. */
+        .rtr = c->active ? SNDK_MPA_RTR_WRITE : (uint8_t)(SNDK_MPA_RTR_WRITE | SNDK_MPA_RTR_READ),
     };
     return p;
 }
@@ -470,6 +477,7 @@ static void keep_result(struct sndk_connector *c, const struct sndk_mpa_result *
     c->rev = res->rev;
     c->crc = res->crc;
     c->p2p = res->p2p && res->rtr != SNDK_MPA_RTR_NONE;
+    c->rtr_kind = res->rtr;
     /* §5.6 rule 7: effective IRD = min(own IRD, peer's ORD), ORD = min(own ORD, peer's IRD).
      * Without RFC 6581's word nothing is known of the peer's limits: keep ours (NDSPI). */
     c->ird = c->want_ird;
@@ -603,6 +611,7 @@ static void establish(struct sndk_connector *c)
         .crc = c->crc,
         .mpa_rev = c->rev,
         .active = c->active,
+        .rx_read_msn = c->p2p && !c->active && c->rtr_kind == SNDK_MPA_RTR_READ ? 2u : 1u,
         .ird = c->ird,
         .ord = c->ord,
         .rec = c->rec,
@@ -846,14 +855,50 @@ static int rtr_place(void *ctx, const struct sndk_rx_seg *seg, uint32_t off, str
 static int rtr_msg_done(void *ctx, const struct sndk_rx_seg *seg, uint64_t len)
 {
     struct sndk_connector *c = ctx;
-    if (seg->opcode == SNDK_OP_WRITE && len == 0)
+    if (c->rtr_kind == SNDK_MPA_RTR_WRITE && seg->opcode == SNDK_OP_WRITE && len == 0)
         c->rtr_seen = true;
     else
         c->rtr_bad = true;
     return 0;
 }
 
-static const struct sndk_rx_ops rtr_ops = {.place = rtr_place, .msg_done = rtr_msg_done};
+static int rtr_read_req(void *ctx, const struct sndk_rx_seg *seg, const struct sndk_read_req *rr)
+{
+    (void)seg;
+    struct sndk_connector *c = ctx;
+    /* Zero-length: nothing is read, so its STags are not looked at (siw does the same). */
+    if (c->rtr_kind == SNDK_MPA_RTR_READ && rr->size == 0) {
+        c->rtr_rr = *rr;
+        c->rtr_seen = true;
+    } else {
+        c->rtr_bad = true;
+    }
+    return 0;
+}
+
+static const struct sndk_rx_ops rtr_ops = {
+    .place = rtr_place, .msg_done = rtr_msg_done, .read_req = rtr_read_req};
+
+/* A Read RTR is answered before the QP takes over: a zero-length Read Response to its sink. */
+static bool answer_read_rtr(struct sndk_connector *c)
+{
+    struct sndk_fpdu f;
+    struct iovec iov[4];
+    struct sndk_seg_hdr h = {.opcode = SNDK_OP_READ_RESP, .last = true,
+                             .stag = c->rtr_rr.sink_stag, .to = c->rtr_rr.sink_to};
+    int n = sndk_fpdu_build(&f, &h, NULL, 0, NULL, 0, c->crc, iov, 4);
+    if (n < 0)
+        return false;
+    uint8_t buf[64];
+    size_t len = sndk_iov_gather(iov, n, buf, sizeof buf);
+    ssize_t w = send(c->fd, buf, len, MSG_NOSIGNAL);
+    if (w == (ssize_t)len && c->rec) {
+        sndk_cc_add(c->rec, SNDK_CC_TX_OCTETS, len);
+        sndk_cc_add(c->rec, SNDK_CC_TX_FPDUS, 1);
+        sndk_pcap_buf(c->rec->pcap, true, buf, len);
+    }
+    return w == (ssize_t)len;
+}
 
 static void io_accepting(struct sndk_connector *c, uint32_t ev)
 {
@@ -874,8 +919,10 @@ static void io_accepting(struct sndk_connector *c, uint32_t ev)
     }
     /* Exactly the RTR's bytes: the parser's own offer may reach into the next FPDU, which
      * belongs to the QP. */
-    while (c->rtr_got < RTR_FPDU_LEN) {
-        ssize_t got = recv(c->fd, c->rtr_buf + c->rtr_got, RTR_FPDU_LEN - c->rtr_got, 0);
+    bool rd = c->rtr_kind == SNDK_MPA_RTR_READ;
+    size_t want = rd ? RTR_READ_FPDU_LEN : RTR_FPDU_LEN;
+    while (c->rtr_got < want) {
+        ssize_t got = recv(c->fd, c->rtr_buf + c->rtr_got, want - c->rtr_got, 0);
         if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
             fail_locked(c, STATUS_CONNECTION_ABORTED, "peer left before its RTR");
             return;
@@ -891,12 +938,13 @@ static void io_accepting(struct sndk_connector *c, uint32_t ev)
         }
         c->rtr_got += (size_t)got;
         if (c->rtr_got >= SNDK_MPA_LEN_SIZE &&
-            sndk_get_be16(c->rtr_buf) != SNDK_DDP_TAGGED_HDR_LEN) {
-            c->rtr_bad = true; /* a longer FPDU: not a zero-length Write */
+            sndk_get_be16(c->rtr_buf) !=
+                (rd ? SNDK_READ_REQ_ULPDU_LEN : SNDK_DDP_TAGGED_HDR_LEN)) {
+            c->rtr_bad = true; /* another FPDU: not the zero-length Write / Read chosen */
             break;
         }
     }
-    if (!c->rtr_bad && sndk_rx_feed(&c->rtr_rx, c->rtr_buf, RTR_FPDU_LEN) < 0)
+    if (!c->rtr_bad && sndk_rx_feed(&c->rtr_rx, c->rtr_buf, want) < 0)
         c->rtr_bad = true;
     if (!c->rtr_seen)
         c->rtr_bad = true;
@@ -906,7 +954,11 @@ static void io_accepting(struct sndk_connector *c, uint32_t ev)
     }
     if (c->rec)
         sndk_cc_add(c->rec, SNDK_CC_RX_FPDUS, 1);
-    SNDK_TRACE("mpa.rtr_received", "connector", c, NULL);
+    SNDK_TRACE("mpa.rtr_received", "connector", c, "\"kind\":\"%s\"", rd ? "read" : "write");
+    if (rd && !answer_read_rtr(c)) {
+        fail_locked(c, STATUS_CONNECTION_ABORTED, "cannot answer the Read RTR");
+        return;
+    }
     begin_establish_locked(c);
 }
 

@@ -27,6 +27,8 @@ struct sndk_link_params {
     bool crc;               /* CRC32c on every FPDU, both directions */
     uint8_t mpa_rev;        /* 1 or 2 (informational) */
     bool active;            /* this end connected (else it accepted): for fault rules' side= */
+    uint32_t rx_read_msn;   /* MSN of the first inbound Read Request (0 or 1: 1; 2 after a
+                               zero-length Read RTR took MSN 1) */
     uint32_t ird, ord;      /* effective: inbound Read Requests we queue / Reads we may issue */
     /* The connection's counters / ndkstat / pcap record (core/counters.h), or NULL. A QP that
      * keeps it takes a reference (sndk_conn_rec_get) and drops it when it lets go. */

@@ -766,6 +766,8 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     setsockopt(p->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     sndk_tx_init(io, p->crc, fpdu_size_for(p->fd), p->ird, p->ord);
     sndk_rx_io_init(io, p->crc);
+    if (p->rx_read_msn > 1)
+        io->rx.msn_expect[SNDK_QN_READ_REQ] = p->rx_read_msn;
     qp->io = io; /* published to the other threads by the locks they take before using it */
     sndk_mutex_unlock(&qp->state_lock);
 
