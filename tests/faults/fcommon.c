@@ -659,6 +659,13 @@ void fx_fill_slot(struct fx_side *s, unsigned i, size_t size)
 void fx_check_receives(const struct fx_side *s, const struct fx_side *peer, unsigned total,
                        unsigned ok, size_t size, uintptr_t base)
 {
+    fx_check_receives_at(s, peer, 0, total, ok, size, base);
+}
+
+void fx_check_receives_at(const struct fx_side *s, const struct fx_side *peer, size_t off,
+                          unsigned total, unsigned ok, size_t size, uintptr_t base)
+{
+    CHECK(off + (size_t)total * size <= s->len && off + (size_t)total * size <= peer->len);
     CHECK_MSG(fx_count(s, true) == total, "%u receive completions, expected %u", fx_count(s, true),
               total);
     for (unsigned i = 0; i < total; i++) {
@@ -670,8 +677,8 @@ void fx_check_receives(const struct fx_side *s, const struct fx_side *peer, unsi
                   SoftNdkStatusName(r->status));
         if (i < ok) {
             CHECK_EQ_U64(r->bytes, size);
-            size_t d =
-                harness_memdiff(s->buf + (size_t)i * size, peer->buf + (size_t)i * size, size);
+            size_t d = harness_memdiff(s->buf + off + (size_t)i * size,
+                                       peer->buf + off + (size_t)i * size, size);
             CHECK_MSG(d == (size_t)-1, "receive %u: data differs at byte %zu", i, d);
         }
     }

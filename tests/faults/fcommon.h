@@ -217,6 +217,11 @@ void fx_fill_slot(struct fx_side *s, unsigned i, size_t size);
  * the rest are STATUS_CANCELLED. */
 void fx_check_receives(const struct fx_side *s, const struct fx_side *peer, unsigned total,
                        unsigned ok, size_t size, uintptr_t base);
+/* The same for slots in the region at byte `off` of both buffers. A stream in the other direction
+ * takes a region of its own: a buffer belongs to the provider from its post until its completion
+ * is collected, so the slots of a stream still in flight cannot be refilled or received into. */
+void fx_check_receives_at(const struct fx_side *s, const struct fx_side *peer, size_t off,
+                          unsigned total, unsigned ok, size_t size, uintptr_t base);
 /* Initiator requests: `total` completions with contexts base, base+1, ...: a prefix of
  * STATUS_SUCCESS of length in [ok_min, ok_max], the rest STATUS_CANCELLED. Returns the prefix. */
 unsigned fx_check_initiator(const struct fx_side *s, unsigned total, unsigned ok_min,

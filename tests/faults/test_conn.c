@@ -32,15 +32,28 @@ static uint64_t send_stream(struct fx_pair *p, unsigned nrecv, unsigned nsend, s
     return t0;
 }
 
-/* The same from the server to the client. */
+/* Where the stream back (server to client) keeps its slots: the upper half of both buffers.
+ * send_stream's slots (the lower half) may still be the provider's when it starts — the
+ * client's Sends read them, the server's receives fill them, until their completions are
+ * collected — so the answer can neither receive into them nor refill them. */
+static size_t back_off(const struct fx_pair *p)
+{
+    CHECK(p->cl.len == p->sv.len);
+    return p->cl.len / 2;
+}
+
+/* The same from the server to the client, in the upper half; message i is fx_fill(seed 3000 +
+ * i) (not send_stream's: a message that landed in the wrong direction's slot shows). */
 static void send_stream_back(struct fx_pair *p, unsigned nrecv, unsigned nsend, size_t size)
 {
+    size_t off = back_off(p);
+    CHECK((size_t)(nrecv > nsend ? nrecv : nsend) * size <= p->cl.len - off);
     for (unsigned i = 0; i < nrecv; i++)
-        fx_post_recv(&p->cl, RBASE + i, (size_t)i * size, size);
+        fx_post_recv(&p->cl, RBASE + i, off + (size_t)i * size, size);
     for (unsigned i = 0; i < nsend; i++)
-        fx_fill_slot(&p->sv, i, size);
+        fx_fill(p->sv.buf + off + (size_t)i * size, size, 3000u + i);
     for (unsigned i = 0; i < nsend; i++)
-        fx_post_send(&p->sv, SBASE + i, (size_t)i * size, size,
+        fx_post_send(&p->sv, SBASE + i, off + (size_t)i * size, size,
                      i + 1 == nsend ? 0 : NDK_OP_FLAG_DEFER);
 }
 
@@ -207,6 +220,7 @@ TEST(crc_does_not_fire_without_crc_on_the_connection)
     fx_check_receives(&p->sv, &p->cl, 10, 10, KIB, RBASE);
     fx_check_initiator(&p->sv, 10, 10, 10, SBASE);
     fx_expect(&p->cl, 20);
+    fx_check_receives_at(&p->cl, &p->sv, back_off(p), 10, 10, KIB, RBASE);
     fx_check_initiator(&p->cl, 10, 10, 10, SBASE);
     fx_expect_no_disconnect(&p->cl);
     fx_expect_no_disconnect(&p->sv);
@@ -459,7 +473,7 @@ TEST(side_selector_on_one_adapter_with_both_ends)
     /* passive -> active: cut after one FPDU */
     send_stream_back(p, 4, 3, KIB);
     fx_expect(&p->cl, 4);
-    fx_check_receives(&p->cl, &p->sv, 4, 1, KIB, RBASE);
+    fx_check_receives_at(&p->cl, &p->sv, back_off(p), 4, 1, KIB, RBASE);
     fx_expect(&p->sv, 3);
     fx_check_initiator(&p->sv, 3, 1, 1, SBASE);
     fx_expect_disconnect(&p->cl, FX_REASON_RESET);
@@ -482,7 +496,7 @@ TEST(side_selector_skips_the_other_side)
     fx_expect(&p->sv, 10);
     fx_check_receives(&p->sv, &p->cl, 5, 5, KIB, RBASE);
     fx_expect(&p->cl, 10);
-    fx_check_receives(&p->cl, &p->sv, 5, 5, KIB, RBASE);
+    fx_check_receives_at(&p->cl, &p->sv, back_off(p), 5, 5, KIB, RBASE);
     fx_check_initiator(&p->cl, 5, 5, 5, SBASE);
     fx_check_initiator(&p->sv, 5, 5, 5, SBASE);
     fx_disconnect(&p->cl, &p->sv);
@@ -707,8 +721,15 @@ TEST(connection_fault_log_names_rule_connection_and_side)
 {
     struct fx_capture cap;
     fx_capture_begin(&cap);
-    struct fx_pair *p =
-        fx_pair_open("seed=9; drop:dir=tx,after_fpdus=1", "terminate:after_fpdus=0");
+    /* Both ends inject a fault on their connection #1: the client cuts its stream inside the
+     * NdkSend that pushes it (tx FPDU 2: a reset); the server answers and its first FPDU is
+     * replaced by a Terminate. The server must not have taken in the reset before it posts
+     * its answer, or the post is refused (STATUS_CONNECTION_INVALID) and its Terminate never
+     * fires — on a slow run (TSan) its progress thread wins that race. So its receive side
+     * stalls from byte 0 (the reset stays unread) until its own Terminate ends the connection
+     * (which cancels the stall). */
+    struct fx_pair *p = fx_pair_open("seed=9; drop:dir=tx,after_fpdus=1",
+                                     "stall:dir=rx,after_bytes=0,ms=5000; terminate:after_fpdus=0");
     send_stream(p, 2, 2, KIB);
     send_stream_back(p, 2, 2, KIB);
     fx_expect(&p->cl, 4);
@@ -724,6 +745,12 @@ TEST(connection_fault_log_names_rule_connection_and_side)
     CHECK_MSG(a == 1, "no warn line: injected drop (rule 1 \"...\") on connection #1");
     CHECK_MSG(fx_count_lines(log, "injected drop", "active", (char *)NULL) == 1,
               "the drop's log line does not name the side (\"active\", docs/faults.md)");
+    /* the server's own connection #1, its side */
+    CHECK_MSG(fx_count_lines(log, "warn", "injected terminate",
+                             "(rule 2 \"terminate:after_fpdus=0\")", "connection #1", "passive",
+                             (char *)NULL) == 1,
+              "no warn line: injected terminate (rule 2 \"...\") on connection #1 (passive, ...)");
+    CHECK_EQ_U64(fx_count_lines(log, "injected", "active", (char *)NULL), 1);
     free(log);
 }
 
