@@ -128,11 +128,13 @@ NTSTATUS sndk_obj_close(NDK_OBJECT_HEADER *hdr, NDK_FN_CLOSE_COMPLETION cb, void
                cb ? "true" : "false");
     if (o->ops->close_begin)
         o->ops->close_begin(o);
+    /* Once our reference is gone another thread may free o: nothing of it is read after. */
+    const char *type = sndk_obj_type_name(o->ops->type);
     if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1) {
         finish(o);
         return STATUS_SUCCESS;
     }
-    sndk_debug("object", "%s %p: close pending", sndk_obj_type_name(o->ops->type), (void *)o);
+    sndk_debug("object", "%s %p: close pending", type, (void *)o);
     return STATUS_PENDING;
 }
 

@@ -396,8 +396,9 @@ static void tx_io_failed(struct sndk_qp *qp)
     sndk_mutex_lock(&qp->rx_lock);
     if (!qp->io->rx_eof && !qp->io->dead) {
         struct sndk_fail rf;
-        if (sndk_rx_pass(qp, &rf) == SNDK_RXR_FAIL && qp->io->rx_failed)
-            f = rf;
+        if (sndk_rx_pass(qp, &rf) == SNDK_RXR_FAIL)
+            f = rf; /* the peer's Terminate, a fault found, or the reset (the same end any
+                       concurrent pass reports) */
     }
     sndk_mutex_unlock(&qp->rx_lock);
     sndk_qp_fail(qp, &f);

@@ -149,6 +149,8 @@ struct sndk_qp_io {
     bool rx_stalled;               /* injected stall: no receiving (also under rx_lock) */
     bool tx_stalled;               /* injected stall: no sending (tx_blocked is set too) */
     bool tx_stall_ref, rx_stall_ref; /* the stall timers are armed */
+    _Atomic bool sock_failed;      /* a send failed hard (reset): the socket's error is
+                                      consumed, so a later read of 0 is not the peer's FIN */
     enum sndk_fault_action tx_fault; /* before the next FPDU (fill_batch stops in front of it) */
     uint32_t tx_fault_ms;
     const struct sndk_fault_rule *tx_fault_rule;
@@ -185,6 +187,10 @@ struct sndk_qp_io {
     bool rx_eof;                   /* the peer's FIN was read: no more passes */
     bool rx_failed;                /* a parser callback recorded rx_fail */
     uint64_t rx_fault_checked;     /* rx.fpdus when the fault rules were last asked */
+    bool rx_ended;                 /* a pass decided the connection's end: rx_end says how; the
+                                      passes that get rx_lock before sndk_qp_fail ran report
+                                      the same end instead of reading on */
+    struct sndk_fail rx_end;
     struct sndk_fail rx_fail;
     bool cur_active;               /* a receive is being filled */
     bool cur_inval;                /* its message asked for a remote invalidation */

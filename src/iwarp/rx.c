@@ -516,8 +516,18 @@ static int clamp_iov(struct iovec *iov, int n, size_t cap)
 /* The pass, then the FPDUs it completed into the connection's counters. */
 enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
 {
-    enum sndk_rx_result r = rx_pass(qp, fail);
     struct sndk_qp_io *io = qp->io;
+    if (io->rx_ended) {
+        /* rx_lock is released before sndk_qp_fail marks the QP dead: whoever gets it in
+         * between learns the same end (nothing after it is read or counted again). */
+        *fail = io->rx_end;
+        return SNDK_RXR_FAIL;
+    }
+    enum sndk_rx_result r = rx_pass(qp, fail);
+    if (r == SNDK_RXR_FAIL) {
+        io->rx_ended = true;
+        io->rx_end = *fail;
+    }
     if (io->crec && io->rx.fpdus != io->rx_fpdus_seen) {
         sndk_cc_add(io->crec, SNDK_CC_RX_FPDUS, io->rx.fpdus - io->rx_fpdus_seen);
         io->rx_fpdus_seen = io->rx.fpdus;
@@ -529,9 +539,6 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
 {
     struct sndk_qp_io *io = qp->io;
     sndk_assert_held(&qp->rx_lock);
-    if (io->rx.state == SNDK_RX_ERROR)
-        return SNDK_RXR_OK; /* the pass that found the fault ends the connection (and counted
-                               it); a receiver that got the lock in between has nothing to do */
     int rc;
     /* A read shorter than asked emptied the socket: the pass ends when its bytes are placed,
      * without another read that would only say EAGAIN — on the critical path of every
@@ -601,6 +608,15 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
                 drained = (size_t)got < (cap < sizeof io->stage ? cap : sizeof io->stage);
                 continue;
             }
+        }
+        if (got == 0 && atomic_load_explicit(&io->sock_failed, memory_order_acquire)) {
+            /* not the peer's FIN: a send saw the reset and consumed the socket's error */
+            memset(fail, 0, sizeof *fail);
+            fail->link_status = STATUS_CONNECTION_RESET;
+            fail->reason = SNDK_REASON_RESET;
+            fail->notify = true;
+            fail->rst = true;
+            return SNDK_RXR_FAIL;
         }
         if (got == 0) {
             if (io->crec)

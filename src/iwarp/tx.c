@@ -383,6 +383,7 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
                 return SNDK_TX_BLOCKED;
             }
             sndk_debug("tx", "QP %p: sendmsg: errno %d", (void *)qp, errno);
+            atomic_store_explicit(&io->sock_failed, true, memory_order_release);
             return SNDK_TX_IO_ERR;
         }
         if (io->crec) {
