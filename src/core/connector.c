@@ -552,26 +552,34 @@ static void detach_done_fn(struct sndk_work *w)
 /* Establishing: the socket is out of epoll; send the RTR (active, peer-to-peer) and give the
  * socket to the QP. Runs on the socket's progress thread. */
 
-static bool send_rtr(struct sndk_connector *c)
+/* One zero-length FPDU of the RTR exchange (the Write RTR, or the answer to a Read RTR) on the
+ * handshake socket, counted as the connection's. Nothing else was written on the socket since
+ * the MPA frame: 20-odd bytes fit. */
+static bool send_empty_fpdu(struct sndk_connector *c, const struct sndk_seg_hdr *h)
 {
     struct sndk_fpdu f;
     struct iovec iov[4];
-    struct sndk_seg_hdr h = {.opcode = SNDK_OP_WRITE, .last = true, .stag = RTR_STAG, .to = 0};
-    int n = sndk_fpdu_build(&f, &h, NULL, 0, NULL, 0, c->crc, iov, 4);
+    int n = sndk_fpdu_build(&f, h, NULL, 0, NULL, 0, c->crc, iov, 4);
     if (n < 0)
         return false;
     uint8_t buf[64];
     size_t len = sndk_iov_gather(iov, n, buf, sizeof buf);
-    /* Nothing else was ever written on this socket since the Request: 20-odd bytes fit. */
     ssize_t w = send(c->fd, buf, len, MSG_NOSIGNAL);
     if (w == (ssize_t)len && c->rec) {
-        /* the RTR is the connection's first FPDU */
         sndk_cc_add(c->rec, SNDK_CC_TX_OCTETS, len);
         sndk_cc_add(c->rec, SNDK_CC_TX_FPDUS, 1);
         sndk_pcap_buf(c->rec->pcap, true, buf, len);
-        SNDK_TRACE("mpa.rtr_sent", "connector", c, "\"bytes\":%zu", len);
     }
     return w == (ssize_t)len;
+}
+
+static bool send_rtr(struct sndk_connector *c)
+{
+    struct sndk_seg_hdr h = {.opcode = SNDK_OP_WRITE, .last = true, .stag = RTR_STAG, .to = 0};
+    if (!send_empty_fpdu(c, &h))
+        return false;
+    SNDK_TRACE("mpa.rtr_sent", "connector", c, "\"kind\":\"write\"");
+    return true;
 }
 
 /* A peer that vanishes without FIN or RST (link cut, black hole, power loss) must still end the
@@ -882,22 +890,9 @@ static const struct sndk_rx_ops rtr_ops = {
 /* A Read RTR is answered before the QP takes over: a zero-length Read Response to its sink. */
 static bool answer_read_rtr(struct sndk_connector *c)
 {
-    struct sndk_fpdu f;
-    struct iovec iov[4];
     struct sndk_seg_hdr h = {.opcode = SNDK_OP_READ_RESP, .last = true,
                              .stag = c->rtr_rr.sink_stag, .to = c->rtr_rr.sink_to};
-    int n = sndk_fpdu_build(&f, &h, NULL, 0, NULL, 0, c->crc, iov, 4);
-    if (n < 0)
-        return false;
-    uint8_t buf[64];
-    size_t len = sndk_iov_gather(iov, n, buf, sizeof buf);
-    ssize_t w = send(c->fd, buf, len, MSG_NOSIGNAL);
-    if (w == (ssize_t)len && c->rec) {
-        sndk_cc_add(c->rec, SNDK_CC_TX_OCTETS, len);
-        sndk_cc_add(c->rec, SNDK_CC_TX_FPDUS, 1);
-        sndk_pcap_buf(c->rec->pcap, true, buf, len);
-    }
-    return w == (ssize_t)len;
+    return send_empty_fpdu(c, &h);
 }
 
 static void io_accepting(struct sndk_connector *c, uint32_t ev)

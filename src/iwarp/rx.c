@@ -390,6 +390,16 @@ static bool go_direct(const struct sndk_rx *rx)
     return false;
 }
 
+/* The connection is gone under us (reset, I/O error, injected drop): no Terminate, RST. */
+static void reset_end(struct sndk_fail *fail)
+{
+    memset(fail, 0, sizeof *fail);
+    fail->link_status = STATUS_CONNECTION_RESET;
+    fail->reason = SNDK_REASON_RESET;
+    fail->notify = true;
+    fail->rst = true;
+}
+
 static enum sndk_rx_result protocol_end(struct sndk_qp *qp, int rc, struct sndk_fail *fail)
 {
     struct sndk_qp_io *io = qp->io;
@@ -453,11 +463,7 @@ static enum fault_verdict fault_act(struct sndk_qp *qp, enum sndk_fault_action a
         return FAULT_STOP;
     case SNDK_FACT_DROP:
     case SNDK_FACT_TERMINATE: /* not offered for rx; treated as a drop */
-        memset(fail, 0, sizeof *fail);
-        fail->link_status = STATUS_CONNECTION_RESET;
-        fail->reason = SNDK_REASON_RESET;
-        fail->notify = true;
-        fail->rst = true;
+        reset_end(fail);
         return FAULT_FAIL;
     default:
         return FAULT_GO_ON;
@@ -611,11 +617,7 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
         }
         if (got == 0 && atomic_load_explicit(&io->sock_failed, memory_order_acquire)) {
             /* not the peer's FIN: a send saw the reset and consumed the socket's error */
-            memset(fail, 0, sizeof *fail);
-            fail->link_status = STATUS_CONNECTION_RESET;
-            fail->reason = SNDK_REASON_RESET;
-            fail->notify = true;
-            fail->rst = true;
+            reset_end(fail);
             return SNDK_RXR_FAIL;
         }
         if (got == 0) {
@@ -631,11 +633,7 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return SNDK_RXR_OK;
         sndk_debug("rx", "QP %p: receive: errno %d", (void *)qp, errno);
-        memset(fail, 0, sizeof *fail);
-        fail->link_status = STATUS_CONNECTION_RESET;
-        fail->reason = SNDK_REASON_RESET;
-        fail->notify = true;
-        fail->rst = true;
+        reset_end(fail);
         return SNDK_RXR_FAIL;
     }
     /* Budget spent: staged bytes are not in the socket any more, so nothing would report them
