@@ -10,7 +10,8 @@
  *   leak-free  every object closed, SoftNdkCloseAdapter returned, and the process's open fds
  *              (/proc/self/fd) are back to what they were before the round.
  * One table line per class: `class runs completed verified leak-free` (also written to
- * faults_matrix.txt in the working directory). SOFTNDK_FAULT_ROUNDS=N: N rounds per class;
+ * faults_matrix.txt beside the executable, in the build tree). SOFTNDK_FAULT_ROUNDS=N: N rounds
+ * per class;
  * SOFTNDK_FAULT_CLASS=NAME: that class only. */
 #include <signal.h>
 #include <stdarg.h>
@@ -722,7 +723,15 @@ TEST_T(fault_matrix, 150)
         tl += (size_t)n;
     }
     fx_note("\n%s(%u rounds per class, %.1f s)\n", table, rounds, (double)(fx_now_us() - t0) / 1e6);
-    FILE *f = fopen("faults_matrix.txt", "w");
+    /* beside the executable: running it from a source checkout leaves nothing there */
+    char path[4096];
+    ssize_t pl = readlink("/proc/self/exe", path, sizeof path - 32);
+    char *slash = pl > 0 ? memrchr(path, '/', (size_t)pl) : NULL;
+    if (slash)
+        strcpy(slash + 1, "faults_matrix.txt");
+    else
+        strcpy(path, "faults_matrix.txt");
+    FILE *f = fopen(path, "w");
     if (f) {
         fputs(table, f);
         fclose(f);
