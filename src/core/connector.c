@@ -1554,7 +1554,7 @@ NTSTATUS sndk_connector_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CREATE_COMPLETIO
         return STATUS_INVALID_PARAMETER;
     if (sndk_obj_closing(&a->base))
         return STATUS_INVALID_DEVICE_STATE;
-    if (sndk_fault_call_fast(a, a->faults, SNDK_FCALL_CONNECTOR))
+    if (sndk_fault_call(a, SNDK_FCALL_CONNECTOR))
         return STATUS_INSUFFICIENT_RESOURCES;
     struct sndk_connector *c = connector_new(a);
     if (!c)

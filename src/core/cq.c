@@ -444,7 +444,7 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
         return STATUS_INVALID_PARAMETER;
     if (sndk_obj_closing(&a->base))
         return STATUS_INVALID_DEVICE_STATE;
-    if (sndk_fault_call_fast(a, a->faults, SNDK_FCALL_CQ))
+    if (sndk_fault_call(a, SNDK_FCALL_CQ))
         return STATUS_INSUFFICIENT_RESOURCES;
     struct sndk_cq *cq = calloc(1, sizeof *cq);
     if (!cq)
@@ -455,8 +455,7 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
         return STATUS_INSUFFICIENT_RESOURCES;
     }
     cq->depth = CqDepth;
-    cq->fault_overrun_at =
-        a->faults ? sndk_fault_cq_overrun_at(a, &cq->fault_rule, &cq->fault_no) : UINT64_MAX;
+    cq->fault_overrun_at = sndk_fault_cq_overrun_at(a, &cq->fault_rule, &cq->fault_no);
     cq->armed = SNDK_CQ_UNARMED;
     cq->dead = STATUS_SUCCESS;
     cq->notify_cb = CqNotification;

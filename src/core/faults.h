@@ -93,11 +93,6 @@ void sndk_fault_fired(struct sndk_adapter *a, const struct sndk_fault_rule *r, c
 /* Call faults: true when this call must fail with STATUS_INSUFFICIENT_RESOURCES (counted and
  * logged already). */
 bool sndk_fault_call(struct sndk_adapter *a, enum sndk_fault_call call);
-static inline bool sndk_fault_call_fast(struct sndk_adapter *a, struct sndk_faults *f,
-                                        enum sndk_fault_call call)
-{
-    return f && sndk_fault_call(a, call);
-}
 /* Handshake: true when this (valid) MPA Request must be rejected. */
 bool sndk_fault_mpa_reject(struct sndk_adapter *a, const void *obj);
 /* A CQ is created: the completion number (produced count) at which it overruns, or

@@ -193,7 +193,7 @@ NTSTATUS sndk_listener_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CONNECT_EVENT_CAL
         return STATUS_INVALID_PARAMETER;
     if (sndk_obj_closing(&a->base))
         return STATUS_INVALID_DEVICE_STATE;
-    if (sndk_fault_call_fast(a, a->faults, SNDK_FCALL_LISTENER))
+    if (sndk_fault_call(a, SNDK_FCALL_LISTENER))
         return STATUS_INSUFFICIENT_RESOURCES;
     struct sndk_listener *l = calloc(1, sizeof *l);
     if (!l)

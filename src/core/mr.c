@@ -67,7 +67,7 @@ static NTSTATUS mr_register(NDK_MR *pNdkMr, MDL *Mdl, SIZE_T Length, ULONG Flags
     uintptr_t va = (uintptr_t)MmGetMdlVirtualAddress(Mdl);
     if (va == 0 || va + Length < va)
         return STATUS_INVALID_PARAMETER; /* zero-based VAs are not supported (§5.5) */
-    if (sndk_fault_call_fast(mr->base.adapter, mr->base.adapter->faults, SNDK_FCALL_REGISTER))
+    if (sndk_fault_call(mr->base.adapter, SNDK_FCALL_REGISTER))
         return STATUS_INSUFFICIENT_RESOURCES;
     unsigned access = SNDK_ACCESS_LOCAL_READ;
     if (Flags & NDK_MR_FLAG_ALLOW_LOCAL_WRITE)
@@ -218,7 +218,7 @@ NTSTATUS sndk_mr_create(NDK_PD *pNdkPd, BOOLEAN FastRegister,
         return STATUS_INVALID_PARAMETER;
     if (sndk_obj_closing(&pd->base))
         return STATUS_INVALID_DEVICE_STATE;
-    if (sndk_fault_call_fast(pd->base.adapter, pd->base.adapter->faults, SNDK_FCALL_MR))
+    if (sndk_fault_call(pd->base.adapter, SNDK_FCALL_MR))
         return STATUS_INSUFFICIENT_RESOURCES;
     struct sndk_mr *mr = calloc(1, sizeof *mr);
     if (!mr)

@@ -76,7 +76,7 @@ NTSTATUS sndk_mw_create(NDK_PD *pNdkPd, NDK_FN_CREATE_COMPLETION CreateCompletio
         return STATUS_INVALID_PARAMETER;
     if (sndk_obj_closing(&pd->base))
         return STATUS_INVALID_DEVICE_STATE;
-    if (sndk_fault_call_fast(pd->base.adapter, pd->base.adapter->faults, SNDK_FCALL_MW))
+    if (sndk_fault_call(pd->base.adapter, SNDK_FCALL_MW))
         return STATUS_INSUFFICIENT_RESOURCES;
     struct sndk_mw *mw = calloc(1, sizeof *mw);
     if (!mw)

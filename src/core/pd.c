@@ -42,7 +42,7 @@ NTSTATUS sndk_pd_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CREATE_COMPLETION Creat
         return STATUS_INVALID_PARAMETER;
     if (sndk_obj_closing(&a->base))
         return STATUS_INVALID_DEVICE_STATE;
-    if (sndk_fault_call_fast(a, a->faults, SNDK_FCALL_PD))
+    if (sndk_fault_call(a, SNDK_FCALL_PD))
         return STATUS_INSUFFICIENT_RESOURCES;
     struct sndk_pd *pd = calloc(1, sizeof *pd);
     if (!pd)

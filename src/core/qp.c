@@ -1309,7 +1309,7 @@ static NTSTATUS qp_create_common(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pIn
         return STATUS_INVALID_PARAMETER;
     if (sndk_obj_closing(&pd->base))
         return STATUS_INVALID_DEVICE_STATE;
-    if (sndk_fault_call_fast(a, a->faults, SNDK_FCALL_QP))
+    if (sndk_fault_call(a, SNDK_FCALL_QP))
         return STATUS_INSUFFICIENT_RESOURCES;
     struct sndk_qp *qp = calloc(1, sizeof *qp);
     if (!qp)

@@ -209,7 +209,7 @@ NTSTATUS sndk_srq_create(NDK_PD *pNdkPd, ULONG SrqDepth, ULONG MaxReceiveRequest
         return STATUS_INVALID_PARAMETER;
     if (sndk_obj_closing(&pd->base))
         return STATUS_INVALID_DEVICE_STATE;
-    if (sndk_fault_call_fast(pd->base.adapter, pd->base.adapter->faults, SNDK_FCALL_SRQ))
+    if (sndk_fault_call(pd->base.adapter, SNDK_FCALL_SRQ))
         return STATUS_INSUFFICIENT_RESOURCES;
     struct sndk_srq *srq = calloc(1, sizeof *srq);
     if (!srq)

@@ -240,3 +240,26 @@ void conf_flush_into(NDK_PD *pd, struct conf_cq *rcq, struct conf_cq *icq, unsig
     conf_flush(qp);
     conf_close(&qp->Header);
 }
+
+void conf_req_init(struct conf_req *r)
+{
+    harness_event_init(&r->ev);
+    r->status = STATUS_PENDING;
+}
+
+void conf_req_done(void *ctx, NTSTATUS st)
+{
+    struct conf_req *r = ctx;
+    r->status = st;
+    harness_event_signal(&r->ev);
+}
+
+NTSTATUS conf_req_wait(struct conf_req *r, NTSTATUS st)
+{
+    if (st != STATUS_PENDING) {
+        CHECK(!harness_event_wait(&r->ev, 1, CONF_QUIET_MS));
+        return st;
+    }
+    CHECK_MSG(harness_event_wait(&r->ev, 1, CONF_WAIT_MS), "request never completed");
+    return r->status;
+}

@@ -90,6 +90,17 @@ bool conf_cq_quiet(struct conf_cq *c, unsigned count);
 /* Status of notification i (0-based). */
 NTSTATUS conf_cq_status(struct conf_cq *c, unsigned i);
 
+/* A request's completion, recorded: pass conf_req_done with &req as its callback context. */
+struct conf_req {
+    struct harness_event ev;
+    NTSTATUS status;
+};
+void conf_req_init(struct conf_req *r);
+void conf_req_done(void *ctx, NTSTATUS st);
+/* The result of a request that returned `st`: STATUS_PENDING means its completion carries it
+ * (waited for, bounded); anything else is the result and no completion may follow. */
+NTSTATUS conf_req_wait(struct conf_req *r, NTSTATUS st);
+
 NDK_PD *conf_pd(NDK_ADAPTER *a);
 /* QP with its own receive queue: receive depth rdepth, initiator depth 4, 2 SGEs each. */
 NDK_QP *conf_qp(NDK_PD *pd, NDK_CQ *rcq, NDK_CQ *icq, void *qpctx, ULONG rdepth);

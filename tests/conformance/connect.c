@@ -15,36 +15,6 @@
 /* ------------------------------------------------------------------------------------------ */
 /* helpers */
 
-struct req {
-    struct harness_event ev;
-    NTSTATUS status;
-};
-
-static void req_init(struct req *r)
-{
-    harness_event_init(&r->ev);
-    r->status = STATUS_PENDING;
-}
-
-static void req_done(void *ctx, NTSTATUS st)
-{
-    struct req *r = ctx;
-    r->status = st;
-    harness_event_signal(&r->ev);
-}
-
-/* Wait for a request that returned `st`: STATUS_PENDING means its completion carries the
- * result; anything else is the result and no completion may follow. */
-static NTSTATUS req_wait(struct req *r, NTSTATUS st)
-{
-    if (st != STATUS_PENDING) {
-        CHECK(!harness_event_wait(&r->ev, 1, CONF_QUIET_MS));
-        return st;
-    }
-    CHECK_MSG(harness_event_wait(&r->ev, 1, CONF_WAIT_MS), "request never completed");
-    return r->status;
-}
-
 struct server {
     NDK_LISTENER *listener;
     struct harness_event ev;
@@ -173,12 +143,12 @@ static void establish(struct side *cl, struct side *sv, struct server *srv, cons
     ULONG slen, dlen;
     struct sockaddr_storage src = addr_of(ip, 0, &slen), dst = addr_of(ip, port, &dlen);
     static const char hello[] = "hello from the active side";
-    struct req r;
-    req_init(&r);
+    struct conf_req r;
+    conf_req_init(&r);
     unsigned before = atomic_load(&srv->n);
     NTSTATUS st = cl->conn->Dispatch->NdkConnect(cl->conn, cl->qp, (struct sockaddr *)&src, slen,
                                                  (struct sockaddr *)&dst, dlen, 4, 8, hello,
-                                                 sizeof hello, req_done, &r);
+                                                 sizeof hello, conf_req_done, &r);
     CHECK_STATUS(st, STATUS_PENDING);
     CHECK_MSG(harness_event_wait(&srv->ev, before + 1, CONF_WAIT_MS), "no connect event");
     sv->conn = srv->incoming[before % 128];
@@ -207,12 +177,12 @@ static void establish(struct side *cl, struct side *sv, struct server *srv, cons
     CHECK_EQ_U64(plen, slen);
 
     static const char welcome[] = "welcome";
-    struct req ra;
-    req_init(&ra);
+    struct conf_req ra;
+    conf_req_init(&ra);
     st = sv->conn->Dispatch->NdkAcceptEx(sv->conn, sv->qp, 16, 2, welcome, sizeof welcome,
-                                         on_disconnect_ex, &sv->disc, req_done, &ra);
+                                         on_disconnect_ex, &sv->disc, conf_req_done, &ra);
     CHECK_STATUS(st, STATUS_PENDING);
-    CHECK_STATUS(req_wait(&r, STATUS_PENDING), STATUS_SUCCESS); /* Connect: peer accepted */
+    CHECK_STATUS(conf_req_wait(&r, STATUS_PENDING), STATUS_SUCCESS); /* Connect: peer accepted */
 
     pdlen = sizeof got;
     CHECK_STATUS(cl->conn->Dispatch->NdkGetConnectionData(cl->conn, &ird, &ord, got, &pdlen),
@@ -226,11 +196,11 @@ static void establish(struct side *cl, struct side *sv, struct server *srv, cons
     /* Accept completes only after the active side completed (three-way handshake). */
     if (!churning)
         CHECK(!harness_event_wait(&ra.ev, 1, 50));
-    struct req rc;
-    req_init(&rc);
-    st = cl->conn->Dispatch->NdkCompleteConnect(cl->conn, on_disconnect, &cl->disc, req_done, &rc);
-    CHECK_STATUS(req_wait(&rc, st), STATUS_SUCCESS);
-    CHECK_STATUS(req_wait(&ra, STATUS_PENDING), STATUS_SUCCESS);
+    struct conf_req rc;
+    conf_req_init(&rc);
+    st = cl->conn->Dispatch->NdkCompleteConnect(cl->conn, on_disconnect, &cl->disc, conf_req_done, &rc);
+    CHECK_STATUS(conf_req_wait(&rc, st), STATUS_SUCCESS);
+    CHECK_STATUS(conf_req_wait(&ra, STATUS_PENDING), STATUS_SUCCESS);
     harness_event_destroy(&r.ev);
     harness_event_destroy(&ra.ev);
     harness_event_destroy(&rc.ev);
@@ -281,15 +251,15 @@ static void full_cycle(const char *ip)
     CHECK(res.RequestContext == (void *)78 && res.QPContext == &cl);
 
     /* graceful disconnect from the client: the server gets the event once, the client none */
-    struct req rd;
-    req_init(&rd);
-    NTSTATUS st = cl.conn->Dispatch->NdkDisconnect(cl.conn, req_done, &rd);
+    struct conf_req rd;
+    conf_req_init(&rd);
+    NTSTATUS st = cl.conn->Dispatch->NdkDisconnect(cl.conn, conf_req_done, &rd);
     CHECK_MSG(harness_event_wait(&sv.disc.ev, 1, CONF_WAIT_MS), "no disconnect event");
-    struct req rs;
-    req_init(&rs);
-    NTSTATUS st2 = sv.conn->Dispatch->NdkDisconnect(sv.conn, req_done, &rs);
-    CHECK_STATUS(req_wait(&rs, st2), STATUS_SUCCESS);
-    CHECK_STATUS(req_wait(&rd, st), STATUS_SUCCESS);
+    struct conf_req rs;
+    conf_req_init(&rs);
+    NTSTATUS st2 = sv.conn->Dispatch->NdkDisconnect(sv.conn, conf_req_done, &rs);
+    CHECK_STATUS(conf_req_wait(&rs, st2), STATUS_SUCCESS);
+    CHECK_STATUS(conf_req_wait(&rd, st), STATUS_SUCCESS);
     CHECK(!harness_event_wait(&cl.disc.ev, 1, CONF_QUIET_MS));
     CHECK_EQ_U64(atomic_load(&sv.disc.n), 1);
     /* a disconnected QP refuses initiator requests */
@@ -416,16 +386,16 @@ TEST(listen_twice_and_address_buffer_protocol)
 /* Connect failures */
 
 static NTSTATUS connect_to(NDK_ADAPTER *a, NDK_QP *qp, NDK_CONNECTOR **pc, const char *ip,
-                           uint16_t port, const void *pd, ULONG pdlen, struct req *r)
+                           uint16_t port, const void *pd, ULONG pdlen, struct conf_req *r)
 {
     CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, pc), STATUS_SUCCESS);
     ULONG slen, dlen;
     struct sockaddr_storage src = addr_of(ip, 0, &slen), dst = addr_of(ip, port, &dlen);
-    req_init(r);
+    conf_req_init(r);
     NTSTATUS st = (*pc)->Dispatch->NdkConnect(*pc, qp, (struct sockaddr *)&src, slen,
                                               (struct sockaddr *)&dst, dlen, 1, 1, pd, pdlen,
-                                              req_done, r);
-    return req_wait(r, st);
+                                              conf_req_done, r);
+    return conf_req_wait(r, st);
 }
 
 TEST(connect_without_listener_is_refused)
@@ -440,7 +410,7 @@ TEST(connect_without_listener_is_refused)
     socklen_t sl = sizeof sa;
     getsockname(fd, (struct sockaddr *)&sa, &sl);
     close(fd);
-    struct req r;
+    struct conf_req r;
     CHECK_STATUS(connect_to(a, cl.qp, &cl.conn, "127.0.0.1", ntohs(sa.sin_port), NULL, 0, &r),
                  STATUS_CONNECTION_REFUSED);
     /* the QP is left as it was: usable for another connector */
@@ -462,16 +432,16 @@ TEST(connect_rejected_with_private_data_is_refused)
     ULONG slen, dlen;
     struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
                             dst = addr_of("127.0.0.1", port, &dlen);
-    struct req r;
-    req_init(&r);
+    struct conf_req r;
+    conf_req_init(&r);
     NTSTATUS st = cl.conn->Dispatch->NdkConnect(cl.conn, cl.qp, (struct sockaddr *)&src, slen,
                                                 (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
-                                                req_done, &r);
+                                                conf_req_done, &r);
     CHECK_STATUS(st, STATUS_PENDING);
     CHECK(harness_event_wait(&srv.ev, 1, CONF_WAIT_MS));
     NDK_CONNECTOR *in = srv.incoming[0];
     CHECK_STATUS(in->Dispatch->NdkReject(in, "no", 3), STATUS_SUCCESS);
-    CHECK_STATUS(req_wait(&r, STATUS_PENDING), STATUS_CONNECTION_REFUSED);
+    CHECK_STATUS(conf_req_wait(&r, STATUS_PENDING), STATUS_CONNECTION_REFUSED);
     /* the peer's reason is readable on the refused connector */
     char why[16];
     ULONG whylen = sizeof why;
@@ -496,7 +466,7 @@ TEST(connect_to_paused_listener_is_refused_then_served_after_resume)
     srv.listener->Dispatch->NdkControlConnectEvents(srv.listener, TRUE);
     struct side cl;
     side_init(&cl, a);
-    struct req r;
+    struct conf_req r;
     CHECK_STATUS(connect_to(a, cl.qp, &cl.conn, "127.0.0.1", port, NULL, 0, &r),
                  STATUS_CONNECTION_REFUSED);
     CHECK_EQ_U64(atomic_load(&srv.n), 0);
@@ -536,7 +506,7 @@ static void connect_to_fake_peer(void *(*server)(void *), NTSTATUS expect)
     NDK_ADAPTER *a = conf_open();
     struct side cl;
     side_init(&cl, a);
-    struct req r;
+    struct conf_req r;
     CHECK_STATUS(connect_to(a, cl.qp, &cl.conn, "127.0.0.1", raw_port, NULL, 0, &r), expect);
     side_close(&cl);
     pthread_join(th, NULL);
@@ -555,7 +525,7 @@ TEST(connect_timeout_when_peer_never_answers)
     NDK_ADAPTER *a = conf_open_with(&o);
     struct side cl;
     side_init(&cl, a);
-    struct req r;
+    struct conf_req r;
     CHECK_STATUS(connect_to(a, cl.qp, &cl.conn, "127.0.0.1", raw_port, NULL, 0, &r),
                  STATUS_IO_TIMEOUT);
     side_close(&cl);
@@ -656,11 +626,11 @@ TEST(connect_argument_statuses)
     CHECK_STATUS(cl.conn->Dispatch->NdkGetConnectionData(cl.conn, NULL, NULL, NULL, &pdlen),
                  STATUS_INVALID_DEVICE_STATE);
     /* a QP already bound to a connection in progress */
-    struct req r;
-    req_init(&r);
+    struct conf_req r;
+    conf_req_init(&r);
     CHECK_STATUS(cl.conn->Dispatch->NdkConnect(cl.conn, cl.qp, (struct sockaddr *)&src, slen,
                                                (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
-                                               req_done, &r),
+                                               conf_req_done, &r),
                  STATUS_PENDING);
     NDK_CONNECTOR *c2;
     CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, &c2), STATUS_SUCCESS);
@@ -673,7 +643,7 @@ TEST(connect_argument_statuses)
     /* the incoming side: close the request without answering = reject */
     CHECK(harness_event_wait(&srv.ev, 1, CONF_WAIT_MS));
     conf_close_wait(&srv.incoming[0]->Header);
-    CHECK_STATUS(req_wait(&r, STATUS_PENDING), STATUS_CONNECTION_REFUSED);
+    CHECK_STATUS(conf_req_wait(&r, STATUS_PENDING), STATUS_CONNECTION_REFUSED);
     side_close(&cl);
     conf_close_wait(&srv.listener->Header);
     conf_close_adapter(a);
@@ -692,11 +662,11 @@ TEST(close_connector_while_connecting_cancels_connect)
     ULONG slen, dlen;
     struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
                             dst = addr_of("127.0.0.1", raw_port, &dlen);
-    struct req r;
-    req_init(&r);
+    struct conf_req r;
+    conf_req_init(&r);
     CHECK_STATUS(cl.conn->Dispatch->NdkConnect(cl.conn, cl.qp, (struct sockaddr *)&src, slen,
                                                (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
-                                               req_done, &r),
+                                               conf_req_done, &r),
                  STATUS_PENDING);
     struct harness_event closed;
     harness_event_init(&closed);
@@ -732,7 +702,7 @@ TEST(listener_close_keeps_port_until_connectors_close)
     /* refuses new connections at once */
     struct side c2;
     side_init(&c2, a);
-    struct req r;
+    struct conf_req r;
     CHECK_STATUS(connect_to(a, c2.qp, &c2.conn, "127.0.0.1", port, NULL, 0, &r),
                  STATUS_CONNECTION_REFUSED);
     /* the endpoint is still taken */
@@ -785,11 +755,11 @@ TEST(shared_endpoint_connects_to_distinct_peers)
                      STATUS_SUCCESS);
         ULONG dlen;
         struct sockaddr_storage dst = addr_of("127.0.0.1", ports[i], &dlen);
-        struct req r;
-        req_init(&r);
+        struct conf_req r;
+        conf_req_init(&r);
         CHECK_STATUS(cl[i]->conn->Dispatch->NdkConnectWithSharedEndpoint(
                          cl[i]->conn, cl[i]->qp, se, (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
-                         req_done, &r),
+                         conf_req_done, &r),
                      STATUS_PENDING);
         CHECK(harness_event_wait(&srv[i]->ev, 1, CONF_WAIT_MS));
         sv[i]->conn = srv[i]->incoming[0];
@@ -799,18 +769,18 @@ TEST(shared_endpoint_connects_to_distinct_peers)
                                                               &plen),
                      STATUS_SUCCESS);
         CHECK_EQ_U64(port_of(&peer), se_port); /* both come from the shared port */
-        struct req ra;
-        req_init(&ra);
+        struct conf_req ra;
+        conf_req_init(&ra);
         CHECK_STATUS(sv[i]->conn->Dispatch->NdkAccept(sv[i]->conn, sv[i]->qp, 1, 1, NULL, 0, NULL,
-                                                      NULL, req_done, &ra),
+                                                      NULL, conf_req_done, &ra),
                      STATUS_PENDING);
-        CHECK_STATUS(req_wait(&r, STATUS_PENDING), STATUS_SUCCESS);
-        struct req rc;
-        req_init(&rc);
-        NTSTATUS st = cl[i]->conn->Dispatch->NdkCompleteConnect(cl[i]->conn, NULL, NULL, req_done,
+        CHECK_STATUS(conf_req_wait(&r, STATUS_PENDING), STATUS_SUCCESS);
+        struct conf_req rc;
+        conf_req_init(&rc);
+        NTSTATUS st = cl[i]->conn->Dispatch->NdkCompleteConnect(cl[i]->conn, NULL, NULL, conf_req_done,
                                                                 &rc);
-        CHECK_STATUS(req_wait(&rc, st), STATUS_SUCCESS);
-        CHECK_STATUS(req_wait(&ra, STATUS_PENDING), STATUS_SUCCESS);
+        CHECK_STATUS(conf_req_wait(&rc, st), STATUS_SUCCESS);
+        CHECK_STATUS(conf_req_wait(&ra, STATUS_PENDING), STATUS_SUCCESS);
     }
     /* the same peer again over the same endpoint: the 4-tuple exists */
     CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, &c3.conn),
@@ -853,7 +823,7 @@ TEST_T(listener_serves_100_concurrent_clients, 120)
     listen_on(as, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
     enum { N = 100 };
     static struct side cl[N], sv[N];
-    static struct req rc[N], ra[N], rr[N];
+    static struct conf_req rc[N], ra[N], rr[N];
     for (int i = 0; i < N; i++) {
         side_init(&cl[i], ac);
         CHECK_STATUS(ac->Dispatch->NdkCreateConnector(ac, conf_create_never, NULL, &cl[i].conn),
@@ -861,10 +831,10 @@ TEST_T(listener_serves_100_concurrent_clients, 120)
         ULONG slen, dlen;
         struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
                                 dst = addr_of("127.0.0.1", port, &dlen);
-        req_init(&rc[i]);
+        conf_req_init(&rc[i]);
         CHECK_STATUS(cl[i].conn->Dispatch->NdkConnect(cl[i].conn, cl[i].qp, (struct sockaddr *)&src,
                                                       slen, (struct sockaddr *)&dst, dlen, 1, 1, &i,
-                                                      sizeof i, req_done, &rc[i]),
+                                                      sizeof i, conf_req_done, &rc[i]),
                      STATUS_PENDING);
     }
     CHECK(harness_event_wait(&srv.ev, N, 30000));
@@ -876,20 +846,20 @@ TEST_T(listener_serves_100_concurrent_clients, 120)
         CHECK_STATUS(sv[i].conn->Dispatch->NdkGetConnectionData(sv[i].conn, NULL, NULL, &who, &len),
                      STATUS_SUCCESS);
         CHECK(who >= 0 && who < N);
-        req_init(&ra[i]);
+        conf_req_init(&ra[i]);
         CHECK_STATUS(sv[i].conn->Dispatch->NdkAccept(sv[i].conn, sv[i].qp, 1, 1, NULL, 0, NULL,
-                                                     NULL, req_done, &ra[i]),
+                                                     NULL, conf_req_done, &ra[i]),
                      STATUS_PENDING);
     }
     for (int i = 0; i < N; i++) {
-        CHECK_STATUS(req_wait(&rc[i], STATUS_PENDING), STATUS_SUCCESS);
-        req_init(&rr[i]);
-        NTSTATUS st = cl[i].conn->Dispatch->NdkCompleteConnect(cl[i].conn, NULL, NULL, req_done,
+        CHECK_STATUS(conf_req_wait(&rc[i], STATUS_PENDING), STATUS_SUCCESS);
+        conf_req_init(&rr[i]);
+        NTSTATUS st = cl[i].conn->Dispatch->NdkCompleteConnect(cl[i].conn, NULL, NULL, conf_req_done,
                                                                &rr[i]);
-        CHECK_STATUS(req_wait(&rr[i], st), STATUS_SUCCESS);
+        CHECK_STATUS(conf_req_wait(&rr[i], st), STATUS_SUCCESS);
     }
     for (int i = 0; i < N; i++)
-        CHECK_STATUS(req_wait(&ra[i], STATUS_PENDING), STATUS_SUCCESS);
+        CHECK_STATUS(conf_req_wait(&ra[i], STATUS_PENDING), STATUS_SUCCESS);
     for (int i = 0; i < N; i++) {
         side_close(&cl[i]);
         side_close(&sv[i]);
@@ -912,14 +882,14 @@ TEST_T(connect_accept_disconnect_2000_cycles_no_leak, 240)
         side_init(&cl, a);
         side_init(&sv, a);
         establish(&cl, &sv, &srv, "127.0.0.1", port);
-        struct req rd, rs;
-        req_init(&rd);
-        NTSTATUS st = cl.conn->Dispatch->NdkDisconnect(cl.conn, req_done, &rd);
+        struct conf_req rd, rs;
+        conf_req_init(&rd);
+        NTSTATUS st = cl.conn->Dispatch->NdkDisconnect(cl.conn, conf_req_done, &rd);
         CHECK(harness_event_wait(&sv.disc.ev, 1, CONF_WAIT_MS));
-        req_init(&rs);
-        NTSTATUS st2 = sv.conn->Dispatch->NdkDisconnect(sv.conn, req_done, &rs);
-        CHECK_STATUS(req_wait(&rs, st2), STATUS_SUCCESS);
-        CHECK_STATUS(req_wait(&rd, st), STATUS_SUCCESS);
+        conf_req_init(&rs);
+        NTSTATUS st2 = sv.conn->Dispatch->NdkDisconnect(sv.conn, conf_req_done, &rs);
+        CHECK_STATUS(conf_req_wait(&rs, st2), STATUS_SUCCESS);
+        CHECK_STATUS(conf_req_wait(&rd, st), STATUS_SUCCESS);
         side_close(&cl);
         side_close(&sv);
         harness_event_destroy(&rd.ev);
@@ -1019,26 +989,26 @@ TEST(send_right_after_complete_connect_reaches_the_passive_qp)
         ULONG slen, dlen;
         struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
                                 dst = addr_of("127.0.0.1", port, &dlen);
-        struct req r, ra, rc;
-        req_init(&r);
+        struct conf_req r, ra, rc;
+        conf_req_init(&r);
         unsigned before = atomic_load(&srv.n);
         CHECK_STATUS(cl.conn->Dispatch->NdkConnect(cl.conn, cl.qp, (struct sockaddr *)&src, slen,
                                                    (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
-                                                   req_done, &r),
+                                                   conf_req_done, &r),
                      STATUS_PENDING);
         CHECK(harness_event_wait(&srv.ev, before + 1, CONF_WAIT_MS));
         sv.conn = srv.incoming[before % 128];
         conf_post_recvs(sv.qp, 1, 5); /* before Accept: the Send may come with the RTR */
-        req_init(&ra);
+        conf_req_init(&ra);
         CHECK_STATUS(sv.conn->Dispatch->NdkAccept(sv.conn, sv.qp, 1, 1, NULL, 0, NULL, NULL,
-                                                  req_done, &ra),
+                                                  conf_req_done, &ra),
                      STATUS_PENDING);
-        CHECK_STATUS(req_wait(&r, STATUS_PENDING), STATUS_SUCCESS);
-        req_init(&rc);
-        NTSTATUS st = cl.conn->Dispatch->NdkCompleteConnect(cl.conn, NULL, NULL, req_done, &rc);
-        CHECK_STATUS(req_wait(&rc, st), STATUS_SUCCESS);
+        CHECK_STATUS(conf_req_wait(&r, STATUS_PENDING), STATUS_SUCCESS);
+        conf_req_init(&rc);
+        NTSTATUS st = cl.conn->Dispatch->NdkCompleteConnect(cl.conn, NULL, NULL, conf_req_done, &rc);
+        CHECK_STATUS(conf_req_wait(&rc, st), STATUS_SUCCESS);
         CHECK_STATUS(cl.qp->Dispatch->NdkSend(cl.qp, (void *)6, NULL, 0, 0), STATUS_SUCCESS);
-        CHECK_STATUS(req_wait(&ra, STATUS_PENDING), STATUS_SUCCESS);
+        CHECK_STATUS(conf_req_wait(&ra, STATUS_PENDING), STATUS_SUCCESS);
         NDK_RESULT_EX res;
         CHECK(poll_result(sv.cq.cq, &res));
         CHECK_STATUS(res.Status, STATUS_SUCCESS);

@@ -18,26 +18,8 @@
 /* ------------------------------------------------------------------------------------------ */
 /* helpers */
 
-struct req {
-    struct harness_event ev;
-    NTSTATUS status;
-};
-
-static void req_init(struct req *r)
-{
-    harness_event_init(&r->ev);
-    r->status = STATUS_PENDING;
-}
-
-static void req_done(void *ctx, NTSTATUS st)
-{
-    struct req *r = ctx;
-    r->status = st;
-    harness_event_signal(&r->ev);
-}
-
 /* The result of a request that returned `st`: its completion's status when it pended. */
-static NTSTATUS req_result(struct req *r, NTSTATUS st)
+static NTSTATUS req_result(struct conf_req *r, NTSTATUS st)
 {
     if (st != STATUS_PENDING)
         return st;
@@ -163,7 +145,7 @@ struct pair {
     NDK_CONNECTOR *cconn, *sconn;
     struct harness_event incoming_ev;
     NDK_CONNECTOR *incoming;
-    struct req rc; /* the client's NdkConnect */
+    struct conf_req rc; /* the client's NdkConnect */
     bool listener_closed;
 };
 
@@ -206,10 +188,10 @@ static void pair_begin(struct pair *p, const SOFTNDK_OPTIONS *o, ULONG sq_depth,
                  STATUS_SUCCESS);
     struct sockaddr_in src = sin_of(0);
     p->cconn = make_connector(p->a);
-    req_init(&p->rc);
+    conf_req_init(&p->rc);
     CHECK_STATUS(p->cconn->Dispatch->NdkConnect(p->cconn, p->cqp, (struct sockaddr *)&src,
                                                 sizeof src, (struct sockaddr *)&sin, sizeof sin, 4,
-                                                4, NULL, 0, req_done, &p->rc),
+                                                4, NULL, 0, conf_req_done, &p->rc),
                  STATUS_PENDING);
     CHECK_MSG(harness_event_wait(&p->incoming_ev, 1, CONF_WAIT_MS), "no connect event");
     p->sconn = p->incoming;
@@ -218,14 +200,14 @@ static void pair_begin(struct pair *p, const SOFTNDK_OPTIONS *o, ULONG sq_depth,
 /* Accept and complete: both QPs connected. */
 static void pair_finish(struct pair *p)
 {
-    struct req ra, rcc;
-    req_init(&ra);
-    req_init(&rcc);
+    struct conf_req ra, rcc;
+    conf_req_init(&ra);
+    conf_req_init(&rcc);
     CHECK_STATUS(
-        p->sconn->Dispatch->NdkAccept(p->sconn, p->sqp, 4, 4, NULL, 0, NULL, NULL, req_done, &ra),
+        p->sconn->Dispatch->NdkAccept(p->sconn, p->sqp, 4, 4, NULL, 0, NULL, NULL, conf_req_done, &ra),
         STATUS_PENDING);
     CHECK_STATUS(req_result(&p->rc, STATUS_PENDING), STATUS_SUCCESS);
-    NTSTATUS st = p->cconn->Dispatch->NdkCompleteConnect(p->cconn, NULL, NULL, req_done, &rcc);
+    NTSTATUS st = p->cconn->Dispatch->NdkCompleteConnect(p->cconn, NULL, NULL, conf_req_done, &rcc);
     CHECK_STATUS(req_result(&rcc, st), STATUS_SUCCESS);
     CHECK_STATUS(req_result(&ra, STATUS_PENDING), STATUS_SUCCESS);
     harness_event_destroy(&ra.ev);
@@ -558,10 +540,10 @@ TEST(misuse_wrong_object_type_in_arguments)
      * which here is refused (nothing listens) and leaves the connector used up. */
     int rfd;
     dst = sin_of(refusing_port(&rfd));
-    struct req r;
-    req_init(&r);
+    struct conf_req r;
+    conf_req_init(&r);
     NTSTATUS st = cn->NdkConnect(z.conn, z.qp, (struct sockaddr *)&src, sizeof src,
-                                 (struct sockaddr *)&dst, sizeof dst, 1, 1, NULL, 0, req_done, &r);
+                                 (struct sockaddr *)&dst, sizeof dst, 1, 1, NULL, 0, conf_req_done, &r);
     CHECK_STATUS(req_result(&r, st), STATUS_CONNECTION_REFUSED);
     close(rfd);
     /* A CQ of another adapter, or a closing one, for a new QP: conformance/qp, lifecycle. */
@@ -934,10 +916,10 @@ TEST(misuse_qp_and_shared_endpoint_held_by_a_refused_connector)
     NDK_CONNECTOR *conn = make_connector(a);
     int rfd;
     struct sockaddr_in dst = sin_of(refusing_port(&rfd));
-    struct req r;
-    req_init(&r);
+    struct conf_req r;
+    conf_req_init(&r);
     NTSTATUS st = conn->Dispatch->NdkConnectWithSharedEndpoint(
-        conn, qp, se, (struct sockaddr *)&dst, sizeof dst, 1, 1, NULL, 0, req_done, &r);
+        conn, qp, se, (struct sockaddr *)&dst, sizeof dst, 1, 1, NULL, 0, conf_req_done, &r);
     CHECK_STATUS(req_result(&r, st), STATUS_CONNECTION_REFUSED);
     /* a connector serves one connection */
     CHECK_STATUS(conn->Dispatch->NdkConnectWithSharedEndpoint(conn, qp, se, (struct sockaddr *)&dst,
@@ -1328,14 +1310,14 @@ TEST(misuse_connector_calls_out_of_order)
                  STATUS_CONNECTION_ACTIVE);
     conf_close(&c2->Header);
     /* NdkDisconnect twice: the second one while the first is pending */
-    struct req rd, rd2;
-    req_init(&rd);
-    req_init(&rd2);
-    NTSTATUS st = cd->NdkDisconnect(p.cconn, req_done, &rd);
+    struct conf_req rd, rd2;
+    conf_req_init(&rd);
+    conf_req_init(&rd2);
+    NTSTATUS st = cd->NdkDisconnect(p.cconn, conf_req_done, &rd);
     if (st == STATUS_PENDING)
         CHECK_STATUS(cd->NdkDisconnect(p.cconn, conf_request_never, NULL),
                      STATUS_CONNECTION_INVALID);
-    NTSTATUS st2 = p.sconn->Dispatch->NdkDisconnect(p.sconn, req_done, &rd2);
+    NTSTATUS st2 = p.sconn->Dispatch->NdkDisconnect(p.sconn, conf_req_done, &rd2);
     CHECK_STATUS(req_result(&rd, st), STATUS_SUCCESS);
     CHECK_STATUS(req_result(&rd2, st2), STATUS_SUCCESS);
     /* after the connection ended: success, nothing left to do */
@@ -1395,17 +1377,17 @@ TEST(misuse_qp_closed_during_handshake_does_not_connect)
     struct pair p;
     pair_begin(&p, NULL, 8, 0);
     conf_post_recvs(p.sqp, 1, 0x700);
-    struct req ra, rcc;
-    req_init(&ra);
-    req_init(&rcc);
+    struct conf_req ra, rcc;
+    conf_req_init(&ra);
+    conf_req_init(&rcc);
     CHECK_STATUS(
-        p.sconn->Dispatch->NdkAccept(p.sconn, p.sqp, 4, 4, NULL, 0, NULL, NULL, req_done, &ra),
+        p.sconn->Dispatch->NdkAccept(p.sconn, p.sqp, 4, 4, NULL, 0, NULL, NULL, conf_req_done, &ra),
         STATUS_PENDING);
     CHECK_STATUS(req_result(&p.rc, STATUS_PENDING), STATUS_SUCCESS);
     struct harness_event qev;
     harness_event_init(&qev);
     CHECK_STATUS(conf_close_raw(&p.cqp->Header, conf_close_signal, &qev), STATUS_PENDING);
-    NTSTATUS st = p.cconn->Dispatch->NdkCompleteConnect(p.cconn, NULL, NULL, req_done, &rcc);
+    NTSTATUS st = p.cconn->Dispatch->NdkCompleteConnect(p.cconn, NULL, NULL, conf_req_done, &rcc);
     NTSTATUS done = req_result(&rcc, st);
     NTSTATUS send = p.cqp->Dispatch->NdkSend(p.cqp, NULL, NULL, 0, 0);
     (void)req_result(&ra, STATUS_PENDING); /* the passive side learns it as it may */
