@@ -129,18 +129,9 @@ struct flow {
     uint64_t t_first, t_last; /* first post / receive, last completion / receive */
 };
 
-/* Peak: the best rate over windows of at least 1 ms (completions come in bursts: a shorter
- * window would measure the burst, not the link). */
 #define PEAK_WINDOW_NS 1000000u
-struct meter {
-    uint64_t n, t0;
-    double peak; /* bytes per second */
-    uint32_t size;
-};
 
-static struct meter g_meter_server, g_meter_client;
-
-static void meter_event(struct meter *m, uint64_t now)
+static void meter_event(struct peak_meter *m, uint64_t now)
 {
     m->n++;
     if (now - m->t0 < PEAK_WINDOW_NS)
@@ -152,11 +143,6 @@ static void meter_event(struct meter *m, uint64_t now)
     }
     m->n = 0;
     m->t0 = now;
-}
-
-static struct meter *meter_of(const struct side *s)
-{
-    return s->is_server ? &g_meter_server : &g_meter_client;
 }
 
 static void ctrl_lens(uint32_t size, uint32_t out[3])
@@ -264,7 +250,7 @@ static void handle(struct flow *f, const NDK_RESULT_EX *r)
                 f->t_first = f->t_first ? f->t_first : now;
             f->t_last = now;
             f->received++;
-            meter_event(meter_of(s), now);
+            meter_event(&s->meter, now);
             post_recv(q, slot);
             if (f->credit_flow && ++f->since_credit == q->credit_batch) {
                 f->since_credit = 0;
@@ -313,7 +299,7 @@ static void handle(struct flow *f, const NDK_RESULT_EX *r)
     f->outstanding--;
     f->completed++;
     if (test_is_bw(o->test))
-        meter_event(meter_of(s), now);
+        meter_event(&s->meter, now);
 }
 
 /* Handle every completion available now; returns how many. */
@@ -629,7 +615,7 @@ void run_test(struct side *s)
         set_phase("%s: %s, size %u", s->role, test_name(o->test), size);
         for (unsigned k = 0; k < s->nqps; k++)
             flow_init(&fl[k], s, &s->qps[k], size);
-        struct meter *m = meter_of(s);
+        struct peak_meter *m = &s->meter;
         memset(m, 0, sizeof *m);
         m->size = size;
         m->t0 = now_ns();

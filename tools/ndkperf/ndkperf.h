@@ -186,6 +186,15 @@ struct qpctx {
     unsigned held_n, held_i, held_cap;
 };
 
+/* Peak bandwidth: the best rate over windows of at least 1 ms (completions come in bursts: a
+ * shorter window would measure the burst, not the link). Each side owns one, so the loopback
+ * server and client threads never share it. */
+struct peak_meter {
+    uint64_t n, t0;
+    double peak; /* bytes per second */
+    uint32_t size;
+};
+
 struct side {
     const struct opts *o;
     bool is_server;
@@ -222,6 +231,7 @@ struct side {
     /* results, filled by the loops, printed by output.c */
     struct round_result *rounds;
     unsigned nrounds;
+    struct peak_meter meter;
 };
 
 void side_init(struct side *s, const struct opts *o, bool is_server);
