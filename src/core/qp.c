@@ -478,10 +478,38 @@ static void kick_tx(struct sndk_qp *qp)
         after_tx(qp, res);
 }
 
+#define SNDK_RX_BACKOFF_MIN_DUE      16384u /* less is read at once anyway */
+#define SNDK_RX_BACKOFF_BYTES_PER_NS 8u     /* ~ this machine's loopback TCP at its best */
+#define SNDK_RX_BACKOFF_MAX_NS       8000u
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A polling consumer whose pass ran the socket dry in the middle of a large payload comes
+ * back when most of the rest can have arrived, not at its next poll: otherwise it reads the
+ * payload in crumbs, a system call and a TCP window update each, and on a loopback or a
+ * busy core those crumbs cost the sender as much as the receiver. The wait is what the due
+ * bytes take at SNDK_RX_BACKOFF_BYTES_PER_NS, at most SNDK_RX_BACKOFF_MAX_NS: a large message
+ * is never held longer than its own transfer would take on a fast link. */
+static void set_poll_backoff(struct sndk_qp_io *io, uint32_t due)
+{
+    uint64_t after = 0;
+    if (due >= SNDK_RX_BACKOFF_MIN_DUE) {
+        uint64_t wait = due / SNDK_RX_BACKOFF_BYTES_PER_NS;
+        after = now_ns() + (wait < SNDK_RX_BACKOFF_MAX_NS ? wait : SNDK_RX_BACKOFF_MAX_NS);
+    }
+    if (after || atomic_load_explicit(&io->rx_poll_after_ns, memory_order_relaxed))
+        atomic_store_explicit(&io->rx_poll_after_ns, after, memory_order_relaxed);
+}
+
 /* One receive pass unless someone else is receiving on this QP right now: the progress thread
  * and polling consumers both try-lock, so neither ever waits for the other (a level-triggered
  * EPOLLIN comes back if bytes are left). */
-static bool rx_run(struct sndk_qp *qp, uint32_t events)
+static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
 {
     struct sndk_qp_io *io = qp->io;
     if (!io || !mutex_trylock(&qp->rx_lock))
@@ -509,6 +537,8 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events)
     enum sndk_rx_result res = sndk_rx_pass(qp, &f);
     if (res == SNDK_RXR_PEER_FIN)
         io->rx_eof = true;
+    if (polled)
+        set_poll_backoff(io, sndk_rx_due_after_pass(io));
     sndk_mutex_unlock(&qp->rx_lock);
     if (res != SNDK_RXR_FAIL)
         kick_tx(qp);
@@ -521,7 +551,13 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events)
 
 bool sndk_qp_poll_rx(struct sndk_qp *qp)
 {
-    return rx_run(qp, 0);
+    struct sndk_qp_io *io = qp->io;
+    if (io) {
+        uint64_t after = atomic_load_explicit(&io->rx_poll_after_ns, memory_order_relaxed);
+        if (after && now_ns() < after)
+            return false;
+    }
+    return rx_run(qp, 0, true);
 }
 
 /* A polling consumer also sends what waits for socket space: with the consumers busy-polling
@@ -612,7 +648,7 @@ static void src_fn(struct sndk_source *s, uint32_t events)
         after_tx(qp, res);
     }
     if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
-        rx_run(qp, events);
+        rx_run(qp, events, false);
         if ((events & EPOLLIN) && sndk_cq_polling(qp->rcq))
             park_rx(qp);
     }
@@ -651,7 +687,7 @@ static void rx_stall_timer_fn(struct sndk_timer *t)
     sndk_mutex_unlock(&qp->rx_lock);
     /* Bytes may wait in the staging buffer, which no EPOLLIN reports: receive now. */
     if (live)
-        rx_run(qp, 0);
+        rx_run(qp, 0, false);
     sndk_obj_put(&qp->base);
 }
 

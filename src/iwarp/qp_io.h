@@ -129,6 +129,10 @@ struct sndk_qp_io {
     struct sndk_cq_conn rconn, iconn;
     struct sndk_fault_conn *fc;    /* fault rules of this connection (docs/faults.md), or NULL */
     struct sndk_timer tx_stall_timer, rx_stall_timer; /* injected stalls; each holds a reference */
+    /* A polling consumer's next receive pass: not before this (CLOCK_MONOTONIC ns; 0: now).
+     * Set when a pass ended in the middle of a large payload, so the rest is read in one
+     * piece rather than in crumbs (docs/datapath.md, "Who receives"). */
+    _Atomic uint64_t rx_poll_after_ns;
 
     /* under qp->state_lock */
     unsigned ev_pending;           /* SNDK_EV_* */
@@ -185,6 +189,7 @@ struct sndk_qp_io {
     /* under qp->rx_lock */
     struct sndk_rx rx;
     bool rx_eof;                   /* the peer's FIN was read: no more passes */
+    bool rx_dry_mid_payload;       /* the last pass ended short inside a payload */
     bool rx_failed;                /* a parser callback recorded rx_fail */
     uint64_t rx_fault_checked;     /* rx.fpdus when the fault rules were last asked */
     bool rx_ended;                 /* a pass decided the connection's end: rx_end says how; the
@@ -234,6 +239,9 @@ void sndk_tx_discard(struct sndk_qp_io *io);
 void sndk_rx_io_init(struct sndk_qp_io *io, bool crc);
 /* Read what the socket has (bounded), place it, complete receives. */
 enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail);
+/* Payload bytes of the current segment still due when the last pass ended because the socket
+ * ran dry in the middle of it; 0 otherwise. */
+uint32_t sndk_rx_due_after_pass(const struct sndk_qp_io *io);
 /* Complete the receive being filled, if any, with st. */
 void sndk_rx_cancel_current(struct sndk_qp *qp, NTSTATUS st, ULONG code);
 

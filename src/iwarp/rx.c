@@ -519,6 +519,11 @@ static int clamp_iov(struct iovec *iov, int n, size_t cap)
     return k;
 }
 
+uint32_t sndk_rx_due_after_pass(const struct sndk_qp_io *io)
+{
+    return io->rx_dry_mid_payload ? io->rx.seg.len - io->rx.pay_got : 0;
+}
+
 /* The pass, then the FPDUs it completed into the connection's counters. */
 enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
 {
@@ -529,6 +534,7 @@ enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
         *fail = io->rx_end;
         return SNDK_RXR_FAIL;
     }
+    io->rx_dry_mid_payload = false;
     enum sndk_rx_result r = rx_pass(qp, fail);
     if (r == SNDK_RXR_FAIL) {
         io->rx_ended = true;
@@ -565,8 +571,10 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
                 return protocol_end(qp, rc, fail);
             continue;
         }
-        if (drained)
+        if (drained) {
+            io->rx_dry_mid_payload = io->rx.state == SNDK_RX_DATA;
             return SNDK_RXR_OK;
+        }
         ssize_t got;
         size_t cap = fault_read_cap(qp, fail, &v);
         if (v != FAULT_GO_ON)
@@ -630,8 +638,10 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
         }
         if (errno == EINTR)
             continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            io->rx_dry_mid_payload = io->rx.state == SNDK_RX_DATA;
             return SNDK_RXR_OK;
+        }
         sndk_debug("rx", "QP %p: receive: errno %d", (void *)qp, errno);
         reset_end(fail);
         return SNDK_RXR_FAIL;
