@@ -129,12 +129,17 @@ struct flow {
     uint64_t t_first, t_last; /* first post / receive, last completion / receive */
 };
 
-#define PEAK_WINDOW_NS 1000000u
+/* A window closes after at least 1 ms and 256 MiB: a send completes once its bytes are in
+ * TCP, and the send and receive buffers of one Linux connection hold up to ~36 MiB (tcp_wmem
+ * and tcp_rmem maxima), so a shorter window reports how fast they fill up, not the link. A
+ * run too short for one window reports its average. */
+#define PEAK_WINDOW_NS    1000000u
+#define PEAK_WINDOW_BYTES (256u << 20)
 
 static void meter_event(struct peak_meter *m, uint64_t now)
 {
     m->n++;
-    if (now - m->t0 < PEAK_WINDOW_NS)
+    if (now - m->t0 < PEAK_WINDOW_NS || m->n * m->size < PEAK_WINDOW_BYTES)
         return;
     {
         double bw = (double)m->n * m->size * 1e9 / (double)(now - m->t0);
