@@ -70,32 +70,6 @@ void conf_close_adapter(NDK_ADAPTER *a)
     harness_event_destroy(&arg.done);
 }
 
-NTSTATUS conf_close_raw(NDK_OBJECT_HEADER *h, NDK_FN_CLOSE_COMPLETION cb, void *ctx)
-{
-    switch (h->ObjectType) {
-    case NdkObjectTypePd:
-        return ((NDK_PD *)h)->Dispatch->NdkClosePd(h, cb, ctx);
-    case NdkObjectTypeCq:
-        return ((NDK_CQ *)h)->Dispatch->NdkCloseCq(h, cb, ctx);
-    case NdkObjectTypeMr:
-        return ((NDK_MR *)h)->Dispatch->NdkCloseMr(h, cb, ctx);
-    case NdkObjectTypeMw:
-        return ((NDK_MW *)h)->Dispatch->NdkCloseMw(h, cb, ctx);
-    case NdkObjectTypeSrq:
-        return ((NDK_SRQ *)h)->Dispatch->NdkCloseSrq(h, cb, ctx);
-    case NdkObjectTypeQp:
-        return ((NDK_QP *)h)->Dispatch->NdkCloseQp(h, cb, ctx);
-    case NdkObjectTypeConnector:
-        return ((NDK_CONNECTOR *)h)->Dispatch->NdkCloseConnector(h, cb, ctx);
-    case NdkObjectTypeListener:
-        return ((NDK_LISTENER *)h)->Dispatch->NdkCloseListener(h, cb, ctx);
-    case NdkObjectTypeSharedEndpoint:
-        return ((NDK_SHARED_ENDPOINT *)h)->Dispatch->NdkCloseSharedEndpoint(h, cb, ctx);
-    default:
-        harness_fail(__FILE__, __LINE__, "close of an object of type %d", (int)h->ObjectType);
-    }
-}
-
 void conf_close_signal(void *ctx)
 {
     harness_event_signal(ctx);
@@ -109,14 +83,14 @@ static void close_unexpected(void *ctx)
 
 void conf_close(NDK_OBJECT_HEADER *h)
 {
-    CHECK_STATUS(conf_close_raw(h, close_unexpected, NULL), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_close_any(h, close_unexpected, NULL), STATUS_SUCCESS);
 }
 
 void conf_close_wait(NDK_OBJECT_HEADER *h)
 {
     struct harness_event ev;
     harness_event_init(&ev);
-    NTSTATUS st = conf_close_raw(h, conf_close_signal, &ev);
+    NTSTATUS st = ndk_close_any(h, conf_close_signal, &ev);
     if (st == STATUS_PENDING)
         CHECK_MSG(harness_event_wait(&ev, 1, CONF_WAIT_MS), "close completion never came");
     else
@@ -124,22 +98,10 @@ void conf_close_wait(NDK_OBJECT_HEADER *h)
     harness_event_destroy(&ev);
 }
 
-void conf_create_never(void *ctx, NTSTATUS status, NDK_OBJECT_HEADER *obj)
-{
-    (void)ctx, (void)status, (void)obj;
-    harness_fail(__FILE__, __LINE__, "create completion called: creates never pend in softndk");
-}
-
 void conf_connect_never(void *ctx, NDK_CONNECTOR *conn)
 {
     (void)ctx, (void)conn;
     harness_fail(__FILE__, __LINE__, "connect event without a listening listener");
-}
-
-void conf_request_never(void *ctx, NTSTATUS status)
-{
-    (void)ctx, (void)status;
-    harness_fail(__FILE__, __LINE__, "request completion called for an inline request");
 }
 
 void conf_cq_notify(void *ctx, NTSTATUS status)
@@ -167,7 +129,7 @@ void conf_cq_create(NDK_ADAPTER *a, struct conf_cq *c, ULONG depth)
 {
     memset(c, 0, sizeof *c);
     harness_event_init(&c->ev);
-    CHECK_STATUS(a->Dispatch->NdkCreateCq(a, depth, conf_cq_notify, c, NULL, conf_create_never,
+    CHECK_STATUS(a->Dispatch->NdkCreateCq(a, depth, conf_cq_notify, c, NULL, ndk_create_never,
                                           NULL, &c->cq),
                  STATUS_SUCCESS);
     CHECK(c->cq != NULL);
@@ -206,7 +168,7 @@ NTSTATUS conf_cq_status(struct conf_cq *c, unsigned i)
 NDK_PD *conf_pd(NDK_ADAPTER *a)
 {
     NDK_PD *pd = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, conf_create_never, NULL, &pd), STATUS_SUCCESS);
+    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
     CHECK(pd != NULL);
     return pd;
 }
@@ -215,7 +177,7 @@ NDK_QP *conf_qp(NDK_PD *pd, NDK_CQ *rcq, NDK_CQ *icq, void *qpctx, ULONG rdepth)
 {
     NDK_QP *qp = NULL;
     CHECK_STATUS(pd->Dispatch->NdkCreateQp(pd, rcq, icq, qpctx, rdepth, 4, 2, 2, 0,
-                                           conf_create_never, NULL, &qp),
+                                           ndk_create_never, NULL, &qp),
                  STATUS_SUCCESS);
     CHECK(qp != NULL);
     return qp;

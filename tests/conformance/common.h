@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "harness.h"
+#include "ndk_objects.h"
 
 /* Bound for every wait on something that must happen. */
 #define CONF_WAIT_MS 5000u
@@ -50,7 +51,6 @@ void conf_query(NDK_ADAPTER *a, NDK_ADAPTER_INFO *info);
 void conf_close_adapter(NDK_ADAPTER *a);
 
 /* Dispatch-agnostic close: every public object is {Header; Dispatch} and close is slot 0. */
-NTSTATUS conf_close_raw(NDK_OBJECT_HEADER *h, NDK_FN_CLOSE_COMPLETION cb, void *ctx);
 /* Close, expecting STATUS_SUCCESS (no successors open). */
 void conf_close(NDK_OBJECT_HEADER *h);
 /* Close; if it pends, wait (bounded) for the close completion. */
@@ -59,11 +59,9 @@ void conf_close_wait(NDK_OBJECT_HEADER *h);
 /* A close completion that signals a harness_event passed as its context. */
 void conf_close_signal(void *ctx);
 /* Create callback that must never be called (softndk creates never pend). */
-void conf_create_never(void *ctx, NTSTATUS status, NDK_OBJECT_HEADER *obj);
 /* Connect-event callback that must never be called (nothing connects in this build). */
 void conf_connect_never(void *ctx, NDK_CONNECTOR *conn);
 /* Request completion that must never be called (for requests that complete inline). */
-void conf_request_never(void *ctx, NTSTATUS status);
 
 /* A CQ with a recording notification callback. */
 #define CONF_MAX_NOTIFY 256

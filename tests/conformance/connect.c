@@ -81,13 +81,13 @@ static NDK_LISTENER *listen_on(NDK_ADAPTER *a, struct server *s, const char *ip,
 {
     memset(s, 0, sizeof *s);
     harness_event_init(&s->ev);
-    CHECK_STATUS(a->Dispatch->NdkCreateListener(a, on_connect_event, s, conf_create_never, NULL,
+    CHECK_STATUS(a->Dispatch->NdkCreateListener(a, on_connect_event, s, ndk_create_never, NULL,
                                                 &s->listener),
                  STATUS_SUCCESS);
     ULONG len;
     struct sockaddr_storage ss = addr_of(ip, port, &len);
     CHECK_STATUS(s->listener->Dispatch->NdkListen(s->listener, (struct sockaddr *)&ss, len,
-                                                  conf_request_never, NULL),
+                                                  ndk_request_never, NULL),
                  expect);
     if (expect == STATUS_SUCCESS && chosen) {
         struct sockaddr_storage got;
@@ -138,7 +138,7 @@ static bool churning;
 static void establish(struct side *cl, struct side *sv, struct server *srv, const char *ip,
                       uint16_t port)
 {
-    CHECK_STATUS(cl->a->Dispatch->NdkCreateConnector(cl->a, conf_create_never, NULL, &cl->conn),
+    CHECK_STATUS(cl->a->Dispatch->NdkCreateConnector(cl->a, ndk_create_never, NULL, &cl->conn),
                  STATUS_SUCCESS);
     ULONG slen, dlen;
     struct sockaddr_storage src = addr_of(ip, 0, &slen), dst = addr_of(ip, port, &dlen);
@@ -372,7 +372,7 @@ TEST(listen_twice_and_address_buffer_protocol)
     ULONG len;
     struct sockaddr_storage ss = addr_of("127.0.0.1", 0, &len);
     CHECK_STATUS(s.listener->Dispatch->NdkListen(s.listener, (struct sockaddr *)&ss, len,
-                                                 conf_request_never, NULL),
+                                                 ndk_request_never, NULL),
                  STATUS_INVALID_DEVICE_STATE);
     ULONG small = 4;
     CHECK_STATUS(s.listener->Dispatch->NdkGetLocalAddress(s.listener, (struct sockaddr *)&ss, &small),
@@ -388,7 +388,7 @@ TEST(listen_twice_and_address_buffer_protocol)
 static NTSTATUS connect_to(NDK_ADAPTER *a, NDK_QP *qp, NDK_CONNECTOR **pc, const char *ip,
                            uint16_t port, const void *pd, ULONG pdlen, struct conf_req *r)
 {
-    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, pc), STATUS_SUCCESS);
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, pc), STATUS_SUCCESS);
     ULONG slen, dlen;
     struct sockaddr_storage src = addr_of(ip, 0, &slen), dst = addr_of(ip, port, &dlen);
     conf_req_init(r);
@@ -427,7 +427,7 @@ TEST(connect_rejected_with_private_data_is_refused)
     listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
     struct side cl;
     side_init(&cl, a);
-    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, &cl.conn),
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &cl.conn),
                  STATUS_SUCCESS);
     ULONG slen, dlen;
     struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
@@ -602,7 +602,7 @@ TEST(connect_argument_statuses)
     listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
     struct side cl;
     side_init(&cl, a);
-    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, &cl.conn),
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &cl.conn),
                  STATUS_SUCCESS);
     ULONG slen, dlen;
     struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
@@ -610,17 +610,18 @@ TEST(connect_argument_statuses)
     char big[512] = {0};
     CHECK_STATUS(cl.conn->Dispatch->NdkConnect(cl.conn, cl.qp, (struct sockaddr *)&src, slen,
                                                (struct sockaddr *)&dst, dlen, 1, 1, big,
-                                               info.MaxCallerData + 1, conf_request_never, NULL),
+                                               info.MaxCallerData + 1, ndk_request_never, NULL),
                  STATUS_INVALID_BUFFER_SIZE);
     struct sockaddr_storage other = addr_of("192.0.2.1", 0, &slen);
     CHECK_STATUS(cl.conn->Dispatch->NdkConnect(cl.conn, cl.qp, (struct sockaddr *)&other, slen,
                                                (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
-                                               conf_request_never, NULL),
+                                               ndk_request_never, NULL),
                  STATUS_INVALID_ADDRESS);
     /* CompleteConnect before a Connect completed */
-    CHECK_STATUS(cl.conn->Dispatch->NdkCompleteConnect(cl.conn, NULL, NULL, conf_request_never, NULL),
-                 STATUS_CONNECTION_INVALID);
-    CHECK_STATUS(cl.conn->Dispatch->NdkDisconnect(cl.conn, conf_request_never, NULL),
+    CHECK_STATUS(
+        cl.conn->Dispatch->NdkCompleteConnect(cl.conn, NULL, NULL, ndk_request_never, NULL),
+        STATUS_CONNECTION_INVALID);
+    CHECK_STATUS(cl.conn->Dispatch->NdkDisconnect(cl.conn, ndk_request_never, NULL),
                  STATUS_CONNECTION_INVALID);
     ULONG pdlen = 0;
     CHECK_STATUS(cl.conn->Dispatch->NdkGetConnectionData(cl.conn, NULL, NULL, NULL, &pdlen),
@@ -633,11 +634,11 @@ TEST(connect_argument_statuses)
                                                conf_req_done, &r),
                  STATUS_PENDING);
     NDK_CONNECTOR *c2;
-    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, &c2), STATUS_SUCCESS);
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &c2), STATUS_SUCCESS);
     src = addr_of("127.0.0.1", 0, &slen);
     CHECK_STATUS(c2->Dispatch->NdkConnect(c2, cl.qp, (struct sockaddr *)&src, slen,
                                           (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
-                                          conf_request_never, NULL),
+                                          ndk_request_never, NULL),
                  STATUS_CONNECTION_ACTIVE);
     conf_close_wait(&c2->Header);
     /* the incoming side: close the request without answering = reject */
@@ -657,7 +658,7 @@ TEST(close_connector_while_connecting_cancels_connect)
     NDK_ADAPTER *a = conf_open();
     struct side cl;
     side_init(&cl, a);
-    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, &cl.conn),
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &cl.conn),
                  STATUS_SUCCESS);
     ULONG slen, dlen;
     struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
@@ -670,7 +671,7 @@ TEST(close_connector_while_connecting_cancels_connect)
                  STATUS_PENDING);
     struct harness_event closed;
     harness_event_init(&closed);
-    NTSTATUS st = conf_close_raw(&cl.conn->Header, conf_close_signal, &closed);
+    NTSTATUS st = ndk_close_any(&cl.conn->Header, conf_close_signal, &closed);
     CHECK(st == STATUS_PENDING);
     CHECK(harness_event_wait(&r.ev, 1, CONF_WAIT_MS));
     CHECK_STATUS(r.status, STATUS_CANCELLED);
@@ -697,7 +698,7 @@ TEST(listener_close_keeps_port_until_connectors_close)
     establish(&cl, &sv, &srv, "127.0.0.1", port);
     struct harness_event lclosed;
     harness_event_init(&lclosed);
-    CHECK_STATUS(conf_close_raw(&srv.listener->Header, conf_close_signal, &lclosed),
+    CHECK_STATUS(ndk_close_any(&srv.listener->Header, conf_close_signal, &lclosed),
                  STATUS_PENDING);
     /* refuses new connections at once */
     struct side c2;
@@ -731,7 +732,7 @@ TEST(shared_endpoint_connects_to_distinct_peers)
     ULONG len;
     struct sockaddr_storage local = addr_of("127.0.0.1", 0, &len);
     CHECK_STATUS(a->Dispatch->NdkCreateSharedEndpoint(a, (struct sockaddr *)&local, len,
-                                                      conf_create_never, NULL, &se),
+                                                      ndk_create_never, NULL, &se),
                  STATUS_SUCCESS);
     struct sockaddr_storage got;
     ULONG glen = sizeof got;
@@ -751,7 +752,7 @@ TEST(shared_endpoint_connects_to_distinct_peers)
     struct server *srv[2] = {&s1, &s2};
     uint16_t ports[2] = {p1, p2};
     for (int i = 0; i < 2; i++) {
-        CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, &cl[i]->conn),
+        CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &cl[i]->conn),
                      STATUS_SUCCESS);
         ULONG dlen;
         struct sockaddr_storage dst = addr_of("127.0.0.1", ports[i], &dlen);
@@ -783,19 +784,19 @@ TEST(shared_endpoint_connects_to_distinct_peers)
         CHECK_STATUS(conf_req_wait(&ra, STATUS_PENDING), STATUS_SUCCESS);
     }
     /* the same peer again over the same endpoint: the 4-tuple exists */
-    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, &c3.conn),
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &c3.conn),
                  STATUS_SUCCESS);
     ULONG dlen;
     struct sockaddr_storage dst = addr_of("127.0.0.1", p1, &dlen);
     CHECK_STATUS(c3.conn->Dispatch->NdkConnectWithSharedEndpoint(c3.conn, c3.qp, se,
                                                                  (struct sockaddr *)&dst, dlen, 1,
-                                                                 1, NULL, 0, conf_request_never,
+                                                                 1, NULL, 0, ndk_request_never,
                                                                  NULL),
                  STATUS_ADDRESS_ALREADY_EXISTS);
     /* the shared endpoint's close waits for its connectors */
     struct harness_event seclosed;
     harness_event_init(&seclosed);
-    CHECK_STATUS(conf_close_raw(&se->Header, conf_close_signal, &seclosed), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&se->Header, conf_close_signal, &seclosed), STATUS_PENDING);
     side_close(&c3);
     side_close(&c1);
     side_close(&c2);
@@ -826,7 +827,7 @@ TEST_T(listener_serves_100_concurrent_clients, 120)
     static struct conf_req rc[N], ra[N], rr[N];
     for (int i = 0; i < N; i++) {
         side_init(&cl[i], ac);
-        CHECK_STATUS(ac->Dispatch->NdkCreateConnector(ac, conf_create_never, NULL, &cl[i].conn),
+        CHECK_STATUS(ac->Dispatch->NdkCreateConnector(ac, ndk_create_never, NULL, &cl[i].conn),
                      STATUS_SUCCESS);
         ULONG slen, dlen;
         struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
@@ -928,12 +929,12 @@ TEST(flush_of_connected_qp_aborts_without_local_disconnect_event)
     CHECK(!harness_event_wait(&cl.disc.ev, 1, CONF_QUIET_MS));
     CHECK_STATUS(cl.qp->Dispatch->NdkSend(cl.qp, NULL, NULL, 0, 0), STATUS_CONNECTION_INVALID);
     /* disconnecting a connection that is already down completes at once */
-    CHECK_STATUS(cl.conn->Dispatch->NdkDisconnect(cl.conn, conf_request_never, NULL),
+    CHECK_STATUS(cl.conn->Dispatch->NdkDisconnect(cl.conn, ndk_request_never, NULL),
                  STATUS_SUCCESS);
     CHECK_EQ_U64(atomic_load(&sv.disc.n), 1);
     /* a QP that served a connection is never reused: refused inline, nothing sent */
     NDK_CONNECTOR *again;
-    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, &again),
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &again),
                  STATUS_SUCCESS);
     ULONG slen, dlen;
     struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
@@ -941,7 +942,7 @@ TEST(flush_of_connected_qp_aborts_without_local_disconnect_event)
     unsigned events = atomic_load(&srv.n);
     CHECK_STATUS(again->Dispatch->NdkConnect(again, cl.qp, (struct sockaddr *)&src, slen,
                                              (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
-                                             conf_request_never, NULL),
+                                             ndk_request_never, NULL),
                  STATUS_INVALID_DEVICE_STATE);
     CHECK(!harness_event_wait(&srv.ev, events + 1, CONF_QUIET_MS));
     conf_close_wait(&again->Header);
@@ -984,7 +985,7 @@ TEST(send_right_after_complete_connect_reaches_the_passive_qp)
         struct side cl, sv;
         side_init(&cl, a);
         side_init(&sv, a);
-        CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, &cl.conn),
+        CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &cl.conn),
                      STATUS_SUCCESS);
         ULONG slen, dlen;
         struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),

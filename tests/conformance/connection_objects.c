@@ -10,7 +10,7 @@
 static NDK_LISTENER *make_listener(NDK_ADAPTER *a)
 {
     NDK_LISTENER *l = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreateListener(a, conf_connect_never, NULL, conf_create_never,
+    CHECK_STATUS(a->Dispatch->NdkCreateListener(a, conf_connect_never, NULL, ndk_create_never,
                                                 NULL, &l),
                  STATUS_SUCCESS);
     CHECK(l != NULL);
@@ -20,7 +20,7 @@ static NDK_LISTENER *make_listener(NDK_ADAPTER *a)
 static NDK_CONNECTOR *make_connector(NDK_ADAPTER *a)
 {
     NDK_CONNECTOR *c = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, &c), STATUS_SUCCESS);
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &c), STATUS_SUCCESS);
     CHECK(c != NULL);
     return c;
 }
@@ -39,9 +39,9 @@ TEST(listener_create_close)
 {
     NDK_ADAPTER *a = conf_open();
     NDK_LISTENER *l = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreateListener(a, NULL, NULL, conf_create_never, NULL, &l),
+    CHECK_STATUS(a->Dispatch->NdkCreateListener(a, NULL, NULL, ndk_create_never, NULL, &l),
                  STATUS_INVALID_PARAMETER);
-    CHECK_STATUS(a->Dispatch->NdkCreateListener(a, conf_connect_never, NULL, conf_create_never,
+    CHECK_STATUS(a->Dispatch->NdkCreateListener(a, conf_connect_never, NULL, ndk_create_never,
                                                 NULL, NULL),
                  STATUS_INVALID_PARAMETER);
     CHECK(l == NULL);
@@ -51,7 +51,7 @@ TEST(listener_create_close)
     l->Dispatch->NdkControlConnectEvents(l, FALSE);
     struct harness_event ev;
     harness_event_init(&ev);
-    CHECK_STATUS(conf_close_raw(&l->Header, conf_close_signal, &ev), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_close_any(&l->Header, conf_close_signal, &ev), STATUS_SUCCESS);
     CHECK(!harness_event_wait(&ev, 1, CONF_QUIET_MS));
     harness_event_destroy(&ev);
     conf_close_adapter(a);
@@ -60,13 +60,13 @@ TEST(listener_create_close)
 TEST(connector_create_close)
 {
     NDK_ADAPTER *a = conf_open();
-    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, NULL),
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, NULL),
                  STATUS_INVALID_PARAMETER);
     NDK_CONNECTOR *c = make_connector(a);
     CHECK_EQ_U64(c->Header.ObjectType, NdkObjectTypeConnector);
     struct harness_event ev;
     harness_event_init(&ev);
-    CHECK_STATUS(conf_close_raw(&c->Header, conf_close_signal, &ev), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_close_any(&c->Header, conf_close_signal, &ev), STATUS_SUCCESS);
     CHECK(!harness_event_wait(&ev, 1, CONF_QUIET_MS));
     harness_event_destroy(&ev);
     conf_close_adapter(a);
@@ -101,11 +101,11 @@ TEST(connector_calls_without_connection)
     ULONG ird = 0, ord = 0, pdlen = 0;
     CHECK_STATUS(d->NdkGetConnectionData(c, &ird, &ord, NULL, &pdlen), STATUS_INVALID_DEVICE_STATE);
     CHECK_STATUS(d->NdkReject(c, NULL, 0), STATUS_INVALID_DEVICE_STATE); /* nothing to reject */
-    CHECK_STATUS(d->NdkCompleteConnect(c, NULL, NULL, conf_request_never, NULL),
+    CHECK_STATUS(d->NdkCompleteConnect(c, NULL, NULL, ndk_request_never, NULL),
                  STATUS_CONNECTION_INVALID); /* not connecting */
-    CHECK_STATUS(d->NdkCompleteConnectEx(c, NULL, NULL, conf_request_never, NULL),
+    CHECK_STATUS(d->NdkCompleteConnectEx(c, NULL, NULL, ndk_request_never, NULL),
                  STATUS_CONNECTION_INVALID);
-    CHECK_STATUS(d->NdkDisconnect(c, conf_request_never, NULL), STATUS_CONNECTION_INVALID);
+    CHECK_STATUS(d->NdkDisconnect(c, ndk_request_never, NULL), STATUS_CONNECTION_INVALID);
     conf_close(&c->Header);
     conf_close_adapter(a);
 }
@@ -117,18 +117,18 @@ TEST(shared_endpoint_bad_address)
     NDK_SHARED_ENDPOINT *se = NULL;
     struct sockaddr_in sin = loopback(0);
     sin.sin_family = AF_UNIX; /* not an IP family */
-    CHECK_STATUS(create(a, (struct sockaddr *)&sin, sizeof sin, conf_create_never, NULL, &se),
+    CHECK_STATUS(create(a, (struct sockaddr *)&sin, sizeof sin, ndk_create_never, NULL, &se),
                  STATUS_INVALID_ADDRESS);
     sin.sin_family = 23; /* Windows' AF_INET6: not Linux's (decision 15) */
-    CHECK_STATUS(create(a, (struct sockaddr *)&sin, sizeof sin, conf_create_never, NULL, &se),
+    CHECK_STATUS(create(a, (struct sockaddr *)&sin, sizeof sin, ndk_create_never, NULL, &se),
                  STATUS_INVALID_ADDRESS);
     sin.sin_family = AF_INET; /* too short for its family */
-    CHECK_STATUS(create(a, (struct sockaddr *)&sin, 4, conf_create_never, NULL, &se),
+    CHECK_STATUS(create(a, (struct sockaddr *)&sin, 4, ndk_create_never, NULL, &se),
                  STATUS_INVALID_ADDRESS);
     struct sockaddr_in6 sin6;
     memset(&sin6, 0, sizeof sin6);
     sin6.sin6_family = AF_INET6;
-    CHECK_STATUS(create(a, (struct sockaddr *)&sin6, sizeof(struct sockaddr_in), conf_create_never,
+    CHECK_STATUS(create(a, (struct sockaddr *)&sin6, sizeof(struct sockaddr_in), ndk_create_never,
                         NULL, &se),
                  STATUS_INVALID_ADDRESS);
     CHECK(se == NULL);
@@ -144,7 +144,7 @@ TEST(shared_endpoint_create_close)
     NDK_SHARED_ENDPOINT *se = NULL;
     struct sockaddr_in sin = loopback(0);
     CHECK_STATUS(a->Dispatch->NdkCreateSharedEndpoint(a, (struct sockaddr *)&sin, sizeof sin,
-                                                      conf_create_never, NULL, &se),
+                                                      ndk_create_never, NULL, &se),
                  STATUS_SUCCESS);
     CHECK_EQ_U64(se->Header.ObjectType, NdkObjectTypeSharedEndpoint);
     struct sockaddr_in got;
@@ -162,7 +162,7 @@ TEST(shared_endpoint_create_close)
               o.EphemeralPortHigh);
     struct harness_event ev;
     harness_event_init(&ev);
-    CHECK_STATUS(conf_close_raw(&se->Header, conf_close_signal, &ev), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_close_any(&se->Header, conf_close_signal, &ev), STATUS_SUCCESS);
     CHECK(!harness_event_wait(&ev, 1, CONF_QUIET_MS));
     harness_event_destroy(&ev);
     conf_close_adapter(a);

@@ -65,24 +65,24 @@ TEST(cq_create_invalid_parameters)
     conf_query(a, &info);
     NDK_FN_CREATE_CQ create = a->Dispatch->NdkCreateCq;
     NDK_CQ *cq = NULL;
-    CHECK_STATUS(create(a, 0, conf_cq_notify, NULL, NULL, conf_create_never, NULL, &cq),
+    CHECK_STATUS(create(a, 0, conf_cq_notify, NULL, NULL, ndk_create_never, NULL, &cq),
                  STATUS_INVALID_PARAMETER);
-    CHECK_STATUS(create(a, info.MaxCqDepth + 1, conf_cq_notify, NULL, NULL, conf_create_never,
+    CHECK_STATUS(create(a, info.MaxCqDepth + 1, conf_cq_notify, NULL, NULL, ndk_create_never,
                         NULL, &cq),
                  STATUS_INVALID_PARAMETER);
-    CHECK_STATUS(create(a, 0xFFFFFFFFu, conf_cq_notify, NULL, NULL, conf_create_never, NULL, &cq),
+    CHECK_STATUS(create(a, 0xFFFFFFFFu, conf_cq_notify, NULL, NULL, ndk_create_never, NULL, &cq),
                  STATUS_INVALID_PARAMETER);
-    CHECK_STATUS(create(a, 4, NULL, NULL, NULL, conf_create_never, NULL, &cq),
+    CHECK_STATUS(create(a, 4, NULL, NULL, NULL, ndk_create_never, NULL, &cq),
                  STATUS_INVALID_PARAMETER);
-    CHECK_STATUS(create(a, 4, conf_cq_notify, NULL, NULL, conf_create_never, NULL, NULL),
+    CHECK_STATUS(create(a, 4, conf_cq_notify, NULL, NULL, ndk_create_never, NULL, NULL),
                  STATUS_INVALID_PARAMETER);
     CHECK(cq == NULL);
     /* Depth 1 and MaxCqDepth are in range; an affinity is a hint and accepted. */
     GROUP_AFFINITY aff = {.Mask = 1, .Group = 0};
-    CHECK_STATUS(create(a, 1, conf_cq_notify, NULL, &aff, conf_create_never, NULL, &cq),
+    CHECK_STATUS(create(a, 1, conf_cq_notify, NULL, &aff, ndk_create_never, NULL, &cq),
                  STATUS_SUCCESS);
     conf_close(&cq->Header);
-    CHECK_STATUS(create(a, info.MaxCqDepth, conf_cq_notify, NULL, NULL, conf_create_never, NULL,
+    CHECK_STATUS(create(a, info.MaxCqDepth, conf_cq_notify, NULL, NULL, ndk_create_never, NULL,
                         &cq),
                  STATUS_SUCCESS);
     conf_close(&cq->Header);
@@ -410,7 +410,7 @@ TEST(cq_resize_grow_keeps_entries_in_order)
     flush_n(&e, &c, 3, 1);
     CHECK_EQ_U64(drain_in_order(&c, 1, 1), 1); /* the ring's head moves: entries wrap */
     flush_n(&e, &c, 2, 4);                     /* 2,3,4,5 queued, full */
-    CHECK_STATUS(c.cq->Dispatch->NdkResizeCq(c.cq, 8, conf_request_never, NULL), STATUS_SUCCESS);
+    CHECK_STATUS(c.cq->Dispatch->NdkResizeCq(c.cq, 8, ndk_request_never, NULL), STATUS_SUCCESS);
     flush_n(&e, &c, 4, 6); /* fits only in the grown CQ */
     conf_cq_arm(&c, NDK_CQ_NOTIFY_ERRORS);
     CHECK(conf_cq_quiet(&c, 0)); /* no overrun */
@@ -427,17 +427,17 @@ TEST(cq_resize_shrink)
     conf_cq_create(e.a, &c, 8);
     flush_n(&e, &c, 5, 1);
     /* Below the queued count: STATUS_BUFFER_OVERFLOW, CQ unchanged (still depth 8). */
-    CHECK_STATUS(c.cq->Dispatch->NdkResizeCq(c.cq, 4, conf_request_never, NULL),
+    CHECK_STATUS(c.cq->Dispatch->NdkResizeCq(c.cq, 4, ndk_request_never, NULL),
                  STATUS_BUFFER_OVERFLOW);
     flush_n(&e, &c, 3, 6);
     conf_cq_arm(&c, NDK_CQ_NOTIFY_ERRORS);
     CHECK(conf_cq_quiet(&c, 0));
     CHECK_EQ_U64(drain_in_order(&c, 2, 1), 2);
     /* Down to exactly the queued count is fine, entries kept. */
-    CHECK_STATUS(c.cq->Dispatch->NdkResizeCq(c.cq, 6, conf_request_never, NULL), STATUS_SUCCESS);
+    CHECK_STATUS(c.cq->Dispatch->NdkResizeCq(c.cq, 6, ndk_request_never, NULL), STATUS_SUCCESS);
     CHECK_EQ_U64(drain_in_order(&c, 16, 3), 6);
     /* Empty: any depth >= 1. */
-    CHECK_STATUS(c.cq->Dispatch->NdkResizeCq(c.cq, 1, conf_request_never, NULL), STATUS_SUCCESS);
+    CHECK_STATUS(c.cq->Dispatch->NdkResizeCq(c.cq, 1, ndk_request_never, NULL), STATUS_SUCCESS);
     flush_n(&e, &c, 1, 20);
     CHECK_EQ_U64(drain_in_order(&c, 16, 20), 1);
     conf_cq_destroy(&c);
@@ -451,9 +451,9 @@ TEST(cq_resize_invalid_depth)
     conf_query(a, &info);
     struct conf_cq c;
     conf_cq_create(a, &c, 8);
-    CHECK_STATUS(c.cq->Dispatch->NdkResizeCq(c.cq, 0, conf_request_never, NULL),
+    CHECK_STATUS(c.cq->Dispatch->NdkResizeCq(c.cq, 0, ndk_request_never, NULL),
                  STATUS_INVALID_PARAMETER);
-    CHECK_STATUS(c.cq->Dispatch->NdkResizeCq(c.cq, info.MaxCqDepth + 1, conf_request_never, NULL),
+    CHECK_STATUS(c.cq->Dispatch->NdkResizeCq(c.cq, info.MaxCqDepth + 1, ndk_request_never, NULL),
                  STATUS_INVALID_PARAMETER);
     conf_cq_destroy(&c);
     conf_close_adapter(a);

@@ -11,7 +11,7 @@
 static NDK_MR *make_mr(NDK_PD *pd)
 {
     NDK_MR *mr = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, FALSE, conf_create_never, NULL, &mr),
+    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, FALSE, ndk_create_never, NULL, &mr),
                  STATUS_SUCCESS);
     return mr;
 }
@@ -25,9 +25,9 @@ TEST(lifecycle_close_without_successors_success_no_callback)
     NDK_MR *mr = make_mr(pd);
     struct conf_cq c;
     conf_cq_create(a, &c, 4);
-    CHECK_STATUS(conf_close_raw(&mr->Header, conf_close_signal, &ev), STATUS_SUCCESS);
-    CHECK_STATUS(conf_close_raw(&pd->Header, conf_close_signal, &ev), STATUS_SUCCESS);
-    CHECK_STATUS(conf_close_raw(&c.cq->Header, conf_close_signal, &ev), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_close_any(&mr->Header, conf_close_signal, &ev), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_close_any(&pd->Header, conf_close_signal, &ev), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_close_any(&c.cq->Header, conf_close_signal, &ev), STATUS_SUCCESS);
     CHECK_MSG(!harness_event_wait(&ev, 1, CONF_QUIET_MS),
               "close completion after close returned STATUS_SUCCESS");
     harness_event_destroy(&c.ev);
@@ -42,17 +42,17 @@ TEST(lifecycle_pd_close_pends_until_mr_closed)
     NDK_MR *mr = make_mr(pd);
     struct harness_event ev;
     harness_event_init(&ev);
-    CHECK_STATUS(conf_close_raw(&pd->Header, conf_close_signal, &ev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&pd->Header, conf_close_signal, &ev), STATUS_PENDING);
     CHECK_MSG(!harness_event_wait(&ev, 1, CONF_QUIET_MS), "PD close completed with an MR open");
     /* A closing PD takes no new children. */
     NDK_MR *mr2 = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, FALSE, conf_create_never, NULL, &mr2),
+    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, FALSE, ndk_create_never, NULL, &mr2),
                  STATUS_INVALID_DEVICE_STATE);
     /* The MR, still open, works. */
     static char buf[4096];
     MDL mdl;
     MmInitializeMdl(&mdl, buf, sizeof buf);
-    CHECK_STATUS(mr->Dispatch->NdkRegisterMr(mr, &mdl, sizeof buf, 0, conf_request_never, NULL),
+    CHECK_STATUS(mr->Dispatch->NdkRegisterMr(mr, &mdl, sizeof buf, 0, ndk_request_never, NULL),
                  STATUS_SUCCESS);
     CHECK_EQ_U64(harness_event_count(&ev), 0);
     conf_close(&mr->Header);
@@ -75,8 +75,8 @@ TEST(lifecycle_cq_close_pends_while_qp_uses_it)
     harness_event_init(&iev);
     atomic_store(&rcq.closed, true);
     atomic_store(&icq.closed, true);
-    CHECK_STATUS(conf_close_raw(&rcq.cq->Header, conf_close_signal, &rev), STATUS_PENDING);
-    CHECK_STATUS(conf_close_raw(&icq.cq->Header, conf_close_signal, &iev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&rcq.cq->Header, conf_close_signal, &rev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&icq.cq->Header, conf_close_signal, &iev), STATUS_PENDING);
     CHECK(!harness_event_wait(&rev, 1, CONF_QUIET_MS));
     CHECK_EQ_U64(harness_event_count(&iev), 0);
     /* The QP still works on its closing CQs. */
@@ -100,21 +100,21 @@ TEST(lifecycle_srq_close_pends_while_qp_uses_it)
     struct conf_cq c;
     conf_cq_create(a, &c, 8);
     NDK_SRQ *srq = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateSrq(pd, 4, 1, 0, NULL, NULL, NULL, conf_create_never,
+    CHECK_STATUS(pd->Dispatch->NdkCreateSrq(pd, 4, 1, 0, NULL, NULL, NULL, ndk_create_never,
                                             NULL, &srq),
                  STATUS_SUCCESS);
     NDK_QP *qp = NULL;
     CHECK_STATUS(pd->Dispatch->NdkCreateQpWithSrq(pd, c.cq, c.cq, srq, NULL, 2, 1, 0,
-                                                  conf_create_never, NULL, &qp),
+                                                  ndk_create_never, NULL, &qp),
                  STATUS_SUCCESS);
     struct harness_event ev;
     harness_event_init(&ev);
-    CHECK_STATUS(conf_close_raw(&srq->Header, conf_close_signal, &ev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&srq->Header, conf_close_signal, &ev), STATUS_PENDING);
     CHECK(!harness_event_wait(&ev, 1, CONF_QUIET_MS));
     /* A closing SRQ takes no new QPs. */
     NDK_QP *qp2 = NULL;
     NTSTATUS st = pd->Dispatch->NdkCreateQpWithSrq(pd, c.cq, c.cq, srq, NULL, 2, 1, 0,
-                                                   conf_create_never, NULL, &qp2);
+                                                   ndk_create_never, NULL, &qp2);
     CHECK_MSG(st != STATUS_SUCCESS, "QP created on a closing SRQ");
     conf_close(&qp->Header);
     CHECK(harness_event_wait(&ev, 1, CONF_WAIT_MS));
@@ -132,8 +132,8 @@ TEST(lifecycle_double_close_of_pending_object)
     NDK_MR *mr = make_mr(pd);
     struct harness_event ev;
     harness_event_init(&ev);
-    CHECK_STATUS(conf_close_raw(&pd->Header, conf_close_signal, &ev), STATUS_PENDING);
-    CHECK_STATUS(conf_close_raw(&pd->Header, conf_close_signal, &ev), STATUS_INVALID_DEVICE_STATE);
+    CHECK_STATUS(ndk_close_any(&pd->Header, conf_close_signal, &ev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&pd->Header, conf_close_signal, &ev), STATUS_INVALID_DEVICE_STATE);
     conf_close(&mr->Header);
     CHECK(harness_event_wait(&ev, 1, CONF_WAIT_MS));
     CHECK_MSG(!harness_event_wait(&ev, 2, CONF_QUIET_MS), "two close completions");
@@ -157,7 +157,7 @@ TEST(lifecycle_no_cq_notification_after_close)
     struct harness_event ev;
     harness_event_init(&ev);
     atomic_store(&c.closed, true);
-    CHECK_STATUS(conf_close_raw(&c.cq->Header, conf_close_signal, &ev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&c.cq->Header, conf_close_signal, &ev), STATUS_PENDING);
     conf_close(&qp->Header);
     CHECK(harness_event_wait(&ev, 1, CONF_WAIT_MS));
     CHECK_MSG(!harness_event_wait(&c.ev, 1, CONF_QUIET_MS), "CQ notified after close");
@@ -202,7 +202,7 @@ TEST(lifecycle_cq_close_waits_for_running_notification)
     CHECK(harness_wait_until(cb_running, &c, CONF_WAIT_MS));
     struct running_close rc = {.c = &c};
     harness_event_init(&rc.ev);
-    NTSTATUS st = conf_close_raw(&c.cq->Header, running_close_cb, &rc);
+    NTSTATUS st = ndk_close_any(&c.cq->Header, running_close_cb, &rc);
     /* the close itself must not block on the running callback */
     CHECK_STATUS(st, STATUS_PENDING);
     CHECK(harness_event_wait(&rc.ev, 1, CONF_WAIT_MS));
@@ -232,7 +232,7 @@ TEST(lifecycle_cq_close_cancels_held_back_notification)
     struct harness_event ev;
     harness_event_init(&ev);
     atomic_store(&c.closed, true);
-    NTSTATUS st = conf_close_raw(&c.cq->Header, conf_close_signal, &ev);
+    NTSTATUS st = ndk_close_any(&c.cq->Header, conf_close_signal, &ev);
     if (st == STATUS_PENDING)
         CHECK_MSG(harness_event_wait(&ev, 1, 500), "close waited for the moderation timer");
     else
@@ -263,7 +263,7 @@ static void nested_srq_closed(void *p)
 {
     struct nested *n = p;
     /* Close the SRQ's parent from inside the SRQ's close completion. */
-    n->pd_status = conf_close_raw(&n->pd->Header, nested_pd_closed, n);
+    n->pd_status = ndk_close_any(&n->pd->Header, nested_pd_closed, n);
     harness_event_signal(&n->srq_closed);
 }
 
@@ -276,14 +276,14 @@ TEST(lifecycle_close_parent_from_close_completion)
     struct conf_cq c;
     conf_cq_create(a, &c, 8);
     NDK_SRQ *srq = NULL;
-    CHECK_STATUS(n.pd->Dispatch->NdkCreateSrq(n.pd, 4, 1, 0, NULL, NULL, NULL, conf_create_never,
+    CHECK_STATUS(n.pd->Dispatch->NdkCreateSrq(n.pd, 4, 1, 0, NULL, NULL, NULL, ndk_create_never,
                                               NULL, &srq),
                  STATUS_SUCCESS);
     NDK_QP *qp = NULL;
     CHECK_STATUS(n.pd->Dispatch->NdkCreateQpWithSrq(n.pd, c.cq, c.cq, srq, NULL, 2, 1, 0,
-                                                    conf_create_never, NULL, &qp),
+                                                    ndk_create_never, NULL, &qp),
                  STATUS_SUCCESS);
-    CHECK_STATUS(conf_close_raw(&srq->Header, nested_srq_closed, &n), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&srq->Header, nested_srq_closed, &n), STATUS_PENDING);
     conf_close(&qp->Header);
     CHECK(harness_event_wait(&n.srq_closed, 1, CONF_WAIT_MS));
     if (n.pd_status == STATUS_PENDING)
@@ -318,7 +318,7 @@ static bool adapter_closing(void *p)
 {
     NDK_ADAPTER *a = p;
     NDK_PD *pd = NULL;
-    NTSTATUS st = a->Dispatch->NdkCreatePd(a, conf_create_never, NULL, &pd);
+    NTSTATUS st = a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd);
     if (st == STATUS_SUCCESS) {
         conf_close(&pd->Header);
         return false;
@@ -349,7 +349,7 @@ TEST(lifecycle_close_adapter_blocks_until_last_object_closed)
     struct conf_cq c;
     conf_cq_create(cl.a, &c, 8);
     NDK_QP *qp = conf_qp(pd, c.cq, c.cq, NULL, 2);
-    CHECK_STATUS(conf_close_raw(&c.cq->Header, closer_cq_closed, &cl), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&c.cq->Header, closer_cq_closed, &cl), STATUS_PENDING);
     pthread_t t;
     CHECK(pthread_create(&t, NULL, closer_thread, &cl) == 0);
     /* The adapter close has begun once new creates are refused. */
@@ -376,10 +376,10 @@ TEST(lifecycle_close_adapter_waits_for_close_completion_callback)
     struct conf_cq c;
     conf_cq_create(cl.a, &c, 8);
     NDK_QP *qp = conf_qp(pd, c.cq, c.cq, NULL, 2);
-    CHECK_STATUS(conf_close_raw(&c.cq->Header, closer_cq_closed_slowly, &cl), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&c.cq->Header, closer_cq_closed_slowly, &cl), STATUS_PENDING);
     struct harness_event pdev;
     harness_event_init(&pdev);
-    CHECK_STATUS(conf_close_raw(&pd->Header, conf_close_signal, &pdev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&pd->Header, conf_close_signal, &pdev), STATUS_PENDING);
     pthread_t t;
     CHECK(pthread_create(&t, NULL, closer_thread, &cl) == 0);
     CHECK(harness_wait_until(adapter_closing, cl.a, CONF_WAIT_MS));
@@ -409,14 +409,14 @@ TEST(lifecycle_last_close_races_adapter_close)
         struct conf_cq c;
         conf_cq_create(cl.a, &c, 8);
         NDK_QP *qp = conf_qp(pd, c.cq, c.cq, NULL, 2);
-        CHECK_STATUS(conf_close_raw(&c.cq->Header, closer_cq_closed, &cl), STATUS_PENDING);
+        CHECK_STATUS(ndk_close_any(&c.cq->Header, closer_cq_closed, &cl), STATUS_PENDING);
         pthread_t t;
         CHECK(pthread_create(&t, NULL, closer_thread, &cl) == 0);
         CHECK(harness_wait_until(adapter_closing, cl.a, CONF_WAIT_MS));
         struct harness_event pdev;
         harness_event_init(&pdev);
         /* pending: the QP holds it ... */
-        CHECK_STATUS(conf_close_raw(&pd->Header, conf_close_signal, &pdev), STATUS_PENDING);
+        CHECK_STATUS(ndk_close_any(&pd->Header, conf_close_signal, &pdev), STATUS_PENDING);
         conf_close(&qp->Header); /* ... until this last close, from this thread */
         CHECK(harness_event_wait(&cl.returned, 1, CONF_WAIT_MS));
         CHECK_EQ_U64(harness_event_count(&pdev), 1);
@@ -491,7 +491,7 @@ TEST(lifecycle_dispatch_interposition)
     unsigned expect = 0;
 
     NDK_PD *pd = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, conf_create_never, NULL, &pd), STATUS_SUCCESS);
+    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
     expect++;
     orig.pd = pd->Dispatch;
     pdd = *pd->Dispatch;
@@ -503,7 +503,7 @@ TEST(lifecycle_dispatch_interposition)
     struct conf_cq c;
     memset(&c, 0, sizeof c);
     harness_event_init(&c.ev);
-    CHECK_STATUS(a->Dispatch->NdkCreateCq(a, 8, conf_cq_notify, &c, NULL, conf_create_never, NULL,
+    CHECK_STATUS(a->Dispatch->NdkCreateCq(a, 8, conf_cq_notify, &c, NULL, ndk_create_never, NULL,
                                           &c.cq),
                  STATUS_SUCCESS);
     expect++;
@@ -516,7 +516,7 @@ TEST(lifecycle_dispatch_interposition)
 
     NDK_QP *qp = NULL;
     CHECK_STATUS(pd->Dispatch->NdkCreateQp(pd, c.cq, c.cq, (void *)0x77, 4, 4, 1, 1, 0,
-                                           conf_create_never, NULL, &qp),
+                                           ndk_create_never, NULL, &qp),
                  STATUS_SUCCESS);
     expect++;
     orig.qp = qp->Dispatch;
@@ -527,7 +527,7 @@ TEST(lifecycle_dispatch_interposition)
     qp->Dispatch = &qpd;
 
     NDK_MR *mr = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, FALSE, conf_create_never, NULL, &mr),
+    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, FALSE, ndk_create_never, NULL, &mr),
                  STATUS_SUCCESS);
     expect++;
     orig.mr = mr->Dispatch;
@@ -539,7 +539,7 @@ TEST(lifecycle_dispatch_interposition)
     static char buf[4096];
     MDL mdl;
     MmInitializeMdl(&mdl, buf, sizeof buf);
-    CHECK_STATUS(mr->Dispatch->NdkRegisterMr(mr, &mdl, sizeof buf, 1, conf_request_never, NULL),
+    CHECK_STATUS(mr->Dispatch->NdkRegisterMr(mr, &mdl, sizeof buf, 1, ndk_request_never, NULL),
                  STATUS_SUCCESS);
     expect++;
     CHECK(mr->Dispatch->NdkGetLocalTokenFromMr(mr) != 0);
@@ -595,33 +595,33 @@ TEST_T(lifecycle_create_close_cycles_no_fd_leak, 60)
         struct conf_cq c;
         conf_cq_create(a, &c, 4);
         NDK_MR *mr = make_mr(pd);
-        CHECK_STATUS(mr->Dispatch->NdkRegisterMr(mr, &mdl, sizeof buf, 5, conf_request_never,
+        CHECK_STATUS(mr->Dispatch->NdkRegisterMr(mr, &mdl, sizeof buf, 5, ndk_request_never,
                                                  NULL),
                      STATUS_SUCCESS);
         NDK_MR *fmr = NULL;
-        CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, TRUE, conf_create_never, NULL, &fmr),
+        CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, TRUE, ndk_create_never, NULL, &fmr),
                      STATUS_SUCCESS);
-        CHECK_STATUS(fmr->Dispatch->NdkInitializeFastRegisterMr(fmr, 2, TRUE, conf_request_never,
+        CHECK_STATUS(fmr->Dispatch->NdkInitializeFastRegisterMr(fmr, 2, TRUE, ndk_request_never,
                                                                 NULL),
                      STATUS_SUCCESS);
         NDK_MW *mw = NULL;
-        CHECK_STATUS(pd->Dispatch->NdkCreateMw(pd, conf_create_never, NULL, &mw), STATUS_SUCCESS);
+        CHECK_STATUS(pd->Dispatch->NdkCreateMw(pd, ndk_create_never, NULL, &mw), STATUS_SUCCESS);
         NDK_SRQ *srq = NULL;
-        CHECK_STATUS(pd->Dispatch->NdkCreateSrq(pd, 4, 1, 0, NULL, NULL, NULL, conf_create_never,
+        CHECK_STATUS(pd->Dispatch->NdkCreateSrq(pd, 4, 1, 0, NULL, NULL, NULL, ndk_create_never,
                                                 NULL, &srq),
                      STATUS_SUCCESS);
         NDK_QP *qp = conf_qp(pd, c.cq, c.cq, NULL, 2);
         conf_post_recvs(qp, 1, 1);
         NDK_QP *sqp = NULL;
         CHECK_STATUS(pd->Dispatch->NdkCreateQpWithSrq(pd, c.cq, c.cq, srq, NULL, 2, 1, 0,
-                                                      conf_create_never, NULL, &sqp),
+                                                      ndk_create_never, NULL, &sqp),
                      STATUS_SUCCESS);
         NDK_CONNECTOR *conn = NULL;
-        CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, &conn),
+        CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &conn),
                      STATUS_SUCCESS);
         NDK_LISTENER *l = NULL;
         CHECK_STATUS(a->Dispatch->NdkCreateListener(a, conf_connect_never, NULL,
-                                                    conf_create_never, NULL, &l),
+                                                    ndk_create_never, NULL, &l),
                      STATUS_SUCCESS);
         conf_close(&l->Header);
         conf_close(&conn->Header);

@@ -53,21 +53,21 @@ static uint16_t refusing_port(int *fd)
 static NDK_MR *make_mr(NDK_PD *pd, BOOLEAN fast)
 {
     NDK_MR *mr = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, fast, conf_create_never, NULL, &mr), STATUS_SUCCESS);
+    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, fast, ndk_create_never, NULL, &mr), STATUS_SUCCESS);
     return mr;
 }
 
 static NDK_MW *make_mw(NDK_PD *pd)
 {
     NDK_MW *mw = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateMw(pd, conf_create_never, NULL, &mw), STATUS_SUCCESS);
+    CHECK_STATUS(pd->Dispatch->NdkCreateMw(pd, ndk_create_never, NULL, &mw), STATUS_SUCCESS);
     return mw;
 }
 
 static NDK_SRQ *make_srq(NDK_PD *pd, ULONG depth)
 {
     NDK_SRQ *srq = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateSrq(pd, depth, 1, 0, NULL, NULL, NULL, conf_create_never,
+    CHECK_STATUS(pd->Dispatch->NdkCreateSrq(pd, depth, 1, 0, NULL, NULL, NULL, ndk_create_never,
                                             NULL, &srq),
                  STATUS_SUCCESS);
     return srq;
@@ -76,7 +76,7 @@ static NDK_SRQ *make_srq(NDK_PD *pd, ULONG depth)
 static NDK_CONNECTOR *make_connector(NDK_ADAPTER *a)
 {
     NDK_CONNECTOR *c = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, conf_create_never, NULL, &c), STATUS_SUCCESS);
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &c), STATUS_SUCCESS);
     return c;
 }
 
@@ -84,7 +84,7 @@ static NDK_LISTENER *make_listener(NDK_ADAPTER *a)
 {
     NDK_LISTENER *l = NULL;
     CHECK_STATUS(
-        a->Dispatch->NdkCreateListener(a, conf_connect_never, NULL, conf_create_never, NULL, &l),
+        a->Dispatch->NdkCreateListener(a, conf_connect_never, NULL, ndk_create_never, NULL, &l),
         STATUS_SUCCESS);
     return l;
 }
@@ -94,7 +94,7 @@ static NDK_SHARED_ENDPOINT *make_se(NDK_ADAPTER *a)
     NDK_SHARED_ENDPOINT *se = NULL;
     struct sockaddr_in sin = sin_of(0);
     CHECK_STATUS(a->Dispatch->NdkCreateSharedEndpoint(a, (struct sockaddr *)&sin, sizeof sin,
-                                                      conf_create_never, NULL, &se),
+                                                      ndk_create_never, NULL, &se),
                  STATUS_SUCCESS);
     return se;
 }
@@ -169,19 +169,19 @@ static void pair_begin(struct pair *p, const SOFTNDK_OPTIONS *o, ULONG sq_depth,
         conf_cq_create(p->a, &p->cicq, icq_depth);
     NDK_CQ *icq = p->own_icq ? p->cicq.cq : p->crcq.cq;
     CHECK_STATUS(p->pd->Dispatch->NdkCreateQp(p->pd, p->crcq.cq, icq, (void *)0xC1, 16, sq_depth, 4,
-                                              4, 64, conf_create_never, NULL, &p->cqp),
+                                              4, 64, ndk_create_never, NULL, &p->cqp),
                  STATUS_SUCCESS);
     conf_cq_create(p->a, &p->scq, 64);
     CHECK_STATUS(p->pd->Dispatch->NdkCreateQp(p->pd, p->scq.cq, p->scq.cq, (void *)0x5E, 16, 16, 4,
-                                              4, 64, conf_create_never, NULL, &p->sqp),
+                                              4, 64, ndk_create_never, NULL, &p->sqp),
                  STATUS_SUCCESS);
     harness_event_init(&p->incoming_ev);
     CHECK_STATUS(
-        p->a->Dispatch->NdkCreateListener(p->a, pair_on_connect, p, conf_create_never, NULL, &p->l),
+        p->a->Dispatch->NdkCreateListener(p->a, pair_on_connect, p, ndk_create_never, NULL, &p->l),
         STATUS_SUCCESS);
     struct sockaddr_in sin = sin_of(0);
     CHECK_STATUS(p->l->Dispatch->NdkListen(p->l, (struct sockaddr *)&sin, sizeof sin,
-                                           conf_request_never, NULL),
+                                           ndk_request_never, NULL),
                  STATUS_SUCCESS);
     ULONG len = sizeof sin;
     CHECK_STATUS(p->l->Dispatch->NdkGetLocalAddress(p->l, (struct sockaddr *)&sin, &len),
@@ -318,16 +318,16 @@ static void call_every_method(const struct zoo *z, const struct bad_this *x)
     NDK_ADAPTER_INFO info;
     ULONG isize = sizeof info;
     CHECK_STATUS(ad->NdkQueryAdapterInfo(x->adapter, &info, &isize), IP);
-    CHECK_STATUS(ad->NdkCreateCq(x->adapter, 4, conf_cq_notify, NULL, NULL, conf_create_never, NULL,
+    CHECK_STATUS(ad->NdkCreateCq(x->adapter, 4, conf_cq_notify, NULL, NULL, ndk_create_never, NULL,
                                  (NDK_CQ **)&out),
                  IP);
-    CHECK_STATUS(ad->NdkCreatePd(x->adapter, conf_create_never, NULL, (NDK_PD **)&out), IP);
+    CHECK_STATUS(ad->NdkCreatePd(x->adapter, ndk_create_never, NULL, (NDK_PD **)&out), IP);
     CHECK_STATUS(ad->NdkCreateSharedEndpoint(x->adapter, (struct sockaddr *)&sin, sizeof sin,
-                                             conf_create_never, NULL, (NDK_SHARED_ENDPOINT **)&out),
+                                             ndk_create_never, NULL, (NDK_SHARED_ENDPOINT **)&out),
                  IP);
     CHECK_STATUS(
-        ad->NdkCreateConnector(x->adapter, conf_create_never, NULL, (NDK_CONNECTOR **)&out), IP);
-    CHECK_STATUS(ad->NdkCreateListener(x->adapter, conf_connect_never, NULL, conf_create_never,
+        ad->NdkCreateConnector(x->adapter, ndk_create_never, NULL, (NDK_CONNECTOR **)&out), IP);
+    CHECK_STATUS(ad->NdkCreateListener(x->adapter, conf_connect_never, NULL, ndk_create_never,
                                        NULL, (NDK_LISTENER **)&out),
                  IP);
     union {
@@ -336,7 +336,7 @@ static void call_every_method(const struct zoo *z, const struct bad_this *x)
     } u;
     memset(&u, 0, sizeof u);
     ULONG lsize = sizeof u, fbo = 77;
-    CHECK_STATUS(ad->NdkBuildLAM(x->adapter, &mdl, sizeof buf, conf_request_never, NULL, &u.lam,
+    CHECK_STATUS(ad->NdkBuildLAM(x->adapter, &mdl, sizeof buf, ndk_request_never, NULL, &u.lam,
                                  &lsize, &fbo),
                  IP);
     CHECK_EQ_U64(lsize, sizeof u);
@@ -349,16 +349,16 @@ static void call_every_method(const struct zoo *z, const struct bad_this *x)
     /* PD */
     const NDK_PD_DISPATCH *pd = z->pd->Dispatch;
     CHECK_STATUS(pd->NdkClosePd(x->hdr, conf_close_signal, NULL), IP);
-    CHECK_STATUS(pd->NdkCreateMr(x->pd, FALSE, conf_create_never, NULL, (NDK_MR **)&out), IP);
-    CHECK_STATUS(pd->NdkCreateMw(x->pd, conf_create_never, NULL, (NDK_MW **)&out), IP);
-    CHECK_STATUS(pd->NdkCreateSrq(x->pd, 4, 1, 0, NULL, NULL, NULL, conf_create_never, NULL,
+    CHECK_STATUS(pd->NdkCreateMr(x->pd, FALSE, ndk_create_never, NULL, (NDK_MR **)&out), IP);
+    CHECK_STATUS(pd->NdkCreateMw(x->pd, ndk_create_never, NULL, (NDK_MW **)&out), IP);
+    CHECK_STATUS(pd->NdkCreateSrq(x->pd, 4, 1, 0, NULL, NULL, NULL, ndk_create_never, NULL,
                                   (NDK_SRQ **)&out),
                  IP);
-    CHECK_STATUS(pd->NdkCreateQp(x->pd, z->c.cq, z->c.cq, NULL, 4, 4, 1, 1, 0, conf_create_never,
+    CHECK_STATUS(pd->NdkCreateQp(x->pd, z->c.cq, z->c.cq, NULL, 4, 4, 1, 1, 0, ndk_create_never,
                                  NULL, (NDK_QP **)&out),
                  IP);
     CHECK_STATUS(pd->NdkCreateQpWithSrq(x->pd, z->c.cq, z->c.cq, z->srq, NULL, 4, 1, 0,
-                                        conf_create_never, NULL, (NDK_QP **)&out),
+                                        ndk_create_never, NULL, (NDK_QP **)&out),
                  IP);
     UINT32 tok = 0x1234;
     pd->NdkGetPrivilegedMemoryRegionToken(x->pd, &tok);
@@ -368,7 +368,7 @@ static void call_every_method(const struct zoo *z, const struct bad_this *x)
     /* CQ */
     const NDK_CQ_DISPATCH *cq = z->c.cq->Dispatch;
     CHECK_STATUS(cq->NdkCloseCq(x->hdr, conf_close_signal, NULL), IP);
-    CHECK_STATUS(cq->NdkResizeCq(x->cq, 8, conf_request_never, NULL), IP);
+    CHECK_STATUS(cq->NdkResizeCq(x->cq, 8, ndk_request_never, NULL), IP);
     cq->NdkArmCq(x->cq, NDK_CQ_NOTIFY_ANY);
     NDK_RESULT r[2];
     NDK_RESULT_EX rx[2];
@@ -379,9 +379,9 @@ static void call_every_method(const struct zoo *z, const struct bad_this *x)
     /* MR */
     const NDK_MR_DISPATCH *mr = z->mr->Dispatch;
     CHECK_STATUS(mr->NdkCloseMr(x->hdr, conf_close_signal, NULL), IP);
-    CHECK_STATUS(mr->NdkRegisterMr(x->mr, &mdl, sizeof buf, 0, conf_request_never, NULL), IP);
-    CHECK_STATUS(mr->NdkDeregisterMr(x->mr, conf_request_never, NULL), IP);
-    CHECK_STATUS(mr->NdkInitializeFastRegisterMr(x->mr, 4, FALSE, conf_request_never, NULL), IP);
+    CHECK_STATUS(mr->NdkRegisterMr(x->mr, &mdl, sizeof buf, 0, ndk_request_never, NULL), IP);
+    CHECK_STATUS(mr->NdkDeregisterMr(x->mr, ndk_request_never, NULL), IP);
+    CHECK_STATUS(mr->NdkInitializeFastRegisterMr(x->mr, 4, FALSE, ndk_request_never, NULL), IP);
     CHECK_EQ_U64(mr->NdkGetRemoteTokenFromMr(x->mr), 0);
     CHECK_EQ_U64(mr->NdkGetLocalTokenFromMr(x->mr), 0);
 
@@ -393,7 +393,7 @@ static void call_every_method(const struct zoo *z, const struct bad_this *x)
     /* SRQ */
     const NDK_SRQ_DISPATCH *srq = z->srq->Dispatch;
     CHECK_STATUS(srq->NdkCloseSrq(x->hdr, conf_close_signal, NULL), IP);
-    CHECK_STATUS(srq->NdkModifySrq(x->srq, 8, 1, conf_request_never, NULL), IP);
+    CHECK_STATUS(srq->NdkModifySrq(x->srq, 8, 1, ndk_request_never, NULL), IP);
     CHECK_STATUS(srq->NdkSrqReceive(x->srq, NULL, &sge, 1), IP);
 
     /* QP */
@@ -417,18 +417,18 @@ static void call_every_method(const struct zoo *z, const struct bad_this *x)
     CHECK_STATUS(cn->NdkCloseConnector(x->hdr, conf_close_signal, NULL), IP);
     CHECK_STATUS(cn->NdkConnect(x->conn, z->qp, (struct sockaddr *)&sin, sizeof sin,
                                 (struct sockaddr *)&dst, sizeof dst, 1, 1, NULL, 0,
-                                conf_request_never, NULL),
+                                ndk_request_never, NULL),
                  IP);
     CHECK_STATUS(cn->NdkConnectWithSharedEndpoint(x->conn, z->qp, z->se, (struct sockaddr *)&dst,
-                                                  sizeof dst, 1, 1, NULL, 0, conf_request_never,
+                                                  sizeof dst, 1, 1, NULL, 0, ndk_request_never,
                                                   NULL),
                  IP);
-    CHECK_STATUS(cn->NdkCompleteConnect(x->conn, NULL, NULL, conf_request_never, NULL), IP);
-    CHECK_STATUS(cn->NdkCompleteConnectEx(x->conn, NULL, NULL, conf_request_never, NULL), IP);
-    CHECK_STATUS(cn->NdkAccept(x->conn, z->qp, 1, 1, NULL, 0, NULL, NULL, conf_request_never, NULL),
+    CHECK_STATUS(cn->NdkCompleteConnect(x->conn, NULL, NULL, ndk_request_never, NULL), IP);
+    CHECK_STATUS(cn->NdkCompleteConnectEx(x->conn, NULL, NULL, ndk_request_never, NULL), IP);
+    CHECK_STATUS(cn->NdkAccept(x->conn, z->qp, 1, 1, NULL, 0, NULL, NULL, ndk_request_never, NULL),
                  IP);
     CHECK_STATUS(
-        cn->NdkAcceptEx(x->conn, z->qp, 1, 1, NULL, 0, NULL, NULL, conf_request_never, NULL), IP);
+        cn->NdkAcceptEx(x->conn, z->qp, 1, 1, NULL, 0, NULL, NULL, ndk_request_never, NULL), IP);
     CHECK_STATUS(cn->NdkReject(x->conn, NULL, 0), IP);
     CHECK_STATUS(cn->NdkGetConnectionData(x->conn, &ird, &ord, NULL, &pdlen), IP);
     CHECK_EQ_U64(ird, 5);
@@ -436,13 +436,13 @@ static void call_every_method(const struct zoo *z, const struct bad_this *x)
     CHECK_STATUS(cn->NdkGetLocalAddress(x->conn, (struct sockaddr *)&sin, &alen), IP);
     CHECK_STATUS(cn->NdkGetPeerAddress(x->conn, (struct sockaddr *)&sin, &alen), IP);
     CHECK_EQ_U64(alen, sizeof sin);
-    CHECK_STATUS(cn->NdkDisconnect(x->conn, conf_request_never, NULL), IP);
+    CHECK_STATUS(cn->NdkDisconnect(x->conn, ndk_request_never, NULL), IP);
 
     /* listener */
     const NDK_LISTENER_DISPATCH *ld = z->l->Dispatch;
     CHECK_STATUS(ld->NdkCloseListener(x->hdr, conf_close_signal, NULL), IP);
     sin = sin_of(0);
-    CHECK_STATUS(ld->NdkListen(x->l, (struct sockaddr *)&sin, sizeof sin, conf_request_never, NULL),
+    CHECK_STATUS(ld->NdkListen(x->l, (struct sockaddr *)&sin, sizeof sin, ndk_request_never, NULL),
                  IP);
     CHECK_STATUS(ld->NdkGetLocalAddress(x->l, (struct sockaddr *)&sin, &alen), IP);
     ld->NdkControlConnectEvents(x->l, TRUE);
@@ -523,10 +523,10 @@ TEST(misuse_wrong_object_type_in_arguments)
     const NDK_CONNECTOR_DISPATCH *cn = z.conn->Dispatch;
 #define CONNECT(q)                                                                                 \
     cn->NdkConnect(z.conn, (q), (struct sockaddr *)&src, sizeof src, (struct sockaddr *)&dst,      \
-                   sizeof dst, 1, 1, NULL, 0, conf_request_never, NULL)
+                   sizeof dst, 1, 1, NULL, 0, ndk_request_never, NULL)
 #define CONNECT_SE(q, s)                                                                           \
     cn->NdkConnectWithSharedEndpoint(z.conn, (q), (s), (struct sockaddr *)&dst, sizeof dst, 1, 1,  \
-                                     NULL, 0, conf_request_never, NULL)
+                                     NULL, 0, ndk_request_never, NULL)
     CHECK_STATUS(CONNECT(AS(NDK_QP, z.c.cq)), STATUS_INVALID_PARAMETER); /* a CQ as the QP */
     CHECK_STATUS(CONNECT(NULL), STATUS_INVALID_PARAMETER);
     CHECK_STATUS(CONNECT(bqp), STATUS_INVALID_PARAMETER); /* a QP of another adapter */
@@ -614,10 +614,10 @@ TEST(misuse_small_foreign_object_is_not_read_past)
         qd->NdkFlush(fake);
         CHECK_STATUS(qd->NdkCloseQp(&fake->Header, NULL, NULL), STATUS_INVALID_PARAMETER);
         CHECK_STATUS(z.pd->Dispatch->NdkCreateQp(AS(NDK_PD, fake), z.c.cq, z.c.cq, NULL, 4, 4, 1, 1,
-                                                 0, conf_create_never, NULL, &fake),
+                                                 0, ndk_create_never, NULL, &fake),
                      STATUS_INVALID_PARAMETER);
         CHECK_STATUS(z.pd->Dispatch->NdkCreateQp(z.pd, AS(NDK_CQ, fake), z.c.cq, NULL, 4, 4, 1, 1,
-                                                 0, conf_create_never, NULL, &fake),
+                                                 0, ndk_create_never, NULL, &fake),
                      STATUS_INVALID_PARAMETER);
         CHECK_EQ_U64(z.c.cq->Dispatch->NdkGetCqResults(AS(NDK_CQ, fake), NULL, 0), 0);
         CHECK_STATUS(SoftNdkQueryCounters(AS(NDK_ADAPTER, fake), NULL), STATUS_INVALID_PARAMETER);
@@ -637,18 +637,18 @@ TEST(misuse_null_in_and_out_arguments)
     zoo_open(&z);
     const NTSTATUS IP = STATUS_INVALID_PARAMETER;
     struct sockaddr_in sin = sin_of(0), dst = sin_of(9);
-    CHECK_STATUS(z.a->Dispatch->NdkCreatePd(z.a, conf_create_never, NULL, NULL), IP);
+    CHECK_STATUS(z.a->Dispatch->NdkCreatePd(z.a, ndk_create_never, NULL, NULL), IP);
     CHECK_STATUS(z.a->Dispatch->NdkCreateSharedEndpoint(z.a, (struct sockaddr *)&sin, sizeof sin,
-                                                        conf_create_never, NULL, NULL),
+                                                        ndk_create_never, NULL, NULL),
                  IP);
     NDK_SHARED_ENDPOINT *se = NULL;
     CHECK_STATUS(
-        z.a->Dispatch->NdkCreateSharedEndpoint(z.a, NULL, sizeof sin, conf_create_never, NULL, &se),
+        z.a->Dispatch->NdkCreateSharedEndpoint(z.a, NULL, sizeof sin, ndk_create_never, NULL, &se),
         STATUS_INVALID_ADDRESS);
     CHECK(se == NULL);
-    CHECK_STATUS(z.pd->Dispatch->NdkCreateMr(z.pd, FALSE, conf_create_never, NULL, NULL), IP);
+    CHECK_STATUS(z.pd->Dispatch->NdkCreateMr(z.pd, FALSE, ndk_create_never, NULL, NULL), IP);
     CHECK_STATUS(z.pd->Dispatch->NdkCreateQpWithSrq(z.pd, z.c.cq, z.c.cq, z.srq, NULL, 4, 1, 0,
-                                                    conf_create_never, NULL, NULL),
+                                                    ndk_create_never, NULL, NULL),
                  IP);
     z.pd->Dispatch->NdkGetPrivilegedMemoryRegionToken(z.pd, NULL); /* nothing to write */
 
@@ -662,19 +662,19 @@ TEST(misuse_null_in_and_out_arguments)
     } u;
     memset(&u, 0, sizeof u);
     ULONG lsize = sizeof u, fbo = 0;
-    CHECK_STATUS(z.a->Dispatch->NdkBuildLAM(z.a, &mdl, sizeof buf, conf_request_never, NULL, &u.lam,
+    CHECK_STATUS(z.a->Dispatch->NdkBuildLAM(z.a, &mdl, sizeof buf, ndk_request_never, NULL, &u.lam,
                                             NULL, &fbo),
                  IP);
-    CHECK_STATUS(z.a->Dispatch->NdkBuildLAM(z.a, &mdl, sizeof buf, conf_request_never, NULL, &u.lam,
+    CHECK_STATUS(z.a->Dispatch->NdkBuildLAM(z.a, &mdl, sizeof buf, ndk_request_never, NULL, &u.lam,
                                             &lsize, NULL),
                  IP);
-    CHECK_STATUS(z.a->Dispatch->NdkBuildLAM(z.a, NULL, sizeof buf, conf_request_never, NULL, &u.lam,
+    CHECK_STATUS(z.a->Dispatch->NdkBuildLAM(z.a, NULL, sizeof buf, ndk_request_never, NULL, &u.lam,
                                             &lsize, &fbo),
                  IP);
     /* Releasing a mapping never built, or twice: logged, nothing done. */
     z.a->Dispatch->NdkReleaseLAM(z.a, &u.lam);
     z.a->Dispatch->NdkReleaseLAM(z.a, NULL);
-    CHECK_STATUS(z.a->Dispatch->NdkBuildLAM(z.a, &mdl, sizeof buf, conf_request_never, NULL, &u.lam,
+    CHECK_STATUS(z.a->Dispatch->NdkBuildLAM(z.a, &mdl, sizeof buf, ndk_request_never, NULL, &u.lam,
                                             &lsize, &fbo),
                  STATUS_SUCCESS);
     z.a->Dispatch->NdkReleaseLAM(z.a, &u.lam);
@@ -708,30 +708,30 @@ TEST(misuse_null_in_and_out_arguments)
                                 (struct sockaddr *)&dst, sizeof dst, 1, 1, NULL, 0, NULL, NULL),
                  IP);
     CHECK_STATUS(cn->NdkConnect(z.conn, z.qp, NULL, sizeof sin, (struct sockaddr *)&dst, sizeof dst,
-                                1, 1, NULL, 0, conf_request_never, NULL),
+                                1, 1, NULL, 0, ndk_request_never, NULL),
                  IP);
     CHECK_STATUS(cn->NdkConnect(z.conn, z.qp, (struct sockaddr *)&sin, sizeof sin, NULL, sizeof dst,
-                                1, 1, NULL, 0, conf_request_never, NULL),
+                                1, 1, NULL, 0, ndk_request_never, NULL),
                  IP);
     CHECK_STATUS(cn->NdkConnect(z.conn, z.qp, (struct sockaddr *)&sin, sizeof sin,
                                 (struct sockaddr *)&dst, sizeof dst, 1, 1, NULL, 8,
-                                conf_request_never, NULL),
+                                ndk_request_never, NULL),
                  IP);
     CHECK_STATUS(cn->NdkConnectWithSharedEndpoint(z.conn, z.qp, z.se, (struct sockaddr *)&dst,
                                                   sizeof dst, 1, 1, NULL, 0, NULL, NULL),
                  IP);
     CHECK_STATUS(cn->NdkConnectWithSharedEndpoint(z.conn, z.qp, z.se, NULL, sizeof dst, 1, 1, NULL,
-                                                  0, conf_request_never, NULL),
+                                                  0, ndk_request_never, NULL),
                  IP);
     CHECK_STATUS(cn->NdkCompleteConnect(z.conn, NULL, NULL, NULL, NULL), IP);
     CHECK_STATUS(cn->NdkCompleteConnectEx(z.conn, NULL, NULL, NULL, NULL), IP);
     CHECK_STATUS(cn->NdkAccept(z.conn, z.qp, 1, 1, NULL, 0, NULL, NULL, NULL, NULL), IP);
     CHECK_STATUS(cn->NdkAcceptEx(z.conn, z.qp, 1, 1, NULL, 0, NULL, NULL, NULL, NULL), IP);
-    CHECK_STATUS(cn->NdkAccept(z.conn, NULL, 1, 1, NULL, 0, NULL, NULL, conf_request_never, NULL),
+    CHECK_STATUS(cn->NdkAccept(z.conn, NULL, 1, 1, NULL, 0, NULL, NULL, ndk_request_never, NULL),
                  IP);
     CHECK_STATUS(cn->NdkReject(z.conn, NULL, 8), IP);
     CHECK_STATUS(cn->NdkDisconnect(z.conn, NULL, NULL), IP);
-    CHECK_STATUS(z.l->Dispatch->NdkListen(z.l, NULL, sizeof sin, conf_request_never, NULL),
+    CHECK_STATUS(z.l->Dispatch->NdkListen(z.l, NULL, sizeof sin, ndk_request_never, NULL),
                  STATUS_INVALID_ADDRESS);
     /* none of it used up the connector or the listener */
     CHECK_STATUS(cn->NdkGetConnectionData(z.conn, NULL, NULL, NULL, &pdlen), IP); /* pdlen 8 */
@@ -740,7 +740,7 @@ TEST(misuse_null_in_and_out_arguments)
                  STATUS_INVALID_DEVICE_STATE);
     sin = sin_of(0);
     CHECK_STATUS(z.l->Dispatch->NdkListen(z.l, (struct sockaddr *)&sin, sizeof sin,
-                                          conf_request_never, NULL),
+                                          ndk_request_never, NULL),
                  STATUS_SUCCESS);
     z.l->Dispatch->NdkControlConnectEvents(z.l, 2); /* any non-zero BOOLEAN pauses */
     /* a listener that listened pends its close until its socket left the progress engine */
@@ -759,14 +759,14 @@ TEST(misuse_short_socket_address_is_not_read_past_its_length)
     one[0] = AF_INET;
     NDK_SHARED_ENDPOINT *se = NULL;
     CHECK_STATUS(a->Dispatch->NdkCreateSharedEndpoint(a, (struct sockaddr *)(void *)one, 1,
-                                                      conf_create_never, NULL, &se),
+                                                      ndk_create_never, NULL, &se),
                  STATUS_INVALID_ADDRESS);
     CHECK_STATUS(a->Dispatch->NdkCreateSharedEndpoint(a, (struct sockaddr *)(void *)one, 0,
-                                                      conf_create_never, NULL, &se),
+                                                      ndk_create_never, NULL, &se),
                  STATUS_INVALID_ADDRESS);
     NDK_LISTENER *l = make_listener(a);
     CHECK_STATUS(
-        l->Dispatch->NdkListen(l, (struct sockaddr *)(void *)one, 1, conf_request_never, NULL),
+        l->Dispatch->NdkListen(l, (struct sockaddr *)(void *)one, 1, ndk_request_never, NULL),
         STATUS_INVALID_ADDRESS);
     free(one);
     conf_close(&l->Header);
@@ -790,25 +790,25 @@ TEST(misuse_pd_close_with_every_kind_of_child_pends)
     NDK_QP *qp = conf_qp(pd, c.cq, c.cq, NULL, 4);
     NDK_QP *sqp = NULL;
     CHECK_STATUS(pd->Dispatch->NdkCreateQpWithSrq(pd, c.cq, c.cq, srq, NULL, 2, 1, 0,
-                                                  conf_create_never, NULL, &sqp),
+                                                  ndk_create_never, NULL, &sqp),
                  STATUS_SUCCESS);
     UINT32 priv = 0;
     pd->Dispatch->NdkGetPrivilegedMemoryRegionToken(pd, &priv);
     struct harness_event ev;
     harness_event_init(&ev);
-    CHECK_STATUS(conf_close_raw(&pd->Header, conf_close_signal, &ev), STATUS_PENDING);
-    CHECK_STATUS(conf_close_raw(&pd->Header, conf_close_signal, &ev), STATUS_INVALID_DEVICE_STATE);
+    CHECK_STATUS(ndk_close_any(&pd->Header, conf_close_signal, &ev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&pd->Header, conf_close_signal, &ev), STATUS_INVALID_DEVICE_STATE);
     const NTSTATUS DS = STATUS_INVALID_DEVICE_STATE;
     void *out = (void *)0x1;
-    CHECK_STATUS(pd->Dispatch->NdkCreateMw(pd, conf_create_never, NULL, (NDK_MW **)&out), DS);
-    CHECK_STATUS(pd->Dispatch->NdkCreateSrq(pd, 4, 1, 0, NULL, NULL, NULL, conf_create_never, NULL,
+    CHECK_STATUS(pd->Dispatch->NdkCreateMw(pd, ndk_create_never, NULL, (NDK_MW **)&out), DS);
+    CHECK_STATUS(pd->Dispatch->NdkCreateSrq(pd, 4, 1, 0, NULL, NULL, NULL, ndk_create_never, NULL,
                                             (NDK_SRQ **)&out),
                  DS);
-    CHECK_STATUS(pd->Dispatch->NdkCreateQp(pd, c.cq, c.cq, NULL, 4, 4, 1, 1, 0, conf_create_never,
+    CHECK_STATUS(pd->Dispatch->NdkCreateQp(pd, c.cq, c.cq, NULL, 4, 4, 1, 1, 0, ndk_create_never,
                                            NULL, (NDK_QP **)&out),
                  DS);
     CHECK_STATUS(pd->Dispatch->NdkCreateQpWithSrq(pd, c.cq, c.cq, srq, NULL, 4, 1, 0,
-                                                  conf_create_never, NULL, (NDK_QP **)&out),
+                                                  ndk_create_never, NULL, (NDK_QP **)&out),
                  DS);
     CHECK(out == (void *)0x1);
     UINT32 priv2 = 0;
@@ -849,42 +849,42 @@ TEST(misuse_calls_on_closing_cq_and_srq)
     harness_event_init(&sn);
     NDK_SRQ *srq = NULL;
     CHECK_STATUS(
-        pd->Dispatch->NdkCreateSrq(pd, 8, 1, 0, srq_note, &sn, NULL, conf_create_never, NULL, &srq),
+        pd->Dispatch->NdkCreateSrq(pd, 8, 1, 0, srq_note, &sn, NULL, ndk_create_never, NULL, &srq),
         STATUS_SUCCESS);
     NDK_QP *qp = conf_qp(pd, c.cq, c.cq, NULL, 8);
     NDK_QP *sqp = NULL;
     CHECK_STATUS(pd->Dispatch->NdkCreateQpWithSrq(pd, other.cq, other.cq, srq, NULL, 2, 1, 0,
-                                                  conf_create_never, NULL, &sqp),
+                                                  ndk_create_never, NULL, &sqp),
                  STATUS_SUCCESS);
     struct harness_event cev, sev;
     harness_event_init(&cev);
     harness_event_init(&sev);
     atomic_store(&c.closed, true);
-    CHECK_STATUS(conf_close_raw(&c.cq->Header, conf_close_signal, &cev), STATUS_PENDING);
-    CHECK_STATUS(conf_close_raw(&c.cq->Header, conf_close_signal, &cev),
+    CHECK_STATUS(ndk_close_any(&c.cq->Header, conf_close_signal, &cev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&c.cq->Header, conf_close_signal, &cev),
                  STATUS_INVALID_DEVICE_STATE);
-    CHECK_STATUS(conf_close_raw(&srq->Header, conf_close_signal, &sev), STATUS_PENDING);
-    CHECK_STATUS(conf_close_raw(&srq->Header, conf_close_signal, &sev),
+    CHECK_STATUS(ndk_close_any(&srq->Header, conf_close_signal, &sev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&srq->Header, conf_close_signal, &sev),
                  STATUS_INVALID_DEVICE_STATE);
     NDK_QP *q2 = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateQp(pd, c.cq, c.cq, NULL, 4, 4, 1, 1, 0, conf_create_never,
+    CHECK_STATUS(pd->Dispatch->NdkCreateQp(pd, c.cq, c.cq, NULL, 4, 4, 1, 1, 0, ndk_create_never,
                                            NULL, &q2),
                  STATUS_INVALID_PARAMETER);
     CHECK_STATUS(pd->Dispatch->NdkCreateQpWithSrq(pd, other.cq, other.cq, srq, NULL, 2, 1, 0,
-                                                  conf_create_never, NULL, &q2),
+                                                  ndk_create_never, NULL, &q2),
                  STATUS_INVALID_PARAMETER);
     CHECK(q2 == NULL);
     /* the closing CQ: arming is ignored, results still come out, resize still works */
     conf_cq_arm(&c, NDK_CQ_NOTIFY_ANY);
     conf_post_recvs(qp, 3, 10);
     conf_flush(qp);
-    CHECK_STATUS(c.cq->Dispatch->NdkResizeCq(c.cq, 32, conf_request_never, NULL), STATUS_SUCCESS);
+    CHECK_STATUS(c.cq->Dispatch->NdkResizeCq(c.cq, 32, ndk_request_never, NULL), STATUS_SUCCESS);
     NDK_RESULT_EX x[4];
     CHECK_EQ_U64(c.cq->Dispatch->NdkGetCqResultsEx(c.cq, x, 4), 3);
     CHECK_STATUS(x[0].Status, STATUS_CANCELLED);
     /* the closing SRQ: a threshold above the count would notify, but not any more */
     CHECK_STATUS(srq->Dispatch->NdkSrqReceive(srq, NULL, NULL, 0), STATUS_SUCCESS);
-    CHECK_STATUS(srq->Dispatch->NdkModifySrq(srq, 0, 4, conf_request_never, NULL), STATUS_SUCCESS);
+    CHECK_STATUS(srq->Dispatch->NdkModifySrq(srq, 0, 4, ndk_request_never, NULL), STATUS_SUCCESS);
     CHECK(!harness_event_wait(&sn, 1, CONF_QUIET_MS));
     CHECK_EQ_U64(atomic_load(&c.n), 0);
     conf_close(&qp->Header);
@@ -924,15 +924,15 @@ TEST(misuse_qp_and_shared_endpoint_held_by_a_refused_connector)
     /* a connector serves one connection */
     CHECK_STATUS(conn->Dispatch->NdkConnectWithSharedEndpoint(conn, qp, se, (struct sockaddr *)&dst,
                                                               sizeof dst, 1, 1, NULL, 0,
-                                                              conf_request_never, NULL),
+                                                              ndk_request_never, NULL),
                  STATUS_INVALID_DEVICE_STATE);
     struct harness_event qev, sev;
     harness_event_init(&qev);
     harness_event_init(&sev);
-    CHECK_STATUS(conf_close_raw(&se->Header, conf_close_signal, &sev), STATUS_PENDING);
-    CHECK_STATUS(conf_close_raw(&se->Header, conf_close_signal, &sev), STATUS_INVALID_DEVICE_STATE);
-    CHECK_STATUS(conf_close_raw(&qp->Header, conf_close_signal, &qev), STATUS_PENDING);
-    CHECK_STATUS(conf_close_raw(&qp->Header, conf_close_signal, &qev), STATUS_INVALID_DEVICE_STATE);
+    CHECK_STATUS(ndk_close_any(&se->Header, conf_close_signal, &sev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&se->Header, conf_close_signal, &sev), STATUS_INVALID_DEVICE_STATE);
+    CHECK_STATUS(ndk_close_any(&qp->Header, conf_close_signal, &qev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&qp->Header, conf_close_signal, &qev), STATUS_INVALID_DEVICE_STATE);
     /* the closing SE: still answers its address, takes no new connection */
     struct sockaddr_in got;
     ULONG len = sizeof got;
@@ -942,13 +942,13 @@ TEST(misuse_qp_and_shared_endpoint_held_by_a_refused_connector)
     NDK_CONNECTOR *conn2 = make_connector(a);
     CHECK_STATUS(conn2->Dispatch->NdkConnectWithSharedEndpoint(
                      conn2, qp2, se, (struct sockaddr *)&dst, sizeof dst, 1, 1, NULL, 0,
-                     conf_request_never, NULL),
+                     ndk_request_never, NULL),
                  STATUS_INVALID_PARAMETER);
     /* the closing QP: no new connection either */
     struct sockaddr_in src = sin_of(0);
     CHECK_STATUS(conn2->Dispatch->NdkConnect(conn2, qp, (struct sockaddr *)&src, sizeof src,
                                              (struct sockaddr *)&dst, sizeof dst, 1, 1, NULL, 0,
-                                             conf_request_never, NULL),
+                                             ndk_request_never, NULL),
                  STATUS_INVALID_PARAMETER);
     /* posting after the QP's close began */
     const NDK_QP_DISPATCH *d = qp->Dispatch;
@@ -997,8 +997,8 @@ TEST(misuse_posting_after_connected_qp_close_began)
     conf_post_recvs(p.cqp, 2, 0x100);
     struct harness_event qev;
     harness_event_init(&qev);
-    CHECK_STATUS(conf_close_raw(&p.cqp->Header, conf_close_signal, &qev), STATUS_PENDING);
-    CHECK_STATUS(conf_close_raw(&p.cqp->Header, conf_close_signal, &qev),
+    CHECK_STATUS(ndk_close_any(&p.cqp->Header, conf_close_signal, &qev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&p.cqp->Header, conf_close_signal, &qev),
                  STATUS_INVALID_DEVICE_STATE);
     NDK_RESULT_EX x[4];
     collect(p.crcq.cq, x, 2); /* the close flushed the two receives */
@@ -1155,9 +1155,9 @@ TEST(misuse_wrong_objects_in_initiator_requests)
     MDL mdl;
     MmInitializeMdl(&mdl, buf, sizeof buf);
     CHECK_STATUS(mr->Dispatch->NdkRegisterMr(mr, &mdl, sizeof buf, NDK_MR_FLAG_ALLOW_REMOTE_WRITE,
-                                             conf_request_never, NULL),
+                                             ndk_request_never, NULL),
                  STATUS_SUCCESS);
-    CHECK_STATUS(fmr->Dispatch->NdkInitializeFastRegisterMr(fmr, 2, TRUE, conf_request_never, NULL),
+    CHECK_STATUS(fmr->Dispatch->NdkInitializeFastRegisterMr(fmr, 2, TRUE, ndk_request_never, NULL),
                  STATUS_SUCCESS);
     NDK_PD *pd2 = conf_pd(p.a);
     NDK_MW *mw2 = make_mw(pd2);
@@ -1217,11 +1217,11 @@ TEST(misuse_wrong_objects_in_initiator_requests)
     CHECK_STATUS(x[0].Status, STATUS_SUCCESS);
     struct harness_event mev;
     harness_event_init(&mev);
-    CHECK_STATUS(conf_close_raw(&mr->Header, conf_close_signal, &mev), STATUS_PENDING);
-    CHECK_STATUS(conf_close_raw(&mr->Header, conf_close_signal, &mev), STATUS_INVALID_DEVICE_STATE);
+    CHECK_STATUS(ndk_close_any(&mr->Header, conf_close_signal, &mev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&mr->Header, conf_close_signal, &mev), STATUS_INVALID_DEVICE_STATE);
     const NTSTATUS DS = STATUS_INVALID_DEVICE_STATE;
-    CHECK_STATUS(mr->Dispatch->NdkDeregisterMr(mr, conf_request_never, NULL), DS);
-    CHECK_STATUS(mr->Dispatch->NdkRegisterMr(mr, &mdl, sizeof buf, 0, conf_request_never, NULL),
+    CHECK_STATUS(mr->Dispatch->NdkDeregisterMr(mr, ndk_request_never, NULL), DS);
+    CHECK_STATUS(mr->Dispatch->NdkRegisterMr(mr, &mdl, sizeof buf, 0, ndk_request_never, NULL),
                  DS);
     NDK_MW *mw3 = make_mw(p.pd);
     CHECK_STATUS(d->NdkBind(q, NULL, mr, mw3, buf, 64, RR), DS);
@@ -1247,47 +1247,47 @@ TEST(misuse_connector_calls_out_of_order)
     const NDK_CONNECTOR_DISPATCH *cd = p.cconn->Dispatch;
     struct sockaddr_in src = sin_of(0), dst = sin_of(9);
     /* before the peer accepted */
-    CHECK_STATUS(cd->NdkCompleteConnect(p.cconn, NULL, NULL, conf_request_never, NULL),
+    CHECK_STATUS(cd->NdkCompleteConnect(p.cconn, NULL, NULL, ndk_request_never, NULL),
                  STATUS_CONNECTION_INVALID);
-    CHECK_STATUS(cd->NdkAccept(p.cconn, p.cqp, 1, 1, NULL, 0, NULL, NULL, conf_request_never, NULL),
+    CHECK_STATUS(cd->NdkAccept(p.cconn, p.cqp, 1, 1, NULL, 0, NULL, NULL, ndk_request_never, NULL),
                  STATUS_INVALID_DEVICE_STATE); /* accept on the active side */
     CHECK_STATUS(cd->NdkConnect(p.cconn, p.cqp, (struct sockaddr *)&src, sizeof src,
                                 (struct sockaddr *)&dst, sizeof dst, 1, 1, NULL, 0,
-                                conf_request_never, NULL),
+                                ndk_request_never, NULL),
                  STATUS_INVALID_DEVICE_STATE); /* a second connect */
     /* the passive side: connect on an incoming connector, accept with unusable QPs */
     NDK_QP *spare = conf_qp(p.pd, p.scq.cq, p.scq.cq, NULL, 2);
     CHECK_STATUS(p.sconn->Dispatch->NdkConnect(p.sconn, spare, (struct sockaddr *)&src, sizeof src,
                                                (struct sockaddr *)&dst, sizeof dst, 1, 1, NULL, 0,
-                                               conf_request_never, NULL),
+                                               ndk_request_never, NULL),
                  STATUS_INVALID_DEVICE_STATE);
     CHECK_STATUS(p.sconn->Dispatch->NdkAccept(p.sconn, AS(NDK_QP, p.scq.cq), 1, 1, NULL, 0, NULL,
-                                              NULL, conf_request_never, NULL),
+                                              NULL, ndk_request_never, NULL),
                  STATUS_INVALID_PARAMETER);
     CHECK_STATUS(p.sconn->Dispatch->NdkAccept(p.sconn, p.cqp, 1, 1, NULL, 0, NULL, NULL,
-                                              conf_request_never, NULL),
+                                              ndk_request_never, NULL),
                  STATUS_CONNECTION_ACTIVE); /* the client's QP, bound to the other connector */
     CHECK_STATUS(
-        p.sconn->Dispatch->NdkCompleteConnect(p.sconn, NULL, NULL, conf_request_never, NULL),
+        p.sconn->Dispatch->NdkCompleteConnect(p.sconn, NULL, NULL, ndk_request_never, NULL),
         STATUS_CONNECTION_INVALID);
     /* private data above MaxCalleeData */
     static char big[1024];
     CHECK(p.info.MaxCalleeData < sizeof big);
     CHECK_STATUS(p.sconn->Dispatch->NdkAccept(p.sconn, p.sqp, 1, 1, big, p.info.MaxCalleeData + 1,
-                                              NULL, NULL, conf_request_never, NULL),
+                                              NULL, NULL, ndk_request_never, NULL),
                  STATUS_INVALID_BUFFER_SIZE);
     CHECK_STATUS(p.sconn->Dispatch->NdkReject(p.sconn, big, p.info.MaxCalleeData + 1),
                  STATUS_INVALID_BUFFER_SIZE);
     /* the listener closes first: pends while the connector it delivered is open */
     struct harness_event lev;
     harness_event_init(&lev);
-    CHECK_STATUS(conf_close_raw(&p.l->Header, conf_close_signal, &lev), STATUS_PENDING);
-    CHECK_STATUS(conf_close_raw(&p.l->Header, conf_close_signal, &lev),
+    CHECK_STATUS(ndk_close_any(&p.l->Header, conf_close_signal, &lev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&p.l->Header, conf_close_signal, &lev),
                  STATUS_INVALID_DEVICE_STATE);
     p.listener_closed = true;
     struct sockaddr_in any = sin_of(0);
     CHECK_STATUS(p.l->Dispatch->NdkListen(p.l, (struct sockaddr *)&any, sizeof any,
-                                          conf_request_never, NULL),
+                                          ndk_request_never, NULL),
                  STATUS_INVALID_DEVICE_STATE);
     ULONG len = sizeof any;
     CHECK_STATUS(p.l->Dispatch->NdkGetLocalAddress(p.l, (struct sockaddr *)&any, &len),
@@ -1296,17 +1296,17 @@ TEST(misuse_connector_calls_out_of_order)
     /* none of it disturbed the handshake in progress */
     pair_finish(&p);
     /* twice */
-    CHECK_STATUS(cd->NdkCompleteConnect(p.cconn, NULL, NULL, conf_request_never, NULL),
+    CHECK_STATUS(cd->NdkCompleteConnect(p.cconn, NULL, NULL, ndk_request_never, NULL),
                  STATUS_CONNECTION_INVALID);
     CHECK_STATUS(p.sconn->Dispatch->NdkAccept(p.sconn, spare, 1, 1, NULL, 0, NULL, NULL,
-                                              conf_request_never, NULL),
+                                              ndk_request_never, NULL),
                  STATUS_INVALID_DEVICE_STATE);
     CHECK_STATUS(p.sconn->Dispatch->NdkReject(p.sconn, NULL, 0), STATUS_INVALID_DEVICE_STATE);
     /* a QP that serves a connection cannot serve another */
     NDK_CONNECTOR *c2 = make_connector(p.a);
     CHECK_STATUS(c2->Dispatch->NdkConnect(c2, p.sqp, (struct sockaddr *)&src, sizeof src,
                                           (struct sockaddr *)&dst, sizeof dst, 1, 1, NULL, 0,
-                                          conf_request_never, NULL),
+                                          ndk_request_never, NULL),
                  STATUS_CONNECTION_ACTIVE);
     conf_close(&c2->Header);
     /* NdkDisconnect twice: the second one while the first is pending */
@@ -1315,13 +1315,13 @@ TEST(misuse_connector_calls_out_of_order)
     conf_req_init(&rd2);
     NTSTATUS st = cd->NdkDisconnect(p.cconn, conf_req_done, &rd);
     if (st == STATUS_PENDING)
-        CHECK_STATUS(cd->NdkDisconnect(p.cconn, conf_request_never, NULL),
+        CHECK_STATUS(cd->NdkDisconnect(p.cconn, ndk_request_never, NULL),
                      STATUS_CONNECTION_INVALID);
     NTSTATUS st2 = p.sconn->Dispatch->NdkDisconnect(p.sconn, conf_req_done, &rd2);
     CHECK_STATUS(req_result(&rd, st), STATUS_SUCCESS);
     CHECK_STATUS(req_result(&rd2, st2), STATUS_SUCCESS);
     /* after the connection ended: success, nothing left to do */
-    CHECK_STATUS(cd->NdkDisconnect(p.cconn, conf_request_never, NULL), STATUS_SUCCESS);
+    CHECK_STATUS(cd->NdkDisconnect(p.cconn, ndk_request_never, NULL), STATUS_SUCCESS);
     conf_close(&spare->Header);
     pair_close(&p);
     CHECK(harness_event_wait(&lev, 1, CONF_WAIT_MS));
@@ -1386,7 +1386,7 @@ TEST(misuse_qp_closed_during_handshake_does_not_connect)
     CHECK_STATUS(req_result(&p.rc, STATUS_PENDING), STATUS_SUCCESS);
     struct harness_event qev;
     harness_event_init(&qev);
-    CHECK_STATUS(conf_close_raw(&p.cqp->Header, conf_close_signal, &qev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&p.cqp->Header, conf_close_signal, &qev), STATUS_PENDING);
     NTSTATUS st = p.cconn->Dispatch->NdkCompleteConnect(p.cconn, NULL, NULL, conf_req_done, &rcc);
     NTSTATUS done = req_result(&rcc, st);
     NTSTATUS send = p.cqp->Dispatch->NdkSend(p.cqp, NULL, NULL, 0, 0);
@@ -1439,7 +1439,7 @@ static bool adapter_refuses_creates(void *arg)
 {
     NDK_ADAPTER *a = arg;
     NDK_PD *pd = NULL;
-    NTSTATUS st = a->Dispatch->NdkCreatePd(a, conf_create_never, NULL, &pd);
+    NTSTATUS st = a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd);
     if (st == STATUS_SUCCESS)
         conf_close(&pd->Header);
     return st == STATUS_INVALID_DEVICE_STATE;
@@ -1457,7 +1457,7 @@ TEST(misuse_adapter_close_from_callback_and_twice)
     harness_event_init(&cc.ev);
     NDK_CQ *cq = NULL;
     CHECK_STATUS(cc.a->Dispatch->NdkCreateCq(cc.a, 8, close_adapter_from_callback, &cc, NULL,
-                                             conf_create_never, NULL, &cq),
+                                             ndk_create_never, NULL, &cq),
                  STATUS_SUCCESS);
     NDK_PD *pd = conf_pd(cc.a);
     NDK_QP *qp = conf_qp(pd, cq, cq, NULL, 2);
@@ -1482,15 +1482,15 @@ TEST(misuse_adapter_close_from_callback_and_twice)
     void *out = (void *)0x1;
     struct sockaddr_in sin = sin_of(0);
     const NTSTATUS DS = STATUS_INVALID_DEVICE_STATE;
-    CHECK_STATUS(ad->NdkCreateCq(sc.a, 4, conf_cq_notify, NULL, NULL, conf_create_never, NULL,
+    CHECK_STATUS(ad->NdkCreateCq(sc.a, 4, conf_cq_notify, NULL, NULL, ndk_create_never, NULL,
                                  (NDK_CQ **)&out),
                  DS);
-    CHECK_STATUS(ad->NdkCreateConnector(sc.a, conf_create_never, NULL, (NDK_CONNECTOR **)&out), DS);
-    CHECK_STATUS(ad->NdkCreateListener(sc.a, conf_connect_never, NULL, conf_create_never, NULL,
+    CHECK_STATUS(ad->NdkCreateConnector(sc.a, ndk_create_never, NULL, (NDK_CONNECTOR **)&out), DS);
+    CHECK_STATUS(ad->NdkCreateListener(sc.a, conf_connect_never, NULL, ndk_create_never, NULL,
                                        (NDK_LISTENER **)&out),
                  DS);
     CHECK_STATUS(ad->NdkCreateSharedEndpoint(sc.a, (struct sockaddr *)&sin, sizeof sin,
-                                             conf_create_never, NULL, (NDK_SHARED_ENDPOINT **)&out),
+                                             ndk_create_never, NULL, (NDK_SHARED_ENDPOINT **)&out),
                  DS);
     CHECK(out == (void *)0x1);
     CHECK_EQ_U64(cq->Dispatch->NdkGetCqResults(cq, &r, 1), 0); /* the open CQ still answers */

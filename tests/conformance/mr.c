@@ -33,7 +33,7 @@ static void env_close(struct mr_env *e)
 static NDK_MR *make_mr(NDK_PD *pd, BOOLEAN fast)
 {
     NDK_MR *mr = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, fast, conf_create_never, NULL, &mr),
+    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, fast, ndk_create_never, NULL, &mr),
                  STATUS_SUCCESS);
     CHECK(mr != NULL);
     return mr;
@@ -41,12 +41,12 @@ static NDK_MR *make_mr(NDK_PD *pd, BOOLEAN fast)
 
 static NTSTATUS reg(NDK_MR *mr, MDL *mdl, SIZE_T len, ULONG flags)
 {
-    return mr->Dispatch->NdkRegisterMr(mr, mdl, len, flags, conf_request_never, NULL);
+    return mr->Dispatch->NdkRegisterMr(mr, mdl, len, flags, ndk_request_never, NULL);
 }
 
 static NTSTATUS dereg(NDK_MR *mr)
 {
-    return mr->Dispatch->NdkDeregisterMr(mr, conf_request_never, NULL);
+    return mr->Dispatch->NdkDeregisterMr(mr, ndk_request_never, NULL);
 }
 
 static UINT32 ltok(NDK_MR *mr)
@@ -67,9 +67,9 @@ TEST(mr_create_both_kinds)
     NDK_MR *fmr = make_mr(e.pd, TRUE);
     CHECK(mr != fmr);
     NDK_MR *x = NULL;
-    CHECK_STATUS(e.pd->Dispatch->NdkCreateMr(e.pd, FALSE, conf_create_never, NULL, NULL),
+    CHECK_STATUS(e.pd->Dispatch->NdkCreateMr(e.pd, FALSE, ndk_create_never, NULL, NULL),
                  STATUS_INVALID_PARAMETER);
-    CHECK_STATUS(e.pd->Dispatch->NdkCreateMr((NDK_PD *)mr, FALSE, conf_create_never, NULL, &x),
+    CHECK_STATUS(e.pd->Dispatch->NdkCreateMr((NDK_PD *)mr, FALSE, ndk_create_never, NULL, &x),
                  STATUS_INVALID_PARAMETER);
     CHECK(x == NULL);
     conf_close(&fmr->Header);
@@ -183,7 +183,7 @@ TEST(mr_kind_is_fixed)
     MDL mdl;
     MmInitializeMdl(&mdl, e.buf, PAGE);
     CHECK_STATUS(reg(fmr, &mdl, PAGE, NDK_MR_FLAG_ALLOW_LOCAL_WRITE), STATUS_INVALID_PARAMETER);
-    CHECK_STATUS(mr->Dispatch->NdkInitializeFastRegisterMr(mr, 4, FALSE, conf_request_never, NULL),
+    CHECK_STATUS(mr->Dispatch->NdkInitializeFastRegisterMr(mr, 4, FALSE, ndk_request_never, NULL),
                  STATUS_INVALID_PARAMETER);
     conf_close(&fmr->Header);
     conf_close(&mr->Header);
@@ -230,15 +230,15 @@ TEST(mr_fast_register_initialize)
     env_open(&e);
     NDK_MR *fmr = make_mr(e.pd, TRUE);
     NDK_FN_INITIALIZE_FAST_REGISTER_MR init = fmr->Dispatch->NdkInitializeFastRegisterMr;
-    CHECK_STATUS(init(fmr, 0, TRUE, conf_request_never, NULL), STATUS_IMPLEMENTATION_LIMIT);
-    CHECK_STATUS(init(fmr, e.info.FRMRPageCount + 1, TRUE, conf_request_never, NULL),
+    CHECK_STATUS(init(fmr, 0, TRUE, ndk_request_never, NULL), STATUS_IMPLEMENTATION_LIMIT);
+    CHECK_STATUS(init(fmr, e.info.FRMRPageCount + 1, TRUE, ndk_request_never, NULL),
                  STATUS_IMPLEMENTATION_LIMIT);
-    CHECK_STATUS(init(fmr, e.info.FRMRPageCount, TRUE, conf_request_never, NULL), STATUS_SUCCESS);
+    CHECK_STATUS(init(fmr, e.info.FRMRPageCount, TRUE, ndk_request_never, NULL), STATUS_SUCCESS);
     CHECK(ltok(fmr) != 0);
     CHECK_EQ_U64(ltok(fmr), rtok(fmr));
-    CHECK_STATUS(init(fmr, 4, TRUE, conf_request_never, NULL), STATUS_INVALID_DEVICE_STATE);
+    CHECK_STATUS(init(fmr, 4, TRUE, ndk_request_never, NULL), STATUS_INVALID_DEVICE_STATE);
     NDK_MR *f2 = make_mr(e.pd, TRUE);
-    CHECK_STATUS(init(f2, 1, FALSE, conf_request_never, NULL), STATUS_SUCCESS);
+    CHECK_STATUS(init(f2, 1, FALSE, ndk_request_never, NULL), STATUS_SUCCESS);
     CHECK(ltok(f2) != ltok(fmr));
     conf_close(&f2->Header);
     conf_close(&fmr->Header);
@@ -250,9 +250,9 @@ TEST(mw_tokens)
     struct mr_env e;
     env_open(&e);
     NDK_MW *w1 = NULL, *w2 = NULL;
-    CHECK_STATUS(e.pd->Dispatch->NdkCreateMw(e.pd, conf_create_never, NULL, &w1), STATUS_SUCCESS);
-    CHECK_STATUS(e.pd->Dispatch->NdkCreateMw(e.pd, conf_create_never, NULL, &w2), STATUS_SUCCESS);
-    CHECK_STATUS(e.pd->Dispatch->NdkCreateMw(e.pd, conf_create_never, NULL, NULL),
+    CHECK_STATUS(e.pd->Dispatch->NdkCreateMw(e.pd, ndk_create_never, NULL, &w1), STATUS_SUCCESS);
+    CHECK_STATUS(e.pd->Dispatch->NdkCreateMw(e.pd, ndk_create_never, NULL, &w2), STATUS_SUCCESS);
+    CHECK_STATUS(e.pd->Dispatch->NdkCreateMw(e.pd, ndk_create_never, NULL, NULL),
                  STATUS_INVALID_PARAMETER);
     UINT32 t1 = w1->Dispatch->NdkGetRemoteTokenFromMw(w1);
     UINT32 t2 = w2->Dispatch->NdkGetRemoteTokenFromMw(w2);
@@ -286,7 +286,7 @@ TEST(pd_privileged_token)
     MmInitializeMdl(&mdl, e.buf, PAGE);
     CHECK_STATUS(reg(mr, &mdl, PAGE, NDK_MR_FLAG_ALLOW_LOCAL_WRITE), STATUS_SUCCESS);
     NDK_MR *fmr = make_mr(e.pd, TRUE);
-    CHECK_STATUS(fmr->Dispatch->NdkInitializeFastRegisterMr(fmr, 2, FALSE, conf_request_never,
+    CHECK_STATUS(fmr->Dispatch->NdkInitializeFastRegisterMr(fmr, 2, FALSE, ndk_request_never,
                                                             NULL),
                  STATUS_SUCCESS);
     CHECK(ltok(mr) != p1 && ltok(mr) != p2);
@@ -323,7 +323,7 @@ TEST(lam_build_and_release)
     MDL mdl;
     MmInitializeMdl(&mdl, start, len);
     ULONG size = 0, fbo = 0xFFFF;
-    CHECK_STATUS(build(e.a, &mdl, len, conf_request_never, NULL, NULL, &size, &fbo),
+    CHECK_STATUS(build(e.a, &mdl, len, ndk_request_never, NULL, NULL, &size, &fbo),
                  STATUS_BUFFER_TOO_SMALL);
     CHECK_EQ_U64(size, 0x10 + 8 * 3);
     union {
@@ -332,11 +332,11 @@ TEST(lam_build_and_release)
     } u;
     memset(&u, 0xEE, sizeof u);
     size = 0x10 + 8 * 3 - 1;
-    CHECK_STATUS(build(e.a, &mdl, len, conf_request_never, NULL, &u.lam, &size, &fbo),
+    CHECK_STATUS(build(e.a, &mdl, len, ndk_request_never, NULL, &u.lam, &size, &fbo),
                  STATUS_BUFFER_TOO_SMALL);
     CHECK_EQ_U64(size, 0x28);
     size = 0x28;
-    CHECK_STATUS(build(e.a, &mdl, len, conf_request_never, NULL, &u.lam, &size, &fbo),
+    CHECK_STATUS(build(e.a, &mdl, len, ndk_request_never, NULL, &u.lam, &size, &fbo),
                  STATUS_SUCCESS);
     CHECK_EQ_U64(size, 0x28);
     CHECK_EQ_U64(fbo, 300);
@@ -366,7 +366,7 @@ TEST(lam_edge_cases)
     /* Page-aligned single page: 1 page, FBO 0. */
     MmInitializeMdl(&m1, e.buf, PAGE);
     size = sizeof u;
-    CHECK_STATUS(build(e.a, &m1, PAGE, conf_request_never, NULL, &u.lam, &size, &fbo),
+    CHECK_STATUS(build(e.a, &m1, PAGE, ndk_request_never, NULL, &u.lam, &size, &fbo),
                  STATUS_SUCCESS);
     CHECK_EQ_U64(size, 0x18);
     CHECK_EQ_U64(fbo, 0);
@@ -376,7 +376,7 @@ TEST(lam_edge_cases)
     /* Two bytes straddling a page boundary: 2 pages. */
     MmInitializeMdl(&m1, e.buf + PAGE - 1, 2);
     size = sizeof u;
-    CHECK_STATUS(build(e.a, &m1, 2, conf_request_never, NULL, &u.lam, &size, &fbo),
+    CHECK_STATUS(build(e.a, &m1, 2, ndk_request_never, NULL, &u.lam, &size, &fbo),
                  STATUS_SUCCESS);
     CHECK_EQ_U64(u.lam.AdapterPageCount, 2);
     CHECK_EQ_U64(fbo, PAGE - 1);
@@ -384,20 +384,20 @@ TEST(lam_edge_cases)
     /* Length 0, beyond the chain, non-contiguous chain: STATUS_INVALID_PARAMETER. */
     MmInitializeMdl(&m1, e.buf, PAGE);
     size = sizeof u;
-    CHECK_STATUS(build(e.a, &m1, 0, conf_request_never, NULL, &u.lam, &size, &fbo),
+    CHECK_STATUS(build(e.a, &m1, 0, ndk_request_never, NULL, &u.lam, &size, &fbo),
                  STATUS_INVALID_PARAMETER);
-    CHECK_STATUS(build(e.a, &m1, PAGE + 1, conf_request_never, NULL, &u.lam, &size, &fbo),
+    CHECK_STATUS(build(e.a, &m1, PAGE + 1, ndk_request_never, NULL, &u.lam, &size, &fbo),
                  STATUS_INVALID_PARAMETER);
     MmInitializeMdl(&m2, e.buf + 3 * PAGE, PAGE);
     m1.Next = &m2;
-    CHECK_STATUS(build(e.a, &m1, 2 * PAGE, conf_request_never, NULL, &u.lam, &size, &fbo),
+    CHECK_STATUS(build(e.a, &m1, 2 * PAGE, ndk_request_never, NULL, &u.lam, &size, &fbo),
                  STATUS_INVALID_PARAMETER);
     /* A contiguous 2-MDL chain maps as one range. */
     MmInitializeMdl(&m1, e.buf + 100, PAGE);
     MmInitializeMdl(&m2, e.buf + 100 + PAGE, PAGE);
     m1.Next = &m2;
     size = sizeof u;
-    CHECK_STATUS(build(e.a, &m1, 2 * PAGE, conf_request_never, NULL, &u.lam, &size, &fbo),
+    CHECK_STATUS(build(e.a, &m1, 2 * PAGE, ndk_request_never, NULL, &u.lam, &size, &fbo),
                  STATUS_SUCCESS);
     CHECK_EQ_U64(u.lam.AdapterPageCount, 3);
     CHECK_EQ_U64(fbo, 100);

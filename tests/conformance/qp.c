@@ -35,7 +35,7 @@ static NDK_SRQ *make_srq(NDK_PD *pd, ULONG depth, ULONG sge, ULONG threshold,
 {
     NDK_SRQ *srq = NULL;
     CHECK_STATUS(pd->Dispatch->NdkCreateSrq(pd, depth, sge, threshold, cb, ctx, NULL,
-                                            conf_create_never, NULL, &srq),
+                                            ndk_create_never, NULL, &srq),
                  STATUS_SUCCESS);
     return srq;
 }
@@ -51,7 +51,7 @@ TEST(qp_create_limits)
     const NDK_ADAPTER_INFO *in = &e.info;
     NDK_FN_CREATE_QP c = pd->Dispatch->NdkCreateQp;
     NDK_QP *qp = NULL;
-#define BAD(...) CHECK_STATUS(c(__VA_ARGS__, conf_create_never, NULL, &qp), STATUS_INVALID_PARAMETER)
+#define BAD(...) CHECK_STATUS(c(__VA_ARGS__, ndk_create_never, NULL, &qp), STATUS_INVALID_PARAMETER)
     BAD(pd, r, i, NULL, 0, 4, 1, 1, 0);                              /* receive depth 0 */
     BAD(pd, r, i, NULL, in->MaxReceiveQueueDepth + 1, 4, 1, 1, 0);   /* receive depth > max */
     BAD(pd, r, i, NULL, 4, 0, 1, 1, 0);                              /* initiator depth 0 */
@@ -65,15 +65,15 @@ TEST(qp_create_limits)
     BAD(pd, r, NULL, NULL, 4, 4, 1, 1, 0);
     BAD((NDK_PD *)r, r, i, NULL, 4, 4, 1, 1, 0); /* PD not a PD */
 #undef BAD
-    CHECK_STATUS(c(pd, r, i, NULL, 4, 4, 1, 1, 0, conf_create_never, NULL, NULL),
+    CHECK_STATUS(c(pd, r, i, NULL, 4, 4, 1, 1, 0, ndk_create_never, NULL, NULL),
                  STATUS_INVALID_PARAMETER);
     CHECK(qp == NULL);
     /* At the maxima of SGEs and inline size; zero SGEs; one CQ for both queues. */
     CHECK_STATUS(c(pd, r, i, NULL, 4, 4, in->MaxReceiveRequestSge, in->MaxInitiatorRequestSge,
-                   in->MaxInlineDataSize, conf_create_never, NULL, &qp),
+                   in->MaxInlineDataSize, ndk_create_never, NULL, &qp),
                  STATUS_SUCCESS);
     conf_close(&qp->Header);
-    CHECK_STATUS(c(pd, r, r, NULL, 1, 1, 0, 0, 0, conf_create_never, NULL, &qp), STATUS_SUCCESS);
+    CHECK_STATUS(c(pd, r, r, NULL, 1, 1, 0, 0, 0, ndk_create_never, NULL, &qp), STATUS_SUCCESS);
     conf_close(&qp->Header);
     env_close(&e);
 }
@@ -90,7 +90,7 @@ TEST(qp_with_srq_create_limits)
     NDK_SRQ *srq2 = make_srq(pd2, 8, 1, 0, NULL, NULL);
     NDK_FN_CREATE_QP_WITH_SRQ c = pd->Dispatch->NdkCreateQpWithSrq;
     NDK_QP *qp = NULL;
-#define BAD(...) CHECK_STATUS(c(__VA_ARGS__, conf_create_never, NULL, &qp), STATUS_INVALID_PARAMETER)
+#define BAD(...) CHECK_STATUS(c(__VA_ARGS__, ndk_create_never, NULL, &qp), STATUS_INVALID_PARAMETER)
     BAD(pd, r, i, srq, NULL, 0, 1, 0);
     BAD(pd, r, i, srq, NULL, in->MaxInitiatorQueueDepth + 1, 1, 0);
     BAD(pd, r, i, srq, NULL, 4, in->MaxInitiatorRequestSge + 1, 0);
@@ -102,9 +102,9 @@ TEST(qp_with_srq_create_limits)
     BAD((NDK_PD *)srq, r, i, srq, NULL, 4, 1, 0);  /* PD not a PD */
 #undef BAD
     CHECK(qp == NULL);
-    CHECK_STATUS(c(pd, r, i, srq, NULL, 4, 1, 0, conf_create_never, NULL, &qp), STATUS_SUCCESS);
+    CHECK_STATUS(c(pd, r, i, srq, NULL, 4, 1, 0, ndk_create_never, NULL, &qp), STATUS_SUCCESS);
     conf_close(&qp->Header);
-    CHECK_STATUS(c(pd2, r, i, srq2, NULL, 4, 1, 0, conf_create_never, NULL, &qp), STATUS_SUCCESS);
+    CHECK_STATUS(c(pd2, r, i, srq2, NULL, 4, 1, 0, ndk_create_never, NULL, &qp), STATUS_SUCCESS);
     conf_close(&qp->Header);
     conf_close(&srq2->Header);
     conf_close(&pd2->Header);
@@ -121,10 +121,10 @@ TEST(qp_create_on_cq_of_other_adapter)
     conf_cq_create(b, &bcq, 8);
     NDK_QP *qp = NULL;
     CHECK_STATUS(e.pd->Dispatch->NdkCreateQp(e.pd, bcq.cq, e.icq.cq, NULL, 4, 4, 1, 1, 0,
-                                             conf_create_never, NULL, &qp),
+                                             ndk_create_never, NULL, &qp),
                  STATUS_INVALID_PARAMETER);
     CHECK_STATUS(e.pd->Dispatch->NdkCreateQp(e.pd, e.rcq.cq, bcq.cq, NULL, 4, 4, 1, 1, 0,
-                                             conf_create_never, NULL, &qp),
+                                             ndk_create_never, NULL, &qp),
                  STATUS_INVALID_PARAMETER);
     conf_cq_destroy(&bcq);
     conf_close_adapter(b);
@@ -200,19 +200,19 @@ TEST(qp_initiator_requests_connection_invalid)
     env_open(&e);
     NDK_QP *qp = conf_qp(e.pd, e.rcq.cq, e.icq.cq, (void *)0x5150, 4);
     NDK_MR *mr = NULL, *fmr = NULL;
-    CHECK_STATUS(e.pd->Dispatch->NdkCreateMr(e.pd, FALSE, conf_create_never, NULL, &mr),
+    CHECK_STATUS(e.pd->Dispatch->NdkCreateMr(e.pd, FALSE, ndk_create_never, NULL, &mr),
                  STATUS_SUCCESS);
-    CHECK_STATUS(e.pd->Dispatch->NdkCreateMr(e.pd, TRUE, conf_create_never, NULL, &fmr),
+    CHECK_STATUS(e.pd->Dispatch->NdkCreateMr(e.pd, TRUE, ndk_create_never, NULL, &fmr),
                  STATUS_SUCCESS);
-    CHECK_STATUS(fmr->Dispatch->NdkInitializeFastRegisterMr(fmr, 4, TRUE, conf_request_never, NULL),
+    CHECK_STATUS(fmr->Dispatch->NdkInitializeFastRegisterMr(fmr, 4, TRUE, ndk_request_never, NULL),
                  STATUS_SUCCESS);
     NDK_MW *mw = NULL;
-    CHECK_STATUS(e.pd->Dispatch->NdkCreateMw(e.pd, conf_create_never, NULL, &mw), STATUS_SUCCESS);
+    CHECK_STATUS(e.pd->Dispatch->NdkCreateMw(e.pd, ndk_create_never, NULL, &mw), STATUS_SUCCESS);
     static char buf[8192] __attribute__((aligned(4096)));
     MDL mdl;
     MmInitializeMdl(&mdl, buf, sizeof buf);
     CHECK_STATUS(mr->Dispatch->NdkRegisterMr(mr, &mdl, sizeof buf, NDK_MR_FLAG_ALLOW_REMOTE_WRITE,
-                                             conf_request_never, NULL),
+                                             ndk_request_never, NULL),
                  STATUS_SUCCESS);
     UINT32 tok = mr->Dispatch->NdkGetLocalTokenFromMr(mr);
     NDK_SGE sge = {.VirtualAddress = buf, .Length = 64, .MemoryRegionToken = tok};
@@ -351,7 +351,7 @@ TEST(qp_receive_on_srq_qp_invalid)
     NDK_SRQ *srq = make_srq(e.pd, 4, 1, 0, NULL, NULL);
     NDK_QP *qp = NULL;
     CHECK_STATUS(e.pd->Dispatch->NdkCreateQpWithSrq(e.pd, e.rcq.cq, e.icq.cq, srq, NULL, 4, 1, 0,
-                                                    conf_create_never, NULL, &qp),
+                                                    ndk_create_never, NULL, &qp),
                  STATUS_SUCCESS);
     CHECK_STATUS(qp->Dispatch->NdkReceive(qp, (void *)1, NULL, 0), STATUS_INVALID_PARAMETER);
     CHECK_STATUS(qp->Dispatch->NdkSend(qp, (void *)1, NULL, 0, 0), STATUS_CONNECTION_INVALID);
@@ -363,7 +363,7 @@ TEST(qp_receive_on_srq_qp_invalid)
     NDK_RESULT r[4];
     CHECK_EQ_U64(e.rcq.cq->Dispatch->NdkGetCqResults(e.rcq.cq, r, 4), 0);
     /* still queued: shrinking below 2 is refused */
-    CHECK_STATUS(srq->Dispatch->NdkModifySrq(srq, 1, 0, conf_request_never, NULL),
+    CHECK_STATUS(srq->Dispatch->NdkModifySrq(srq, 1, 0, ndk_request_never, NULL),
                  STATUS_INVALID_PARAMETER);
     conf_close(&srq->Header); /* receives dropped without completion (decisions) */
     env_close(&e);
@@ -377,20 +377,20 @@ TEST(srq_create_limits)
     env_open(&e);
     NDK_FN_CREATE_SRQ c = e.pd->Dispatch->NdkCreateSrq;
     NDK_SRQ *srq = NULL;
-    CHECK_STATUS(c(e.pd, 0, 1, 0, NULL, NULL, NULL, conf_create_never, NULL, &srq),
+    CHECK_STATUS(c(e.pd, 0, 1, 0, NULL, NULL, NULL, ndk_create_never, NULL, &srq),
                  STATUS_INVALID_PARAMETER);
-    CHECK_STATUS(c(e.pd, e.info.MaxSrqDepth + 1, 1, 0, NULL, NULL, NULL, conf_create_never, NULL,
+    CHECK_STATUS(c(e.pd, e.info.MaxSrqDepth + 1, 1, 0, NULL, NULL, NULL, ndk_create_never, NULL,
                    &srq),
                  STATUS_INVALID_PARAMETER);
     CHECK_STATUS(c(e.pd, 4, e.info.MaxReceiveRequestSge + 1, 0, NULL, NULL, NULL,
-                   conf_create_never, NULL, &srq),
+                   ndk_create_never, NULL, &srq),
                  STATUS_INVALID_PARAMETER);
-    CHECK_STATUS(c((NDK_PD *)e.rcq.cq, 4, 1, 0, NULL, NULL, NULL, conf_create_never, NULL, &srq),
+    CHECK_STATUS(c((NDK_PD *)e.rcq.cq, 4, 1, 0, NULL, NULL, NULL, ndk_create_never, NULL, &srq),
                  STATUS_INVALID_PARAMETER);
-    CHECK_STATUS(c(e.pd, 4, 1, 0, NULL, NULL, NULL, conf_create_never, NULL, NULL),
+    CHECK_STATUS(c(e.pd, 4, 1, 0, NULL, NULL, NULL, ndk_create_never, NULL, NULL),
                  STATUS_INVALID_PARAMETER);
     CHECK(srq == NULL);
-    CHECK_STATUS(c(e.pd, 4, e.info.MaxReceiveRequestSge, 0, NULL, NULL, NULL, conf_create_never,
+    CHECK_STATUS(c(e.pd, 4, e.info.MaxReceiveRequestSge, 0, NULL, NULL, NULL, ndk_create_never,
                    NULL, &srq),
                  STATUS_SUCCESS);
     conf_close(&srq->Header);
@@ -440,19 +440,19 @@ TEST(srq_threshold_notification)
     for (uintptr_t k = 0; k < 3; k++)
         CHECK_STATUS(srq->Dispatch->NdkSrqReceive(srq, (void *)k, NULL, 0), STATUS_SUCCESS);
     /* Threshold not above the queued count: armed, nothing to report. */
-    CHECK_STATUS(mod(srq, 0, 3, conf_request_never, NULL), STATUS_SUCCESS);
+    CHECK_STATUS(mod(srq, 0, 3, ndk_request_never, NULL), STATUS_SUCCESS);
     CHECK(!harness_event_wait(&note.ev, 1, CONF_QUIET_MS));
     /* Above the queued count: notifies once at once (§5.9 rule 4). */
-    CHECK_STATUS(mod(srq, 0, 5, conf_request_never, NULL), STATUS_SUCCESS);
+    CHECK_STATUS(mod(srq, 0, 5, ndk_request_never, NULL), STATUS_SUCCESS);
     CHECK(harness_event_wait(&note.ev, 1, CONF_WAIT_MS));
     CHECK_STATUS(note.last, STATUS_SUCCESS);
     CHECK(!harness_event_wait(&note.ev, 2, CONF_QUIET_MS));
     /* Threshold 0 keeps the state: disarmed stays disarmed; a depth change alone neither. */
-    CHECK_STATUS(mod(srq, 0, 0, conf_request_never, NULL), STATUS_SUCCESS);
-    CHECK_STATUS(mod(srq, 16, 0, conf_request_never, NULL), STATUS_SUCCESS);
+    CHECK_STATUS(mod(srq, 0, 0, ndk_request_never, NULL), STATUS_SUCCESS);
+    CHECK_STATUS(mod(srq, 16, 0, ndk_request_never, NULL), STATUS_SUCCESS);
     CHECK(!harness_event_wait(&note.ev, 2, CONF_QUIET_MS));
     /* Re-armed above the count: once more. */
-    CHECK_STATUS(mod(srq, 0, 4, conf_request_never, NULL), STATUS_SUCCESS);
+    CHECK_STATUS(mod(srq, 0, 4, ndk_request_never, NULL), STATUS_SUCCESS);
     CHECK(harness_event_wait(&note.ev, 2, CONF_WAIT_MS));
     CHECK_STATUS(note.last, STATUS_SUCCESS);
     CHECK(!harness_event_wait(&note.ev, 3, CONF_QUIET_MS));
@@ -474,7 +474,7 @@ static void srq_rearm_notify(void *ctx, NTSTATUS status)
     if (atomic_fetch_add(&r->n, 1) == 0 && status == STATUS_SUCCESS) {
         /* The usual consumer pattern: re-arm from the notification. The queue is still below
          * the threshold, so the re-arm must notify again (§5.9 rule 4). */
-        r->modify_status = r->srq->Dispatch->NdkModifySrq(r->srq, 0, 5, conf_request_never, NULL);
+        r->modify_status = r->srq->Dispatch->NdkModifySrq(r->srq, 0, 5, ndk_request_never, NULL);
     }
     harness_event_signal(&r->ev);
 }
@@ -488,7 +488,7 @@ TEST(srq_rearm_from_notification_notifies_again)
     r.srq = make_srq(e.pd, 8, 1, 0, srq_rearm_notify, &r);
     for (uintptr_t k = 0; k < 3; k++)
         CHECK_STATUS(r.srq->Dispatch->NdkSrqReceive(r.srq, (void *)k, NULL, 0), STATUS_SUCCESS);
-    CHECK_STATUS(r.srq->Dispatch->NdkModifySrq(r.srq, 0, 5, conf_request_never, NULL),
+    CHECK_STATUS(r.srq->Dispatch->NdkModifySrq(r.srq, 0, 5, ndk_request_never, NULL),
                  STATUS_SUCCESS);
     CHECK(harness_event_wait(&r.ev, 1, CONF_WAIT_MS));
     CHECK_STATUS(r.modify_status, STATUS_SUCCESS);
@@ -509,19 +509,19 @@ TEST(srq_modify_depth)
     NDK_FN_SRQ_RECEIVE rx = srq->Dispatch->NdkSrqReceive;
     for (uintptr_t k = 0; k < 3; k++)
         CHECK_STATUS(rx(srq, (void *)k, NULL, 0), STATUS_SUCCESS);
-    CHECK_STATUS(mod(srq, 2, 0, conf_request_never, NULL), STATUS_INVALID_PARAMETER); /* < queued */
-    CHECK_STATUS(mod(srq, e.info.MaxSrqDepth + 1, 0, conf_request_never, NULL),
+    CHECK_STATUS(mod(srq, 2, 0, ndk_request_never, NULL), STATUS_INVALID_PARAMETER); /* < queued */
+    CHECK_STATUS(mod(srq, e.info.MaxSrqDepth + 1, 0, ndk_request_never, NULL),
                  STATUS_INVALID_PARAMETER);
     /* unchanged after the refusals: one more fits, then full at 4 */
     CHECK_STATUS(rx(srq, (void *)3, NULL, 0), STATUS_SUCCESS);
     CHECK_STATUS(rx(srq, (void *)4, NULL, 0), STATUS_NO_MORE_ENTRIES);
     /* grow: room for 2 more */
-    CHECK_STATUS(mod(srq, 6, 0, conf_request_never, NULL), STATUS_SUCCESS);
+    CHECK_STATUS(mod(srq, 6, 0, ndk_request_never, NULL), STATUS_SUCCESS);
     CHECK_STATUS(rx(srq, (void *)4, NULL, 0), STATUS_SUCCESS);
     CHECK_STATUS(rx(srq, (void *)5, NULL, 0), STATUS_SUCCESS);
     CHECK_STATUS(rx(srq, (void *)6, NULL, 0), STATUS_NO_MORE_ENTRIES);
     /* to exactly the queued count: fine, and full */
-    CHECK_STATUS(mod(srq, 6, 0, conf_request_never, NULL), STATUS_SUCCESS);
+    CHECK_STATUS(mod(srq, 6, 0, ndk_request_never, NULL), STATUS_SUCCESS);
     CHECK_STATUS(rx(srq, (void *)6, NULL, 0), STATUS_NO_MORE_ENTRIES);
     conf_close(&srq->Header);
     env_close(&e);

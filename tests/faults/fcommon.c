@@ -237,30 +237,6 @@ unsigned fx_term_slots(const SOFTNDK_TERM_COUNT *slots)
 /* ------------------------------------------------------------------------------------------ */
 /* objects */
 
-NTSTATUS fx_close_raw(NDK_OBJECT_HEADER *h, NDK_FN_CLOSE_COMPLETION cb, void *ctx)
-{
-    switch (h->ObjectType) {
-    case NdkObjectTypePd:
-        return ((NDK_PD *)h)->Dispatch->NdkClosePd(h, cb, ctx);
-    case NdkObjectTypeCq:
-        return ((NDK_CQ *)h)->Dispatch->NdkCloseCq(h, cb, ctx);
-    case NdkObjectTypeMr:
-        return ((NDK_MR *)h)->Dispatch->NdkCloseMr(h, cb, ctx);
-    case NdkObjectTypeMw:
-        return ((NDK_MW *)h)->Dispatch->NdkCloseMw(h, cb, ctx);
-    case NdkObjectTypeSrq:
-        return ((NDK_SRQ *)h)->Dispatch->NdkCloseSrq(h, cb, ctx);
-    case NdkObjectTypeQp:
-        return ((NDK_QP *)h)->Dispatch->NdkCloseQp(h, cb, ctx);
-    case NdkObjectTypeConnector:
-        return ((NDK_CONNECTOR *)h)->Dispatch->NdkCloseConnector(h, cb, ctx);
-    case NdkObjectTypeListener:
-        return ((NDK_LISTENER *)h)->Dispatch->NdkCloseListener(h, cb, ctx);
-    default:
-        harness_fail(__FILE__, __LINE__, "close of an object of type %d", (int)h->ObjectType);
-    }
-}
-
 static void close_signal(void *ctx)
 {
     harness_event_signal(ctx);
@@ -270,25 +246,13 @@ void fx_close_wait(NDK_OBJECT_HEADER *h)
 {
     struct harness_event ev;
     harness_event_init(&ev);
-    NTSTATUS st = fx_close_raw(h, close_signal, &ev);
+    NTSTATUS st = ndk_close_any(h, close_signal, &ev);
     if (st == STATUS_PENDING)
         CHECK_MSG(harness_event_wait(&ev, 1, FX_WAIT_MS), "close completion of a %d never came",
                   (int)h->ObjectType);
     else
         CHECK_STATUS(st, STATUS_SUCCESS);
     harness_event_destroy(&ev);
-}
-
-void fx_create_never(void *ctx, NTSTATUS status, NDK_OBJECT_HEADER *obj)
-{
-    (void)ctx, (void)status, (void)obj;
-    harness_fail(__FILE__, __LINE__, "create completion called: creates never pend in softndk");
-}
-
-void fx_request_never(void *ctx, NTSTATUS status)
-{
-    (void)ctx, (void)status;
-    harness_fail(__FILE__, __LINE__, "request completion called for an inline request");
 }
 
 void fx_req_init(struct fx_req *r)
@@ -343,11 +307,11 @@ void fx_listen(struct fx_server *s, NDK_ADAPTER *a)
     s->a = a;
     harness_event_init(&s->ev);
     CHECK_STATUS(
-        a->Dispatch->NdkCreateListener(a, on_connect_event, s, fx_create_never, NULL, &s->l),
+        a->Dispatch->NdkCreateListener(a, on_connect_event, s, ndk_create_never, NULL, &s->l),
         STATUS_SUCCESS);
     struct sockaddr_in sa = addr4(0);
     CHECK_STATUS(
-        s->l->Dispatch->NdkListen(s->l, (struct sockaddr *)&sa, sizeof sa, fx_request_never, NULL),
+        s->l->Dispatch->NdkListen(s->l, (struct sockaddr *)&sa, sizeof sa, ndk_request_never, NULL),
         STATUS_SUCCESS);
     struct sockaddr_in got;
     ULONG glen = sizeof got;
@@ -390,24 +354,24 @@ void fx_side_init(struct fx_side *s, NDK_ADAPTER *a, size_t buflen, ULONG rq, UL
     s->a = a;
     harness_event_init(&s->disc_ev);
     harness_event_init(&s->cq_ev);
-    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, fx_create_never, NULL, &s->pd), STATUS_SUCCESS);
-    CHECK_STATUS(a->Dispatch->NdkCreateCq(a, 4096, on_cq, s, NULL, fx_create_never, NULL, &s->cq),
+    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &s->pd), STATUS_SUCCESS);
+    CHECK_STATUS(a->Dispatch->NdkCreateCq(a, 4096, on_cq, s, NULL, ndk_create_never, NULL, &s->cq),
                  STATUS_SUCCESS);
     CHECK_STATUS(s->pd->Dispatch->NdkCreateQp(s->pd, s->cq, s->cq, s, rq, sq, 4, 4, 0,
-                                              fx_create_never, NULL, &s->qp),
+                                              ndk_create_never, NULL, &s->qp),
                  STATUS_SUCCESS);
     s->len = buflen;
     s->buf = aligned_alloc(4096, (buflen + 4095) & ~(size_t)4095);
     CHECK(s->buf != NULL);
     memset(s->buf, 0, buflen);
-    CHECK_STATUS(s->pd->Dispatch->NdkCreateMr(s->pd, FALSE, fx_create_never, NULL, &s->mr),
+    CHECK_STATUS(s->pd->Dispatch->NdkCreateMr(s->pd, FALSE, ndk_create_never, NULL, &s->mr),
                  STATUS_SUCCESS);
     MDL mdl;
     MmInitializeMdl(&mdl, s->buf, buflen);
     CHECK_STATUS(s->mr->Dispatch->NdkRegisterMr(s->mr, &mdl, buflen,
                                                 NDK_MR_FLAG_ALLOW_LOCAL_WRITE |
                                                     NDK_MR_FLAG_ALLOW_REMOTE_WRITE,
-                                                fx_request_never, NULL),
+                                                ndk_request_never, NULL),
                  STATUS_SUCCESS);
     s->ltoken = s->mr->Dispatch->NdkGetLocalTokenFromMr(s->mr);
     s->rtoken = s->mr->Dispatch->NdkGetRemoteTokenFromMr(s->mr);
@@ -430,7 +394,7 @@ void fx_side_close(struct fx_side *s)
 
 void fx_establish(struct fx_side *cl, struct fx_side *sv, struct fx_server *srv)
 {
-    CHECK_STATUS(cl->a->Dispatch->NdkCreateConnector(cl->a, fx_create_never, NULL, &cl->conn),
+    CHECK_STATUS(cl->a->Dispatch->NdkCreateConnector(cl->a, ndk_create_never, NULL, &cl->conn),
                  STATUS_SUCCESS);
     struct sockaddr_in src = addr4(0), dst = addr4(srv->port);
     struct fx_req rc, ra, rcc;
@@ -460,7 +424,7 @@ void fx_establish(struct fx_side *cl, struct fx_side *sv, struct fx_server *srv)
 
 void fx_connect_refused(struct fx_side *cl, struct fx_server *srv, NTSTATUS expect)
 {
-    CHECK_STATUS(cl->a->Dispatch->NdkCreateConnector(cl->a, fx_create_never, NULL, &cl->conn),
+    CHECK_STATUS(cl->a->Dispatch->NdkCreateConnector(cl->a, ndk_create_never, NULL, &cl->conn),
                  STATUS_SUCCESS);
     struct sockaddr_in src = addr4(0), dst = addr4(srv->port);
     struct fx_req rc;
@@ -734,13 +698,13 @@ void fx_calls_open(struct fx_calls *pa, NDK_ADAPTER *a, enum fx_call which)
     harness_event_init(&pa->reg_done);
     if (which == FX_C_QP || which == FX_C_SRQ || which == FX_C_MR || which == FX_C_REGISTER ||
         which == FX_C_MW)
-        CHECK_STATUS(a->Dispatch->NdkCreatePd(a, fx_create_never, NULL, &pa->pd), STATUS_SUCCESS);
+        CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pa->pd), STATUS_SUCCESS);
     if (which == FX_C_QP) {
-        CHECK_STATUS(a->Dispatch->NdkCreateCq(a, 64, cq_notify_ignore, NULL, NULL, fx_create_never,
+        CHECK_STATUS(a->Dispatch->NdkCreateCq(a, 64, cq_notify_ignore, NULL, NULL, ndk_create_never,
                                               NULL, &pa->cq),
                      STATUS_SUCCESS);
         CHECK_STATUS(pa->pd->Dispatch->NdkCreateSrq(pa->pd, 16, 1, 0, NULL, NULL, NULL,
-                                                    fx_create_never, NULL, &pa->srq),
+                                                    ndk_create_never, NULL, &pa->srq),
                      STATUS_SUCCESS);
     }
 }
@@ -771,14 +735,14 @@ NTSTATUS fx_call(struct fx_calls *pa, enum fx_call which, unsigned k)
     switch (which) {
     case FX_C_CQ: {
         NDK_CQ *o = NULL;
-        st = a->Dispatch->NdkCreateCq(a, 16, cq_notify_ignore, NULL, NULL, fx_create_never, NULL,
+        st = a->Dispatch->NdkCreateCq(a, 16, cq_notify_ignore, NULL, NULL, ndk_create_never, NULL,
                                       &o);
         made = o ? &o->Header : NULL;
         break;
     }
     case FX_C_PD: {
         NDK_PD *o = NULL;
-        st = a->Dispatch->NdkCreatePd(a, fx_create_never, NULL, &o);
+        st = a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &o);
         made = o ? &o->Header : NULL;
         break;
     }
@@ -787,29 +751,29 @@ NTSTATUS fx_call(struct fx_calls *pa, enum fx_call which, unsigned k)
         NDK_QP *o = NULL;
         if (k % 2)
             st = pa->pd->Dispatch->NdkCreateQp(pa->pd, pa->cq, pa->cq, NULL, 4, 4, 1, 1, 0,
-                                               fx_create_never, NULL, &o);
+                                               ndk_create_never, NULL, &o);
         else
             st = pa->pd->Dispatch->NdkCreateQpWithSrq(pa->pd, pa->cq, pa->cq, pa->srq, NULL, 4, 1,
-                                                      0, fx_create_never, NULL, &o);
+                                                      0, ndk_create_never, NULL, &o);
         made = o ? &o->Header : NULL;
         break;
     }
     case FX_C_SRQ: {
         NDK_SRQ *o = NULL;
-        st = pa->pd->Dispatch->NdkCreateSrq(pa->pd, 16, 1, 0, NULL, NULL, NULL, fx_create_never,
+        st = pa->pd->Dispatch->NdkCreateSrq(pa->pd, 16, 1, 0, NULL, NULL, NULL, ndk_create_never,
                                             NULL, &o);
         made = o ? &o->Header : NULL;
         break;
     }
     case FX_C_MR: {
         NDK_MR *o = NULL;
-        st = pa->pd->Dispatch->NdkCreateMr(pa->pd, FALSE, fx_create_never, NULL, &o);
+        st = pa->pd->Dispatch->NdkCreateMr(pa->pd, FALSE, ndk_create_never, NULL, &o);
         made = o ? &o->Header : NULL;
         break;
     }
     case FX_C_REGISTER: {
         NDK_MR *mr = NULL;
-        CHECK_STATUS(pa->pd->Dispatch->NdkCreateMr(pa->pd, FALSE, fx_create_never, NULL, &mr),
+        CHECK_STATUS(pa->pd->Dispatch->NdkCreateMr(pa->pd, FALSE, ndk_create_never, NULL, &mr),
                      STATUS_SUCCESS);
         MDL mdl;
         MmInitializeMdl(&mdl, pa->buf, sizeof pa->buf);
@@ -833,20 +797,20 @@ NTSTATUS fx_call(struct fx_calls *pa, enum fx_call which, unsigned k)
     }
     case FX_C_MW: {
         NDK_MW *o = NULL;
-        st = pa->pd->Dispatch->NdkCreateMw(pa->pd, fx_create_never, NULL, &o);
+        st = pa->pd->Dispatch->NdkCreateMw(pa->pd, ndk_create_never, NULL, &o);
         made = o ? &o->Header : NULL;
         break;
     }
     case FX_C_CONNECTOR: {
         NDK_CONNECTOR *o = NULL;
-        st = a->Dispatch->NdkCreateConnector(a, fx_create_never, NULL, &o);
+        st = a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &o);
         made = o ? &o->Header : NULL;
         break;
     }
     case FX_C_LISTENER: {
         NDK_LISTENER *o = NULL;
-        st =
-            a->Dispatch->NdkCreateListener(a, connect_event_never, NULL, fx_create_never, NULL, &o);
+        st = a->Dispatch->NdkCreateListener(a, connect_event_never, NULL, ndk_create_never, NULL,
+                                            &o);
         made = o ? &o->Header : NULL;
         break;
     }

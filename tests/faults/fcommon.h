@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "harness.h"
+#include "ndk_objects.h"
 
 /* Bound for every wait on something that must happen. */
 #define FX_WAIT_MS 5000u
@@ -88,11 +89,8 @@ unsigned fx_term_slots(const SOFTNDK_TERM_COUNT *slots);
 
 /* ---- objects */
 
-NTSTATUS fx_close_raw(NDK_OBJECT_HEADER *h, NDK_FN_CLOSE_COMPLETION cb, void *ctx);
 /* Close; if it pends, wait (bounded) for the close completion. */
 void fx_close_wait(NDK_OBJECT_HEADER *h);
-void fx_create_never(void *ctx, NTSTATUS status, NDK_OBJECT_HEADER *obj);
-void fx_request_never(void *ctx, NTSTATUS status);
 
 /* A request with a completion. */
 struct fx_req {

@@ -150,10 +150,10 @@ TEST(env_var_used_when_the_option_is_null)
     CHECK(setenv("SOFTNDK_FAULTS", "fail:call=pd", 1) == 0);
     NDK_ADAPTER *a = fx_open(NULL);
     NDK_PD *pd = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, fx_create_never, NULL, &pd),
+    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd),
                  STATUS_INSUFFICIENT_RESOURCES);
     CHECK(pd == NULL);
-    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, fx_create_never, NULL, &pd), STATUS_SUCCESS);
+    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
     fx_close_wait(&pd->Header);
     CHECK_EQ_U64(fx_injected(a), 1);
     fx_close_adapter(a);
@@ -167,11 +167,11 @@ TEST(env_var_used_with_the_v2_options_layout)
     o.Size = SOFTNDK_OPTIONS_SIZE_V2;
     NDK_ADAPTER *a = fx_open_with(&o);
     NDK_PD *pd = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, fx_create_never, NULL, &pd), STATUS_SUCCESS);
+    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
     fx_close_wait(&pd->Header);
     NDK_CQ *cq = NULL;
     CHECK_STATUS(
-        a->Dispatch->NdkCreateCq(a, 4, fx_request_never, NULL, NULL, fx_create_never, NULL, &cq),
+        a->Dispatch->NdkCreateCq(a, 4, ndk_request_never, NULL, NULL, ndk_create_never, NULL, &cq),
         STATUS_INSUFFICIENT_RESOURCES);
     CHECK_EQ_U64(fx_injected(a), 1);
     fx_close_adapter(a);
@@ -182,15 +182,15 @@ TEST(option_wins_over_env_var_and_empty_means_none)
     CHECK(setenv("SOFTNDK_FAULTS", "fail:call=pd", 1) == 0);
     NDK_ADAPTER *a = fx_open("fail:call=cq");
     NDK_PD *pd = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, fx_create_never, NULL, &pd), STATUS_SUCCESS);
+    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
     fx_close_wait(&pd->Header);
     NDK_CQ *cq = NULL;
     CHECK_STATUS(
-        a->Dispatch->NdkCreateCq(a, 4, fx_request_never, NULL, NULL, fx_create_never, NULL, &cq),
+        a->Dispatch->NdkCreateCq(a, 4, ndk_request_never, NULL, NULL, ndk_create_never, NULL, &cq),
         STATUS_INSUFFICIENT_RESOURCES);
     fx_close_adapter(a);
     a = fx_open("");
-    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, fx_create_never, NULL, &pd), STATUS_SUCCESS);
+    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
     fx_close_wait(&pd->Header);
     CHECK_EQ_U64(fx_injected(a), 0);
     fx_close_adapter(a);
@@ -307,7 +307,7 @@ static uint64_t fail_p_pattern(unsigned seed)
     unsigned n = 0;
     for (unsigned k = 0; k < 40; k++) {
         NDK_PD *pd = NULL;
-        NTSTATUS st = a->Dispatch->NdkCreatePd(a, fx_create_never, NULL, &pd);
+        NTSTATUS st = a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd);
         if (st == STATUS_SUCCESS) {
             fx_close_wait(&pd->Header);
         } else {
@@ -338,18 +338,18 @@ TEST(fail_rules_and_counts_are_per_adapter)
                 *c = fx_open("");
     NDK_PD *pd = NULL;
     /* a's first, c's first, b's first succeed; a's second and b's second fail */
-    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, fx_create_never, NULL, &pd), STATUS_SUCCESS);
+    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
     fx_close_wait(&pd->Header);
     for (int i = 0; i < 3; i++) {
-        CHECK_STATUS(c->Dispatch->NdkCreatePd(c, fx_create_never, NULL, &pd), STATUS_SUCCESS);
+        CHECK_STATUS(c->Dispatch->NdkCreatePd(c, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
         fx_close_wait(&pd->Header);
     }
-    CHECK_STATUS(b->Dispatch->NdkCreatePd(b, fx_create_never, NULL, &pd), STATUS_SUCCESS);
+    CHECK_STATUS(b->Dispatch->NdkCreatePd(b, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
     fx_close_wait(&pd->Header);
     pd = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, fx_create_never, NULL, &pd),
+    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd),
                  STATUS_INSUFFICIENT_RESOURCES);
-    CHECK_STATUS(b->Dispatch->NdkCreatePd(b, fx_create_never, NULL, &pd),
+    CHECK_STATUS(b->Dispatch->NdkCreatePd(b, ndk_create_never, NULL, &pd),
                  STATUS_INSUFFICIENT_RESOURCES);
     CHECK_EQ_U64(fx_injected(a), 1);
     CHECK_EQ_U64(fx_injected(b), 1);
@@ -378,7 +378,7 @@ TEST(fail_is_logged_at_warn_with_its_rule)
     fx_capture_begin(&cap);
     NDK_ADAPTER *a = fx_open("seed=1; drop:after_fpdus=1000; fail:call=pd");
     NDK_PD *pd = NULL;
-    NTSTATUS st = a->Dispatch->NdkCreatePd(a, fx_create_never, NULL, &pd);
+    NTSTATUS st = a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd);
     char *log = fx_capture_end(&cap);
     CHECK_STATUS(st, STATUS_INSUFFICIENT_RESOURCES);
     /* docs/faults.md shows `softndk[fault] injected drop (rule 2 "...") ...`; the log's own
@@ -405,7 +405,7 @@ TEST(fault_is_traced)
     o.TraceFile = path;
     NDK_ADAPTER *a = fx_open_with(&o);
     NDK_CONNECTOR *c = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, fx_create_never, NULL, &c),
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &c),
                  STATUS_INSUFFICIENT_RESOURCES);
     fx_close_adapter(a);
     FILE *f = fopen(path, "r");
@@ -445,7 +445,7 @@ static void ocq_create(NDK_ADAPTER *a, struct ocq *c)
     memset(c, 0, sizeof *c);
     harness_event_init(&c->ev);
     CHECK_STATUS(
-        a->Dispatch->NdkCreateCq(a, 64, ocq_notify, c, NULL, fx_create_never, NULL, &c->cq),
+        a->Dispatch->NdkCreateCq(a, 64, ocq_notify, c, NULL, ndk_create_never, NULL, &c->cq),
         STATUS_SUCCESS);
 }
 
@@ -459,7 +459,7 @@ static void ocq_close(struct ocq *c)
 static void flush_into(NDK_PD *pd, struct ocq *c, unsigned n)
 {
     NDK_QP *qp = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateQp(pd, c->cq, c->cq, NULL, 16, 4, 1, 1, 0, fx_create_never,
+    CHECK_STATUS(pd->Dispatch->NdkCreateQp(pd, c->cq, c->cq, NULL, 16, 4, 1, 1, 0, ndk_create_never,
                                            NULL, &qp),
                  STATUS_SUCCESS);
     for (unsigned i = 0; i < n; i++)
@@ -489,7 +489,7 @@ TEST(cq_overrun_cq1_after3_overruns_at_the_fourth_completion)
     ocq_create(a, &c1); /* CQ #1 */
     ocq_create(a, &c2); /* CQ #2 */
     NDK_PD *pd = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, fx_create_never, NULL, &pd), STATUS_SUCCESS);
+    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
     c1.cq->Dispatch->NdkArmCq(c1.cq, NDK_CQ_NOTIFY_ERRORS);
     /* completions 1-3: delivered */
     flush_into(pd, &c1, 3);
@@ -535,7 +535,7 @@ TEST(cq_overrun_cq2_spares_cq1)
     ocq_create(a, &c1);
     ocq_create(a, &c2);
     NDK_PD *pd = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, fx_create_never, NULL, &pd), STATUS_SUCCESS);
+    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
     flush_into(pd, &c1, 5);
     CHECK_EQ_U64(drain(&c1), 5);
     flush_into(pd, &c2, 2); /* 1 delivered, the 2nd overruns (and takes the 1st with it) */
@@ -562,7 +562,7 @@ TEST(cq_overrun_default_hits_every_cq_at_its_first_completion)
     for (int i = 0; i < 3; i++)
         ocq_create(a, &c[i]);
     NDK_PD *pd = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, fx_create_never, NULL, &pd), STATUS_SUCCESS);
+    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
     for (int i = 0; i < 3; i++) {
         c[i].cq->Dispatch->NdkArmCq(c[i].cq, NDK_CQ_NOTIFY_ANY);
         flush_into(pd, &c[i], 1);
@@ -586,7 +586,7 @@ TEST(cq_overrun_point_never_reached_does_not_fire)
     struct ocq c1;
     ocq_create(a, &c1);
     NDK_PD *pd = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, fx_create_never, NULL, &pd), STATUS_SUCCESS);
+    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
     c1.cq->Dispatch->NdkArmCq(c1.cq, NDK_CQ_NOTIFY_ERRORS);
     flush_into(pd, &c1, 10);
     CHECK_EQ_U64(drain(&c1), 10);

@@ -88,11 +88,11 @@ TEST(counters_exact_for_a_scripted_exchange)
     memset(&srv, 0, sizeof srv);
     harness_event_init(&srv.ev);
     NDK_LISTENER *l;
-    CHECK_STATUS(as->Dispatch->NdkCreateListener(as, on_connect_event, &srv, conf_create_never,
+    CHECK_STATUS(as->Dispatch->NdkCreateListener(as, on_connect_event, &srv, ndk_create_never,
                                                  NULL, &l),
                  STATUS_SUCCESS);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    CHECK_STATUS(l->Dispatch->NdkListen(l, (struct sockaddr *)&sa, sizeof sa, conf_request_never,
+    CHECK_STATUS(l->Dispatch->NdkListen(l, (struct sockaddr *)&sa, sizeof sa, ndk_request_never,
                                         NULL),
                  STATUS_SUCCESS);
     ULONG alen = sizeof sa;
@@ -104,7 +104,7 @@ TEST(counters_exact_for_a_scripted_exchange)
     conf_cq_create(ac, &cqc, 64);
     NDK_QP *qps = conf_qp(pds, cqs.cq, cqs.cq, NULL, 16), *qpc = conf_qp(pdc, cqc.cq, cqc.cq, NULL, 4);
     NDK_CONNECTOR *cc;
-    CHECK_STATUS(ac->Dispatch->NdkCreateConnector(ac, conf_create_never, NULL, &cc), STATUS_SUCCESS);
+    CHECK_STATUS(ac->Dispatch->NdkCreateConnector(ac, ndk_create_never, NULL, &cc), STATUS_SUCCESS);
     struct sockaddr_in src = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     struct req r, ra, rc;
     harness_event_init(&r.ev);
@@ -191,7 +191,7 @@ TEST(counters_exact_for_a_scripted_exchange)
     /* a rejected attempt: ConnectFailure on the active side, a Reject on both */
     NDK_QP *qpc2 = conf_qp(pdc, cqc.cq, cqc.cq, NULL, 4);
     NDK_CONNECTOR *cc2;
-    CHECK_STATUS(ac->Dispatch->NdkCreateConnector(ac, conf_create_never, NULL, &cc2),
+    CHECK_STATUS(ac->Dispatch->NdkCreateConnector(ac, ndk_create_never, NULL, &cc2),
                  STATUS_SUCCESS);
     struct req r2;
     harness_event_init(&r2.ev);
