@@ -279,11 +279,14 @@ static void unpark_conns(struct sndk_cq *cq)
 /* The CQ was empty: send what waits for socket space and receive on the connections feeding it
  * (design §3), so that a consumer that polls never waits for a progress thread to wake up.
  * Returns true when bytes moved. */
-static bool poll_conns(struct sndk_cq *cq)
+static bool poll_conns(struct sndk_cq *cq, bool armed)
 {
     bool progress = false;
+    /* A poll of an armed CQ is the last look before the consumer blocks (arm, poll once more,
+     * wait): it must not mark the CQ as polled, or the progress threads would park its
+     * connections while nobody polls, and the next message would wait for the park timer. */
     uint64_t now = sndk_cq_now_ms();
-    if (atomic_load_explicit(&cq->poll_stamp, memory_order_relaxed) != now)
+    if (!armed && atomic_load_explicit(&cq->poll_stamp, memory_order_relaxed) != now)
         atomic_store_explicit(&cq->poll_stamp, now, memory_order_relaxed);
     pthread_mutex_lock(&cq->conn_lock);
     for (struct sndk_cq_conn *c = cq->conns.next; c != &cq->conns; c = c->next) {
@@ -300,8 +303,9 @@ static ULONG get_results(struct sndk_cq *cq, ULONG nResults, NDK_RESULT_EX *out_
     pthread_mutex_lock(&cq->lock);
     ULONG n = take_locked(cq, nResults, out_ex, out);
     bool empty = n == 0 && nResults > 0 && cq->dead == STATUS_SUCCESS;
+    bool armed = cq->armed != SNDK_CQ_UNARMED;
     pthread_mutex_unlock(&cq->lock);
-    if (empty && poll_conns(cq)) {
+    if (empty && poll_conns(cq, armed)) {
         pthread_mutex_lock(&cq->lock);
         n = take_locked(cq, nResults, out_ex, out);
         pthread_mutex_unlock(&cq->lock);

@@ -594,6 +594,13 @@ static void park_rx(struct sndk_qp *qp)
     sndk_mutex_unlock(&qp->tx_lock);
     if (was)
         return;
+    /* The consumer may have armed between our look at the CQ and the park: its unpark ran
+     * before rx_parked was set and found nothing to do. It cleared the stamp before taking
+     * tx_lock, so this second look sees that. */
+    if (!sndk_cq_polling(qp->rcq)) {
+        sndk_qp_unpark_rx(qp);
+        return;
+    }
     sndk_mutex_lock(&qp->state_lock);
     if (!io->park_timer_ref && qp_state(qp) != SNDK_QP_ERROR) {
         io->park_timer_ref = true;
