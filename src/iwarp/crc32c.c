@@ -22,13 +22,6 @@
 /* Raw register update: no pre/post inversion. */
 typedef uint32_t (*crc_update_fn)(uint32_t reg, const uint8_t *p, size_t n);
 
-static inline uint64_t load64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof v); /* unaligned-safe; host order is what crc32 wants (x86 is LE) */
-    return v;
-}
-
 /* ---------------------------------------------------------------- portable slicing-by-8 */
 
 static uint32_t sw_table[8][256];
@@ -77,6 +70,13 @@ uint32_t sndk_crc32c_sw(uint32_t crc, const void *buf, size_t len)
 /* ---------------------------------------------------------------- SSE4.2 */
 
 #if SNDK_HAVE_X86
+static inline uint64_t load64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v); /* unaligned-safe; host order is what crc32 wants (x86 is LE) */
+    return v;
+}
+
 /* The crc32 instruction has a latency of 3 cycles and a throughput of 1, so one dependent chain
  * uses a third of the unit. Three independent streams over adjacent blocks run at full rate and
  * are recombined with "shift by N zero bytes" operators, which are linear in the register value
@@ -294,7 +294,9 @@ int sndk_crc32c_fold_constant(unsigned k, uint64_t lanes[2])
 
 /* Only 512-bit folding is worth it: PCLMULQDQ issues about once per 2 cycles whatever the
  * register width (AMD Zen 5 here: 128-bit folding ran at ~15 GB/s, under the three crc32 streams'
- * ~33), so four 16-byte lanes per instruction are what makes folding faster than crc32. */
+ * ~33), so four 16-byte lanes per instruction are what makes folding faster than crc32. CPUs with
+ * VPCLMULQDQ and AVX-512 (Intel Ice Lake and later, AMD Zen 4 and later) run 512-bit integer
+ * code without a large clock penalty. */
 #define TARGET_VCLMUL __attribute__((target("sse4.2,pclmul,avx512f,avx512vl,vpclmulqdq")))
 
 static bool clmul_ok; /* set once by clmul_detect */

@@ -35,7 +35,7 @@ int sndk_crc32c_select(enum sndk_crc32c_impl impl);
 /* What sndk_crc32c uses now (CLMUL, HW or SW, never AUTO). */
 enum sndk_crc32c_impl sndk_crc32c_current(void);
 /* Direct entry points, same contract as sndk_crc32c; the HW one must only be called when
- * sndk_crc32c_hw_available(), the CLMUL ones only when sndk_crc32c_clmul_available(). */
+ * sndk_crc32c_hw_available(), the CLMUL one only when sndk_crc32c_clmul_available(). */
 int sndk_crc32c_hw_available(void);
 uint32_t sndk_crc32c_hw(uint32_t crc, const void *buf, size_t len);
 uint32_t sndk_crc32c_sw(uint32_t crc, const void *buf, size_t len);
