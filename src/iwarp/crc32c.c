@@ -1,4 +1,4 @@
-/* CRC32c: carry-less multiply folding (PCLMULQDQ, or VPCLMULQDQ on 512-bit registers), the
+/* CRC32c: carry-less multiply folding (VPCLMULQDQ on 512-bit registers), the
  * SSE4.2 three-stream kernel, and a table fallback, behind one function. */
 #include "iwarp/crc32c.h"
 
