@@ -34,7 +34,8 @@ static struct {
     bool blocking;
     unsigned timeout;
     bool no_pin;
-} opt = {PINGPONG, 0, 0, false, 60, false};
+    size_t recv_chunk; /* stream: bytes per recv() */
+} opt = {PINGPONG, 0, 0, false, 60, false, 1u << 20};
 
 static _Noreturn void fail(const char *what)
 {
@@ -128,7 +129,7 @@ static void *server(void *arg)
         }
     } else {
         uint64_t total = opt.iters * opt.size;
-        size_t chunk = 1u << 20;
+        size_t chunk = opt.recv_chunk;
         while (total) {
             size_t want = total < chunk ? (size_t)total : chunk;
             int flags = opt.blocking ? 0 : MSG_DONTWAIT;
@@ -171,7 +172,7 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: rawtcp pingpong|stream|msgrate [--size B] [--iters N] "
-                        "[--blocking] [--timeout S] [--no-pin]\n");
+                        "[--blocking] [--timeout S] [--no-pin] [--recv-chunk B]\n");
         return 2;
     }
     if (strcmp(argv[1], "pingpong") == 0)
@@ -196,6 +197,8 @@ int main(int argc, char **argv)
             opt.blocking = true;
         else if (strcmp(a, "--no-pin") == 0)
             opt.no_pin = true;
+        else if (strcmp(a, "--recv-chunk") == 0 && v)
+            opt.recv_chunk = strtoull(v, NULL, 0), i++;
         else {
             fprintf(stderr, "rawtcp: bad argument '%s'\n", a);
             return 2;
