@@ -31,6 +31,17 @@ typedef enum _SOFTNDK_CRC_POLICY {
     SoftNdkCrcOff = 2, /* do not ask; still honour a peer that requires it */
 } SOFTNDK_CRC_POLICY;
 
+/* Source check (docs/qp.md): after the bytes of each FPDU built from consumer memory are in
+ * TCP, checksum that memory again and compare with the checksum taken when the FPDU was built.
+ * A difference means the consumer changed a Send/Write source (or an RDMA Read source) between
+ * posting and the completion: counted in SourceModified, logged at error level and traced.
+ * Costs one CRC32c pass per byte sent. */
+typedef enum _SOFTNDK_SOURCE_CHECK {
+    SoftNdkSourceCheckDefault = 0,
+    SoftNdkSourceCheckOn = 1,
+    SoftNdkSourceCheckOff = 2,
+} SOFTNDK_SOURCE_CHECK;
+
 typedef enum _SOFTNDK_LOG_LEVEL {
     SoftNdkLogDefault = 0,
     SoftNdkLogError = 1,
@@ -74,6 +85,8 @@ typedef struct _SOFTNDK_OPTIONS {
     const char *Faults;        /* NULL = default (SOFTNDK_FAULTS, else none): "rule;rule;...",
                                   e.g. "seed=7;drop:dir=tx,after_fpdus=100;fail:call=cq";
                                   "" = none. Every fault that fires counts in InjectedFaults */
+    /* ---- consumer checks ---- */
+    SOFTNDK_SOURCE_CHECK SourceCheck; /* default: SOFTNDK_SOURCE_CHECK (on/off), else off */
 } SOFTNDK_OPTIONS;
 
 /* The size of the first published SOFTNDK_OPTIONS (ending at DisconnectTimeoutMs), still
@@ -82,6 +95,8 @@ typedef struct _SOFTNDK_OPTIONS {
 /* The second layout (ending at PeerTimeoutMs, padded), still accepted: Faults from the
  * environment. */
 #define SOFTNDK_OPTIONS_SIZE_V2 offsetof(SOFTNDK_OPTIONS, Faults)
+/* The third layout (ending at Faults): SourceCheck from the environment. */
+#define SOFTNDK_OPTIONS_SIZE_V3 offsetof(SOFTNDK_OPTIONS, SourceCheck)
 
 /* Fill *Options with "all defaults" (Size set, everything else zero). */
 SOFTNDK_API VOID SoftNdkInitOptions(SOFTNDK_OPTIONS *Options);
@@ -161,6 +176,8 @@ typedef struct _SOFTNDK_COUNTERS {
      * counts (Count 0: unused slot). */
     SOFTNDK_TERM_COUNT TerminateSentCodes[SOFTNDK_COUNTERS_TERM_SLOTS];
     SOFTNDK_TERM_COUNT TerminateReceivedCodes[SOFTNDK_COUNTERS_TERM_SLOTS];
+    ULONG64 SourceModified;    /* FPDUs whose consumer source changed before its completion
+                                  (only counted with SourceCheck on) */
 } SOFTNDK_COUNTERS;
 
 SOFTNDK_API NTSTATUS SoftNdkQueryCounters(NDK_ADAPTER *pNdkAdapter, SOFTNDK_COUNTERS *Counters);

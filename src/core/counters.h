@@ -42,6 +42,7 @@ enum sndk_ctr {
     SNDK_CTR_MPA_REJECT_SENT,   /* MPA Replies with the Reject bit we sent */
     SNDK_CTR_MPA_REJECT_RECV,   /* ... we received */
     SNDK_CTR_HANDSHAKE_TIMEOUT, /* handshakes that timed out */
+    SNDK_CTR_SOURCE_MODIFIED,   /* FPDUs whose source changed before completion (SourceCheck) */
     SNDK_CTR_COUNT
 };
 

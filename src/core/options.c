@@ -254,13 +254,13 @@ NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *given, struct sndk_config *c
     if (given) {
         /* a published layout: the first one, or the current one (or a later, larger one) */
         if ((given->Size != SOFTNDK_OPTIONS_SIZE_V1 && given->Size != SOFTNDK_OPTIONS_SIZE_V2 &&
-             given->Size < sizeof(SOFTNDK_OPTIONS)) ||
+             given->Size != SOFTNDK_OPTIONS_SIZE_V3 && given->Size < sizeof(SOFTNDK_OPTIONS)) ||
             given->Size > 4096) {
             snprintf(err, errlen,
-                     "SOFTNDK_OPTIONS.Size %u is not sizeof(SOFTNDK_OPTIONS) (%zu, or %zu / %zu "
-                     "for the earlier layouts)",
+                     "SOFTNDK_OPTIONS.Size %u is not sizeof(SOFTNDK_OPTIONS) (%zu, or %zu / %zu / "
+                     "%zu for the earlier layouts)",
                      given->Size, sizeof(SOFTNDK_OPTIONS), (size_t)SOFTNDK_OPTIONS_SIZE_V1,
-                     (size_t)SOFTNDK_OPTIONS_SIZE_V2);
+                     (size_t)SOFTNDK_OPTIONS_SIZE_V2, (size_t)SOFTNDK_OPTIONS_SIZE_V3);
             return STATUS_INVALID_PARAMETER;
         }
         memcpy(&copy, given, given->Size < sizeof copy ? given->Size : sizeof copy);
@@ -430,6 +430,22 @@ NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *given, struct sndk_config *c
         !resolve_file(opt->PcapFile, "SOFTNDK_PCAP", cfg->pcap_path, sizeof cfg->pcap_path, err,
                       errlen))
         return STATUS_INVALID_PARAMETER;
+
+    /* Source check */
+    cfg->source_check = false;
+    if (opt->SourceCheck == SoftNdkSourceCheckOn || opt->SourceCheck == SoftNdkSourceCheckOff) {
+        cfg->source_check = opt->SourceCheck == SoftNdkSourceCheckOn;
+    } else if (opt->SourceCheck != SoftNdkSourceCheckDefault) {
+        snprintf(err, errlen, "SourceCheck %d: not a SOFTNDK_SOURCE_CHECK", (int)opt->SourceCheck);
+        return STATUS_INVALID_PARAMETER;
+    } else if ((v = env("SOFTNDK_SOURCE_CHECK"))) {
+        if (strcasecmp(v, "on") == 0)
+            cfg->source_check = true;
+        else if (strcasecmp(v, "off") != 0) {
+            snprintf(err, errlen, "SOFTNDK_SOURCE_CHECK='%s': must be on or off", v);
+            return STATUS_INVALID_PARAMETER;
+        }
+    }
 
     /* Fault injection: parsed last, so that nothing after it can fail and leak the rules. */
     const char *faults = opt->Faults ? opt->Faults : env("SOFTNDK_FAULTS");

@@ -21,6 +21,7 @@ struct sndk_faults;
 struct sndk_config {
     unsigned mpa_revision; /* 1 or 2 */
     bool crc;              /* ask for CRC */
+    bool source_check;     /* SourceCheck: re-checksum consumer sources after sending */
     uint16_t port_low, port_high;
     unsigned threads;
     unsigned spin_us;

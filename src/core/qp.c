@@ -809,6 +809,12 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     int one = 1;
     setsockopt(p->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     sndk_tx_init(io, p->crc, fpdu_size_for(p->fd), p->ird, p->ord);
+    if (qp->base.adapter->cfg.source_check) {
+        io->src_iov = calloc(SNDK_TX_IOV, sizeof *io->src_iov);
+        if (!io->src_iov)
+            sndk_warn("qp", "QP %p: no memory for the source check: this connection is not "
+                            "checked", (void *)qp);
+    }
     sndk_rx_io_init(io, p->crc);
     if (p->rx_read_msn > 1)
         io->rx.msn_expect[SNDK_QN_READ_REQ] = p->rx_read_msn;
@@ -1309,6 +1315,7 @@ static void qp_destroy(struct sndk_obj *o)
         free(qp->io->cur);
         free(qp->io->cur_iov);
         free(qp->io->resp_iov);
+        free(qp->io->src_iov);
         sndk_fault_conn_free(qp->io->fc);
         free(qp->io);
     }

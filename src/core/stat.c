@@ -146,6 +146,7 @@ char *sndk_stat_snapshot(struct sndk_adapter *a, size_t *len)
     C(CrcErrors);
     C(FlushedRequests);
     C(InjectedFaults);
+    C(SourceModified);
     C(HandshakeInOctets);
     C(HandshakeOutOctets);
     C(MpaRejectsSent);

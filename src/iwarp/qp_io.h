@@ -59,7 +59,12 @@ enum sndk_rec_end {
 struct sndk_tx_rec {
     uint32_t wire_len;
     uint8_t ends;      /* enum sndk_rec_end */
-    uint32_t req;      /* SNDK_REC_REQ: its SQ counter */
+    bool resp;         /* part of a Read Response (else of the request req) */
+    uint32_t req;      /* its SQ counter (SNDK_REC_REQ: the request it ends) */
+    /* source check (io->src_iov set): the payload iovecs in src_iov and their CRC32c when
+     * the FPDU was built */
+    uint16_t pay_first, pay_n;
+    uint32_t pay_sum;
 };
 
 /* An inbound Read Request waiting for (or in) its response. */
@@ -185,6 +190,9 @@ struct sndk_qp_io {
     struct sndk_tx_rec rec[SNDK_TX_BATCH];
     struct sndk_fpdu fp[SNDK_TX_BATCH];
     struct iovec iov[SNDK_TX_IOV];
+    /* SourceCheck on: the batch's iovecs as built (sendmsg progress edits iov in place), so
+     * each FPDU's source can be checksummed again once it is sent; NULL when off */
+    struct iovec *src_iov;
 
     /* under qp->rx_lock */
     struct sndk_rx rx;

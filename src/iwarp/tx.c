@@ -14,8 +14,11 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include "core/adapter.h"
+#include "iwarp/crc32c.h"
 #include "iwarp/qp_io.h"
 #include "util/log.h"
+#include "util/trace.h"
 
 void sndk_tx_init(struct sndk_qp_io *io, bool crc, uint32_t max_fpdu, uint32_t ird, uint32_t ord)
 {
@@ -141,6 +144,41 @@ static void cut_one(struct sndk_qp_io *io, int rec, bool corrupt)
         io->fp[rec].trailer[io->fp[rec].trailer_len - 1] ^= 0xffu;
 }
 
+/* Source check (SOFTNDK_OPTIONS.SourceCheck): the FPDU's payload is out[1 .. n-2] (header
+ * first, pad + CRC last); checksum it as it is now. */
+static void source_note(struct sndk_qp_io *io, struct sndk_tx_rec *r, int first, int n)
+{
+    r->pay_first = (uint16_t)(first + 1);
+    r->pay_n = (uint16_t)(n - 2);
+    r->pay_sum = sndk_crc32c_iov(0, io->iov + r->pay_first, r->pay_n);
+}
+
+/* The FPDU is in TCP: its source must still be what was checksummed when it was built. A
+ * difference is the consumer's bug (NDK: a source belongs to the provider until the request
+ * completes), which CRC makes the peer see as a CRC error and CRC off hides entirely. */
+static void source_check(struct sndk_qp *qp, const struct sndk_tx_rec *r)
+{
+    struct sndk_qp_io *io = qp->io;
+    if (sndk_crc32c_iov(0, io->src_iov + r->pay_first, r->pay_n) == r->pay_sum)
+        return;
+    sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_SOURCE_MODIFIED);
+    size_t len = sndk_iov_len(io->src_iov + r->pay_first, r->pay_n);
+    if (r->resp) {
+        sndk_err("tx", "QP %p: the source of an RDMA Read Response changed while it was sent "
+                       "(%zu bytes): the local memory the peer reads was modified",
+                 (void *)qp, len);
+        SNDK_TRACE("tx.source_modified", "qp", qp, "\"what\":\"read_response\",\"bytes\":%zu",
+                        len);
+    } else {
+        void *ctx = slot(qp, r->req)->context;
+        sndk_err("tx", "QP %p: the source of request %p changed between its posting and its "
+                       "completion (an FPDU of %zu bytes went out different from what was posted)",
+                 (void *)qp, ctx, len);
+        SNDK_TRACE("tx.source_modified", "qp", qp,
+                        "\"request_context\":\"%p\",\"bytes\":%zu", ctx, len);
+    }
+}
+
 /* Gather the next batch of FPDUs: Read Responses first (they answer the peer), then the
  * initiator queue in order. Stops before a request that failed its local checks (the ones
  * before it must be out and retired first so that completions stay in order), before a Read
@@ -199,7 +237,8 @@ static void fill_batch(struct sndk_qp *qp)
                 }
                 io->orq[(io->orq_head + io->orq_count) % SNDK_RD_MAX] = qp->sq_sent;
                 io->orq_count++;
-                io->rec[nrec] = (struct sndk_tx_rec){io->fp[nrec].wire_len, SNDK_REC_NONE, 0};
+                io->rec[nrec] = (struct sndk_tx_rec){.wire_len = io->fp[nrec].wire_len,
+                                                     .ends = SNDK_REC_NONE};
                 cut_one(io, nrec, corrupt);
                 corrupt = false;
                 nrec++;
@@ -235,9 +274,13 @@ static void fill_batch(struct sndk_qp *qp)
             break;
         }
         bool fin = io->msg.finished;
-        io->rec[nrec] = (struct sndk_tx_rec){io->fp[nrec].wire_len,
-                                             fin ? io->msg_ends : (uint8_t)SNDK_REC_NONE,
-                                             io->msg_req};
+        io->rec[nrec] = (struct sndk_tx_rec){
+            .wire_len = io->fp[nrec].wire_len,
+            .ends = fin ? io->msg_ends : (uint8_t)SNDK_REC_NONE,
+            .resp = io->msg_ends == SNDK_REC_RESP,
+            .req = io->msg_req};
+        if (io->src_iov && io->fp[nrec].payload_len)
+            source_note(io, &io->rec[nrec], niov, n);
         cut_one(io, nrec, corrupt);
         corrupt = false;
         nrec++;
@@ -251,6 +294,8 @@ static void fill_batch(struct sndk_qp *qp)
         }
     }
 stall:
+    if (io->src_iov)
+        memcpy(io->src_iov, io->iov, (size_t)niov * sizeof *io->iov);
     io->nrec = nrec;
     io->rec_i = 0;
     io->rec_done = 0;
@@ -277,6 +322,8 @@ static void consumed(struct sndk_qp *qp, size_t n)
         io->rec_done = 0;
         io->rec_i++;
         fpdus++;
+        if (io->src_iov && r->pay_n)
+            source_check(qp, r);
         if (r->ends == SNDK_REC_REQ) {
             slot(qp, r->req)->done = true;
             retire = true;

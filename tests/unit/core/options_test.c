@@ -224,3 +224,31 @@ TEST(options_observability)
     CHECK_EQ_U64(resolve(&o, &cfg), STATUS_SUCCESS);
     CHECK(!cfg.stat);
 }
+
+TEST(options_source_check)
+{
+    struct sndk_config cfg;
+    unsetenv("SOFTNDK_SOURCE_CHECK");
+    CHECK_EQ_U64(resolve(NULL, &cfg), STATUS_SUCCESS);
+    CHECK(!cfg.source_check); /* off unless asked */
+    setenv("SOFTNDK_SOURCE_CHECK", "ON", 1);
+    CHECK_EQ_U64(resolve(NULL, &cfg), STATUS_SUCCESS);
+    CHECK(cfg.source_check);
+    SOFTNDK_OPTIONS o;
+    SoftNdkInitOptions(&o);
+    o.SourceCheck = SoftNdkSourceCheckOff;
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_SUCCESS);
+    CHECK(!cfg.source_check); /* explicit beats the environment */
+    /* the layout before SourceCheck: the field comes from the environment */
+    o.Size = SOFTNDK_OPTIONS_SIZE_V3;
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_SUCCESS);
+    CHECK(cfg.source_check);
+    SoftNdkInitOptions(&o);
+    o.SourceCheck = (SOFTNDK_SOURCE_CHECK)3;
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_INVALID_PARAMETER);
+    setenv("SOFTNDK_SOURCE_CHECK", "sometimes", 1);
+    char err[256] = "";
+    CHECK_EQ_U64(sndk_config_resolve(NULL, &cfg, err, sizeof err), STATUS_INVALID_PARAMETER);
+    CHECK_MSG(strstr(err, "SOFTNDK_SOURCE_CHECK") != NULL, "error does not name it: %s", err);
+    unsetenv("SOFTNDK_SOURCE_CHECK");
+}
