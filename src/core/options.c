@@ -242,6 +242,36 @@ static bool resolve_stat(const char *given, struct sndk_config *cfg, char *err, 
     return true;
 }
 
+/* An on/off option: its enum (0 default, 1 on, 2 off; SoftNdkCrc* and SoftNdkSourceCheck*
+ * share these values), else the variable ("on"/"off", any case), else dflt. */
+_Static_assert(SoftNdkCrcDefault == 0 && SoftNdkCrcOn == 1 && SoftNdkCrcOff == 2 &&
+                   SoftNdkSourceCheckDefault == 0 && SoftNdkSourceCheckOn == 1 &&
+                   SoftNdkSourceCheckOff == 2,
+               "resolve_on_off reads both enums as 0 default, 1 on, 2 off");
+
+static bool resolve_on_off(int given, const char *field, const char *type, const char *var,
+                           bool dflt, bool *out, char *err, size_t errlen)
+{
+    const char *v;
+    *out = dflt;
+    if (given == 1 || given == 2) {
+        *out = given == 1;
+    } else if (given != 0) {
+        snprintf(err, errlen, "%s %d: not a %s", field, given, type);
+        return false;
+    } else if ((v = env(var))) {
+        if (strcasecmp(v, "on") == 0)
+            *out = true;
+        else if (strcasecmp(v, "off") == 0)
+            *out = false;
+        else {
+            snprintf(err, errlen, "%s='%s': must be on or off", var, v);
+            return false;
+        }
+    }
+    return true;
+}
+
 NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *given, struct sndk_config *cfg, char *err,
                              size_t errlen)
 {
@@ -286,22 +316,9 @@ NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *given, struct sndk_config *c
     }
 
     /* CRC */
-    cfg->crc = true;
-    if (opt->Crc == SoftNdkCrcOn || opt->Crc == SoftNdkCrcOff) {
-        cfg->crc = opt->Crc == SoftNdkCrcOn;
-    } else if (opt->Crc != SoftNdkCrcDefault) {
-        snprintf(err, errlen, "Crc %d: not a SOFTNDK_CRC_POLICY", (int)opt->Crc);
+    if (!resolve_on_off((int)opt->Crc, "Crc", "SOFTNDK_CRC_POLICY", "SOFTNDK_CRC", true, &cfg->crc,
+                        err, errlen))
         return STATUS_INVALID_PARAMETER;
-    } else if ((v = env("SOFTNDK_CRC"))) {
-        if (strcasecmp(v, "on") == 0)
-            cfg->crc = true;
-        else if (strcasecmp(v, "off") == 0)
-            cfg->crc = false;
-        else {
-            snprintf(err, errlen, "SOFTNDK_CRC='%s': must be on or off", v);
-            return STATUS_INVALID_PARAMETER;
-        }
-    }
 
     /* Ephemeral ND ports */
     cfg->port_low = 49152;
@@ -432,20 +449,9 @@ NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *given, struct sndk_config *c
         return STATUS_INVALID_PARAMETER;
 
     /* Source check */
-    cfg->source_check = false;
-    if (opt->SourceCheck == SoftNdkSourceCheckOn || opt->SourceCheck == SoftNdkSourceCheckOff) {
-        cfg->source_check = opt->SourceCheck == SoftNdkSourceCheckOn;
-    } else if (opt->SourceCheck != SoftNdkSourceCheckDefault) {
-        snprintf(err, errlen, "SourceCheck %d: not a SOFTNDK_SOURCE_CHECK", (int)opt->SourceCheck);
+    if (!resolve_on_off((int)opt->SourceCheck, "SourceCheck", "SOFTNDK_SOURCE_CHECK",
+                        "SOFTNDK_SOURCE_CHECK", false, &cfg->source_check, err, errlen))
         return STATUS_INVALID_PARAMETER;
-    } else if ((v = env("SOFTNDK_SOURCE_CHECK"))) {
-        if (strcasecmp(v, "on") == 0)
-            cfg->source_check = true;
-        else if (strcasecmp(v, "off") != 0) {
-            snprintf(err, errlen, "SOFTNDK_SOURCE_CHECK='%s': must be on or off", v);
-            return STATUS_INVALID_PARAMETER;
-        }
-    }
 
     /* Fault injection: parsed last, so that nothing after it can fail and leak the rules. */
     const char *faults = opt->Faults ? opt->Faults : env("SOFTNDK_FAULTS");
