@@ -27,7 +27,7 @@ static void check_version(USHORT major, USHORT minor, NTSTATUS expect, USHORT ru
     conf_query(a, &info);
     CHECK_EQ_U64(info.Version.Major, major);
     CHECK_EQ_U64(info.Version.Minor, run_minor);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(adapter_version_1_0_runs_1_2) { check_version(1, 0, STATUS_SUCCESS, 2); }
@@ -110,7 +110,7 @@ static void headers_at(USHORT major, USHORT minor, USHORT run_minor)
     conf_close(&mr->Header);
     conf_close(&pd->Header);
     conf_cq_destroy(&cq);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(adapter_object_headers_v1) { headers_at(1, 0, 2); }
@@ -124,7 +124,7 @@ TEST(adapter_open_ifindex_0)
     conf_options(&o);
     NDK_ADAPTER *a = NULL;
     CHECK_STATUS(SoftNdkOpenAdapter(0, conf_version(1, 0), &o, &a), STATUS_SUCCESS);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(adapter_open_loopback_index)
@@ -135,7 +135,7 @@ TEST(adapter_open_loopback_index)
     conf_options(&o);
     NDK_ADAPTER *a = NULL;
     CHECK_STATUS(SoftNdkOpenAdapter(lo, conf_version(1, 0), &o, &a), STATUS_SUCCESS);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(adapter_open_unknown_ifindex_not_found)
@@ -163,7 +163,7 @@ TEST(adapter_open_null_options_defaults)
 {
     NDK_ADAPTER *a = NULL;
     CHECK_STATUS(SoftNdkOpenAdapter(0, conf_version(1, 0), NULL, &a), STATUS_SUCCESS);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(adapter_open_options_size_wrong)
@@ -225,7 +225,7 @@ TEST(adapter_explicit_option_values_checked)
     conf_options(&o);
     o.SpinMicroseconds = SOFTNDK_SPIN_NONE;
     a = conf_open_with(&o);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 /* ---- SOFTNDK_* environment variables ------------------------------------------------- */
@@ -237,7 +237,7 @@ static NTSTATUS open_with_env(const char *name, const char *value)
     NDK_ADAPTER *a = (NDK_ADAPTER *)0x1;
     NTSTATUS st = SoftNdkOpenAdapter(0, conf_version(1, 0), NULL, &a);
     if (st == STATUS_SUCCESS)
-        conf_close_adapter(a);
+        ndk_close_adapter(a);
     else
         CHECK(a == NULL);
     CHECK(unsetenv(name) == 0);
@@ -351,7 +351,7 @@ TEST(limits_reported_in_adapter_info)
     CHECK_EQ_U64(info.MaxSrqDepth, 32);
     CHECK_EQ_U64(info.MaxInitiatorRequestSge, 3);
     CHECK_EQ_U64(info.MaxInlineDataSize, 100);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(limits_leading_zero_is_decimal)
@@ -360,7 +360,7 @@ TEST(limits_leading_zero_is_decimal)
     NDK_ADAPTER_INFO info;
     conf_query(a, &info);
     CHECK_EQ_U64(info.MaxCqDepth, 10);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(limits_max_cq_depth_enforced)
@@ -375,7 +375,7 @@ TEST(limits_max_cq_depth_enforced)
     CHECK_STATUS(c.cq->Dispatch->NdkResizeCq(c.cq, 9, ndk_request_never, NULL),
                  STATUS_INVALID_PARAMETER);
     conf_cq_destroy(&c);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(limits_qp_and_srq_enforced)
@@ -413,7 +413,7 @@ TEST(limits_qp_and_srq_enforced)
     conf_close(&srq->Header);
     conf_close(&pd->Header);
     conf_cq_destroy(&c);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(limits_frmr_page_count_enforced)
@@ -429,7 +429,7 @@ TEST(limits_frmr_page_count_enforced)
                  STATUS_SUCCESS);
     conf_close(&mr->Header);
     conf_close(&pd->Header);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(limits_no_resize_flag_resize_not_supported)
@@ -444,7 +444,7 @@ TEST(limits_no_resize_flag_resize_not_supported)
                  STATUS_NOT_SUPPORTED);
     CHECK_STATUS(c.cq->Dispatch->NdkControlCqInterruptModeration(c.cq, 10, 2), STATUS_SUCCESS);
     conf_cq_destroy(&c);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(limits_no_moderation_flag_not_supported)
@@ -459,7 +459,7 @@ TEST(limits_no_moderation_flag_not_supported)
                  STATUS_NOT_SUPPORTED);
     CHECK_STATUS(c.cq->Dispatch->NdkResizeCq(c.cq, 16, ndk_request_never, NULL), STATUS_SUCCESS);
     conf_cq_destroy(&c);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(limits_adapter_flags_restriction_honoured_with_threads)
@@ -474,7 +474,7 @@ TEST(limits_adapter_flags_restriction_honoured_with_threads)
     NDK_ADAPTER_INFO info;
     conf_query(a, &info);
     CHECK_MSG(info.AdapterFlags == 0, "AdapterFlags=0 asked, 0x%x reported", info.AdapterFlags);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(explicit_options_win_over_env)
@@ -503,7 +503,7 @@ TEST(explicit_options_win_over_env)
     NDK_ADAPTER_INFO info;
     conf_query(a, &info);
     CHECK_EQ_U64(info.MaxCqDepth, 16);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 
     /* A well-formed variable loses to the explicit value too. */
     setenv("SOFTNDK_LIMITS", "MaxCqDepth=8", 1);
@@ -511,14 +511,14 @@ TEST(explicit_options_win_over_env)
     a = conf_open_with(&o);
     conf_query(a, &info);
     CHECK_EQ_U64(info.MaxCqDepth, 32);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 
     /* ... and applies when the option is left at its default. */
     o.Limits = NULL;
     a = conf_open_with(&o);
     conf_query(a, &info);
     CHECK_EQ_U64(info.MaxCqDepth, 8);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 /* ---- NdkQueryAdapterInfo ---------------------------------------------------------------- */
@@ -553,7 +553,7 @@ TEST(query_adapter_info_buffer_protocol)
     size = sizeof big;
     CHECK_STATUS(q(a, &big.info, &size), STATUS_SUCCESS);
     CHECK_EQ_U64(size, 0x68);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(query_adapter_info_honest_limits)
@@ -580,7 +580,7 @@ TEST(query_adapter_info_honest_limits)
     CHECK(info.AdapterFlags & NDK_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED);
     CHECK(info.AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_LOCAL_INVALIDATE_SUPPORTED);
     CHECK(info.AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 /* ---- NdkQueryExtension on every object type -------------------------------------------- */
@@ -635,7 +635,7 @@ TEST(query_extension_not_supported_everywhere)
     conf_close(&mr->Header);
     conf_close(&pd->Header);
     conf_cq_destroy(&c);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 /* ---- SoftNdkStatusName ------------------------------------------------------------------ */
@@ -709,7 +709,7 @@ TEST(dispatch_tables_complete)
     conf_close(&mr->Header);
     conf_close(&pd->Header);
     conf_cq_destroy(&c);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(adapters_coexist)
@@ -728,8 +728,8 @@ TEST(adapters_coexist)
                                            ndk_create_never, NULL, &qp),
                  STATUS_INVALID_PARAMETER);
     conf_close(&pb->Header);
-    conf_close_adapter(b);
+    ndk_close_adapter(b);
     conf_close(&pa->Header);
     conf_cq_destroy(&ca);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }

@@ -45,31 +45,6 @@ void conf_query(NDK_ADAPTER *a, NDK_ADAPTER_INFO *info)
     CHECK_EQ_U64(size, sizeof *info);
 }
 
-struct close_adapter_arg {
-    NDK_ADAPTER *a;
-    struct harness_event done;
-};
-
-static void *close_adapter_thread(void *p)
-{
-    struct close_adapter_arg *arg = p;
-    SoftNdkCloseAdapter(arg->a);
-    harness_event_signal(&arg->done);
-    return NULL;
-}
-
-void conf_close_adapter(NDK_ADAPTER *a)
-{
-    struct close_adapter_arg arg = {.a = a};
-    harness_event_init(&arg.done);
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, close_adapter_thread, &arg) == 0);
-    CHECK_MSG(harness_event_wait(&arg.done, 1, CONF_WAIT_MS),
-              "SoftNdkCloseAdapter did not return: an object was left open");
-    pthread_join(t, NULL);
-    harness_event_destroy(&arg.done);
-}
-
 void conf_close_signal(void *ctx)
 {
     harness_event_signal(ctx);
@@ -203,25 +178,3 @@ void conf_flush_into(NDK_PD *pd, struct conf_cq *rcq, struct conf_cq *icq, unsig
     conf_close(&qp->Header);
 }
 
-void conf_req_init(struct conf_req *r)
-{
-    harness_event_init(&r->ev);
-    r->status = STATUS_PENDING;
-}
-
-void conf_req_done(void *ctx, NTSTATUS st)
-{
-    struct conf_req *r = ctx;
-    r->status = st;
-    harness_event_signal(&r->ev);
-}
-
-NTSTATUS conf_req_wait(struct conf_req *r, NTSTATUS st)
-{
-    if (st != STATUS_PENDING) {
-        CHECK(!harness_event_wait(&r->ev, 1, CONF_QUIET_MS));
-        return st;
-    }
-    CHECK_MSG(harness_event_wait(&r->ev, 1, CONF_WAIT_MS), "request never completed");
-    return r->status;
-}

@@ -46,9 +46,6 @@ NDK_ADAPTER *conf_open(void);
 NDK_ADAPTER *conf_open_with(const SOFTNDK_OPTIONS *o);
 /* NdkQueryAdapterInfo into *info (checks the call succeeded). */
 void conf_query(NDK_ADAPTER *a, NDK_ADAPTER_INFO *info);
-/* SoftNdkCloseAdapter, bounded: fails the test (rather than hang it) when it does not return
- * within CONF_WAIT_MS, which is how a leaked object shows up. */
-void conf_close_adapter(NDK_ADAPTER *a);
 
 /* Dispatch-agnostic close: every public object is {Header; Dispatch} and close is slot 0. */
 /* Close, expecting STATUS_SUCCESS (no successors open). */
@@ -87,17 +84,6 @@ bool conf_cq_wait(struct conf_cq *c, unsigned count);
 bool conf_cq_quiet(struct conf_cq *c, unsigned count);
 /* Status of notification i (0-based). */
 NTSTATUS conf_cq_status(struct conf_cq *c, unsigned i);
-
-/* A request's completion, recorded: pass conf_req_done with &req as its callback context. */
-struct conf_req {
-    struct harness_event ev;
-    NTSTATUS status;
-};
-void conf_req_init(struct conf_req *r);
-void conf_req_done(void *ctx, NTSTATUS st);
-/* The result of a request that returned `st`: STATUS_PENDING means its completion carries it
- * (waited for, bounded); anything else is the result and no completion may follow. */
-NTSTATUS conf_req_wait(struct conf_req *r, NTSTATUS st);
 
 NDK_PD *conf_pd(NDK_ADAPTER *a);
 /* QP with its own receive queue: receive depth rdepth, initiator depth 4, 2 SGEs each. */

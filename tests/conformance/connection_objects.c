@@ -54,7 +54,7 @@ TEST(listener_create_close)
     CHECK_STATUS(ndk_close_any(&l->Header, conf_close_signal, &ev), STATUS_SUCCESS);
     CHECK(!harness_event_wait(&ev, 1, CONF_QUIET_MS));
     harness_event_destroy(&ev);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(connector_create_close)
@@ -69,7 +69,7 @@ TEST(connector_create_close)
     CHECK_STATUS(ndk_close_any(&c->Header, conf_close_signal, &ev), STATUS_SUCCESS);
     CHECK(!harness_event_wait(&ev, 1, CONF_QUIET_MS));
     harness_event_destroy(&ev);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(listener_get_local_address_before_listen)
@@ -83,7 +83,7 @@ TEST(listener_get_local_address_before_listen)
     len = 0;
     CHECK_STATUS(l->Dispatch->NdkGetLocalAddress(l, NULL, &len), STATUS_INVALID_DEVICE_STATE);
     conf_close(&l->Header);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(connector_calls_without_connection)
@@ -107,7 +107,7 @@ TEST(connector_calls_without_connection)
                  STATUS_CONNECTION_INVALID);
     CHECK_STATUS(d->NdkDisconnect(c, ndk_request_never, NULL), STATUS_CONNECTION_INVALID);
     conf_close(&c->Header);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(shared_endpoint_bad_address)
@@ -132,7 +132,7 @@ TEST(shared_endpoint_bad_address)
                         NULL, &se),
                  STATUS_INVALID_ADDRESS);
     CHECK(se == NULL);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(shared_endpoint_create_close)
@@ -165,5 +165,5 @@ TEST(shared_endpoint_create_close)
     CHECK_STATUS(ndk_close_any(&se->Header, conf_close_signal, &ev), STATUS_SUCCESS);
     CHECK(!harness_event_wait(&ev, 1, CONF_QUIET_MS));
     harness_event_destroy(&ev);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }

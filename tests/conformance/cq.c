@@ -27,7 +27,7 @@ static void env_close(struct cq_env *e)
     CHECK_EQ_U64(atomic_load(&e->icq.n), 0);
     conf_cq_destroy(&e->icq);
     conf_close(&e->pd->Header);
-    conf_close_adapter(e->a);
+    ndk_close_adapter(e->a);
 }
 
 /* n completions, contexts first..first+n-1, into c. */
@@ -86,7 +86,7 @@ TEST(cq_create_invalid_parameters)
                         &cq),
                  STATUS_SUCCESS);
     conf_close(&cq->Header);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(cq_empty_results_zero)
@@ -101,7 +101,7 @@ TEST(cq_empty_results_zero)
     CHECK_EQ_U64(c.cq->Dispatch->NdkGetCqResults(c.cq, r, 0), 0);
     CHECK_EQ_U64(c.cq->Dispatch->NdkGetCqResultsEx(c.cq, rx, 0), 0);
     conf_cq_destroy(&c);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(cq_results_ex_and_non_ex_fields)
@@ -171,7 +171,7 @@ TEST(cq_arm_empty_does_not_fire)
     conf_cq_arm(&c, NDK_CQ_NOTIFY_ERRORS);
     CHECK(conf_cq_quiet(&c, 0));
     conf_cq_destroy(&c);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(cq_arm_any_fires_once_per_arm)
@@ -456,7 +456,7 @@ TEST(cq_resize_invalid_depth)
     CHECK_STATUS(c.cq->Dispatch->NdkResizeCq(c.cq, info.MaxCqDepth + 1, ndk_request_never, NULL),
                  STATUS_INVALID_PARAMETER);
     conf_cq_destroy(&c);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 /* ---- interrupt moderation (§5.4 rules 14-19, decision 20) ------------------------------ */
@@ -475,7 +475,7 @@ TEST(cq_moderation_parameter_mix)
     CHECK_STATUS(mod(c.cq, 0, 0), STATUS_SUCCESS);
     CHECK_STATUS(mod(c.cq, 0, MAXULONG), STATUS_SUCCESS);
     conf_cq_destroy(&c);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(cq_moderation_count_governed)

@@ -31,7 +31,7 @@ TEST(lifecycle_close_without_successors_success_no_callback)
     CHECK_MSG(!harness_event_wait(&ev, 1, CONF_QUIET_MS),
               "close completion after close returned STATUS_SUCCESS");
     harness_event_destroy(&c.ev);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
     harness_event_destroy(&ev);
 }
 
@@ -58,7 +58,7 @@ TEST(lifecycle_pd_close_pends_until_mr_closed)
     conf_close(&mr->Header);
     CHECK_MSG(harness_event_wait(&ev, 1, CONF_WAIT_MS), "PD close never completed");
     CHECK(!harness_event_wait(&ev, 2, CONF_QUIET_MS));
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
     harness_event_destroy(&ev);
 }
 
@@ -86,7 +86,7 @@ TEST(lifecycle_cq_close_pends_while_qp_uses_it)
     CHECK(harness_event_wait(&iev, 1, CONF_WAIT_MS));
     CHECK(!atomic_load(&rcq.after_close) && !atomic_load(&icq.after_close));
     conf_close(&pd->Header);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
     harness_event_destroy(&rev);
     harness_event_destroy(&iev);
     harness_event_destroy(&rcq.ev);
@@ -121,7 +121,7 @@ TEST(lifecycle_srq_close_pends_while_qp_uses_it)
     /* The SRQ releases the PD only after its close completion returned: may pend briefly. */
     conf_close_wait(&pd->Header);
     conf_cq_destroy(&c);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
     harness_event_destroy(&ev);
 }
 
@@ -137,7 +137,7 @@ TEST(lifecycle_double_close_of_pending_object)
     conf_close(&mr->Header);
     CHECK(harness_event_wait(&ev, 1, CONF_WAIT_MS));
     CHECK_MSG(!harness_event_wait(&ev, 2, CONF_QUIET_MS), "two close completions");
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
     harness_event_destroy(&ev);
 }
 
@@ -163,7 +163,7 @@ TEST(lifecycle_no_cq_notification_after_close)
     CHECK_MSG(!harness_event_wait(&c.ev, 1, CONF_QUIET_MS), "CQ notified after close");
     CHECK_EQ_U64(atomic_load(&c.n), 0);
     conf_close(&pd->Header);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
     harness_event_destroy(&ev);
     harness_event_destroy(&c.ev);
 }
@@ -210,7 +210,7 @@ TEST(lifecycle_cq_close_waits_for_running_notification)
     CHECK_EQ_U64(rc.inside_at_close, 0);
     conf_cq_destroy(&icq);
     conf_close(&pd->Header);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
     harness_event_destroy(&rc.ev);
     harness_event_destroy(&c.ev);
 }
@@ -240,7 +240,7 @@ TEST(lifecycle_cq_close_cancels_held_back_notification)
     CHECK(!harness_event_wait(&c.ev, 1, CONF_QUIET_MS));
     conf_cq_destroy(&icq);
     conf_close(&pd->Header);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
     harness_event_destroy(&ev);
     harness_event_destroy(&c.ev);
 }
@@ -291,7 +291,7 @@ TEST(lifecycle_close_parent_from_close_completion)
     else
         CHECK_STATUS(n.pd_status, STATUS_SUCCESS);
     conf_cq_destroy(&c);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
     harness_event_destroy(&n.srq_closed);
     harness_event_destroy(&n.pd_closed);
 }
@@ -570,7 +570,7 @@ TEST(lifecycle_dispatch_interposition)
     expect++;
     /* Exactly our own calls went through the interposed tables: the provider read none. */
     CHECK_EQ_U64(atomic_load(&calls), expect);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 /* ---- create/close cycles: no leaks ----------------------------------------------------- */
@@ -581,7 +581,7 @@ TEST_T(lifecycle_create_close_cycles_no_fd_leak, 60)
     CHECK(base > 0);
     for (int k = 0; k < 25; k++) {
         NDK_ADAPTER *a = conf_open();
-        conf_close_adapter(a);
+        ndk_close_adapter(a);
     }
     CHECK_EQ_I64(harness_open_fds(), base);
 
@@ -637,6 +637,6 @@ TEST_T(lifecycle_create_close_cycles_no_fd_leak, 60)
         conf_cq_destroy(&c);
     }
     CHECK_EQ_I64(harness_open_fds(), with_adapter);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
     CHECK_EQ_I64(harness_open_fds(), base);
 }

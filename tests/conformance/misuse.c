@@ -19,7 +19,7 @@
 /* helpers */
 
 /* The result of a request that returned `st`: its completion's status when it pended. */
-static NTSTATUS req_result(struct conf_req *r, NTSTATUS st)
+static NTSTATUS req_result(struct ndk_req *r, NTSTATUS st)
 {
     if (st != STATUS_PENDING)
         return st;
@@ -145,7 +145,7 @@ struct pair {
     NDK_CONNECTOR *cconn, *sconn;
     struct harness_event incoming_ev;
     NDK_CONNECTOR *incoming;
-    struct conf_req rc; /* the client's NdkConnect */
+    struct ndk_req rc; /* the client's NdkConnect */
     bool listener_closed;
 };
 
@@ -188,10 +188,10 @@ static void pair_begin(struct pair *p, const SOFTNDK_OPTIONS *o, ULONG sq_depth,
                  STATUS_SUCCESS);
     struct sockaddr_in src = sin_of(0);
     p->cconn = make_connector(p->a);
-    conf_req_init(&p->rc);
+    ndk_req_init(&p->rc);
     CHECK_STATUS(p->cconn->Dispatch->NdkConnect(p->cconn, p->cqp, (struct sockaddr *)&src,
                                                 sizeof src, (struct sockaddr *)&sin, sizeof sin, 4,
-                                                4, NULL, 0, conf_req_done, &p->rc),
+                                                4, NULL, 0, ndk_req_done, &p->rc),
                  STATUS_PENDING);
     CHECK_MSG(harness_event_wait(&p->incoming_ev, 1, CONF_WAIT_MS), "no connect event");
     p->sconn = p->incoming;
@@ -200,14 +200,14 @@ static void pair_begin(struct pair *p, const SOFTNDK_OPTIONS *o, ULONG sq_depth,
 /* Accept and complete: both QPs connected. */
 static void pair_finish(struct pair *p)
 {
-    struct conf_req ra, rcc;
-    conf_req_init(&ra);
-    conf_req_init(&rcc);
-    CHECK_STATUS(
-        p->sconn->Dispatch->NdkAccept(p->sconn, p->sqp, 4, 4, NULL, 0, NULL, NULL, conf_req_done, &ra),
-        STATUS_PENDING);
+    struct ndk_req ra, rcc;
+    ndk_req_init(&ra);
+    ndk_req_init(&rcc);
+    CHECK_STATUS(p->sconn->Dispatch->NdkAccept(p->sconn, p->sqp, 4, 4, NULL, 0, NULL, NULL,
+                                               ndk_req_done, &ra),
+                 STATUS_PENDING);
     CHECK_STATUS(req_result(&p->rc, STATUS_PENDING), STATUS_SUCCESS);
-    NTSTATUS st = p->cconn->Dispatch->NdkCompleteConnect(p->cconn, NULL, NULL, conf_req_done, &rcc);
+    NTSTATUS st = p->cconn->Dispatch->NdkCompleteConnect(p->cconn, NULL, NULL, ndk_req_done, &rcc);
     CHECK_STATUS(req_result(&rcc, st), STATUS_SUCCESS);
     CHECK_STATUS(req_result(&ra, STATUS_PENDING), STATUS_SUCCESS);
     harness_event_destroy(&ra.ev);
@@ -235,7 +235,7 @@ static void pair_close(struct pair *p)
         conf_cq_destroy(&p->cicq);
     conf_cq_destroy(&p->crcq);
     conf_close_wait(&p->pd->Header);
-    conf_close_adapter(p->a);
+    ndk_close_adapter(p->a);
     harness_event_destroy(&p->rc.ev);
     harness_event_destroy(&p->incoming_ev);
 }
@@ -281,7 +281,7 @@ static void zoo_close(struct zoo *z)
     conf_close(&z->mr->Header);
     conf_close_wait(&z->pd->Header);
     conf_cq_destroy(&z->c);
-    conf_close_adapter(z->a);
+    ndk_close_adapter(z->a);
 }
 
 /* Every method of every object, called with `this` replaced by the given pointers (NULL, or an
@@ -540,10 +540,11 @@ TEST(misuse_wrong_object_type_in_arguments)
      * which here is refused (nothing listens) and leaves the connector used up. */
     int rfd;
     dst = sin_of(refusing_port(&rfd));
-    struct conf_req r;
-    conf_req_init(&r);
-    NTSTATUS st = cn->NdkConnect(z.conn, z.qp, (struct sockaddr *)&src, sizeof src,
-                                 (struct sockaddr *)&dst, sizeof dst, 1, 1, NULL, 0, conf_req_done, &r);
+    struct ndk_req r;
+    ndk_req_init(&r);
+    NTSTATUS st =
+        cn->NdkConnect(z.conn, z.qp, (struct sockaddr *)&src, sizeof src, (struct sockaddr *)&dst,
+                       sizeof dst, 1, 1, NULL, 0, ndk_req_done, &r);
     CHECK_STATUS(req_result(&r, st), STATUS_CONNECTION_REFUSED);
     close(rfd);
     /* A CQ of another adapter, or a closing one, for a new QP: conformance/qp, lifecycle. */
@@ -551,7 +552,7 @@ TEST(misuse_wrong_object_type_in_arguments)
     conf_close(&bqp->Header);
     conf_cq_destroy(&bcq);
     conf_close(&bpd->Header);
-    conf_close_adapter(b);
+    ndk_close_adapter(b);
     /* The connector holds the QP since its NdkConnect: close it first. */
     conf_close_wait(&z.conn->Header);
     z.conn = make_connector(z.a);
@@ -770,7 +771,7 @@ TEST(misuse_short_socket_address_is_not_read_past_its_length)
         STATUS_INVALID_ADDRESS);
     free(one);
     conf_close(&l->Header);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -826,7 +827,7 @@ TEST(misuse_pd_close_with_every_kind_of_child_pends)
     CHECK_MSG(harness_event_wait(&ev, 1, CONF_WAIT_MS), "PD close never completed");
     CHECK(!harness_event_wait(&ev, 2, CONF_QUIET_MS));
     conf_cq_destroy(&c);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
     harness_event_destroy(&ev);
 }
 
@@ -894,7 +895,7 @@ TEST(misuse_calls_on_closing_cq_and_srq)
     CHECK(!harness_event_wait(&cev, 2, CONF_QUIET_MS) && harness_event_count(&sev) == 1);
     conf_cq_destroy(&other);
     conf_close_wait(&pd->Header);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
     harness_event_destroy(&cev);
     harness_event_destroy(&sev);
     harness_event_destroy(&sn);
@@ -916,10 +917,10 @@ TEST(misuse_qp_and_shared_endpoint_held_by_a_refused_connector)
     NDK_CONNECTOR *conn = make_connector(a);
     int rfd;
     struct sockaddr_in dst = sin_of(refusing_port(&rfd));
-    struct conf_req r;
-    conf_req_init(&r);
+    struct ndk_req r;
+    ndk_req_init(&r);
     NTSTATUS st = conn->Dispatch->NdkConnectWithSharedEndpoint(
-        conn, qp, se, (struct sockaddr *)&dst, sizeof dst, 1, 1, NULL, 0, conf_req_done, &r);
+        conn, qp, se, (struct sockaddr *)&dst, sizeof dst, 1, 1, NULL, 0, ndk_req_done, &r);
     CHECK_STATUS(req_result(&r, st), STATUS_CONNECTION_REFUSED);
     /* a connector serves one connection */
     CHECK_STATUS(conn->Dispatch->NdkConnectWithSharedEndpoint(conn, qp, se, (struct sockaddr *)&dst,
@@ -972,7 +973,7 @@ TEST(misuse_qp_and_shared_endpoint_held_by_a_refused_connector)
     close(rfd);
     conf_cq_destroy(&c);
     conf_close_wait(&pd->Header);
-    conf_close_adapter(a);
+    ndk_close_adapter(a);
     harness_event_destroy(&qev);
     harness_event_destroy(&sev);
     harness_event_destroy(&r.ev);
@@ -1310,14 +1311,14 @@ TEST(misuse_connector_calls_out_of_order)
                  STATUS_CONNECTION_ACTIVE);
     conf_close(&c2->Header);
     /* NdkDisconnect twice: the second one while the first is pending */
-    struct conf_req rd, rd2;
-    conf_req_init(&rd);
-    conf_req_init(&rd2);
-    NTSTATUS st = cd->NdkDisconnect(p.cconn, conf_req_done, &rd);
+    struct ndk_req rd, rd2;
+    ndk_req_init(&rd);
+    ndk_req_init(&rd2);
+    NTSTATUS st = cd->NdkDisconnect(p.cconn, ndk_req_done, &rd);
     if (st == STATUS_PENDING)
         CHECK_STATUS(cd->NdkDisconnect(p.cconn, ndk_request_never, NULL),
                      STATUS_CONNECTION_INVALID);
-    NTSTATUS st2 = p.sconn->Dispatch->NdkDisconnect(p.sconn, conf_req_done, &rd2);
+    NTSTATUS st2 = p.sconn->Dispatch->NdkDisconnect(p.sconn, ndk_req_done, &rd2);
     CHECK_STATUS(req_result(&rd, st), STATUS_SUCCESS);
     CHECK_STATUS(req_result(&rd2, st2), STATUS_SUCCESS);
     /* after the connection ended: success, nothing left to do */
@@ -1377,17 +1378,17 @@ TEST(misuse_qp_closed_during_handshake_does_not_connect)
     struct pair p;
     pair_begin(&p, NULL, 8, 0);
     conf_post_recvs(p.sqp, 1, 0x700);
-    struct conf_req ra, rcc;
-    conf_req_init(&ra);
-    conf_req_init(&rcc);
+    struct ndk_req ra, rcc;
+    ndk_req_init(&ra);
+    ndk_req_init(&rcc);
     CHECK_STATUS(
-        p.sconn->Dispatch->NdkAccept(p.sconn, p.sqp, 4, 4, NULL, 0, NULL, NULL, conf_req_done, &ra),
+        p.sconn->Dispatch->NdkAccept(p.sconn, p.sqp, 4, 4, NULL, 0, NULL, NULL, ndk_req_done, &ra),
         STATUS_PENDING);
     CHECK_STATUS(req_result(&p.rc, STATUS_PENDING), STATUS_SUCCESS);
     struct harness_event qev;
     harness_event_init(&qev);
     CHECK_STATUS(ndk_close_any(&p.cqp->Header, conf_close_signal, &qev), STATUS_PENDING);
-    NTSTATUS st = p.cconn->Dispatch->NdkCompleteConnect(p.cconn, NULL, NULL, conf_req_done, &rcc);
+    NTSTATUS st = p.cconn->Dispatch->NdkCompleteConnect(p.cconn, NULL, NULL, ndk_req_done, &rcc);
     NTSTATUS done = req_result(&rcc, st);
     NTSTATUS send = p.cqp->Dispatch->NdkSend(p.cqp, NULL, NULL, 0, 0);
     (void)req_result(&ra, STATUS_PENDING); /* the passive side learns it as it may */

@@ -26,7 +26,7 @@ static void env_open(struct mr_env *e)
 static void env_close(struct mr_env *e)
 {
     conf_close(&e->pd->Header);
-    conf_close_adapter(e->a);
+    ndk_close_adapter(e->a);
     free(e->buf);
 }
 

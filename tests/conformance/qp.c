@@ -27,7 +27,7 @@ static void env_close(struct qp_env *e)
     conf_cq_destroy(&e->icq);
     conf_cq_destroy(&e->rcq);
     conf_close(&e->pd->Header);
-    conf_close_adapter(e->a);
+    ndk_close_adapter(e->a);
 }
 
 static NDK_SRQ *make_srq(NDK_PD *pd, ULONG depth, ULONG sge, ULONG threshold,
@@ -127,7 +127,7 @@ TEST(qp_create_on_cq_of_other_adapter)
                                              ndk_create_never, NULL, &qp),
                  STATUS_INVALID_PARAMETER);
     conf_cq_destroy(&bcq);
-    conf_close_adapter(b);
+    ndk_close_adapter(b);
     env_close(&e);
 }
 

@@ -141,43 +141,6 @@ NDK_ADAPTER *fx_open(const char *faults)
     return fx_open_with(&o);
 }
 
-struct close_adapter_arg {
-    NDK_ADAPTER *a;
-    struct harness_event done;
-};
-
-static void *close_adapter_thread(void *p)
-{
-    struct close_adapter_arg *arg = p;
-    SoftNdkCloseAdapter(arg->a);
-    harness_event_signal(&arg->done);
-    return NULL;
-}
-
-bool fx_try_close_adapter(NDK_ADAPTER *a, unsigned timeout_ms)
-{
-    struct close_adapter_arg *arg = calloc(1, sizeof *arg); /* leaked if the close hangs */
-    CHECK(arg != NULL);
-    arg->a = a;
-    harness_event_init(&arg->done);
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, close_adapter_thread, arg) == 0);
-    if (!harness_event_wait(&arg->done, 1, timeout_ms)) {
-        pthread_detach(t);
-        return false;
-    }
-    pthread_join(t, NULL);
-    harness_event_destroy(&arg->done);
-    free(arg);
-    return true;
-}
-
-void fx_close_adapter(NDK_ADAPTER *a)
-{
-    CHECK_MSG(fx_try_close_adapter(a, FX_WAIT_MS),
-              "SoftNdkCloseAdapter did not return: an object was left open");
-}
-
 void fx_counters(NDK_ADAPTER *a, SOFTNDK_COUNTERS *c)
 {
     memset(c, 0, sizeof *c);
@@ -253,30 +216,6 @@ void fx_close_wait(NDK_OBJECT_HEADER *h)
     else
         CHECK_STATUS(st, STATUS_SUCCESS);
     harness_event_destroy(&ev);
-}
-
-void fx_req_init(struct fx_req *r)
-{
-    harness_event_init(&r->ev);
-    r->status = STATUS_PENDING;
-}
-
-void fx_req_done(void *ctx, NTSTATUS st)
-{
-    struct fx_req *r = ctx;
-    r->status = st;
-    harness_event_signal(&r->ev);
-}
-
-NTSTATUS fx_req_wait(struct fx_req *r, NTSTATUS st)
-{
-    if (st != STATUS_PENDING) {
-        CHECK_MSG(!harness_event_wait(&r->ev, 1, FX_QUIET_MS),
-                  "a completion followed an inline status");
-        return st;
-    }
-    CHECK_MSG(harness_event_wait(&r->ev, 1, FX_WAIT_MS), "request never completed");
-    return r->status;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -397,26 +336,26 @@ void fx_establish(struct fx_side *cl, struct fx_side *sv, struct fx_server *srv)
     CHECK_STATUS(cl->a->Dispatch->NdkCreateConnector(cl->a, ndk_create_never, NULL, &cl->conn),
                  STATUS_SUCCESS);
     struct sockaddr_in src = addr4(0), dst = addr4(srv->port);
-    struct fx_req rc, ra, rcc;
-    fx_req_init(&rc);
+    struct ndk_req rc, ra, rcc;
+    ndk_req_init(&rc);
     unsigned before = atomic_load(&srv->n);
     CHECK_STATUS(cl->conn->Dispatch->NdkConnect(cl->conn, cl->qp, (struct sockaddr *)&src,
                                                 sizeof src, (struct sockaddr *)&dst, sizeof dst, 4,
-                                                4, NULL, 0, fx_req_done, &rc),
+                                                4, NULL, 0, ndk_req_done, &rc),
                  STATUS_PENDING);
     CHECK_MSG(harness_event_wait(&srv->ev, before + 1, FX_WAIT_MS), "no connect event");
     CHECK(before < FX_MAX_INCOMING);
     sv->conn = srv->incoming[before];
-    fx_req_init(&ra);
+    ndk_req_init(&ra);
     CHECK_STATUS(sv->conn->Dispatch->NdkAcceptEx(sv->conn, sv->qp, 4, 4, NULL, 0, on_disconnect, sv,
-                                                 fx_req_done, &ra),
+                                                 ndk_req_done, &ra),
                  STATUS_PENDING);
-    CHECK_STATUS(fx_req_wait(&rc, STATUS_PENDING), STATUS_SUCCESS);
-    fx_req_init(&rcc);
+    CHECK_STATUS(ndk_req_wait(&rc, STATUS_PENDING), STATUS_SUCCESS);
+    ndk_req_init(&rcc);
     NTSTATUS st =
-        cl->conn->Dispatch->NdkCompleteConnectEx(cl->conn, on_disconnect, cl, fx_req_done, &rcc);
-    CHECK_STATUS(fx_req_wait(&rcc, st), STATUS_SUCCESS);
-    CHECK_STATUS(fx_req_wait(&ra, STATUS_PENDING), STATUS_SUCCESS);
+        cl->conn->Dispatch->NdkCompleteConnectEx(cl->conn, on_disconnect, cl, ndk_req_done, &rcc);
+    CHECK_STATUS(ndk_req_wait(&rcc, st), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_req_wait(&ra, STATUS_PENDING), STATUS_SUCCESS);
     harness_event_destroy(&rc.ev);
     harness_event_destroy(&ra.ev);
     harness_event_destroy(&rcc.ev);
@@ -427,14 +366,14 @@ void fx_connect_refused(struct fx_side *cl, struct fx_server *srv, NTSTATUS expe
     CHECK_STATUS(cl->a->Dispatch->NdkCreateConnector(cl->a, ndk_create_never, NULL, &cl->conn),
                  STATUS_SUCCESS);
     struct sockaddr_in src = addr4(0), dst = addr4(srv->port);
-    struct fx_req rc;
-    fx_req_init(&rc);
+    struct ndk_req rc;
+    ndk_req_init(&rc);
     unsigned before = atomic_load(&srv->n);
     NTSTATUS st = cl->conn->Dispatch->NdkConnect(cl->conn, cl->qp, (struct sockaddr *)&src,
                                                  sizeof src, (struct sockaddr *)&dst, sizeof dst, 4,
-                                                 4, NULL, 0, fx_req_done, &rc);
+                                                 4, NULL, 0, ndk_req_done, &rc);
     CHECK_STATUS(st, STATUS_PENDING);
-    CHECK_STATUS(fx_req_wait(&rc, st), expect);
+    CHECK_STATUS(ndk_req_wait(&rc, st), expect);
     CHECK_MSG(atomic_load(&srv->n) == before, "the listener's consumer saw the refused request");
     harness_event_destroy(&rc.ev);
 }
@@ -551,16 +490,16 @@ void fx_expect_no_disconnect(struct fx_side *s)
 
 void fx_disconnect(struct fx_side *cl, struct fx_side *sv)
 {
-    struct fx_req rd, rs;
-    fx_req_init(&rd);
-    NTSTATUS st = cl->conn->Dispatch->NdkDisconnect(cl->conn, fx_req_done, &rd);
+    struct ndk_req rd, rs;
+    ndk_req_init(&rd);
+    NTSTATUS st = cl->conn->Dispatch->NdkDisconnect(cl->conn, ndk_req_done, &rd);
     CHECK_MSG(harness_event_wait(&sv->disc_ev, 1, FX_WAIT_MS), "no disconnect event at the peer");
     CHECK_MSG(atomic_load(&sv->disc_reason) == 0, "graceful disconnect with reason 0x%08x",
               (unsigned)atomic_load(&sv->disc_reason));
-    fx_req_init(&rs);
-    NTSTATUS st2 = sv->conn->Dispatch->NdkDisconnect(sv->conn, fx_req_done, &rs);
-    CHECK_STATUS(fx_req_wait(&rs, st2), STATUS_SUCCESS);
-    CHECK_STATUS(fx_req_wait(&rd, st), STATUS_SUCCESS);
+    ndk_req_init(&rs);
+    NTSTATUS st2 = sv->conn->Dispatch->NdkDisconnect(sv->conn, ndk_req_done, &rs);
+    CHECK_STATUS(ndk_req_wait(&rs, st2), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_req_wait(&rd, st), STATUS_SUCCESS);
     CHECK_EQ_U64(atomic_load(&sv->disc_n), 1);
     CHECK_EQ_U64(atomic_load(&cl->disc_n), 0);
     harness_event_destroy(&rd.ev);
@@ -609,8 +548,8 @@ void fx_pair_close(struct fx_pair *p)
     fx_side_close(&p->cl);
     fx_side_close(&p->sv);
     fx_server_close(&p->srv);
-    fx_close_adapter(p->ac);
-    fx_close_adapter(p->as);
+    ndk_close_adapter(p->ac);
+    ndk_close_adapter(p->as);
     free(p);
 }
 

@@ -71,10 +71,6 @@ void fx_options(SOFTNDK_OPTIONS *o, const char *faults);
 NTSTATUS fx_try_open(const SOFTNDK_OPTIONS *o, NDK_ADAPTER **out);
 NDK_ADAPTER *fx_open_with(const SOFTNDK_OPTIONS *o);
 NDK_ADAPTER *fx_open(const char *faults);
-/* SoftNdkCloseAdapter, bounded: a leaked object fails the test instead of hanging it. */
-void fx_close_adapter(NDK_ADAPTER *a);
-/* SoftNdkCloseAdapter, bounded; false when it did not return. */
-bool fx_try_close_adapter(NDK_ADAPTER *a, unsigned timeout_ms);
 void fx_counters(NDK_ADAPTER *a, SOFTNDK_COUNTERS *c);
 uint64_t fx_injected(NDK_ADAPTER *a);
 /* Wait (bounded) until the counter at byte offset `field` of SOFTNDK_COUNTERS reaches `want`
@@ -91,16 +87,6 @@ unsigned fx_term_slots(const SOFTNDK_TERM_COUNT *slots);
 
 /* Close; if it pends, wait (bounded) for the close completion. */
 void fx_close_wait(NDK_OBJECT_HEADER *h);
-
-/* A request with a completion. */
-struct fx_req {
-    struct harness_event ev;
-    NTSTATUS status;
-};
-void fx_req_init(struct fx_req *r);
-void fx_req_done(void *ctx, NTSTATUS st);
-/* st inline: STATUS_PENDING waits (bounded) for the completion; else no completion may come. */
-NTSTATUS fx_req_wait(struct fx_req *r, NTSTATUS st);
 
 /* ---- a listener */
 

@@ -252,7 +252,7 @@ static void pair_close(struct round *r, struct fx_pair *p)
            "more than one disconnect event (%u, %u)", atomic_load(&p->cl.disc_n),
            atomic_load(&p->sv.disc_n));
     fx_server_close(&p->srv);
-    if (!fx_try_close_adapter(p->ac, FX_WAIT_MS) || !fx_try_close_adapter(p->as, FX_WAIT_MS))
+    if (!ndk_try_close_adapter(p->ac, FX_WAIT_MS) || !ndk_try_close_adapter(p->as, FX_WAIT_MS))
         miss(r, BAD_LEAK, "SoftNdkCloseAdapter did not return");
     free(p);
 }
@@ -526,7 +526,7 @@ static void round_mpa_reject(struct round *r)
            (unsigned long long)c.MpaRejectsReceived, (unsigned long long)c.Connect,
            (unsigned long long)s.Accept);
     fx_server_close(&p->srv);
-    if (!fx_try_close_adapter(ac, FX_WAIT_MS) || !fx_try_close_adapter(as, FX_WAIT_MS))
+    if (!ndk_try_close_adapter(ac, FX_WAIT_MS) || !ndk_try_close_adapter(as, FX_WAIT_MS))
         miss(r, BAD_LEAK, "SoftNdkCloseAdapter did not return");
     free(p);
 }

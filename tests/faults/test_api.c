@@ -23,7 +23,7 @@ static NTSTATUS open_status(const char *faults)
     NTSTATUS st = fx_try_open(&o, &a);
     if (st == STATUS_SUCCESS) {
         CHECK(a != NULL);
-        fx_close_adapter(a);
+        ndk_close_adapter(a);
     }
     return st;
 }
@@ -156,7 +156,7 @@ TEST(env_var_used_when_the_option_is_null)
     CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
     fx_close_wait(&pd->Header);
     CHECK_EQ_U64(fx_injected(a), 1);
-    fx_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(env_var_used_with_the_v2_options_layout)
@@ -174,7 +174,7 @@ TEST(env_var_used_with_the_v2_options_layout)
         a->Dispatch->NdkCreateCq(a, 4, ndk_request_never, NULL, NULL, ndk_create_never, NULL, &cq),
         STATUS_INSUFFICIENT_RESOURCES);
     CHECK_EQ_U64(fx_injected(a), 1);
-    fx_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(option_wins_over_env_var_and_empty_means_none)
@@ -188,12 +188,12 @@ TEST(option_wins_over_env_var_and_empty_means_none)
     CHECK_STATUS(
         a->Dispatch->NdkCreateCq(a, 4, ndk_request_never, NULL, NULL, ndk_create_never, NULL, &cq),
         STATUS_INSUFFICIENT_RESOURCES);
-    fx_close_adapter(a);
+    ndk_close_adapter(a);
     a = fx_open("");
     CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
     fx_close_wait(&pd->Header);
     CHECK_EQ_U64(fx_injected(a), 0);
-    fx_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(malformed_env_var_refuses_the_open)
@@ -259,7 +259,7 @@ static void fail_case(enum fx_call which, const char *params, unsigned n, unsign
     }
     CHECK_EQ_U64(fx_injected(a), failed);
     fx_calls_close(&pa);
-    fx_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 #define FAIL_TESTS(kind)                                                                           \
@@ -318,7 +318,7 @@ static uint64_t fail_p_pattern(unsigned seed)
         }
     }
     CHECK_EQ_U64(fx_injected(a), n);
-    fx_close_adapter(a);
+    ndk_close_adapter(a);
     return pattern;
 }
 
@@ -354,9 +354,9 @@ TEST(fail_rules_and_counts_are_per_adapter)
     CHECK_EQ_U64(fx_injected(a), 1);
     CHECK_EQ_U64(fx_injected(b), 1);
     CHECK_EQ_U64(fx_injected(c), 0);
-    fx_close_adapter(a);
-    fx_close_adapter(b);
-    fx_close_adapter(c);
+    ndk_close_adapter(a);
+    ndk_close_adapter(b);
+    ndk_close_adapter(c);
 }
 
 TEST(fail_of_one_call_kind_leaves_the_others)
@@ -369,7 +369,7 @@ TEST(fail_of_one_call_kind_leaves_the_others)
                      k == FX_C_MW ? STATUS_INSUFFICIENT_RESOURCES : STATUS_SUCCESS);
     CHECK_EQ_U64(fx_injected(a), 1);
     fx_calls_close(&pa);
-    fx_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(fail_is_logged_at_warn_with_its_rule)
@@ -391,7 +391,7 @@ TEST(fail_is_logged_at_warn_with_its_rule)
     CHECK_MSG(strstr(log, "rule 2 \"fail:call=pd\"") != NULL, "the log line names no rule: %s",
               log);
     free(log);
-    fx_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(fault_is_traced)
@@ -407,7 +407,7 @@ TEST(fault_is_traced)
     NDK_CONNECTOR *c = NULL;
     CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &c),
                  STATUS_INSUFFICIENT_RESOURCES);
-    fx_close_adapter(a);
+    ndk_close_adapter(a);
     FILE *f = fopen(path, "r");
     CHECK(f != NULL);
     char line[1024];
@@ -525,7 +525,7 @@ TEST(cq_overrun_cq1_after3_overruns_at_the_fourth_completion)
     fx_close_wait(&pd->Header);
     ocq_close(&c1);
     ocq_close(&c2);
-    fx_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(cq_overrun_cq2_spares_cq1)
@@ -552,7 +552,7 @@ TEST(cq_overrun_cq2_spares_cq1)
     fx_close_wait(&pd->Header);
     ocq_close(&c1);
     ocq_close(&c2);
-    fx_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(cq_overrun_default_hits_every_cq_at_its_first_completion)
@@ -577,7 +577,7 @@ TEST(cq_overrun_default_hits_every_cq_at_its_first_completion)
     fx_close_wait(&pd->Header);
     for (int i = 0; i < 3; i++)
         ocq_close(&c[i]);
-    fx_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 TEST(cq_overrun_point_never_reached_does_not_fire)
@@ -599,7 +599,7 @@ TEST(cq_overrun_point_never_reached_does_not_fire)
     CHECK_EQ_U64(k.InjectedFaults, 0);
     fx_close_wait(&pd->Header);
     ocq_close(&c1);
-    fx_close_adapter(a);
+    ndk_close_adapter(a);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -664,8 +664,8 @@ static void reject_case(const char *srule, const char *crule, unsigned n, unsign
     CHECK_EQ_U64(c.Connect, n - refused);
     CHECK_EQ_U64(s.Accept, n - refused);
     fx_server_close(&srv);
-    fx_close_adapter(ac);
-    fx_close_adapter(as);
+    ndk_close_adapter(ac);
+    ndk_close_adapter(as);
 }
 
 TEST(mpa_reject_refuses_the_first_request_with_its_text)
@@ -719,6 +719,6 @@ TEST(mpa_reject_then_same_qp_connects_with_a_new_connector)
     free(sv);
     CHECK_EQ_U64(fx_injected(as), 1);
     fx_server_close(&srv);
-    fx_close_adapter(ac);
-    fx_close_adapter(as);
+    ndk_close_adapter(ac);
+    ndk_close_adapter(as);
 }

@@ -447,8 +447,8 @@ TEST(conn_selector_hits_only_that_connection)
     }
     CHECK_EQ_U64(fx_injected(as), 0);
     fx_server_close(&srv);
-    fx_close_adapter(ac);
-    fx_close_adapter(as);
+    ndk_close_adapter(ac);
+    ndk_close_adapter(as);
 }
 
 TEST(side_selector_on_one_adapter_with_both_ends)
@@ -482,7 +482,7 @@ TEST(side_selector_on_one_adapter_with_both_ends)
     fx_side_close(&p->cl);
     fx_side_close(&p->sv);
     fx_server_close(&p->srv);
-    fx_close_adapter(a);
+    ndk_close_adapter(a);
     free(p);
 }
 
@@ -799,9 +799,9 @@ static void fin_behind_held_data(const char *rule, unsigned n, bool polling)
 {
     struct fx_pair *p = fx_pair_open("", rule);
     send_stream(p, n, n, KIB);
-    struct fx_req rd;
-    fx_req_init(&rd);
-    NTSTATUS st = p->cl.conn->Dispatch->NdkDisconnect(p->cl.conn, fx_req_done, &rd);
+    struct ndk_req rd;
+    ndk_req_init(&rd);
+    NTSTATUS st = p->cl.conn->Dispatch->NdkDisconnect(p->cl.conn, ndk_req_done, &rd);
     CHECK_MSG(st == STATUS_PENDING || st == STATUS_SUCCESS, "NdkDisconnect: %s",
               SoftNdkStatusName(st));
     if (polling) {
@@ -823,11 +823,11 @@ static void fin_behind_held_data(const char *rule, unsigned n, bool polling)
     CHECK_MSG(at_event == n,
               "the disconnect event (the peer's FIN) overtook %u messages held back by \"%s\"",
               n - at_event, rule);
-    struct fx_req rs;
-    fx_req_init(&rs);
-    NTSTATUS st2 = p->sv.conn->Dispatch->NdkDisconnect(p->sv.conn, fx_req_done, &rs);
-    CHECK_STATUS(fx_req_wait(&rs, st2), STATUS_SUCCESS);
-    CHECK_STATUS(fx_req_wait(&rd, st), STATUS_SUCCESS);
+    struct ndk_req rs;
+    ndk_req_init(&rs);
+    NTSTATUS st2 = p->sv.conn->Dispatch->NdkDisconnect(p->sv.conn, ndk_req_done, &rs);
+    CHECK_STATUS(ndk_req_wait(&rs, st2), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_req_wait(&rd, st), STATUS_SUCCESS);
     fx_expect(&p->cl, n);
     fx_check_initiator(&p->cl, n, n, n, SBASE);
     fx_pair_close(p);

@@ -1,6 +1,7 @@
 #include "ndk_objects.h"
 
-#include "harness.h"
+#include <pthread.h>
+#include <stdlib.h>
 
 NTSTATUS ndk_close_any(NDK_OBJECT_HEADER *h, NDK_FN_CLOSE_COMPLETION cb, void *ctx)
 {
@@ -38,4 +39,65 @@ void ndk_request_never(void *ctx, NTSTATUS status)
 {
     (void)ctx, (void)status;
     harness_fail(__FILE__, __LINE__, "request completion called for an inline request");
+}
+
+struct close_adapter_arg {
+    NDK_ADAPTER *a;
+    struct harness_event done;
+};
+
+static void *close_adapter_thread(void *p)
+{
+    struct close_adapter_arg *arg = p;
+    SoftNdkCloseAdapter(arg->a);
+    harness_event_signal(&arg->done);
+    return NULL;
+}
+
+bool ndk_try_close_adapter(NDK_ADAPTER *a, unsigned timeout_ms)
+{
+    struct close_adapter_arg *arg = calloc(1, sizeof *arg); /* leaked if the close hangs */
+    CHECK(arg != NULL);
+    arg->a = a;
+    harness_event_init(&arg->done);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, close_adapter_thread, arg) == 0);
+    if (!harness_event_wait(&arg->done, 1, timeout_ms)) {
+        pthread_detach(t);
+        return false;
+    }
+    pthread_join(t, NULL);
+    harness_event_destroy(&arg->done);
+    free(arg);
+    return true;
+}
+
+void ndk_close_adapter(NDK_ADAPTER *a)
+{
+    CHECK_MSG(ndk_try_close_adapter(a, NDK_TEST_WAIT_MS),
+              "SoftNdkCloseAdapter did not return: an object was left open");
+}
+
+void ndk_req_init(struct ndk_req *r)
+{
+    harness_event_init(&r->ev);
+    r->status = STATUS_PENDING;
+}
+
+void ndk_req_done(void *ctx, NTSTATUS st)
+{
+    struct ndk_req *r = ctx;
+    r->status = st;
+    harness_event_signal(&r->ev);
+}
+
+NTSTATUS ndk_req_wait(struct ndk_req *r, NTSTATUS st)
+{
+    if (st != STATUS_PENDING) {
+        CHECK_MSG(!harness_event_wait(&r->ev, 1, NDK_TEST_QUIET_MS),
+                  "a completion followed an inline status");
+        return st;
+    }
+    CHECK_MSG(harness_event_wait(&r->ev, 1, NDK_TEST_WAIT_MS), "request never completed");
+    return r->status;
 }

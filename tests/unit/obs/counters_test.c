@@ -244,6 +244,6 @@ TEST(counters_exact_for_a_scripted_exchange)
     conf_close_wait(&pdc->Header);
     conf_close_wait(&pds->Header);
     conf_close_wait(&l->Header);
-    conf_close_adapter(ac);
-    conf_close_adapter(as);
+    ndk_close_adapter(ac);
+    ndk_close_adapter(as);
 }
