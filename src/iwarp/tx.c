@@ -164,18 +164,19 @@ static void source_check(struct sndk_qp *qp, const struct sndk_tx_rec *r)
     sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_SOURCE_MODIFIED);
     size_t len = sndk_iov_len(io->src_iov + r->pay_first, r->pay_n);
     if (r->resp) {
-        sndk_err("tx", "QP %p: the source of an RDMA Read Response changed while it was sent "
-                       "(%zu bytes): the local memory the peer reads was modified",
+        sndk_err("tx",
+                 "QP %p: the source of an RDMA Read Response changed while it was sent "
+                 "(%zu bytes): the local memory the peer reads was modified",
                  (void *)qp, len);
-        SNDK_TRACE("tx.source_modified", "qp", qp, "\"what\":\"read_response\",\"bytes\":%zu",
-                        len);
+        SNDK_TRACE("tx.source_modified", "qp", qp, "\"what\":\"read_response\",\"bytes\":%zu", len);
     } else {
         void *ctx = slot(qp, r->req)->context;
-        sndk_err("tx", "QP %p: the source of request %p changed between its posting and its "
-                       "completion (an FPDU of %zu bytes went out different from what was posted)",
+        sndk_err("tx",
+                 "QP %p: the source of request %p changed between its posting and its "
+                 "completion (an FPDU of %zu bytes went out different from what was posted)",
                  (void *)qp, ctx, len);
-        SNDK_TRACE("tx.source_modified", "qp", qp,
-                        "\"request_context\":\"%p\",\"bytes\":%zu", ctx, len);
+        SNDK_TRACE("tx.source_modified", "qp", qp, "\"request_context\":\"%p\",\"bytes\":%zu", ctx,
+                   len);
     }
 }
 
