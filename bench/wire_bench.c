@@ -36,7 +36,8 @@ static void bench_crc(const char *name, crc_fn fn, const uint8_t *buf, size_t le
         t = now_s();
     } while (t - t0 < budget);
     sink = c;
-    printf("  crc32c %-5s %8zu B  %7.2f GB/s\n", name, len, (double)iters * (double)len / (t - t0) / 1e9);
+    printf("  crc32c %-5s %8zu B  %7.2f GB/s\n", name, len,
+           (double)iters * (double)len / (t - t0) / 1e9);
 }
 
 /* Receive-side memory for the parser: one region for Writes, one buffer for Sends. */

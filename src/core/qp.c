@@ -812,8 +812,10 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     if (qp->base.adapter->cfg.source_check) {
         io->src_iov = calloc(SNDK_TX_IOV, sizeof *io->src_iov);
         if (!io->src_iov)
-            sndk_warn("qp", "QP %p: no memory for the source check: this connection is not "
-                            "checked", (void *)qp);
+            sndk_warn("qp",
+                      "QP %p: no memory for the source check: this connection is not "
+                      "checked",
+                      (void *)qp);
     }
     sndk_rx_io_init(io, p->crc);
     if (p->rx_read_msn > 1)

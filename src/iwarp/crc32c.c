@@ -327,8 +327,8 @@ static void clmul_detect(void)
 /* X*x^D + Y for the constant pair k = {x^(D+63), x^(D-1)} (see above). */
 TARGET_VCLMUL static inline __m128i fold16(__m128i x, __m128i k, __m128i y)
 {
-    return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00),
-                                       _mm_clmulepi64_si128(x, k, 0x11)), y);
+    return _mm_xor_si128(
+        _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11)), y);
 }
 
 /* The folded block and the tail after it, from register 0. */
@@ -456,8 +456,7 @@ static _Atomic(crc_update_fn) active_update = resolve_update;
 static crc_update_fn prepare(enum sndk_crc32c_impl impl)
 {
 #if SNDK_HAVE_X86
-    if (impl == SNDK_CRC32C_CLMUL ||
-        (impl == SNDK_CRC32C_AUTO && sndk_crc32c_clmul_available())) {
+    if (impl == SNDK_CRC32C_CLMUL || (impl == SNDK_CRC32C_AUTO && sndk_crc32c_clmul_available())) {
         pthread_once(&clmul_once, clmul_init);
         return clmul512_update;
     }

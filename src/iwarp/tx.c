@@ -238,8 +238,8 @@ static void fill_batch(struct sndk_qp *qp)
                 }
                 io->orq[(io->orq_head + io->orq_count) % SNDK_RD_MAX] = qp->sq_sent;
                 io->orq_count++;
-                io->rec[nrec] = (struct sndk_tx_rec){.wire_len = io->fp[nrec].wire_len,
-                                                     .ends = SNDK_REC_NONE};
+                io->rec[nrec] =
+                    (struct sndk_tx_rec){.wire_len = io->fp[nrec].wire_len, .ends = SNDK_REC_NONE};
                 cut_one(io, nrec, corrupt);
                 corrupt = false;
                 nrec++;
@@ -275,11 +275,10 @@ static void fill_batch(struct sndk_qp *qp)
             break;
         }
         bool fin = io->msg.finished;
-        io->rec[nrec] = (struct sndk_tx_rec){
-            .wire_len = io->fp[nrec].wire_len,
-            .ends = fin ? io->msg_ends : (uint8_t)SNDK_REC_NONE,
-            .resp = io->msg_ends == SNDK_REC_RESP,
-            .req = io->msg_req};
+        io->rec[nrec] = (struct sndk_tx_rec){.wire_len = io->fp[nrec].wire_len,
+                                             .ends = fin ? io->msg_ends : (uint8_t)SNDK_REC_NONE,
+                                             .resp = io->msg_ends == SNDK_REC_RESP,
+                                             .req = io->msg_req};
         if (io->src_iov && io->fp[nrec].payload_len)
             source_note(io, &io->rec[nrec], niov, n);
         cut_one(io, nrec, corrupt);

@@ -75,19 +75,17 @@ static void headers_at(USHORT major, USHORT minor, USHORT run_minor)
     conf_cq_create(a, &cq, 8);
     check_header(&cq.cq->Header, NdkObjectTypeCq, run);
     NDK_MR *mr = NULL, *fmr = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, FALSE, ndk_create_never, NULL, &mr),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, FALSE, ndk_create_never, NULL, &mr), STATUS_SUCCESS);
     check_header(&mr->Header, NdkObjectTypeMr, run);
-    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, TRUE, ndk_create_never, NULL, &fmr),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, TRUE, ndk_create_never, NULL, &fmr), STATUS_SUCCESS);
     check_header(&fmr->Header, NdkObjectTypeMr, run);
     NDK_MW *mw = NULL;
     CHECK_STATUS(pd->Dispatch->NdkCreateMw(pd, ndk_create_never, NULL, &mw), STATUS_SUCCESS);
     check_header(&mw->Header, NdkObjectTypeMw, run);
     NDK_SRQ *srq = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateSrq(pd, 4, 1, 0, NULL, NULL, NULL, ndk_create_never,
-                                            NULL, &srq),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(
+        pd->Dispatch->NdkCreateSrq(pd, 4, 1, 0, NULL, NULL, NULL, ndk_create_never, NULL, &srq),
+        STATUS_SUCCESS);
     check_header(&srq->Header, NdkObjectTypeSrq, run);
     NDK_QP *qp = conf_qp(pd, cq.cq, cq.cq, NULL, 4);
     check_header(&qp->Header, NdkObjectTypeQp, run);
@@ -97,8 +95,7 @@ static void headers_at(USHORT major, USHORT minor, USHORT run_minor)
                  STATUS_SUCCESS);
     check_header(&sqp->Header, NdkObjectTypeQp, run);
     NDK_CONNECTOR *conn = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &conn),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &conn), STATUS_SUCCESS);
     check_header(&conn->Header, NdkObjectTypeConnector, run);
 
     conf_close(&conn->Header);
@@ -367,9 +364,9 @@ TEST(limits_max_cq_depth_enforced)
 {
     NDK_ADAPTER *a = open_env_limits("MaxCqDepth=8");
     NDK_CQ *cq = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreateCq(a, 9, conf_cq_notify, NULL, NULL, ndk_create_never,
-                                          NULL, &cq),
-                 STATUS_INVALID_PARAMETER);
+    CHECK_STATUS(
+        a->Dispatch->NdkCreateCq(a, 9, conf_cq_notify, NULL, NULL, ndk_create_never, NULL, &cq),
+        STATUS_INVALID_PARAMETER);
     struct conf_cq c;
     conf_cq_create(a, &c, 8);
     CHECK_STATUS(c.cq->Dispatch->NdkResizeCq(c.cq, 9, ndk_request_never, NULL),
@@ -402,12 +399,12 @@ TEST(limits_qp_and_srq_enforced)
                  STATUS_SUCCESS);
     conf_close(&qp->Header);
     NDK_SRQ *srq = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateSrq(pd, 33, 1, 0, NULL, NULL, NULL, ndk_create_never,
-                                            NULL, &srq),
-                 STATUS_INVALID_PARAMETER);
-    CHECK_STATUS(pd->Dispatch->NdkCreateSrq(pd, 32, 1, 0, NULL, NULL, NULL, ndk_create_never,
-                                            NULL, &srq),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(
+        pd->Dispatch->NdkCreateSrq(pd, 33, 1, 0, NULL, NULL, NULL, ndk_create_never, NULL, &srq),
+        STATUS_INVALID_PARAMETER);
+    CHECK_STATUS(
+        pd->Dispatch->NdkCreateSrq(pd, 32, 1, 0, NULL, NULL, NULL, ndk_create_never, NULL, &srq),
+        STATUS_SUCCESS);
     CHECK_STATUS(srq->Dispatch->NdkModifySrq(srq, 33, 0, ndk_request_never, NULL),
                  STATUS_INVALID_PARAMETER);
     conf_close(&srq->Header);
@@ -421,8 +418,7 @@ TEST(limits_frmr_page_count_enforced)
     NDK_ADAPTER *a = open_env_limits("FRMRPageCount=16");
     NDK_PD *pd = conf_pd(a);
     NDK_MR *mr = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, TRUE, ndk_create_never, NULL, &mr),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, TRUE, ndk_create_never, NULL, &mr), STATUS_SUCCESS);
     CHECK_STATUS(mr->Dispatch->NdkInitializeFastRegisterMr(mr, 17, TRUE, ndk_request_never, NULL),
                  STATUS_IMPLEMENTATION_LIMIT);
     CHECK_STATUS(mr->Dispatch->NdkInitializeFastRegisterMr(mr, 16, TRUE, ndk_request_never, NULL),
@@ -604,27 +600,25 @@ TEST(query_extension_not_supported_everywhere)
     conf_cq_create(a, &c, 4);
     QE(c.cq);
     NDK_MR *mr = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, FALSE, ndk_create_never, NULL, &mr),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, FALSE, ndk_create_never, NULL, &mr), STATUS_SUCCESS);
     QE(mr);
     NDK_MW *mw = NULL;
     CHECK_STATUS(pd->Dispatch->NdkCreateMw(pd, ndk_create_never, NULL, &mw), STATUS_SUCCESS);
     QE(mw);
     NDK_SRQ *srq = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateSrq(pd, 4, 1, 0, NULL, NULL, NULL, ndk_create_never,
-                                            NULL, &srq),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(
+        pd->Dispatch->NdkCreateSrq(pd, 4, 1, 0, NULL, NULL, NULL, ndk_create_never, NULL, &srq),
+        STATUS_SUCCESS);
     QE(srq);
     NDK_QP *qp = conf_qp(pd, c.cq, c.cq, NULL, 2);
     QE(qp);
     NDK_CONNECTOR *conn = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &conn),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &conn), STATUS_SUCCESS);
     QE(conn);
     NDK_LISTENER *l = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreateListener(a, conf_connect_never,
-                                                NULL, ndk_create_never, NULL, &l),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(
+        a->Dispatch->NdkCreateListener(a, conf_connect_never, NULL, ndk_create_never, NULL, &l),
+        STATUS_SUCCESS);
     QE(l);
 #undef QE
     conf_close(&l->Header);
@@ -679,27 +673,25 @@ TEST(dispatch_tables_complete)
     NDK_CQ *cq = c.cq;
     CHECK_TABLE(cq);
     NDK_MR *mr = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, TRUE, ndk_create_never, NULL, &mr),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, TRUE, ndk_create_never, NULL, &mr), STATUS_SUCCESS);
     CHECK_TABLE(mr);
     NDK_MW *mw = NULL;
     CHECK_STATUS(pd->Dispatch->NdkCreateMw(pd, ndk_create_never, NULL, &mw), STATUS_SUCCESS);
     CHECK_TABLE(mw);
     NDK_SRQ *srq = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateSrq(pd, 4, 1, 0, NULL, NULL, NULL, ndk_create_never,
-                                            NULL, &srq),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(
+        pd->Dispatch->NdkCreateSrq(pd, 4, 1, 0, NULL, NULL, NULL, ndk_create_never, NULL, &srq),
+        STATUS_SUCCESS);
     CHECK_TABLE(srq);
     NDK_QP *qp = conf_qp(pd, cq, cq, NULL, 2);
     CHECK_TABLE(qp);
     NDK_CONNECTOR *conn = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &conn),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &conn), STATUS_SUCCESS);
     CHECK_TABLE(conn);
     NDK_LISTENER *l = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreateListener(a, conf_connect_never,
-                                                NULL, ndk_create_never, NULL, &l),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(
+        a->Dispatch->NdkCreateListener(a, conf_connect_never, NULL, ndk_create_never, NULL, &l),
+        STATUS_SUCCESS);
     CHECK_TABLE(l);
     conf_close(&l->Header);
     conf_close(&conn->Header);
@@ -724,8 +716,8 @@ TEST(adapters_coexist)
     conf_cq_create(a, &ca, 4);
     /* A CQ of adapter a cannot feed a QP of adapter b. */
     NDK_QP *qp = NULL;
-    CHECK_STATUS(pb->Dispatch->NdkCreateQp(pb, ca.cq, ca.cq, NULL, 2, 2, 1, 1, 0,
-                                           ndk_create_never, NULL, &qp),
+    CHECK_STATUS(pb->Dispatch->NdkCreateQp(pb, ca.cq, ca.cq, NULL, 2, 2, 1, 1, 0, ndk_create_never,
+                                           NULL, &qp),
                  STATUS_INVALID_PARAMETER);
     conf_close(&pb->Header);
     ndk_close_adapter(b);

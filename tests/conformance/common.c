@@ -104,9 +104,9 @@ void conf_cq_create(NDK_ADAPTER *a, struct conf_cq *c, ULONG depth)
 {
     memset(c, 0, sizeof *c);
     harness_event_init(&c->ev);
-    CHECK_STATUS(a->Dispatch->NdkCreateCq(a, depth, conf_cq_notify, c, NULL, ndk_create_never,
-                                          NULL, &c->cq),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(
+        a->Dispatch->NdkCreateCq(a, depth, conf_cq_notify, c, NULL, ndk_create_never, NULL, &c->cq),
+        STATUS_SUCCESS);
     CHECK(c->cq != NULL);
 }
 
@@ -177,4 +177,3 @@ void conf_flush_into(NDK_PD *pd, struct conf_cq *rcq, struct conf_cq *icq, unsig
     conf_flush(qp);
     conf_close(&qp->Header);
 }
-

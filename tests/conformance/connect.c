@@ -393,9 +393,9 @@ static NTSTATUS connect_to(NDK_ADAPTER *a, NDK_QP *qp, NDK_CONNECTOR **pc, const
     ULONG slen, dlen;
     struct sockaddr_storage src = addr_of(ip, 0, &slen), dst = addr_of(ip, port, &dlen);
     ndk_req_init(r);
-    NTSTATUS st = (*pc)->Dispatch->NdkConnect(*pc, qp, (struct sockaddr *)&src, slen,
-                                              (struct sockaddr *)&dst, dlen, 1, 1, pd, pdlen,
-                                              ndk_req_done, r);
+    NTSTATUS st =
+        (*pc)->Dispatch->NdkConnect(*pc, qp, (struct sockaddr *)&src, slen, (struct sockaddr *)&dst,
+                                    dlen, 1, 1, pd, pdlen, ndk_req_done, r);
     return ndk_req_wait(r, st);
 }
 
@@ -706,8 +706,7 @@ TEST(listener_close_keeps_port_until_connectors_close)
     establish(&cl, &sv, &srv, "127.0.0.1", port);
     struct harness_event lclosed;
     harness_event_init(&lclosed);
-    CHECK_STATUS(ndk_close_any(&srv.listener->Header, conf_close_signal, &lclosed),
-                 STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&srv.listener->Header, conf_close_signal, &lclosed), STATUS_PENDING);
     /* refuses new connections at once */
     struct side c2;
     side_init(&c2, a);
@@ -796,10 +795,9 @@ TEST(shared_endpoint_connects_to_distinct_peers)
                  STATUS_SUCCESS);
     ULONG dlen;
     struct sockaddr_storage dst = addr_of("127.0.0.1", p1, &dlen);
-    CHECK_STATUS(c3.conn->Dispatch->NdkConnectWithSharedEndpoint(c3.conn, c3.qp, se,
-                                                                 (struct sockaddr *)&dst, dlen, 1,
-                                                                 1, NULL, 0, ndk_request_never,
-                                                                 NULL),
+    CHECK_STATUS(c3.conn->Dispatch->NdkConnectWithSharedEndpoint(
+                     c3.conn, c3.qp, se, (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
+                     ndk_request_never, NULL),
                  STATUS_ADDRESS_ALREADY_EXISTS);
     /* the shared endpoint's close waits for its connectors */
     struct harness_event seclosed;
@@ -863,8 +861,8 @@ TEST_T(listener_serves_100_concurrent_clients, 120)
     for (int i = 0; i < N; i++) {
         CHECK_STATUS(ndk_req_wait(&rc[i], STATUS_PENDING), STATUS_SUCCESS);
         ndk_req_init(&rr[i]);
-        NTSTATUS st = cl[i].conn->Dispatch->NdkCompleteConnect(cl[i].conn, NULL, NULL, ndk_req_done,
-                                                               &rr[i]);
+        NTSTATUS st =
+            cl[i].conn->Dispatch->NdkCompleteConnect(cl[i].conn, NULL, NULL, ndk_req_done, &rr[i]);
         CHECK_STATUS(ndk_req_wait(&rr[i], st), STATUS_SUCCESS);
     }
     for (int i = 0; i < N; i++)

@@ -10,9 +10,9 @@
 static NDK_LISTENER *make_listener(NDK_ADAPTER *a)
 {
     NDK_LISTENER *l = NULL;
-    CHECK_STATUS(a->Dispatch->NdkCreateListener(a, conf_connect_never, NULL, ndk_create_never,
-                                                NULL, &l),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(
+        a->Dispatch->NdkCreateListener(a, conf_connect_never, NULL, ndk_create_never, NULL, &l),
+        STATUS_SUCCESS);
     CHECK(l != NULL);
     return l;
 }
@@ -41,9 +41,9 @@ TEST(listener_create_close)
     NDK_LISTENER *l = NULL;
     CHECK_STATUS(a->Dispatch->NdkCreateListener(a, NULL, NULL, ndk_create_never, NULL, &l),
                  STATUS_INVALID_PARAMETER);
-    CHECK_STATUS(a->Dispatch->NdkCreateListener(a, conf_connect_never, NULL, ndk_create_never,
-                                                NULL, NULL),
-                 STATUS_INVALID_PARAMETER);
+    CHECK_STATUS(
+        a->Dispatch->NdkCreateListener(a, conf_connect_never, NULL, ndk_create_never, NULL, NULL),
+        STATUS_INVALID_PARAMETER);
     CHECK(l == NULL);
     l = make_listener(a);
     CHECK_EQ_U64(l->Header.ObjectType, NdkObjectTypeListener);

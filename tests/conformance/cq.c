@@ -67,9 +67,9 @@ TEST(cq_create_invalid_parameters)
     NDK_CQ *cq = NULL;
     CHECK_STATUS(create(a, 0, conf_cq_notify, NULL, NULL, ndk_create_never, NULL, &cq),
                  STATUS_INVALID_PARAMETER);
-    CHECK_STATUS(create(a, info.MaxCqDepth + 1, conf_cq_notify, NULL, NULL, ndk_create_never,
-                        NULL, &cq),
-                 STATUS_INVALID_PARAMETER);
+    CHECK_STATUS(
+        create(a, info.MaxCqDepth + 1, conf_cq_notify, NULL, NULL, ndk_create_never, NULL, &cq),
+        STATUS_INVALID_PARAMETER);
     CHECK_STATUS(create(a, 0xFFFFFFFFu, conf_cq_notify, NULL, NULL, ndk_create_never, NULL, &cq),
                  STATUS_INVALID_PARAMETER);
     CHECK_STATUS(create(a, 4, NULL, NULL, NULL, ndk_create_never, NULL, &cq),
@@ -82,9 +82,9 @@ TEST(cq_create_invalid_parameters)
     CHECK_STATUS(create(a, 1, conf_cq_notify, NULL, &aff, ndk_create_never, NULL, &cq),
                  STATUS_SUCCESS);
     conf_close(&cq->Header);
-    CHECK_STATUS(create(a, info.MaxCqDepth, conf_cq_notify, NULL, NULL, ndk_create_never, NULL,
-                        &cq),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(
+        create(a, info.MaxCqDepth, conf_cq_notify, NULL, NULL, ndk_create_never, NULL, &cq),
+        STATUS_SUCCESS);
     conf_close(&cq->Header);
     ndk_close_adapter(a);
 }

@@ -11,8 +11,7 @@
 static NDK_MR *make_mr(NDK_PD *pd)
 {
     NDK_MR *mr = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, FALSE, ndk_create_never, NULL, &mr),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, FALSE, ndk_create_never, NULL, &mr), STATUS_SUCCESS);
     return mr;
 }
 
@@ -100,9 +99,9 @@ TEST(lifecycle_srq_close_pends_while_qp_uses_it)
     struct conf_cq c;
     conf_cq_create(a, &c, 8);
     NDK_SRQ *srq = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateSrq(pd, 4, 1, 0, NULL, NULL, NULL, ndk_create_never,
-                                            NULL, &srq),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(
+        pd->Dispatch->NdkCreateSrq(pd, 4, 1, 0, NULL, NULL, NULL, ndk_create_never, NULL, &srq),
+        STATUS_SUCCESS);
     NDK_QP *qp = NULL;
     CHECK_STATUS(pd->Dispatch->NdkCreateQpWithSrq(pd, c.cq, c.cq, srq, NULL, 2, 1, 0,
                                                   ndk_create_never, NULL, &qp),
@@ -276,9 +275,9 @@ TEST(lifecycle_close_parent_from_close_completion)
     struct conf_cq c;
     conf_cq_create(a, &c, 8);
     NDK_SRQ *srq = NULL;
-    CHECK_STATUS(n.pd->Dispatch->NdkCreateSrq(n.pd, 4, 1, 0, NULL, NULL, NULL, ndk_create_never,
-                                              NULL, &srq),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(
+        n.pd->Dispatch->NdkCreateSrq(n.pd, 4, 1, 0, NULL, NULL, NULL, ndk_create_never, NULL, &srq),
+        STATUS_SUCCESS);
     NDK_QP *qp = NULL;
     CHECK_STATUS(n.pd->Dispatch->NdkCreateQpWithSrq(n.pd, c.cq, c.cq, srq, NULL, 2, 1, 0,
                                                     ndk_create_never, NULL, &qp),
@@ -503,9 +502,9 @@ TEST(lifecycle_dispatch_interposition)
     struct conf_cq c;
     memset(&c, 0, sizeof c);
     harness_event_init(&c.ev);
-    CHECK_STATUS(a->Dispatch->NdkCreateCq(a, 8, conf_cq_notify, &c, NULL, ndk_create_never, NULL,
-                                          &c.cq),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(
+        a->Dispatch->NdkCreateCq(a, 8, conf_cq_notify, &c, NULL, ndk_create_never, NULL, &c.cq),
+        STATUS_SUCCESS);
     expect++;
     orig.cq = c.cq->Dispatch;
     cqd = *c.cq->Dispatch;
@@ -527,8 +526,7 @@ TEST(lifecycle_dispatch_interposition)
     qp->Dispatch = &qpd;
 
     NDK_MR *mr = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, FALSE, ndk_create_never, NULL, &mr),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, FALSE, ndk_create_never, NULL, &mr), STATUS_SUCCESS);
     expect++;
     orig.mr = mr->Dispatch;
     mrd = *mr->Dispatch;
@@ -595,21 +593,20 @@ TEST_T(lifecycle_create_close_cycles_no_fd_leak, 60)
         struct conf_cq c;
         conf_cq_create(a, &c, 4);
         NDK_MR *mr = make_mr(pd);
-        CHECK_STATUS(mr->Dispatch->NdkRegisterMr(mr, &mdl, sizeof buf, 5, ndk_request_never,
-                                                 NULL),
+        CHECK_STATUS(mr->Dispatch->NdkRegisterMr(mr, &mdl, sizeof buf, 5, ndk_request_never, NULL),
                      STATUS_SUCCESS);
         NDK_MR *fmr = NULL;
         CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, TRUE, ndk_create_never, NULL, &fmr),
                      STATUS_SUCCESS);
-        CHECK_STATUS(fmr->Dispatch->NdkInitializeFastRegisterMr(fmr, 2, TRUE, ndk_request_never,
-                                                                NULL),
-                     STATUS_SUCCESS);
+        CHECK_STATUS(
+            fmr->Dispatch->NdkInitializeFastRegisterMr(fmr, 2, TRUE, ndk_request_never, NULL),
+            STATUS_SUCCESS);
         NDK_MW *mw = NULL;
         CHECK_STATUS(pd->Dispatch->NdkCreateMw(pd, ndk_create_never, NULL, &mw), STATUS_SUCCESS);
         NDK_SRQ *srq = NULL;
-        CHECK_STATUS(pd->Dispatch->NdkCreateSrq(pd, 4, 1, 0, NULL, NULL, NULL, ndk_create_never,
-                                                NULL, &srq),
-                     STATUS_SUCCESS);
+        CHECK_STATUS(
+            pd->Dispatch->NdkCreateSrq(pd, 4, 1, 0, NULL, NULL, NULL, ndk_create_never, NULL, &srq),
+            STATUS_SUCCESS);
         NDK_QP *qp = conf_qp(pd, c.cq, c.cq, NULL, 2);
         conf_post_recvs(qp, 1, 1);
         NDK_QP *sqp = NULL;
@@ -620,9 +617,9 @@ TEST_T(lifecycle_create_close_cycles_no_fd_leak, 60)
         CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &conn),
                      STATUS_SUCCESS);
         NDK_LISTENER *l = NULL;
-        CHECK_STATUS(a->Dispatch->NdkCreateListener(a, conf_connect_never, NULL,
-                                                    ndk_create_never, NULL, &l),
-                     STATUS_SUCCESS);
+        CHECK_STATUS(
+            a->Dispatch->NdkCreateListener(a, conf_connect_never, NULL, ndk_create_never, NULL, &l),
+            STATUS_SUCCESS);
         conf_close(&l->Header);
         conf_close(&conn->Header);
         conf_close(&sqp->Header);

@@ -67,9 +67,9 @@ static NDK_MW *make_mw(NDK_PD *pd)
 static NDK_SRQ *make_srq(NDK_PD *pd, ULONG depth)
 {
     NDK_SRQ *srq = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateSrq(pd, depth, 1, 0, NULL, NULL, NULL, ndk_create_never,
-                                            NULL, &srq),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(
+        pd->Dispatch->NdkCreateSrq(pd, depth, 1, 0, NULL, NULL, NULL, ndk_create_never, NULL, &srq),
+        STATUS_SUCCESS);
     return srq;
 }
 
@@ -325,10 +325,10 @@ static void call_every_method(const struct zoo *z, const struct bad_this *x)
     CHECK_STATUS(ad->NdkCreateSharedEndpoint(x->adapter, (struct sockaddr *)&sin, sizeof sin,
                                              ndk_create_never, NULL, (NDK_SHARED_ENDPOINT **)&out),
                  IP);
-    CHECK_STATUS(
-        ad->NdkCreateConnector(x->adapter, ndk_create_never, NULL, (NDK_CONNECTOR **)&out), IP);
-    CHECK_STATUS(ad->NdkCreateListener(x->adapter, conf_connect_never, NULL, ndk_create_never,
-                                       NULL, (NDK_LISTENER **)&out),
+    CHECK_STATUS(ad->NdkCreateConnector(x->adapter, ndk_create_never, NULL, (NDK_CONNECTOR **)&out),
+                 IP);
+    CHECK_STATUS(ad->NdkCreateListener(x->adapter, conf_connect_never, NULL, ndk_create_never, NULL,
+                                       (NDK_LISTENER **)&out),
                  IP);
     union {
         NDK_LOGICAL_ADDRESS_MAPPING lam;
@@ -740,9 +740,9 @@ TEST(misuse_null_in_and_out_arguments)
     CHECK_STATUS(cn->NdkGetConnectionData(z.conn, NULL, NULL, NULL, &pdlen),
                  STATUS_INVALID_DEVICE_STATE);
     sin = sin_of(0);
-    CHECK_STATUS(z.l->Dispatch->NdkListen(z.l, (struct sockaddr *)&sin, sizeof sin,
-                                          ndk_request_never, NULL),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(
+        z.l->Dispatch->NdkListen(z.l, (struct sockaddr *)&sin, sizeof sin, ndk_request_never, NULL),
+        STATUS_SUCCESS);
     z.l->Dispatch->NdkControlConnectEvents(z.l, 2); /* any non-zero BOOLEAN pauses */
     /* a listener that listened pends its close until its socket left the progress engine */
     conf_close_wait(&z.l->Header);
@@ -865,12 +865,11 @@ TEST(misuse_calls_on_closing_cq_and_srq)
     CHECK_STATUS(ndk_close_any(&c.cq->Header, conf_close_signal, &cev),
                  STATUS_INVALID_DEVICE_STATE);
     CHECK_STATUS(ndk_close_any(&srq->Header, conf_close_signal, &sev), STATUS_PENDING);
-    CHECK_STATUS(ndk_close_any(&srq->Header, conf_close_signal, &sev),
-                 STATUS_INVALID_DEVICE_STATE);
+    CHECK_STATUS(ndk_close_any(&srq->Header, conf_close_signal, &sev), STATUS_INVALID_DEVICE_STATE);
     NDK_QP *q2 = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateQp(pd, c.cq, c.cq, NULL, 4, 4, 1, 1, 0, ndk_create_never,
-                                           NULL, &q2),
-                 STATUS_INVALID_PARAMETER);
+    CHECK_STATUS(
+        pd->Dispatch->NdkCreateQp(pd, c.cq, c.cq, NULL, 4, 4, 1, 1, 0, ndk_create_never, NULL, &q2),
+        STATUS_INVALID_PARAMETER);
     CHECK_STATUS(pd->Dispatch->NdkCreateQpWithSrq(pd, other.cq, other.cq, srq, NULL, 2, 1, 0,
                                                   ndk_create_never, NULL, &q2),
                  STATUS_INVALID_PARAMETER);
@@ -1222,8 +1221,7 @@ TEST(misuse_wrong_objects_in_initiator_requests)
     CHECK_STATUS(ndk_close_any(&mr->Header, conf_close_signal, &mev), STATUS_INVALID_DEVICE_STATE);
     const NTSTATUS DS = STATUS_INVALID_DEVICE_STATE;
     CHECK_STATUS(mr->Dispatch->NdkDeregisterMr(mr, ndk_request_never, NULL), DS);
-    CHECK_STATUS(mr->Dispatch->NdkRegisterMr(mr, &mdl, sizeof buf, 0, ndk_request_never, NULL),
-                 DS);
+    CHECK_STATUS(mr->Dispatch->NdkRegisterMr(mr, &mdl, sizeof buf, 0, ndk_request_never, NULL), DS);
     NDK_MW *mw3 = make_mw(p.pd);
     CHECK_STATUS(d->NdkBind(q, NULL, mr, mw3, buf, 64, RR), DS);
     CHECK(mr->Dispatch->NdkGetLocalTokenFromMr(mr) != 0);
@@ -1283,13 +1281,12 @@ TEST(misuse_connector_calls_out_of_order)
     struct harness_event lev;
     harness_event_init(&lev);
     CHECK_STATUS(ndk_close_any(&p.l->Header, conf_close_signal, &lev), STATUS_PENDING);
-    CHECK_STATUS(ndk_close_any(&p.l->Header, conf_close_signal, &lev),
-                 STATUS_INVALID_DEVICE_STATE);
+    CHECK_STATUS(ndk_close_any(&p.l->Header, conf_close_signal, &lev), STATUS_INVALID_DEVICE_STATE);
     p.listener_closed = true;
     struct sockaddr_in any = sin_of(0);
-    CHECK_STATUS(p.l->Dispatch->NdkListen(p.l, (struct sockaddr *)&any, sizeof any,
-                                          ndk_request_never, NULL),
-                 STATUS_INVALID_DEVICE_STATE);
+    CHECK_STATUS(
+        p.l->Dispatch->NdkListen(p.l, (struct sockaddr *)&any, sizeof any, ndk_request_never, NULL),
+        STATUS_INVALID_DEVICE_STATE);
     ULONG len = sizeof any;
     CHECK_STATUS(p.l->Dispatch->NdkGetLocalAddress(p.l, (struct sockaddr *)&any, &len),
                  STATUS_SUCCESS);

@@ -33,8 +33,7 @@ static void env_close(struct mr_env *e)
 static NDK_MR *make_mr(NDK_PD *pd, BOOLEAN fast)
 {
     NDK_MR *mr = NULL;
-    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, fast, ndk_create_never, NULL, &mr),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, fast, ndk_create_never, NULL, &mr), STATUS_SUCCESS);
     CHECK(mr != NULL);
     return mr;
 }
@@ -286,8 +285,7 @@ TEST(pd_privileged_token)
     MmInitializeMdl(&mdl, e.buf, PAGE);
     CHECK_STATUS(reg(mr, &mdl, PAGE, NDK_MR_FLAG_ALLOW_LOCAL_WRITE), STATUS_SUCCESS);
     NDK_MR *fmr = make_mr(e.pd, TRUE);
-    CHECK_STATUS(fmr->Dispatch->NdkInitializeFastRegisterMr(fmr, 2, FALSE, ndk_request_never,
-                                                            NULL),
+    CHECK_STATUS(fmr->Dispatch->NdkInitializeFastRegisterMr(fmr, 2, FALSE, ndk_request_never, NULL),
                  STATUS_SUCCESS);
     CHECK(ltok(mr) != p1 && ltok(mr) != p2);
     CHECK(ltok(fmr) != p1 && ltok(fmr) != p2);
@@ -376,8 +374,7 @@ TEST(lam_edge_cases)
     /* Two bytes straddling a page boundary: 2 pages. */
     MmInitializeMdl(&m1, e.buf + PAGE - 1, 2);
     size = sizeof u;
-    CHECK_STATUS(build(e.a, &m1, 2, ndk_request_never, NULL, &u.lam, &size, &fbo),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(build(e.a, &m1, 2, ndk_request_never, NULL, &u.lam, &size, &fbo), STATUS_SUCCESS);
     CHECK_EQ_U64(u.lam.AdapterPageCount, 2);
     CHECK_EQ_U64(fbo, PAGE - 1);
     e.a->Dispatch->NdkReleaseLAM(e.a, &u.lam);

@@ -379,20 +379,20 @@ TEST(srq_create_limits)
     NDK_SRQ *srq = NULL;
     CHECK_STATUS(c(e.pd, 0, 1, 0, NULL, NULL, NULL, ndk_create_never, NULL, &srq),
                  STATUS_INVALID_PARAMETER);
-    CHECK_STATUS(c(e.pd, e.info.MaxSrqDepth + 1, 1, 0, NULL, NULL, NULL, ndk_create_never, NULL,
-                   &srq),
-                 STATUS_INVALID_PARAMETER);
-    CHECK_STATUS(c(e.pd, 4, e.info.MaxReceiveRequestSge + 1, 0, NULL, NULL, NULL,
-                   ndk_create_never, NULL, &srq),
+    CHECK_STATUS(
+        c(e.pd, e.info.MaxSrqDepth + 1, 1, 0, NULL, NULL, NULL, ndk_create_never, NULL, &srq),
+        STATUS_INVALID_PARAMETER);
+    CHECK_STATUS(c(e.pd, 4, e.info.MaxReceiveRequestSge + 1, 0, NULL, NULL, NULL, ndk_create_never,
+                   NULL, &srq),
                  STATUS_INVALID_PARAMETER);
     CHECK_STATUS(c((NDK_PD *)e.rcq.cq, 4, 1, 0, NULL, NULL, NULL, ndk_create_never, NULL, &srq),
                  STATUS_INVALID_PARAMETER);
     CHECK_STATUS(c(e.pd, 4, 1, 0, NULL, NULL, NULL, ndk_create_never, NULL, NULL),
                  STATUS_INVALID_PARAMETER);
     CHECK(srq == NULL);
-    CHECK_STATUS(c(e.pd, 4, e.info.MaxReceiveRequestSge, 0, NULL, NULL, NULL, ndk_create_never,
-                   NULL, &srq),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(
+        c(e.pd, 4, e.info.MaxReceiveRequestSge, 0, NULL, NULL, NULL, ndk_create_never, NULL, &srq),
+        STATUS_SUCCESS);
     conf_close(&srq->Header);
     env_close(&e);
 }

@@ -16,7 +16,7 @@
 #define NEED_CLMUL()                                                                               \
     do {                                                                                           \
         if (!sndk_crc32c_clmul_available())                                                        \
-            SKIP("CPU lacks SSE4.2/PCLMULQDQ/AVX512F/AVX512VL/VPCLMULQDQ or OS ZMM state");                                                 \
+            SKIP("CPU lacks SSE4.2/PCLMULQDQ/AVX512F/AVX512VL/VPCLMULQDQ or OS ZMM state");        \
     } while (0)
 
 typedef uint32_t (*crc_fn)(uint32_t, const void *, size_t);
@@ -44,7 +44,8 @@ static uint8_t *random_buf(size_t len)
 /* ---------------------------------------------------------------- constants */
 
 /* x^n mod P, one multiplication by x at a time, in the CRC register's own reflected form (bit i =
- * coefficient of x^(31-i)): a different route from the library's normal-form square-and-multiply. */
+ * coefficient of x^(31-i)): a different route from the library's normal-form square-and-multiply.
+ */
 static uint32_t slow_xpow_reflected(unsigned n)
 {
     uint32_t r = 0x80000000u; /* x^0 */
@@ -71,7 +72,8 @@ TEST(crc32c_fold_constants)
                   128 * k + 63, (unsigned long long)l[0],
                   (unsigned long long)slow_lane(128 * k + 63));
         CHECK_MSG(l[1] == slow_lane(128 * k - 1), "k %u: x^%u lane %016llx, want %016llx", k,
-                  128 * k - 1, (unsigned long long)l[1], (unsigned long long)slow_lane(128 * k - 1));
+                  128 * k - 1, (unsigned long long)l[1],
+                  (unsigned long long)slow_lane(128 * k - 1));
     }
     uint64_t l[2];
     CHECK_EQ_I64(sndk_crc32c_fold_constant(0, l), -EINVAL);

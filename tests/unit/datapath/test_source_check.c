@@ -62,8 +62,8 @@ static ULONG64 source_modified(NDK_ADAPTER *a)
 
 /* The message on the wire: FPDUs of 65456 payload bytes behind a 20-byte header (MPA length
  * + untagged DDP/RDMAP), each with a 4-byte CRC; the last one holds the rest (no pad needed). */
-#define FPDU_PAY  65456u
-#define WIRE_LEN  ((MSG / FPDU_PAY) * (FPDU_PAY + 24u) + (MSG % FPDU_PAY) + 24u)
+#define FPDU_PAY 65456u
+#define WIRE_LEN ((MSG / FPDU_PAY) * (FPDU_PAY + 24u) + (MSG % FPDU_PAY) + 24u)
 
 /* Read the stream until the Send has completed and every byte of it is read (the peer's
  * reads free the socket). Returns the bytes read. */
@@ -127,8 +127,7 @@ TEST(source_check_counts_a_source_changed_before_completion)
     size_t match;
     run(true, true, &modified, &match);
     /* the FPDUs built before the change and sent after it: at least one, at most all nine */
-    CHECK_MSG(modified >= 1 && modified <= 9, "SourceModified %llu",
-              (unsigned long long)modified);
+    CHECK_MSG(modified >= 1 && modified <= 9, "SourceModified %llu", (unsigned long long)modified);
     CHECK(match < MSG); /* and the peer did get other bytes than were posted */
 }
 

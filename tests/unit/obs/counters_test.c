@@ -88,13 +88,13 @@ TEST(counters_exact_for_a_scripted_exchange)
     memset(&srv, 0, sizeof srv);
     harness_event_init(&srv.ev);
     NDK_LISTENER *l;
-    CHECK_STATUS(as->Dispatch->NdkCreateListener(as, on_connect_event, &srv, ndk_create_never,
-                                                 NULL, &l),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(
+        as->Dispatch->NdkCreateListener(as, on_connect_event, &srv, ndk_create_never, NULL, &l),
+        STATUS_SUCCESS);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    CHECK_STATUS(l->Dispatch->NdkListen(l, (struct sockaddr *)&sa, sizeof sa, ndk_request_never,
-                                        NULL),
-                 STATUS_SUCCESS);
+    CHECK_STATUS(
+        l->Dispatch->NdkListen(l, (struct sockaddr *)&sa, sizeof sa, ndk_request_never, NULL),
+        STATUS_SUCCESS);
     ULONG alen = sizeof sa;
     CHECK_STATUS(l->Dispatch->NdkGetLocalAddress(l, (struct sockaddr *)&sa, &alen), STATUS_SUCCESS);
 
