@@ -589,12 +589,8 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
             if (cap != SIZE_MAX)
                 n = clamp_iov(iov, n, cap);
             got = readv(io->fd, iov, n);
-            if (got > 0) {
-                size_t asked = 0;
-                for (int i = 0; i < n; i++)
-                    asked += iov[i].iov_len;
-                drained = (size_t)got < asked;
-            }
+            if (got > 0)
+                drained = (size_t)got < sndk_iov_len(iov, n);
             if (got > 0 && io->crec) {
                 sndk_cc_add(io->crec, SNDK_CC_RX_OCTETS, (uint64_t)got);
                 sndk_pcap_iov(io->crec->pcap, false, iov, n, (size_t)got);
