@@ -25,16 +25,6 @@ static NDK_CONNECTOR *make_connector(NDK_ADAPTER *a)
     return c;
 }
 
-static struct sockaddr_in loopback(uint16_t port)
-{
-    struct sockaddr_in sin;
-    memset(&sin, 0, sizeof sin);
-    sin.sin_family = AF_INET;
-    sin.sin_port = htons(port);
-    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    return sin;
-}
-
 TEST(listener_create_close)
 {
     NDK_ADAPTER *a = conf_open();
@@ -115,7 +105,7 @@ TEST(shared_endpoint_bad_address)
     NDK_ADAPTER *a = conf_open();
     NDK_FN_CREATE_SHARED_ENDPOINT create = a->Dispatch->NdkCreateSharedEndpoint;
     NDK_SHARED_ENDPOINT *se = NULL;
-    struct sockaddr_in sin = loopback(0);
+    struct sockaddr_in sin = ndk_loopback4(0);
     sin.sin_family = AF_UNIX; /* not an IP family */
     CHECK_STATUS(create(a, (struct sockaddr *)&sin, sizeof sin, ndk_create_never, NULL, &se),
                  STATUS_INVALID_ADDRESS);
@@ -142,7 +132,7 @@ TEST(shared_endpoint_create_close)
     conf_options(&o);
     NDK_ADAPTER *a = conf_open_with(&o);
     NDK_SHARED_ENDPOINT *se = NULL;
-    struct sockaddr_in sin = loopback(0);
+    struct sockaddr_in sin = ndk_loopback4(0);
     CHECK_STATUS(a->Dispatch->NdkCreateSharedEndpoint(a, (struct sockaddr *)&sin, sizeof sin,
                                                       ndk_create_never, NULL, &se),
                  STATUS_SUCCESS);

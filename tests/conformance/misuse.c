@@ -18,32 +18,13 @@
 /* ------------------------------------------------------------------------------------------ */
 /* helpers */
 
-/* The result of a request that returned `st`: its completion's status when it pended. */
-static NTSTATUS req_result(struct ndk_req *r, NTSTATUS st)
-{
-    if (st != STATUS_PENDING)
-        return st;
-    CHECK_MSG(harness_event_wait(&r->ev, 1, CONF_WAIT_MS), "request never completed");
-    return r->status;
-}
-
-static struct sockaddr_in sin_of(uint16_t port)
-{
-    struct sockaddr_in sin;
-    memset(&sin, 0, sizeof sin);
-    sin.sin_family = AF_INET;
-    sin.sin_port = htons(port);
-    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    return sin;
-}
-
 /* A loopback port where nothing listens (bound, never listening: a connect is refused at once,
  * and nobody else can take the port while *fd stays open). */
 static uint16_t refusing_port(int *fd)
 {
     *fd = socket(AF_INET, SOCK_STREAM, 0);
     CHECK(*fd >= 0);
-    struct sockaddr_in sin = sin_of(0);
+    struct sockaddr_in sin = ndk_loopback4(0);
     CHECK(bind(*fd, (struct sockaddr *)&sin, sizeof sin) == 0);
     socklen_t len = sizeof sin;
     CHECK(getsockname(*fd, (struct sockaddr *)&sin, &len) == 0);
@@ -92,7 +73,7 @@ static NDK_LISTENER *make_listener(NDK_ADAPTER *a)
 static NDK_SHARED_ENDPOINT *make_se(NDK_ADAPTER *a)
 {
     NDK_SHARED_ENDPOINT *se = NULL;
-    struct sockaddr_in sin = sin_of(0);
+    struct sockaddr_in sin = ndk_loopback4(0);
     CHECK_STATUS(a->Dispatch->NdkCreateSharedEndpoint(a, (struct sockaddr *)&sin, sizeof sin,
                                                       ndk_create_never, NULL, &se),
                  STATUS_SUCCESS);
@@ -179,14 +160,14 @@ static void pair_begin(struct pair *p, const SOFTNDK_OPTIONS *o, ULONG sq_depth,
     CHECK_STATUS(
         p->a->Dispatch->NdkCreateListener(p->a, pair_on_connect, p, ndk_create_never, NULL, &p->l),
         STATUS_SUCCESS);
-    struct sockaddr_in sin = sin_of(0);
+    struct sockaddr_in sin = ndk_loopback4(0);
     CHECK_STATUS(p->l->Dispatch->NdkListen(p->l, (struct sockaddr *)&sin, sizeof sin,
                                            ndk_request_never, NULL),
                  STATUS_SUCCESS);
     ULONG len = sizeof sin;
     CHECK_STATUS(p->l->Dispatch->NdkGetLocalAddress(p->l, (struct sockaddr *)&sin, &len),
                  STATUS_SUCCESS);
-    struct sockaddr_in src = sin_of(0);
+    struct sockaddr_in src = ndk_loopback4(0);
     p->cconn = make_connector(p->a);
     ndk_req_init(&p->rc);
     CHECK_STATUS(p->cconn->Dispatch->NdkConnect(p->cconn, p->cqp, (struct sockaddr *)&src,
@@ -206,10 +187,10 @@ static void pair_finish(struct pair *p)
     CHECK_STATUS(p->sconn->Dispatch->NdkAccept(p->sconn, p->sqp, 4, 4, NULL, 0, NULL, NULL,
                                                ndk_req_done, &ra),
                  STATUS_PENDING);
-    CHECK_STATUS(req_result(&p->rc, STATUS_PENDING), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_req_wait(&p->rc, STATUS_PENDING), STATUS_SUCCESS);
     NTSTATUS st = p->cconn->Dispatch->NdkCompleteConnect(p->cconn, NULL, NULL, ndk_req_done, &rcc);
-    CHECK_STATUS(req_result(&rcc, st), STATUS_SUCCESS);
-    CHECK_STATUS(req_result(&ra, STATUS_PENDING), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_req_wait(&rcc, st), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_req_wait(&ra, STATUS_PENDING), STATUS_SUCCESS);
     harness_event_destroy(&ra.ev);
     harness_event_destroy(&rcc.ev);
 }
@@ -309,7 +290,7 @@ static void call_every_method(const struct zoo *z, const struct bad_this *x)
     MDL mdl;
     MmInitializeMdl(&mdl, buf, sizeof buf);
     NDK_SGE sge = {.VirtualAddress = buf, .Length = 16, .MemoryRegionToken = 1};
-    struct sockaddr_in sin = sin_of(0), dst = sin_of(9);
+    struct sockaddr_in sin = ndk_loopback4(0), dst = ndk_loopback4(9);
     ULONG alen = sizeof sin;
     void *out = (void *)0x1; /* a create's out pointer must stay untouched */
 
@@ -441,7 +422,7 @@ static void call_every_method(const struct zoo *z, const struct bad_this *x)
     /* listener */
     const NDK_LISTENER_DISPATCH *ld = z->l->Dispatch;
     CHECK_STATUS(ld->NdkCloseListener(x->hdr, conf_close_signal, NULL), IP);
-    sin = sin_of(0);
+    sin = ndk_loopback4(0);
     CHECK_STATUS(ld->NdkListen(x->l, (struct sockaddr *)&sin, sizeof sin, ndk_request_never, NULL),
                  IP);
     CHECK_STATUS(ld->NdkGetLocalAddress(x->l, (struct sockaddr *)&sin, &alen), IP);
@@ -519,7 +500,7 @@ TEST(misuse_wrong_object_type_in_arguments)
     conf_cq_create(b, &bcq, 4);
     NDK_QP *bqp = conf_qp(bpd, bcq.cq, bcq.cq, NULL, 2);
     NDK_SHARED_ENDPOINT *bse = make_se(b);
-    struct sockaddr_in src = sin_of(0), dst = sin_of(9);
+    struct sockaddr_in src = ndk_loopback4(0), dst = ndk_loopback4(9);
     const NDK_CONNECTOR_DISPATCH *cn = z.conn->Dispatch;
 #define CONNECT(q)                                                                                 \
     cn->NdkConnect(z.conn, (q), (struct sockaddr *)&src, sizeof src, (struct sockaddr *)&dst,      \
@@ -539,13 +520,13 @@ TEST(misuse_wrong_object_type_in_arguments)
     /* Nothing was started: the connector and the QP are still free for a real connection,
      * which here is refused (nothing listens) and leaves the connector used up. */
     int rfd;
-    dst = sin_of(refusing_port(&rfd));
+    dst = ndk_loopback4(refusing_port(&rfd));
     struct ndk_req r;
     ndk_req_init(&r);
     NTSTATUS st =
         cn->NdkConnect(z.conn, z.qp, (struct sockaddr *)&src, sizeof src, (struct sockaddr *)&dst,
                        sizeof dst, 1, 1, NULL, 0, ndk_req_done, &r);
-    CHECK_STATUS(req_result(&r, st), STATUS_CONNECTION_REFUSED);
+    CHECK_STATUS(ndk_req_wait(&r, st), STATUS_CONNECTION_REFUSED);
     close(rfd);
     /* A CQ of another adapter, or a closing one, for a new QP: conformance/qp, lifecycle. */
     conf_close(&bse->Header);
@@ -637,7 +618,7 @@ TEST(misuse_null_in_and_out_arguments)
     struct zoo z;
     zoo_open(&z);
     const NTSTATUS IP = STATUS_INVALID_PARAMETER;
-    struct sockaddr_in sin = sin_of(0), dst = sin_of(9);
+    struct sockaddr_in sin = ndk_loopback4(0), dst = ndk_loopback4(9);
     CHECK_STATUS(z.a->Dispatch->NdkCreatePd(z.a, ndk_create_never, NULL, NULL), IP);
     CHECK_STATUS(z.a->Dispatch->NdkCreateSharedEndpoint(z.a, (struct sockaddr *)&sin, sizeof sin,
                                                         ndk_create_never, NULL, NULL),
@@ -739,7 +720,7 @@ TEST(misuse_null_in_and_out_arguments)
     pdlen = 0;
     CHECK_STATUS(cn->NdkGetConnectionData(z.conn, NULL, NULL, NULL, &pdlen),
                  STATUS_INVALID_DEVICE_STATE);
-    sin = sin_of(0);
+    sin = ndk_loopback4(0);
     CHECK_STATUS(
         z.l->Dispatch->NdkListen(z.l, (struct sockaddr *)&sin, sizeof sin, ndk_request_never, NULL),
         STATUS_SUCCESS);
@@ -915,12 +896,12 @@ TEST(misuse_qp_and_shared_endpoint_held_by_a_refused_connector)
     NDK_SHARED_ENDPOINT *se = make_se(a);
     NDK_CONNECTOR *conn = make_connector(a);
     int rfd;
-    struct sockaddr_in dst = sin_of(refusing_port(&rfd));
+    struct sockaddr_in dst = ndk_loopback4(refusing_port(&rfd));
     struct ndk_req r;
     ndk_req_init(&r);
     NTSTATUS st = conn->Dispatch->NdkConnectWithSharedEndpoint(
         conn, qp, se, (struct sockaddr *)&dst, sizeof dst, 1, 1, NULL, 0, ndk_req_done, &r);
-    CHECK_STATUS(req_result(&r, st), STATUS_CONNECTION_REFUSED);
+    CHECK_STATUS(ndk_req_wait(&r, st), STATUS_CONNECTION_REFUSED);
     /* a connector serves one connection */
     CHECK_STATUS(conn->Dispatch->NdkConnectWithSharedEndpoint(conn, qp, se, (struct sockaddr *)&dst,
                                                               sizeof dst, 1, 1, NULL, 0,
@@ -945,7 +926,7 @@ TEST(misuse_qp_and_shared_endpoint_held_by_a_refused_connector)
                      ndk_request_never, NULL),
                  STATUS_INVALID_PARAMETER);
     /* the closing QP: no new connection either */
-    struct sockaddr_in src = sin_of(0);
+    struct sockaddr_in src = ndk_loopback4(0);
     CHECK_STATUS(conn2->Dispatch->NdkConnect(conn2, qp, (struct sockaddr *)&src, sizeof src,
                                              (struct sockaddr *)&dst, sizeof dst, 1, 1, NULL, 0,
                                              ndk_request_never, NULL),
@@ -1244,7 +1225,7 @@ TEST(misuse_connector_calls_out_of_order)
     struct pair p;
     pair_begin(&p, NULL, 8, 0);
     const NDK_CONNECTOR_DISPATCH *cd = p.cconn->Dispatch;
-    struct sockaddr_in src = sin_of(0), dst = sin_of(9);
+    struct sockaddr_in src = ndk_loopback4(0), dst = ndk_loopback4(9);
     /* before the peer accepted */
     CHECK_STATUS(cd->NdkCompleteConnect(p.cconn, NULL, NULL, ndk_request_never, NULL),
                  STATUS_CONNECTION_INVALID);
@@ -1283,7 +1264,7 @@ TEST(misuse_connector_calls_out_of_order)
     CHECK_STATUS(ndk_close_any(&p.l->Header, conf_close_signal, &lev), STATUS_PENDING);
     CHECK_STATUS(ndk_close_any(&p.l->Header, conf_close_signal, &lev), STATUS_INVALID_DEVICE_STATE);
     p.listener_closed = true;
-    struct sockaddr_in any = sin_of(0);
+    struct sockaddr_in any = ndk_loopback4(0);
     CHECK_STATUS(
         p.l->Dispatch->NdkListen(p.l, (struct sockaddr *)&any, sizeof any, ndk_request_never, NULL),
         STATUS_INVALID_DEVICE_STATE);
@@ -1316,8 +1297,8 @@ TEST(misuse_connector_calls_out_of_order)
         CHECK_STATUS(cd->NdkDisconnect(p.cconn, ndk_request_never, NULL),
                      STATUS_CONNECTION_INVALID);
     NTSTATUS st2 = p.sconn->Dispatch->NdkDisconnect(p.sconn, ndk_req_done, &rd2);
-    CHECK_STATUS(req_result(&rd, st), STATUS_SUCCESS);
-    CHECK_STATUS(req_result(&rd2, st2), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_req_wait(&rd, st), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_req_wait(&rd2, st2), STATUS_SUCCESS);
     /* after the connection ended: success, nothing left to do */
     CHECK_STATUS(cd->NdkDisconnect(p.cconn, ndk_request_never, NULL), STATUS_SUCCESS);
     conf_close(&spare->Header);
@@ -1381,14 +1362,14 @@ TEST(misuse_qp_closed_during_handshake_does_not_connect)
     CHECK_STATUS(
         p.sconn->Dispatch->NdkAccept(p.sconn, p.sqp, 4, 4, NULL, 0, NULL, NULL, ndk_req_done, &ra),
         STATUS_PENDING);
-    CHECK_STATUS(req_result(&p.rc, STATUS_PENDING), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_req_wait(&p.rc, STATUS_PENDING), STATUS_SUCCESS);
     struct harness_event qev;
     harness_event_init(&qev);
     CHECK_STATUS(ndk_close_any(&p.cqp->Header, conf_close_signal, &qev), STATUS_PENDING);
     NTSTATUS st = p.cconn->Dispatch->NdkCompleteConnect(p.cconn, NULL, NULL, ndk_req_done, &rcc);
-    NTSTATUS done = req_result(&rcc, st);
+    NTSTATUS done = ndk_req_wait(&rcc, st);
     NTSTATUS send = p.cqp->Dispatch->NdkSend(p.cqp, NULL, NULL, 0, 0);
-    (void)req_result(&ra, STATUS_PENDING); /* the passive side learns it as it may */
+    (void)ndk_req_wait(&ra, STATUS_PENDING); /* the passive side learns it as it may */
     conf_close_wait(&p.cconn->Header);
     CHECK(harness_event_wait(&qev, 1, CONF_WAIT_MS));
     p.cconn = NULL;
@@ -1478,7 +1459,7 @@ TEST(misuse_adapter_close_from_callback_and_twice)
     SoftNdkCloseAdapter(sc.a); /* returns at once */
     const NDK_ADAPTER_DISPATCH *ad = sc.a->Dispatch;
     void *out = (void *)0x1;
-    struct sockaddr_in sin = sin_of(0);
+    struct sockaddr_in sin = ndk_loopback4(0);
     const NTSTATUS DS = STATUS_INVALID_DEVICE_STATE;
     CHECK_STATUS(ad->NdkCreateCq(sc.a, 4, conf_cq_notify, NULL, NULL, ndk_create_never, NULL,
                                  (NDK_CQ **)&out),

@@ -230,16 +230,6 @@ static void on_connect_event(void *ctx, NDK_CONNECTOR *c)
     harness_event_signal(&s->ev);
 }
 
-static struct sockaddr_in addr4(uint16_t port)
-{
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    return a;
-}
-
 void fx_listen(struct fx_server *s, NDK_ADAPTER *a)
 {
     memset(s, 0, sizeof *s);
@@ -248,7 +238,7 @@ void fx_listen(struct fx_server *s, NDK_ADAPTER *a)
     CHECK_STATUS(
         a->Dispatch->NdkCreateListener(a, on_connect_event, s, ndk_create_never, NULL, &s->l),
         STATUS_SUCCESS);
-    struct sockaddr_in sa = addr4(0);
+    struct sockaddr_in sa = ndk_loopback4(0);
     CHECK_STATUS(
         s->l->Dispatch->NdkListen(s->l, (struct sockaddr *)&sa, sizeof sa, ndk_request_never, NULL),
         STATUS_SUCCESS);
@@ -335,7 +325,7 @@ void fx_establish(struct fx_side *cl, struct fx_side *sv, struct fx_server *srv)
 {
     CHECK_STATUS(cl->a->Dispatch->NdkCreateConnector(cl->a, ndk_create_never, NULL, &cl->conn),
                  STATUS_SUCCESS);
-    struct sockaddr_in src = addr4(0), dst = addr4(srv->port);
+    struct sockaddr_in src = ndk_loopback4(0), dst = ndk_loopback4(srv->port);
     struct ndk_req rc, ra, rcc;
     ndk_req_init(&rc);
     unsigned before = atomic_load(&srv->n);
@@ -365,7 +355,7 @@ void fx_connect_refused(struct fx_side *cl, struct fx_server *srv, NTSTATUS expe
 {
     CHECK_STATUS(cl->a->Dispatch->NdkCreateConnector(cl->a, ndk_create_never, NULL, &cl->conn),
                  STATUS_SUCCESS);
-    struct sockaddr_in src = addr4(0), dst = addr4(srv->port);
+    struct sockaddr_in src = ndk_loopback4(0), dst = ndk_loopback4(srv->port);
     struct ndk_req rc;
     ndk_req_init(&rc);
     unsigned before = atomic_load(&srv->n);

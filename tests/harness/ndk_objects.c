@@ -1,7 +1,9 @@
 #include "ndk_objects.h"
 
+#include <arpa/inet.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 NTSTATUS ndk_close_any(NDK_OBJECT_HEADER *h, NDK_FN_CLOSE_COMPLETION cb, void *ctx)
 {
@@ -39,6 +41,16 @@ void ndk_request_never(void *ctx, NTSTATUS status)
 {
     (void)ctx, (void)status;
     harness_fail(__FILE__, __LINE__, "request completion called for an inline request");
+}
+
+struct sockaddr_in ndk_loopback4(uint16_t port)
+{
+    struct sockaddr_in sin;
+    memset(&sin, 0, sizeof sin);
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons(port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return sin;
 }
 
 struct close_adapter_arg {

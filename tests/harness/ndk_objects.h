@@ -4,6 +4,7 @@
 #define SOFTNDK_TESTS_NDK_OBJECTS_H
 
 #include <ndk/softndk.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 
 #include "harness.h"
@@ -19,6 +20,9 @@ NTSTATUS ndk_close_any(NDK_OBJECT_HEADER *h, NDK_FN_CLOSE_COMPLETION cb, void *c
 /* Completion callbacks for calls that must not pend in softndk: each fails the test. */
 void ndk_create_never(void *ctx, NTSTATUS status, NDK_OBJECT_HEADER *obj);
 void ndk_request_never(void *ctx, NTSTATUS status);
+
+/* 127.0.0.1:port as a sockaddr_in (port in host order). */
+struct sockaddr_in ndk_loopback4(uint16_t port);
 
 /* SoftNdkCloseAdapter, bounded; false when it did not return within timeout_ms (its thread
  * is then left behind). */
