@@ -3,7 +3,7 @@
 # missing. As root it installs; otherwise it prints the command to run and fails.
 #   scripts/deps.sh [--ci]   (--ci adds what only CI needs: clang's sanitizer/fuzzer runtimes, tshark)
 set -eu
-need="cmake ninja-build gcc g++ pkg-config"
+need="cmake ninja-build gcc g++ pkg-config python3"
 if [ "${1:-}" = "--ci" ]; then
   need="$need clang libclang-rt-14-dev tshark iproute2 nftables"
 fi
