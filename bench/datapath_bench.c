@@ -1,5 +1,5 @@
 /* datapath_bench: softndk Send/Receive against raw TCP on loopback, same sizes, same polling
- * discipline, same process (design §5). Not a test: prints a table of medians/means and ratios.
+ * discipline, same process (README.md). Not a test: prints a table of medians/means and ratios.
  *
  *   datapath_bench [-t SECONDS_PER_CASE] [-c on|off]
  *

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write the seed corpora of fuzz/corpus/ from spec/iwarp.md Part C vectors.
+"""Write the seed corpora of fuzz/corpus/ from the vectors of docs/iwarp-notes.md [IW-VECTORS].
 
 Each seed is: mode byte, cut byte, then the bytes a peer sends (see the fuzz targets)."""
 import os

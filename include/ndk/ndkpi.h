@@ -896,7 +896,7 @@ struct _NDK_ADAPTER {
 };
 
 /* ------------------------------------------------------------------------------------------ */
-/* x86-64 layout: identical to x64 Windows (spec/ndkpi.md §2–§3). */
+/* x86-64 layout: identical to x64 Windows (docs/ndk-rules.md [ABI-1]). */
 #if defined(__x86_64__) || defined(_M_X64)
 #ifdef __cplusplus
 #define SOFTNDK_LAYOUT(cond, what) static_assert(cond, what)

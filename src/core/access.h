@@ -42,7 +42,7 @@ enum sndk_access_result sndk_access_check(struct sndk_pd *pd, uint32_t token, ui
                                           uint64_t len, unsigned need, bool remote,
                                           struct iovec *out, int max_out, int *n_out);
 
-/* Remote invalidation (Send with Invalidate, spec/ndkpi.md §5.5 rules 12-13, iwarp.md A.4.5):
+/* Remote invalidation (Send with Invalidate, docs/ndk-rules.md [MEM-12], [MEM-13], [IW-SINV]):
  * a valid fast-registered MR becomes invalid, a bound MW unbound; one already invalid/unbound
  * counts as success (as siw, "per verbs"). Returns SNDK_ACC_OK, SNDK_ACC_INV_STAG (unknown or
  * stale token, an NdkRegisterMr region, the privileged token) or SNDK_ACC_UNASSOC (another

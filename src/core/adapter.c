@@ -1,5 +1,5 @@
 /* Adapter: SoftNdkOpenAdapter / SoftNdkCloseAdapter, NdkQueryAdapterInfo, version negotiation
- * (spec/ndkpi.md §5.11). */
+ * (docs/ndk-rules.md [ADP-4]). */
 #include "core/adapter.h"
 
 #include "core/faults.h"
@@ -68,7 +68,7 @@ void sndk_adapter_released(struct sndk_adapter *a)
     pthread_mutex_unlock(&a->lock);
 }
 
-/* §5.11: Major must be known; the consumer's Minor is the lowest it accepts; we run at our
+/* [ADP-4]: Major must be known; the consumer's Minor is the lowest it accepts; we run at our
  * highest minor of that major. */
 static bool negotiate_version(NDK_VERSION asked, NDK_VERSION *run)
 {

@@ -1,5 +1,5 @@
-/* Connector (spec/ndkpi.md §2.10, §5.6–§5.7): NDK's three-way connection setup mapped onto TCP
- * and MPA (spec/iwarp.md A.1, A.2, A.5):
+/* Connector (docs/ndk-rules.md#conn, #disc): NDK's three-way connection setup mapped onto TCP
+ * and MPA (docs/iwarp-notes.md [IW-MPA-FRAME], [IW-MAP]):
  *
  *   active                                      passive
  *   NdkConnect: TCP connect, MPA Request  --->  listener accepts; Request read: connect event
@@ -478,7 +478,7 @@ static void keep_result(struct sndk_connector *c, const struct sndk_mpa_result *
     c->crc = res->crc;
     c->p2p = res->p2p && res->rtr != SNDK_MPA_RTR_NONE;
     c->rtr_kind = res->rtr;
-    /* §5.6 rule 7: effective IRD = min(own IRD, peer's ORD), ORD = min(own ORD, peer's IRD).
+    /* [CONN-7]: effective IRD = min(own IRD, peer's ORD), ORD = min(own ORD, peer's IRD).
      * Without RFC 6581's word nothing is known of the peer's limits: keep ours (NDSPI). */
     c->ird = c->want_ird;
     c->ord = c->want_ord;
@@ -519,7 +519,7 @@ static void link_aborted(void *ctx, NTSTATUS status, ULONG reason)
         complete_locked(c, status);
     if (c->state != SNDK_CONN_CLOSED)
         set_state(c, SNDK_CONN_CLOSED);
-    /* The consumer's own flush or QP close is not a disconnect it needs telling about (§2.1). */
+    /* The consumer's own flush or QP close is not a disconnect it needs telling about ([CB-4]). */
     if (SNDK_LINK_REASON_CLASS(reason) != SNDK_LINK_REASON_LOCAL)
         disconnect_event_locked(c, reason);
     pthread_mutex_unlock(&c->lock);
@@ -1040,7 +1040,7 @@ static NTSTATUS claim_qp(struct sndk_connector *c, NDK_QP *pub, struct sndk_qp *
     if (!o || !sndk_obj_usable(o, c->base.adapter))
         return STATUS_INVALID_PARAMETER;
     struct sndk_qp *qp = sndk_container_of(o, struct sndk_qp, base);
-    /* §5.7 rule 5: a QP that served a connection is never reused; refuse it before any packet
+    /* [DISC-5]: a QP that served a connection is never reused; refuse it before any packet
      * goes out rather than after the peer accepted. */
     int st = atomic_load_explicit(&qp->state, memory_order_acquire);
     if (st != SNDK_QP_IDLE)
@@ -1390,7 +1390,7 @@ static NTSTATUS connector_data(NDK_CONNECTOR *pub, ULONG *pIrd, ULONG *pOrd, PVO
     if (!c || !pPrivateDataLength)
         return STATUS_INVALID_PARAMETER;
     if (!pPrivateData && *pPrivateDataLength > 0)
-        return STATUS_INVALID_PARAMETER; /* §5.6 rule 9 */
+        return STATUS_INVALID_PARAMETER; /* [CONN-9] */
     pthread_mutex_lock(&c->lock);
     if (c->state != SNDK_CONN_REPLIED && c->state != SNDK_CONN_INCOMING && !c->peer_rejected) {
         pthread_mutex_unlock(&c->lock);
@@ -1480,7 +1480,7 @@ static const NDK_CONNECTOR_DISPATCH connector_dispatch = {
 };
 
 /* Close: a pending request completes with STATUS_CANCELLED, an incoming request not accepted is
- * rejected, an established connection is aborted (spec §5.7 rule 7); the close completes once
+ * rejected, an established connection is aborted ([DISC-7]); the close completes once
  * the QP let go of the connection. */
 static void connector_close_begin(struct sndk_obj *o)
 {

@@ -1,4 +1,4 @@
-/* Completion queue (spec/ndkpi.md §2.4, §5.4). */
+/* Completion queue (docs/ndk-rules.md#cq). */
 #include "core/cq.h"
 #include "core/faults.h"
 
@@ -10,7 +10,7 @@
 #include "core/qp.h"
 #include "util/log.h"
 
-/* §5.4 rule 9: a second arm before the first is satisfied merges (row: first, column: second),
+/* [CQ-9]: a second arm before the first is satisfied merges (row: first, column: second),
  * indexed by NDK_CQ_NOTIFY_* (ERRORS 0, ANY 1, SOLICITED 2). */
 static const int arm_merge[3][3] = {
     /* 1st ERRORS    */ {NDK_CQ_NOTIFY_ERRORS, NDK_CQ_NOTIFY_ANY, NDK_CQ_NOTIFY_SOLICITED},
@@ -20,7 +20,7 @@ static const int arm_merge[3][3] = {
 
 static bool moderation_on(const struct sndk_cq *cq)
 {
-    /* §5.4 rules 15-16: Interval 0 or Count 0/1 means no moderation. */
+    /* [CQ-15], [CQ-16]: Interval 0 or Count 0/1 means no moderation. */
     return cq->mod_interval != 0 && cq->mod_count > 1;
 }
 
@@ -86,7 +86,7 @@ static void satisfy_locked(struct sndk_cq *cq)
     }
 }
 
-/* §5.4 rule 12: the QPs feeding a dead CQ are unusable; the connected ones abort (their peers
+/* [CQ-12]: the QPs feeding a dead CQ are unusable; the connected ones abort (their peers
  * get a Terminate) so that neither end waits for completions that can never come. */
 static void overrun_work_fn(struct sndk_work *w)
 {
@@ -138,7 +138,7 @@ bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicite
         return false;
     }
     if (cq->count == cq->depth || cq->produced == cq->fault_overrun_at) {
-        /* §5.4 rule 12: an overrun kills the CQ; the callback says so whatever the arm. */
+        /* [CQ-12]: an overrun kills the CQ; the callback says so whatever the arm. */
         bool injected = cq->count != cq->depth;
         if (injected) {
             char what[64];
@@ -196,7 +196,7 @@ static VOID cq_arm(NDK_CQ *pNdkCq, ULONG Type)
     }
     cq->armed = cq->armed == SNDK_CQ_UNARMED ? (int)Type : arm_merge[cq->armed][Type];
     if (!cq->moderating && cq->count > 0) {
-        /* §5.4 rule 6: entries that arrived after the last callback satisfy the arm now.
+        /* [CQ-6]: entries that arrived after the last callback satisfy the arm now.
          * The oldest queued entry has sequence produced - count. */
         uint64_t oldest = cq->produced - cq->count;
         bool fresh = cq->produced > cq->notify_seq;
@@ -277,7 +277,7 @@ static void unpark_conns(struct sndk_cq *cq)
 }
 
 /* The CQ was empty: send what waits for socket space and receive on the connections feeding it
- * (design §3), so that a consumer that polls never waits for a progress thread to wake up.
+ * (docs/datapath.md), so that a consumer that polls never waits for a progress thread to wake up.
  * Returns true when bytes moved. */
 static bool poll_conns(struct sndk_cq *cq, bool armed)
 {
@@ -371,7 +371,7 @@ static NTSTATUS cq_control_moderation(NDK_CQ *pNdkCq, ULONG ModerationInterval,
     if (!(cq->base.adapter->info.AdapterFlags & NDK_ADAPTER_FLAG_CQ_INTERRUPT_MODERATION_SUPPORTED))
         return STATUS_NOT_SUPPORTED;
     pthread_mutex_lock(&cq->lock);
-    /* §5.4 rule 17: neither limit would ever release a held-back notification. */
+    /* [CQ-17]: neither limit would ever release a held-back notification. */
     if (ModerationInterval == MAXULONG &&
         (ModerationCount == MAXULONG || ModerationCount > cq->depth)) {
         pthread_mutex_unlock(&cq->lock);

@@ -1,5 +1,5 @@
 /* Completion queue: a ring of NDK_RESULT_EX filled by the QPs feeding it, drained by the
- * consumer, with one-shot arming (spec/ndkpi.md §5.4), serialized notification callbacks on a
+ * consumer, with one-shot arming (docs/ndk-rules.md#cq), serialized notification callbacks on a
  * progress thread, overrun detection, resize and software interrupt moderation. */
 #ifndef SOFTNDK_CORE_CQ_H
 #define SOFTNDK_CORE_CQ_H
@@ -16,7 +16,7 @@ struct sndk_cqe {
 
 struct sndk_qp;
 
-/* A connected QP feeding this CQ: what a polling consumer drives (design §3). */
+/* A connected QP feeding this CQ: what a polling consumer drives (docs/datapath.md). */
 struct sndk_cq_conn {
     struct sndk_cq_conn *next, *prev;
     struct sndk_qp *qp;

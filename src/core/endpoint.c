@@ -1,4 +1,4 @@
-/* Endpoints, the ND port space and shared endpoints (spec/ndkpi.md §1.7, §5.8). */
+/* Endpoints, the ND port space and shared endpoints (docs/ndk-rules.md#ep). */
 #include "core/endpoint.h"
 
 #include <arpa/inet.h>

@@ -1,4 +1,4 @@
-/* Endpoints and the ND port space (spec/ndkpi.md §1.7, §5.8). ND ports are TCP ports. A
+/* Endpoints and the ND port space (docs/ndk-rules.md#ep). ND ports are TCP ports. A
  * process-wide table counts the references on every local (address, port) softndk uses, so
  * that a port stays taken while a listener, shared endpoint or any connector on it lives; the
  * OS bind() arbitrates against other processes. */

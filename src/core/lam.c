@@ -1,4 +1,4 @@
-/* Logical address mappings (spec/ndkpi.md §5.12). A user-space provider has no adapter
+/* Logical address mappings (docs/ndk-rules.md#ext). A user-space provider has no adapter
  * logical addresses; softndk's are the virtual addresses of 4 KiB adapter pages, so a LAM is
  * the page list of a virtually contiguous range and the privileged token addresses memory by
  * those VAs. */

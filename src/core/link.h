@@ -38,7 +38,7 @@ struct sndk_link_params {
 struct sndk_link_events {
     /* The peer closed its sending side gracefully (TCP FIN after its last FPDU) while we had
      * not started a shutdown: the connector fires the consumer's disconnect event. Outstanding
-     * requests are NOT flushed for this (spec §5.7 rule 3). */
+     * requests are NOT flushed for this ([DISC-3]). */
     void (*peer_closed)(void *ctx);
     /* The connection failed: a Terminate sent or received, a reset, an I/O error, a peer that
      * vanished — or the consumer flushed or closed the connected QP (status STATUS_CANCELLED,

@@ -1,4 +1,4 @@
-/* Listener (spec/ndkpi.md §2.11, §5.8): a listening TCP socket on an endpoint; each accepted
+/* Listener (docs/ndk-rules.md#ep): a listening TCP socket on an endpoint; each accepted
  * connection becomes an incoming connector once its MPA Request arrived (connector.c). */
 #include "core/listener.h"
 #include "core/faults.h"
@@ -157,7 +157,7 @@ static const NDK_LISTENER_DISPATCH listener_dispatch = {
     .NdkControlConnectEvents = listener_control_events,
 };
 
-/* §1.6: the listener refuses new requests as soon as close is called, although its close
+/* [CLOSE-7]: the listener refuses new requests as soon as close is called, although its close
  * completes only once the connectors it delivered are closed. */
 static void listener_close_begin(struct sndk_obj *o)
 {

@@ -38,7 +38,7 @@ bool sndk_listener_accepting(struct sndk_listener *l);
 void sndk_connector_incoming(struct sndk_listener *l, int fd, const struct sndk_addr *local,
                              const struct sndk_addr *peer);
 
-/* Close fd with a TCP reset: "as if there were no listener" (spec §2.11). */
+/* Close fd with a TCP reset: "as if there were no listener" ([EP-6]). */
 void sndk_close_with_reset(int fd);
 
 #endif

@@ -1,4 +1,4 @@
-/* Memory region (spec/ndkpi.md §2.5, §5.5): NdkRegisterMr kind and fast-register kind. The VA
+/* Memory region (docs/ndk-rules.md#mem): NdkRegisterMr kind and fast-register kind. The VA
  * range is an index for peers and SGEs; the region's memory is the consumer's, kept valid by it
  * while registered (its "locked pages"). */
 #include "core/mr.h"
@@ -66,7 +66,7 @@ static NTSTATUS mr_register(NDK_MR *pNdkMr, MDL *Mdl, SIZE_T Length, ULONG Flags
         return STATUS_INVALID_PARAMETER;
     uintptr_t va = (uintptr_t)MmGetMdlVirtualAddress(Mdl);
     if (va == 0 || va + Length < va)
-        return STATUS_INVALID_PARAMETER; /* zero-based VAs are not supported (§5.5) */
+        return STATUS_INVALID_PARAMETER; /* zero-based VAs are not supported ([MEM-2]) */
     if (sndk_fault_call(mr->base.adapter, SNDK_FCALL_REGISTER))
         return STATUS_INSUFFICIENT_RESOURCES;
     unsigned access = SNDK_ACCESS_LOCAL_READ;
@@ -163,7 +163,7 @@ NTSTATUS sndk_mr_fast_register(struct sndk_mr *mr, struct sndk_pd *pd, ULONG npa
     else if (npages > mr->fr_max_pages)
         st = STATUS_INVALID_PARAMETER;
     else if (remote && !mr->fr_remote)
-        st = STATUS_ACCESS_VIOLATION; /* §5.5 rule 6 */
+        st = STATUS_ACCESS_VIOLATION; /* [MEM-6] */
     else if (atomic_load_explicit(&mr->windows, memory_order_acquire) != 0)
         st = STATUS_INVALID_DEVICE_STATE; /* windows are bound to the current mapping */
     if (st == STATUS_SUCCESS) {

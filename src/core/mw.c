@@ -1,4 +1,4 @@
-/* Memory window (spec/ndkpi.md §2.6, §5.5). Bound and invalidated by QP work requests; until
+/* Memory window (docs/ndk-rules.md#mem). Bound and invalidated by QP work requests; until
  * then it owns an STag index whose key changes on every bind. */
 #include <stdlib.h>
 
@@ -22,7 +22,7 @@ NTSTATUS sndk_mw_bind(struct sndk_mw *mw, struct sndk_mr *mr, struct sndk_pd *pd
     else if (va < mr->va || len > mr->length || va - mr->va > mr->length - len)
         st = STATUS_ACCESS_VIOLATION; /* the window must lie inside the MR */
     else if ((access & SNDK_ACCESS_REMOTE_WRITE) && !(mr->access & SNDK_ACCESS_LOCAL_WRITE))
-        st = STATUS_ACCESS_VIOLATION; /* §2.8: remote write needs a locally writable MR */
+        st = STATUS_ACCESS_VIOLATION; /* [MEM-8]: remote write needs a locally writable MR */
     if (st == STATUS_SUCCESS) {
         put = sndk_mw_unbind_locked(mw);
         sndk_obj_get(&mr->base); /* the MR's close stays pending while bound */

@@ -1,6 +1,6 @@
 /* The common NDK object: public NDK_xxx first, then the lifetime machinery every object shares.
  *
- * Lifetime (spec/ndkpi.md §1.4–§1.6):
+ * Lifetime (docs/lifecycle.md):
  * - refs starts at 1, the "open" reference, dropped by close.
  * - A successor holds a reference on each antecedent (parent, CQs, SRQ, MR of a bound window)
  *   from its creation until its own close completion has RETURNED, so an antecedent's close

@@ -1,9 +1,9 @@
-/* Queue pair (spec/ndkpi.md §2.8, §5.1–§5.3, §5.9): creation with its limits, posting, the
+/* Queue pair (docs/qp.md, docs/ndk-rules.md#post): creation with its limits, posting, the
  * state machine, the link to a connection (core/link.h), flush and close. The bytes are made
  * and taken in src/iwarp/tx.c and rx.c; docs/datapath.md explains the whole path.
  *
  * Until a connector attaches a connection, every initiator request is refused inline with
- * STATUS_CONNECTION_INVALID (§5.1 rule 5); receives queue. */
+ * STATUS_CONNECTION_INVALID ([POST-5]); receives queue. */
 #include "core/qp.h"
 
 #include <errno.h>
@@ -444,7 +444,7 @@ static void on_peer_fin(struct sndk_qp *qp)
     sndk_mutex_lock(&qp->state_lock);
     enum sndk_qp_state st = qp_state(qp);
     if (st == SNDK_QP_CONNECTED)
-        ev_queue_locked(qp, SNDK_EV_PEER_CLOSED); /* §5.7: nothing is flushed for it */
+        ev_queue_locked(qp, SNDK_EV_PEER_CLOSED); /* [DISC-3]: nothing is flushed for it */
     sndk_mutex_unlock(&qp->state_lock);
     sndk_debug("qp", "QP %p: peer FIN", (void *)qp);
     if (st == SNDK_QP_DISCONNECTING && fin_sent)
@@ -777,7 +777,7 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
         return -EBUSY;
     }
     if (sndk_obj_closing(&qp->base)) {
-        /* Closed during the handshake: the close cancels the connection (spec §1.6) rather
+        /* Closed during the handshake: the close cancels the connection ([CLOSE-4]) rather
          * than a closing QP going live (docs/misuse.md). */
         sndk_mutex_unlock(&qp->state_lock);
         return -ECANCELED;
@@ -932,7 +932,7 @@ void sndk_qp_detach(struct sndk_qp *qp, struct sndk_work *done)
 
 /* ---------------------------------------------------------------- posting */
 
-/* §5.3 rule 2: before an initiator request fails inline, everything accepted with DEFER
+/* [DEFER-2]: before an initiator request fails inline, everything accepted with DEFER
  * before it goes to the wire. */
 static NTSTATUS refuse(struct sndk_qp *qp, NTSTATUS st)
 {
@@ -998,7 +998,7 @@ static NTSTATUS sq_sges(struct sndk_qp *qp, struct sndk_sqe *e, const NDK_SGE *s
     uint64_t bytes = 0;
     for (ULONG i = 0; i < nsge; i++) {
         if (inl && sgl[i].Length && !sgl[i].VirtualAddress)
-            return STATUS_INVALID_PARAMETER; /* §5.2: an inline payload must be readable */
+            return STATUS_INVALID_PARAMETER; /* [FLAG-5]: an inline payload must be readable */
         bytes += sgl[i].Length;
     }
     /* 9c: byte and SGE limits; INLINE lifts the SGE limit and has its own byte limit. */
@@ -1008,7 +1008,7 @@ static NTSTATUS sq_sges(struct sndk_qp *qp, struct sndk_sqe *e, const NDK_SGE *s
         return STATUS_DATA_OVERRUN;
     e->bytes = bytes;
     if (inl) {
-        /* §5.2: the payload is consumed before the call returns; tokens are ignored. */
+        /* [FLAG-5]: the payload is consumed before the call returns; tokens are ignored. */
         uint32_t s = (uint32_t)(e - qp->sq);
         uint8_t *dst = qp->sq_inline + (size_t)s * qp->inline_size;
         for (ULONG i = 0; i < nsge; i++) {
@@ -1029,7 +1029,7 @@ static NTSTATUS sq_sges(struct sndk_qp *qp, struct sndk_sqe *e, const NDK_SGE *s
             qp->pd, sgl[i].MemoryRegionToken, (uint64_t)(uintptr_t)sgl[i].VirtualAddress,
             sgl[i].Length, need, false, e->iov + n, (int)qp->sq_iov_stride - n, &k);
         if (r != SNDK_ACC_OK) {
-            /* Accepted, and completed in order with the NDSPI status (§4.2). */
+            /* Accepted, and completed in order with the NDSPI status ([STAT-2]). */
             e->status = r == SNDK_ACC_TOO_MANY ? STATUS_DATA_OVERRUN : STATUS_ACCESS_VIOLATION;
             e->code = (ULONG)r;
             n = 0;
@@ -1212,7 +1212,7 @@ static NTSTATUS qp_read(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *pSg
         return st;
     if (qp->io->ord == 0)
         return refuse(qp, STATUS_INVALID_DEVICE_REQUEST); /* ORD 0: no Reads on this connection */
-    /* The sink is named by a private STag per Read (A.5): the SGEs need local write only. */
+    /* The sink is named by a private STag per Read ([IW-SINK]): the SGEs need local write only. */
     st = sq_sges(qp, e, pSgl, nSge, qp->base.adapter->info.MaxReadRequestSge,
                  SNDK_ACCESS_LOCAL_WRITE);
     if (st != STATUS_SUCCESS)
@@ -1222,7 +1222,7 @@ static NTSTATUS qp_read(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *pSg
     e->opcode = SNDK_OP_READ_REQ;
     e->rstag = RemoteToken;
     e->rto = RemoteAddress;
-    /* §5.2: honoured when the adapter advertises it, silently ignored otherwise. */
+    /* [FLAG-7]: honoured when the adapter advertises it, silently ignored otherwise. */
     if ((Flags & NDK_OP_FLAG_RDMA_READ_LOCAL_INVALIDATE) && nSge > 0 &&
         (qp->base.adapter->info.AdapterFlags &
          NDK_ADAPTER_FLAG_RDMA_READ_LOCAL_INVALIDATE_SUPPORTED))
@@ -1298,7 +1298,7 @@ static const NDK_QP_DISPATCH qp_dispatch = {
 
 static void qp_close_begin(struct sndk_obj *o)
 {
-    /* §1.6: a close starts cancelling what is pending; the connection goes with it. */
+    /* [CLOSE-4]: a close starts cancelling what is pending; the connection goes with it. */
     struct sndk_qp *qp = sndk_container_of(o, struct sndk_qp, base);
     sndk_mutex_lock(&qp->state_lock); /* orders against sndk_qp_attach going live */
     enum sndk_qp_state st = qp_state(qp);
@@ -1366,7 +1366,7 @@ static NTSTATUS qp_create_common(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pIn
     struct sndk_qp *qp = calloc(1, sizeof *qp);
     if (!qp)
         return STATUS_INSUFFICIENT_RESOURCES;
-    /* Reads may use up to MaxReadRequestSge SGEs (it overrides the initiator limit, §5.1). */
+    /* Reads may use up to MaxReadRequestSge SGEs (it overrides the initiator limit, [POST-6]). */
     qp->sq_iov_stride = MaxInitiatorRequestSge > info->MaxReadRequestSge
                             ? MaxInitiatorRequestSge
                             : info->MaxReadRequestSge;

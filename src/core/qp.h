@@ -7,7 +7,7 @@
 #include "core/srq.h"
 #include "util/lock.h"
 
-/* QP states (style.md §8): one enum, a name table, one transition function per source state,
+/* QP states (datapath.md#states): one enum, a name table, one transition function per source state,
  * every transition logged.
  *   IDLE --attach--> CONNECTED --shutdown--> DISCONNECTING --peer FIN / timeout--> ERROR
  *                    CONNECTED --fault, Terminate, reset, flush, close, abort--> ERROR
@@ -58,7 +58,7 @@ enum sndk_sq_kind {
 
 struct sndk_qp_io; /* connection state (src/iwarp/qp_io.h) */
 
-/* Lock order (style.md §7 item 9), outermost first:
+/* Lock order (docs/datapath.md#locking), outermost first:
  *   cq->conn_lock -> state_lock -> rx_lock -> tx_lock -> rq_lock -> srq->lock -> cq->lock
  *   -> STag table lock -> engine locks.
  * A consumer-thread CQ poll takes rx_lock only with trylock, so it never waits for a progress
@@ -104,7 +104,7 @@ bool sndk_qp_poll_rx(struct sndk_qp *qp);
 bool sndk_qp_poll_tx(struct sndk_qp *qp);
 /* Its receive CQ was armed: the progress thread watches the socket again. */
 void sndk_qp_unpark_rx(struct sndk_qp *qp);
-/* A CQ this QP feeds overran (spec/ndkpi.md §5.4 rule 12: its QPs are unusable): a connected
+/* A CQ this QP feeds overran (docs/ndk-rules.md [CQ-12]: its QPs are unusable): a connected
  * QP sends a Terminate (RDMAP, local catastrophic) and aborts. Caller holds no QP lock. */
 void sndk_qp_cq_overrun(struct sndk_qp *qp);
 

@@ -1,4 +1,4 @@
-/* Shared receive queue (spec/ndkpi.md §2.7, §5.9). */
+/* Shared receive queue (docs/ndk-rules.md#srq). */
 #include "core/srq.h"
 #include "core/faults.h"
 
@@ -156,7 +156,7 @@ static NTSTATUS srq_modify(NDK_SRQ *pNdkSrq, ULONG SrqDepth, ULONG NotifyThresho
     if (NotifyThreshold) {
         srq->threshold = NotifyThreshold;
         srq->armed = true;
-        srq_check_threshold_locked(srq); /* §5.9 rule 4: already below => notify now */
+        srq_check_threshold_locked(srq); /* [SRQ-4]: already below => notify now */
     }
     pthread_mutex_unlock(&srq->lock);
     sndk_recv_ring_destroy(&fresh);

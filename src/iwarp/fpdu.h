@@ -21,7 +21,7 @@
 
 /* Default largest FPDU on the wire, all bytes included: the largest multiple of 4 that fits one
  * loopback TCP segment (MSS 65483). A writev of <= one MSS goes out as one segment and is ~2.5x
- * faster on loopback than 64 KiB + header (design §5); see docs/wire.md. The data path should
+ * faster on loopback than 64 KiB + header (docs/wire.md#fpdu-size). The data path should
  * lower it to the connection's TCP_MAXSEG rounded down to 4 on real links. */
 #define SNDK_FPDU_MAX_DEFAULT 65480u
 /* Smallest accepted max_fpdu for segmented messages: 8 payload bytes behind an untagged header.

@@ -1,7 +1,7 @@
 /* MPA connection setup (RFC 5044 Request/Reply, RFC 6581 enhanced setup): build and parse the
  * frames, decide the Reply as Responder, check the Reply as Initiator. Knows no NDK object.
  *
- * Policy, as in spec/iwarp.md A.2 and design §4:
+ * Policy, as in docs/iwarp-notes.md [IW-MPA-REV] and docs/wire.md:
  *  - markers never: a Request asking for them is rejected (Reply with R=1), a Reply with M=1
  *    fails the connection;
  *  - CRC on if either side asks (we accept a peer that requires it even with our CRC off);

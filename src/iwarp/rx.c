@@ -1,4 +1,4 @@
-/* RX: the socket's bytes become placed payload and receive completions (design §3,
+/* RX: the socket's bytes become placed payload and receive completions (
  * docs/datapath.md). Runs under qp->rx_lock, on the progress thread (EPOLLIN) or on a consumer
  * thread polling a CQ (try-lock).
  *
@@ -98,7 +98,7 @@ static int place_write(struct sndk_qp *qp, const struct sndk_rx_seg *seg, uint32
 }
 
 /* The Read the next Read Response belongs to: the oldest on the wire (responses come in
- * request order, A.4.6). Its slot's fields do not change while it is outstanding. */
+ * request order, [IW-ORDER]). Its slot's fields do not change while it is outstanding. */
 static struct sndk_sqe *read_head(struct sndk_qp *qp)
 {
     struct sndk_qp_io *io = qp->io;
@@ -229,7 +229,7 @@ static int rx_msg_done(void *ctx, const struct sndk_rx_seg *seg, uint64_t msg_le
         .Type = NdkOperationTypeReceive,
     };
     if (sndk_op_has_inval(seg->opcode)) {
-        /* §5.5 rule 12: the token is invalid before the consumer can see the completion. */
+        /* [MEM-12]: the token is invalid before the consumer can see the completion. */
         enum sndk_access_result a = sndk_access_invalidate_remote(qp->pd, seg->inval_stag);
         if (a != SNDK_ACC_OK) {
             io->rx_fail.rx_status = STATUS_ACCESS_VIOLATION;
@@ -290,7 +290,7 @@ static void rx_terminate(void *ctx, const struct sndk_rx_seg *seg, const struct 
      * request the peer refused; if still outstanding it completes with: a Send
      * STATUS_REMOTE_RESOURCES; a Read or Write STATUS_ACCESS_VIOLATION for a protection error
      * other than bounds (invalid token, rights, PD, TO wrap), else STATUS_REMOTE_RESOURCES
-     * (bounds: §2.8 "read beyond the remote memory"; IRD overflow and other remote errors). */
+     * (bounds: [RDMA-2] "read beyond the remote memory"; IRD overflow and other remote errors). */
     bool tagged_prot = t->layer == SNDK_TERM_LAYER_DDP && t->etype == 1 && t->code != 0x01;
     bool rdmap_prot = t->layer == SNDK_TERM_LAYER_RDMAP && t->etype == 1 && t->code != 0x01;
     f->named_status = tagged_prot || rdmap_prot ? STATUS_ACCESS_VIOLATION : STATUS_REMOTE_RESOURCES;

@@ -1,6 +1,6 @@
 /* RDMAP Terminate: names for layer/etype/code, encoding and decoding of the Terminate body,
  * and the one table that maps a receive-side protocol fault to the Terminate it must cause
- * (spec/iwarp.md A.4.4). Knows no NDK object. */
+ * (docs/iwarp-notes.md [IW-TERM]). Knows no NDK object. */
 #ifndef SOFTNDK_IWARP_TERMINATE_H
 #define SOFTNDK_IWARP_TERMINATE_H
 
@@ -98,7 +98,7 @@ size_t sndk_term_encode(const struct sndk_term *t, uint8_t *body, size_t cap);
  * Returns 0, or -EPROTO when len < 4. */
 int sndk_term_decode(struct sndk_term *t, const uint8_t *body, size_t len);
 
-/* The Terminate to send for fault f (spec A.4.4): codes from the table; M=D=1 with the
+/* The Terminate to send for fault f ([IW-TERM]): codes from the table; M=D=1 with the
  * offending DDP header when the fault has one and the code is not an LLP, DDP-version or
  * DDP-catastrophic one; R=1 with the Read Request body for RDMAP errors on a Read Request.
  * DDP Segment Length = the offending ULPDU_Length (RFC 5040: DDP header + payload). */

@@ -1,4 +1,4 @@
-/* TX: initiator requests become FPDUs on the socket (design §3, docs/datapath.md).
+/* TX: initiator requests become FPDUs on the socket (docs/datapath.md).
  *
  * The posting thread transmits itself while the socket takes bytes: requests from sq_sent to
  * sq_tail are cut into FPDUs around the consumer's memory (no payload copy) and as many as fit
@@ -205,7 +205,7 @@ static void fill_batch(struct sndk_qp *qp)
             if (e->status != STATUS_SUCCESS)
                 break;
             if ((e->flags & NDK_OP_FLAG_READ_FENCE) && io->orq_count > 0)
-                break; /* A.4.6: not started before every earlier Read has its data */
+                break; /* [IW-ORDER]: not started before every earlier Read has its data */
             int rc = 0;
             switch (e->kind) {
             case SNDK_SQ_SEND:
@@ -220,7 +220,7 @@ static void fill_batch(struct sndk_qp *qp)
                 break;
             case SNDK_SQ_READ: {
                 if (io->orq_count >= io->ord)
-                    goto stall; /* ORD Reads outstanding: the queue waits (A.4.6) */
+                    goto stall; /* ORD Reads outstanding: the queue waits ([IW-ORDER]) */
                 if (io->fc && fault_point(io, &corrupt))
                     goto stall;
                 e->msn = io->msn_read++;

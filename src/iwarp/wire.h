@@ -3,7 +3,7 @@
  * This header knows bytes, never NDK objects. Every header is a struct of byte arrays so that it
  * can be overlaid on any buffer (no alignment requirement, no padding, no packed attribute) and
  * every multi-byte field is read and written through the big-endian accessors below. The one
- * little-endian item on the wire is the MPA CRC trailer (spec A.2.6).
+ * little-endian item on the wire is the MPA CRC trailer (docs/iwarp-notes.md [IW-CRC]).
  *
  * Protocol versions: MPA Rev 1 = RFC 5044; Rev 2 = RFC 6581 (adds the IRD/ORD word and the RTR
  * negotiation at the start of the private data, flagged by byte 16 bit 0x10). Rev 0 was the

@@ -1,5 +1,5 @@
 /* Mutex wrapper with owner tracking, so that every "caller must hold X" comment can be paired
- * with sndk_assert_held(&X) (style.md §7 item 9).
+ * with sndk_assert_held(&X) (docs/datapath.md#locking).
  *
  * The owner is tracked only when assertions are on (NDEBUG undefined) or SOFTNDK_LOCK_DEBUG is
  * defined; otherwise the wrapper compiles down to the plain pthread calls.

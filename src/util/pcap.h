@@ -9,7 +9,7 @@
  *   that follow the bytes recorded, FIN per direction (explicitly, or when it is closed).
  * - The first MPA frame of each direction (Request or Reply: 20 bytes + PD_Length) is always
  *   written as a segment of its own, because Wireshark's MPA heuristic only recognises it at
- *   the start of a segment and skips whatever follows it in the same one (spec/iwarp.md B.2).
+ *   the start of a segment and skips whatever follows it in the same one ([IW-TSHARK]).
  * - When both ends of one TCP connection live in this process (loopback), the second one to
  *   open is a mirror of the first and records nothing: the stream appears once.
  * - Segments are at most SNDK_PCAP_MSS bytes; larger writes are cut. */

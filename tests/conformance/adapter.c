@@ -1,6 +1,6 @@
 /* Adapter: open/close, version negotiation (decision 2), options and SOFTNDK_* variables,
  * NdkQueryAdapterInfo, limits enforcement, NdkQueryExtension, status names, dispatch tables.
- * spec/ndkpi.md §5.11, §5.12; docs/decisions.md 1, 2, 20 and "Adapter limits". */
+ * docs/ndk-rules.md#adp, #ext; docs/decisions.md 1, 2, 20 and "Adapter limits". */
 #include <net/if.h>
 #include <stdlib.h>
 #include <string.h>
@@ -706,7 +706,7 @@ TEST(dispatch_tables_complete)
 
 TEST(adapters_coexist)
 {
-    /* §5.11 rule 4: several adapters, each with its own object tree. */
+    /* [ADP-5]: several adapters, each with its own object tree. */
     NDK_ADAPTER *a = conf_open();
     NDK_ADAPTER *b = conf_open();
     CHECK(a != b);

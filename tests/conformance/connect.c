@@ -1,5 +1,5 @@
 /* Connections: listener, connector, shared endpoint, the NDK three-way handshake over TCP + MPA,
- * graceful disconnect and the disconnect event (spec/ndkpi.md §2.9–§2.11, §5.6–§5.8). */
+ * graceful disconnect and the disconnect event (docs/connector.md, docs/listener.md). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -692,7 +692,7 @@ TEST(close_connector_while_connecting_cancels_connect)
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Endpoints: the listener's port stays taken while its connectors live (§1.7) */
+/* Endpoints: the listener's port stays taken while its connectors live ([EP-2]) */
 
 TEST(listener_close_keeps_port_until_connectors_close)
 {

@@ -1,5 +1,5 @@
-/* Completion queues: creation limits, polling, arming and notification (spec/ndkpi.md §5.4
- * rules 4-9), overrun (decision 9g), resize and interrupt moderation (decision 20), Ex and
+/* Completion queues: creation limits, polling, arming and notification (docs/ndk-rules.md [CQ-4]-
+ * [CQ-9]), overrun (decision 9g), resize and interrupt moderation (decision 20), Ex and
  * non-Ex results. Completions come from flushing receives: each is STATUS_CANCELLED, an error
  * completion, so it satisfies ANY and SOLICITED arms but never an ERRORS arm. */
 #include <string.h>
@@ -268,7 +268,7 @@ TEST(cq_arm_errors_ignores_completions_fires_on_overrun)
     env_close(&e);
 }
 
-/* §5.4 rule 9: arming twice before the first is satisfied merges. With flush completions
+/* [CQ-9]: arming twice before the first is satisfied merges. With flush completions
  * (errors), ANY and SOLICITED both fire; only ERRORS+ERRORS stays an ERRORS arm. */
 TEST(cq_arm_merge_table)
 {
@@ -459,7 +459,7 @@ TEST(cq_resize_invalid_depth)
     ndk_close_adapter(a);
 }
 
-/* ---- interrupt moderation (§5.4 rules 14-19, decision 20) ------------------------------ */
+/* ---- interrupt moderation ([CQ-14]-[CQ-19], decision 20) ------------------------------ */
 
 TEST(cq_moderation_parameter_mix)
 {

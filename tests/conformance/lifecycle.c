@@ -1,4 +1,4 @@
-/* Object lifetime (spec/ndkpi.md §1.4-§1.6): close pending while successors live, close
+/* Object lifetime (docs/lifecycle.md): close pending while successors live, close
  * completion as the last callback, closing from inside a close completion, double close,
  * blocking adapter close, Dispatch interposition (decision 17), and create/close cycles without
  * leaks. */
@@ -189,7 +189,7 @@ static bool cb_running(void *p)
 
 TEST(lifecycle_cq_close_waits_for_running_notification)
 {
-    /* §1.6 (b), §5.4 rule 11: close stays pending while the callback runs. */
+    /* [CLOSE-5] (b), [CQ-11]: close stays pending while the callback runs. */
     NDK_ADAPTER *a = conf_open();
     NDK_PD *pd = conf_pd(a);
     struct conf_cq c, icq;

@@ -678,7 +678,7 @@ TEST(misuse_null_in_and_out_arguments)
     CHECK_STATUS(z.se->Dispatch->NdkGetLocalAddress(z.se, (struct sockaddr *)&sin, NULL), IP);
     CHECK_STATUS(z.conn->Dispatch->NdkGetLocalAddress(z.conn, (struct sockaddr *)&sin, NULL), IP);
     CHECK_STATUS(z.conn->Dispatch->NdkGetPeerAddress(z.conn, (struct sockaddr *)&sin, NULL), IP);
-    /* NdkGetConnectionData: no length; a length but no buffer (§5.6 rule 9) */
+    /* NdkGetConnectionData: no length; a length but no buffer ([CONN-9]) */
     ULONG pdlen = 8;
     CHECK_STATUS(z.conn->Dispatch->NdkGetConnectionData(z.conn, NULL, NULL, NULL, NULL), IP);
     CHECK_STATUS(z.conn->Dispatch->NdkGetConnectionData(z.conn, NULL, NULL, NULL, &pdlen), IP);
@@ -1010,8 +1010,8 @@ TEST(misuse_posting_after_connected_qp_close_began)
 TEST(misuse_initiator_queue_overflow)
 {
     /* Decision 9c: a full initiator queue refuses with STATUS_NO_MORE_ENTRIES (NDSPI; NDK
-     * leaves it open, spec §7 item 9). DEFER keeps the accepted requests in the queue; the
-     * refusal pushes them (§5.3 rule 2) and they complete; then the slots are free again. */
+     * leaves it open, [POST-6]). DEFER keeps the accepted requests in the queue; the
+     * refusal pushes them ([DEFER-2]) and they complete; then the slots are free again. */
     struct pair p;
     pair_open(&p, NULL, 4, 0);
     conf_post_recvs(p.sqp, 16, 0x300);
@@ -1047,7 +1047,7 @@ TEST(misuse_initiator_queue_overflow)
 
 TEST(misuse_initiator_sge_length_and_flag_limits)
 {
-    /* Refused inline, nothing posted, the connection unharmed (§5.1 rule 5): too many SGEs,
+    /* Refused inline, nothing posted, the connection unharmed ([POST-5]): too many SGEs,
      * too many bytes, an inline payload above InlineDataSize (STATUS_DATA_OVERRUN, decision
      * 9c); a NULL SGE array with nSge > 0, a flag not valid for the request, a remote address
      * that wraps (STATUS_INVALID_PARAMETER). Zero-length SGEs are fine. */

@@ -1,4 +1,4 @@
-/* Memory regions, windows, tokens, privileged token and LAMs (spec/ndkpi.md §5.5, §5.12;
+/* Memory regions, windows, tokens, privileged token and LAMs (docs/ndk-rules.md#mem, #ext;
  * decisions 5, 6, 7, 9f and "Access rights on NdkRegisterMr"). */
 #include <stdlib.h>
 #include <string.h>

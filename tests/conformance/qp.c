@@ -1,7 +1,7 @@
 /* Queue pairs and shared receive queues: creation limits, posting limits (decision 9c),
- * initiator requests on a never-connected QP (§5.1 rule 5), flush and close cancellation
+ * initiator requests on a never-connected QP ([POST-5]), flush and close cancellation
  * (decision 9b), NdkReceive on an SRQ QP (decision 9e), SRQ limits and threshold notification
- * (§5.9, decisions "SRQ arming"). */
+ * (docs/ndk-rules.md#srq, decisions "SRQ arming"). */
 #include <string.h>
 
 #include "common.h"
@@ -239,7 +239,7 @@ TEST(qp_initiator_requests_connection_invalid)
         CHECK_STATUS(d->NdkInvalidate(qp, ctx, &mw->Header, 0), STATUS_CONNECTION_INVALID);
         CHECK_STATUS(d->NdkSend(qp, ctx, &sge, 1, NDK_OP_FLAG_DEFER), STATUS_CONNECTION_INVALID);
     }
-    /* No completion anywhere; the QP stays usable (§5.1 rule 5). */
+    /* No completion anywhere; the QP stays usable ([POST-5]). */
     conf_cq_arm(&e.icq, NDK_CQ_NOTIFY_ANY);
     conf_cq_arm(&e.rcq, NDK_CQ_NOTIFY_ANY);
     CHECK(conf_cq_quiet(&e.icq, 0));
@@ -442,7 +442,7 @@ TEST(srq_threshold_notification)
     /* Threshold not above the queued count: armed, nothing to report. */
     CHECK_STATUS(mod(srq, 0, 3, ndk_request_never, NULL), STATUS_SUCCESS);
     CHECK(!harness_event_wait(&note.ev, 1, CONF_QUIET_MS));
-    /* Above the queued count: notifies once at once (§5.9 rule 4). */
+    /* Above the queued count: notifies once at once ([SRQ-4]). */
     CHECK_STATUS(mod(srq, 0, 5, ndk_request_never, NULL), STATUS_SUCCESS);
     CHECK(harness_event_wait(&note.ev, 1, CONF_WAIT_MS));
     CHECK_STATUS(note.last, STATUS_SUCCESS);
@@ -473,7 +473,7 @@ static void srq_rearm_notify(void *ctx, NTSTATUS status)
     struct srq_rearm *r = ctx;
     if (atomic_fetch_add(&r->n, 1) == 0 && status == STATUS_SUCCESS) {
         /* The usual consumer pattern: re-arm from the notification. The queue is still below
-         * the threshold, so the re-arm must notify again (§5.9 rule 4). */
+         * the threshold, so the re-arm must notify again ([SRQ-4]). */
         r->modify_status = r->srq->Dispatch->NdkModifySrq(r->srq, 0, 5, ndk_request_never, NULL);
     }
     harness_event_signal(&r->ev);

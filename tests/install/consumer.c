@@ -1,5 +1,5 @@
 /* An outside consumer: compiled against the INSTALLED headers and library only. It touches
- * every dispatch table member, constant and struct of spec/ndkpi.md §2–§3, re-checks the x64
+ * every dispatch table member, constant and struct of docs/ndk-rules.md [ABI-1], re-checks the x64
  * layouts on its own side, then drives the adapter through the dispatch tables. */
 #include <ndk/ndkpi.h>
 #include <ndk/softndk.h>

@@ -2,7 +2,7 @@
 # tests/net/run.sh CASE NDKPERF NDKPING — one multi-host test case (docs/reliability.md).
 #
 # Hosts are network namespaces created here and joined by veth (two hosts) or by a bridge in a
-# fourth "switch" namespace (three hosts); addresses 198.18.0.0/24 and fd00:5e::/64 (design §6).
+# fourth "switch" namespace (three hosts); addresses 198.18.0.0/24 and fd00:5e::/64 (docs/reliability.md).
 # Traffic never leaves the namespaces. Exit 0 pass (also XFAIL: a known, reported finding,
 # printed as such), 1 fail, 77 skip (not root, no `ip netns`, no nft). Every command is bounded
 # (`timeout`); namespaces and processes are always removed (trap).

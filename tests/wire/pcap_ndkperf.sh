@@ -1,6 +1,6 @@
 #!/bin/bash
 # The wire oracle on softndk's own capture: a real `ndkperf send_bw --loopback -c` run with
-# SOFTNDK_PCAP, no root and no dumpcap. tshark (spec/iwarp.md B.3 recipe) must find the MPA
+# SOFTNDK_PCAP, no root and no dumpcap. tshark (docs/iwarp-notes.md [IW-RECIPE]) must find the MPA
 # Request and Reply, then on the active side the RTR (zero-length RDMA Write, opcode 0x0) and
 # the Sends (0x3) with MSN 1..N, each message of 70000 bytes in 2 FPDUs (L=0 then L=1); "Good
 # CRC32" on every FPDU, nothing malformed; ndkperf's few end-of-run messages follow with the

@@ -1,6 +1,6 @@
 /* Wireshark oracle: frames built by our encoders cross a real loopback TCP connection (both ends
  * in this process), dumpcap captures them, tshark decodes them with the recipe of
- * spec/iwarp.md B.3, and every MPA frame and FPDU must come out as we meant it: recognised as
+ * [IW-RECIPE], and every MPA frame and FPDU must come out as we meant it: recognised as
  * iWARP, Good CRC32 (except the one FPDU we corrupt on purpose), right opcodes and fields, nothing
  * malformed. Skips, with the reason, when tshark/dumpcap are missing or capture is not permitted.
  *

@@ -1,4 +1,4 @@
-/* Wire vectors: CRC32c (RFC 3720 B.4, both implementations), every spec Part C frame built
+/* Wire vectors: CRC32c (RFC 3720 B.4, both implementations), every [IW-VECTORS] frame built
  * byte-exactly by the encoders and parsed back, at every split point. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -568,7 +568,7 @@ TEST(parse_part_c_every_split)
     }
 }
 
-/* The captured "main" traffic of spec B.5 as one stream from our encoders, parsed in random cuts:
+/* The captured "main" traffic [IW-VECTORS] as one stream from our encoders, parsed in random cuts:
  * Sends with each opcode, a 2-segment Write, a Read Request, a 3-segment Send (MO 0/8/16). */
 static size_t build_main_stream(uint8_t *out, size_t cap, uint8_t *wdata)
 {

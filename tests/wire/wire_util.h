@@ -1,4 +1,4 @@
-/* Shared helpers of the wire-layer tests: hex, Part C vectors, and a recording parser context
+/* Shared helpers of the wire-layer tests: hex, [IW-VECTORS] vectors, and a recording parser context
  * with a small memory model (STag regions, posted receive buffers). */
 #ifndef SOFTNDK_TESTS_WIRE_UTIL_H
 #define SOFTNDK_TESTS_WIRE_UTIL_H
@@ -15,7 +15,7 @@
 
 size_t wu_unhex(const char *hex, uint8_t *out, size_t cap);
 
-/* spec/iwarp.md Part C, in order. */
+/* docs/iwarp-notes.md [IW-VECTORS], in order. */
 struct wu_vector {
     const char *name;
     const char *hex;

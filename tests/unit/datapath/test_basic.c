@@ -317,7 +317,7 @@ TEST(srq_shared_by_qps_in_posting_order_with_threshold)
     SoftNdkCloseAdapter(a);
 }
 
-/* NdkReceive and NdkSend on one QP from two threads at once (§5.1 rule 2). */
+/* NdkReceive and NdkSend on one QP from two threads at once ([POST-2]). */
 struct conc {
     struct dp_pair *p;
     unsigned n;

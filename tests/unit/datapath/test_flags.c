@@ -50,7 +50,7 @@ TEST(posting_limits_refused_inline_without_completion)
     dp_post_send(&p.x, (void *)11, 0, 8, NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_DEFER);
     dp_post_send(&p.x, (void *)12, 8, 8, NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_DEFER);
     CHECK_EQ_U64(q->Dispatch->NdkSend(q, (void *)13, g, 1, 0), STATUS_NO_MORE_ENTRIES);
-    /* ... and that failure pushed the deferred chain out (§5.3 rule 2), retiring it */
+    /* ... and that failure pushed the deferred chain out ([DEFER-2]), retiring it */
     NDK_RESULT_EX r[3];
     dp_expect(p.y.cq, r, 2, 0);
     dp_check_result(&r[0], STATUS_SUCCESS, 8, YCTX, (void *)1, NdkOperationTypeReceive);
@@ -191,7 +191,7 @@ TEST(defer_chain_goes_out_when_it_ends_and_opcodes_follow_flags)
     for (int i = 0; i < 4; i++)
         dp_check_result(&r[i], STATUS_SUCCESS, 4, XCTX, (void *)(uintptr_t)(i + 1),
                         NdkOperationTypeSend);
-    /* An inline failure pushes the deferred ones first (§5.3 rule 2). */
+    /* An inline failure pushes the deferred ones first ([DEFER-2]). */
     dp_post_send(&s, (void *)5, 0, 4, NDK_OP_FLAG_DEFER);
     dp_post_send(&s, (void *)6, 0, 4, NDK_OP_FLAG_DEFER);
     CHECK_EQ_U64(s.qp->Dispatch->NdkSend(s.qp, (void *)7, &g, 1, 0x80000000u),

@@ -1,5 +1,5 @@
 /* A hostile peer: hand-built FPDUs written into the raw socket of the other end. Each fault
- * must be answered with the exact Terminate of spec/iwarp.md A.4.4, then the connection is
+ * must be answered with the exact Terminate of [IW-TERM], then the connection is
  * aborted and every request completes. */
 #include <string.h>
 #include <unistd.h>

@@ -1,7 +1,7 @@
 /* A peer can never touch what it was not given. Two parts:
  * - QP to QP: Writes and Reads aimed at invalidated, deregistered, re-registered (stale key),
  *   other-PD, out-of-bounds-by-one, missing-right, privileged and window-outside tokens. Each is
- *   refused with the exact Terminate (A.4.4), the initiator's request completes with the exact
+ *   refused with the exact Terminate ([IW-TERM]), the initiator's request completes with the exact
  *   status, the connection aborts, and neither side's memory changes.
  * - raw peer: hand-built Write / Read Request / Read Response frames from the wire encoders,
  *   aimed outside a registered region; a canary over the whole buffer proves nothing changed. */

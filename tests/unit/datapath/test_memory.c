@@ -334,7 +334,7 @@ TEST(read_with_local_invalidate_invalidates_the_sink_token)
     dp_check_result(&r[0], STATUS_SUCCESS, 0, XCTX, (void *)1, NdkOperationTypeFastRegister);
     dp_check_result(&r[1], STATUS_SUCCESS, 2 * PG, XCTX, (void *)2, NdkOperationTypeRead);
     CHECK_MEM(p.x.buf + 4 * PG, p.y.buf, 2 * PG);
-    /* §5.2: honoured when the adapter advertises the flag, silently ignored otherwise */
+    /* [FLAG-7]: honoured when the adapter advertises the flag, silently ignored otherwise */
     NDK_ADAPTER_INFO info;
     ULONG sz = sizeof info;
     CHECK_EQ_U64(p.x.a->Dispatch->NdkQueryAdapterInfo(p.x.a, &info, &sz), STATUS_SUCCESS);
