@@ -36,7 +36,7 @@ for t in $targets; do
     fi
 done
 
-# Regression (finding F3, docs/f3-findings.md): the QP attach held up where it used to race with
+# Regression (finding F3, docs/history/f3-findings.md): the QP attach held up where it used to race with
 # the consumer's thread; each must end cleanly (no engine error, no sanitizer report, no hang).
 cmake --build "$build" --target fuzz_connection_stall
 for var in FUZZ_STALL_ADD_MS FUZZ_STALL_ATTACH_MS; do

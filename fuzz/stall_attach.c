@@ -1,5 +1,5 @@
 /* fuzz_connection_stall: fuzz_connection with the QP attach held up where it used to race with
- * the consumer (finding F3, docs/f3-findings.md). Linked with -Wl,--wrap for the two symbols
+ * the consumer (finding F3, history/f3-findings.md). Linked with -Wl,--wrap for the two symbols
  * below; each stall applies only when its variable is set (milliseconds):
  *   FUZZ_STALL_ADD_MS     in sndk_qp_attach, just before it adds the socket source: the QP is
  *                         already CONNECTED and on its CQs (window 1: a close, a CQ poll or a

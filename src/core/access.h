@@ -1,5 +1,5 @@
 /* The one access check: every path that touches memory by token (local SGEs of sends and
- * receives now; inbound RDMA Write, Read Request and Read Response later) asks here whether a
+ * receives, inbound RDMA Write, Read Request and Read Response) asks here whether a
  * token grants an access to a range and where that range lives in host memory.
  *
  * A token is an STag (core/stag.h). It names, through the adapter's table:

@@ -959,7 +959,7 @@ TEST(misuse_qp_and_shared_endpoint_held_by_a_refused_connector)
     harness_event_destroy(&r.ev);
     if (n == 0)
         SKIP("a receive posted to a closing, never-connected QP is accepted and never completes "
-             "(docs/misuse-findings.md F1)");
+             "(docs/history/misuse-findings.md F1)");
     CHECK_STATUS(x[0].Status, STATUS_CANCELLED);
     CHECK(x[0].RequestContext == (void *)0x99 && x[0].QPContext == (void *)0x77);
 }
@@ -1380,7 +1380,7 @@ TEST(misuse_qp_closed_during_handshake_does_not_connect)
     harness_event_destroy(&rcc.ev);
     if (send == STATUS_SUCCESS)
         SKIP("a QP closed during the handshake is connected by NdkCompleteConnect and accepts "
-             "Sends (docs/misuse-findings.md F2)");
+             "Sends (docs/history/misuse-findings.md F2)");
     CHECK_STATUS(send, STATUS_CONNECTION_INVALID);
     CHECK_STATUS(done, STATUS_CANCELLED);
 }

@@ -135,7 +135,7 @@ TEST(parameters_of_other_kinds_refuse_the_open)
 }
 
 /* The implementation accepts only Terminates RFC 5040/5041/5044 define (docs/faults.md does not
- * say so; FINDINGS.md). */
+ * say so; docs/history/faults.md). */
 TEST(terminate_codes_outside_the_rfcs_refuse_the_open)
 {
     expect_refused("terminate:layer=ddp,etype=1,code=0xff", "terminate");
@@ -382,7 +382,7 @@ TEST(fail_is_logged_at_warn_with_its_rule)
     char *log = fx_capture_end(&cap);
     CHECK_STATUS(st, STATUS_INSUFFICIENT_RESOURCES);
     /* docs/faults.md shows `softndk[fault] injected drop (rule 2 "...") ...`; the log's own
-     * prefix is `softndk TIME warn fault: ` (FINDINGS.md): check the level, the component and
+     * prefix is `softndk TIME warn fault: ` (history/faults.md): check the level, the component and
      * the words */
     const char *line = strstr(log, "injected fail");
     CHECK_MSG(line != NULL, "no fault log line: %s", log);

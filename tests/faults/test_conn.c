@@ -394,7 +394,7 @@ static void delay_case(const char *cf, const char *sf, bool on_client)
     NDK_ADAPTER *a = on_client ? p->ac : p->as;
     uint64_t fired = fx_injected(a);
     fx_note("  delay: InjectedFaults %llu for %d FPDUs\n", (unsigned long long)fired, N);
-    /* every delayed FPDU counts (docs/faults.md does not say; FINDINGS.md) */
+    /* every delayed FPDU counts (docs/faults.md does not say; docs/history/faults.md) */
     CHECK_MSG(fired == N, "InjectedFaults %llu for %d delayed FPDUs", (unsigned long long)fired, N);
     CHECK_EQ_U64(fx_injected(on_client ? p->as : p->ac), 0);
     fx_disconnect(&p->cl, &p->sv);
