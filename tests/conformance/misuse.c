@@ -1316,7 +1316,7 @@ TEST(misuse_initiator_cq_overrun_by_not_polling)
 {
     /* Send completions into an initiator CQ of depth 2 that nobody polls: the third kills it
      * (decision 9g): it returns nothing from then on, an ERRORS arm reports
-     * STATUS_BUFFER_OVERFLOW, and the QP feeding it aborts (spec 5.4 rule 12): its peer's
+     * STATUS_BUFFER_OVERFLOW, and the QP feeding it aborts ([CQ-12]): its peer's
      * receives complete, the ones the Sends reached first successfully, and the QP refuses
      * initiator requests. (The receive-CQ variant fed by flushes: conformance/cq
      * cq_overrun_kills_cq.) */
@@ -1350,7 +1350,7 @@ TEST(misuse_initiator_cq_overrun_by_not_polling)
 TEST(misuse_qp_closed_during_handshake_does_not_connect)
 {
     /* The consumer closes its QP between NdkConnect's completion and NdkCompleteConnect. The
-     * close pends (the connector holds the QP) and, as every close does (spec 1.6), cancels
+     * close pends (the connector holds the QP) and, as every close does ([CLOSE-4]), cancels
      * what is pending on it: NdkCompleteConnect completes with STATUS_CANCELLED instead of
      * bringing the closing QP up, and the QP refuses Sends. */
     struct pair p;

@@ -25,7 +25,7 @@ EXEMPT = {"bench/results/history.md", "tests/docs/check_refs.py"}
 URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I)
 OUTSIDE = [
     (re.compile(r"spec/"), "a spec/ document"),
-    (re.compile(r"\bspec (§|[A-C]\.\d|Part [A-C]\b)"), "a section of 'the spec'"),
+    (re.compile(r"\bspec (§|[A-C]\.\d|\d+\.\d|Part [A-C]\b)"), "a section of 'the spec'"),
     (re.compile(r"\bdesign §"), "a section of the design document"),
     (re.compile(r"\b(design|style|users|ndkpi|iwarp)\.md\b"), "an outside document"),
     (re.compile(r"\.\./shared\b"), "../shared"),
