@@ -207,7 +207,7 @@ _Static_assert(offsetof(struct sndk_ddp_untagged_hdr, mo) == 14, "MO at 14");
 #define SNDK_DDP_TAGGED_HDR_LEN   14u
 #define SNDK_DDP_UNTAGGED_HDR_LEN 18u
 
-/* Untagged queue numbers used by RDMAP (RFC 5040 §5). */
+/* Untagged queue numbers used by RDMAP (RFC 5040 §4.1, Figure 4). */
 enum sndk_ddp_qn {
     SNDK_QN_SEND = 0,      /* Send, Send with Invalidate / SE / SE and Invalidate */
     SNDK_QN_READ_REQ = 1,  /* RDMA Read Request */
