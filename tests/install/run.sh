@@ -22,7 +22,7 @@ done
 [ -f "$libdir/pkgconfig/softndk.pc" ] || fail "softndk.pc not installed"
 [ -f "$libdir/cmake/softndk/softndkConfig.cmake" ] || fail "CMake package not installed"
 # Only what the installed layout holds: the NDK headers and the kernel-consumer harness.
-extra=$(find "$prefix/include" -type f | grep -v -E '/ndk/(ndkpi|ndkinfo|softndk)\.h$|/ndk/wdk/[a-z0-9_]+\.h$' || true)
+extra=$(find "$prefix/include" -type f | grep -v -E '/ndk/(ndkpi|ndkinfo|softndk)\.h$|/ndk/wdk/[A-Za-z0-9_]+\.h$' || true)
 [ -z "$extra" ] || fail "unexpected installed headers: $extra"
 
 # 1. exported symbols
