@@ -202,6 +202,23 @@ static void establish(struct side *cl, struct side *sv, struct server *srv, cons
                                                 &rc);
     CHECK_STATUS(ndk_req_wait(&rc, st), STATUS_SUCCESS);
     CHECK_STATUS(ndk_req_wait(&ra, STATUS_PENDING), STATUS_SUCCESS);
+
+    /* Lenient as hardware: the connection data still answers once connected. */
+    pdlen = sizeof got;
+    CHECK_STATUS(cl->conn->Dispatch->NdkGetConnectionData(cl->conn, &ird, &ord, got, &pdlen),
+                 STATUS_SUCCESS);
+    CHECK_EQ_U64(pdlen, sizeof welcome);
+    CHECK_MEM(got, welcome, sizeof welcome);
+    CHECK_EQ_U64(ird, 2);
+    CHECK_EQ_U64(ord, 8);
+    pdlen = sizeof got;
+    CHECK_STATUS(sv->conn->Dispatch->NdkGetConnectionData(sv->conn, &ird, &ord, got, &pdlen),
+                 STATUS_SUCCESS);
+    CHECK_EQ_U64(pdlen, sizeof hello);
+    CHECK_MEM(got, hello, sizeof hello);
+    /* the effective values: IRD = min(16, peer ORD 8), ORD = min(2, peer IRD 4) */
+    CHECK_EQ_U64(ird, 8);
+    CHECK_EQ_U64(ord, 2);
     harness_event_destroy(&r.ev);
     harness_event_destroy(&ra.ev);
     harness_event_destroy(&rc.ev);
