@@ -1045,6 +1045,17 @@ typedef DRIVER_STARTIO *PDRIVER_STARTIO;
 #define IRP_MJ_PNP 0x1b
 #define IRP_MJ_MAXIMUM_FUNCTION 0x1b
 
+#define CTL_CODE(DeviceType, Function, Method, Access)                                             \
+    (((DeviceType) << 16) | ((Access) << 14) | ((Function) << 2) | (Method))
+#define DEVICE_TYPE_FROM_CTL_CODE(ctrlCode) (((ULONG)(ctrlCode & 0xffff0000)) >> 16)
+#define METHOD_FROM_CTL_CODE(ctrlCode)      ((ULONG)(ctrlCode & 3))
+#define METHOD_BUFFERED                     0
+#define METHOD_IN_DIRECT                    1
+#define METHOD_OUT_DIRECT                   2
+#define METHOD_NEITHER                      3
+#define FILE_ANY_ACCESS                     0
+#define FILE_READ_ACCESS                    0x0001
+#define FILE_WRITE_ACCESS                   0x0002
 #define FILE_DEVICE_NETWORK 0x00000012
 #define FILE_DEVICE_UNKNOWN 0x00000022
 #define FILE_DEVICE_TRANSPORT 0x00000021
