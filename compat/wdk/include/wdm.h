@@ -516,6 +516,9 @@ SOFTNDK_WDK_API ULONGLONG KeQueryInterruptTime(VOID);
 #define KeQueryInterruptTimePrecise(qpc) KeQueryInterruptTime()
 SOFTNDK_WDK_API LARGE_INTEGER KeQueryPerformanceCounter(PLARGE_INTEGER PerformanceFrequency);
 SOFTNDK_WDK_API ULONG KeQueryTimeIncrement(VOID);
+/* Clock ticks since boot: interrupt time in units of the time increment. */
+#define KeQueryTickCount(CurrentCount)                                                             \
+    ((CurrentCount)->QuadPart = (LONGLONG)(KeQueryInterruptTime() / KeQueryTimeIncrement()))
 #define ALL_PROCESSOR_GROUPS 0xffff
 SOFTNDK_WDK_API ULONG KeQueryActiveProcessorCountEx(USHORT GroupNumber);
 SOFTNDK_WDK_API ULONG KeQueryActiveProcessorCount(PKAFFINITY ActiveProcessors);
