@@ -92,6 +92,14 @@ lm=$(pkg-config --variable=linked_main softndk-wdk)
 pkg-config --cflags softndk-wdk | grep -q -- "-Werror=implicit-function-declaration" \
   || fail "softndk-wdk.pc: implicit declarations are not errors"
 pkg-config --libs softndk-wdk | grep -q -- "-Wl,--no-undefined" || fail "softndk-wdk.pc: no undefined-symbol check"
+# Every harness header compiles on its own with only the .pc flags (the WDK layout: <ndkpi.h>
+# beside <wdm.h>).
+for h in "$odd"/include/ndk/wdk/*.h; do
+  printf '#include <%s>\n' "$(basename "$h")" > "$work/wh.c"
+  # shellcheck disable=SC2046
+  $cc -std=c11 -c "$work/wh.c" -o "$work/wh.o" $(pkg-config --cflags softndk-wdk) \
+    || fail "$(basename "$h") does not compile on its own with pkg-config softndk-wdk"
+done
 if [ -d "$src/examples/rdma-echo" ]; then
   # shellcheck disable=SC2046
   $cc -shared -fPIC "$src"/examples/rdma-echo/*.c -o "$work/rdma_echo.so" \
