@@ -632,6 +632,19 @@ FORCEINLINE VOID WritePointerRelease(PVOID volatile *Destination, PVOID Value)
 {
     __atomic_store_n(Destination, Value, __ATOMIC_RELEASE);
 }
+/* The ordering variants are the full-barrier operations (stronger than asked, never weaker). */
+#define InterlockedIncrementNoFence       InterlockedIncrement
+#define InterlockedIncrementAcquire       InterlockedIncrement
+#define InterlockedIncrementRelease       InterlockedIncrement
+#define InterlockedDecrementNoFence       InterlockedDecrement
+#define InterlockedDecrementAcquire       InterlockedDecrement
+#define InterlockedDecrementRelease       InterlockedDecrement
+#define InterlockedCompareExchangeAcquire InterlockedCompareExchange
+#define InterlockedCompareExchangeRelease InterlockedCompareExchange
+#define InterlockedCompareExchangeNoFence InterlockedCompareExchange
+#define InterlockedExchangeAddNoFence     InterlockedExchangeAdd
+#define UInt32x32To64(a, b)               ((ULONGLONG)(ULONG)(a) * (ULONGLONG)(ULONG)(b))
+#define Int32x32To64(a, b)                ((LONGLONG)(LONG)(a) * (LONGLONG)(LONG)(b))
 #define MemoryBarrier() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #define KeMemoryBarrier() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #define KeMemoryBarrierWithoutFence() __atomic_signal_fence(__ATOMIC_SEQ_CST)
@@ -807,6 +820,8 @@ typedef const STRING *PCSTRING, *PCANSI_STRING;
     UNICODE_STRING _var = {0, (USHORT)((_size) * sizeof(WCHAR)), _var##_buffer}
 
 SOFTNDK_WDK_API VOID RtlInitUnicodeString(PUNICODE_STRING DestinationString, PCWSTR SourceString);
+#define RtlInitEmptyUnicodeString(_ucStr, _buf, _bufSize)                                          \
+    ((_ucStr)->Length = 0, (_ucStr)->MaximumLength = (USHORT)(_bufSize), (_ucStr)->Buffer = (_buf))
 SOFTNDK_WDK_API VOID RtlInitAnsiString(PANSI_STRING DestinationString, PCSTR SourceString);
 #define RtlInitString(d, s) RtlInitAnsiString((d), (s))
 SOFTNDK_WDK_API LONG RtlCompareUnicodeString(PCUNICODE_STRING String1, PCUNICODE_STRING String2,
@@ -873,6 +888,11 @@ SOFTNDK_WDK_API VOID ExFreePoolWithTag(PVOID P, ULONG Tag);
 SOFTNDK_WDK_API VOID ExFreePool(PVOID P);
 /* Tag 'None' as Windows charges untagged allocations. */
 #define ExAllocatePool(type, size) ExAllocatePoolWithTag((type), (size), 0x656E6F4Eu)
+
+/* ExInitializeDriverRuntime(DrvRtPoolNxOptIn), which drivers built with
+ * POOL_NX_OPTIN / POOL_ZERO_DOWN_LEVEL_SUPPORT call first: nothing to set up here. */
+typedef enum _SOFTNDK_WDK_DRIVER_RUNTIME { DrvRtPoolNxOptIn = 1 } SOFTNDK_WDK_DRIVER_RUNTIME;
+#define ExInitializeDriverRuntime(RuntimeFlags) ((void)(RuntimeFlags))
 
 /* Priorities: a hint for when memory is short, which it never is here; accepted and ignored
  * (a value outside the enum is too: Windows does not check it either). */

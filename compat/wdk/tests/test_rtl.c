@@ -252,3 +252,22 @@ TEST(wdk_ntintsafe_overflow_is_an_error_with_the_error_value)
     CHECK_EQ_I64(RtlSizeTToUShort(65535, &s), STATUS_SUCCESS);
     CHECK_EQ_U64(s, 65535);
 }
+
+TEST(wdk_small_macros_real_drivers_use)
+{
+    ExInitializeDriverRuntime(DrvRtPoolNxOptIn);
+    CHECK_EQ_U64(UInt32x32To64(0xFFFFFFFFu, 2), 0x1FFFFFFFEull);
+    CHECK_EQ_I64(Int32x32To64(-3, 0x40000000), -0xC0000000ll);
+    WCHAR b[8];
+    UNICODE_STRING u;
+    RtlInitEmptyUnicodeString(&u, b, sizeof b);
+    CHECK(u.Length == 0 && u.MaximumLength == sizeof b && u.Buffer == b);
+    volatile LONG n = 1;
+    CHECK_EQ_I64(InterlockedIncrementNoFence(&n), 2);
+    CHECK_EQ_I64(InterlockedDecrementRelease(&n), 1);
+    CHECK(ARGUMENT_PRESENT(&n) && !ARGUMENT_PRESENT(NULL));
+    LARGE_INTEGER t1, t2;
+    KeQueryTickCount(&t1);
+    KeQueryTickCount(&t2);
+    CHECK(t2.QuadPart >= t1.QuadPart && t1.QuadPart > 0);
+}
