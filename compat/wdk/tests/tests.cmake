@@ -22,3 +22,9 @@ add_test(NAME wdk_missing_names
     "-I${PROJECT_SOURCE_DIR}/compat/wdk/include -I${PROJECT_SOURCE_DIR}/include ${SOFTNDK_WDK_TEST_CFLAGS}"
     $<TARGET_FILE_DIR:softndk_wdk> $<TARGET_FILE_DIR:softndk> $<TARGET_FILE:softndk-wdkrun>)
 set_tests_properties(wdk_missing_names PROPERTIES LABELS wdk TIMEOUT 120)
+# softndk-wdk-case-aliases makes a driver with mis-cased includes build.
+add_test(NAME wdk_case_aliases
+  COMMAND sh ${SOFTNDK_WDK_TEST_DIR}/case_aliases.sh
+    ${PROJECT_SOURCE_DIR}/compat/wdk/scripts/softndk-wdk-case-aliases ${CMAKE_C_COMPILER}
+    "-I${PROJECT_SOURCE_DIR}/compat/wdk/include -I${PROJECT_SOURCE_DIR}/include ${SOFTNDK_WDK_TEST_CFLAGS}")
+set_tests_properties(wdk_case_aliases PROPERTIES LABELS wdk TIMEOUT 60)
