@@ -226,7 +226,7 @@ static bool writable(size_t i)
  * as they were, keys unchanged, so every input sees the same tokens (harness only). */
 static void restore_regions(void)
 {
-    struct sndk_stag_table *t = &((struct sndk_adapter *)G.a)->stags;
+    struct sndk_stag_table *t = ((struct sndk_adapter *)G.a)->stags;
     struct sndk_mr *fr = (struct sndk_mr *)G.fr, *mr = (struct sndk_mr *)G.mr;
     struct sndk_mw *mw = (struct sndk_mw *)G.mw;
     pthread_mutex_lock(&t->lock);

@@ -69,7 +69,7 @@ enum sndk_access_result sndk_access_check(struct sndk_pd *pd, uint32_t token, ui
         return SNDK_ACC_OK;
     if (addr + len < addr)
         return SNDK_ACC_WRAP;
-    struct sndk_stag_table *t = &pd->base.adapter->stags;
+    struct sndk_stag_table *t = pd->base.adapter->stags;
     enum sndk_access_result r = SNDK_ACC_OK;
     pthread_mutex_lock(&t->lock);
     struct sndk_obj *o = lookup_locked(t, token);
@@ -154,7 +154,7 @@ out:
 
 enum sndk_access_result sndk_access_invalidate_remote(struct sndk_pd *pd, uint32_t token)
 {
-    struct sndk_stag_table *t = &pd->base.adapter->stags;
+    struct sndk_stag_table *t = pd->base.adapter->stags;
     enum sndk_access_result r = SNDK_ACC_OK;
     struct sndk_mr *put = NULL;
     pthread_mutex_lock(&t->lock);
@@ -201,7 +201,7 @@ struct sndk_mr *sndk_mw_unbind_locked(struct sndk_mw *mw)
 
 void sndk_access_invalidate_local(struct sndk_obj *o)
 {
-    struct sndk_stag_table *t = &o->adapter->stags;
+    struct sndk_stag_table *t = o->adapter->stags;
     struct sndk_mr *put = NULL;
     pthread_mutex_lock(&t->lock);
     if (o->ops->type == NdkObjectTypeMr) {

@@ -18,6 +18,96 @@
 
 static atomic_uint adapter_seq;
 
+/* The device behind every adapter instance opened on one interface: what an RNIC's instances
+ * share (docs/adapter.md, "Instances of one interface"). Created by the first open on the
+ * interface, with that open's progress-thread options; destroyed when the last instance closes. */
+struct sndk_device {
+    struct sndk_device *next; /* devices_lock */
+    ULONG if_index;
+    unsigned instances;        /* devices_lock: adapter instances that hold the device */
+    unsigned threads, spin_us; /* what the engine was created with */
+    struct sndk_engine *engine;
+    struct sndk_stag_table stags;
+};
+
+static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sndk_device *devices; /* devices_lock */
+
+/* The device of if_index, created on first use; NULL with *st set on failure. */
+static struct sndk_device *device_acquire(ULONG if_index, const struct sndk_config *cfg,
+                                          NTSTATUS *st)
+{
+    pthread_mutex_lock(&devices_lock);
+    struct sndk_device *d = devices;
+    while (d && d->if_index != if_index)
+        d = d->next;
+    if (d) {
+        d->instances++;
+        pthread_mutex_unlock(&devices_lock);
+        if (cfg->threads != d->threads || cfg->spin_us != d->spin_us)
+            sndk_info("adapter",
+                      "if %u: another instance of the device: its %u progress "
+                      "thread(s) serve this one (asked %u)",
+                      if_index, d->threads, cfg->threads);
+        return d;
+    }
+    d = calloc(1, sizeof *d);
+    if (!d || !sndk_stag_table_init(&d->stags)) {
+        free(d);
+        pthread_mutex_unlock(&devices_lock);
+        *st = STATUS_INSUFFICIENT_RESOURCES;
+        return NULL;
+    }
+    struct sndk_engine_options eo;
+    sndk_engine_options_default(&eo);
+    eo.threads = cfg->threads;
+    eo.spin_us = cfg->spin_us;
+    eo.name = "sndk";
+    int rc = sndk_engine_create(&eo, &d->engine);
+    if (rc != 0) {
+        sndk_err("adapter", "cannot start progress threads: %s", strerror(-rc));
+        sndk_stag_table_destroy(&d->stags);
+        free(d);
+        pthread_mutex_unlock(&devices_lock);
+        *st = STATUS_INSUFFICIENT_RESOURCES;
+        return NULL;
+    }
+    d->if_index = if_index;
+    d->instances = 1;
+    d->threads = cfg->threads;
+    d->spin_us = cfg->spin_us;
+    d->next = devices;
+    devices = d;
+    pthread_mutex_unlock(&devices_lock);
+    return d;
+}
+
+/* An instance lets go of its device; the last one destroys it. Every object of the instance is
+ * gone, but objects of other instances may still run on the engine. */
+static void device_release(struct sndk_device *d)
+{
+    pthread_mutex_lock(&devices_lock);
+    bool last = --d->instances == 0;
+    if (last) {
+        struct sndk_device **pp = &devices;
+        while (*pp != d)
+            pp = &(*pp)->next;
+        *pp = d->next;
+    }
+    pthread_mutex_unlock(&devices_lock);
+    if (!last)
+        return;
+    /* The engine may still be returning from the last close work. */
+    sndk_engine_destroy(d->engine);
+    sndk_stag_table_destroy(&d->stags);
+    free(d);
+}
+
+bool sndk_adapter_same_device(const struct sndk_adapter *x, const struct sndk_adapter *y)
+{
+    return x && y && x->dev == y->dev;
+}
+
 static NTSTATUS query_adapter_info(NDK_ADAPTER *pNdkAdapter, NDK_ADAPTER_INFO *pInfo,
                                    ULONG *pBufferSize);
 
@@ -140,36 +230,26 @@ NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OP
     a->cfg = cfg;
     a->info = cfg.limits;
     a->info.Version = run;
-    /* Connections spread over several progress threads are served concurrently; an explicit
-     * AdapterFlags limit is taken as it is. */
-    if (cfg.threads > 1 && !cfg.flags_given)
-        a->info.AdapterFlags |= NDK_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED;
     pthread_mutex_init(&a->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&a->released_cond, &ca);
     pthread_condattr_destroy(&ca);
-    if (!sndk_stag_table_init(&a->stags)) {
-        st = STATUS_INSUFFICIENT_RESOURCES;
-        goto fail_stags;
-    }
-
-    struct sndk_engine_options eo;
-    sndk_engine_options_default(&eo);
-    eo.threads = cfg.threads;
-    eo.spin_us = cfg.spin_us;
-    eo.name = "sndk";
-    int rc = sndk_engine_create(&eo, &a->engine);
-    if (rc != 0) {
-        sndk_err("adapter", "cannot start progress threads: %s", strerror(-rc));
-        st = STATUS_INSUFFICIENT_RESOURCES;
-        goto fail_engine;
-    }
+    a->dev = device_acquire(IfIndex, &cfg, &st);
+    if (!a->dev)
+        goto fail_device;
+    a->engine = a->dev->engine;
+    a->stags = &a->dev->stags;
+    /* Connections spread over several progress threads are served concurrently; an explicit
+     * AdapterFlags limit is taken as it is. The threads are the device's (its first open's). */
+    if (a->dev->threads > 1 && !cfg.flags_given)
+        a->info.AdapterFlags |= NDK_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED;
     sndk_obj_init(&a->base, a, &adapter_ops, &adapter_dispatch);
     a->seq = atomic_fetch_add(&adapter_seq, 1);
     clock_gettime(CLOCK_MONOTONIC, &a->opened);
     sndk_counters_init(&a->ctrs);
+    int rc;
     if (cfg.trace_path[0]) {
         rc = sndk_trace_acquire(cfg.trace_path);
         if (rc != 0) {
@@ -211,10 +291,8 @@ fail_obs:
     if (a->trace)
         sndk_trace_release();
     sndk_counters_destroy(&a->ctrs);
-    sndk_engine_destroy(a->engine);
-fail_engine:
-    sndk_stag_table_destroy(&a->stags);
-fail_stags:
+    device_release(a->dev);
+fail_device:
     sndk_faults_free(a->faults);
     pthread_cond_destroy(&a->released_cond);
     pthread_mutex_destroy(&a->lock);
@@ -266,9 +344,8 @@ VOID SoftNdkCloseAdapter(NDK_ADAPTER *pNdkAdapter)
             log_still_open(a);
     }
     pthread_mutex_unlock(&a->lock);
-    /* Every object is gone; the engine may still be returning from the last close work. */
-    sndk_engine_destroy(a->engine);
-    sndk_stag_table_destroy(&a->stags);
+    /* Every object of this instance is gone; the device goes with its last instance. */
+    device_release(a->dev);
     sndk_counters_destroy(&a->ctrs);
     sndk_pcap_release(a->pcap);
     if (a->trace)

@@ -1,5 +1,6 @@
-/* The adapter: root of an object tree, owner of the progress engine, the STag table and the
- * resolved configuration. */
+/* The adapter: one NDK_ADAPTER instance, root of an object tree, owner of the resolved
+ * configuration. The instances opened on one interface share a device (the progress engine and
+ * the STag table), so that their objects work together as on one RNIC (docs/adapter.md). */
 #ifndef SOFTNDK_CORE_ADAPTER_H
 #define SOFTNDK_CORE_ADAPTER_H
 
@@ -18,8 +19,9 @@ struct sndk_adapter {
     ULONG if_index;
     struct sndk_config cfg;
     NDK_ADAPTER_INFO info; /* advertised and enforced limits */
-    struct sndk_engine *engine;
-    struct sndk_stag_table stags;
+    struct sndk_device *dev;       /* shared by every instance on if_index */
+    struct sndk_engine *engine;    /* the device's */
+    struct sndk_stag_table *stags; /* the device's */
 
     /* live objects, for diagnostics and the wait in SoftNdkCloseAdapter */
     pthread_mutex_t lock; /* guards live, live_count, released */

@@ -1392,7 +1392,25 @@ static NTSTATUS connector_data(NDK_CONNECTOR *pub, ULONG *pIrd, ULONG *pOrd, PVO
     if (!pPrivateData && *pPrivateDataLength > 0)
         return STATUS_INVALID_PARAMETER; /* [CONN-9] */
     pthread_mutex_lock(&c->lock);
-    if (c->state != SNDK_CONN_REPLIED && c->state != SNDK_CONN_INCOMING && !c->peer_rejected) {
+    /* NDKPI says consumers call this between the connect completion / connect event and
+     * NdkCompleteConnect / NdkAccept; hardware providers keep answering after (the effective
+     * IRD/ORD and the peer's private data stay meaningful) and drivers rely on it, so answer
+     * until the connection has ended (docs/decisions.md, "Lenient where hardware is"). */
+    bool answers = false;
+    switch (c->state) {
+    case SNDK_CONN_REPLIED:
+    case SNDK_CONN_INCOMING:
+    case SNDK_CONN_ACCEPTING:
+    case SNDK_CONN_ESTABLISHING:
+    case SNDK_CONN_CONNECTED:
+    case SNDK_CONN_DISCONNECTING:
+        answers = true;
+        break;
+    default:
+        answers = c->peer_rejected;
+        break;
+    }
+    if (!answers) {
         pthread_mutex_unlock(&c->lock);
         return STATUS_INVALID_DEVICE_STATE;
     }

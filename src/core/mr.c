@@ -80,7 +80,7 @@ static NTSTATUS mr_register(NDK_MR *pNdkMr, MDL *Mdl, SIZE_T Length, ULONG Flags
         access |= SNDK_ACCESS_READ_SINK;
     /* A fresh key on every registration: tokens handed out before are stale now. The fields
      * change under the table lock so that the data path's access check sees them whole. */
-    struct sndk_stag_table *t = &mr->base.adapter->stags;
+    struct sndk_stag_table *t = mr->base.adapter->stags;
     pthread_mutex_lock(&t->lock);
     mr->va = va;
     mr->length = Length;
@@ -102,7 +102,7 @@ static NTSTATUS mr_deregister(NDK_MR *pNdkMr, NDK_FN_REQUEST_COMPLETION RequestC
     if (mr->state != SNDK_MR_REGISTERED ||
         atomic_load_explicit(&mr->windows, memory_order_acquire) != 0)
         return STATUS_INVALID_DEVICE_STATE;
-    struct sndk_stag_table *t = &mr->base.adapter->stags;
+    struct sndk_stag_table *t = mr->base.adapter->stags;
     pthread_mutex_lock(&t->lock);
     mr->stag = sndk_stag_rekey_locked(t, mr->stag);
     mr->access = 0;
@@ -128,7 +128,7 @@ static NTSTATUS mr_initialize_fast_register(NDK_MR *pNdkMr, ULONG AdapterPageCou
     uint64_t *pages = calloc(AdapterPageCount, sizeof *pages);
     if (!pages)
         return STATUS_INSUFFICIENT_RESOURCES;
-    struct sndk_stag_table *t = &mr->base.adapter->stags;
+    struct sndk_stag_table *t = mr->base.adapter->stags;
     pthread_mutex_lock(&t->lock);
     mr->fr_pages = pages;
     mr->fr_max_pages = AdapterPageCount;
@@ -155,7 +155,7 @@ NTSTATUS sndk_mr_fast_register(struct sndk_mr *mr, struct sndk_pd *pd, ULONG npa
         if (la == 0 || la % NDK_ADAPTER_PAGE_SIZE != 0)
             return STATUS_INVALID_PARAMETER; /* logical pages are page-aligned */
     }
-    struct sndk_stag_table *t = &mr->base.adapter->stags;
+    struct sndk_stag_table *t = mr->base.adapter->stags;
     NTSTATUS st = STATUS_SUCCESS;
     pthread_mutex_lock(&t->lock);
     if (mr->state == SNDK_MR_FR_UNINITIALIZED)
@@ -201,7 +201,7 @@ static void mr_destroy(struct sndk_obj *o)
 {
     struct sndk_mr *mr = sndk_container_of(o, struct sndk_mr, base);
     /* Closing a registered MR implies deregistration: the STag dies with it. */
-    sndk_stag_free(&o->adapter->stags, mr->stag);
+    sndk_stag_free(o->adapter->stags, mr->stag);
     free(mr->fr_pages);
 }
 
@@ -229,7 +229,7 @@ NTSTATUS sndk_mr_create(NDK_PD *pNdkPd, BOOLEAN FastRegister,
     atomic_init(&mr->windows, 0);
     sndk_obj_init(&mr->base, pd->base.adapter, &mr_ops, &mr_dispatch);
     sndk_obj_hold(&mr->base, &pd->base);
-    mr->stag = sndk_stag_alloc(&pd->base.adapter->stags, &mr->base);
+    mr->stag = sndk_stag_alloc(pd->base.adapter->stags, &mr->base);
     if (!mr->stag) {
         sndk_obj_abandon(&mr->base);
         return STATUS_INSUFFICIENT_RESOURCES;

@@ -13,7 +13,7 @@ NTSTATUS sndk_mw_bind(struct sndk_mw *mw, struct sndk_mr *mr, struct sndk_pd *pd
         return STATUS_INVALID_PARAMETER;
     if (sndk_obj_closing(&mr->base) || sndk_obj_closing(&mw->base))
         return STATUS_INVALID_DEVICE_STATE;
-    struct sndk_stag_table *t = &mw->base.adapter->stags;
+    struct sndk_stag_table *t = mw->base.adapter->stags;
     NTSTATUS st = STATUS_SUCCESS;
     struct sndk_mr *put = NULL;
     pthread_mutex_lock(&t->lock);
@@ -55,7 +55,7 @@ static const NDK_MW_DISPATCH mw_dispatch = {
 static void mw_destroy(struct sndk_obj *o)
 {
     struct sndk_mw *mw = sndk_container_of(o, struct sndk_mw, base);
-    struct sndk_stag_table *t = &o->adapter->stags;
+    struct sndk_stag_table *t = o->adapter->stags;
     pthread_mutex_lock(&t->lock);
     struct sndk_mr *put = sndk_mw_unbind_locked(mw); /* closing a bound window unbinds it */
     pthread_mutex_unlock(&t->lock);
@@ -84,7 +84,7 @@ NTSTATUS sndk_mw_create(NDK_PD *pNdkPd, NDK_FN_CREATE_COMPLETION CreateCompletio
     mw->pd = pd;
     sndk_obj_init(&mw->base, pd->base.adapter, &mw_ops, &mw_dispatch);
     sndk_obj_hold(&mw->base, &pd->base);
-    mw->stag = sndk_stag_alloc(&pd->base.adapter->stags, &mw->base);
+    mw->stag = sndk_stag_alloc(pd->base.adapter->stags, &mw->base);
     if (!mw->stag) {
         sndk_obj_abandon(&mw->base);
         return STATUS_INSUFFICIENT_RESOURCES;

@@ -126,10 +126,14 @@ static inline void sndk_obj_unbind(struct sndk_obj *o, void *owner)
     atomic_compare_exchange_strong(&o->bound_to, &expected, NULL);
 }
 
-/* Does o belong to adapter a and is it still open? */
+/* Do two adapter instances share a device (adapter.c)? */
+bool sndk_adapter_same_device(const struct sndk_adapter *x, const struct sndk_adapter *y);
+
+/* Does o belong to the device of adapter a (any instance opened on its interface) and is it
+ * still open? */
 static inline bool sndk_obj_usable(const struct sndk_obj *o, const struct sndk_adapter *a)
 {
-    return o && o->adapter == a && !sndk_obj_closing(o);
+    return o && sndk_adapter_same_device(o->adapter, a) && !sndk_obj_closing(o);
 }
 
 const char *sndk_obj_type_name(NDK_OBJECT_TYPE type);

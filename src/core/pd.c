@@ -27,7 +27,7 @@ static const NDK_PD_DISPATCH pd_dispatch = {
 static void pd_destroy(struct sndk_obj *o)
 {
     struct sndk_pd *pd = sndk_container_of(o, struct sndk_pd, base);
-    sndk_stag_free(&o->adapter->stags, pd->privileged_stag);
+    sndk_stag_free(o->adapter->stags, pd->privileged_stag);
 }
 
 static const struct sndk_obj_ops pd_ops = {.type = NdkObjectTypePd, .destroy = pd_destroy};
@@ -49,7 +49,7 @@ NTSTATUS sndk_pd_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CREATE_COMPLETION Creat
         return STATUS_INSUFFICIENT_RESOURCES;
     sndk_obj_init(&pd->base, a, &pd_ops, &pd_dispatch);
     sndk_obj_hold(&pd->base, &a->base);
-    pd->privileged_stag = sndk_stag_alloc(&a->stags, &pd->base);
+    pd->privileged_stag = sndk_stag_alloc(a->stags, &pd->base);
     if (!pd->privileged_stag) {
         sndk_obj_abandon(&pd->base);
         return STATUS_INSUFFICIENT_RESOURCES;

@@ -1176,7 +1176,7 @@ static NTSTATUS qp_invalidate(NDK_QP *pNdkQp, PVOID RequestContext, NDK_OBJECT_H
     if (st != STATUS_SUCCESS)
         return st;
     struct sndk_obj *o = sndk_obj_check(pNdkMrOrMw, NdkObjectTypeUndefined);
-    if (!o || o->adapter != qp->base.adapter)
+    if (!o || !sndk_adapter_same_device(o->adapter, qp->base.adapter))
         return refuse(qp, STATUS_INVALID_PARAMETER);
     if (o->ops->type == NdkObjectTypeMr) {
         struct sndk_mr *mr = sndk_container_of(o, struct sndk_mr, base);

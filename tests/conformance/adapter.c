@@ -706,15 +706,16 @@ TEST(dispatch_tables_complete)
 
 TEST(adapters_coexist)
 {
-    /* [ADP-5]: several adapters, each with its own object tree. */
+    /* [ADP-5]: several adapters, each with its own object tree; adapters of two interfaces are
+     * two devices (instances of one interface share: connect.c instances_of_one_interface_*). */
     NDK_ADAPTER *a = conf_open();
-    NDK_ADAPTER *b = conf_open();
+    NDK_ADAPTER *b = conf_open_other_device();
     CHECK(a != b);
     NDK_PD *pa = conf_pd(a);
     NDK_PD *pb = conf_pd(b);
     struct conf_cq ca;
     conf_cq_create(a, &ca, 4);
-    /* A CQ of adapter a cannot feed a QP of adapter b. */
+    /* A CQ of device a cannot feed a QP of device b. */
     NDK_QP *qp = NULL;
     CHECK_STATUS(pb->Dispatch->NdkCreateQp(pb, ca.cq, ca.cq, NULL, 2, 2, 1, 1, 0, ndk_create_never,
                                            NULL, &qp),

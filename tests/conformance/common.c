@@ -30,6 +30,16 @@ NDK_ADAPTER *conf_open_with(const SOFTNDK_OPTIONS *o)
     return a;
 }
 
+NDK_ADAPTER *conf_open_other_device(void)
+{
+    SOFTNDK_OPTIONS o;
+    conf_options(&o);
+    NDK_ADAPTER *a = NULL;
+    CHECK_STATUS(SoftNdkOpenAdapter(0, conf_version(2, 0), &o, &a), STATUS_SUCCESS);
+    CHECK(a != NULL);
+    return a;
+}
+
 NDK_ADAPTER *conf_open(void)
 {
     SOFTNDK_OPTIONS o;

@@ -44,6 +44,9 @@ void conf_options(SOFTNDK_OPTIONS *o);
 /* Open an adapter on "lo" (NDKPI 2.0 asked, so it runs 2.1) with conf_options, or with *o. */
 NDK_ADAPTER *conf_open(void);
 NDK_ADAPTER *conf_open_with(const SOFTNDK_OPTIONS *o);
+/* An adapter of another device: IfIndex 0 (every interface), not lo's. Instances opened on one
+ * interface are one device and share objects; instances of two devices do not. */
+NDK_ADAPTER *conf_open_other_device(void);
 /* NdkQueryAdapterInfo into *info (checks the call succeeded). */
 void conf_query(NDK_ADAPTER *a, NDK_ADAPTER_INFO *info);
 

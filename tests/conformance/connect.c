@@ -202,6 +202,23 @@ static void establish(struct side *cl, struct side *sv, struct server *srv, cons
                                                 &rc);
     CHECK_STATUS(ndk_req_wait(&rc, st), STATUS_SUCCESS);
     CHECK_STATUS(ndk_req_wait(&ra, STATUS_PENDING), STATUS_SUCCESS);
+
+    /* Lenient as hardware: the connection data still answers once connected. */
+    pdlen = sizeof got;
+    CHECK_STATUS(cl->conn->Dispatch->NdkGetConnectionData(cl->conn, &ird, &ord, got, &pdlen),
+                 STATUS_SUCCESS);
+    CHECK_EQ_U64(pdlen, sizeof welcome);
+    CHECK_MEM(got, welcome, sizeof welcome);
+    CHECK_EQ_U64(ird, 2);
+    CHECK_EQ_U64(ord, 8);
+    pdlen = sizeof got;
+    CHECK_STATUS(sv->conn->Dispatch->NdkGetConnectionData(sv->conn, &ird, &ord, got, &pdlen),
+                 STATUS_SUCCESS);
+    CHECK_EQ_U64(pdlen, sizeof hello);
+    CHECK_MEM(got, hello, sizeof hello);
+    /* the effective values: IRD = min(16, peer ORD 8), ORD = min(2, peer IRD 4) */
+    CHECK_EQ_U64(ird, 8);
+    CHECK_EQ_U64(ord, 2);
     harness_event_destroy(&r.ev);
     harness_event_destroy(&ra.ev);
     harness_event_destroy(&rc.ev);
@@ -1030,4 +1047,115 @@ TEST(send_right_after_complete_connect_reaches_the_passive_qp)
     }
     conf_close_wait(&srv.listener->Header);
     ndk_close_adapter(a);
+}
+
+/* ---- adapter instances of one interface ---------------------------------------------------- */
+
+/* Post one receive of len bytes at buf, or send len bytes from buf, with the PD's privileged
+ * token (a logical address is the virtual address: docs/decisions.md #6). */
+static NDK_SGE priv_sge(NDK_PD *pd, void *buf, ULONG len)
+{
+    UINT32 tok = 0;
+    pd->Dispatch->NdkGetPrivilegedMemoryRegionToken(pd, &tok);
+    NDK_SGE sge = {.VirtualAddress = buf, .Length = len, .MemoryRegionToken = tok};
+    return sge;
+}
+
+TEST(instances_of_one_interface_share_the_device)
+{
+    /* A driver opens one NDK_ADAPTER per socket and one for its listener, all on one
+     * interface; on an RNIC they are handles on one device (docs/adapter.md, "Instances of
+     * one interface"). Here: the listener on instance L, the passive QP on instance P with the
+     * CQ of instance L, the active connector on instance C with a QP of instance Q. */
+    NDK_ADAPTER *il = conf_open(), *ip = conf_open(), *ic = conf_open(), *iq = conf_open();
+    struct server srv;
+    uint16_t port = 0;
+    listen_on(il, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    struct side sv, cl;
+    memset(&sv, 0, sizeof sv);
+    sv.a = ip;
+    sv.pd = conf_pd(ip);
+    conf_cq_create(il, &sv.cq, 64); /* the CQ of another instance */
+    sv.qp = conf_qp(sv.pd, sv.cq.cq, sv.cq.cq, &sv, 8);
+    harness_event_init(&sv.disc.ev);
+    side_init(&cl, iq);
+    cl.a = ic; /* establish() creates the connector on ic, the QP is iq's */
+    establish(&cl, &sv, &srv, "127.0.0.1", port);
+
+    /* data both ways through the shared device */
+    static char out[3000], in[3000];
+    for (size_t i = 0; i < sizeof out; i++)
+        out[i] = (char)(i * 7 + 1);
+    NDK_SGE rs = priv_sge(sv.pd, in, sizeof in), ss = priv_sge(cl.pd, out, sizeof out);
+    CHECK_STATUS(sv.qp->Dispatch->NdkReceive(sv.qp, (void *)11, &rs, 1), STATUS_SUCCESS);
+    CHECK_STATUS(cl.qp->Dispatch->NdkSend(cl.qp, (void *)12, &ss, 1, 0), STATUS_SUCCESS);
+    NDK_RESULT_EX res;
+    CHECK(poll_result(sv.cq.cq, &res));
+    CHECK_STATUS(res.Status, STATUS_SUCCESS);
+    CHECK(res.RequestContext == (void *)11);
+    CHECK_EQ_U64(res.BytesTransferred, sizeof out);
+    CHECK_MEM(in, out, sizeof out);
+    CHECK(poll_result(cl.cq.cq, &res));
+    CHECK_STATUS(res.Status, STATUS_SUCCESS);
+    CHECK(res.RequestContext == (void *)12);
+
+    /* Each instance keeps its own accounting: P closes once its own objects are closed,
+     * while the CQ it used (L's) is still open. */
+    conf_close_wait(&sv.conn->Header);
+    conf_close_wait(&sv.qp->Header);
+    conf_close_wait(&sv.pd->Header);
+    harness_event_destroy(&sv.disc.ev);
+    ndk_close_adapter(ip);
+    side_close(&cl);
+    ndk_close_adapter(ic);
+    ndk_close_adapter(iq);
+    conf_cq_destroy(&sv.cq);
+    conf_close_wait(&srv.listener->Header);
+    ndk_close_adapter(il);
+}
+
+TEST(instance_connects_with_shared_endpoint_of_another_instance)
+{
+    NDK_ADAPTER *ia = conf_open(), *ib = conf_open();
+    struct server srv;
+    uint16_t port = 0;
+    listen_on(ia, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    NDK_SHARED_ENDPOINT *se = NULL;
+    ULONG slen, dlen;
+    struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
+                            dst = addr_of("127.0.0.1", port, &dlen);
+    CHECK_STATUS(ia->Dispatch->NdkCreateSharedEndpoint(ia, (struct sockaddr *)&src, slen,
+                                                       ndk_create_never, NULL, &se),
+                 STATUS_SUCCESS);
+    struct side cl, sv;
+    side_init(&cl, ib);
+    side_init(&sv, ib);
+    CHECK_STATUS(ib->Dispatch->NdkCreateConnector(ib, ndk_create_never, NULL, &cl.conn),
+                 STATUS_SUCCESS);
+    struct ndk_req r, ra, rc;
+    ndk_req_init(&r);
+    CHECK_STATUS(cl.conn->Dispatch->NdkConnectWithSharedEndpoint(cl.conn, cl.qp, se,
+                                                                 (struct sockaddr *)&dst, dlen, 1,
+                                                                 1, NULL, 0, ndk_req_done, &r),
+                 STATUS_PENDING);
+    CHECK(harness_event_wait(&srv.ev, 1, CONF_WAIT_MS));
+    sv.conn = srv.incoming[0];
+    ndk_req_init(&ra);
+    CHECK_STATUS(
+        sv.conn->Dispatch->NdkAccept(sv.conn, sv.qp, 1, 1, NULL, 0, NULL, NULL, ndk_req_done, &ra),
+        STATUS_PENDING);
+    CHECK_STATUS(ndk_req_wait(&r, STATUS_PENDING), STATUS_SUCCESS);
+    ndk_req_init(&rc);
+    NTSTATUS st = cl.conn->Dispatch->NdkCompleteConnect(cl.conn, NULL, NULL, ndk_req_done, &rc);
+    CHECK_STATUS(ndk_req_wait(&rc, st), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_req_wait(&ra, STATUS_PENDING), STATUS_SUCCESS);
+    side_close(&cl);
+    side_close(&sv);
+    conf_close_wait(&se->Header);
+    conf_close_wait(&srv.listener->Header);
+    ndk_close_adapter(ib);
+    ndk_close_adapter(ia);
+    harness_event_destroy(&r.ev);
+    harness_event_destroy(&ra.ev);
+    harness_event_destroy(&rc.ev);
 }

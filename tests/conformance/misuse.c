@@ -494,7 +494,7 @@ TEST(misuse_wrong_object_type_in_arguments)
      * misuse_wrong_objects_in_initiator_requests.) */
     struct zoo z;
     zoo_open(&z);
-    NDK_ADAPTER *b = conf_open();
+    NDK_ADAPTER *b = conf_open_other_device();
     NDK_PD *bpd = conf_pd(b);
     struct conf_cq bcq;
     conf_cq_create(b, &bcq, 4);
@@ -510,10 +510,10 @@ TEST(misuse_wrong_object_type_in_arguments)
                                      NULL, 0, ndk_request_never, NULL)
     CHECK_STATUS(CONNECT(AS(NDK_QP, z.c.cq)), STATUS_INVALID_PARAMETER); /* a CQ as the QP */
     CHECK_STATUS(CONNECT(NULL), STATUS_INVALID_PARAMETER);
-    CHECK_STATUS(CONNECT(bqp), STATUS_INVALID_PARAMETER); /* a QP of another adapter */
+    CHECK_STATUS(CONNECT(bqp), STATUS_INVALID_PARAMETER); /* a QP of another device */
     CHECK_STATUS(CONNECT_SE(z.qp, AS(NDK_SHARED_ENDPOINT, z.l)), STATUS_INVALID_PARAMETER);
     CHECK_STATUS(CONNECT_SE(z.qp, NULL), STATUS_INVALID_PARAMETER);
-    CHECK_STATUS(CONNECT_SE(z.qp, bse), STATUS_INVALID_PARAMETER); /* SE of another adapter */
+    CHECK_STATUS(CONNECT_SE(z.qp, bse), STATUS_INVALID_PARAMETER); /* SE of another device */
     CHECK_STATUS(CONNECT_SE(AS(NDK_QP, z.se), z.se), STATUS_INVALID_PARAMETER);
 #undef CONNECT
 #undef CONNECT_SE

@@ -116,7 +116,7 @@ TEST(qp_create_on_cq_of_other_adapter)
 {
     struct qp_env e;
     env_open(&e);
-    NDK_ADAPTER *b = conf_open();
+    NDK_ADAPTER *b = conf_open_other_device();
     struct conf_cq bcq;
     conf_cq_create(b, &bcq, 8);
     NDK_QP *qp = NULL;
@@ -128,6 +128,16 @@ TEST(qp_create_on_cq_of_other_adapter)
                  STATUS_INVALID_PARAMETER);
     conf_cq_destroy(&bcq);
     ndk_close_adapter(b);
+    /* Another instance on the same interface is the same device: its CQs serve. */
+    NDK_ADAPTER *c = conf_open();
+    struct conf_cq ccq;
+    conf_cq_create(c, &ccq, 8);
+    CHECK_STATUS(e.pd->Dispatch->NdkCreateQp(e.pd, ccq.cq, e.icq.cq, NULL, 4, 4, 1, 1, 0,
+                                             ndk_create_never, NULL, &qp),
+                 STATUS_SUCCESS);
+    conf_close(&qp->Header);
+    conf_cq_destroy(&ccq);
+    ndk_close_adapter(c);
     env_close(&e);
 }
 

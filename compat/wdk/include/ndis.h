@@ -8,6 +8,7 @@
 #define SOFTNDK_WDK_NDIS_H
 
 #include "wdm.h"
+#include "ws2ipdef.h"
 #include "netioapi.h"
 
 #ifdef __cplusplus

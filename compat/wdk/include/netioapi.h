@@ -9,6 +9,7 @@
 #define SOFTNDK_WDK_NETIOAPI_H
 
 #include "ws2def.h"
+#include "ws2ipdef.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -161,8 +161,83 @@
 #define _Has_lock_level_(level)
 #define _Lock_level_order_(a, b)
 #define _No_competing_thread_
+#define _No_competing_thread_begin_
+#define _No_competing_thread_end_
 #define _Benign_race_begin_
 #define _Benign_race_end_
+/* The rest of the concurrency family (concurrencysal.h, "Annotating Locking Behavior"). */
+#define _Write_guarded_by_(lock)
+#define _Interlocked_
+#define _Requires_no_locks_held_
+#define _Post_same_lock_(a, b)
+#define _Analysis_assume_lock_acquired_(lock)
+#define _Analysis_assume_lock_released_(lock)
+#define _Analysis_assume_same_lock_(a, b)
+#define _Function_ignore_lock_checking_(lock)
+#define _Internal_set_lock_count_(lock, count)
+#define _Lock_kind_mutex_
+#define _Lock_kind_event_
+#define _Lock_kind_semaphore_
+#define _Lock_kind_spin_lock_
+#define _Lock_kind_critical_section_
+#define _Global_cancel_spin_lock_
+#define _Global_critical_region_
+#define _Global_interlock_
+#define _Global_priority_region_
+#define _Acquires_exclusive_lock_holding_(lock)
+#define _Moves_lock_(target, source)
+#define _Replaces_lock_(target, source)
+#define _Swaps_locks_(a, b)
+#define _Detaches_lock_(detached, lock)
+/* driverspecs.h words not above */
+#define _IRQL_requires_lock_held_(lock)
+#define _Kernel_IoGetDmaAdapter_
+#define _Drv_aliasesMem_
+#define _Drv_allocatesMem_(kind)
+#define _Drv_freesMem_(kind)
+#define _Pre_unknown_
+#define _Post_maybenull_
+#define _Post_notnull_
+#define _Post_null_
+#define _In_reads_or_z_(n)
+#define _Out_writes_bytes_all_opt_(n)
+#define _Inout_updates_z_(n)
+#define _Inout_updates_to_(size, count)
+#define _Inout_updates_bytes_to_(size, count)
+#define _Outptr_opt_result_buffer_(n)
+#define _Outptr_result_bytebuffer_maybenull_(n)
+#define _Outptr_result_z_
+#define _COM_Outptr_
+#define _Deref_pre_z_
+#define _Deref_post_z_
+#define _Ret_z_
+#define _Ret_maybenull_z_
+#define _Ret_notnull_z_
+#define _Must_inspect_impl_
+#define _Field_size_full_(n)
+#define _Field_size_bytes_full_(n)
+#define _Field_size_bytes_full_opt_(n)
+#define _Field_size_part_opt_(size, count)
+#define _Satisfies_(expr)
+#define _Valid_
+#define _Notvalid_
+#define _Writable_bytes_(n)
+#define _Writable_elements_(n)
+#define _Readable_bytes_(n)
+#define _Readable_elements_(n)
+#define _In_defensive_(annos)
+#define _Out_defensive_(annos)
+#define _Inout_defensive_(annos)
+#define _Scanf_format_string_
+#define _Printf_format_string_params_(n)
+#define _Param_(n)
+#define _Old_(expr)
+#define _Curr_
+#define _Group_(annos)
+#define _Pre_
+#define _Post_
+#define _Deref_
+#define _In_NLS_string_(n)
 
 /* The older __drv_ and __in / __out families still found in driver code. */
 #define __drv_aliasesMem

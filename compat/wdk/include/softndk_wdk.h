@@ -31,6 +31,24 @@ SOFTNDK_WDK_API ULONG SoftNdkWdkQueryPool(ULONG64 Since, SOFTNDK_WDK_POOL_TAG *T
  * Buffer gets 4 characters and a NUL. */
 SOFTNDK_WDK_API VOID SoftNdkWdkFormatTag(ULONG Tag, char Buffer[5]);
 
+/* Freed pool (docs/wdk.md, "Pool"): freed blocks are filled with SOFTNDK_WDK_POOL_FREED_FILL
+ * and kept in a FIFO quarantine bounded by SOFTNDK_WDK_POOL_QUARANTINE bytes (default 32 MiB);
+ * a block leaving it is checked, and a write after free bugchecks
+ * (SPECIAL_POOL_DETECTED_MEMORY_CORRUPTION) naming the tag, the allocating and the freeing
+ * caller. SoftNdkWdkCheckFreedPool checks every quarantined block now (and with Release frees
+ * them too); it returns how many it checked. SoftNdkWdkQueryFreedPool tells whether Address
+ * lies in a quarantined block, and which. */
+#define SOFTNDK_WDK_POOL_FREED_FILL 0xFD
+typedef struct _SOFTNDK_WDK_FREED_POOL {
+    PVOID Block; /* the caller's address of the freed block */
+    ULONG Tag;
+    SIZE_T Bytes;
+    PVOID AllocatedBy; /* return addresses */
+    PVOID FreedBy;
+} SOFTNDK_WDK_FREED_POOL;
+SOFTNDK_WDK_API ULONG SoftNdkWdkCheckFreedPool(BOOLEAN Release);
+SOFTNDK_WDK_API BOOLEAN SoftNdkWdkQueryFreedPool(const VOID *Address, SOFTNDK_WDK_FREED_POOL *Info);
+
 /* NDK adapters opened through WskOpenNdkAdapter and not yet closed; fills up to Max. */
 SOFTNDK_WDK_API ULONG SoftNdkWdkQueryOpenAdapters(NDK_ADAPTER **Adapters, ULONG Max);
 /* WSK registrations not deregistered. */

@@ -68,6 +68,7 @@ extern "C" {
 #define __forceinline inline __attribute__((always_inline))
 #endif
 #define DECLSPEC_ALIGN(x) __attribute__((aligned(x)))
+#define POINTER_ALIGNMENT   DECLSPEC_ALIGN(8)
 #define DECLSPEC_NOINLINE __attribute__((noinline))
 #define DECLSPEC_NORETURN __attribute__((noreturn))
 #define DECLSPEC_CACHEALIGN DECLSPEC_ALIGN(64)
@@ -200,6 +201,12 @@ typedef enum _KWAIT_REASON {
 #define ANYSIZE_ARRAY 1
 
 #define UNREFERENCED_PARAMETER(P) ((void)(P))
+/* MSVC's __pragma(...) is C99's _Pragma("..."): usable inside a macro. A pragma gcc or clang
+ * does not know (warning(...), prefast(...)) is -Wunknown-pragmas' business, as #pragma is. */
+#ifndef __pragma
+#define __pragma(x) _Pragma(#x)
+#endif
+#define ARGUMENT_PRESENT(ArgumentPointer)  ((CHAR *)((ULONG_PTR)(ArgumentPointer)) != (CHAR *)NULL)
 #define DBG_UNREFERENCED_PARAMETER(P) ((void)(P))
 #define DBG_UNREFERENCED_LOCAL_VARIABLE(V) ((void)(V))
 #ifdef __cplusplus
@@ -290,6 +297,7 @@ typedef enum _KWAIT_REASON {
 #define MULTIPLE_IRP_COMPLETE_REQUESTS 0x00000044
 #define INVALID_WORK_QUEUE_ITEM 0x00000096
 #define BAD_POOL_CALLER 0x000000C2
+#define SPECIAL_POOL_DETECTED_MEMORY_CORRUPTION               0x000000C1
 #define DRIVER_VERIFIER_DETECTED_VIOLATION 0x000000C4
 #define DRIVER_UNLOADED_WITHOUT_CANCELLING_PENDING_OPERATIONS 0x000000CE
 #define DRIVER_IRQL_NOT_LESS_OR_EQUAL 0x000000D1
@@ -508,6 +516,9 @@ SOFTNDK_WDK_API ULONGLONG KeQueryInterruptTime(VOID);
 #define KeQueryInterruptTimePrecise(qpc) KeQueryInterruptTime()
 SOFTNDK_WDK_API LARGE_INTEGER KeQueryPerformanceCounter(PLARGE_INTEGER PerformanceFrequency);
 SOFTNDK_WDK_API ULONG KeQueryTimeIncrement(VOID);
+/* Clock ticks since boot: interrupt time in units of the time increment. */
+#define KeQueryTickCount(CurrentCount)                                                             \
+    ((CurrentCount)->QuadPart = (LONGLONG)(KeQueryInterruptTime() / KeQueryTimeIncrement()))
 #define ALL_PROCESSOR_GROUPS 0xffff
 SOFTNDK_WDK_API ULONG KeQueryActiveProcessorCountEx(USHORT GroupNumber);
 SOFTNDK_WDK_API ULONG KeQueryActiveProcessorCount(PKAFFINITY ActiveProcessors);
@@ -621,6 +632,19 @@ FORCEINLINE VOID WritePointerRelease(PVOID volatile *Destination, PVOID Value)
 {
     __atomic_store_n(Destination, Value, __ATOMIC_RELEASE);
 }
+/* The ordering variants are the full-barrier operations (stronger than asked, never weaker). */
+#define InterlockedIncrementNoFence       InterlockedIncrement
+#define InterlockedIncrementAcquire       InterlockedIncrement
+#define InterlockedIncrementRelease       InterlockedIncrement
+#define InterlockedDecrementNoFence       InterlockedDecrement
+#define InterlockedDecrementAcquire       InterlockedDecrement
+#define InterlockedDecrementRelease       InterlockedDecrement
+#define InterlockedCompareExchangeAcquire InterlockedCompareExchange
+#define InterlockedCompareExchangeRelease InterlockedCompareExchange
+#define InterlockedCompareExchangeNoFence InterlockedCompareExchange
+#define InterlockedExchangeAddNoFence     InterlockedExchangeAdd
+#define UInt32x32To64(a, b)               ((ULONGLONG)(ULONG)(a) * (ULONGLONG)(ULONG)(b))
+#define Int32x32To64(a, b)                ((LONGLONG)(LONG)(a) * (LONGLONG)(LONG)(b))
 #define MemoryBarrier() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #define KeMemoryBarrier() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #define KeMemoryBarrierWithoutFence() __atomic_signal_fence(__ATOMIC_SEQ_CST)
@@ -796,6 +820,8 @@ typedef const STRING *PCSTRING, *PCANSI_STRING;
     UNICODE_STRING _var = {0, (USHORT)((_size) * sizeof(WCHAR)), _var##_buffer}
 
 SOFTNDK_WDK_API VOID RtlInitUnicodeString(PUNICODE_STRING DestinationString, PCWSTR SourceString);
+#define RtlInitEmptyUnicodeString(_ucStr, _buf, _bufSize)                                          \
+    ((_ucStr)->Length = 0, (_ucStr)->MaximumLength = (USHORT)(_bufSize), (_ucStr)->Buffer = (_buf))
 SOFTNDK_WDK_API VOID RtlInitAnsiString(PANSI_STRING DestinationString, PCSTR SourceString);
 #define RtlInitString(d, s) RtlInitAnsiString((d), (s))
 SOFTNDK_WDK_API LONG RtlCompareUnicodeString(PCUNICODE_STRING String1, PCUNICODE_STRING String2,
@@ -863,6 +889,130 @@ SOFTNDK_WDK_API VOID ExFreePool(PVOID P);
 /* Tag 'None' as Windows charges untagged allocations. */
 #define ExAllocatePool(type, size) ExAllocatePoolWithTag((type), (size), 0x656E6F4Eu)
 
+/* ExInitializeDriverRuntime(DrvRtPoolNxOptIn), which drivers built with
+ * POOL_NX_OPTIN / POOL_ZERO_DOWN_LEVEL_SUPPORT call first: nothing to set up here. */
+typedef enum _SOFTNDK_WDK_DRIVER_RUNTIME { DrvRtPoolNxOptIn = 1 } SOFTNDK_WDK_DRIVER_RUNTIME;
+#define ExInitializeDriverRuntime(RuntimeFlags) ((void)(RuntimeFlags))
+
+/* Priorities: a hint for when memory is short, which it never is here; accepted and ignored
+ * (a value outside the enum is too: Windows does not check it either). */
+typedef enum _EX_POOL_PRIORITY {
+    LowPoolPriority,
+    LowPoolPrioritySpecialPoolOverrun = 8,
+    LowPoolPrioritySpecialPoolUnderrun = 9,
+    NormalPoolPriority = 16,
+    NormalPoolPrioritySpecialPoolOverrun = 24,
+    NormalPoolPrioritySpecialPoolUnderrun = 25,
+    HighPoolPriority = 32,
+    HighPoolPrioritySpecialPoolOverrun = 40,
+    HighPoolPrioritySpecialPoolUnderrun = 41
+} EX_POOL_PRIORITY;
+SOFTNDK_WDK_API PVOID ExAllocatePoolWithTagPriority(POOL_TYPE PoolType, SIZE_T NumberOfBytes,
+                                                    ULONG Tag, EX_POOL_PRIORITY Priority);
+SOFTNDK_WDK_API PVOID ExAllocatePoolPriorityZero(POOL_TYPE PoolType, SIZE_T NumberOfBytes,
+                                                 ULONG Tag, EX_POOL_PRIORITY Priority);
+SOFTNDK_WDK_API PVOID ExAllocatePoolPriorityUninitialized(POOL_TYPE PoolType, SIZE_T NumberOfBytes,
+                                                          ULONG Tag, EX_POOL_PRIORITY Priority);
+/* Quota is not charged (there is no process to charge); the allocation is a plain one. */
+SOFTNDK_WDK_API PVOID ExAllocatePoolWithQuotaTag(POOL_TYPE PoolType, SIZE_T NumberOfBytes,
+                                                 ULONG Tag);
+SOFTNDK_WDK_API PVOID ExAllocatePoolQuotaZero(POOL_TYPE PoolType, SIZE_T NumberOfBytes, ULONG Tag);
+SOFTNDK_WDK_API PVOID ExAllocatePoolQuotaUninitialized(POOL_TYPE PoolType, SIZE_T NumberOfBytes,
+                                                       ULONG Tag);
+#define ExAllocatePoolWithQuota(type, size) ExAllocatePoolWithQuotaTag((type), (size), 0x656E6F4Eu)
+
+/* ExAllocatePool3: ExAllocatePool2 with extended parameters. Priority is accepted (ignored as
+ * above); a secure-pool or any other type is refused with NULL and a log line. */
+typedef enum POOL_EXTENDED_PARAMETER_TYPE {
+    PoolExtendedParameterInvalidType = 0,
+    PoolExtendedParameterPriority,
+    PoolExtendedParameterSecurePool,
+    PoolExtendedParameterNumaNode,
+    PoolExtendedParameterMax
+} POOL_EXTENDED_PARAMETER_TYPE;
+#define POOL_EXTENDED_PARAMETER_TYPE_BITS           8
+#define POOL_EXTENDED_PARAMETER_REQUIRED_FIELD_BITS 1
+#define POOL_EXTENDED_PARAMETER_RESERVED_BITS       (64 - POOL_EXTENDED_PARAMETER_TYPE_BITS - 1)
+typedef struct _POOL_EXTENDED_PARAMETER {
+    struct {
+        ULONG64 Type : POOL_EXTENDED_PARAMETER_TYPE_BITS;
+        ULONG64 Optional : POOL_EXTENDED_PARAMETER_REQUIRED_FIELD_BITS;
+        ULONG64 Reserved : POOL_EXTENDED_PARAMETER_RESERVED_BITS;
+    };
+    union {
+        ULONG64 Reserved2;
+        PVOID Reserved3;
+        EX_POOL_PRIORITY Priority;
+        PVOID SecurePoolParams;
+        ULONG PreferredNode;
+    };
+} POOL_EXTENDED_PARAMETER, *PPOOL_EXTENDED_PARAMETER;
+typedef const POOL_EXTENDED_PARAMETER *PCPOOL_EXTENDED_PARAMETER;
+SOFTNDK_WDK_API PVOID ExAllocatePool3(POOL_FLAGS Flags, SIZE_T NumberOfBytes, ULONG Tag,
+                                      PCPOOL_EXTENDED_PARAMETER ExtendedParameters,
+                                      ULONG ExtendedParametersCount);
+/* ExFreePool2: ExFreePoolWithTag; extended parameters are accepted and ignored. */
+SOFTNDK_WDK_API VOID ExFreePool2(PVOID P, ULONG Tag, PCPOOL_EXTENDED_PARAMETER ExtendedParameters,
+                                 ULONG ExtendedParametersCount);
+
+/* Lookaside lists: every allocation is a fresh pool block with the list's tag and every free
+ * goes back to the pool (no caching), so that the pool's use-after-free checks see them. */
+typedef PVOID ALLOCATE_FUNCTION(_In_ POOL_TYPE PoolType, _In_ SIZE_T NumberOfBytes, _In_ ULONG Tag);
+typedef ALLOCATE_FUNCTION *PALLOCATE_FUNCTION;
+typedef VOID FREE_FUNCTION(_In_ PVOID Buffer);
+typedef FREE_FUNCTION *PFREE_FUNCTION;
+typedef struct _LOOKASIDE_LIST_EX LOOKASIDE_LIST_EX, *PLOOKASIDE_LIST_EX;
+typedef PVOID ALLOCATE_FUNCTION_EX(_In_ POOL_TYPE PoolType, _In_ SIZE_T NumberOfBytes,
+                                   _In_ ULONG Tag, _Inout_ PLOOKASIDE_LIST_EX Lookaside);
+typedef ALLOCATE_FUNCTION_EX *PALLOCATE_FUNCTION_EX;
+typedef VOID FREE_FUNCTION_EX(_In_ PVOID Buffer, _Inout_ PLOOKASIDE_LIST_EX Lookaside);
+typedef FREE_FUNCTION_EX *PFREE_FUNCTION_EX;
+typedef struct _SOFTNDK_WDK_LOOKASIDE {
+    POOL_TYPE Type;
+    ULONG Tag;
+    SIZE_T Size;
+    PALLOCATE_FUNCTION Allocate;
+    PFREE_FUNCTION Free;
+    PALLOCATE_FUNCTION_EX AllocateEx;
+    PFREE_FUNCTION_EX FreeEx;
+    volatile LONG Outstanding;
+} SOFTNDK_WDK_LOOKASIDE;
+typedef struct _NPAGED_LOOKASIDE_LIST {
+    SOFTNDK_WDK_LOOKASIDE L;
+} NPAGED_LOOKASIDE_LIST, *PNPAGED_LOOKASIDE_LIST;
+typedef struct _PAGED_LOOKASIDE_LIST {
+    SOFTNDK_WDK_LOOKASIDE L;
+} PAGED_LOOKASIDE_LIST, *PPAGED_LOOKASIDE_LIST;
+struct _LOOKASIDE_LIST_EX {
+    SOFTNDK_WDK_LOOKASIDE L;
+};
+#define EX_LOOKASIDE_LIST_EX_FLAGS_RAISE_ON_FAIL 0x00000001
+#define EX_LOOKASIDE_LIST_EX_FLAGS_FAIL_NO_RAISE 0x00000002
+#define LOOKASIDE_MINIMUM_BLOCK_SIZE             16 /* sizeof(SLIST_ENTRY) on x64 */
+SOFTNDK_WDK_API VOID ExInitializeNPagedLookasideList(PNPAGED_LOOKASIDE_LIST Lookaside,
+                                                     PALLOCATE_FUNCTION Allocate,
+                                                     PFREE_FUNCTION Free, ULONG Flags, SIZE_T Size,
+                                                     ULONG Tag, USHORT Depth);
+SOFTNDK_WDK_API VOID ExDeleteNPagedLookasideList(PNPAGED_LOOKASIDE_LIST Lookaside);
+SOFTNDK_WDK_API PVOID ExAllocateFromNPagedLookasideList(PNPAGED_LOOKASIDE_LIST Lookaside);
+SOFTNDK_WDK_API VOID ExFreeToNPagedLookasideList(PNPAGED_LOOKASIDE_LIST Lookaside, PVOID Entry);
+SOFTNDK_WDK_API VOID ExInitializePagedLookasideList(PPAGED_LOOKASIDE_LIST Lookaside,
+                                                    PALLOCATE_FUNCTION Allocate,
+                                                    PFREE_FUNCTION Free, ULONG Flags, SIZE_T Size,
+                                                    ULONG Tag, USHORT Depth);
+SOFTNDK_WDK_API VOID ExDeletePagedLookasideList(PPAGED_LOOKASIDE_LIST Lookaside);
+SOFTNDK_WDK_API PVOID ExAllocateFromPagedLookasideList(PPAGED_LOOKASIDE_LIST Lookaside);
+SOFTNDK_WDK_API VOID ExFreeToPagedLookasideList(PPAGED_LOOKASIDE_LIST Lookaside, PVOID Entry);
+SOFTNDK_WDK_API NTSTATUS ExInitializeLookasideListEx(PLOOKASIDE_LIST_EX Lookaside,
+                                                     PALLOCATE_FUNCTION_EX Allocate,
+                                                     PFREE_FUNCTION_EX Free, POOL_TYPE PoolType,
+                                                     ULONG Flags, SIZE_T Size, ULONG Tag,
+                                                     USHORT Depth);
+SOFTNDK_WDK_API VOID ExDeleteLookasideListEx(PLOOKASIDE_LIST_EX Lookaside);
+SOFTNDK_WDK_API PVOID ExAllocateFromLookasideListEx(PLOOKASIDE_LIST_EX Lookaside);
+SOFTNDK_WDK_API VOID ExFreeToLookasideListEx(PLOOKASIDE_LIST_EX Lookaside, PVOID Entry);
+SOFTNDK_WDK_API VOID ExFlushLookasideListEx(PLOOKASIDE_LIST_EX Lookaside);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Rundown protection. Count holds 2 x references, bit 0 = rundown started. */
 typedef struct _EX_RUNDOWN_REF {
@@ -883,7 +1033,7 @@ SOFTNDK_WDK_API VOID ExWaitForRundownProtectionRelease(PEX_RUNDOWN_REF RunRef);
 SOFTNDK_WDK_API VOID ExRundownCompleted(PEX_RUNDOWN_REF RunRef);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Driver and device objects, IRPs (opaque: the harness sends none). */
+/* Driver and device objects, IRPs (a minimal IRP below). */
 typedef struct _IRP IRP, *PIRP;
 typedef struct _DEVICE_OBJECT DEVICE_OBJECT, *PDEVICE_OBJECT;
 typedef struct _DRIVER_OBJECT DRIVER_OBJECT, *PDRIVER_OBJECT;
@@ -918,6 +1068,17 @@ typedef DRIVER_STARTIO *PDRIVER_STARTIO;
 #define IRP_MJ_PNP 0x1b
 #define IRP_MJ_MAXIMUM_FUNCTION 0x1b
 
+#define CTL_CODE(DeviceType, Function, Method, Access)                                             \
+    (((DeviceType) << 16) | ((Access) << 14) | ((Function) << 2) | (Method))
+#define DEVICE_TYPE_FROM_CTL_CODE(ctrlCode) (((ULONG)(ctrlCode & 0xffff0000)) >> 16)
+#define METHOD_FROM_CTL_CODE(ctrlCode)      ((ULONG)(ctrlCode & 3))
+#define METHOD_BUFFERED                     0
+#define METHOD_IN_DIRECT                    1
+#define METHOD_OUT_DIRECT                   2
+#define METHOD_NEITHER                      3
+#define FILE_ANY_ACCESS                     0
+#define FILE_READ_ACCESS                    0x0001
+#define FILE_WRITE_ACCESS                   0x0002
 #define FILE_DEVICE_NETWORK 0x00000012
 #define FILE_DEVICE_UNKNOWN 0x00000022
 #define FILE_DEVICE_TRANSPORT 0x00000021
@@ -974,6 +1135,169 @@ SOFTNDK_WDK_API NTSTATUS IoCreateDevice(PDRIVER_OBJECT DriverObject, ULONG Devic
                                         ULONG DeviceCharacteristics, BOOLEAN Exclusive,
                                         PDEVICE_OBJECT *DeviceObject);
 SOFTNDK_WDK_API VOID IoDeleteDevice(PDEVICE_OBJECT DeviceObject);
+
+/* ------------------------------------------------------------------------------------------ */
+/* A minimal IRP: what a driver needs to complete requests through IRPs of its own
+ * (IoAllocateIrp, a completion routine, IoCompleteRequest, IoFreeIrp) and to call its own
+ * dispatch routines (IoCallDriver). The runner sends none; no I/O manager thread completion, no
+ * buffered or direct I/O setup. Layout is the harness's (source compatibility). */
+typedef struct _IO_STATUS_BLOCK {
+    union {
+        NTSTATUS Status;
+        PVOID Pointer;
+    };
+    ULONG_PTR Information;
+} IO_STATUS_BLOCK, *PIO_STATUS_BLOCK;
+
+typedef NTSTATUS IO_COMPLETION_ROUTINE(_In_ PDEVICE_OBJECT DeviceObject, _In_ PIRP Irp,
+                                       _In_reads_opt_(_Inexpressible_("varies")) PVOID Context);
+typedef IO_COMPLETION_ROUTINE *PIO_COMPLETION_ROUTINE;
+typedef VOID DRIVER_CANCEL(_Inout_ struct _DEVICE_OBJECT *DeviceObject, _Inout_ PIRP Irp);
+typedef DRIVER_CANCEL *PDRIVER_CANCEL;
+
+#define STATUS_CONTINUE_COMPLETION STATUS_SUCCESS
+#define SL_PENDING_RETURNED        0x01
+#define SL_ERROR_RETURNED          0x02
+#define SL_INVOKE_ON_CANCEL        0x20
+#define SL_INVOKE_ON_SUCCESS       0x40
+#define SL_INVOKE_ON_ERROR         0x80
+
+typedef struct _IO_STACK_LOCATION {
+    UCHAR MajorFunction;
+    UCHAR MinorFunction;
+    UCHAR Flags;
+    UCHAR Control;
+    union {
+        struct {
+            ULONG OutputBufferLength;
+            ULONG POINTER_ALIGNMENT InputBufferLength;
+            ULONG POINTER_ALIGNMENT IoControlCode;
+            PVOID Type3InputBuffer;
+        } DeviceIoControl;
+        struct {
+            ULONG Length;
+            ULONG POINTER_ALIGNMENT Key;
+            LARGE_INTEGER ByteOffset;
+        } Read, Write;
+        struct {
+            PVOID Argument1;
+            PVOID Argument2;
+            PVOID Argument3;
+            PVOID Argument4;
+        } Others;
+    } Parameters;
+    PDEVICE_OBJECT DeviceObject;
+    PFILE_OBJECT FileObject;
+    PIO_COMPLETION_ROUTINE CompletionRoutine;
+    PVOID Context;
+} IO_STACK_LOCATION, *PIO_STACK_LOCATION;
+
+struct _IRP {
+    CSHORT Type;
+    USHORT Size;
+    PMDL MdlAddress;
+    ULONG Flags;
+    union {
+        struct _IRP *MasterIrp;
+        volatile LONG IrpCount;
+        PVOID SystemBuffer;
+    } AssociatedIrp;
+    LIST_ENTRY ThreadListEntry;
+    IO_STATUS_BLOCK IoStatus;
+    KPROCESSOR_MODE RequestorMode;
+    BOOLEAN PendingReturned;
+    CHAR StackCount;
+    CHAR CurrentLocation; /* StackCount + 1 when no driver owns a location yet */
+    BOOLEAN Cancel;
+    KIRQL CancelIrql;
+    PIO_STATUS_BLOCK UserIosb;
+    PKEVENT UserEvent;
+    volatile PDRIVER_CANCEL CancelRoutine;
+    PVOID UserBuffer;
+    union {
+        struct {
+            union {
+                LIST_ENTRY ListEntry;
+                PVOID DriverContext[4];
+            };
+            PETHREAD Thread;
+            struct _IO_STACK_LOCATION *CurrentStackLocation;
+        } Overlay;
+    } Tail;
+    ULONG SoftNdkState; /* harness: allocated / completing / completed, for the checks */
+    IO_STACK_LOCATION SoftNdkStack[1]; /* StackCount locations */
+};
+
+/* IoAllocateIrp: StackSize locations, charged to the pool as tag 'Irp '; ChargeQuota ignored.
+ * IoFreeIrp of an IRP that is being completed or was not allocated here bugchecks. */
+SOFTNDK_WDK_API PIRP IoAllocateIrp(CCHAR StackSize, BOOLEAN ChargeQuota);
+SOFTNDK_WDK_API VOID IoFreeIrp(PIRP Irp);
+SOFTNDK_WDK_API VOID IoReuseIrp(PIRP Irp, NTSTATUS Iostatus);
+SOFTNDK_WDK_API USHORT IoSizeOfIrp(CCHAR StackSize);
+SOFTNDK_WDK_API VOID IoInitializeIrp(PIRP Irp, USHORT PacketSize, CCHAR StackSize);
+/* Runs the completion routines from the current location up (each as its SL_INVOKE_* flags
+ * say, with the device object of the location above it); stops at one that returns
+ * STATUS_MORE_PROCESSING_REQUIRED. Past the top: *UserIosb = IoStatus and UserEvent is set.
+ * The IRP stays the allocator's (IoFreeIrp). Completing an IRP twice bugchecks
+ * (MULTIPLE_IRP_COMPLETE_REQUESTS); so does a pending STATUS_PENDING status. */
+SOFTNDK_WDK_API VOID IofCompleteRequest(PIRP Irp, CCHAR PriorityBoost);
+#define IoCompleteRequest(Irp, PriorityBoost) IofCompleteRequest((Irp), (PriorityBoost))
+/* Moves to the next location and calls the device's driver's MajorFunction for it (or
+ * completes the IRP with STATUS_INVALID_DEVICE_REQUEST when it has none). */
+SOFTNDK_WDK_API NTSTATUS IofCallDriver(PDEVICE_OBJECT DeviceObject, PIRP Irp);
+#define IoCallDriver(DeviceObject, Irp) IofCallDriver((DeviceObject), (Irp))
+/* Sets Cancel and calls the cancel routine, if any, with the cancel spin lock held as
+ * Windows does (release it with IoReleaseCancelSpinLock(Irp->CancelIrql)). */
+SOFTNDK_WDK_API BOOLEAN IoCancelIrp(PIRP Irp);
+SOFTNDK_WDK_API VOID IoAcquireCancelSpinLock(PKIRQL Irql);
+SOFTNDK_WDK_API VOID IoReleaseCancelSpinLock(KIRQL Irql);
+#define IoSetCancelRoutine(Irp, NewCancelRoutine)                                                  \
+    ((PDRIVER_CANCEL)__atomic_exchange_n(&(Irp)->CancelRoutine,                                    \
+                                         (PDRIVER_CANCEL)(NewCancelRoutine), __ATOMIC_SEQ_CST))
+
+FORCEINLINE PIO_STACK_LOCATION IoGetCurrentIrpStackLocation(PIRP Irp)
+{
+    return Irp->Tail.Overlay.CurrentStackLocation;
+}
+FORCEINLINE PIO_STACK_LOCATION IoGetNextIrpStackLocation(PIRP Irp)
+{
+    return Irp->Tail.Overlay.CurrentStackLocation - 1;
+}
+FORCEINLINE VOID IoSetNextIrpStackLocation(PIRP Irp)
+{
+    Irp->CurrentLocation--;
+    Irp->Tail.Overlay.CurrentStackLocation--;
+}
+FORCEINLINE VOID IoSkipCurrentIrpStackLocation(PIRP Irp)
+{
+    Irp->CurrentLocation++;
+    Irp->Tail.Overlay.CurrentStackLocation++;
+}
+FORCEINLINE VOID IoCopyCurrentIrpStackLocationToNext(PIRP Irp)
+{
+    PIO_STACK_LOCATION cur = IoGetCurrentIrpStackLocation(Irp), next = cur - 1;
+    memcpy(next, cur, offsetof(IO_STACK_LOCATION, CompletionRoutine));
+    next->Control = 0;
+}
+FORCEINLINE VOID IoMarkIrpPending(PIRP Irp)
+{
+    IoGetCurrentIrpStackLocation(Irp)->Control |= SL_PENDING_RETURNED;
+}
+FORCEINLINE VOID IoSetCompletionRoutine(PIRP Irp, PIO_COMPLETION_ROUTINE CompletionRoutine,
+                                        PVOID Context, BOOLEAN InvokeOnSuccess,
+                                        BOOLEAN InvokeOnError, BOOLEAN InvokeOnCancel)
+{
+    PIO_STACK_LOCATION next = IoGetNextIrpStackLocation(Irp);
+    next->CompletionRoutine = CompletionRoutine;
+    next->Context = Context;
+    next->Control = 0;
+    if (InvokeOnSuccess)
+        next->Control |= SL_INVOKE_ON_SUCCESS;
+    if (InvokeOnError)
+        next->Control |= SL_INVOKE_ON_ERROR;
+    if (InvokeOnCancel)
+        next->Control |= SL_INVOKE_ON_CANCEL;
+}
 
 /* Exported with default visibility even when the driver builds with -fvisibility=hidden, so
  * that the runner finds it with dlsym as the loader finds it in a .sys. */
@@ -1044,7 +1368,8 @@ typedef enum _MM_PAGE_PRIORITY {
 #define MmSizeOfMdl(Base, Length)                                                                  \
     ((SIZE_T)(sizeof(MDL) + ADDRESS_AND_SIZE_TO_SPAN_PAGES((Base), (Length)) * sizeof(PFN_NUMBER)))
 
-/* Irp must be NULL (the harness has no IRPs). Charged to the pool as tag 'Mdl '. */
+/* Charged to the pool as tag 'Mdl '. With an Irp it becomes the IRP's MdlAddress (or, with
+ * SecondaryBuffer, the end of its chain), as on Windows; IoFreeMdl stays the caller's. */
 SOFTNDK_WDK_API PMDL IoAllocateMdl(PVOID VirtualAddress, ULONG Length, BOOLEAN SecondaryBuffer,
                                    BOOLEAN ChargeQuota, PIRP Irp);
 SOFTNDK_WDK_API VOID IoFreeMdl(PMDL Mdl);

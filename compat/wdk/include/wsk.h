@@ -11,6 +11,7 @@
 
 #include "wdm.h"
 #include "ws2def.h"
+#include "ws2ipdef.h" /* and through it mstcpip.h, ip2string.h, as in the WDK */
 #include "netioapi.h"
 
 #ifdef __cplusplus

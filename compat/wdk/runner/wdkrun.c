@@ -8,10 +8,74 @@
 #include "softndk_wdk.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+/* The loader names only the first undefined symbol. To name them all at once, as a link with
+ * --no-undefined would: read the module's dynamic symbol table and look up every undefined,
+ * non-weak symbol in the module's dependencies (a lazy load brings them in when it can) and in
+ * the runner itself (libsoftndk-wdk, libsoftndk, libc). Returns how many it listed. */
+static unsigned list_undefined(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(Elf64_Ehdr)) {
+        close(fd);
+        return 0;
+    }
+    size_t size = (size_t)st.st_size;
+    const unsigned char *img = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (img == MAP_FAILED)
+        return 0;
+    unsigned listed = 0;
+    Elf64_Ehdr eh;
+    memcpy(&eh, img, sizeof eh);
+    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff > size ||
+        (size - eh.e_shoff) / sizeof(Elf64_Shdr) < eh.e_shnum)
+        goto out;
+    void *lazy = dlopen(path, RTLD_LAZY | RTLD_LOCAL); /* NULL if a data symbol is missing */
+    for (unsigned i = 0; i < eh.e_shnum; i++) {
+        Elf64_Shdr sh;
+        memcpy(&sh, img + eh.e_shoff + i * sizeof sh, sizeof sh);
+        if (sh.sh_type != SHT_DYNSYM || sh.sh_link >= eh.e_shnum || sh.sh_offset > size ||
+            sh.sh_size > size - sh.sh_offset)
+            continue;
+        Elf64_Shdr str;
+        memcpy(&str, img + eh.e_shoff + sh.sh_link * sizeof str, sizeof str);
+        if (str.sh_offset > size || str.sh_size > size - str.sh_offset)
+            continue;
+        const char *names = (const char *)img + str.sh_offset;
+        for (size_t k = 1; k < sh.sh_size / sizeof(Elf64_Sym); k++) {
+            Elf64_Sym sym;
+            memcpy(&sym, img + sh.sh_offset + k * sizeof sym, sizeof sym);
+            if (sym.st_shndx != SHN_UNDEF || ELF64_ST_BIND(sym.st_info) != STB_GLOBAL ||
+                sym.st_name >= str.sh_size)
+                continue;
+            const char *name = names + sym.st_name;
+            if (!*name || memchr(name, 0, str.sh_size - sym.st_name) == NULL)
+                continue;
+            if ((lazy && dlsym(lazy, name)) || dlsym(RTLD_DEFAULT, name))
+                continue;
+            fprintf(stderr, "wdkrun: undefined symbol: %s\n", name);
+            listed++;
+        }
+    }
+    if (lazy)
+        dlclose(lazy);
+out:
+    munmap((void *)img, size);
+    return listed;
+}
 
 static void usage(void)
 {
@@ -56,7 +120,16 @@ int main(int argc, char **argv)
     /* RTLD_NOW: an unresolved kernel routine fails the load, as an import would on Windows. */
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        fprintf(stderr, "wdkrun: cannot load %s: %s\n", path, dlerror());
+        const char *err = dlerror();
+        fprintf(stderr, "wdkrun: cannot load %s: %s\n", path, err);
+        if (err && strstr(err, "undefined symbol")) {
+            unsigned n = list_undefined(path);
+            if (n)
+                fprintf(stderr,
+                        "wdkrun: %u undefined symbol(s) in %s: the harness does not "
+                        "provide them (docs/wdk.md, \"What is not provided\")\n",
+                        n, path);
+        }
         printf("FAIL %s: not loadable\n", run.DriverName);
         return 2;
     }

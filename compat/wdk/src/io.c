@@ -1,5 +1,6 @@
 /* Device objects, work items on the worker pool, and MDLs. */
 #include "wdk_internal.h"
+#include "wdmsec.h"
 
 #include <stdlib.h>
 
@@ -338,16 +339,22 @@ PMDL IoAllocateMdl(PVOID VirtualAddress, ULONG Length, BOOLEAN SecondaryBuffer,
 {
     (void)SecondaryBuffer, (void)ChargeQuota;
     wdk_require_irql_max(DISPATCH_LEVEL, "IoAllocateMdl");
-    if (Irp) {
-        wdk_log("IoAllocateMdl with an IRP: the harness has no IRPs; returning NULL");
-        return NULL;
-    }
     PMDL mdl = wdk_pool_alloc(POOL_FLAG_NON_PAGED, sizeof(MDL), WDK_TAG_MDL,
                               __builtin_return_address(0));
     if (!mdl)
         return NULL;
     MmInitializeMdl(mdl, VirtualAddress, Length);
     mdl->MdlFlags = MDL_ALLOCATED_FIXED_SIZE;
+    if (Irp) {
+        if (!SecondaryBuffer || !Irp->MdlAddress) {
+            Irp->MdlAddress = mdl;
+        } else {
+            PMDL tail = Irp->MdlAddress;
+            while (tail->Next)
+                tail = tail->Next;
+            tail->Next = mdl;
+        }
+    }
     return mdl;
 }
 
@@ -420,4 +427,200 @@ PVOID MmGetSystemAddressForMdlSafe(PMDL Mdl, ULONG Priority)
     Mdl->MappedSystemVa = MmGetMdlVirtualAddress(Mdl);
     Mdl->MdlFlags |= MDL_MAPPED_TO_SYSTEM_VA;
     return Mdl->MappedSystemVa;
+}
+
+/* wdmsec.h: no security model, so the SDDL string and class GUID are accepted as they are. */
+NTSTATUS IoCreateDeviceSecure(PDRIVER_OBJECT DriverObject, ULONG DeviceExtensionSize,
+                              PUNICODE_STRING DeviceName, DEVICE_TYPE DeviceType,
+                              ULONG DeviceCharacteristics, BOOLEAN Exclusive,
+                              PCUNICODE_STRING DefaultSDDLString, LPCGUID DeviceClassGuid,
+                              PDEVICE_OBJECT *DeviceObject)
+{
+    (void)DeviceClassGuid;
+    if (!DefaultSDDLString)
+        return STATUS_INVALID_PARAMETER;
+    return IoCreateDevice(DriverObject, DeviceExtensionSize, DeviceName, DeviceType,
+                          DeviceCharacteristics, Exclusive, DeviceObject);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* IRPs (wdm.h): allocated, completed through their stack's completion routines, freed. */
+enum irp_state { IRP_ALLOCATED = 0x49525031u, IRP_COMPLETING, IRP_COMPLETED, IRP_FREED };
+
+USHORT IoSizeOfIrp(CCHAR StackSize)
+{
+    size_t n = StackSize > 0 ? (size_t)StackSize : 1;
+    return (USHORT)(offsetof(IRP, SoftNdkStack) + n * sizeof(IO_STACK_LOCATION));
+}
+
+VOID IoInitializeIrp(PIRP Irp, USHORT PacketSize, CCHAR StackSize)
+{
+    memset(Irp, 0, PacketSize);
+    Irp->Type = 6; /* IO_TYPE_IRP */
+    Irp->Size = PacketSize;
+    Irp->StackCount = StackSize;
+    Irp->CurrentLocation = (CHAR)(StackSize + 1);
+    InitializeListHead(&Irp->ThreadListEntry);
+    /* One past the last location: the first driver's is IoGetNextIrpStackLocation. */
+    Irp->Tail.Overlay.CurrentStackLocation = &Irp->SoftNdkStack[StackSize];
+    Irp->SoftNdkState = IRP_ALLOCATED;
+}
+
+PIRP IoAllocateIrp(CCHAR StackSize, BOOLEAN ChargeQuota)
+{
+    (void)ChargeQuota;
+    wdk_require_irql_max(DISPATCH_LEVEL, "IoAllocateIrp");
+    if (StackSize < 1)
+        wdk_bugcheck_msg(NO_MORE_IRP_STACK_LOCATIONS, "IoAllocateIrp(%d): no stack location",
+                         StackSize);
+    USHORT size = IoSizeOfIrp(StackSize);
+    PIRP irp = wdk_pool_alloc(POOL_FLAG_NON_PAGED, size, WDK_TAG_IRP, __builtin_return_address(0));
+    if (!irp)
+        return NULL;
+    IoInitializeIrp(irp, size, StackSize);
+    return irp;
+}
+
+static void irp_check(PIRP Irp, const char *what)
+{
+    if (!Irp || (Irp->SoftNdkState != IRP_ALLOCATED && Irp->SoftNdkState != IRP_COMPLETING &&
+                 Irp->SoftNdkState != IRP_COMPLETED))
+        wdk_bugcheck_msg(DRIVER_VERIFIER_DETECTED_VIOLATION,
+                         "%s(%p): not an IRP from IoAllocateIrp (or already freed)", what,
+                         (void *)Irp);
+}
+
+VOID IoFreeIrp(PIRP Irp)
+{
+    wdk_require_irql_max(DISPATCH_LEVEL, "IoFreeIrp");
+    irp_check(Irp, "IoFreeIrp");
+    if (Irp->SoftNdkState == IRP_COMPLETING)
+        wdk_bugcheck_msg(DRIVER_VERIFIER_DETECTED_VIOLATION,
+                         "IoFreeIrp(%p) while it is being completed (return "
+                         "STATUS_MORE_PROCESSING_REQUIRED from the completion routine and free "
+                         "it after)",
+                         (void *)Irp);
+    Irp->SoftNdkState = IRP_FREED;
+    wdk_pool_free(Irp, WDK_TAG_IRP, true, __builtin_return_address(0));
+}
+
+VOID IoReuseIrp(PIRP Irp, NTSTATUS Iostatus)
+{
+    irp_check(Irp, "IoReuseIrp");
+    if (Irp->SoftNdkState == IRP_COMPLETING)
+        wdk_bugcheck_msg(DRIVER_VERIFIER_DETECTED_VIOLATION,
+                         "IoReuseIrp(%p) while it is being completed", (void *)Irp);
+    USHORT size = Irp->Size;
+    CCHAR stack = Irp->StackCount;
+    IoInitializeIrp(Irp, size, stack);
+    Irp->IoStatus.Status = Iostatus;
+}
+
+VOID IofCompleteRequest(PIRP Irp, CCHAR PriorityBoost)
+{
+    (void)PriorityBoost;
+    wdk_require_irql_max(DISPATCH_LEVEL, "IoCompleteRequest");
+    irp_check(Irp, "IoCompleteRequest");
+    if (Irp->SoftNdkState != IRP_ALLOCATED)
+        wdk_bugcheck_msg(MULTIPLE_IRP_COMPLETE_REQUESTS, "IRP %p completed twice", (void *)Irp);
+    if (Irp->IoStatus.Status == STATUS_PENDING)
+        wdk_bugcheck_msg(DRIVER_VERIFIER_DETECTED_VIOLATION,
+                         "IoCompleteRequest(%p) with IoStatus.Status STATUS_PENDING", (void *)Irp);
+    if (Irp->CurrentLocation > Irp->StackCount + 1)
+        wdk_bugcheck_msg(NO_MORE_IRP_STACK_LOCATIONS, "IRP %p: completed past its stack",
+                         (void *)Irp);
+    Irp->SoftNdkState = IRP_COMPLETING;
+    /* From the current location up; a driver's completion routine is in the location of the
+     * driver below it (IoSetCompletionRoutine sets the next one). */
+    while (Irp->CurrentLocation <= Irp->StackCount) {
+        PIO_STACK_LOCATION sl = IoGetCurrentIrpStackLocation(Irp);
+        Irp->PendingReturned = (sl->Control & SL_PENDING_RETURNED) != 0;
+        UCHAR control = sl->Control;
+        PIO_COMPLETION_ROUTINE routine = sl->CompletionRoutine;
+        PVOID context = sl->Context;
+        IoSkipCurrentIrpStackLocation(Irp);
+        NTSTATUS st = Irp->IoStatus.Status;
+        bool invoke = routine && ((NT_SUCCESS(st) && (control & SL_INVOKE_ON_SUCCESS)) ||
+                                  (!NT_SUCCESS(st) && (control & SL_INVOKE_ON_ERROR)) ||
+                                  (Irp->Cancel && (control & SL_INVOKE_ON_CANCEL)));
+        if (!invoke)
+            continue;
+        PDEVICE_OBJECT dev = Irp->CurrentLocation <= Irp->StackCount
+                                 ? IoGetCurrentIrpStackLocation(Irp)->DeviceObject
+                                 : NULL;
+        /* The routine owns the IRP while it runs: it may free, reuse or complete it again
+         * (and then must return STATUS_MORE_PROCESSING_REQUIRED, after which the IRP is not
+         * touched here). Pool blocks stay readable in the quarantine, so a free without that
+         * status is still recognised below. */
+        Irp->SoftNdkState = IRP_ALLOCATED;
+        if (routine(dev, Irp, context) == STATUS_MORE_PROCESSING_REQUIRED)
+            return;
+        if (Irp->SoftNdkState != IRP_ALLOCATED)
+            wdk_bugcheck_msg(DRIVER_VERIFIER_DETECTED_VIOLATION,
+                             "IRP %p: completion routine %p freed or completed it and returned "
+                             "a status other than STATUS_MORE_PROCESSING_REQUIRED",
+                             (void *)Irp, (void *)(uintptr_t)routine);
+        Irp->SoftNdkState = IRP_COMPLETING;
+    }
+    Irp->SoftNdkState = IRP_COMPLETED;
+    if (Irp->UserIosb)
+        *Irp->UserIosb = Irp->IoStatus;
+    if (Irp->UserEvent)
+        KeSetEvent(Irp->UserEvent, IO_NO_INCREMENT, FALSE);
+}
+
+NTSTATUS IofCallDriver(PDEVICE_OBJECT DeviceObject, PIRP Irp)
+{
+    wdk_require_irql_max(DISPATCH_LEVEL, "IoCallDriver");
+    irp_check(Irp, "IoCallDriver");
+    if (Irp->CurrentLocation <= 1)
+        wdk_bugcheck_msg(NO_MORE_IRP_STACK_LOCATIONS,
+                         "IoCallDriver(%p, %p): no stack location "
+                         "left",
+                         (void *)DeviceObject, (void *)Irp);
+    IoSetNextIrpStackLocation(Irp);
+    PIO_STACK_LOCATION sl = IoGetCurrentIrpStackLocation(Irp);
+    sl->DeviceObject = DeviceObject;
+    PDRIVER_DISPATCH fn =
+        DeviceObject && DeviceObject->DriverObject && sl->MajorFunction <= IRP_MJ_MAXIMUM_FUNCTION
+            ? DeviceObject->DriverObject->MajorFunction[sl->MajorFunction]
+            : NULL;
+    if (!fn) {
+        Irp->IoStatus.Status = STATUS_INVALID_DEVICE_REQUEST;
+        Irp->IoStatus.Information = 0;
+        IofCompleteRequest(Irp, IO_NO_INCREMENT);
+        return STATUS_INVALID_DEVICE_REQUEST;
+    }
+    return fn(DeviceObject, Irp);
+}
+
+static KSPIN_LOCK cancel_lock;
+
+VOID IoAcquireCancelSpinLock(PKIRQL Irql)
+{
+    KeAcquireSpinLock(&cancel_lock, Irql);
+}
+
+VOID IoReleaseCancelSpinLock(KIRQL Irql)
+{
+    KeReleaseSpinLock(&cancel_lock, Irql);
+}
+
+BOOLEAN IoCancelIrp(PIRP Irp)
+{
+    irp_check(Irp, "IoCancelIrp");
+    KIRQL irql;
+    IoAcquireCancelSpinLock(&irql);
+    Irp->Cancel = TRUE;
+    PDRIVER_CANCEL routine = IoSetCancelRoutine(Irp, NULL);
+    if (!routine) {
+        IoReleaseCancelSpinLock(irql);
+        return FALSE;
+    }
+    Irp->CancelIrql = irql;
+    PDEVICE_OBJECT dev = Irp->CurrentLocation <= Irp->StackCount
+                             ? IoGetCurrentIrpStackLocation(Irp)->DeviceObject
+                             : NULL;
+    routine(dev, Irp); /* releases the cancel spin lock */
+    return TRUE;
 }

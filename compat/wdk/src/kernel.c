@@ -1,5 +1,6 @@
 /* IRQL model, bugchecks, assertions, debug output, time and processors. */
 #include "wdk_internal.h"
+#include "ntstrsafe.h"
 
 #include <errno.h>
 #include <execinfo.h>
@@ -112,6 +113,12 @@ static const char *bugcheck_name(ULONG code)
     case BAD_POOL_HEADER: return "BAD_POOL_HEADER";
     case INVALID_WORK_QUEUE_ITEM: return "INVALID_WORK_QUEUE_ITEM";
     case BAD_POOL_CALLER: return "BAD_POOL_CALLER";
+    case SPECIAL_POOL_DETECTED_MEMORY_CORRUPTION:
+        return "SPECIAL_POOL_DETECTED_MEMORY_CORRUPTION";
+    case MULTIPLE_IRP_COMPLETE_REQUESTS:
+        return "MULTIPLE_IRP_COMPLETE_REQUESTS";
+    case NO_MORE_IRP_STACK_LOCATIONS:
+        return "NO_MORE_IRP_STACK_LOCATIONS";
     case DRIVER_VERIFIER_DETECTED_VIOLATION: return "DRIVER_VERIFIER_DETECTED_VIOLATION";
     case DRIVER_UNLOADED_WITHOUT_CANCELLING_PENDING_OPERATIONS:
         return "DRIVER_UNLOADED_WITHOUT_CANCELLING_PENDING_OPERATIONS";
@@ -183,12 +190,17 @@ VOID DbgBreakPoint(VOID)
 struct out {
     char *buf;
     size_t len, cap;
+    bool truncated; /* something did not fit */
 };
 
 static void out_put(struct out *o, const char *s, size_t n)
 {
-    while (n-- > 0 && o->len + 1 < o->cap)
+    while (n > 0 && o->len + 1 < o->cap) {
         o->buf[o->len++] = *s++;
+        n--;
+    }
+    if (n > 0)
+        o->truncated = true;
     o->buf[o->len] = 0;
 }
 
@@ -414,12 +426,23 @@ static int debug_level(void)
 static ULONG print_windows(const char *fmt, va_list ap)
 {
     char buf[1024];
-    struct out o = {buf, 0, sizeof buf};
+    struct out o = {buf, 0, sizeof buf, false};
     buf[0] = 0;
     format_windows(&o, fmt, ap);
     /* One write per message so that lines from several threads do not interleave. */
     fputs(buf, stderr);
     return STATUS_SUCCESS;
+}
+
+/* ntstrsafe.h: the Windows conversions of DbgPrint, into a buffer. */
+NTSTATUS RtlStringCbVPrintfA(PSTR pszDest, size_t cbDest, PCSTR pszFormat, va_list argList)
+{
+    if (!pszDest || cbDest == 0 || cbDest > NTSTRSAFE_MAX_CCH)
+        return STATUS_INVALID_PARAMETER;
+    struct out o = {pszDest, 0, cbDest, false};
+    pszDest[0] = 0;
+    format_windows(&o, pszFormat, argList);
+    return o.truncated ? STATUS_BUFFER_OVERFLOW : STATUS_SUCCESS;
 }
 
 ULONG DbgPrint(PCSTR Format, ...)

@@ -1,6 +1,13 @@
 /* Pool allocation with per-tag accounting. Each block has a header just before the caller's
  * memory; live blocks are on one list (for the leak report and for catching double and foreign
- * frees before they corrupt the heap). */
+ * frees before they corrupt the heap).
+ *
+ * Freed blocks are filled with WDK_POOL_FREED_FILL and kept in a bounded FIFO quarantine, as
+ * Driver Verifier's special pool keeps freed memory out of reuse: a use after free reads poison
+ * (a pointer loaded from it is non-canonical, so dereferencing it faults at once) instead of
+ * stale data or another allocation's, a second free is recognised, and a write after free is
+ * found when the block leaves the quarantine (or at SoftNdkWdkCheckFreedPool, which the runner
+ * calls after DriverUnload) and reported with the tag, the allocating and the freeing caller. */
 #include "wdk_internal.h"
 
 #include <stdlib.h>
@@ -16,14 +23,77 @@ struct pool_hdr {
     SIZE_T size;
     void *base; /* what free() takes */
     void *caller;
-    struct pool_hdr *prev, *next;
+    void *freer;                  /* the caller of the free, once freed */
+    struct pool_hdr *prev, *next; /* the live list, or the quarantine once freed */
 };
 /* The caller's memory follows the header, so the header keeps 16-byte alignment. */
 #define POOL_HDR_SIZE ((sizeof(struct pool_hdr) + 15) & ~(size_t)15)
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct pool_hdr pool_head = {0, 0, 0, 0, 0, NULL, NULL, &pool_head, &pool_head};
+static struct pool_hdr pool_head = {0, 0, 0, 0, 0, NULL, NULL, NULL, &pool_head, &pool_head};
 static ULONG64 pool_seq = 1;
+
+/* The quarantine, oldest first; pool_lock. Bounded in bytes and in blocks. */
+static struct pool_hdr quarantine = {0, 0, 0, 0, 0, NULL, NULL, NULL, &quarantine, &quarantine};
+static size_t quarantine_bytes, quarantine_blocks;
+static size_t quarantine_max_bytes = (size_t)-1; /* resolved on first use */
+#define QUARANTINE_DEFAULT_BYTES ((size_t)32 << 20)
+#define QUARANTINE_MAX_BLOCKS    65536u
+
+static size_t quarantine_limit(void)
+{
+    if (quarantine_max_bytes == (size_t)-1) {
+        const char *e = getenv("SOFTNDK_WDK_POOL_QUARANTINE");
+        char *end = NULL;
+        unsigned long long v = e && *e ? strtoull(e, &end, 0) : 0;
+        quarantine_max_bytes = e && *e && end && !*end ? (size_t)v : QUARANTINE_DEFAULT_BYTES;
+    }
+    return quarantine_max_bytes;
+}
+
+/* The first byte of a quarantined block that is not the fill, or -1. */
+static long first_written(const struct pool_hdr *h)
+{
+    const unsigned char *u = (const unsigned char *)h + POOL_HDR_SIZE;
+    for (size_t i = 0; i < h->size; i++)
+        if (u[i] != WDK_POOL_FREED_FILL)
+            return (long)i;
+    return -1;
+}
+
+static __attribute__((noreturn)) void report_write_after_free(const struct pool_hdr *h, long at)
+{
+    char tag[5];
+    SoftNdkWdkFormatTag(h->tag, tag);
+    const unsigned char *u = (const unsigned char *)h + POOL_HDR_SIZE;
+    wdk_bugcheck_msg(SPECIAL_POOL_DETECTED_MEMORY_CORRUPTION,
+                     "write after free: pool block %p tag '%s' (0x%08x), %zu bytes, allocated "
+                     "from %p, freed from %p: byte %ld is 0x%02x, not the free fill 0x%02x",
+                     (const void *)u, tag, h->tag, (size_t)h->size, h->caller, h->freer, at, u[at],
+                     WDK_POOL_FREED_FILL);
+}
+
+/* Take the oldest block out of the quarantine (pool_lock held); the caller frees ->base. */
+static struct pool_hdr *quarantine_pop_locked(void)
+{
+    struct pool_hdr *h = quarantine.next;
+    if (h == &quarantine)
+        return NULL;
+    h->prev->next = h->next;
+    h->next->prev = h->prev;
+    quarantine_bytes -= h->size;
+    quarantine_blocks--;
+    return h;
+}
+
+static void release_evicted(struct pool_hdr *h)
+{
+    long at = first_written(h);
+    if (at >= 0)
+        report_write_after_free(h, at);
+    h->magic = 0;
+    free(h->base);
+}
 
 PVOID wdk_pool_alloc(POOL_FLAGS flags, SIZE_T size, ULONG tag, void *caller)
 {
@@ -83,14 +153,83 @@ void wdk_pool_free(PVOID p, ULONG tag, bool check_tag, void *caller)
         wdk_bugcheck_msg(BAD_POOL_CALLER, "ExFreePoolWithTag(%p, '%s') from %p: allocated as '%s'",
                          p, want, caller, have);
     }
+    BOOLEAN paged = h->paged;
+    pthread_mutex_unlock(&pool_lock);
+    wdk_require_irql_max(paged ? APC_LEVEL : DISPATCH_LEVEL, "pool free");
+    pthread_mutex_lock(&pool_lock);
+    if (h->magic != POOL_LIVE) { /* freed by another thread meanwhile */
+        pthread_mutex_unlock(&pool_lock);
+        wdk_bugcheck_msg(BAD_POOL_CALLER, "pool block %p freed twice (second free from %p)", p,
+                         caller);
+    }
     h->prev->next = h->next;
     h->next->prev = h->prev;
     h->magic = POOL_DEAD;
-    BOOLEAN paged = h->paged;
-    void *base = h->base;
+    h->freer = caller;
+    memset(p, WDK_POOL_FREED_FILL, h->size);
+    size_t limit = quarantine_limit();
+    struct pool_hdr *evict[8];
+    unsigned nevict = 0;
+    if (h->size > limit) {
+        evict[nevict++] = h; /* larger than the whole quarantine: checked and freed at once */
+    } else {
+        h->prev = quarantine.prev;
+        h->next = &quarantine;
+        quarantine.prev->next = h;
+        quarantine.prev = h;
+        quarantine_bytes += h->size;
+        quarantine_blocks++;
+        while (nevict < 8 &&
+               (quarantine_bytes > limit || quarantine_blocks > QUARANTINE_MAX_BLOCKS))
+            evict[nevict++] = quarantine_pop_locked();
+    }
     pthread_mutex_unlock(&pool_lock);
-    wdk_require_irql_max(paged ? APC_LEVEL : DISPATCH_LEVEL, "pool free");
-    free(base);
+    for (unsigned i = 0; i < nevict; i++)
+        release_evicted(evict[i]);
+}
+
+ULONG SoftNdkWdkCheckFreedPool(BOOLEAN Release)
+{
+    ULONG checked = 0;
+    pthread_mutex_lock(&pool_lock);
+    if (!Release) {
+        for (struct pool_hdr *h = quarantine.next; h != &quarantine; h = h->next, checked++) {
+            long at = first_written(h);
+            if (at >= 0) {
+                pthread_mutex_unlock(&pool_lock);
+                report_write_after_free(h, at);
+            }
+        }
+        pthread_mutex_unlock(&pool_lock);
+        return checked;
+    }
+    struct pool_hdr *h;
+    while ((h = quarantine_pop_locked()) != NULL) {
+        pthread_mutex_unlock(&pool_lock);
+        release_evicted(h);
+        checked++;
+        pthread_mutex_lock(&pool_lock);
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return checked;
+}
+
+BOOLEAN SoftNdkWdkQueryFreedPool(const VOID *Address, SOFTNDK_WDK_FREED_POOL *Info)
+{
+    BOOLEAN found = FALSE;
+    const char *a = Address;
+    pthread_mutex_lock(&pool_lock);
+    for (struct pool_hdr *h = quarantine.next; h != &quarantine; h = h->next) {
+        const char *u = (const char *)h + POOL_HDR_SIZE;
+        if (a >= u && a < u + (h->size ? h->size : 1)) {
+            if (Info)
+                *Info = (SOFTNDK_WDK_FREED_POOL){(PVOID)u, h->tag, h->size, h->caller, h->freer};
+            found = TRUE;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return found;
 }
 
 static POOL_FLAGS flags_of_type(POOL_TYPE type)
@@ -145,6 +284,195 @@ PVOID ExAllocatePool2(POOL_FLAGS Flags, SIZE_T NumberOfBytes, ULONG Tag)
         wdk_bugcheck_msg(BAD_POOL_CALLER, "ExAllocatePool2 with POOL_FLAG_RAISE_ON_FAILURE "
                                           "failed (no SEH to raise to)");
     return p;
+}
+
+static POOL_FLAGS flags_of_legacy(POOL_TYPE type, bool zero)
+{
+    POOL_FLAGS f = flags_of_type(type);
+    if (!zero && !((int)type & POOL_ZERO_ALLOCATION))
+        f |= POOL_FLAG_UNINITIALIZED;
+    return f;
+}
+
+PVOID ExAllocatePoolWithTagPriority(POOL_TYPE PoolType, SIZE_T NumberOfBytes, ULONG Tag,
+                                    EX_POOL_PRIORITY Priority)
+{
+    (void)Priority;
+    return wdk_pool_alloc(flags_of_legacy(PoolType, false), NumberOfBytes, Tag,
+                          __builtin_return_address(0));
+}
+
+PVOID ExAllocatePoolPriorityZero(POOL_TYPE PoolType, SIZE_T NumberOfBytes, ULONG Tag,
+                                 EX_POOL_PRIORITY Priority)
+{
+    (void)Priority;
+    return wdk_pool_alloc(flags_of_legacy(PoolType, true), NumberOfBytes, Tag,
+                          __builtin_return_address(0));
+}
+
+PVOID ExAllocatePoolPriorityUninitialized(POOL_TYPE PoolType, SIZE_T NumberOfBytes, ULONG Tag,
+                                          EX_POOL_PRIORITY Priority)
+{
+    (void)Priority;
+    return wdk_pool_alloc(flags_of_type(PoolType) | POOL_FLAG_UNINITIALIZED, NumberOfBytes, Tag,
+                          __builtin_return_address(0));
+}
+
+PVOID ExAllocatePoolWithQuotaTag(POOL_TYPE PoolType, SIZE_T NumberOfBytes, ULONG Tag)
+{
+    return wdk_pool_alloc(flags_of_legacy(PoolType, false), NumberOfBytes, Tag,
+                          __builtin_return_address(0));
+}
+
+PVOID ExAllocatePoolQuotaZero(POOL_TYPE PoolType, SIZE_T NumberOfBytes, ULONG Tag)
+{
+    return wdk_pool_alloc(flags_of_legacy(PoolType, true), NumberOfBytes, Tag,
+                          __builtin_return_address(0));
+}
+
+PVOID ExAllocatePoolQuotaUninitialized(POOL_TYPE PoolType, SIZE_T NumberOfBytes, ULONG Tag)
+{
+    return wdk_pool_alloc(flags_of_type(PoolType) | POOL_FLAG_UNINITIALIZED, NumberOfBytes, Tag,
+                          __builtin_return_address(0));
+}
+
+PVOID ExAllocatePool3(POOL_FLAGS Flags, SIZE_T NumberOfBytes, ULONG Tag,
+                      PCPOOL_EXTENDED_PARAMETER ExtendedParameters, ULONG ExtendedParametersCount)
+{
+    for (ULONG i = 0; i < ExtendedParametersCount; i++) {
+        unsigned type = (unsigned)ExtendedParameters[i].Type;
+        if (type != PoolExtendedParameterPriority && type != PoolExtendedParameterNumaNode) {
+            wdk_log("ExAllocatePool3: extended parameter type %u is not provided (secure pool); "
+                    "returning NULL",
+                    type);
+            return NULL;
+        }
+    }
+    return ExAllocatePool2(Flags, NumberOfBytes, Tag);
+}
+
+VOID ExFreePool2(PVOID P, ULONG Tag, PCPOOL_EXTENDED_PARAMETER ExtendedParameters,
+                 ULONG ExtendedParametersCount)
+{
+    (void)ExtendedParameters, (void)ExtendedParametersCount;
+    wdk_pool_free(P, Tag, true, __builtin_return_address(0));
+}
+
+/* Lookaside lists (wdm.h): no caching, so every block goes through the pool's checks. */
+static void lookaside_init(SOFTNDK_WDK_LOOKASIDE *l, POOL_TYPE type, SIZE_T size, ULONG tag)
+{
+    memset(l, 0, sizeof *l);
+    l->Type = type;
+    l->Size = size;
+    l->Tag = tag;
+}
+
+static PVOID lookaside_alloc(SOFTNDK_WDK_LOOKASIDE *l, PLOOKASIDE_LIST_EX ex, void *caller)
+{
+    PVOID p;
+    if (l->AllocateEx)
+        p = l->AllocateEx(l->Type, l->Size, l->Tag, ex);
+    else if (l->Allocate)
+        p = l->Allocate(l->Type, l->Size, l->Tag);
+    else
+        p = wdk_pool_alloc(flags_of_legacy(l->Type, false), l->Size, l->Tag, caller);
+    if (p)
+        __atomic_add_fetch(&l->Outstanding, 1, __ATOMIC_RELAXED);
+    return p;
+}
+
+static void lookaside_free(SOFTNDK_WDK_LOOKASIDE *l, PLOOKASIDE_LIST_EX ex, PVOID p, void *caller)
+{
+    __atomic_sub_fetch(&l->Outstanding, 1, __ATOMIC_RELAXED);
+    if (l->FreeEx)
+        l->FreeEx(p, ex);
+    else if (l->Free)
+        l->Free(p);
+    else
+        wdk_pool_free(p, l->Tag, true, caller);
+}
+
+VOID ExInitializeNPagedLookasideList(PNPAGED_LOOKASIDE_LIST Lookaside, PALLOCATE_FUNCTION Allocate,
+                                     PFREE_FUNCTION Free, ULONG Flags, SIZE_T Size, ULONG Tag,
+                                     USHORT Depth)
+{
+    (void)Flags, (void)Depth;
+    lookaside_init(&Lookaside->L, NonPagedPoolNx, Size, Tag);
+    Lookaside->L.Allocate = Allocate;
+    Lookaside->L.Free = Free;
+}
+
+VOID ExDeleteNPagedLookasideList(PNPAGED_LOOKASIDE_LIST Lookaside)
+{
+    (void)Lookaside;
+}
+
+PVOID ExAllocateFromNPagedLookasideList(PNPAGED_LOOKASIDE_LIST Lookaside)
+{
+    return lookaside_alloc(&Lookaside->L, NULL, __builtin_return_address(0));
+}
+
+VOID ExFreeToNPagedLookasideList(PNPAGED_LOOKASIDE_LIST Lookaside, PVOID Entry)
+{
+    lookaside_free(&Lookaside->L, NULL, Entry, __builtin_return_address(0));
+}
+
+VOID ExInitializePagedLookasideList(PPAGED_LOOKASIDE_LIST Lookaside, PALLOCATE_FUNCTION Allocate,
+                                    PFREE_FUNCTION Free, ULONG Flags, SIZE_T Size, ULONG Tag,
+                                    USHORT Depth)
+{
+    (void)Flags, (void)Depth;
+    lookaside_init(&Lookaside->L, PagedPool, Size, Tag);
+    Lookaside->L.Allocate = Allocate;
+    Lookaside->L.Free = Free;
+}
+
+VOID ExDeletePagedLookasideList(PPAGED_LOOKASIDE_LIST Lookaside)
+{
+    (void)Lookaside;
+}
+
+PVOID ExAllocateFromPagedLookasideList(PPAGED_LOOKASIDE_LIST Lookaside)
+{
+    return lookaside_alloc(&Lookaside->L, NULL, __builtin_return_address(0));
+}
+
+VOID ExFreeToPagedLookasideList(PPAGED_LOOKASIDE_LIST Lookaside, PVOID Entry)
+{
+    lookaside_free(&Lookaside->L, NULL, Entry, __builtin_return_address(0));
+}
+
+NTSTATUS ExInitializeLookasideListEx(PLOOKASIDE_LIST_EX Lookaside, PALLOCATE_FUNCTION_EX Allocate,
+                                     PFREE_FUNCTION_EX Free, POOL_TYPE PoolType, ULONG Flags,
+                                     SIZE_T Size, ULONG Tag, USHORT Depth)
+{
+    (void)Flags, (void)Depth;
+    if (!Lookaside)
+        return STATUS_INVALID_PARAMETER;
+    lookaside_init(&Lookaside->L, PoolType, Size, Tag);
+    Lookaside->L.AllocateEx = Allocate;
+    Lookaside->L.FreeEx = Free;
+    return STATUS_SUCCESS;
+}
+
+VOID ExDeleteLookasideListEx(PLOOKASIDE_LIST_EX Lookaside)
+{
+    (void)Lookaside;
+}
+
+VOID ExFlushLookasideListEx(PLOOKASIDE_LIST_EX Lookaside)
+{
+    (void)Lookaside;
+}
+
+PVOID ExAllocateFromLookasideListEx(PLOOKASIDE_LIST_EX Lookaside)
+{
+    return lookaside_alloc(&Lookaside->L, Lookaside, __builtin_return_address(0));
+}
+
+VOID ExFreeToLookasideListEx(PLOOKASIDE_LIST_EX Lookaside, PVOID Entry)
+{
+    lookaside_free(&Lookaside->L, Lookaside, Entry, __builtin_return_address(0));
 }
 
 VOID ExFreePoolWithTag(PVOID P, ULONG Tag)

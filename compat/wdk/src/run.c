@@ -186,6 +186,10 @@ int SoftNdkWdkRunDriver(PDRIVER_INITIALIZE DriverInit, const SOFTNDK_WDK_RUN *Ru
             problem("leak: work items still queued or running 30 s after unload");
             leaks++;
         }
+        /* Freed pool still in the quarantine: a write after free bugchecks here, naming the
+         * block, its tag and where it was allocated and freed. */
+        set_phase("the freed-pool check");
+        SoftNdkWdkCheckFreedPool(FALSE);
         ULONG items = SoftNdkWdkQueryWorkItems(NULL) - items_before;
         if (items) {
             problem("leak: %u work item(s) not freed (IoFreeWorkItem)", items);

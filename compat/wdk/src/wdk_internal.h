@@ -54,5 +54,7 @@ void wdk_device_dereference(PDEVICE_OBJECT dev);
 #define WDK_TAG_MDL 0x206C644Du
 #define WDK_TAG_WORKITEM 0x6B576F49u
 #define WDK_TAG_DEVICE 0x6F766544u
+#define WDK_TAG_IRP         0x20707249u /* "Irp " */
+#define WDK_POOL_FREED_FILL SOFTNDK_WDK_POOL_FREED_FILL
 
 #endif

@@ -14,7 +14,7 @@ struct _WSK_CLIENT {
 };
 
 struct wsk_reg {
-    WSK_CLIENT client;
+    WSK_CLIENT client; /* first: client_of() maps a client to its registration */
     WSK_CLIENT_NPI npi;
     unsigned captures;
     bool deregistering;
@@ -33,21 +33,38 @@ struct open_adapter {
 };
 static struct open_adapter *adapters;
 
+/* Is reg a live registration? The pointers a driver hands back are looked up, never read
+ * first: after WskDeregister the registration is freed, and a driver that still uses its
+ * client or registration must get a bugcheck, not a read of freed memory. */
+static bool reg_live(const struct wsk_reg *reg)
+{
+    pthread_mutex_lock(&wsk_lock);
+    const struct wsk_reg *r = wsk_regs;
+    while (r && r != reg)
+        r = r->next;
+    pthread_mutex_unlock(&wsk_lock);
+    return r != NULL;
+}
+
 static struct wsk_reg *reg_of(PWSK_REGISTRATION r, const char *what)
 {
     struct wsk_reg *reg = r ? (struct wsk_reg *)r->ReservedRegistrationContext : NULL;
-    if (!reg || reg->client.magic != CLIENT_MAGIC)
-        wdk_bugcheck_msg(DRIVER_VERIFIER_DETECTED_VIOLATION, "%s(%p): not a registration", what,
+    if (!reg || !reg_live(reg))
+        wdk_bugcheck_msg(DRIVER_VERIFIER_DETECTED_VIOLATION,
+                         "%s(%p): not a registration (WskRegister), or deregistered", what,
                          (void *)r);
     return reg;
 }
 
 static struct _WSK_CLIENT *client_of(PWSK_CLIENT c, const char *what)
 {
-    if (!c || c->magic != CLIENT_MAGIC)
+    /* The client is the first member of its registration: compare addresses only. */
+    struct wsk_reg *reg = c ? (struct wsk_reg *)(void *)c : NULL;
+    if (!reg || !reg_live(reg))
         wdk_bugcheck_msg(DRIVER_VERIFIER_DETECTED_VIOLATION,
-                         "%s: %p is not a WSK client (from WskCaptureProviderNPI)", what,
-                         (void *)c);
+                         "%s: %p is not a WSK client (from WskCaptureProviderNPI), or its "
+                         "registration was deregistered (WskDeregister)",
+                         what, (void *)c);
     return c;
 }
 

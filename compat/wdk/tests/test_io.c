@@ -270,3 +270,122 @@ TEST(wdk_runner_reports_status_and_leaks)
     CHECK_MSG(strstr(err, "no DriverUnload"), "%s", err);
     ExFreePoolWithTag(leaked, TAG_TEST2);
 }
+
+/* ---- IRPs ----------------------------------------------------------------------------------- */
+struct irp_seen {
+    int calls;
+    NTSTATUS status;
+    PDEVICE_OBJECT dev;
+    BOOLEAN pending;
+    NTSTATUS answer;
+};
+
+static NTSTATUS irp_done(PDEVICE_OBJECT DeviceObject, PIRP Irp, PVOID Context)
+{
+    struct irp_seen *s = Context;
+    s->calls++;
+    s->status = Irp->IoStatus.Status;
+    s->dev = DeviceObject;
+    s->pending = Irp->PendingReturned;
+    return s->answer;
+}
+
+static PIRP pending_irp;
+
+static NTSTATUS dispatch_pend(PDEVICE_OBJECT DeviceObject, PIRP Irp)
+{
+    (void)DeviceObject;
+    PIO_STACK_LOCATION sl = IoGetCurrentIrpStackLocation(Irp);
+    if (sl->Parameters.DeviceIoControl.IoControlCode != 0x220004)
+        return STATUS_INVALID_PARAMETER;
+    IoMarkIrpPending(Irp);
+    pending_irp = Irp;
+    return STATUS_PENDING;
+}
+
+TEST(wdk_irp_allocate_call_complete_free)
+{
+    ULONG64 since = SoftNdkWdkPoolSequence();
+    DRIVER_OBJECT drv;
+    memset(&drv, 0, sizeof drv);
+    drv.MajorFunction[IRP_MJ_INTERNAL_DEVICE_CONTROL] = dispatch_pend;
+    PDEVICE_OBJECT dev = NULL;
+    CHECK_EQ_I64(IoCreateDevice(&drv, 0, NULL, FILE_DEVICE_UNKNOWN, 0, FALSE, &dev),
+                 STATUS_SUCCESS);
+
+    /* A driver's own IRP, sent to a device: the dispatch routine pends it, a later
+     * IoCompleteRequest runs the sender's completion routine, which keeps the IRP. */
+    PIRP irp = IoAllocateIrp(2, FALSE);
+    CHECK(irp != NULL);
+    CHECK_EQ_U64(irp->StackCount, 2);
+    struct irp_seen seen = {0, 0, NULL, FALSE, STATUS_MORE_PROCESSING_REQUIRED};
+    PIO_STACK_LOCATION next = IoGetNextIrpStackLocation(irp);
+    next->MajorFunction = IRP_MJ_INTERNAL_DEVICE_CONTROL;
+    next->Parameters.DeviceIoControl.IoControlCode = 0x220004;
+    IoSetCompletionRoutine(irp, irp_done, &seen, TRUE, TRUE, TRUE);
+    CHECK_EQ_I64(IoCallDriver(dev, irp), STATUS_PENDING);
+    CHECK(pending_irp == irp);
+    CHECK_EQ_U64(seen.calls, 0);
+    irp->IoStatus.Status = STATUS_SUCCESS;
+    irp->IoStatus.Information = 7;
+    IoCompleteRequest(irp, IO_NO_INCREMENT);
+    CHECK_EQ_U64(seen.calls, 1);
+    CHECK_EQ_I64(seen.status, STATUS_SUCCESS);
+    CHECK(seen.pending);
+    CHECK(seen.dev == NULL); /* the sender has no location of its own above */
+    /* Reused: an error completion, only the routine that asked for errors runs. */
+    IoReuseIrp(irp, STATUS_SUCCESS);
+    seen.calls = 0;
+    seen.answer = STATUS_CONTINUE_COMPLETION;
+    IoSetCompletionRoutine(irp, irp_done, &seen, TRUE, FALSE, FALSE);
+    IO_STATUS_BLOCK iosb = {{0}, 0};
+    KEVENT done;
+    KeInitializeEvent(&done, NotificationEvent, FALSE);
+    irp->UserIosb = &iosb;
+    irp->UserEvent = &done;
+    IoSetNextIrpStackLocation(irp); /* as the lower layer that owns it */
+    irp->IoStatus.Status = STATUS_CANCELLED;
+    IoCompleteRequest(irp, IO_NO_INCREMENT);
+    CHECK_EQ_U64(seen.calls, 0);
+    CHECK_EQ_I64(iosb.Status, STATUS_CANCELLED);
+    CHECK(KeReadStateEvent(&done) != 0);
+    IoFreeIrp(irp);
+
+    /* A device whose driver has no routine for the major function completes it at once. */
+    irp = IoAllocateIrp(1, FALSE);
+    IoGetNextIrpStackLocation(irp)->MajorFunction = IRP_MJ_READ;
+    CHECK_EQ_I64(IoCallDriver(dev, irp), STATUS_INVALID_DEVICE_REQUEST);
+    CHECK_EQ_I64(irp->IoStatus.Status, STATUS_INVALID_DEVICE_REQUEST);
+    /* an MDL can hang off the IRP */
+    char buf[64];
+    PMDL mdl = IoAllocateMdl(buf, sizeof buf, FALSE, FALSE, irp);
+    CHECK(mdl && irp->MdlAddress == mdl);
+    IoFreeMdl(mdl);
+    IoFreeIrp(irp);
+    IoDeleteDevice(dev);
+    CHECK_EQ_U64(SoftNdkWdkQueryPool(since, NULL, 0), 0);
+}
+
+static void irp_completed_twice(void *arg)
+{
+    (void)arg;
+    PIRP irp = IoAllocateIrp(1, FALSE);
+    IoSetNextIrpStackLocation(irp);
+    irp->IoStatus.Status = STATUS_SUCCESS;
+    IoCompleteRequest(irp, IO_NO_INCREMENT);
+    IoCompleteRequest(irp, IO_NO_INCREMENT);
+}
+
+static void irp_freed_twice(void *arg)
+{
+    (void)arg;
+    PIRP irp = IoAllocateIrp(1, FALSE);
+    IoFreeIrp(irp);
+    IoFreeIrp(irp);
+}
+
+TEST(wdk_irp_misuse_bugchecks)
+{
+    CHECK(wdk_bugchecks(irp_completed_twice, NULL, "MULTIPLE_IRP_COMPLETE_REQUESTS"));
+    CHECK(wdk_bugchecks(irp_freed_twice, NULL, NULL));
+}

@@ -1,6 +1,9 @@
 /* Counted strings, IP address text (docs/decisions.md #15: native sockaddr fields), interface
  * names, and DbgPrint's Windows conversions. */
 #include "wdk_test.h"
+
+#include "ntintsafe.h"
+#include "ntstrsafe.h"
 #include "ip2string.h"
 #include "netioapi.h"
 
@@ -198,4 +201,73 @@ TEST(wdk_dbgprintex_level_filter)
     char out[64];
     capture(print_levels, out, sizeof out);
     CHECK_MSG(strcmp(out, "ew") == 0, "got %s", out);
+}
+
+/* ---- ntstrsafe.h / ntintsafe.h ------------------------------------------------------------- */
+TEST(wdk_ntstrsafe_bounded_and_windows_conversions)
+{
+    char buf[16];
+    CHECK_EQ_I64(
+        RtlStringCbPrintfA(buf, sizeof buf, "%lu-%I64x-%s", 0xFFFFFFFFul, 0x1ull << 40, "ab"),
+        STATUS_BUFFER_OVERFLOW); /* 4294967295-10000000000-ab does not fit */
+    CHECK(strcmp(buf, "4294967295-1000") == 0);
+    CHECK_EQ_I64(RtlStringCchPrintfA(buf, sizeof buf, "%ld|%ws", (LONG)-5, L"wide"),
+                 STATUS_SUCCESS);
+    CHECK(strcmp(buf, "-5|wide") == 0);
+    CHECK_EQ_I64(RtlStringCbPrintfA(buf, 0, "x"), STATUS_INVALID_PARAMETER);
+    CHECK_EQ_I64(RtlStringCbCopyA(buf, sizeof buf, "0123456789abcdefXYZ"), STATUS_BUFFER_OVERFLOW);
+    CHECK(strcmp(buf, "0123456789abcde") == 0);
+    CHECK_EQ_I64(RtlStringCbCopyA(buf, sizeof buf, "abc"), STATUS_SUCCESS);
+    CHECK_EQ_I64(RtlStringCbCatA(buf, sizeof buf, "def"), STATUS_SUCCESS);
+    CHECK(strcmp(buf, "abcdef") == 0);
+    CHECK_EQ_I64(RtlStringCchCopyNA(buf, sizeof buf, "xyz123", 3), STATUS_SUCCESS);
+    CHECK(strcmp(buf, "xyz") == 0);
+    size_t n = 0;
+    CHECK_EQ_I64(RtlStringCbLengthA(buf, sizeof buf, &n), STATUS_SUCCESS);
+    CHECK_EQ_U64(n, 3);
+    CHECK_EQ_I64(RtlStringCchLengthA("abcd", 4, &n),
+                 STATUS_INVALID_PARAMETER); /* no NUL within 4 */
+    WCHAR w[4];
+    CHECK_EQ_I64(RtlStringCchCopyW(w, RTL_NUMBER_OF(w), L"lo"), STATUS_SUCCESS);
+    CHECK_EQ_I64(RtlStringCchCatW(w, RTL_NUMBER_OF(w), L"op"), STATUS_BUFFER_OVERFLOW);
+    CHECK(w[0] == 'l' && w[1] == 'o' && w[2] == 'o' && w[3] == 0);
+    CHECK_EQ_I64(RtlStringCbLengthW(w, sizeof w, &n), STATUS_SUCCESS);
+    CHECK_EQ_U64(n, 3 * sizeof(WCHAR));
+}
+
+TEST(wdk_ntintsafe_overflow_is_an_error_with_the_error_value)
+{
+    ULONG u;
+    SIZE_T z;
+    USHORT s;
+    CHECK_EQ_I64(RtlULongAdd(0xFFFFFFF0ul, 0x10, &u), STATUS_INTEGER_OVERFLOW);
+    CHECK_EQ_U64(u, ULONG_ERROR);
+    CHECK_EQ_I64(RtlULongAdd(1, 2, &u), STATUS_SUCCESS);
+    CHECK_EQ_U64(u, 3);
+    CHECK_EQ_I64(RtlSizeTMult((SIZE_T)1 << 40, (SIZE_T)1 << 30, &z), STATUS_INTEGER_OVERFLOW);
+    CHECK_EQ_I64(RtlSizeTMult(4096, 3, &z), STATUS_SUCCESS);
+    CHECK_EQ_U64(z, 12288);
+    CHECK_EQ_I64(RtlULongSub(1, 2, &u), STATUS_INTEGER_OVERFLOW);
+    CHECK_EQ_I64(RtlULongLongToULong(0x100000000ull, &u), STATUS_INTEGER_OVERFLOW);
+    CHECK_EQ_I64(RtlSizeTToUShort(65535, &s), STATUS_SUCCESS);
+    CHECK_EQ_U64(s, 65535);
+}
+
+TEST(wdk_small_macros_real_drivers_use)
+{
+    ExInitializeDriverRuntime(DrvRtPoolNxOptIn);
+    CHECK_EQ_U64(UInt32x32To64(0xFFFFFFFFu, 2), 0x1FFFFFFFEull);
+    CHECK_EQ_I64(Int32x32To64(-3, 0x40000000), -0xC0000000ll);
+    WCHAR b[8];
+    UNICODE_STRING u;
+    RtlInitEmptyUnicodeString(&u, b, sizeof b);
+    CHECK(u.Length == 0 && u.MaximumLength == sizeof b && u.Buffer == b);
+    volatile LONG n = 1;
+    CHECK_EQ_I64(InterlockedIncrementNoFence(&n), 2);
+    CHECK_EQ_I64(InterlockedDecrementRelease(&n), 1);
+    CHECK(ARGUMENT_PRESENT(&n) && !ARGUMENT_PRESENT(NULL));
+    LARGE_INTEGER t1, t2;
+    KeQueryTickCount(&t1);
+    KeQueryTickCount(&t2);
+    CHECK(t2.QuadPart >= t1.QuadPart && t1.QuadPart > 0);
 }

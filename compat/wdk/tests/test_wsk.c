@@ -121,3 +121,45 @@ TEST(wdk_wsk_open_at_dispatch_bugchecks)
 {
     CHECK(wdk_bugchecks(open_at_dispatch, NULL, "WskOpenNdkAdapter at IRQL 2"));
 }
+
+/* A client used after WskDeregister: the harness looks the client up instead of reading the
+ * freed registration, and bugchecks naming the misuse (ASan would see no read of freed memory). */
+static void use_after_deregister(void *arg)
+{
+    (void)arg;
+    WSK_REGISTRATION reg;
+    WSK_CLIENT_NPI npi = {NULL, &client_dispatch};
+    WSK_PROVIDER_NPI provider;
+    WSK_PROVIDER_NDK_DISPATCH ndk;
+    if (WskRegister(&npi, &reg) != STATUS_SUCCESS ||
+        WskCaptureProviderNPI(&reg, WSK_NO_WAIT, &provider) != STATUS_SUCCESS ||
+        provider.Dispatch->WskControlClient(provider.Client, WSKNDK_GET_WSK_PROVIDER_NDK_DISPATCH,
+                                            0, NULL, sizeof ndk, &ndk, NULL,
+                                            NULL) != STATUS_SUCCESS)
+        _exit(3);
+    WskReleaseProviderNPI(&reg);
+    WskDeregister(&reg);
+    NDK_ADAPTER *adapter = NULL;
+    NDK_VERSION v = {2, 0};
+    ndk.WskOpenNdkAdapter(provider.Client, v, if_nametoindex("lo"), &adapter);
+}
+
+static void registration_after_deregister(void *arg)
+{
+    (void)arg;
+    WSK_REGISTRATION reg, copy;
+    WSK_CLIENT_NPI npi = {NULL, &client_dispatch};
+    WSK_PROVIDER_NPI provider;
+    if (WskRegister(&npi, &reg) != STATUS_SUCCESS)
+        _exit(3);
+    copy = reg; /* still names the registration after WskDeregister clears reg */
+    WskDeregister(&reg);
+    WskCaptureProviderNPI(&copy, WSK_NO_WAIT, &provider);
+}
+
+TEST(wdk_wsk_client_used_after_deregister_bugchecks)
+{
+    CHECK(wdk_bugchecks(use_after_deregister, NULL, "WskOpenNdkAdapter: 0x"));
+    CHECK(wdk_bugchecks(use_after_deregister, NULL, "registration was deregistered"));
+    CHECK(wdk_bugchecks(registration_after_deregister, NULL, "WskCaptureProviderNPI(0x"));
+}

@@ -1,0 +1,5 @@
+/* ntdef.h — softndk kernel-consumer harness: its names are in wdm.h (docs/wdk.md). */
+#ifndef SOFTNDK_WDK_NTDEF_H
+#define SOFTNDK_WDK_NTDEF_H
+#include "wdm.h"
+#endif
