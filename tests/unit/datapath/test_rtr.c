@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -260,4 +261,166 @@ TEST(rtr_both_offered_the_responder_picks_write)
     CHECK_EQ_U64(atomic_load(&sv.accept_status), STATUS_SUCCESS);
     close(fd);
     server_close(&sv);
+}
+
+/* ---- The first FPDU after the Reply, when it is not the RTR: each fault gets its Terminate
+ * (docs/wire.md, "The first FPDU"), byte for byte, then the connection closes and NdkAccept
+ * fails with STATUS_CONNECTION_ABORTED. */
+
+#include "iwarp/crc32c.h"
+
+/* The Terminate softndk must send: MSN 1 on QN 2, control word ctrl, then (M, D) the DDP
+ * Segment Length and the offending DDP header, then (R) the Read Request body. */
+static size_t first_term_bytes(uint8_t *out, uint32_t ctrl, const uint8_t *ddp_hdr, size_t hdr_len,
+                               uint16_t seg_len, const uint8_t *rreq)
+{
+    uint32_t ulpdu = 18 + 4 + (hdr_len ? 2 + (uint32_t)hdr_len : 0) + (rreq ? 28 : 0);
+    size_t n = 0;
+    out[n++] = (uint8_t)(ulpdu >> 8);
+    out[n++] = (uint8_t)ulpdu;
+    static const uint8_t hdr[18] = {0x41, 0x47, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0};
+    memcpy(out + n, hdr, 18);
+    n += 18;
+    sndk_put_be32(out + n, ctrl);
+    n += 4;
+    if (hdr_len) {
+        sndk_put_be16(out + n, seg_len);
+        n += 2;
+        memcpy(out + n, ddp_hdr, hdr_len);
+        n += hdr_len;
+    }
+    if (rreq) {
+        memcpy(out + n, rreq, 28);
+        n += 28;
+    }
+    while (n % 4)
+        out[n++] = 0;
+    sndk_put_le32(out + n, sndk_crc32c(0, out, n));
+    return n + 4;
+}
+
+enum first_kind {
+    FK_BAD_CRC,
+    FK_ZERO_CRC,
+    FK_SEND,
+    FK_WRITE_WITH_DATA,
+    FK_SECOND_REQUEST,
+    FK_WRITE_NOT_LAST,
+    FK_LYING_PD_LENGTH,
+    FK_READ_WITH_SIZE,
+    FK_READ_WHEN_WRITE,
+    FK_WRITE_WHEN_READ,
+};
+
+struct first_case {
+    const char *name;
+    enum first_kind kind;
+    uint8_t rtr_offered;
+    uint32_t ctrl;  /* layer, etype, code, Hdrct of the Terminate */
+    size_t hdr_len; /* bytes of the offending DDP header it carries (after the MPA length) */
+    bool rreq;      /* ... and the Read Request body */
+};
+
+static const struct first_case first_cases[] = {
+    {"bad_crc", FK_BAD_CRC, SNDK_MPA_RTR_WRITE, 0x20020000u, 0, false},
+    {"zero_crc", FK_ZERO_CRC, SNDK_MPA_RTR_WRITE, 0x20020000u, 0, false},
+    {"send_instead_of_rtr", FK_SEND, SNDK_MPA_RTR_WRITE, 0x0206C000u, 18, false},
+    {"rtr_with_payload", FK_WRITE_WITH_DATA, SNDK_MPA_RTR_WRITE, 0x1100C000u, 14, false},
+    {"second_mpa_request", FK_SECOND_REQUEST, SNDK_MPA_RTR_WRITE, 0x20040000u, 0, false},
+    {"rtr_not_last", FK_WRITE_NOT_LAST, SNDK_MPA_RTR_WRITE, 0x0206C000u, 14, false},
+    {"lying_pd_length", FK_LYING_PD_LENGTH, SNDK_MPA_RTR_WRITE, 0x12060000u, 0, false},
+    {"read_rtr_with_size", FK_READ_WITH_SIZE, SNDK_MPA_RTR_READ, 0x0100E000u, 18, true},
+    {"read_when_write_chosen", FK_READ_WHEN_WRITE, SNDK_MPA_RTR_WRITE, 0x0206E000u, 18, true},
+    {"write_when_read_chosen", FK_WRITE_WHEN_READ, SNDK_MPA_RTR_READ, 0x0206C000u, 14, false},
+};
+
+/* The bad first FPDU of case c into out; returns its length. */
+static size_t first_bytes(const struct first_case *c, uint8_t *out)
+{
+    struct sndk_seg_hdr wr = {.opcode = SNDK_OP_WRITE, .last = true, .stag = 1, .to = 0};
+    size_t n = 0;
+    switch (c->kind) {
+    case FK_BAD_CRC:
+        n = dp_build_fpdu(out, &wr, NULL, 0, true);
+        out[n - 1] ^= 0x5a;
+        break;
+    case FK_ZERO_CRC:
+        n = dp_build_fpdu(out, &wr, NULL, 0, true);
+        memset(out + n - 4, 0, 4); /* a peer that ignored the CRC rule */
+        break;
+    case FK_SEND: {
+        struct sndk_seg_hdr h = {.opcode = SNDK_OP_SEND, .last = true, .qn = 0, .msn = 1};
+        n = dp_build_fpdu(out, &h, "hi", 2, true);
+        break;
+    }
+    case FK_WRITE_WITH_DATA:
+        n = dp_build_fpdu(out, &wr, "12345678", 8, true);
+        break;
+    case FK_SECOND_REQUEST: {
+        struct sndk_mpa_params p = {.rev = 2,
+                                    .crc = true,
+                                    .enhanced = true,
+                                    .ird = 4,
+                                    .ord = 4,
+                                    .p2p = true,
+                                    .rtr = SNDK_MPA_RTR_WRITE};
+        int k = sndk_mpa_build(out, SNDK_MPA_FRAME_MAX, false, &p);
+        CHECK(k > 0);
+        n = (size_t)k;
+        break;
+    }
+    case FK_WRITE_NOT_LAST:
+        wr.last = false;
+        n = dp_build_fpdu(out, &wr, NULL, 0, true);
+        break;
+    case FK_LYING_PD_LENGTH:
+        /* private data the Request's PD_Length did not count, then the right RTR */
+        memcpy(out, "extra-pd", 8);
+        n = 8 + dp_build_fpdu(out + 8, &wr, NULL, 0, true);
+        break;
+    case FK_READ_WITH_SIZE:
+        n = read_req_fpdu(out, 1, 0x11u, 0, 8, 0x22u, 0);
+        break;
+    case FK_READ_WHEN_WRITE:
+        n = read_req_fpdu(out, 1, 0x11u, 0, 0, 0, 0);
+        break;
+    case FK_WRITE_WHEN_READ:
+        n = dp_build_fpdu(out, &wr, NULL, 0, true);
+        break;
+    }
+    return n;
+}
+
+TEST(rtr_first_fpdu_faults_get_their_terminate)
+{
+    for (size_t i = 0; i < sizeof first_cases / sizeof first_cases[0]; i++) {
+        const struct first_case *c = &first_cases[i];
+        /* one case alone, e.g. for a capture (SOFTNDK_PCAP) to decode with tshark */
+        const char *only = getenv("SOFTNDK_TEST_FIRST_FPDU");
+        if (only && strcmp(only, c->name) != 0)
+            continue;
+        struct rtr_server sv;
+        server_open(&sv);
+        int fd = raw_connect(listen_any(&sv));
+        send_request(fd, c->rtr_offered);
+        accept_incoming(&sv);
+        struct sndk_mpa_rx m;
+        read_reply(fd, &m);
+        uint8_t b[SNDK_MPA_FRAME_MAX + 64];
+        size_t n = first_bytes(c, b);
+        dp_write_all(fd, b, n);
+        /* the DDP header starts after the MPA length (and after the stray bytes) */
+        const uint8_t *hdr = b + (c->kind == FK_LYING_PD_LENGTH ? 10 : 2);
+        uint8_t want[128], got[128];
+        size_t wn = first_term_bytes(want, c->ctrl, hdr, c->hdr_len, (uint16_t)sndk_get_be16(b),
+                                     c->rreq ? hdr + 18 : NULL);
+        CHECK_MSG(dp_read_exact(fd, got, wn, DP_TIMEOUT_MS), "%s: no Terminate", c->name);
+        CHECK_MSG(memcmp(got, want, wn) == 0, "%s: Terminate %08x, want %08x", c->name,
+                  sndk_get_be32(got + 20), c->ctrl);
+        CHECK_MSG(dp_wait_closed(fd, DP_TIMEOUT_MS), "%s: not closed", c->name);
+        CHECK(harness_event_wait(&sv.accepted, 1, DP_TIMEOUT_MS));
+        CHECK_EQ_U64(atomic_load(&sv.accept_status), STATUS_CONNECTION_ABORTED);
+        close(fd);
+        server_close(&sv);
+    }
 }
