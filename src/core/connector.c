@@ -123,6 +123,7 @@ struct sndk_connector {
     struct sndk_endpoint *ep;
     bool se_peer; /* peer registered on a shared endpoint */
     struct sndk_listener *listener;
+    struct sndk_adm_entry adm; /* passive, while waiting for the Request (admission.h) */
     struct sndk_qp *qp;
     struct sndk_conn_rec *rec; /* counters, ndkstat, pcap (NULL when out of memory) */
 
@@ -163,6 +164,20 @@ static bool state_is_up(enum sndk_conn_state s)
     return s == SNDK_CONN_CONNECTED || s == SNDK_CONN_DISCONNECTING;
 }
 
+/* The listener's door counts what waits for a Request and what waits for the consumer
+ * (admission.h); c->lock held. */
+static void door_transition(struct sndk_connector *c, enum sndk_conn_state next)
+{
+    if (c->state == next)
+        return;
+    if (c->state == SNDK_CONN_WAIT_REQUEST && c->listener)
+        sndk_admission_leave(c->listener, &c->adm);
+    if (next == SNDK_CONN_INCOMING)
+        atomic_fetch_add_explicit(&ctrs_of(c)->incoming, 1, memory_order_relaxed);
+    else if (c->state == SNDK_CONN_INCOMING)
+        atomic_fetch_sub_explicit(&ctrs_of(c)->incoming, 1, memory_order_relaxed);
+}
+
 static void set_state(struct sndk_connector *c, enum sndk_conn_state next)
 {
     sndk_debug("connector", "%p: %s => %s", (void *)c, conn_state_names[c->state],
@@ -170,6 +185,7 @@ static void set_state(struct sndk_connector *c, enum sndk_conn_state next)
     SNDK_TRACE("connector.state", "connector", c, "\"from\":\"%s\",\"to\":\"%s\",\"conn\":%llu",
                conn_state_names[c->state], conn_state_names[next],
                (unsigned long long)(c->rec ? c->rec->id : 0));
+    door_transition(c, next);
     bool was_up = state_is_up(c->state), up = state_is_up(next);
     if (!was_up && up) {
         sndk_ctr_inc(ctrs_of(c), c->active ? SNDK_CTR_CONNECT : SNDK_CTR_ACCEPT);
@@ -346,7 +362,11 @@ static void timer_start_locked(struct sndk_connector *c)
         c->timer_ref = true;
         sndk_obj_get(&c->base);
     }
-    sndk_timer_arm(engine_of(c), &c->timer, (uint64_t)c->base.adapter->cfg.connect_timeout_ms * 1000u);
+    /* An incoming connection has a shorter time to deliver its Request (admission.h). */
+    const struct sndk_config *cfg = &c->base.adapter->cfg;
+    unsigned ms =
+        c->state == SNDK_CONN_WAIT_REQUEST ? cfg->request_timeout_ms : cfg->connect_timeout_ms;
+    sndk_timer_arm(engine_of(c), &c->timer, (uint64_t)ms * 1000u);
 }
 
 /* Take the socket out of epoll; src_done then closes it, or hands it to the QP when the
@@ -1673,6 +1693,9 @@ void sndk_connector_incoming(struct sndk_listener *l, int fd, const struct sndk_
         return;
     }
     sndk_obj_hold(&c->base, &l->base);
+    /* Listed before its socket is watched, and outside c->lock: making room may evict (lock)
+     * an older connector. Leaving WAIT_REQUEST unlists it (door_transition). */
+    sndk_admission_enter(l, &c->adm, &c->base, fd, peer);
     pthread_mutex_lock(&l->lock);
     if (l->ep) {
         sndk_endpoint_get(l->ep);
@@ -1698,5 +1721,29 @@ void sndk_connector_incoming(struct sndk_listener *l, int fd, const struct sndk_
         set_state(c, SNDK_CONN_CLOSED);
     pthread_mutex_unlock(&c->lock);
     if (st != STATUS_SUCCESS)
+        sndk_obj_close(&c->base.pub.Header, NULL, NULL);
+}
+
+void sndk_connector_evict(struct sndk_obj *obj)
+{
+    struct sndk_connector *c = sndk_container_of(obj, struct sndk_connector, base);
+    pthread_mutex_lock(&c->lock);
+    bool evicted = c->state == SNDK_CONN_WAIT_REQUEST;
+    if (evicted) {
+        SNDK_TRACE("connector.failed", "connector", c, "\"state\":\"%s\",\"why\":\"%s\"",
+                   conn_state_names[c->state], "evicted at the door");
+        sndk_ctr_inc(ctrs_of(c), SNDK_CTR_CONNECT_FAILURE);
+        timer_stop_locked(c);
+        if (c->fd >= 0) {
+            /* refused as if nobody listened: a reset, not a FIN the peer might wait behind */
+            struct linger lg = {1, 0};
+            setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+        }
+        set_state(c, SNDK_CONN_CLOSED);
+        io_stop_locked(c);
+        c->abandoned = true;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (evicted) /* never delivered: nobody else will close it */
         sndk_obj_close(&c->base.pub.Header, NULL, NULL);
 }
