@@ -18,11 +18,7 @@ const char *sndk_access_result_name(enum sndk_access_result r)
 /* Owner of a live token with a current key; caller holds t->lock. */
 static struct sndk_obj *lookup_locked(struct sndk_stag_table *t, uint32_t token)
 {
-    uint32_t index = sndk_stag_index(token);
-    if (index == 0 || index >= t->used)
-        return NULL;
-    const struct sndk_stag_entry *e = &t->entries[index];
-    return e->owner && e->key == sndk_stag_key(token) ? e->owner : NULL;
+    return sndk_stag_lookup_locked(t, token);
 }
 
 /* [addr, addr+len) inside [base, base+size)? Written so that no sum can overflow. */

@@ -58,13 +58,4 @@ struct sndk_mr *sndk_mw_unbind_locked(struct sndk_mw *mw);
  * becomes invalid, a window unbound; one already invalid / unbound stays so (success). */
 void sndk_access_invalidate_local(struct sndk_obj *o);
 
-/* A fresh key for stag's index; caller holds t->lock (registration paths that change region
- * fields in the same critical section). */
-static inline uint32_t sndk_stag_rekey_locked(struct sndk_stag_table *t, uint32_t stag)
-{
-    struct sndk_stag_entry *e = &t->entries[sndk_stag_index(stag)];
-    e->key++;
-    return sndk_stag_make(sndk_stag_index(stag), e->key);
-}
-
 #endif
