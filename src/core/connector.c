@@ -1265,7 +1265,7 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
     }
     c->tx_len = (size_t)len;
     c->tx_off = 0;
-    sndk_mpa_rx_init(&c->mpa, true, 0);
+    sndk_mpa_rx_init(&c->mpa, true, SNDK_MPA_PD_MAX_RFC); /* RFC 5044: up to 512 */
     sndk_obj_hold(&c->base, &qp->base);
     if (se)
         sndk_obj_hold(&c->base, &se->base);
@@ -1712,7 +1712,7 @@ void sndk_connector_incoming(struct sndk_listener *l, int fd, const struct sndk_
                                conn_state_names);
     SNDK_TRACE("connector.incoming", "connector", c, "\"listener\":\"%p\",\"peer\":\"%s\"",
                (void *)l, c->rec ? c->rec->peer_str : "");
-    sndk_mpa_rx_init(&c->mpa, false, 0);
+    sndk_mpa_rx_init(&c->mpa, false, SNDK_MPA_PD_MAX_RFC); /* RFC 5044: up to 512 */
     set_state(c, SNDK_CONN_WAIT_REQUEST);
     NTSTATUS st = io_start_locked(c, EPOLLIN);
     if (st == STATUS_SUCCESS)

@@ -1031,3 +1031,68 @@ TEST(send_right_after_complete_connect_reaches_the_passive_qp)
     conf_close_wait(&srv.listener->Header);
     ndk_close_adapter(a);
 }
+
+/* A Responder whose Reply carries 300 bytes of private data after the RFC 6581 word (PD_Length
+ * 304: legal in RFC 5044, over the 256 bytes softndk itself sends). */
+static void *big_reply_server(void *arg)
+{
+    int lfd = *(int *)arg;
+    int fd = accept(lfd, NULL, NULL);
+    if (fd >= 0) {
+        unsigned char req[24];
+        size_t got = 0;
+        struct pollfd p = {fd, POLLIN, 0};
+        while (got < sizeof req && poll(&p, 1, 5000) > 0) {
+            ssize_t n = read(fd, req + got, sizeof req - got);
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+        }
+        unsigned char rep[24 + 300];
+        memcpy(rep, "MPA ID Rep Frame", 16);
+        rep[16] = 0x40 | 0x10; /* CRC, enhanced (RFC 6581) */
+        rep[17] = 2;
+        rep[18] = (unsigned char)(304 >> 8);
+        rep[19] = (unsigned char)(304 & 0xff);
+        rep[20] = 0x00; /* IRD 1, no peer-to-peer */
+        rep[21] = 0x01;
+        rep[22] = 0x00; /* ORD 1 */
+        rep[23] = 0x01;
+        for (int i = 0; i < 300; i++)
+            rep[24 + i] = (unsigned char)(i * 3 + 5);
+        (void)!write(fd, rep, sizeof rep);
+        poll(&p, 1, 5000); /* until the client closes */
+        close(fd);
+    }
+    return NULL;
+}
+
+TEST(reply_private_data_of_300_bytes_is_readable_in_full)
+{
+    /* decisions.md #22: up to RFC 5044's 512 bytes are taken, NdkGetConnectionData returns them */
+    uint16_t raw_port;
+    int lfd = raw_listener(&raw_port);
+    pthread_t th;
+    pthread_create(&th, NULL, big_reply_server, &lfd);
+    NDK_ADAPTER *a = conf_open();
+    struct side cl;
+    side_init(&cl, a);
+    struct ndk_req r;
+    CHECK_STATUS(connect_to(a, cl.qp, &cl.conn, "127.0.0.1", raw_port, NULL, 0, &r),
+                 STATUS_SUCCESS);
+    unsigned char got[512];
+    ULONG len = 252; /* MaxCalleeData: what softndk itself would send */
+    CHECK_STATUS(cl.conn->Dispatch->NdkGetConnectionData(cl.conn, NULL, NULL, got, &len),
+                 STATUS_BUFFER_TOO_SMALL);
+    CHECK_EQ_U64(len, 300);
+    len = sizeof got;
+    CHECK_STATUS(cl.conn->Dispatch->NdkGetConnectionData(cl.conn, NULL, NULL, got, &len),
+                 STATUS_SUCCESS);
+    CHECK_EQ_U64(len, 300);
+    for (int i = 0; i < 300; i++)
+        CHECK_EQ_U64(got[i], (unsigned char)(i * 3 + 5));
+    side_close(&cl);
+    pthread_join(th, NULL);
+    ndk_close_adapter(a);
+    close(lfd);
+}

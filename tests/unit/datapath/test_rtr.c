@@ -424,3 +424,70 @@ TEST(rtr_first_fpdu_faults_get_their_terminate)
         server_close(&sv);
     }
 }
+
+/* ---- Private data of 257-512 bytes (RFC 5044's limit; docs/decisions.md #22) ---- */
+
+/* A Request (rev 2, CRC, the RFC 6581 word with the Write RTR) whose private data after the
+ * word is n bytes (its PD_Length n + 4). */
+static size_t big_request(uint8_t *out, size_t n)
+{
+    memcpy(out, SNDK_MPA_KEY_REQ, 16);
+    out[16] = SNDK_MPA_FLAG_CRC | SNDK_MPA_FLAG_ENHANCED;
+    out[17] = 2;
+    sndk_put_be16(out + 18, (uint16_t)(n + 4));
+    sndk_put_be16(out + 20, (uint16_t)(SNDK_MPA_V2_P2P | 4));
+    sndk_put_be16(out + 22, (uint16_t)(SNDK_MPA_V2_RTR_WRITE | 4));
+    for (size_t i = 0; i < n; i++)
+        out[24 + i] = (uint8_t)(i * 7 + 1);
+    return 24 + n;
+}
+
+TEST(private_data_up_to_512_bytes_is_accepted_and_readable)
+{
+    static const size_t sizes[] = {253, 300, 508};
+    for (size_t k = 0; k < 3; k++) {
+        size_t n = sizes[k];
+        struct rtr_server sv;
+        server_open(&sv);
+        int fd = raw_connect(listen_any(&sv));
+        uint8_t req[24 + 512];
+        size_t len = big_request(req, n);
+        dp_write_all(fd, req, len);
+        CHECK_MSG(harness_event_wait(&sv.incoming, 1, DP_TIMEOUT_MS), "%zu bytes: no event", n);
+        uint8_t got[512];
+        ULONG glen = 16;
+        CHECK_EQ_U64(sv.conn->Dispatch->NdkGetConnectionData(sv.conn, NULL, NULL, got, &glen),
+                     STATUS_BUFFER_TOO_SMALL);
+        CHECK_EQ_U64(glen, n);
+        glen = sizeof got;
+        CHECK_EQ_U64(sv.conn->Dispatch->NdkGetConnectionData(sv.conn, NULL, NULL, got, &glen),
+                     STATUS_SUCCESS);
+        CHECK_EQ_U64(glen, n);
+        CHECK_MEM(got, req + 24, n);
+        CHECK_EQ_U64(sv.conn->Dispatch->NdkAccept(sv.conn, sv.s.qp, 4, 4, NULL, 0, on_disconnect,
+                                                  &sv, on_accept_done, &sv),
+                     STATUS_PENDING);
+        struct sndk_mpa_rx m;
+        read_reply(fd, &m);
+        CHECK(!sndk_mpa_rx_frame(&m)->reject);
+        uint8_t b[64];
+        struct sndk_seg_hdr h = {.opcode = SNDK_OP_WRITE, .last = true, .stag = 1, .to = 0};
+        size_t bn = dp_build_fpdu(b, &h, NULL, 0, true);
+        dp_write_all(fd, b, bn);
+        CHECK(harness_event_wait(&sv.accepted, 1, DP_TIMEOUT_MS));
+        CHECK_EQ_U64(atomic_load(&sv.accept_status), STATUS_SUCCESS);
+        close(fd);
+        server_close(&sv);
+    }
+    /* 509 bytes after the word: PD_Length 513, over the RFC: reset, no connect event */
+    struct rtr_server sv;
+    server_open(&sv);
+    int fd = raw_connect(listen_any(&sv));
+    uint8_t req[24 + 509];
+    size_t len = big_request(req, 509);
+    dp_write_all(fd, req, len);
+    CHECK(dp_wait_closed(fd, DP_TIMEOUT_MS));
+    CHECK(!harness_event_wait(&sv.incoming, 1, 100));
+    close(fd);
+    server_close(&sv);
+}
