@@ -373,3 +373,14 @@ bool sndk_admission_fd_exhausted(struct sndk_listener *l, int err)
         evict(l, victims[i]);
     return again;
 }
+
+void sndk_admission_refused(struct sndk_listener *l, const struct sndk_addr *peer,
+                            const char *why)
+{
+    sndk_ctr_inc(ctrs_of(l), SNDK_CTR_HANDSHAKE_REFUSED);
+    pthread_mutex_lock(&l->adm.lock);
+    char what[96];
+    snprintf(what, sizeof what, " refused: %s", why);
+    door_log(&l->adm, what, "connection from", peer);
+    pthread_mutex_unlock(&l->adm.lock);
+}

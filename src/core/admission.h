@@ -86,6 +86,11 @@ void sndk_admission_leave(struct sndk_listener *l, struct sndk_adm_entry *e);
  * is paused, or nothing more can be done for this readiness). */
 bool sndk_admission_fd_exhausted(struct sndk_listener *l, int err);
 
+/* A connection accepted on l is being reset because the fd limit left no way to serve it:
+ * count it (HandshakesRefused) and log (rate limited). */
+void sndk_admission_refused(struct sndk_listener *l, const struct sndk_addr *peer,
+                            const char *why);
+
 /* Evict an incoming connector still waiting for its Request: reset its connection and close
  * it (connector.c). Called with a reference held, without any lock. */
 void sndk_connector_evict(struct sndk_obj *obj);

@@ -4,11 +4,14 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -91,6 +94,75 @@ NTSTATUS sndk_addr_copy_out(const struct sndk_addr *a, struct sockaddr *out, ULO
     return STATUS_SUCCESS;
 }
 
+/* Does the kernel deliver addr locally (a route of type local: RTM_GETROUTE asks the routing
+ * tables, the "local" table included), and on which interface? 1 with *oif set, 0 when it
+ * routes addr elsewhere, -1 when it cannot be asked (no socket, no answer). */
+static int route_is_local(const struct sndk_addr *addr, unsigned *oif)
+{
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (fd < 0)
+        return -1;
+    struct timeval tv = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct {
+        struct nlmsghdr nh;
+        struct rtmsg rt;
+        uint8_t attrs[64];
+    } req;
+    memset(&req, 0, sizeof req);
+    bool v4 = addr->sa.sa_family == AF_INET;
+    size_t alen = v4 ? sizeof addr->in.sin_addr : sizeof addr->in6.sin6_addr;
+    struct rtattr *rta = (struct rtattr *)req.attrs;
+    rta->rta_type = RTA_DST;
+    rta->rta_len = (unsigned short)RTA_LENGTH(alen);
+    memcpy(RTA_DATA(rta), v4 ? (const void *)&addr->in.sin_addr : (const void *)&addr->in6.sin6_addr,
+           alen);
+    req.nh.nlmsg_len = NLMSG_LENGTH(sizeof req.rt) + RTA_ALIGN(rta->rta_len);
+    req.nh.nlmsg_type = RTM_GETROUTE;
+    req.nh.nlmsg_flags = NLM_F_REQUEST;
+    req.nh.nlmsg_seq = 1;
+    req.rt.rtm_family = (unsigned char)addr->sa.sa_family;
+    req.rt.rtm_dst_len = (unsigned char)(alen * 8);
+    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+    int result = -1;
+    if (sendto(fd, &req, req.nh.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0) {
+        close(fd);
+        return -1;
+    }
+    union {
+        struct nlmsghdr nh;
+        uint8_t raw[4096];
+    } buf;
+    ssize_t n = recv(fd, &buf, sizeof buf, 0);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    for (struct nlmsghdr *nh = &buf.nh; NLMSG_OK(nh, (unsigned)n); nh = NLMSG_NEXT(nh, n)) {
+        if (nh->nlmsg_type == NLMSG_ERROR) {
+            const struct nlmsgerr *e = NLMSG_DATA(nh);
+            /* no route at all (ENETUNREACH): not local; anything else: cannot tell */
+            return e->error == -ENETUNREACH || e->error == -EHOSTUNREACH ? 0 : -1;
+        }
+        if (nh->nlmsg_type != RTM_NEWROUTE)
+            continue;
+        const struct rtmsg *rt = NLMSG_DATA(nh);
+        if (rt->rtm_type != RTN_LOCAL)
+            return 0;
+        *oif = 0;
+        int len = (int)RTM_PAYLOAD(nh);
+        for (const struct rtattr *at = RTM_RTA(rt); RTA_OK(at, len); at = RTA_NEXT(at, len))
+            if (at->rta_type == RTA_OIF && RTA_PAYLOAD(at) >= sizeof(uint32_t))
+                memcpy(oif, RTA_DATA(at), sizeof(uint32_t));
+        result = 1;
+        break;
+    }
+    return result;
+}
+
+/* An address is the adapter's when it is one of its interface's addresses, or when the host
+ * delivers it locally on that interface (Linux delivers all of 127.0.0.0/8 on lo, though lo
+ * lists only 127.0.0.1; a "local" route may cover a whole prefix). An adapter on every
+ * interface (IfIndex 0) owns every address the host delivers locally. */
 bool sndk_adapter_owns_address(const struct sndk_adapter *a, const struct sndk_addr *addr)
 {
     if (sndk_addr_is_wildcard(addr))
@@ -98,21 +170,33 @@ bool sndk_adapter_owns_address(const struct sndk_adapter *a, const struct sndk_a
     struct ifaddrs *list;
     if (getifaddrs(&list) != 0)
         return false;
-    bool found = false;
-    for (struct ifaddrs *i = list; i && !found; i = i->ifa_next) {
+    bool ours = false, theirs = false;
+    for (struct ifaddrs *i = list; i && !ours; i = i->ifa_next) {
         if (!i->ifa_addr || i->ifa_addr->sa_family != addr->sa.sa_family)
-            continue;
-        if (a->if_index != 0 && if_nametoindex(i->ifa_name) != a->if_index)
             continue;
         struct sndk_addr cand;
         if (sndk_addr_from(&cand, i->ifa_addr,
                            i->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
-                                                             : sizeof(struct sockaddr_in6)) ==
-            STATUS_SUCCESS)
-            found = same_host(&cand, addr);
+                                                             : sizeof(struct sockaddr_in6)) !=
+                STATUS_SUCCESS ||
+            !same_host(&cand, addr))
+            continue;
+        if (a->if_index == 0 || if_nametoindex(i->ifa_name) == a->if_index)
+            ours = true;
+        else
+            theirs = true;
     }
     freeifaddrs(list);
-    return found;
+    if (ours)
+        return true;
+    if (theirs)
+        return false; /* listed on another interface: that one's */
+    unsigned oif = 0;
+    if (route_is_local(addr, &oif) != 1)
+        return false;
+    /* A local route's output interface is the one the address is delivered on; the listed
+     * addresses of every interface also route via lo, but those were decided above. */
+    return a->if_index == 0 || oif == a->if_index;
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -80,10 +80,14 @@ static void on_listen_ready(struct sndk_source *s, uint32_t events)
         /* A wildcard listener of an adapter bound to one interface serves only its addresses
          * (an adapter on every interface owns every local address; a listener on one address
          * gets only that one). */
-        if (l->base.adapter->if_index != 0 && sndk_addr_is_wildcard(sndk_endpoint_addr(l->ep)) &&
-            !sndk_adapter_owns_address(l->base.adapter, &local)) {
-            sndk_close_with_reset(fd);
-            continue;
+        if (l->base.adapter->if_index != 0 && sndk_addr_is_wildcard(sndk_endpoint_addr(l->ep))) {
+            errno = 0;
+            if (!sndk_adapter_owns_address(l->base.adapter, &local)) {
+                if (errno == EMFILE || errno == ENFILE) /* it could not even ask: the fd limit */
+                    sndk_admission_refused(l, &peer, "no fd to check its address");
+                sndk_close_with_reset(fd);
+                continue;
+            }
         }
         sndk_connector_incoming(l, fd, &local, &peer);
     }

@@ -2,6 +2,7 @@
  * graceful disconnect and the disconnect event (spec/ndkpi.md §2.9–§2.11, §5.6–§5.8). */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -1095,4 +1096,49 @@ TEST(reply_private_data_of_300_bytes_is_readable_in_full)
     pthread_join(th, NULL);
     ndk_close_adapter(a);
     close(lfd);
+}
+
+/* An address is the adapter's when the host delivers it locally on its interface: lo lists
+ * only 127.0.0.1, yet Linux delivers all of 127.0.0.0/8 there (issue 15). An address listed on
+ * another interface, or one routed away, stays STATUS_INVALID_ADDRESS. */
+TEST(adapter_on_lo_owns_every_loopback_address)
+{
+    NDK_ADAPTER *a = conf_open(); /* on lo */
+    struct server s1, s2, bad;
+    uint16_t port;
+    listen_on(a, &s1, "127.0.0.2", 0, STATUS_SUCCESS, &port);
+    listen_on(a, &s2, "127.255.255.254", 0, STATUS_SUCCESS, NULL);
+    /* a connection to 127.0.0.2 from 127.0.0.2, and its addresses as they are */
+    struct side sv, cl;
+    side_init(&sv, a);
+    side_init(&cl, a);
+    establish(&cl, &sv, &s1, "127.0.0.2", port);
+    struct sockaddr_in got;
+    ULONG glen = sizeof got;
+    CHECK_STATUS(sv.conn->Dispatch->NdkGetLocalAddress(sv.conn, (struct sockaddr *)&got, &glen),
+                 STATUS_SUCCESS);
+    CHECK_EQ_U64(ntohl(got.sin_addr.s_addr), 0x7f000002u);
+    side_close(&cl);
+    side_close(&sv);
+    /* not delivered locally (TEST-NET-2): refused */
+    listen_on(a, &bad, "198.51.100.7", 0, STATUS_INVALID_ADDRESS, NULL);
+    conf_close_wait(&bad.listener->Header);
+    /* an address another interface lists is that interface's, though it too is delivered via
+     * lo */
+    struct ifaddrs *list;
+    CHECK(getifaddrs(&list) == 0);
+    for (struct ifaddrs *i = list; i; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || strcmp(i->ifa_name, "lo") == 0)
+            continue;
+        char ip[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, ip, sizeof ip);
+        struct server other;
+        listen_on(a, &other, ip, 0, STATUS_INVALID_ADDRESS, NULL);
+        conf_close_wait(&other.listener->Header);
+        break;
+    }
+    freeifaddrs(list);
+    conf_close_wait(&s1.listener->Header);
+    conf_close_wait(&s2.listener->Header);
+    ndk_close_adapter(a);
 }
