@@ -73,9 +73,9 @@ static const char *const conn_state_names[SNDK_CONN_STATE_COUNT] = {
 #define RTR_READ_FPDU_LEN (SNDK_MPA_LEN_SIZE + SNDK_READ_REQ_ULPDU_LEN + SNDK_MPA_CRC_SIZE)
 _Static_assert((SNDK_MPA_LEN_SIZE + SNDK_DDP_TAGGED_HDR_LEN) % 4 == 0, "an RTR FPDU has no pad");
 /* The first FPDU after the Reply is read in pieces of at most this many bytes, never past its
- * own end; the MPA key of a second Request or Reply (16 bytes) must fit. */
+ * own end. */
 #define RTR_CHUNK 64
-_Static_assert(RTR_CHUNK >= SNDK_MPA_KEY_LEN && RTR_CHUNK >= RTR_READ_FPDU_LEN, "chunk size");
+_Static_assert(RTR_CHUNK >= RTR_READ_FPDU_LEN, "chunk size");
 
 struct sndk_connector {
     struct sndk_obj base;
@@ -975,22 +975,19 @@ static enum rtr_read rtr_feed_held(struct sndk_connector *c, struct sndk_wire_fa
 
 /* Read the first FPDU after the Reply with exact lengths: its MPA length field first, then never
  * more than what is left of it, so not one byte of the QP's next FPDU is consumed (the parser's
- * own offer may reach into it). Every byte goes through a parser, so a bad CRC, a header fault
- * or a message that is not the RTR is a fault with its Terminate codes (rtr_ops). A second MPA
- * Request or Reply in its place is an invalid MPA frame: its length field reads "MP", and the
- * key is looked at before the parser would wait for a 19792-byte FPDU. */
+ * own offer may reach into it). Every byte goes through a parser, so a bad CRC, a header fault,
+ * a second MPA Request or Reply (the parser knows its key) or a message that is not the RTR is
+ * a fault with its Terminate codes (rtr_ops). */
 static enum rtr_read read_first_fpdu(struct sndk_connector *c, struct sndk_wire_fault *fault)
 {
     for (;;) {
         size_t want;
-        bool key_check = false;
         if (c->rtr_got < SNDK_MPA_LEN_SIZE) {
             want = SNDK_MPA_LEN_SIZE - c->rtr_got;
         } else {
             if (c->rtr_fpdu_len == 0)
                 c->rtr_fpdu_len = sndk_mpa_fpdu_len(sndk_get_be16(c->rtr_buf));
-            key_check = c->rtr_got < SNDK_MPA_KEY_LEN && memcmp(c->rtr_buf, "MP", 2) == 0;
-            want = key_check ? SNDK_MPA_KEY_LEN - c->rtr_got : c->rtr_fpdu_len - c->rtr_got;
+            want = c->rtr_fpdu_len - c->rtr_got;
             if (want > sizeof c->rtr_buf - c->rtr_held)
                 want = sizeof c->rtr_buf - c->rtr_held;
         }
@@ -1010,19 +1007,11 @@ static enum rtr_read read_first_fpdu(struct sndk_connector *c, struct sndk_wire_
         c->rtr_held += (size_t)got;
         c->rtr_got += (size_t)got;
         if (c->rtr_got < SNDK_MPA_LEN_SIZE)
-            continue;
-        if (c->rtr_got < SNDK_MPA_KEY_LEN && memcmp(c->rtr_buf, "MP", 2) == 0)
-            continue; /* hold: maybe an MPA key */
-        if (c->rtr_got == c->rtr_held && c->rtr_got >= SNDK_MPA_KEY_LEN &&
-            (memcmp(c->rtr_buf, SNDK_MPA_KEY_REQ, SNDK_MPA_KEY_LEN) == 0 ||
-             memcmp(c->rtr_buf, SNDK_MPA_KEY_REP, SNDK_MPA_KEY_LEN) == 0)) {
-            *fault = (struct sndk_wire_fault){.err = SNDK_WERR_MPA_FRAME};
-            return RTR_FAULT;
-        }
+            continue; /* the length field stays in rtr_buf[0..1] until it is whole */
         enum rtr_read r = rtr_feed_held(c, fault);
         if (r != RTR_MORE)
             return r;
-        if (c->rtr_fpdu_len && c->rtr_got == c->rtr_fpdu_len)
+        if (c->rtr_got == c->rtr_fpdu_len)
             break;
     }
     if (c->rtr_seen)

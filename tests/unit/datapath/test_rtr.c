@@ -164,7 +164,8 @@ static void server_close(struct rtr_server *sv)
         close_wait(&sv->conn->Header, sv->conn->Dispatch->NdkCloseConnector);
     dp_close_qp(sv->s.qp);
     sv->s.qp = NULL;
-    close_wait(&sv->l->Header, sv->l->Dispatch->NdkCloseListener);
+    if (sv->l) /* an Initiator test has none */
+        close_wait(&sv->l->Header, sv->l->Dispatch->NdkCloseListener);
     dp_side_close(&sv->s);
     SoftNdkCloseAdapter(sv->a);
     harness_event_destroy(&sv->accepted);
@@ -490,4 +491,105 @@ TEST(private_data_up_to_512_bytes_is_accepted_and_readable)
     CHECK(!harness_event_wait(&sv.incoming, 1, 100));
     close(fd);
     server_close(&sv);
+}
+
+/* ---- The first FPDU the Initiator receives after the Reply: softndk connects to a raw
+ * Responder, sends its RTR, and its QP answers the Responder's bad first FPDU with the same
+ * Terminates (the QP's parser reads it; docs/wire.md, "The first FPDU after the MPA Reply"). */
+
+struct active_case {
+    const char *name;
+    int kind; /* 0 bad CRC, 1 zero CRC, 2 second MPA Reply, 3 Send on QN 1, 4 Send, no buffer */
+    uint32_t ctrl;
+    size_t hdr_len;
+};
+
+static void on_req(void *ctx, NTSTATUS st)
+{
+    struct rtr_server *sv = ctx;
+    atomic_store(&sv->accept_status, st);
+    harness_event_signal(&sv->accepted);
+}
+
+TEST(initiator_first_fpdu_faults_get_their_terminate)
+{
+    static const struct active_case cases[] = {
+        {"bad_crc", 0, 0x20020000u, 0},         {"zero_crc", 1, 0x20020000u, 0},
+        {"second_mpa_reply", 2, 0x20040000u, 0}, {"send_on_qn_1", 3, 0x1201C000u, 18},
+        {"send_without_receive", 4, 0x1202C000u, 18},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const struct active_case *c = &cases[i];
+        struct rtr_server cl; /* the softndk side, here the Initiator */
+        server_open(&cl);
+        int lfd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        CHECK(bind(lfd, (struct sockaddr *)&sin, sizeof sin) == 0 && listen(lfd, 1) == 0);
+        socklen_t sl = sizeof sin;
+        CHECK(getsockname(lfd, (struct sockaddr *)&sin, &sl) == 0);
+        CHECK_EQ_U64(cl.a->Dispatch->NdkCreateConnector(cl.a, NULL, NULL, &cl.conn),
+                     STATUS_SUCCESS);
+        struct sockaddr_in src = {.sin_family = AF_INET,
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        CHECK_EQ_U64(cl.conn->Dispatch->NdkConnect(cl.conn, cl.s.qp, (struct sockaddr *)&src,
+                                                   sizeof src, (struct sockaddr *)&sin,
+                                                   sizeof sin, 4, 4, NULL, 0, on_req, &cl),
+                     STATUS_PENDING);
+        int fd = accept(lfd, NULL, NULL);
+        CHECK(fd >= 0);
+        /* the Request, then a Reply that picks the Write RTR */
+        struct sndk_mpa_rx m;
+        sndk_mpa_rx_init(&m, false, 0);
+        while (m.state != SNDK_MPA_RX_DONE && m.state != SNDK_MPA_RX_ERROR) {
+            struct iovec iov;
+            CHECK(sndk_mpa_rx_want(&m, &iov) > 0);
+            CHECK(dp_read_exact(fd, iov.iov_base, iov.iov_len, DP_TIMEOUT_MS));
+            sndk_mpa_rx_advance(&m, iov.iov_len);
+        }
+        CHECK(m.state == SNDK_MPA_RX_DONE);
+        struct sndk_mpa_params rep = {.rev = 2, .crc = true, .enhanced = true, .ird = 4,
+                                      .ord = 4, .p2p = true, .rtr = SNDK_MPA_RTR_WRITE};
+        uint8_t b[SNDK_MPA_FRAME_MAX + 64];
+        int n = sndk_mpa_build(b, sizeof b, true, &rep);
+        CHECK(n > 0);
+        dp_write_all(fd, b, (size_t)n);
+        CHECK(harness_event_wait(&cl.accepted, 1, DP_TIMEOUT_MS));
+        CHECK_EQ_U64(atomic_load(&cl.accept_status), STATUS_SUCCESS);
+        NTSTATUS st = cl.conn->Dispatch->NdkCompleteConnect(cl.conn, on_disconnect, &cl, on_req,
+                                                            &cl);
+        CHECK(st == STATUS_PENDING || st == STATUS_SUCCESS);
+        if (st == STATUS_PENDING)
+            CHECK(harness_event_wait(&cl.accepted, 2, DP_TIMEOUT_MS));
+        uint8_t rtr[20];
+        CHECK(dp_read_exact(fd, rtr, sizeof rtr, DP_TIMEOUT_MS)); /* the zero-length Write */
+        CHECK_EQ_U64(rtr[3] & 0x0f, SNDK_OP_WRITE);
+        if (c->kind != 4) /* a receive is posted: only the fault under test remains */
+            dp_post_recv(&cl.s, (void *)0x71, 0, 64);
+        /* the bad first FPDU */
+        struct sndk_seg_hdr h = {.opcode = SNDK_OP_SEND, .last = true, .qn = 0, .msn = 1};
+        size_t bn = 0;
+        if (c->kind == 2) {
+            n = sndk_mpa_build(b, sizeof b, true, &rep);
+            bn = (size_t)n;
+        } else {
+            if (c->kind == 3)
+                h.qn = 1;
+            bn = dp_build_fpdu(b, &h, "first", 5, true);
+            if (c->kind == 0)
+                b[bn - 2] ^= 0x40;
+            if (c->kind == 1)
+                memset(b + bn - 4, 0, 4);
+        }
+        dp_write_all(fd, b, bn);
+        uint8_t want[128], got[128];
+        size_t wn = first_term_bytes(want, c->ctrl, b + 2, c->hdr_len, (uint16_t)sndk_get_be16(b),
+                                     NULL);
+        CHECK_MSG(dp_read_exact(fd, got, wn, DP_TIMEOUT_MS), "%s: no Terminate", c->name);
+        CHECK_MSG(memcmp(got, want, wn) == 0, "%s: Terminate %08x, want %08x", c->name,
+                  sndk_get_be32(got + 20), c->ctrl);
+        CHECK_MSG(dp_wait_closed(fd, DP_TIMEOUT_MS), "%s: not closed", c->name);
+        close(fd);
+        close(lfd);
+        server_close(&cl);
+    }
 }
