@@ -104,59 +104,72 @@ static int route_is_local(const struct sndk_addr *addr, unsigned *oif)
         return -1;
     struct timeval tv = {1, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    struct {
-        struct nlmsghdr nh;
-        struct rtmsg rt;
-        uint8_t attrs[64];
-    } req;
-    memset(&req, 0, sizeof req);
+    /* Built and parsed with memcpy at the netlink offsets: no cast of a byte pointer. */
     bool v4 = addr->sa.sa_family == AF_INET;
     size_t alen = v4 ? sizeof addr->in.sin_addr : sizeof addr->in6.sin6_addr;
-    struct rtattr *rta = (struct rtattr *)req.attrs;
-    rta->rta_type = RTA_DST;
-    rta->rta_len = (unsigned short)RTA_LENGTH(alen);
-    memcpy(RTA_DATA(rta), v4 ? (const void *)&addr->in.sin_addr : (const void *)&addr->in6.sin6_addr,
-           alen);
-    req.nh.nlmsg_len = NLMSG_LENGTH(sizeof req.rt) + RTA_ALIGN(rta->rta_len);
-    req.nh.nlmsg_type = RTM_GETROUTE;
-    req.nh.nlmsg_flags = NLM_F_REQUEST;
-    req.nh.nlmsg_seq = 1;
-    req.rt.rtm_family = (unsigned char)addr->sa.sa_family;
-    req.rt.rtm_dst_len = (unsigned char)(alen * 8);
+    uint8_t req[NLMSG_SPACE(sizeof(struct rtmsg)) + RTA_SPACE(16)];
+    memset(req, 0, sizeof req);
+    struct nlmsghdr nh = {
+        .nlmsg_len = (uint32_t)(NLMSG_SPACE(sizeof(struct rtmsg)) + RTA_LENGTH(alen)),
+        .nlmsg_type = RTM_GETROUTE,
+        .nlmsg_flags = NLM_F_REQUEST,
+        .nlmsg_seq = 1,
+    };
+    struct rtmsg rt = {.rtm_family = (unsigned char)addr->sa.sa_family,
+                       .rtm_dst_len = (unsigned char)(alen * 8)};
+    struct rtattr rta = {.rta_len = (unsigned short)RTA_LENGTH(alen), .rta_type = RTA_DST};
+    size_t at = NLMSG_SPACE(sizeof rt);
+    memcpy(req, &nh, sizeof nh);
+    memcpy(req + NLMSG_HDRLEN, &rt, sizeof rt);
+    memcpy(req + at, &rta, sizeof rta);
+    memcpy(req + at + RTA_LENGTH(0),
+           v4 ? (const void *)&addr->in.sin_addr : (const void *)&addr->in6.sin6_addr, alen);
     struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
-    int result = -1;
-    if (sendto(fd, &req, req.nh.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0) {
+    if (sendto(fd, req, nh.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0) {
         close(fd);
         return -1;
     }
-    union {
-        struct nlmsghdr nh;
-        uint8_t raw[4096];
-    } buf;
-    ssize_t n = recv(fd, &buf, sizeof buf, 0);
+    uint8_t buf[4096];
+    ssize_t got = recv(fd, buf, sizeof buf, 0);
     close(fd);
-    if (n <= 0)
+    if (got <= 0)
         return -1;
-    for (struct nlmsghdr *nh = &buf.nh; NLMSG_OK(nh, (unsigned)n); nh = NLMSG_NEXT(nh, n)) {
-        if (nh->nlmsg_type == NLMSG_ERROR) {
-            const struct nlmsgerr *e = NLMSG_DATA(nh);
-            /* no route at all (ENETUNREACH): not local; anything else: cannot tell */
-            return e->error == -ENETUNREACH || e->error == -EHOSTUNREACH ? 0 : -1;
+    size_t n = (size_t)got;
+    for (size_t off = 0; off + NLMSG_HDRLEN <= n;) {
+        memcpy(&nh, buf + off, sizeof nh);
+        if (nh.nlmsg_len < NLMSG_HDRLEN || nh.nlmsg_len > n - off)
+            return -1;
+        const uint8_t *pay = buf + off + NLMSG_HDRLEN;
+        size_t plen = nh.nlmsg_len - NLMSG_HDRLEN;
+        if (nh.nlmsg_type == NLMSG_ERROR) {
+            struct nlmsgerr e;
+            if (plen < sizeof e)
+                return -1;
+            memcpy(&e, pay, sizeof e);
+            /* no route at all: not local; anything else: cannot tell */
+            return e.error == -ENETUNREACH || e.error == -EHOSTUNREACH ? 0 : -1;
         }
-        if (nh->nlmsg_type != RTM_NEWROUTE)
-            continue;
-        const struct rtmsg *rt = NLMSG_DATA(nh);
-        if (rt->rtm_type != RTN_LOCAL)
-            return 0;
-        *oif = 0;
-        int len = (int)RTM_PAYLOAD(nh);
-        for (const struct rtattr *at = RTM_RTA(rt); RTA_OK(at, len); at = RTA_NEXT(at, len))
-            if (at->rta_type == RTA_OIF && RTA_PAYLOAD(at) >= sizeof(uint32_t))
-                memcpy(oif, RTA_DATA(at), sizeof(uint32_t));
-        result = 1;
-        break;
+        if (nh.nlmsg_type == RTM_NEWROUTE && plen >= sizeof rt) {
+            memcpy(&rt, pay, sizeof rt);
+            if (rt.rtm_type != RTN_LOCAL)
+                return 0;
+            *oif = 0;
+            for (size_t a = NLMSG_ALIGN(sizeof rt); a + sizeof rta <= plen;) {
+                memcpy(&rta, pay + a, sizeof rta);
+                if (rta.rta_len < sizeof rta || rta.rta_len > plen - a)
+                    break;
+                if (rta.rta_type == RTA_OIF && rta.rta_len >= RTA_LENGTH(sizeof(uint32_t))) {
+                    uint32_t v;
+                    memcpy(&v, pay + a + RTA_LENGTH(0), sizeof v);
+                    *oif = v;
+                }
+                a += RTA_ALIGN(rta.rta_len);
+            }
+            return 1;
+        }
+        off += NLMSG_ALIGN(nh.nlmsg_len);
     }
-    return result;
+    return -1;
 }
 
 /* An address is the adapter's when it is one of its interface's addresses, or when the host

@@ -1131,7 +1131,9 @@ TEST(adapter_on_lo_owns_every_loopback_address)
         if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || strcmp(i->ifa_name, "lo") == 0)
             continue;
         char ip[INET_ADDRSTRLEN];
-        inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, ip, sizeof ip);
+        struct sockaddr_in sin;
+        memcpy(&sin, i->ifa_addr, sizeof sin);
+        inet_ntop(AF_INET, &sin.sin_addr, ip, sizeof ip);
         struct server other;
         listen_on(a, &other, ip, 0, STATUS_INVALID_ADDRESS, NULL);
         conf_close_wait(&other.listener->Header);
