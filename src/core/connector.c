@@ -104,7 +104,6 @@ struct sndk_connector {
     size_t rtr_got;      /* bytes of the first FPDU received */
     size_t rtr_fpdu_len; /* its length, once its MPA length field is in (0 before) */
     bool rtr_seen;
-    bool rtr_peer_term;        /* the peer's first FPDU was a Terminate */
     uint8_t rtr_kind;          /* SNDK_MPA_RTR_WRITE or _READ: what the handshake chose */
     struct sndk_read_req rtr_rr; /* a Read RTR: answered with a zero-length Read Response */
 
@@ -940,7 +939,6 @@ static void rtr_terminate(void *ctx, const struct sndk_rx_seg *seg, const struct
 {
     (void)seg;
     struct sndk_connector *c = ctx;
-    c->rtr_peer_term = true;
     sndk_counters_term(ctrs_of(c), false, t->layer, t->etype, t->code);
 }
 
