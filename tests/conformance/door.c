@@ -414,8 +414,8 @@ TEST_T(flood_larger_than_the_fd_limit_leaves_good_clients_served, 90)
     fprintf(stderr,
             "door flood: %d half-open connections in %llu ms, then %d more during the "
             "good clients, against a server with %d fds; "
-            "%d good clients, slowest %llu ms; %d flood connections reset by the time they were "
-            "served; counters: HandshakesEvicted %llu, HandshakeTimeouts %llu, "
+            "%d good clients, slowest %llu ms; %d flood connections already reset when the good "
+            "clients were done; counters: HandshakesEvicted %llu, HandshakeTimeouts %llu, "
             "HandshakesRefused %llu, Accept %llu, HandshakesPending %llu, IncomingUnanswered "
             "%llu; server CPU while refusing %llu ms; good client after the fd limit %llu ms\n",
             FLOOD, (unsigned long long)flood_ms, FLOOD, SERVER_FD_LIMIT, GOOD,
