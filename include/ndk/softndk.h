@@ -87,6 +87,15 @@ typedef struct _SOFTNDK_OPTIONS {
                                   "" = none. Every fault that fires counts in InjectedFaults */
     /* ---- consumer checks ---- */
     SOFTNDK_SOURCE_CHECK SourceCheck; /* default: SOFTNDK_SOURCE_CHECK (on/off), else off */
+    /* ---- the door (docs/listener.md, "Handshake limits") ---- */
+    ULONG HandshakeLimit;        /* 0 = default (SOFTNDK_HANDSHAKE_LIMIT, else 256): connections a
+                                    listener holds while their MPA Request is still coming (at
+                                    most an eighth of the fd limit); more evict the oldest */
+    ULONG HandshakePerPeerLimit; /* 0 = default (SOFTNDK_HANDSHAKE_PER_PEER, else 64): the same
+                                    per peer IP address; more evict that peer's oldest */
+    ULONG RequestTimeoutMs;      /* 0 = default (SOFTNDK_REQUEST_TIMEOUT_MS, else 2000): how long
+                                    an accepted TCP connection may take to deliver its MPA
+                                    Request (ConnectTimeoutMs bounds the rest of the handshake) */
 } SOFTNDK_OPTIONS;
 
 /* The size of the first published SOFTNDK_OPTIONS (ending at DisconnectTimeoutMs), still
@@ -97,6 +106,8 @@ typedef struct _SOFTNDK_OPTIONS {
 #define SOFTNDK_OPTIONS_SIZE_V2 offsetof(SOFTNDK_OPTIONS, Faults)
 /* The third layout (ending at Faults): SourceCheck from the environment. */
 #define SOFTNDK_OPTIONS_SIZE_V3 offsetof(SOFTNDK_OPTIONS, SourceCheck)
+/* The fourth layout (ending at SourceCheck): the handshake limits from the environment. */
+#define SOFTNDK_OPTIONS_SIZE_V4 offsetof(SOFTNDK_OPTIONS, HandshakeLimit)
 
 /* Fill *Options with "all defaults" (Size set, everything else zero). */
 SOFTNDK_API VOID SoftNdkInitOptions(SOFTNDK_OPTIONS *Options);
@@ -178,6 +189,15 @@ typedef struct _SOFTNDK_COUNTERS {
     SOFTNDK_TERM_COUNT TerminateReceivedCodes[SOFTNDK_COUNTERS_TERM_SLOTS];
     ULONG64 SourceModified;    /* FPDUs whose consumer source changed before its completion
                                   (only counted with SourceCheck on) */
+    /* The door (docs/listener.md, "Handshake limits") */
+    ULONG64 HandshakesEvicted;  /* accepted connections closed (reset) before their MPA Request
+                                   arrived, to make room under HandshakeLimit / PerPeerLimit or
+                                   at the fd limit */
+    ULONG64 HandshakesRefused;  /* TCP connections accepted and reset at once: no fd was left
+                                   (EMFILE / ENFILE) and none could be freed */
+    ULONG64 HandshakesPending;  /* now: accepted connections whose MPA Request is still coming */
+    ULONG64 IncomingUnanswered; /* now: connect events delivered, neither accepted, rejected
+                                   nor closed yet */
 } SOFTNDK_COUNTERS;
 
 SOFTNDK_API NTSTATUS SoftNdkQueryCounters(NDK_ADAPTER *pNdkAdapter, SOFTNDK_COUNTERS *Counters);

@@ -18,11 +18,7 @@ const char *sndk_access_result_name(enum sndk_access_result r)
 /* Owner of a live token with a current key; caller holds t->lock. */
 static struct sndk_obj *lookup_locked(struct sndk_stag_table *t, uint32_t token)
 {
-    uint32_t index = sndk_stag_index(token);
-    if (index == 0 || index >= t->used)
-        return NULL;
-    const struct sndk_stag_entry *e = &t->entries[index];
-    return e->owner && e->key == sndk_stag_key(token) ? e->owner : NULL;
+    return sndk_stag_lookup_locked(t, token);
 }
 
 /* [addr, addr+len) inside [base, base+size)? Written so that no sum can overflow. */
@@ -159,25 +155,31 @@ enum sndk_access_result sndk_access_invalidate_remote(struct sndk_pd *pd, uint32
     struct sndk_mr *put = NULL;
     pthread_mutex_lock(&t->lock);
     struct sndk_obj *o = lookup_locked(t, token);
+    /* The PD first: a token of another PD is a protection error whatever it names
+     * (docs/wire.md: RDMAP / remote protection / 0x09), then what it names. */
     if (!o) {
         r = SNDK_ACC_INV_STAG;
     } else if (o->ops->type == NdkObjectTypeMr) {
         struct sndk_mr *mr = sndk_container_of(o, struct sndk_mr, base);
-        if (!mr->fast)
-            r = SNDK_ACC_INV_STAG; /* NdkRegisterMr regions are never invalidated remotely */
-        else if (mr->pd != pd)
+        if (mr->pd != pd)
             r = SNDK_ACC_UNASSOC;
-        else if (mr->state == SNDK_MR_FR_VALID)
+        else if (!mr->fast)
+            r = SNDK_ACC_INV_STAG; /* NdkRegisterMr regions are never invalidated remotely */
+        else if (mr->state != SNDK_MR_FR_VALID)
+            r = SNDK_ACC_INV_STAG; /* already invalid (decisions.md #7) */
+        else
             mr->state = SNDK_MR_FR_INVALID;
     } else if (o->ops->type == NdkObjectTypeMw) {
         struct sndk_mw *mw = sndk_container_of(o, struct sndk_mw, base);
-        if (mw->pd != pd) {
+        if (mw->pd != pd)
             r = SNDK_ACC_UNASSOC;
-        } else {
+        else if (!mw->bound)
+            r = SNDK_ACC_INV_STAG; /* already unbound (decisions.md #7) */
+        else
             put = sndk_mw_unbind_locked(mw);
-        }
     } else {
-        r = SNDK_ACC_INV_STAG; /* the privileged token */
+        /* the privileged token: never remote; another PD's is still another PD's */
+        r = o == &pd->base ? SNDK_ACC_INV_STAG : SNDK_ACC_UNASSOC;
     }
     pthread_mutex_unlock(&t->lock);
     if (put)
@@ -199,19 +201,23 @@ struct sndk_mr *sndk_mw_unbind_locked(struct sndk_mw *mw)
     return mr;
 }
 
-void sndk_access_invalidate_local(struct sndk_obj *o)
+bool sndk_access_invalidate_local(struct sndk_obj *o)
 {
     struct sndk_stag_table *t = o->adapter->stags;
     struct sndk_mr *put = NULL;
+    bool was_valid = false;
     pthread_mutex_lock(&t->lock);
     if (o->ops->type == NdkObjectTypeMr) {
         struct sndk_mr *mr = sndk_container_of(o, struct sndk_mr, base);
-        if (mr->state == SNDK_MR_FR_VALID)
+        was_valid = mr->state == SNDK_MR_FR_VALID;
+        if (was_valid)
             mr->state = SNDK_MR_FR_INVALID;
     } else if (o->ops->type == NdkObjectTypeMw) {
         put = sndk_mw_unbind_locked(sndk_container_of(o, struct sndk_mw, base));
+        was_valid = put != NULL;
     }
     pthread_mutex_unlock(&t->lock);
     if (put)
         sndk_obj_put(&put->base);
+    return was_valid;
 }

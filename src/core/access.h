@@ -43,10 +43,10 @@ enum sndk_access_result sndk_access_check(struct sndk_pd *pd, uint32_t token, ui
                                           struct iovec *out, int max_out, int *n_out);
 
 /* Remote invalidation (Send with Invalidate, docs/ndk-rules.md [MEM-12], [MEM-13], [IW-SINV]):
- * a valid fast-registered MR becomes invalid, a bound MW unbound; one already invalid/unbound
- * counts as success (as siw, "per verbs"). Returns SNDK_ACC_OK, SNDK_ACC_INV_STAG (unknown or
- * stale token, an NdkRegisterMr region, the privileged token) or SNDK_ACC_UNASSOC (another
- * PD). */
+ * a valid fast-registered MR becomes invalid, a bound MW unbound. Returns SNDK_ACC_OK,
+ * SNDK_ACC_UNASSOC (a token of another PD, whatever it names: checked first) or
+ * SNDK_ACC_INV_STAG (unknown or stale token, an NdkRegisterMr region, the privileged token, or
+ * a region already invalid / a window already unbound: decisions.md #7). */
 enum sndk_access_result sndk_access_invalidate_remote(struct sndk_pd *pd, uint32_t token);
 
 /* Unbind a bound window; caller holds the STag table lock. Returns the MR it windowed, whose
@@ -55,16 +55,8 @@ enum sndk_access_result sndk_access_invalidate_remote(struct sndk_pd *pd, uint32
 struct sndk_mr *sndk_mw_unbind_locked(struct sndk_mw *mw);
 
 /* NdkInvalidate (executed in queue order) and RDMA_READ_LOCAL_INVALIDATE: a fast-registered MR
- * becomes invalid, a window unbound; one already invalid / unbound stays so (success). */
-void sndk_access_invalidate_local(struct sndk_obj *o);
-
-/* A fresh key for stag's index; caller holds t->lock (registration paths that change region
- * fields in the same critical section). */
-static inline uint32_t sndk_stag_rekey_locked(struct sndk_stag_table *t, uint32_t stag)
-{
-    struct sndk_stag_entry *e = &t->entries[sndk_stag_index(stag)];
-    e->key++;
-    return sndk_stag_make(sndk_stag_index(stag), e->key);
-}
+ * becomes invalid, a window unbound. Returns false when it already was (decisions.md #7: the
+ * NdkInvalidate then completes with STATUS_INVALID_DEVICE_REQUEST). */
+bool sndk_access_invalidate_local(struct sndk_obj *o);
 
 #endif

@@ -72,6 +72,10 @@ static const char *const conn_state_names[SNDK_CONN_STATE_COUNT] = {
  * no pad, CRC field. */
 #define RTR_READ_FPDU_LEN (SNDK_MPA_LEN_SIZE + SNDK_READ_REQ_ULPDU_LEN + SNDK_MPA_CRC_SIZE)
 _Static_assert((SNDK_MPA_LEN_SIZE + SNDK_DDP_TAGGED_HDR_LEN) % 4 == 0, "an RTR FPDU has no pad");
+/* The first FPDU after the Reply is read in pieces of at most this many bytes, never past its
+ * own end. */
+#define RTR_CHUNK 64
+_Static_assert(RTR_CHUNK >= RTR_READ_FPDU_LEN, "chunk size");
 
 struct sndk_connector {
     struct sndk_obj base;
@@ -94,11 +98,12 @@ struct sndk_connector {
     uint8_t tx[SNDK_MPA_FRAME_MAX];
     size_t tx_len, tx_off;
     struct sndk_mpa_rx mpa;    /* the peer's Request or Reply */
-    struct sndk_rx rtr_rx;     /* validates the RTR FPDU (passive, peer-to-peer) */
-    uint8_t rtr_buf[RTR_READ_FPDU_LEN];
-    size_t rtr_got;
+    struct sndk_rx rtr_rx;     /* validates the first FPDU after the Reply (passive, RTR) */
+    uint8_t rtr_buf[RTR_CHUNK]; /* bytes of it received and not yet given to rtr_rx */
+    size_t rtr_held;
+    size_t rtr_got;      /* bytes of the first FPDU received */
+    size_t rtr_fpdu_len; /* its length, once its MPA length field is in (0 before) */
     bool rtr_seen;
-    bool rtr_bad;
     uint8_t rtr_kind;          /* SNDK_MPA_RTR_WRITE or _READ: what the handshake chose */
     struct sndk_read_req rtr_rr; /* a Read RTR: answered with a zero-length Read Response */
 
@@ -117,6 +122,7 @@ struct sndk_connector {
     struct sndk_endpoint *ep;
     bool se_peer; /* peer registered on a shared endpoint */
     struct sndk_listener *listener;
+    struct sndk_adm_entry adm; /* passive, while waiting for the Request (admission.h) */
     struct sndk_qp *qp;
     struct sndk_conn_rec *rec; /* counters, ndkstat, pcap (NULL when out of memory) */
 
@@ -157,6 +163,20 @@ static bool state_is_up(enum sndk_conn_state s)
     return s == SNDK_CONN_CONNECTED || s == SNDK_CONN_DISCONNECTING;
 }
 
+/* The listener's door counts what waits for a Request and what waits for the consumer
+ * (admission.h); c->lock held. */
+static void door_transition(struct sndk_connector *c, enum sndk_conn_state next)
+{
+    if (c->state == next)
+        return;
+    if (c->state == SNDK_CONN_WAIT_REQUEST && c->listener)
+        sndk_admission_leave(c->listener, &c->adm);
+    if (next == SNDK_CONN_INCOMING)
+        atomic_fetch_add_explicit(&ctrs_of(c)->incoming, 1, memory_order_relaxed);
+    else if (c->state == SNDK_CONN_INCOMING)
+        atomic_fetch_sub_explicit(&ctrs_of(c)->incoming, 1, memory_order_relaxed);
+}
+
 static void set_state(struct sndk_connector *c, enum sndk_conn_state next)
 {
     sndk_debug("connector", "%p: %s => %s", (void *)c, conn_state_names[c->state],
@@ -164,6 +184,7 @@ static void set_state(struct sndk_connector *c, enum sndk_conn_state next)
     SNDK_TRACE("connector.state", "connector", c, "\"from\":\"%s\",\"to\":\"%s\",\"conn\":%llu",
                conn_state_names[c->state], conn_state_names[next],
                (unsigned long long)(c->rec ? c->rec->id : 0));
+    door_transition(c, next);
     bool was_up = state_is_up(c->state), up = state_is_up(next);
     if (!was_up && up) {
         sndk_ctr_inc(ctrs_of(c), c->active ? SNDK_CTR_CONNECT : SNDK_CTR_ACCEPT);
@@ -340,7 +361,11 @@ static void timer_start_locked(struct sndk_connector *c)
         c->timer_ref = true;
         sndk_obj_get(&c->base);
     }
-    sndk_timer_arm(engine_of(c), &c->timer, (uint64_t)c->base.adapter->cfg.connect_timeout_ms * 1000u);
+    /* An incoming connection has a shorter time to deliver its Request (admission.h). */
+    const struct sndk_config *cfg = &c->base.adapter->cfg;
+    unsigned ms =
+        c->state == SNDK_CONN_WAIT_REQUEST ? cfg->request_timeout_ms : cfg->connect_timeout_ms;
+    sndk_timer_arm(engine_of(c), &c->timer, (uint64_t)ms * 1000u);
 }
 
 /* Take the socket out of epoll; src_done then closes it, or hands it to the QP when the
@@ -426,18 +451,19 @@ static int read_mpa(struct sndk_connector *c, int *err)
     }
 }
 
-/* RFC 6581: an Initiator that cannot accept a Reply says why with an LLP Terminate before it
- * closes (best effort: one small frame on an idle socket). */
-static void send_llp_terminate(struct sndk_connector *c, enum sndk_wire_err werr)
+/* Tell the peer why the connection ends with a Terminate built from the fault, before the
+ * close (best effort: one small frame on a socket nothing else was written to since the MPA
+ * frame). The first Terminate of a stream carries MSN 1. */
+static void send_fault_terminate(struct sndk_connector *c, const struct sndk_wire_fault *fault,
+                                 bool crc)
 {
-    if (werr == SNDK_WERR_NONE || c->fd < 0)
+    if (fault->err == SNDK_WERR_NONE || c->fd < 0)
         return;
-    struct sndk_wire_fault fault = {.err = werr};
     struct sndk_term t;
-    sndk_term_from_fault(&t, &fault);
+    sndk_term_from_fault(&t, fault);
     struct sndk_fpdu f;
     struct iovec iov[4];
-    int n = sndk_fpdu_terminate(&f, 1, &t, c->req.crc, iov, 4);
+    int n = sndk_fpdu_terminate(&f, 1, &t, crc, iov, 4);
     if (n <= 0)
         return;
     uint8_t buf[128];
@@ -453,6 +479,20 @@ static void send_llp_terminate(struct sndk_connector *c, enum sndk_wire_err werr
         SNDK_TRACE("term.sent", "connector", c, "\"layer\":%u,\"etype\":%u,\"code\":%u",
                    (unsigned)t.layer, (unsigned)t.etype, (unsigned)t.code);
     }
+    /* FIN after the Terminate; what the peer sent beyond the bytes we read is dropped first,
+     * so that the close does not turn into a reset that could discard the Terminate. */
+    shutdown(c->fd, SHUT_WR);
+    uint8_t sink[256];
+    for (int i = 0; i < 64 && recv(c->fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++)
+        ;
+}
+
+/* RFC 6581: an Initiator that cannot accept a Reply says why with an LLP Terminate before it
+ * closes. */
+static void send_llp_terminate(struct sndk_connector *c, enum sndk_wire_err werr)
+{
+    struct sndk_wire_fault fault = {.err = werr};
+    send_fault_terminate(c, &fault, c->req.crc);
 }
 
 static struct sndk_mpa_policy policy_of(struct sndk_connector *c)
@@ -853,20 +893,31 @@ static void io_watch_abandon(struct sndk_connector *c, uint32_t ev)
     }
 }
 
+/* The first FPDU after the Reply must be the negotiated RTR: a zero-length RDMA Write (L=1), or
+ * a zero-length RDMA Read Request. Anything else is answered as the QP would answer it one FPDU
+ * later, where that applies (docs/wire.md, "The first FPDU"): a Send or any other message that
+ * is not the RTR is an unexpected opcode; payload for a tagged buffer names an STag that cannot
+ * be valid (no region is reachable before the QP has the connection); a Read RTR that asks for
+ * bytes names an invalid source STag. */
 static int rtr_place(void *ctx, const struct sndk_rx_seg *seg, uint32_t off, struct iovec *iov,
                      int max_iov)
 {
-    (void)ctx, (void)seg, (void)off, (void)iov, (void)max_iov;
-    return -SNDK_WERR_STAG; /* only a zero-length message is expected before the QP takes over */
+    (void)ctx, (void)off, (void)iov, (void)max_iov;
+    return seg->tagged ? -SNDK_WERR_STAG : -SNDK_WERR_OPCODE;
+}
+
+static int rtr_seg_done(void *ctx, const struct sndk_rx_seg *seg)
+{
+    (void)ctx;
+    return seg->last ? 0 : -SNDK_WERR_OPCODE; /* the RTR is one whole message */
 }
 
 static int rtr_msg_done(void *ctx, const struct sndk_rx_seg *seg, uint64_t len)
 {
     struct sndk_connector *c = ctx;
-    if (c->rtr_kind == SNDK_MPA_RTR_WRITE && seg->opcode == SNDK_OP_WRITE && len == 0)
-        c->rtr_seen = true;
-    else
-        c->rtr_bad = true;
+    if (c->rtr_kind != SNDK_MPA_RTR_WRITE || seg->opcode != SNDK_OP_WRITE || len != 0)
+        return -SNDK_WERR_OPCODE;
+    c->rtr_seen = true;
     return 0;
 }
 
@@ -874,18 +925,28 @@ static int rtr_read_req(void *ctx, const struct sndk_rx_seg *seg, const struct s
 {
     (void)seg;
     struct sndk_connector *c = ctx;
+    if (c->rtr_kind != SNDK_MPA_RTR_READ)
+        return -SNDK_WERR_OPCODE;
+    if (rr->size != 0)
+        return -SNDK_WERR_RREQ_STAG;
     /* Zero-length: nothing is read, so its STags are not looked at (siw does the same). */
-    if (c->rtr_kind == SNDK_MPA_RTR_READ && rr->size == 0) {
-        c->rtr_rr = *rr;
-        c->rtr_seen = true;
-    } else {
-        c->rtr_bad = true;
-    }
+    c->rtr_rr = *rr;
+    c->rtr_seen = true;
     return 0;
 }
 
-static const struct sndk_rx_ops rtr_ops = {
-    .place = rtr_place, .msg_done = rtr_msg_done, .read_req = rtr_read_req};
+static void rtr_terminate(void *ctx, const struct sndk_rx_seg *seg, const struct sndk_term *t)
+{
+    (void)seg;
+    struct sndk_connector *c = ctx;
+    sndk_counters_term(ctrs_of(c), false, t->layer, t->etype, t->code);
+}
+
+static const struct sndk_rx_ops rtr_ops = {.place = rtr_place,
+                                           .seg_done = rtr_seg_done,
+                                           .msg_done = rtr_msg_done,
+                                           .read_req = rtr_read_req,
+                                           .terminate = rtr_terminate};
 
 /* A Read RTR is answered before the QP takes over: a zero-length Read Response to its sink. */
 static bool answer_read_rtr(struct sndk_connector *c)
@@ -893,6 +954,70 @@ static bool answer_read_rtr(struct sndk_connector *c)
     struct sndk_seg_hdr h = {.opcode = SNDK_OP_READ_RESP, .last = true,
                              .stag = c->rtr_rr.sink_stag, .to = c->rtr_rr.sink_to};
     return send_empty_fpdu(c, &h);
+}
+
+enum rtr_read { RTR_OK, RTR_MORE, RTR_FAULT, RTR_PEER_TERMINATED, RTR_LOST };
+
+/* Give the held bytes of the first FPDU to its parser. */
+static enum rtr_read rtr_feed_held(struct sndk_connector *c, struct sndk_wire_fault *fault)
+{
+    int rc = c->rtr_held ? sndk_rx_feed(&c->rtr_rx, c->rtr_buf, c->rtr_held) : 0;
+    c->rtr_held = 0;
+    if (rc < 0) {
+        const struct sndk_wire_fault *f = sndk_rx_fault(&c->rtr_rx);
+        *fault = f ? *f : (struct sndk_wire_fault){.err = SNDK_WERR_LOCAL};
+        return RTR_FAULT;
+    }
+    return rc == SNDK_RX_TERMINATED ? RTR_PEER_TERMINATED : RTR_MORE;
+}
+
+/* Read the first FPDU after the Reply with exact lengths: its MPA length field first, then never
+ * more than what is left of it, so not one byte of the QP's next FPDU is consumed (the parser's
+ * own offer may reach into it). Every byte goes through a parser, so a bad CRC, a header fault,
+ * a second MPA Request or Reply (the parser knows its key) or a message that is not the RTR is
+ * a fault with its Terminate codes (rtr_ops). */
+static enum rtr_read read_first_fpdu(struct sndk_connector *c, struct sndk_wire_fault *fault)
+{
+    for (;;) {
+        size_t want;
+        if (c->rtr_got < SNDK_MPA_LEN_SIZE) {
+            want = SNDK_MPA_LEN_SIZE - c->rtr_got;
+        } else {
+            if (c->rtr_fpdu_len == 0)
+                c->rtr_fpdu_len = sndk_mpa_fpdu_len(sndk_get_be16(c->rtr_buf));
+            want = c->rtr_fpdu_len - c->rtr_got;
+            if (want > sizeof c->rtr_buf - c->rtr_held)
+                want = sizeof c->rtr_buf - c->rtr_held;
+        }
+        if (want == 0)
+            break; /* whole FPDU in */
+        ssize_t got = recv(c->fd, c->rtr_buf + c->rtr_held, want, 0);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return RTR_MORE;
+        if (got <= 0)
+            return RTR_LOST;
+        if (c->rec) {
+            sndk_cc_add(c->rec, SNDK_CC_RX_OCTETS, (uint64_t)got);
+            sndk_pcap_buf(c->rec->pcap, false, c->rtr_buf + c->rtr_held, (size_t)got);
+        }
+        c->rtr_held += (size_t)got;
+        c->rtr_got += (size_t)got;
+        if (c->rtr_got < SNDK_MPA_LEN_SIZE)
+            continue; /* the length field stays in rtr_buf[0..1] until it is whole */
+        enum rtr_read r = rtr_feed_held(c, fault);
+        if (r != RTR_MORE)
+            return r;
+        if (c->rtr_got == c->rtr_fpdu_len)
+            break;
+    }
+    if (c->rtr_seen)
+        return RTR_OK;
+    /* A whole FPDU that ended no message the parser reported: cannot happen with the callbacks
+     * above, but never let it pass as an RTR. */
+    *fault = (struct sndk_wire_fault){.err = SNDK_WERR_LOCAL};
+    return RTR_FAULT;
 }
 
 static void io_accepting(struct sndk_connector *c, uint32_t ev)
@@ -912,41 +1037,24 @@ static void io_accepting(struct sndk_connector *c, uint32_t ev)
         }
         sndk_source_modify(&c->src, EPOLLIN);
     }
-    /* Exactly the RTR's bytes: the parser's own offer may reach into the next FPDU, which
-     * belongs to the QP. */
-    bool rd = c->rtr_kind == SNDK_MPA_RTR_READ;
-    size_t want = rd ? RTR_READ_FPDU_LEN : RTR_FPDU_LEN;
-    while (c->rtr_got < want) {
-        ssize_t got = recv(c->fd, c->rtr_buf + c->rtr_got, want - c->rtr_got, 0);
-        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-            fail_locked(c, STATUS_CONNECTION_ABORTED, "peer left before its RTR");
-            return;
-        }
-        if (got < 0) {
-            if (errno == EINTR)
-                continue;
-            return;
-        }
-        if (c->rec) {
-            sndk_cc_add(c->rec, SNDK_CC_RX_OCTETS, (uint64_t)got);
-            sndk_pcap_buf(c->rec->pcap, false, c->rtr_buf + c->rtr_got, (size_t)got);
-        }
-        c->rtr_got += (size_t)got;
-        if (c->rtr_got >= SNDK_MPA_LEN_SIZE &&
-            sndk_get_be16(c->rtr_buf) !=
-                (rd ? SNDK_READ_REQ_ULPDU_LEN : SNDK_DDP_TAGGED_HDR_LEN)) {
-            c->rtr_bad = true; /* another FPDU: not the zero-length Write / Read chosen */
-            break;
-        }
-    }
-    if (!c->rtr_bad && sndk_rx_feed(&c->rtr_rx, c->rtr_buf, want) < 0)
-        c->rtr_bad = true;
-    if (!c->rtr_seen)
-        c->rtr_bad = true;
-    if (c->rtr_bad) {
+    struct sndk_wire_fault fault = {.err = SNDK_WERR_NONE};
+    int rc = read_first_fpdu(c, &fault);
+    if (rc == RTR_MORE)
+        return;
+    if (rc == RTR_FAULT) {
+        sndk_warn("connector", "%p: first FPDU after the Reply is not the RTR: %s", (void *)c,
+                  sndk_wire_err_name(fault.err));
+        send_fault_terminate(c, &fault, c->crc);
         fail_locked(c, STATUS_CONNECTION_ABORTED, "first FPDU is not the RTR");
         return;
     }
+    if (rc != RTR_OK) {
+        fail_locked(c, STATUS_CONNECTION_ABORTED,
+                    rc == RTR_PEER_TERMINATED ? "peer sent a Terminate instead of its RTR"
+                                              : "peer left before its RTR");
+        return;
+    }
+    bool rd = c->rtr_kind == SNDK_MPA_RTR_READ;
     if (c->rec)
         sndk_cc_add(c->rec, SNDK_CC_RX_FPDUS, 1);
     SNDK_TRACE("mpa.rtr_received", "connector", c, "\"kind\":\"%s\"", rd ? "read" : "write");
@@ -1144,7 +1252,7 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
     }
     c->tx_len = (size_t)len;
     c->tx_off = 0;
-    sndk_mpa_rx_init(&c->mpa, true, 0);
+    sndk_mpa_rx_init(&c->mpa, true, SNDK_MPA_PD_MAX_RFC); /* RFC 5044: up to 512 */
     sndk_obj_hold(&c->base, &qp->base);
     if (se)
         sndk_obj_hold(&c->base, &se->base);
@@ -1590,6 +1698,9 @@ void sndk_connector_incoming(struct sndk_listener *l, int fd, const struct sndk_
         return;
     }
     sndk_obj_hold(&c->base, &l->base);
+    /* Listed before its socket is watched, and outside c->lock: making room may evict (lock)
+     * an older connector. Leaving WAIT_REQUEST unlists it (door_transition). */
+    sndk_admission_enter(l, &c->adm, &c->base, fd, peer);
     pthread_mutex_lock(&l->lock);
     if (l->ep) {
         sndk_endpoint_get(l->ep);
@@ -1606,7 +1717,7 @@ void sndk_connector_incoming(struct sndk_listener *l, int fd, const struct sndk_
                                conn_state_names);
     SNDK_TRACE("connector.incoming", "connector", c, "\"listener\":\"%p\",\"peer\":\"%s\"",
                (void *)l, c->rec ? c->rec->peer_str : "");
-    sndk_mpa_rx_init(&c->mpa, false, 0);
+    sndk_mpa_rx_init(&c->mpa, false, SNDK_MPA_PD_MAX_RFC); /* RFC 5044: up to 512 */
     set_state(c, SNDK_CONN_WAIT_REQUEST);
     NTSTATUS st = io_start_locked(c, EPOLLIN);
     if (st == STATUS_SUCCESS)
@@ -1615,5 +1726,29 @@ void sndk_connector_incoming(struct sndk_listener *l, int fd, const struct sndk_
         set_state(c, SNDK_CONN_CLOSED);
     pthread_mutex_unlock(&c->lock);
     if (st != STATUS_SUCCESS)
+        sndk_obj_close(&c->base.pub.Header, NULL, NULL);
+}
+
+void sndk_connector_evict(struct sndk_obj *obj)
+{
+    struct sndk_connector *c = sndk_container_of(obj, struct sndk_connector, base);
+    pthread_mutex_lock(&c->lock);
+    bool evicted = c->state == SNDK_CONN_WAIT_REQUEST;
+    if (evicted) {
+        SNDK_TRACE("connector.failed", "connector", c, "\"state\":\"%s\",\"why\":\"%s\"",
+                   conn_state_names[c->state], "evicted at the door");
+        sndk_ctr_inc(ctrs_of(c), SNDK_CTR_CONNECT_FAILURE);
+        timer_stop_locked(c);
+        if (c->fd >= 0) {
+            /* refused as if nobody listened: a reset, not a FIN the peer might wait behind */
+            struct linger lg = {1, 0};
+            setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+        }
+        set_state(c, SNDK_CONN_CLOSED);
+        io_stop_locked(c);
+        c->abandoned = true;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (evicted) /* never delivered: nobody else will close it */
         sndk_obj_close(&c->base.pub.Header, NULL, NULL);
 }

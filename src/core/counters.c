@@ -15,6 +15,8 @@ void sndk_counters_init(struct sndk_adapter_ctrs *a)
     for (int i = 0; i < SNDK_CTR_COUNT; i++)
         atomic_init(&a->v[i], 0);
     atomic_init(&a->active, 0);
+    atomic_init(&a->hs_pending, 0);
+    atomic_init(&a->incoming, 0);
     for (int i = 0; i < SNDK_TERM_LAYERS; i++) {
         atomic_init(&a->term_sent[i], 0);
         atomic_init(&a->term_recv[i], 0);
@@ -139,6 +141,12 @@ void sndk_counters_read(struct sndk_adapter_ctrs *a, SOFTNDK_COUNTERS *out)
     c.MpaRejectsReceived = ld(&a->v[SNDK_CTR_MPA_REJECT_RECV]);
     c.HandshakeTimeouts = ld(&a->v[SNDK_CTR_HANDSHAKE_TIMEOUT]);
     c.SourceModified = ld(&a->v[SNDK_CTR_SOURCE_MODIFIED]);
+    c.HandshakesEvicted = ld(&a->v[SNDK_CTR_HANDSHAKE_EVICTED]);
+    c.HandshakesRefused = ld(&a->v[SNDK_CTR_HANDSHAKE_REFUSED]);
+    int64_t pend = atomic_load_explicit(&a->hs_pending, memory_order_relaxed);
+    int64_t inc = atomic_load_explicit(&a->incoming, memory_order_relaxed);
+    c.HandshakesPending = pend > 0 ? (ULONG64)pend : 0;
+    c.IncomingUnanswered = inc > 0 ? (ULONG64)inc : 0;
     if (size > sizeof c)
         size = sizeof c;
     c.Size = size;

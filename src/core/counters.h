@@ -43,6 +43,8 @@ enum sndk_ctr {
     SNDK_CTR_MPA_REJECT_RECV,   /* ... we received */
     SNDK_CTR_HANDSHAKE_TIMEOUT, /* handshakes that timed out */
     SNDK_CTR_SOURCE_MODIFIED,   /* FPDUs whose source changed before completion (SourceCheck) */
+    SNDK_CTR_HANDSHAKE_EVICTED, /* half-open connections reset to make room (admission.c) */
+    SNDK_CTR_HANDSHAKE_REFUSED, /* connections reset at once at the fd limit (admission.c) */
     SNDK_CTR_COUNT
 };
 
@@ -63,6 +65,8 @@ struct sndk_listen_rec {
 struct sndk_adapter_ctrs {
     _Atomic uint64_t v[SNDK_CTR_COUNT];
     _Atomic int64_t active;          /* ActiveConnection: a gauge */
+    _Atomic int64_t hs_pending;      /* HandshakesPending: a gauge (admission.c) */
+    _Atomic int64_t incoming;        /* IncomingUnanswered: a gauge (admission.c) */
     _Atomic uint64_t term_sent[SNDK_TERM_LAYERS], term_recv[SNDK_TERM_LAYERS];
 
     pthread_mutex_t lock;            /* the registry, retired totals and Terminate slots */

@@ -4,11 +4,14 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -91,6 +94,88 @@ NTSTATUS sndk_addr_copy_out(const struct sndk_addr *a, struct sockaddr *out, ULO
     return STATUS_SUCCESS;
 }
 
+/* Does the kernel deliver addr locally (a route of type local: RTM_GETROUTE asks the routing
+ * tables, the "local" table included), and on which interface? 1 with *oif set, 0 when it
+ * routes addr elsewhere, -1 when it cannot be asked (no socket, no answer). */
+static int route_is_local(const struct sndk_addr *addr, unsigned *oif)
+{
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (fd < 0)
+        return -1;
+    struct timeval tv = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    /* Built and parsed with memcpy at the netlink offsets: no cast of a byte pointer. */
+    bool v4 = addr->sa.sa_family == AF_INET;
+    size_t alen = v4 ? sizeof addr->in.sin_addr : sizeof addr->in6.sin6_addr;
+    uint8_t req[NLMSG_SPACE(sizeof(struct rtmsg)) + RTA_SPACE(16)];
+    memset(req, 0, sizeof req);
+    struct nlmsghdr nh = {
+        .nlmsg_len = (uint32_t)(NLMSG_SPACE(sizeof(struct rtmsg)) + RTA_LENGTH(alen)),
+        .nlmsg_type = RTM_GETROUTE,
+        .nlmsg_flags = NLM_F_REQUEST,
+        .nlmsg_seq = 1,
+    };
+    struct rtmsg rt = {.rtm_family = (unsigned char)addr->sa.sa_family,
+                       .rtm_dst_len = (unsigned char)(alen * 8)};
+    struct rtattr rta = {.rta_len = (unsigned short)RTA_LENGTH(alen), .rta_type = RTA_DST};
+    size_t at = NLMSG_SPACE(sizeof rt);
+    memcpy(req, &nh, sizeof nh);
+    memcpy(req + NLMSG_HDRLEN, &rt, sizeof rt);
+    memcpy(req + at, &rta, sizeof rta);
+    memcpy(req + at + RTA_LENGTH(0),
+           v4 ? (const void *)&addr->in.sin_addr : (const void *)&addr->in6.sin6_addr, alen);
+    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+    if (sendto(fd, req, nh.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0) {
+        close(fd);
+        return -1;
+    }
+    uint8_t buf[4096];
+    ssize_t got = recv(fd, buf, sizeof buf, 0);
+    close(fd);
+    if (got <= 0)
+        return -1;
+    size_t n = (size_t)got;
+    for (size_t off = 0; off + NLMSG_HDRLEN <= n;) {
+        memcpy(&nh, buf + off, sizeof nh);
+        if (nh.nlmsg_len < NLMSG_HDRLEN || nh.nlmsg_len > n - off)
+            return -1;
+        const uint8_t *pay = buf + off + NLMSG_HDRLEN;
+        size_t plen = nh.nlmsg_len - NLMSG_HDRLEN;
+        if (nh.nlmsg_type == NLMSG_ERROR) {
+            struct nlmsgerr e;
+            if (plen < sizeof e)
+                return -1;
+            memcpy(&e, pay, sizeof e);
+            /* no route at all: not local; anything else: cannot tell */
+            return e.error == -ENETUNREACH || e.error == -EHOSTUNREACH ? 0 : -1;
+        }
+        if (nh.nlmsg_type == RTM_NEWROUTE && plen >= sizeof rt) {
+            memcpy(&rt, pay, sizeof rt);
+            if (rt.rtm_type != RTN_LOCAL)
+                return 0;
+            *oif = 0;
+            for (size_t a = NLMSG_ALIGN(sizeof rt); a + sizeof rta <= plen;) {
+                memcpy(&rta, pay + a, sizeof rta);
+                if (rta.rta_len < sizeof rta || rta.rta_len > plen - a)
+                    break;
+                if (rta.rta_type == RTA_OIF && rta.rta_len >= RTA_LENGTH(sizeof(uint32_t))) {
+                    uint32_t v;
+                    memcpy(&v, pay + a + RTA_LENGTH(0), sizeof v);
+                    *oif = v;
+                }
+                a += RTA_ALIGN(rta.rta_len);
+            }
+            return 1;
+        }
+        off += NLMSG_ALIGN(nh.nlmsg_len);
+    }
+    return -1;
+}
+
+/* An address is the adapter's when it is one of its interface's addresses, or when the host
+ * delivers it locally on that interface (Linux delivers all of 127.0.0.0/8 on lo, though lo
+ * lists only 127.0.0.1; a "local" route may cover a whole prefix). An adapter on every
+ * interface (IfIndex 0) owns every address the host delivers locally. */
 bool sndk_adapter_owns_address(const struct sndk_adapter *a, const struct sndk_addr *addr)
 {
     if (sndk_addr_is_wildcard(addr))
@@ -98,21 +183,33 @@ bool sndk_adapter_owns_address(const struct sndk_adapter *a, const struct sndk_a
     struct ifaddrs *list;
     if (getifaddrs(&list) != 0)
         return false;
-    bool found = false;
-    for (struct ifaddrs *i = list; i && !found; i = i->ifa_next) {
+    bool ours = false, theirs = false;
+    for (struct ifaddrs *i = list; i && !ours; i = i->ifa_next) {
         if (!i->ifa_addr || i->ifa_addr->sa_family != addr->sa.sa_family)
-            continue;
-        if (a->if_index != 0 && if_nametoindex(i->ifa_name) != a->if_index)
             continue;
         struct sndk_addr cand;
         if (sndk_addr_from(&cand, i->ifa_addr,
                            i->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
-                                                             : sizeof(struct sockaddr_in6)) ==
-            STATUS_SUCCESS)
-            found = same_host(&cand, addr);
+                                                             : sizeof(struct sockaddr_in6)) !=
+                STATUS_SUCCESS ||
+            !same_host(&cand, addr))
+            continue;
+        if (a->if_index == 0 || if_nametoindex(i->ifa_name) == a->if_index)
+            ours = true;
+        else
+            theirs = true;
     }
     freeifaddrs(list);
-    return found;
+    if (ours)
+        return true;
+    if (theirs)
+        return false; /* listed on another interface: that one's */
+    unsigned oif = 0;
+    if (route_is_local(addr, &oif) != 1)
+        return false;
+    /* A local route's output interface is the one the address is delivered on; the listed
+     * addresses of every interface also route via lo, but those were decided above. */
+    return a->if_index == 0 || oif == a->if_index;
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -40,11 +40,17 @@ bool sndk_listener_accepting(struct sndk_listener *l)
     return ok;
 }
 
+#define ACCEPT_BATCH 8
+
 static void on_listen_ready(struct sndk_source *s, uint32_t events)
 {
     (void)events;
     struct sndk_listener *l = sndk_container_of(s, struct sndk_listener, src);
-    for (;;) {
+    /* A small batch per readiness: the fds of connections evicted at the door are closed by
+     * work items of this same thread, and the Requests of connections already accepted are
+     * read by it, both between batches; a flood then cannot evict a good client whose Request
+     * is already here (admission.h). */
+    for (int batch = 0; batch < ACCEPT_BATCH; batch++) {
         struct sndk_addr peer;
         memset(&peer, 0, sizeof peer);
         socklen_t plen = sizeof peer.in6;
@@ -52,6 +58,11 @@ static void on_listen_ready(struct sndk_source *s, uint32_t events)
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                if (sndk_admission_fd_exhausted(l, errno))
+                    continue;
+                return;
+            }
             if (errno != EAGAIN && errno != EWOULDBLOCK)
                 sndk_warn("listener", "accept: %s", strerror(errno));
             return;
@@ -66,10 +77,17 @@ static void on_listen_ready(struct sndk_source *s, uint32_t events)
         socklen_t llen = sizeof local.in6;
         getsockname(fd, &local.sa, &llen);
         local.len = llen;
-        /* A wildcard listener of an adapter bound to one interface serves only its addresses. */
-        if (!sndk_adapter_owns_address(l->base.adapter, &local)) {
-            sndk_close_with_reset(fd);
-            continue;
+        /* A wildcard listener of an adapter bound to one interface serves only its addresses
+         * (an adapter on every interface owns every local address; a listener on one address
+         * gets only that one). */
+        if (l->base.adapter->if_index != 0 && sndk_addr_is_wildcard(sndk_endpoint_addr(l->ep))) {
+            errno = 0;
+            if (!sndk_adapter_owns_address(l->base.adapter, &local)) {
+                if (errno == EMFILE || errno == ENFILE) /* it could not even ask: the fd limit */
+                    sndk_admission_refused(l, &peer, "no fd to check its address");
+                sndk_close_with_reset(fd);
+                continue;
+            }
         }
         sndk_connector_incoming(l, fd, &local, &peer);
     }
@@ -115,6 +133,7 @@ static NTSTATUS listener_listen(NDK_LISTENER *pNdkListener, const struct sockadd
             st = STATUS_INSUFFICIENT_RESOURCES;
         } else {
             set_state(l, SNDK_LISTENER_LISTENING);
+            sndk_admission_start(l);
             char buf[64];
             sndk_addr_str(sndk_endpoint_addr(l->ep), buf, sizeof buf);
             sndk_info("listener", "%p listening on %s", (void *)l, buf);
@@ -166,6 +185,7 @@ static void listener_close_begin(struct sndk_obj *o)
     bool was_listening = l->state == SNDK_LISTENER_LISTENING;
     set_state(l, SNDK_LISTENER_CLOSED);
     pthread_mutex_unlock(&l->lock);
+    sndk_admission_stop(l);
     if (was_listening) {
         sndk_counters_listener(&l->base.adapter->ctrs, l, NULL);
         sndk_source_remove(&l->src, &l->src_done);
@@ -177,6 +197,7 @@ static void listener_destroy(struct sndk_obj *o)
     struct sndk_listener *l = sndk_container_of(o, struct sndk_listener, base);
     if (l->ep)
         sndk_endpoint_put(l->ep);
+    sndk_admission_destroy(&l->adm);
     pthread_mutex_destroy(&l->lock);
 }
 
@@ -203,6 +224,7 @@ NTSTATUS sndk_listener_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CONNECT_EVENT_CAL
     l->fd = -1;
     atomic_init(&l->paused, false);
     pthread_mutex_init(&l->lock, NULL);
+    sndk_admission_init(&l->adm);
     sndk_work_init(&l->src_done, on_listen_removed);
     sndk_obj_init(&l->base, a, &listener_ops, &listener_dispatch);
     sndk_obj_hold(&l->base, &a->base);

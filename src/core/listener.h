@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 
+#include "core/admission.h"
 #include "core/endpoint.h"
 
 enum sndk_listener_state {
@@ -23,6 +24,7 @@ struct sndk_listener {
     struct sndk_endpoint *ep;
     struct sndk_source src;
     struct sndk_work src_done; /* listening socket out of epoll: close it, drop the ref */
+    struct sndk_admission adm; /* handshake limits, the fd limit (admission.h) */
 };
 
 static inline struct sndk_listener *sndk_listener_from(const void *pub)

@@ -8,6 +8,7 @@
 
 #include "core/access.h"
 #include "util/log.h"
+#include "util/trace.h"
 
 static const char *const mr_state_names[SNDK_MR_STATE_COUNT] = {
     [SNDK_MR_UNREGISTERED] = "unregistered",
@@ -87,7 +88,11 @@ static NTSTATUS mr_register(NDK_MR *pNdkMr, MDL *Mdl, SIZE_T Length, ULONG Flags
     mr->access = access;
     mr->stag = sndk_stag_rekey_locked(t, mr->stag);
     mr_set_state(mr, SNDK_MR_REGISTERED);
+    uint32_t stag = mr->stag;
     pthread_mutex_unlock(&t->lock);
+    /* What a peer may reach, and through which token: the trace shows every exposure. */
+    SNDK_TRACE("api.NdkRegisterMr", "MR", mr, "\"len\":%llu,\"flags\":\"0x%x\",\"token\":\"0x%08x\"",
+               (unsigned long long)Length, (unsigned)Flags, stag);
     return STATUS_SUCCESS;
 }
 

@@ -284,13 +284,15 @@ NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *given, struct sndk_config *c
     if (given) {
         /* a published layout: the first one, or the current one (or a later, larger one) */
         if ((given->Size != SOFTNDK_OPTIONS_SIZE_V1 && given->Size != SOFTNDK_OPTIONS_SIZE_V2 &&
-             given->Size != SOFTNDK_OPTIONS_SIZE_V3 && given->Size < sizeof(SOFTNDK_OPTIONS)) ||
+             given->Size != SOFTNDK_OPTIONS_SIZE_V3 && given->Size != SOFTNDK_OPTIONS_SIZE_V4 &&
+             given->Size < sizeof(SOFTNDK_OPTIONS)) ||
             given->Size > 4096) {
             snprintf(err, errlen,
                      "SOFTNDK_OPTIONS.Size %u is not sizeof(SOFTNDK_OPTIONS) (%zu, or %zu / %zu / "
-                     "%zu for the earlier layouts)",
+                     "%zu / %zu for the earlier layouts)",
                      given->Size, sizeof(SOFTNDK_OPTIONS), (size_t)SOFTNDK_OPTIONS_SIZE_V1,
-                     (size_t)SOFTNDK_OPTIONS_SIZE_V2, (size_t)SOFTNDK_OPTIONS_SIZE_V3);
+                     (size_t)SOFTNDK_OPTIONS_SIZE_V2, (size_t)SOFTNDK_OPTIONS_SIZE_V3,
+                     (size_t)SOFTNDK_OPTIONS_SIZE_V4);
             return STATUS_INVALID_PARAMETER;
         }
         memcpy(&copy, given, given->Size < sizeof copy ? given->Size : sizeof copy);
@@ -413,6 +415,8 @@ NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *given, struct sndk_config *c
          SNDK_DEFAULT_TIMEOUT_MS},
         {opt->PeerTimeoutMs, "SOFTNDK_PEER_TIMEOUT_MS", &cfg->peer_timeout_ms,
          SNDK_DEFAULT_PEER_TIMEOUT_MS},
+        {opt->RequestTimeoutMs, "SOFTNDK_REQUEST_TIMEOUT_MS", &cfg->request_timeout_ms,
+         SNDK_DEFAULT_REQUEST_TIMEOUT_MS},
     };
     for (size_t i = 0; i < sizeof timeouts / sizeof timeouts[0]; i++) {
         *timeouts[i].out = timeouts[i].dflt;
@@ -429,6 +433,37 @@ NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *given, struct sndk_config *c
         if (*timeouts[i].out > SNDK_MAX_TIMEOUT_MS) {
             snprintf(err, errlen, "%s %u: at most %d ms", timeouts[i].env, *timeouts[i].out,
                      SNDK_MAX_TIMEOUT_MS);
+            return STATUS_INVALID_PARAMETER;
+        }
+    }
+
+    /* Handshake limits (the listener's door) */
+    struct {
+        ULONG given;
+        const char *field, *env;
+        unsigned *out;
+        unsigned dflt;
+    } door[] = {
+        {opt->HandshakeLimit, "HandshakeLimit", "SOFTNDK_HANDSHAKE_LIMIT", &cfg->handshake_limit,
+         SNDK_DEFAULT_HANDSHAKE_LIMIT},
+        {opt->HandshakePerPeerLimit, "HandshakePerPeerLimit", "SOFTNDK_HANDSHAKE_PER_PEER",
+         &cfg->handshake_per_peer, SNDK_DEFAULT_HANDSHAKE_PER_PEER},
+    };
+    for (size_t i = 0; i < sizeof door / sizeof door[0]; i++) {
+        *door[i].out = door[i].dflt;
+        if (door[i].given) {
+            *door[i].out = door[i].given;
+        } else if ((v = env(door[i].env))) {
+            if (!parse_u64(v, strlen(v), &n) || n == 0 || n > SNDK_MAX_HANDSHAKE_LIMIT) {
+                snprintf(err, errlen, "%s='%s': must be 1-%d", door[i].env, v,
+                         SNDK_MAX_HANDSHAKE_LIMIT);
+                return STATUS_INVALID_PARAMETER;
+            }
+            *door[i].out = (unsigned)n;
+        }
+        if (*door[i].out > SNDK_MAX_HANDSHAKE_LIMIT) {
+            snprintf(err, errlen, "%s %u: at most %d", door[i].field, *door[i].out,
+                     SNDK_MAX_HANDSHAKE_LIMIT);
             return STATUS_INVALID_PARAMETER;
         }
     }

@@ -13,6 +13,10 @@
 #define SNDK_DEFAULT_SPIN_US      50
 #define SNDK_DEFAULT_TIMEOUT_MS   10000
 #define SNDK_DEFAULT_PEER_TIMEOUT_MS 30000
+#define SNDK_DEFAULT_REQUEST_TIMEOUT_MS 2000
+#define SNDK_DEFAULT_HANDSHAKE_LIMIT    256
+#define SNDK_DEFAULT_HANDSHAKE_PER_PEER 64
+#define SNDK_MAX_HANDSHAKE_LIMIT        65536
 #define SNDK_MAX_TIMEOUT_MS       3600000
 #define SNDK_OBS_PATH_MAX         512
 
@@ -29,6 +33,9 @@ struct sndk_config {
     unsigned connect_timeout_ms;
     unsigned disconnect_timeout_ms;
     unsigned peer_timeout_ms; /* keep-alive + TCP_USER_TIMEOUT on connected sockets */
+    unsigned request_timeout_ms; /* passive: the MPA Request must arrive within this */
+    unsigned handshake_limit;    /* per listener: connections waiting for their Request */
+    unsigned handshake_per_peer; /* ... of them from one peer IP address */
     NDK_ADAPTER_INFO limits; /* what the adapter advertises and enforces (Version set later) */
     bool flags_given;        /* SOFTNDK_LIMITS / Limits set AdapterFlags explicitly */
     /* observability (docs/observability.md): empty = off */

@@ -1,18 +1,67 @@
 #include "core/stag.h"
 
 #include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "util/log.h"
+
+static uint64_t rng_next(struct sndk_stag_table *t)
+{
+    uint64_t x = t->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    t->rng = x;
+    return x;
+}
+
+/* A seed nobody outside can know; getrandom() does not fail for 8 bytes once the pool is
+ * initialised, but a fallback keeps the table usable (and logs it) if it ever does. */
+static uint64_t seed(void)
+{
+    uint64_t s = 0;
+    if (getrandom(&s, sizeof s, 0) != (ssize_t)sizeof s) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        s = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec ^
+            (uint64_t)(uintptr_t)&s;
+        sndk_warn("stag", "getrandom failed: STags seeded from the clock");
+    }
+    return s ? s : 0x2545f4914f6cdd1dull; /* xorshift must not start at 0 */
+}
+
+/* The inverse of an odd number modulo 2^32 (Newton: each step doubles the correct bits). */
+static uint32_t odd_inverse(uint32_t m)
+{
+    uint32_t x = m; /* right to 3 bits */
+    for (int i = 0; i < 5; i++)
+        x *= 2u - m * x;
+    return x;
+}
 
 bool sndk_stag_table_init(struct sndk_stag_table *t)
 {
+    memset(t, 0, sizeof *t);
     pthread_mutex_init(&t->lock, NULL);
     t->capacity = 256;
     t->entries = calloc(t->capacity, sizeof *t->entries);
-    t->used = 1; /* index 0 is reserved */
+    t->used = 1; /* slot 0 is reserved */
     t->free_head = 0;
     t->max_index = SNDK_STAG_MAX_INDEX;
     if (!t->entries) {
         pthread_mutex_destroy(&t->lock);
         return false;
+    }
+    t->rng = seed();
+    t->mult = ((uint32_t)rng_next(t) | 1u) & SNDK_STAG_INDEX_MASK;
+    t->mult_inv = odd_inverse(t->mult) & SNDK_STAG_INDEX_MASK;
+    t->mask = (uint32_t)(rng_next(t) >> 20) & SNDK_STAG_INDEX_MASK;
+    t->zero_slot = sndk_stag_slot(t, 0);
+    for (uint32_t i = 0; i < t->capacity; i++) {
+        t->entries[i].key = (uint8_t)rng_next(t);
+        t->entries[i].last_key = (uint8_t)(t->entries[i].key + 1u);
     }
     return true;
 }
@@ -24,83 +73,105 @@ void sndk_stag_table_destroy(struct sndk_stag_table *t)
     pthread_mutex_destroy(&t->lock);
 }
 
-/* Keys start at a value derived from the index and advance by one per rekey, so that the
- * first STag of each index differs and a key repeats only after 256 re-registrations. */
-static uint8_t first_key(uint32_t index)
+/* A random key for e other than the one it replaces and the one before that (a deregistration
+ * or a free draws one too: the next registration must not bring back the key of the one
+ * before); t->lock held. */
+static void next_key(struct sndk_stag_table *t, struct sndk_stag_entry *e)
 {
-    return (uint8_t)(index * 37u + 1u);
+    uint8_t k = (uint8_t)rng_next(t);
+    while (k == e->key || k == e->last_key)
+        k++; /* at most twice */
+    e->last_key = e->key;
+    e->key = k;
 }
 
 uint32_t sndk_stag_alloc(struct sndk_stag_table *t, struct sndk_obj *owner)
 {
     pthread_mutex_lock(&t->lock);
-    uint32_t index;
+    uint32_t slot;
     if (t->free_head) {
-        index = t->free_head;
-        t->free_head = t->entries[index].next_free;
+        slot = t->free_head;
+        t->free_head = t->entries[slot].next_free;
     } else {
+        if (t->used == t->zero_slot)
+            t->used++; /* its STag index would be 0 */
         if (t->used > t->max_index) {
             pthread_mutex_unlock(&t->lock);
             return 0;
         }
-        if (t->used == t->capacity) {
+        if (t->used >= t->capacity) {
             uint32_t cap = t->capacity * 2;
             if (cap > t->max_index + 1)
                 cap = t->max_index + 1;
+            if (cap <= t->used)
+                cap = t->used + 1;
             struct sndk_stag_entry *e = realloc(t->entries, (size_t)cap * sizeof *e);
             if (!e) {
                 pthread_mutex_unlock(&t->lock);
                 return 0;
             }
             for (uint32_t i = t->capacity; i < cap; i++)
-                e[i] = (struct sndk_stag_entry){NULL, 0, first_key(i)};
+                e[i] = (struct sndk_stag_entry){NULL, 0, (uint8_t)rng_next(t), 0};
             t->entries = e;
             t->capacity = cap;
         }
-        index = t->used++;
-        t->entries[index].key = first_key(index);
+        slot = t->used++;
     }
-    struct sndk_stag_entry *e = &t->entries[index];
+    struct sndk_stag_entry *e = &t->entries[slot];
     e->owner = owner;
-    e->key++; /* a reused index never comes back with its previous key */
-    uint32_t stag = sndk_stag_make(index, e->key);
+    next_key(t, e); /* a reused slot never comes back with its previous key */
+    uint32_t stag = sndk_stag_of_slot(t, slot, e->key);
     pthread_mutex_unlock(&t->lock);
     return stag;
 }
 
+uint32_t sndk_stag_rekey_locked(struct sndk_stag_table *t, uint32_t stag)
+{
+    uint32_t slot = sndk_stag_slot(t, stag);
+    struct sndk_stag_entry *e = &t->entries[slot];
+    next_key(t, e);
+    return sndk_stag_of_slot(t, slot, e->key);
+}
+
 uint32_t sndk_stag_rekey(struct sndk_stag_table *t, uint32_t stag)
 {
-    uint32_t index = sndk_stag_index(stag);
     pthread_mutex_lock(&t->lock);
-    struct sndk_stag_entry *e = &t->entries[index];
-    e->key++;
-    uint32_t fresh = sndk_stag_make(index, e->key);
+    uint32_t fresh = sndk_stag_rekey_locked(t, stag);
     pthread_mutex_unlock(&t->lock);
     return fresh;
 }
 
 void sndk_stag_free(struct sndk_stag_table *t, uint32_t stag)
 {
-    uint32_t index = sndk_stag_index(stag);
-    if (index == 0)
-        return;
+    if (stag == 0)
+        return; /* never allocated (allocation failed) */
     pthread_mutex_lock(&t->lock);
-    struct sndk_stag_entry *e = &t->entries[index];
+    uint32_t slot = sndk_stag_slot(t, stag);
+    if (slot == 0 || slot >= t->used || !t->entries[slot].owner) {
+        pthread_mutex_unlock(&t->lock);
+        return;
+    }
+    struct sndk_stag_entry *e = &t->entries[slot];
     e->owner = NULL;
-    e->key++;
+    next_key(t, e);
     e->next_free = t->free_head;
-    t->free_head = index;
+    t->free_head = slot;
     pthread_mutex_unlock(&t->lock);
+}
+
+struct sndk_obj *sndk_stag_lookup_locked(struct sndk_stag_table *t, uint32_t stag)
+{
+    uint32_t slot = sndk_stag_slot(t, stag);
+    if (slot == 0 || slot >= t->used)
+        return NULL;
+    const struct sndk_stag_entry *e = &t->entries[slot];
+    return e->owner && e->key == sndk_stag_key(stag) ? e->owner : NULL;
 }
 
 struct sndk_obj *sndk_stag_lookup(struct sndk_stag_table *t, uint32_t stag)
 {
-    uint32_t index = sndk_stag_index(stag);
-    struct sndk_obj *owner = NULL;
     pthread_mutex_lock(&t->lock);
-    if (index != 0 && index < t->used && t->entries[index].owner &&
-        t->entries[index].key == sndk_stag_key(stag))
-        owner = t->entries[index].owner;
+    struct sndk_obj *owner = sndk_stag_lookup_locked(t, stag);
     pthread_mutex_unlock(&t->lock);
     return owner;
 }

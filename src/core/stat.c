@@ -152,6 +152,10 @@ char *sndk_stat_snapshot(struct sndk_adapter *a, size_t *len)
     C(MpaRejectsSent);
     C(MpaRejectsReceived);
     C(HandshakeTimeouts);
+    C(HandshakesEvicted);
+    C(HandshakesRefused);
+    C(HandshakesPending);
+    C(IncomingUnanswered);
 #undef C
     static const char *const layers[3] = {"RDMAP", "DDP", "MPA"};
     for (int i = 0; i < 3; i++) {

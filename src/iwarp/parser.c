@@ -98,11 +98,34 @@ static int hdr_check_len(struct sndk_rx *rx)
     return 0;
 }
 
+/* "MPA " cannot start an FPDU (its RDMAP control byte ' ' says version 0). At the start of a
+ * stream it is a second MPA Request or Reply where the first FPDU must be: hold the header
+ * until the 16-byte key is in, so that the fault says what it is (RFC 5044: an invalid MPA
+ * frame) rather than "RDMAP version" (docs/wire.md, "The first FPDU after the MPA Reply"). */
+static bool mpa_key_start(const struct sndk_rx *rx)
+{
+    return rx->fpdus == 0 && !rx->ut.active && !rx->tg.active &&
+           memcmp(rx->hdr, "MPA ", HDR_AT_CTRL) == 0;
+}
+
+/* The key is in: an MPA frame, or the RDMAP version fault the control bytes already showed. */
+static int hdr_check_mpa_key(struct sndk_rx *rx)
+{
+    if (memcmp(rx->hdr, SNDK_MPA_KEY_REQ, SNDK_MPA_KEY_LEN) == 0 ||
+        memcmp(rx->hdr, SNDK_MPA_KEY_REP, SNDK_MPA_KEY_LEN) == 0)
+        return rx_fail(rx, SNDK_WERR_MPA_FRAME, false);
+    return rx_fail(rx, SNDK_WERR_RDMAP_VERSION, false);
+}
+
 /* The two control bytes are in: versions, opcode, T bit, and from them the header size. */
 static int hdr_check_ctrl(struct sndk_rx *rx)
 {
     const struct sndk_ddp_ctrl *c = (const struct sndk_ddp_ctrl *)(rx->hdr + SNDK_MPA_LEN_SIZE);
     uint32_t l = sndk_get_be16(rx->hdr);
+    if (mpa_key_start(rx)) {
+        rx->hdr_need = SNDK_MPA_KEY_LEN;
+        return 0;
+    }
     if (sndk_ddp_version(c) != SNDK_DDP_VERSION)
         return rx_fail(rx, SNDK_WERR_DDP_VERSION, false);
     if (rx->cfg.strict && (c->ddp & SNDK_DDP_RSVD))
@@ -264,6 +287,8 @@ static int rx_hdr(struct sndk_rx *rx, size_t *n)
             rc = hdr_check_len(rx);
         else if (target == HDR_AT_CTRL)
             rc = hdr_check_ctrl(rx);
+        else if (mpa_key_start(rx))
+            rc = hdr_check_mpa_key(rx);
         else
             rc = 0;
         if (rc < 0)

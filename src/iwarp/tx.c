@@ -249,9 +249,15 @@ static void fill_batch(struct sndk_qp *qp)
             }
             default: /* Bind, FastRegister: took effect when posted; Invalidate: now */
                 if (e->kind == SNDK_SQ_INVALIDATE) {
-                    sndk_access_invalidate_local(e->target);
+                    bool was_valid = sndk_access_invalidate_local(e->target);
                     sndk_obj_put(e->target);
                     e->target = NULL;
+                    if (!was_valid) {
+                        /* already invalid / unbound: an error completion, as any other
+                         * (decisions.md #7); the loop stops at it */
+                        e->status = STATUS_INVALID_DEVICE_REQUEST;
+                        continue;
+                    }
                 }
                 e->done = true;
                 qp->sq_sent++;

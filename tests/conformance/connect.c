@@ -2,6 +2,7 @@
  * graceful disconnect and the disconnect event (docs/connector.md, docs/listener.md). */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -1158,4 +1159,114 @@ TEST(instance_connects_with_shared_endpoint_of_another_instance)
     harness_event_destroy(&r.ev);
     harness_event_destroy(&ra.ev);
     harness_event_destroy(&rc.ev);
+/* A Responder whose Reply carries 300 bytes of private data after the RFC 6581 word (PD_Length
+ * 304: legal in RFC 5044, over the 256 bytes softndk itself sends). */
+static void *big_reply_server(void *arg)
+{
+    int lfd = *(int *)arg;
+    int fd = accept(lfd, NULL, NULL);
+    if (fd >= 0) {
+        unsigned char req[24];
+        size_t got = 0;
+        struct pollfd p = {fd, POLLIN, 0};
+        while (got < sizeof req && poll(&p, 1, 5000) > 0) {
+            ssize_t n = read(fd, req + got, sizeof req - got);
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+        }
+        unsigned char rep[24 + 300];
+        memcpy(rep, "MPA ID Rep Frame", 16);
+        rep[16] = 0x40 | 0x10; /* CRC, enhanced (RFC 6581) */
+        rep[17] = 2;
+        rep[18] = (unsigned char)(304 >> 8);
+        rep[19] = (unsigned char)(304 & 0xff);
+        rep[20] = 0x00; /* IRD 1, no peer-to-peer */
+        rep[21] = 0x01;
+        rep[22] = 0x00; /* ORD 1 */
+        rep[23] = 0x01;
+        for (int i = 0; i < 300; i++)
+            rep[24 + i] = (unsigned char)(i * 3 + 5);
+        (void)!write(fd, rep, sizeof rep);
+        poll(&p, 1, 5000); /* until the client closes */
+        close(fd);
+    }
+    return NULL;
+}
+
+TEST(reply_private_data_of_300_bytes_is_readable_in_full)
+{
+    /* decisions.md #22: up to RFC 5044's 512 bytes are taken, NdkGetConnectionData returns them */
+    uint16_t raw_port;
+    int lfd = raw_listener(&raw_port);
+    pthread_t th;
+    pthread_create(&th, NULL, big_reply_server, &lfd);
+    NDK_ADAPTER *a = conf_open();
+    struct side cl;
+    side_init(&cl, a);
+    struct ndk_req r;
+    CHECK_STATUS(connect_to(a, cl.qp, &cl.conn, "127.0.0.1", raw_port, NULL, 0, &r),
+                 STATUS_SUCCESS);
+    unsigned char got[512];
+    ULONG len = 252; /* MaxCalleeData: what softndk itself would send */
+    CHECK_STATUS(cl.conn->Dispatch->NdkGetConnectionData(cl.conn, NULL, NULL, got, &len),
+                 STATUS_BUFFER_TOO_SMALL);
+    CHECK_EQ_U64(len, 300);
+    len = sizeof got;
+    CHECK_STATUS(cl.conn->Dispatch->NdkGetConnectionData(cl.conn, NULL, NULL, got, &len),
+                 STATUS_SUCCESS);
+    CHECK_EQ_U64(len, 300);
+    for (int i = 0; i < 300; i++)
+        CHECK_EQ_U64(got[i], (unsigned char)(i * 3 + 5));
+    side_close(&cl);
+    pthread_join(th, NULL);
+    ndk_close_adapter(a);
+    close(lfd);
+}
+
+/* An address is the adapter's when the host delivers it locally on its interface: lo lists
+ * only 127.0.0.1, yet Linux delivers all of 127.0.0.0/8 there (issue 15). An address listed on
+ * another interface, or one routed away, stays STATUS_INVALID_ADDRESS. */
+TEST(adapter_on_lo_owns_every_loopback_address)
+{
+    NDK_ADAPTER *a = conf_open(); /* on lo */
+    struct server s1, s2, bad;
+    uint16_t port;
+    listen_on(a, &s1, "127.0.0.2", 0, STATUS_SUCCESS, &port);
+    listen_on(a, &s2, "127.255.255.254", 0, STATUS_SUCCESS, NULL);
+    /* a connection to 127.0.0.2 from 127.0.0.2, and its addresses as they are */
+    struct side sv, cl;
+    side_init(&sv, a);
+    side_init(&cl, a);
+    establish(&cl, &sv, &s1, "127.0.0.2", port);
+    struct sockaddr_in got;
+    ULONG glen = sizeof got;
+    CHECK_STATUS(sv.conn->Dispatch->NdkGetLocalAddress(sv.conn, (struct sockaddr *)&got, &glen),
+                 STATUS_SUCCESS);
+    CHECK_EQ_U64(ntohl(got.sin_addr.s_addr), 0x7f000002u);
+    side_close(&cl);
+    side_close(&sv);
+    /* not delivered locally (TEST-NET-2): refused */
+    listen_on(a, &bad, "198.51.100.7", 0, STATUS_INVALID_ADDRESS, NULL);
+    conf_close_wait(&bad.listener->Header);
+    /* an address another interface lists is that interface's, though it too is delivered via
+     * lo */
+    struct ifaddrs *list;
+    CHECK(getifaddrs(&list) == 0);
+    for (struct ifaddrs *i = list; i; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || strcmp(i->ifa_name, "lo") == 0)
+            continue;
+        char ip[INET_ADDRSTRLEN];
+        struct sockaddr_in sin;
+        memcpy(&sin, i->ifa_addr, sizeof sin);
+        inet_ntop(AF_INET, &sin.sin_addr, ip, sizeof ip);
+        struct server other;
+        listen_on(a, &other, ip, 0, STATUS_INVALID_ADDRESS, NULL);
+        conf_close_wait(&other.listener->Header);
+        break;
+    }
+    freeifaddrs(list);
+    conf_close_wait(&s1.listener->Header);
+    conf_close_wait(&s2.listener->Header);
+    ndk_close_adapter(a);
 }

@@ -152,25 +152,68 @@ TEST(mr_register_state_rules)
 
 TEST(mr_reregister_tokens_distinct)
 {
-    /* Decision 9f: a token of an earlier registration never matches the current one. Checked
-     * over 127 consecutive registrations of one MR (the window an 8-bit STag key can keep
-     * distinct when deregistration also draws a key). */
+    /* Decision 9f: every registration draws a random key, never the one it replaces, so the
+     * token of the registration before never matches the current one; the keys do not count
+     * up, and the index stays. */
     struct mr_env e;
     env_open(&e);
     NDK_MR *mr = make_mr(e.pd, FALSE);
     MDL mdl;
     MmInitializeMdl(&mdl, e.buf, PAGE);
     UINT32 seen[127];
+    unsigned counting = 0;
     for (unsigned k = 0; k < 127; k++) {
         CHECK_STATUS(reg(mr, &mdl, PAGE, NDK_MR_FLAG_ALLOW_REMOTE_READ), STATUS_SUCCESS);
         seen[k] = rtok(mr);
-        for (unsigned j = 0; j < k; j++)
-            CHECK_MSG(seen[j] != seen[k], "registration %u reused the token of registration %u",
-                      k, j);
+        CHECK_EQ_U64(ltok(mr), seen[k]);
+        if (k > 0) {
+            CHECK_MSG(seen[k] != seen[k - 1], "registration %u reused the token before it", k);
+            CHECK_EQ_U64(seen[k] >> 8, seen[0] >> 8);
+            counting += (uint8_t)seen[k] == (uint8_t)(seen[k - 1] + 1) ||
+                        (uint8_t)seen[k] == (uint8_t)(seen[k - 1] + 2);
+        }
         CHECK_STATUS(dereg(mr), STATUS_SUCCESS);
     }
+    CHECK_MSG(counting < 20, "%u of 126 keys follow the one before by 1 or 2", counting);
     conf_close(&mr->Header);
     env_close(&e);
+}
+
+/* Issue 15: two adapters (as two runs) hand out different tokens for the same registrations,
+ * and tokens of one adapter are not consecutive. */
+TEST(mr_tokens_differ_between_adapters_and_are_not_sequential)
+{
+    enum { N = 16 };
+    struct mr_env e1, e2;
+    env_open(&e1);
+    env_open(&e2);
+    NDK_MR *m1[N], *m2[N];
+    UINT32 t1[N], t2[N];
+    MDL mdl1, mdl2;
+    MmInitializeMdl(&mdl1, e1.buf, PAGE);
+    MmInitializeMdl(&mdl2, e2.buf, PAGE);
+    unsigned same = 0, step = 0;
+    for (int i = 0; i < N; i++) {
+        m1[i] = make_mr(e1.pd, FALSE);
+        m2[i] = make_mr(e2.pd, FALSE);
+        CHECK_STATUS(reg(m1[i], &mdl1, PAGE, NDK_MR_FLAG_ALLOW_REMOTE_READ), STATUS_SUCCESS);
+        CHECK_STATUS(reg(m2[i], &mdl2, PAGE, NDK_MR_FLAG_ALLOW_REMOTE_READ), STATUS_SUCCESS);
+        t1[i] = rtok(m1[i]);
+        t2[i] = rtok(m2[i]);
+        same += t1[i] == t2[i];
+        if (i > 0)
+            step += (t1[i] >> 8) == (t1[i - 1] >> 8) + 1;
+    }
+    CHECK_MSG(same < 2, "%u of %d tokens agree between two adapters", same, N);
+    CHECK_MSG(step < 4, "%u of %d token indices follow the one before", step, N - 1);
+    for (int i = 0; i < N; i++) {
+        CHECK_STATUS(dereg(m1[i]), STATUS_SUCCESS);
+        CHECK_STATUS(dereg(m2[i]), STATUS_SUCCESS);
+        conf_close(&m1[i]->Header);
+        conf_close(&m2[i]->Header);
+    }
+    env_close(&e1);
+    env_close(&e2);
 }
 
 TEST(mr_kind_is_fixed)

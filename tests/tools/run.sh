@@ -31,6 +31,32 @@ wait_for() { # FILE REGEX SECONDS
 }
 
 case $case_name in
+ndkperf_remote_regions)
+    # Issue 15: ndkperf registers remote access only on what the peer must reach (the landing
+    # area of an RDMA test, with the one right the test needs); tokens differ between runs.
+    for t in send_bw write_bw read_bw; do
+        SOFTNDK_TRACE="$work/$t.trace" timeout 90 "$NDKPERF" --loopback $t -s 4096 -n 50 -c \
+            --timeout 60 >"$work/$t.out" 2>"$work/$t.err"; st=$?
+        skip_if_unsupported $st "$work/$t.err"
+        [ $st -eq 0 ] || fail "ndkperf --loopback $t exited $st: $(tail -n 1 "$work/$t.err")"
+        grep '"api.NdkRegisterMr"' "$work/$t.trace" >"$work/$t.regs" || fail "$t: no registration traced"
+    done
+    # send_bw: local write only, nothing remote
+    grep -qv '"flags":"0x1"' "$work/send_bw.regs" && fail "send_bw registered remote access"
+    # write_bw: per side one local MR and one remote-write (0x5) MR of exactly 64 slots x 4 KiB
+    [ "$(grep -c '"flags":"0x5","' "$work/write_bw.regs")" -eq 2 ] || fail "write_bw: not 2 remote-write MRs"
+    grep '"flags":"0x5"' "$work/write_bw.regs" | grep -qv '"len":262144,' && fail "write_bw: remote MR not the landing area"
+    grep -Eq '"flags":"0x(2|3|7)"' "$work/write_bw.regs" && fail "write_bw registered remote read"
+    # read_bw: remote read (0x2) only on the landing areas
+    [ "$(grep -c '"flags":"0x2"' "$work/read_bw.regs")" -eq 2 ] || fail "read_bw: not 2 remote-read MRs"
+    grep -Eq '"flags":"0x(5|7)"' "$work/read_bw.regs" && fail "read_bw registered remote write"
+    # two runs, two different remote tokens
+    a=$(grep -o '"flags":"0x5","token":"0x[0-9a-f]*"' "$work/write_bw.regs" | head -n 1)
+    SOFTNDK_TRACE="$work/again.trace" timeout 90 "$NDKPERF" --loopback write_bw -s 4096 -n 50 -c \
+        --timeout 60 >"$work/again.out" 2>"$work/again.err" || fail "second write_bw run"
+    b=$(grep '"api.NdkRegisterMr"' "$work/again.trace" | grep -o '"flags":"0x5","token":"0x[0-9a-f]*"' | head -n 1)
+    [ -n "$a" ] && [ "$a" != "$b" ] || fail "the landing token is the same in two runs ($a)"
+    ;;
 ndkinfo)
     timeout 30 "$NDKINFO" >"$work/out" 2>"$work/err"; st=$?
     [ $st -eq 0 ] || fail "ndkinfo exited $st"

@@ -117,6 +117,13 @@ static const struct bad_case cases[] = {
      false},
     {"truncated_fpdu", SEND, {END}, S_EOF, 0, 0, 10, SNDK_WERR_CONN_LOST, L_LLP, 0, 0x01, false,
      false},
+    /* a second MPA Request / Reply where the first FPDU must be: an invalid MPA frame */
+    {"second_mpa_request", "4d504120494420526571204672616d6540010000", {END}, 0, 0, 0, 0,
+     SNDK_WERR_MPA_FRAME, L_LLP, 0, 0x04, false, false},
+    {"second_mpa_reply", "4d504120494420526570204672616d6550020004000400040000", {END}, 0, 0, 0,
+     0, SNDK_WERR_MPA_FRAME, L_LLP, 0, 0x04, false, false},
+    {"mpa_prefix_not_a_key", "4d5041204a4a4a4a4a4a4a4a4a4a4a4a4a4a4a4a", {END}, 0, 0, 0, 0,
+     SNDK_WERR_RDMAP_VERSION, L_RDMAP, 2, 0x05, false, false},
 };
 
 static uint8_t rmem[2][64], tmem[2][64];

@@ -352,6 +352,31 @@ static void carve(struct qpctx *q, uint8_t *base, uint32_t max, bool read_test)
     q->land = q->land_slots ? base + tx + rx + sink : NULL;
 }
 
+/* The landing area of an RDMA test is the only memory the peer may touch: remote read for the
+ * Read tests (the peer reads it), remote write (with the local write it needs) for the Write
+ * tests; one MR per QP, over just that area. */
+static void register_land(struct side *s, struct qpctx *q, bool read_test)
+{
+    if (!q->land)
+        return;
+    NTSTATUS st = s->pd->Dispatch->NdkCreateMr(s->pd, FALSE, create_never, NULL, &q->land_mr);
+    if (st != STATUS_SUCCESS)
+        die_status("NdkCreateMr", st, NULL);
+    size_t len = (size_t)q->land_slots * s->max_size;
+    MDL mdl;
+    MmInitializeMdl(&mdl, q->land, len);
+    ULONG flags = read_test ? NDK_MR_FLAG_ALLOW_REMOTE_READ
+                            : NDK_MR_FLAG_ALLOW_LOCAL_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_WRITE;
+    struct waiter w;
+    waiter_init(&w);
+    st = q->land_mr->Dispatch->NdkRegisterMr(q->land_mr, &mdl, len, flags, waiter_cb, &w);
+    st = waiter_wait(&w, st, 10000);
+    waiter_destroy(&w);
+    if (st != STATUS_SUCCESS)
+        die_status("NdkRegisterMr (landing area)", st, NULL);
+    q->land_token = q->land_mr->Dispatch->NdkGetRemoteTokenFromMr(q->land_mr);
+}
+
 void side_open(struct side *s)
 {
     const struct opts *o = s->o;
@@ -430,16 +455,17 @@ void side_open(struct side *s)
     MmInitializeMdl(&mdl, s->region, total);
     struct waiter w;
     waiter_init(&w);
-    st = s->mr->Dispatch->NdkRegisterMr(s->mr, &mdl, total,
-                                        NDK_MR_FLAG_ALLOW_LOCAL_WRITE |
-                                            NDK_MR_FLAG_ALLOW_REMOTE_READ |
-                                            NDK_MR_FLAG_ALLOW_REMOTE_WRITE,
+    /* The whole region for local SGEs only; the peer reaches nothing of it but the landing
+     * areas, registered again below with just the right the test needs. */
+    st = s->mr->Dispatch->NdkRegisterMr(s->mr, &mdl, total, NDK_MR_FLAG_ALLOW_LOCAL_WRITE,
                                         waiter_cb, &w);
     st = waiter_wait(&w, st, 10000);
     waiter_destroy(&w);
     if (st != STATUS_SUCCESS)
         die_status("NdkRegisterMr", st, NULL);
     s->token = s->mr->Dispatch->NdkGetLocalTokenFromMr(s->mr);
+    for (unsigned i = 0; i < s->nqps; i++)
+        register_land(s, &s->qps[i], read_test);
 
     for (unsigned i = 0; i < s->nqps; i++) {
         struct qpctx *q = &s->qps[i];
@@ -623,7 +649,7 @@ static size_t my_wire(const struct side *s, const struct qpctx *q, uint8_t flags
     if (q->land) {
         w.land_addr = (uint64_t)(uintptr_t)q->land;
         w.land_len = (uint64_t)q->land_slots * s->max_size;
-        w.land_token = s->mr->Dispatch->NdkGetRemoteTokenFromMr(s->mr);
+        w.land_token = q->land_token;
     }
     return wire_encode(&w, buf, cap);
 }
@@ -870,6 +896,9 @@ void side_close(struct side *s)
             close_obj(q->qp->Dispatch->NdkCloseQp, &q->qp->Header, "QP");
         if (q->cq)
             close_obj(q->cq->Dispatch->NdkCloseCq, &q->cq->Header, "CQ");
+        if (q->land_mr)
+            close_obj(q->land_mr->Dispatch->NdkCloseMr, &q->land_mr->Header, "MR");
+        q->land_mr = NULL;
         free(q->held);
         q->held = NULL;
         q->qp = NULL;

@@ -393,7 +393,9 @@ static void out_prom(struct snap *s, int ns)
             continue;
         char name[96];
         snake(r->pos[0], name, sizeof name);
-        bool gauge = strcmp(r->pos[0], "ActiveConnection") == 0;
+        bool gauge = strcmp(r->pos[0], "ActiveConnection") == 0 ||
+                     strcmp(r->pos[0], "HandshakesPending") == 0 ||
+                     strcmp(r->pos[0], "IncomingUnanswered") == 0;
         printf("# HELP softndk_%s%s softndk counter %s\n", name, gauge ? "" : "_total", r->pos[0]);
         printf("# TYPE softndk_%s%s %s\n", name, gauge ? "" : "_total", gauge ? "gauge" : "counter");
         for (int i = 0; i < ns; i++) {

@@ -252,3 +252,52 @@ TEST(options_source_check)
     CHECK_MSG(strstr(err, "SOFTNDK_SOURCE_CHECK") != NULL, "error does not name it: %s", err);
     unsetenv("SOFTNDK_SOURCE_CHECK");
 }
+
+TEST(handshake_limits_and_request_timeout)
+{
+    struct sndk_config cfg;
+    unsetenv("SOFTNDK_HANDSHAKE_LIMIT");
+    unsetenv("SOFTNDK_HANDSHAKE_PER_PEER");
+    unsetenv("SOFTNDK_REQUEST_TIMEOUT_MS");
+    CHECK_EQ_U64(resolve(NULL, &cfg), STATUS_SUCCESS);
+    CHECK_EQ_U64(cfg.handshake_limit, 256);
+    CHECK_EQ_U64(cfg.handshake_per_peer, 64);
+    CHECK_EQ_U64(cfg.request_timeout_ms, 2000);
+    CHECK(cfg.request_timeout_ms < cfg.connect_timeout_ms);
+    setenv("SOFTNDK_HANDSHAKE_LIMIT", "40", 1);
+    setenv("SOFTNDK_HANDSHAKE_PER_PEER", "0x8", 1);
+    setenv("SOFTNDK_REQUEST_TIMEOUT_MS", "500", 1);
+    CHECK_EQ_U64(resolve(NULL, &cfg), STATUS_SUCCESS);
+    CHECK_EQ_U64(cfg.handshake_limit, 40);
+    CHECK_EQ_U64(cfg.handshake_per_peer, 8);
+    CHECK_EQ_U64(cfg.request_timeout_ms, 500);
+    SOFTNDK_OPTIONS o;
+    SoftNdkInitOptions(&o);
+    o.HandshakeLimit = 7;
+    o.HandshakePerPeerLimit = 3;
+    o.RequestTimeoutMs = 900;
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_SUCCESS); /* explicit beats the environment */
+    CHECK_EQ_U64(cfg.handshake_limit, 7);
+    CHECK_EQ_U64(cfg.handshake_per_peer, 3);
+    CHECK_EQ_U64(cfg.request_timeout_ms, 900);
+    o.Size = SOFTNDK_OPTIONS_SIZE_V4; /* the layout before them: from the environment */
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_SUCCESS);
+    CHECK_EQ_U64(cfg.handshake_limit, 40);
+    CHECK_EQ_U64(cfg.request_timeout_ms, 500);
+    SoftNdkInitOptions(&o);
+    o.HandshakeLimit = 70000;
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_INVALID_PARAMETER);
+    static const char *const bad[][2] = {{"SOFTNDK_HANDSHAKE_LIMIT", "0"},
+                                         {"SOFTNDK_HANDSHAKE_PER_PEER", "many"},
+                                         {"SOFTNDK_REQUEST_TIMEOUT_MS", "0"}};
+    for (size_t i = 0; i < 3; i++) {
+        setenv(bad[i][0], bad[i][1], 1);
+        char err[256] = "";
+        CHECK_EQ_U64(sndk_config_resolve(NULL, &cfg, err, sizeof err), STATUS_INVALID_PARAMETER);
+        CHECK_MSG(strstr(err, bad[i][0]) != NULL, "error does not name %s: %s", bad[i][0], err);
+        unsetenv(bad[i][0]);
+    }
+    unsetenv("SOFTNDK_HANDSHAKE_LIMIT");
+    unsetenv("SOFTNDK_HANDSHAKE_PER_PEER");
+    unsetenv("SOFTNDK_REQUEST_TIMEOUT_MS");
+}

@@ -386,3 +386,115 @@ TEST(send_and_invalidate_invalidates_before_the_receive_completion)
     CHECK(st == STATUS_SUCCESS || st == STATUS_PENDING);
     dp_pair_close(&p);
 }
+
+static void expect_one(struct dp_side *s, void *ctx, NDK_OPERATION_TYPE type, NTSTATUS st,
+                       ULONG bytes, void *qpctx)
+{
+    NDK_RESULT_EX r;
+    dp_expect(s->cq, &r, 1, 0);
+    dp_check_result(&r, st, bytes, qpctx, ctx, type);
+}
+
+/* x sends with invalidate of tok; y must refuse it: its receive completes with
+ * STATUS_ACCESS_VIOLATION, it sends the Terminate `code` (0x00LLTTCC) and both sides abort. */
+static void expect_invalidate_refused(struct dp_pair *p, uint32_t tok, uint32_t code, void *rctx)
+{
+    dp_post_recv(&p->y, rctx, 8192, 16);
+    NDK_SGE g = dp_sge(&p->x, 0, 16);
+    CHECK_EQ_U64(p->x.qp->Dispatch->NdkSendAndInvalidate(p->x.qp, (void *)0x51, &g, 1, 0, tok),
+                 STATUS_SUCCESS);
+    NDK_RESULT_EX e;
+    dp_expect(p->y.cq, &e, 1, 0);
+    dp_check_result(&e, STATUS_ACCESS_VIOLATION, 0, YCTX, rctx, NdkOperationTypeReceive);
+    CHECK(harness_event_wait(&p->y.link.aborted, 1, DP_TIMEOUT_MS));
+    CHECK(harness_event_wait(&p->x.link.aborted, 1, DP_TIMEOUT_MS));
+    CHECK_EQ_U64(p->y.link.abort_reason, 0x01000000u | code); /* sent */
+    CHECK_EQ_U64(p->x.link.abort_reason, 0x02000000u | code); /* received */
+}
+
+/* docs/wire.md: Send with Invalidate naming another PD's token is a protection error (RDMAP /
+ * remote protection / 0x09) whatever the token names; the PD is checked first. */
+TEST(send_and_invalidate_of_another_pds_token_is_remote_protection)
+{
+    for (int kind = 0; kind < 3; kind++) {
+        struct dp_opts o;
+        dp_opts_default(&o);
+        struct dp_pair p;
+        dp_pair_open(&p, &o);
+        NDK_PD *pd2;
+        CHECK_EQ_U64(p.y.a->Dispatch->NdkCreatePd(p.y.a, NULL, NULL, &pd2), STATUS_SUCCESS);
+        NDK_MR *mr = NULL;
+        NDK_MW *mw = NULL;
+        uint32_t tok = 0;
+        if (kind == 0) { /* an NdkRegisterMr region of the other PD */
+            CHECK_EQ_U64(pd2->Dispatch->NdkCreateMr(pd2, FALSE, NULL, NULL, &mr), STATUS_SUCCESS);
+            MDL mdl;
+            MmInitializeMdl(&mdl, p.y.buf, 4096);
+            CHECK_EQ_U64(mr->Dispatch->NdkRegisterMr(mr, &mdl, 4096,
+                                                     NDK_MR_FLAG_ALLOW_REMOTE_READ, NULL, NULL),
+                         STATUS_SUCCESS);
+            tok = mr->Dispatch->NdkGetRemoteTokenFromMr(mr);
+        } else if (kind == 1) { /* a window of the other PD */
+            CHECK_EQ_U64(pd2->Dispatch->NdkCreateMw(pd2, NULL, NULL, &mw), STATUS_SUCCESS);
+            tok = mw->Dispatch->NdkGetRemoteTokenFromMw(mw);
+        } else { /* the other PD's privileged token */
+            pd2->Dispatch->NdkGetPrivilegedMemoryRegionToken(pd2, &tok);
+            CHECK(tok != 0);
+        }
+        expect_invalidate_refused(&p, tok, 0x0109u, (void *)(uintptr_t)(0x60 + kind));
+        NDK_RESULT_EX s;
+        dp_expect(p.x.cq, &s, 1, 20);
+        dp_check_result(&s, STATUS_SUCCESS, 16, XCTX, (void *)0x51, NdkOperationTypeSend);
+        if (mr)
+            dp_close_mr(mr);
+        if (mw)
+            dp_close_mw(mw);
+        CHECK_EQ_U64(pd2->Dispatch->NdkClosePd(&pd2->Header, NULL, NULL), STATUS_SUCCESS);
+        dp_pair_close(&p);
+    }
+}
+
+/* decisions.md #7: an already invalid token cannot be invalidated again. Locally (twice in a
+ * row, or after the peer's NdkSendAndInvalidate) NdkInvalidate completes with
+ * STATUS_INVALID_DEVICE_REQUEST and, as any error completion, ends the connection; a peer's
+ * second Send with Invalidate of it gets RDMAP / remote operation / 0x09. */
+TEST(invalidate_of_an_already_invalid_token_fails_local_and_remote)
+{
+    for (int way = 0; way < 3; way++) {
+        struct dp_opts o;
+        dp_opts_default(&o);
+        struct dp_pair p;
+        dp_pair_open(&p, &o);
+        NDK_MR *fr;
+        uint32_t frtok = fr_valid(&p.y, &fr);
+        NDK_QP *q = p.y.qp;
+        NDK_RESULT_EX r;
+        if (way == 0) { /* twice in a row */
+            CHECK_EQ_U64(q->Dispatch->NdkInvalidate(q, (void *)1, &fr->Header, 0),
+                         STATUS_SUCCESS);
+            expect_one(&p.y, (void *)1, NdkOperationTypeInvalidate, STATUS_SUCCESS, 0, YCTX);
+        } else { /* the peer invalidated it */
+            dp_post_recv(&p.y, (void *)2, 8192, 16);
+            NDK_SGE g = dp_sge(&p.x, 0, 16);
+            CHECK_EQ_U64(
+                p.x.qp->Dispatch->NdkSendAndInvalidate(p.x.qp, (void *)3, &g, 1, 0, frtok),
+                STATUS_SUCCESS);
+            dp_expect(p.y.cq, &r, 1, 0);
+            dp_check_result(&r, STATUS_SUCCESS, 16, YCTX, (void *)2,
+                            NdkOperationTypeReceiveAndInvalidate);
+            CHECK_EQ_U64(r.TypeSpecificCompletionOutput, frtok);
+            expect_one(&p.x, (void *)3, NdkOperationTypeSend, STATUS_SUCCESS, 16, XCTX);
+        }
+        if (way < 2) {
+            CHECK_EQ_U64(q->Dispatch->NdkInvalidate(q, (void *)4, &fr->Header, 0),
+                         STATUS_SUCCESS); /* accepted; the failure is its completion */
+            expect_one(&p.y, (void *)4, NdkOperationTypeInvalidate,
+                       STATUS_INVALID_DEVICE_REQUEST, 0, YCTX);
+            CHECK(harness_event_wait(&p.y.link.aborted, 1, DP_TIMEOUT_MS));
+        } else {
+            expect_invalidate_refused(&p, frtok, 0x0209u, (void *)5);
+        }
+        dp_close_mr(fr);
+        dp_pair_close(&p);
+    }
+}

@@ -184,7 +184,8 @@ TEST(fast_register_inline_statuses)
                  STATUS_INVALID_PARAMETER);
     CHECK_EQ_U64(q->Dispatch->NdkInvalidate(q, NULL, &fr->Header, NDK_OP_FLAG_INLINE),
                  STATUS_INVALID_PARAMETER);
-    /* local rights only on a local-only MR: fine; invalidating an invalid MR: success */
+    /* local rights only on a local-only MR: fine; invalidating an MR that was never valid
+     * fails (decisions.md #7) and, as any error completion, ends the connection */
     CHECK_EQ_U64(q->Dispatch->NdkFastRegister(q, (void *)1, local_only, 1, pg, 0, PG, base,
                                               NDK_OP_FLAG_ALLOW_LOCAL_WRITE |
                                                   NDK_OP_FLAG_RDMA_READ_SINK),
@@ -193,7 +194,9 @@ TEST(fast_register_inline_statuses)
     NDK_RESULT_EX r[2];
     dp_expect(p.y.cq, r, 2, 20);
     dp_check_result(&r[0], STATUS_SUCCESS, 0, YCTX, (void *)1, NdkOperationTypeFastRegister);
-    dp_check_result(&r[1], STATUS_SUCCESS, 0, YCTX, (void *)2, NdkOperationTypeInvalidate);
+    dp_check_result(&r[1], STATUS_INVALID_DEVICE_REQUEST, 0, YCTX, (void *)2,
+                    NdkOperationTypeInvalidate);
+    CHECK(harness_event_wait(&p.y.link.aborted, 1, DP_TIMEOUT_MS));
     /* not connected */
     NDK_QP *idle;
     CHECK_EQ_U64(p.y.pd->Dispatch->NdkCreateQp(p.y.pd, p.y.cq, p.y.cq, NULL, 4, 4, 1, 1, 0, NULL,
@@ -293,15 +296,22 @@ TEST(memory_window_bind_invalidate_and_mr_close_pending)
     expect_one(&p.y, (void *)6, NdkOperationTypeInvalidate, STATUS_SUCCESS, 0, YCTX);
     CHECK(harness_event_wait(&closed, 1, DP_TIMEOUT_MS));
     harness_event_destroy(&closed);
-    /* invalidating an unbound window again: success (nothing to undo) */
-    CHECK_EQ_U64(q->Dispatch->NdkInvalidate(q, (void *)7, &mw->Header, NDK_OP_FLAG_SILENT_SUCCESS),
-                 STATUS_SUCCESS);
-    CHECK_EQ_U64(dp_poll(p.y.cq, &r, 1, 20), 0);
     /* closing a bound window unbinds it and releases its MR */
-    CHECK_EQ_U64(q->Dispatch->NdkBind(q, (void *)8, ro, mw, p.y.buf + 16 * PG, 64,
+    NDK_MW *mw2;
+    CHECK_EQ_U64(p.y.pd->Dispatch->NdkCreateMw(p.y.pd, NULL, NULL, &mw2), STATUS_SUCCESS);
+    CHECK_EQ_U64(q->Dispatch->NdkBind(q, (void *)8, ro, mw2, p.y.buf + 16 * PG, 64,
                                       NDK_OP_FLAG_ALLOW_REMOTE_READ),
                  STATUS_SUCCESS);
     expect_one(&p.y, (void *)8, NdkOperationTypeBind, STATUS_SUCCESS, 0, YCTX);
+    dp_close_mw(mw2);
+    /* decisions.md #7: invalidating the unbound window again fails (NDSPI's status for an
+     * unbound window), reported despite SILENT_SUCCESS; an error completion ends the
+     * connection, as any other */
+    CHECK_EQ_U64(q->Dispatch->NdkInvalidate(q, (void *)7, &mw->Header, NDK_OP_FLAG_SILENT_SUCCESS),
+                 STATUS_SUCCESS);
+    expect_one(&p.y, (void *)7, NdkOperationTypeInvalidate, STATUS_INVALID_DEVICE_REQUEST, 0,
+               YCTX);
+    CHECK(harness_event_wait(&p.y.link.aborted, 1, DP_TIMEOUT_MS));
     dp_close_mw(mw);
     CHECK_EQ_U64(ro->Dispatch->NdkDeregisterMr(ro, NULL, NULL), STATUS_SUCCESS);
     dp_close_mr(ro);

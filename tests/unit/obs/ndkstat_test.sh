@@ -54,6 +54,9 @@ ndkstat)
     [ "$(grep -c '^adapter ' "$T/table.txt")" = 2 ] || fail "two adapters in the table"
     grep -qE '^  Connect +1$' "$T/table.txt" || fail "Connect 1"
     grep -qE '^  Accept +1$' "$T/table.txt" || fail "Accept 1"
+    grep -qE '^  HandshakesPending +0$' "$T/table.txt" || fail "HandshakesPending 0"
+    grep -qE '^  IncomingUnanswered +0$' "$T/table.txt" || fail "IncomingUnanswered 0"
+    grep -qE '^  HandshakesRefused +0$' "$T/table.txt" || fail "HandshakesRefused 0"
     grep -qE ' active +connected ' "$T/table.txt" || fail "active connection row"
     grep -qE ' passive +connected ' "$T/table.txt" || fail "passive connection row"
     grep -q 'listener 0x' "$T/table.txt" || fail "listener row"
@@ -98,6 +101,10 @@ EOF
     [ -z "$bad" ] || fail "not Prometheus text: $bad"
     [ "$(grep -c '^softndk_connect_total{' "$T/s.prom")" = 2 ] || fail "softndk_connect_total per adapter"
     grep -q '^# TYPE softndk_active_connection gauge$' "$T/s.prom" || fail "gauge type"
+    # the door's gauges (docs/listener.md, "Handshake limits")
+    grep -q '^# TYPE softndk_handshakes_pending gauge$' "$T/s.prom" || fail "HandshakesPending gauge"
+    grep -q '^# TYPE softndk_incoming_unanswered gauge$' "$T/s.prom" || fail "IncomingUnanswered gauge"
+    grep -q '^# TYPE softndk_handshakes_evicted_total counter$' "$T/s.prom" || fail "HandshakesEvicted"
     grep -qE '^softndk_connection_out_octets_total\{.*role="active".*\} [0-9]+$' "$T/s.prom" || fail "per-connection metric"
 
     # -i: repeated reports with rates
