@@ -1159,6 +1159,8 @@ TEST(instance_connects_with_shared_endpoint_of_another_instance)
     harness_event_destroy(&r.ev);
     harness_event_destroy(&ra.ev);
     harness_event_destroy(&rc.ev);
+}
+
 /* A Responder whose Reply carries 300 bytes of private data after the RFC 6581 word (PD_Length
  * 304: legal in RFC 5044, over the 256 bytes softndk itself sends). */
 static void *big_reply_server(void *arg)
