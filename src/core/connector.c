@@ -71,6 +71,8 @@ static const char *const conn_state_names[SNDK_CONN_STATE_COUNT] = {
 /* A zero-length RDMA Read Request as RTR (Linux cxgb4's default, p2p_type=1): 46-byte ULPDU,
  * no pad, CRC field. */
 #define RTR_READ_FPDU_LEN (SNDK_MPA_LEN_SIZE + SNDK_READ_REQ_ULPDU_LEN + SNDK_MPA_CRC_SIZE)
+/* How many other ports NdkConnect draws when the kernel refuses a drawn port's 4-tuple. */
+#define CONNECT_PORT_TRIES 16u
 _Static_assert((SNDK_MPA_LEN_SIZE + SNDK_DDP_TAGGED_HDR_LEN) % 4 == 0, "an RTR FPDU has no pad");
 
 struct sndk_connector {
@@ -83,6 +85,8 @@ struct sndk_connector {
     bool peer_rejected;     /* the peer's MPA Reply said R=1; its private data is kept */
     bool disc_fired;
     bool linked;            /* QP attached, link events may come; holds a reference */
+    bool qp_fail_due;       /* NdkAccept failed before attach: deliver_fn puts the QP in error
+                               (sndk_qp_connect_failed) before the completion */
 
     /* the handshake socket (until the QP takes it) */
     int fd;
@@ -247,6 +251,15 @@ static void deliver_fn(struct sndk_work *w)
     struct sndk_connector *c = sndk_container_of(w, struct sndk_connector, deliver);
     pthread_mutex_lock(&c->lock);
     for (;;) {
+        if (c->qp_fail_due) {
+            /* Before the NdkAccept completion: the flushed receives are on the CQ by then. */
+            c->qp_fail_due = false;
+            struct sndk_qp *qp = c->qp; /* held by c (sndk_obj_hold) */
+            pthread_mutex_unlock(&c->lock);
+            sndk_qp_connect_failed(qp);
+            pthread_mutex_lock(&c->lock);
+            continue;
+        }
         if (c->req_done) {
             NDK_FN_REQUEST_COMPLETION cb = c->req_cb;
             void *ctx = c->req_ctx;
@@ -370,8 +383,11 @@ static void fail_locked(struct sndk_connector *c, NTSTATUS st, const char *why)
     timer_stop_locked(c);
     set_state(c, SNDK_CONN_CLOSED);
     io_stop_locked(c);
-    if (c->qp && !c->linked)
+    if (c->qp && !c->linked) {
         sndk_obj_unbind(&c->qp->base, c);
+        if (!c->active && c->req_active)
+            c->qp_fail_due = true; /* a failed NdkAccept: its QP is done (docs/connector.md) */
+    }
     complete_locked(c, st);
 }
 
@@ -1094,6 +1110,7 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
         return st;
     }
     int fd = -1;
+    uint16_t want_port = 0;
     if (se) {
         int added = sndk_endpoint_add_peer(se->ep, &peer);
         if (added != 0) {
@@ -1110,6 +1127,7 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
             }
         }
     } else {
+        want_port = sndk_addr_port(&local);
         st = sndk_endpoint_open(c->base.adapter, SNDK_EP_CONNECT, &local, &c->ep, &fd);
     }
     if (st != STATUS_SUCCESS) {
@@ -1123,9 +1141,6 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
     c->local = local;
     c->peer = peer;
     c->have_addresses = true;
-    if (!c->rec)
-        c->rec = sndk_conn_rec_new(c->base.adapter, SNDK_ROLE_ACTIVE, &local.sa, &peer.sa,
-                                   conn_state_names);
     if (sndk_trace_on()) {
         char pb[64];
         sndk_trace_emit("api.NdkConnect", "connector", c,
@@ -1149,7 +1164,29 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
     if (se)
         sndk_obj_hold(&c->base, &se->base);
 
-    if (connect(fd, &peer.sa, peer.len) != 0 && errno != EINPROGRESS) {
+    int rc = connect(fd, &peer.sa, peer.len);
+    /* A port drawn for us (source port 0) whose 4-tuple to this peer still waits in TIME_WAIT
+     * (the kernel says EADDRNOTAVAIL): draw another rather than fail a churning consumer. */
+    for (unsigned tries = 0;
+         rc != 0 && errno == EADDRNOTAVAIL && !se && want_port == 0 && tries < CONNECT_PORT_TRIES;
+         tries++) {
+        struct sndk_endpoint *old_ep = c->ep;
+        int old_fd = fd;
+        sndk_addr_set_port(&local, 0);
+        if (sndk_endpoint_open(c->base.adapter, SNDK_EP_CONNECT, &local, &c->ep, &fd) !=
+            STATUS_SUCCESS) {
+            c->ep = old_ep;
+            fd = old_fd;
+            errno = EADDRNOTAVAIL;
+            break;
+        }
+        close(old_fd);
+        sndk_endpoint_put(old_ep);
+        c->fd = fd;
+        c->local = local;
+        rc = connect(fd, &peer.sa, peer.len);
+    }
+    if (rc != 0 && errno != EINPROGRESS) {
         int err = errno;
         close(fd);
         c->fd = -1;
@@ -1158,6 +1195,9 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
         pthread_mutex_unlock(&c->lock);
         return status_from_errno(err);
     }
+    if (!c->rec)
+        c->rec = sndk_conn_rec_new(c->base.adapter, SNDK_ROLE_ACTIVE, &c->local.sa, &peer.sa,
+                                   conn_state_names);
     st = io_start_locked(c, EPOLLOUT);
     if (st != STATUS_SUCCESS) {
         close(fd);
@@ -1502,8 +1542,11 @@ static void connector_close_begin(struct sndk_obj *o)
     } else if (c->state == SNDK_CONN_ESTABLISHING) {
         set_state(c, SNDK_CONN_CLOSED); /* src_done sees it and closes the socket */
     }
-    if (c->qp && !c->linked)
+    if (c->qp && !c->linked) {
         sndk_obj_unbind(&c->qp->base, c);
+        if (!c->active && c->req_active)
+            c->qp_fail_due = true; /* the NdkAccept it cancels failed: as in fail_locked */
+    }
     complete_locked(c, STATUS_CANCELLED);
     pthread_mutex_unlock(&c->lock);
     if (detach)

@@ -48,7 +48,8 @@ static enum sndk_qp_state qp_state(const struct sndk_qp *qp)
 /* One function per source state: may the QP go to `next` from here? */
 static bool from_idle(enum sndk_qp_state next)
 {
-    return next == SNDK_QP_CONNECTED; /* attach */
+    return next == SNDK_QP_CONNECTED /* attach */
+           || next == SNDK_QP_ERROR; /* the connection attempt failed before attach */
 }
 static bool from_connected(enum sndk_qp_state next)
 {
@@ -821,36 +822,31 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     if (p->rx_read_msn > 1)
         io->rx.msn_expect[SNDK_QN_READ_REQ] = p->rx_read_msn;
     qp->io = io; /* published to the other threads by the locks they take before using it */
+    /* Connected before anything a consumer can observe: once the QP is on its CQs, a polling
+     * consumer receives on it and may answer at once, and that NdkSend must find the QP
+     * connected. In the same section as the closing check: qp_close_begin reads the state
+     * under state_lock, so either it sees CONNECTED (and ends the connection) or the check
+     * above saw the close. */
+    qp_set_state(qp, SNDK_QP_CONNECTED, "attached");
     sndk_mutex_unlock(&qp->state_lock);
 
-    /* Linked before anything can end the connection, whose end unlinks them. */
+    /* Linked before the socket is watched; src_done unlinks them, and it runs only after the
+     * source is removed, which needs it added first. */
     sndk_cq_conn_add(qp->rcq, &io->rconn);
     if (qp->icq != qp->rcq)
         sndk_cq_conn_add(qp->icq, &io->iconn);
     sndk_obj_get(&qp->base); /* the connection's reference, dropped by src_done */
 
-    /* The close may have begun since the check above: qp_close_begin reads the state under
-     * state_lock, so either it sees CONNECTED (and ends the connection) or this sees it. */
-    sndk_mutex_lock(&qp->state_lock);
-    int rc = sndk_obj_closing(&qp->base) ? -ECANCELED : 0;
-    if (rc == 0)
-        qp_set_state(qp, SNDK_QP_CONNECTED, "attached");
-    sndk_mutex_unlock(&qp->state_lock);
-    if (rc == 0)
-        rc = sndk_source_add(io->engine, &io->src, p->fd, EPOLLIN, src_fn, (int)io->thread);
+    int rc = sndk_source_add(io->engine, &io->src, p->fd, EPOLLIN, src_fn, (int)io->thread);
     if (rc < 0) {
-        /* Nothing ever watched the socket; undo by hand. */
-        if (rc != -ECANCELED)
-            sndk_err("qp", "QP %p: attach: epoll: %d", (void *)qp, rc);
+        /* Nothing ever watched the socket: end the connection without an event (the
+         * connector reports the failed attach), then undo what src_done would. The socket
+         * stays the caller's. */
+        sndk_err("qp", "QP %p: attach: epoll: %d", (void *)qp, rc);
         sndk_mutex_lock(&qp->state_lock);
-        io->detached = true; /* no event for an attach that failed */
-        qp_set_state(qp, SNDK_QP_ERROR, "attach failed");
+        io->detached = true;
         sndk_mutex_unlock(&qp->state_lock);
-        sndk_mutex_lock(&qp->tx_lock);
-        io->dead = true;
-        while (atomic_load_explicit(&qp->sq_head, memory_order_relaxed) != qp->sq_tail)
-            sndk_qp_retire_head(qp, STATUS_CANCELLED, 0);
-        sndk_mutex_unlock(&qp->tx_lock);
+        fail_local(qp, false);
         sndk_cq_conn_remove(qp->rcq, &io->rconn);
         if (qp->icq != qp->rcq)
             sndk_cq_conn_remove(qp->icq, &io->iconn);
@@ -906,6 +902,17 @@ void sndk_qp_shutdown(struct sndk_qp *qp, unsigned timeout_ms)
                                                : sndk_tx_push(qp);
     sndk_mutex_unlock(&qp->tx_lock);
     after_tx(qp, res);
+}
+
+void sndk_qp_connect_failed(struct sndk_qp *qp)
+{
+    sndk_mutex_lock(&qp->state_lock);
+    bool failed = !qp->io && qp_state(qp) == SNDK_QP_IDLE &&
+                  qp_set_state(qp, SNDK_QP_ERROR, "connection attempt failed");
+    sndk_mutex_unlock(&qp->state_lock);
+    /* A receive posted meanwhile sees ERROR after queueing and flushes itself. */
+    if (failed)
+        flush_all_receives(qp, STATUS_CANCELLED, 0);
 }
 
 void sndk_qp_abort(struct sndk_qp *qp)
