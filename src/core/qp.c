@@ -169,7 +169,7 @@ static void flush_queued_receives(struct sndk_qp *qp)
 {
     if (qp->srq)
         return; /* SRQ receives belong to no QP until one takes them */
-    pthread_mutex_lock(&qp->rq_lock);
+    sndk_mutex_lock(&qp->rq_lock);
     uint32_t n = qp->rq.count;
     for (uint32_t i = 0; i < n; i++) {
         struct sndk_recv_wqe *w = sndk_recv_ring_at(&qp->rq, i);
@@ -183,7 +183,7 @@ static void flush_queued_receives(struct sndk_qp *qp)
     }
     qp->rq.head = (qp->rq.head + n) % (qp->rq.depth ? qp->rq.depth : 1);
     qp->rq.count = 0;
-    pthread_mutex_unlock(&qp->rq_lock);
+    sndk_mutex_unlock(&qp->rq_lock);
     if (n)
         atomic_fetch_add_explicit(&qp->base.adapter->ctrs.v[SNDK_CTR_FLUSHED], n,
                                   memory_order_relaxed);
@@ -452,16 +452,6 @@ static void on_peer_fin(struct sndk_qp *qp)
         finish_shutdown(qp, STATUS_SUCCESS);
 }
 
-static bool mutex_trylock(struct sndk_mutex *l)
-{
-    if (pthread_mutex_trylock(&l->m) != 0)
-        return false;
-#if SNDK_LOCK_TRACK
-    atomic_store_explicit(&l->owner, sndk_lock_self(), memory_order_relaxed);
-#endif
-    return true;
-}
-
 /* The receive side made TX work possible: a Read finished (ORD, fence), a Read Request
  * arrived. Send what can go now, unless the socket is backed up (EPOLLOUT continues then). */
 static void kick_tx(struct sndk_qp *qp)
@@ -513,7 +503,7 @@ static void set_poll_backoff(struct sndk_qp_io *io, uint32_t due)
 static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
 {
     struct sndk_qp_io *io = qp->io;
-    if (!io || !mutex_trylock(&qp->rx_lock))
+    if (!io || !sndk_mutex_trylock(&qp->rx_lock))
         return false;
     if (io->dead || io->rx_stalled) {
         sndk_mutex_unlock(&qp->rx_lock);
@@ -568,7 +558,7 @@ bool sndk_qp_poll_rx(struct sndk_qp *qp)
 bool sndk_qp_poll_tx(struct sndk_qp *qp)
 {
     struct sndk_qp_io *io = qp->io;
-    if (!io || !mutex_trylock(&qp->tx_lock))
+    if (!io || !sndk_mutex_trylock(&qp->tx_lock))
         return false;
     bool blocked = io->tx_blocked && !io->dead;
     enum sndk_tx_result res = blocked ? sndk_tx_push(qp) : SNDK_TX_DRAINED;
@@ -1263,10 +1253,10 @@ static NTSTATUS qp_receive(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *
     struct sndk_qp *qp = qp_from(pNdkQp);
     if (!qp || qp->srq)
         return STATUS_INVALID_PARAMETER; /* 9e: a QP on an SRQ takes receives from the SRQ */
-    pthread_mutex_lock(&qp->rq_lock);
+    sndk_mutex_lock(&qp->rq_lock);
     NTSTATUS st = sndk_recv_ring_push(&qp->rq, RequestContext, pSgl, nSge,
                                       qp->base.adapter->info.MaxTransferLength);
-    pthread_mutex_unlock(&qp->rq_lock);
+    sndk_mutex_unlock(&qp->rq_lock);
     /* A QP in its final state, or whose close began, will never fill it: it completes at
      * once, as flushed (the close flushed the earlier ones; docs/misuse.md). */
     if (st == STATUS_SUCCESS && (qp_state(qp) == SNDK_QP_ERROR || sndk_obj_closing(&qp->base)))
@@ -1332,7 +1322,7 @@ static void qp_destroy(struct sndk_obj *o)
     free(qp->sq_iov);
     free(qp->sq_inline);
     sndk_recv_ring_destroy(&qp->rq);
-    pthread_mutex_destroy(&qp->rq_lock);
+    sndk_mutex_destroy(&qp->rq_lock);
     sndk_mutex_destroy(&qp->rx_lock);
     sndk_mutex_destroy(&qp->tx_lock);
     sndk_mutex_destroy(&qp->state_lock);
@@ -1402,10 +1392,10 @@ static NTSTATUS qp_create_common(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pIn
     qp->recv_max_sge = srq ? srq->ring.max_sge : MaxReceiveRequestSge;
     atomic_init(&qp->state, SNDK_QP_IDLE);
     atomic_init(&qp->sq_head, 0);
-    sndk_mutex_init(&qp->state_lock);
-    sndk_mutex_init(&qp->tx_lock);
-    sndk_mutex_init(&qp->rx_lock);
-    pthread_mutex_init(&qp->rq_lock, NULL);
+    sndk_mutex_init_ranked(&qp->state_lock, SNDK_LOCK_QP_STATE);
+    sndk_mutex_init_ranked(&qp->tx_lock, SNDK_LOCK_QP_TX);
+    sndk_mutex_init_ranked(&qp->rx_lock, SNDK_LOCK_QP_RX);
+    sndk_mutex_init_ranked(&qp->rq_lock, SNDK_LOCK_QP_RQ);
     sndk_obj_init(&qp->base, a, &qp_ops, &qp_dispatch);
     sndk_obj_hold(&qp->base, &pd->base);
     sndk_obj_hold(&qp->base, &rcq->base);

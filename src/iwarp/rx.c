@@ -37,9 +37,9 @@ static int take_receive(struct sndk_qp *qp)
     if (qp->srq) {
         got = sndk_srq_take(qp->srq, w);
     } else {
-        pthread_mutex_lock(&qp->rq_lock);
+        sndk_mutex_lock(&qp->rq_lock);
         got = sndk_recv_ring_take(&qp->rq, w);
-        pthread_mutex_unlock(&qp->rq_lock);
+        sndk_mutex_unlock(&qp->rq_lock);
     }
     if (!got)
         return -SNDK_WERR_MSN_NO_BUF;
