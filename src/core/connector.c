@@ -15,6 +15,7 @@
  *
  * Locking: c->lock guards the state and everything the handshake touches; consumer callbacks
  * and QP (link) calls are made without it. */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,14 +162,90 @@ static bool state_is_up(enum sndk_conn_state s)
     return s == SNDK_CONN_CONNECTED || s == SNDK_CONN_DISCONNECTING;
 }
 
-static void set_state(struct sndk_connector *c, enum sndk_conn_state next)
+/* One function per source state: may the connector go to `next` from here? Modelled on the
+ * QP's machine (qp.c). CLOSED is final; every state may fail or be closed into it. */
+static bool conn_from_idle(enum sndk_conn_state next)
 {
-    sndk_debug("connector", "%p: %s => %s", (void *)c, conn_state_names[c->state],
-               conn_state_names[next]);
-    SNDK_TRACE("connector.state", "connector", c, "\"from\":\"%s\",\"to\":\"%s\",\"conn\":%llu",
-               conn_state_names[c->state], conn_state_names[next],
-               (unsigned long long)(c->rec ? c->rec->id : 0));
-    bool was_up = state_is_up(c->state), up = state_is_up(next);
+    return next == SNDK_CONN_CONNECTING      /* NdkConnect */
+           || next == SNDK_CONN_WAIT_REQUEST /* a listener's new connector */
+           || next == SNDK_CONN_CLOSED;
+}
+static bool conn_from_connecting(enum sndk_conn_state next)
+{
+    return next == SNDK_CONN_REQ_SENT || next == SNDK_CONN_CLOSED;
+}
+static bool conn_from_req_sent(enum sndk_conn_state next)
+{
+    return next == SNDK_CONN_REPLIED || next == SNDK_CONN_CLOSED;
+}
+static bool conn_from_replied(enum sndk_conn_state next)
+{
+    return next == SNDK_CONN_ESTABLISHING /* NdkCompleteConnect */ || next == SNDK_CONN_CLOSED;
+}
+static bool conn_from_wait_request(enum sndk_conn_state next)
+{
+    return next == SNDK_CONN_INCOMING || next == SNDK_CONN_CLOSED;
+}
+static bool conn_from_incoming(enum sndk_conn_state next)
+{
+    return next == SNDK_CONN_ACCEPTING /* NdkAccept */ || next == SNDK_CONN_CLOSED;
+}
+static bool conn_from_accepting(enum sndk_conn_state next)
+{
+    return next == SNDK_CONN_ESTABLISHING /* RTR read, or Reply out */ || next == SNDK_CONN_CLOSED;
+}
+static bool conn_from_establishing(enum sndk_conn_state next)
+{
+    return next == SNDK_CONN_CONNECTED || next == SNDK_CONN_CLOSED;
+}
+static bool conn_from_connected(enum sndk_conn_state next)
+{
+    return next == SNDK_CONN_DISCONNECTING || next == SNDK_CONN_CLOSED;
+}
+static bool conn_from_disconnecting(enum sndk_conn_state next)
+{
+    return next == SNDK_CONN_CLOSED;
+}
+static bool conn_from_closed(enum sndk_conn_state next)
+{
+    (void)next;
+    return false;
+}
+
+static bool (*const conn_transitions[SNDK_CONN_STATE_COUNT])(enum sndk_conn_state) = {
+    [SNDK_CONN_IDLE] = conn_from_idle,
+    [SNDK_CONN_CONNECTING] = conn_from_connecting,
+    [SNDK_CONN_REQ_SENT] = conn_from_req_sent,
+    [SNDK_CONN_REPLIED] = conn_from_replied,
+    [SNDK_CONN_WAIT_REQUEST] = conn_from_wait_request,
+    [SNDK_CONN_INCOMING] = conn_from_incoming,
+    [SNDK_CONN_ACCEPTING] = conn_from_accepting,
+    [SNDK_CONN_ESTABLISHING] = conn_from_establishing,
+    [SNDK_CONN_CONNECTED] = conn_from_connected,
+    [SNDK_CONN_DISCONNECTING] = conn_from_disconnecting,
+    [SNDK_CONN_CLOSED] = conn_from_closed,
+};
+
+/* Move to `next` if the current state allows it; c->lock held. CLOSED -> CLOSED (a failure or
+ * close that finds the connector closed already) is refused quietly; any other refused move is
+ * a bug in the caller: logged, and an assertion fails. */
+static bool set_state_why(struct sndk_connector *c, enum sndk_conn_state next, const char *why)
+{
+    enum sndk_conn_state cur = c->state;
+    if (!conn_transitions[cur](next)) {
+        if (cur != SNDK_CONN_CLOSED || next != SNDK_CONN_CLOSED) {
+            sndk_err("connector", "%p: refused %s => %s (%s)", (void *)c, conn_state_names[cur],
+                     conn_state_names[next], why);
+            assert(!"illegal connector transition");
+        }
+        return false;
+    }
+    sndk_debug("connector", "%p: %s => %s (%s)", (void *)c, conn_state_names[cur],
+               conn_state_names[next], why);
+    SNDK_TRACE("connector.state", "connector", c,
+               "\"from\":\"%s\",\"to\":\"%s\",\"why\":\"%s\",\"conn\":%llu", conn_state_names[cur],
+               conn_state_names[next], why, (unsigned long long)(c->rec ? c->rec->id : 0));
+    bool was_up = state_is_up(cur), up = state_is_up(next);
     if (!was_up && up) {
         sndk_ctr_inc(ctrs_of(c), c->active ? SNDK_CTR_CONNECT : SNDK_CTR_ACCEPT);
         sndk_counters_active(ctrs_of(c), 1);
@@ -178,7 +255,10 @@ static void set_state(struct sndk_connector *c, enum sndk_conn_state next)
     c->state = next;
     if (c->rec)
         atomic_store_explicit(&c->rec->state, (int)next, memory_order_relaxed);
+    return true;
 }
+/* The common case: the reason is the function that decided it. */
+#define set_state(c, next) set_state_why((c), (next), __func__)
 
 /* Handshake bytes (MPA Request / Reply) written or read on the connector's socket. */
 static void hs_bytes(struct sndk_connector *c, bool out, const void *buf, size_t n)
@@ -381,7 +461,7 @@ static void fail_locked(struct sndk_connector *c, NTSTATUS st, const char *why)
     if (!state_is_up(c->state) && c->state != SNDK_CONN_CLOSED)
         sndk_ctr_inc(ctrs_of(c), SNDK_CTR_CONNECT_FAILURE);
     timer_stop_locked(c);
-    set_state(c, SNDK_CONN_CLOSED);
+    set_state_why(c, SNDK_CONN_CLOSED, why);
     io_stop_locked(c);
     if (c->qp && !c->linked) {
         sndk_obj_unbind(&c->qp->base, c);
