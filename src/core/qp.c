@@ -87,6 +87,82 @@ static bool qp_set_state(struct sndk_qp *qp, enum sndk_qp_state next, const char
     return true;
 }
 
+/* ---------------------------------------------------------------- connection phase */
+
+static const char *const conn_phase_names[SNDK_PHASE_COUNT] = {
+    [SNDK_PHASE_ATTACHING] = "attaching",
+    [SNDK_PHASE_LIVE] = "live",
+    [SNDK_PHASE_SHUTTING_DOWN] = "shutting-down",
+    [SNDK_PHASE_FIN_SENT] = "fin-sent",
+    [SNDK_PHASE_ENDED] = "ended",
+};
+
+const char *sndk_conn_phase_name(enum sndk_conn_phase p)
+{
+    return (unsigned)p < SNDK_PHASE_COUNT ? conn_phase_names[p] : "?";
+}
+
+/* One function per source phase (qp_io.h draws the machine). */
+static bool phase_from_attaching(enum sndk_conn_phase next)
+{
+    return next == SNDK_PHASE_LIVE || next == SNDK_PHASE_ENDED;
+}
+static bool phase_from_live(enum sndk_conn_phase next)
+{
+    return next == SNDK_PHASE_SHUTTING_DOWN || next == SNDK_PHASE_ENDED;
+}
+static bool phase_from_shutting_down(enum sndk_conn_phase next)
+{
+    return next == SNDK_PHASE_FIN_SENT || next == SNDK_PHASE_ENDED;
+}
+static bool phase_from_fin_sent(enum sndk_conn_phase next)
+{
+    return next == SNDK_PHASE_ENDED;
+}
+static bool phase_from_ended(enum sndk_conn_phase next)
+{
+    (void)next;
+    return false; /* final */
+}
+
+static bool (*const phase_transitions[SNDK_PHASE_COUNT])(enum sndk_conn_phase) = {
+    [SNDK_PHASE_ATTACHING] = phase_from_attaching,
+    [SNDK_PHASE_LIVE] = phase_from_live,
+    [SNDK_PHASE_SHUTTING_DOWN] = phase_from_shutting_down,
+    [SNDK_PHASE_FIN_SENT] = phase_from_fin_sent,
+    [SNDK_PHASE_ENDED] = phase_from_ended,
+};
+
+bool sndk_conn_phase_set(struct sndk_qp *qp, enum sndk_conn_phase next, const char *why)
+{
+    struct sndk_qp_io *io = qp->io;
+    /* the locks the readers of each phase hold (qp_io.h) */
+    if (next == SNDK_PHASE_LIVE)
+        sndk_assert_held(&qp->state_lock);
+    else if (next == SNDK_PHASE_ENDED)
+        assert(sndk_mutex_held(&qp->rx_lock) && sndk_mutex_held(&qp->tx_lock));
+    else
+        sndk_assert_held(&qp->tx_lock);
+    int cur = atomic_load_explicit(&io->phase, memory_order_relaxed);
+    do {
+        if (!phase_transitions[cur](next)) {
+            if (cur != SNDK_PHASE_ENDED) {
+                sndk_err("qp", "QP %p: connection: refused %s => %s (%s)", (void *)qp,
+                         sndk_conn_phase_name((enum sndk_conn_phase)cur),
+                         sndk_conn_phase_name(next), why);
+                assert(!"illegal connection phase transition");
+            }
+            return false;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(&io->phase, &cur, (int)next,
+                                                    memory_order_acq_rel, memory_order_relaxed));
+    sndk_debug("qp", "QP %p: connection %s => %s (%s)", (void *)qp,
+               sndk_conn_phase_name((enum sndk_conn_phase)cur), sndk_conn_phase_name(next), why);
+    SNDK_TRACE("qp.conn_phase", "QP", qp, "\"from\":\"%s\",\"to\":\"%s\",\"why\":\"%s\"",
+               sndk_conn_phase_name((enum sndk_conn_phase)cur), sndk_conn_phase_name(next), why);
+    return true;
+}
+
 /* ---------------------------------------------------------------- completions */
 
 static struct sndk_sqe *sq_slot(struct sndk_qp *qp, uint32_t idx)
@@ -278,9 +354,10 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
         return;
     }
     /* The connection is visible (CONNECTED, on its CQs) a moment before attach adds its socket
-     * source. Decided in the same section as ERROR: if the source is not added yet, attach
-     * sees ERROR once it is, and removes it itself. */
-    bool remove_src = io->src_added;
+     * source. Decided in the same section as ERROR: while the phase is still attaching (attach
+     * moves it to live under state_lock), attach sees ERROR once the source is added, and
+     * removes it itself. */
+    bool remove_src = sndk_conn_phase(io) != SNDK_PHASE_ATTACHING;
     sndk_mutex_unlock(&qp->state_lock);
 
     sndk_mutex_lock(&qp->rx_lock);
@@ -292,7 +369,8 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
         if (io->crec)
             sndk_pcap_fin(io->crec->pcap, true);
     }
-    io->dead = true;               /* from here only src_done touches the socket */
+    /* from here only src_done touches the socket */
+    sndk_conn_phase_set(qp, SNDK_PHASE_ENDED, f->graceful ? "shutdown finished" : "failed");
     io->close_rst = f->rst;
     sndk_tx_discard(io);
     unsigned stall_refs = 0;
@@ -395,7 +473,7 @@ static void tx_io_failed(struct sndk_qp *qp)
     struct sndk_fail f = {.link_status = STATUS_CONNECTION_RESET, .reason = SNDK_REASON_RESET,
                           .notify = true, .rst = true};
     sndk_mutex_lock(&qp->rx_lock);
-    if (!qp->io->rx_eof && !qp->io->dead) {
+    if (!qp->io->rx_eof && !sndk_conn_ended(qp->io)) {
         struct sndk_fail rf;
         if (sndk_rx_pass(qp, &rf) == SNDK_RXR_FAIL)
             f = rf; /* the peer's Terminate, a fault found, or the reset (the same end any
@@ -427,7 +505,7 @@ static void after_tx(struct sndk_qp *qp, enum sndk_tx_result res)
             tx_io_failed(qp);
     } else if (res == SNDK_TX_DRAINED && qp_state(qp) == SNDK_QP_DISCONNECTING) {
         sndk_mutex_lock(&qp->tx_lock);
-        bool done = qp->io->fin_sent && qp->io->rx_stopped;
+        bool done = sndk_conn_phase(qp->io) == SNDK_PHASE_FIN_SENT && qp->io->rx_stopped;
         sndk_mutex_unlock(&qp->tx_lock);
         if (done)
             finish_shutdown(qp, STATUS_SUCCESS);
@@ -440,7 +518,7 @@ static void on_peer_fin(struct sndk_qp *qp)
     sndk_mutex_lock(&qp->tx_lock);
     io->rx_stopped = true;
     sndk_tx_update_events(io);
-    bool fin_sent = io->fin_sent;
+    bool fin_sent = sndk_conn_phase(io) == SNDK_PHASE_FIN_SENT;
     sndk_mutex_unlock(&qp->tx_lock);
     sndk_mutex_lock(&qp->state_lock);
     enum sndk_qp_state st = qp_state(qp);
@@ -461,7 +539,7 @@ static void kick_tx(struct sndk_qp *qp)
     sndk_mutex_lock(&qp->tx_lock);
     if (io->tx_kick) {
         io->tx_kick = false;
-        if (!io->dead && !io->tx_blocked)
+        if (!sndk_conn_ended(io) && !io->tx_blocked)
             res = sndk_tx_push(qp);
     }
     sndk_mutex_unlock(&qp->tx_lock);
@@ -505,7 +583,7 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
     struct sndk_qp_io *io = qp->io;
     if (!io || !sndk_mutex_trylock(&qp->rx_lock))
         return false;
-    if (io->dead || io->rx_stalled) {
+    if (sndk_conn_ended(io) || io->rx_stalled) {
         sndk_mutex_unlock(&qp->rx_lock);
         return false;
     }
@@ -560,7 +638,7 @@ bool sndk_qp_poll_tx(struct sndk_qp *qp)
     struct sndk_qp_io *io = qp->io;
     if (!io || !sndk_mutex_trylock(&qp->tx_lock))
         return false;
-    bool blocked = io->tx_blocked && !io->dead;
+    bool blocked = io->tx_blocked && !sndk_conn_ended(io);
     enum sndk_tx_result res = blocked ? sndk_tx_push(qp) : SNDK_TX_DRAINED;
     sndk_mutex_unlock(&qp->tx_lock);
     if (!blocked)
@@ -578,7 +656,7 @@ static void park_rx(struct sndk_qp *qp)
     struct sndk_qp_io *io = qp->io;
     sndk_mutex_lock(&qp->tx_lock);
     bool was = io->rx_parked;
-    if (!io->dead && !was) {
+    if (!sndk_conn_ended(io) && !was) {
         io->rx_parked = true;
         sndk_tx_update_events(io);
     }
@@ -622,7 +700,7 @@ static void park_timer_fn(struct sndk_timer *t)
     if (!polling)
         sndk_qp_unpark_rx(qp);
     sndk_mutex_lock(&qp->tx_lock);
-    bool parked = io->rx_parked && !io->dead;
+    bool parked = io->rx_parked && !sndk_conn_ended(io);
     sndk_mutex_unlock(&qp->tx_lock);
     sndk_mutex_lock(&qp->state_lock);
     bool keep = parked && qp_state(qp) != SNDK_QP_ERROR;
@@ -641,7 +719,7 @@ static void src_fn(struct sndk_source *s, uint32_t events)
     struct sndk_qp *qp = io->qp;
     if (events & EPOLLOUT) {
         sndk_mutex_lock(&qp->tx_lock);
-        enum sndk_tx_result res = io->dead ? SNDK_TX_DRAINED : sndk_tx_push(qp);
+        enum sndk_tx_result res = sndk_conn_ended(io) ? SNDK_TX_DRAINED : sndk_tx_push(qp);
         sndk_mutex_unlock(&qp->tx_lock);
         after_tx(qp, res);
     }
@@ -660,7 +738,7 @@ static void tx_stall_timer_fn(struct sndk_timer *t)
     enum sndk_tx_result res = SNDK_TX_DRAINED;
     sndk_mutex_lock(&qp->tx_lock);
     io->tx_stall_ref = false;
-    if (!io->dead) {
+    if (!sndk_conn_ended(io)) {
         io->tx_stalled = false;
         res = sndk_tx_push(qp); /* tx_blocked is still set: the push clears it when drained */
     }
@@ -676,7 +754,7 @@ static void rx_stall_timer_fn(struct sndk_timer *t)
     sndk_mutex_lock(&qp->rx_lock);
     sndk_mutex_lock(&qp->tx_lock);
     io->rx_stall_ref = false;
-    bool live = !io->dead;
+    bool live = !sndk_conn_ended(io);
     if (live) {
         io->rx_stalled = false;
         sndk_tx_update_events(io);
@@ -756,6 +834,7 @@ static struct sndk_qp_io *io_create(struct sndk_qp *qp)
         return NULL;
     }
     io->qp = qp;
+    atomic_init(&io->phase, SNDK_PHASE_ATTACHING);
     return io;
 }
 
@@ -844,10 +923,11 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
         return rc;
     }
     /* A failure before this point (a close, a CQ poll, a post on another thread) did not
-     * remove the source (see sndk_qp_fail): do it now. One after it sees src_added. */
+     * remove the source (see sndk_qp_fail): do it now. One after it sees the phase live. */
     sndk_mutex_lock(&qp->state_lock);
-    io->src_added = true;
     bool failed = qp_state(qp) == SNDK_QP_ERROR;
+    if (!failed)
+        sndk_conn_phase_set(qp, SNDK_PHASE_LIVE, "socket watched");
     sndk_mutex_unlock(&qp->state_lock);
     if (failed) {
         sndk_source_remove(&io->src, &io->src_done);
@@ -886,8 +966,8 @@ void sndk_qp_shutdown(struct sndk_qp *qp, unsigned timeout_ms)
     sndk_mutex_unlock(&qp->state_lock);
 
     sndk_mutex_lock(&qp->tx_lock);
-    io->shut_req = true;
-    enum sndk_tx_result res = io->dead        ? SNDK_TX_IO_ERR
+    bool shutting = sndk_conn_phase_set(qp, SNDK_PHASE_SHUTTING_DOWN, "NdkDisconnect");
+    enum sndk_tx_result res = !shutting        ? SNDK_TX_IO_ERR /* ended meanwhile */
                               : io->tx_blocked ? SNDK_TX_BLOCKED
                                                : sndk_tx_push(qp);
     sndk_mutex_unlock(&qp->tx_lock);
@@ -936,7 +1016,7 @@ static NTSTATUS refuse(struct sndk_qp *qp, NTSTATUS st)
     if (qp_state(qp) == SNDK_QP_CONNECTED && qp->io) {
         sndk_mutex_lock(&qp->tx_lock);
         enum sndk_tx_result res = SNDK_TX_DRAINED;
-        if (!qp->io->dead && !qp->io->tx_blocked && qp->sq_sent != qp->sq_tail)
+        if (!sndk_conn_ended(qp->io) && !qp->io->tx_blocked && qp->sq_sent != qp->sq_tail)
             res = sndk_tx_push(qp);
         sndk_mutex_unlock(&qp->tx_lock);
         after_tx(qp, res);
@@ -1043,7 +1123,7 @@ static NTSTATUS sq_publish(struct sndk_qp *qp, ULONG flags)
 {
     sndk_mutex_lock(&qp->tx_lock);
     struct sndk_qp_io *io = qp->io;
-    if (io->dead) {
+    if (sndk_conn_ended(io)) {
         /* The connection ended since the state check; nothing was published. */
         sndk_mutex_unlock(&qp->tx_lock);
         return STATUS_CONNECTION_INVALID;

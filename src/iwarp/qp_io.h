@@ -110,6 +110,30 @@ enum sndk_rx_result {
     SNDK_RXR_FAIL,     /* *fail says why */
 };
 
+/* The life of the connection under a QP, from its attach to its end. The QP's own state
+ * (qp.c: idle, connected, disconnecting, error) is what the consumer sees; this is what the
+ * socket is doing. Written only through sndk_conn_phase_set(), which refuses illegal moves and
+ * logs `X => Y (why)`; each move is made holding the lock its readers hold (listed), so a
+ * reader holding that lock sees the phase stable:
+ *
+ *   attaching --attach: socket watched (state_lock)--> live
+ *   live --NdkDisconnect (tx_lock)--> shutting-down --last request out, FIN (tx_lock)--> fin-sent
+ *   attaching | live | shutting-down | fin-sent --sndk_qp_fail (rx_lock + tx_lock)--> ended
+ *
+ * Reserved (#20, not implemented here): live-tx-held, "live, but TX held until the peer's
+ * first FPDU" (the Responder rule when no RTR was negotiated), between attaching and live.
+ * The peer's FIN is the receive direction's own fact (rx_eof / rx_stopped): it arrives in any
+ * phase before ended and does not change what we may send. */
+enum sndk_conn_phase {
+    SNDK_PHASE_ATTACHING,     /* QP connected and on its CQs; the socket not watched yet: a
+                                 failure now leaves the source's removal to attach */
+    SNDK_PHASE_LIVE,          /* the socket is watched by its progress thread */
+    SNDK_PHASE_SHUTTING_DOWN, /* NdkDisconnect: our FIN goes after the last posted request */
+    SNDK_PHASE_FIN_SENT,      /* half-closed: our stream ended, the peer's FIN ends the rest */
+    SNDK_PHASE_ENDED,         /* decided by sndk_qp_fail: the socket is src_done's alone */
+    SNDK_PHASE_COUNT
+};
+
 #define SNDK_EV_PEER_CLOSED   1u
 #define SNDK_EV_ABORTED       2u
 #define SNDK_EV_SHUTDOWN_DONE 4u
@@ -134,6 +158,7 @@ struct sndk_qp_io {
     struct sndk_cq_conn rconn, iconn;
     struct sndk_fault_conn *fc;    /* fault rules of this connection (docs/faults.md), or NULL */
     struct sndk_timer tx_stall_timer, rx_stall_timer; /* injected stalls; each holds a reference */
+    _Atomic int phase; /* enum sndk_conn_phase: sndk_conn_phase_set() only */
     /* A polling consumer's next receive pass: not before this (CLOCK_MONOTONIC ns; 0: now).
      * Set when a pass ended in the middle of a large payload, so the rest is read in one
      * piece rather than in crumbs (docs/datapath.md, "Who receives"). */
@@ -146,12 +171,10 @@ struct sndk_qp_io {
     bool close_rst;                /* close the socket with RST */
     bool shut_timer_ref;
     bool park_timer_ref;
-    bool src_added;                /* the socket source is in the engine (set by attach) */
     NTSTATUS ev_abort_status, ev_shut_status;
     ULONG ev_abort_reason;
 
     /* under qp->tx_lock */
-    bool dead;                     /* the socket is no longer ours to use (closing) */
     bool tx_blocked;               /* EPOLLOUT armed */
     bool rx_stopped;               /* peer FIN seen: EPOLLIN no longer watched */
     bool rx_parked;                /* a consumer polls the receive CQ: EPOLLIN not watched */
@@ -163,7 +186,6 @@ struct sndk_qp_io {
     enum sndk_fault_action tx_fault; /* before the next FPDU (fill_batch stops in front of it) */
     uint32_t tx_fault_ms;
     const struct sndk_fault_rule *tx_fault_rule;
-    bool shut_req, fin_sent;
     uint32_t msn_send;             /* next Send MSN (QN 0), first = 1 */
     uint32_t msn_term;             /* next Terminate MSN (QN 2), first = 1 */
     uint32_t msn_read;             /* next Read Request MSN (QN 1), first = 1 */
@@ -222,6 +244,21 @@ struct sndk_qp_io {
 };
 
 /* qp.c */
+const char *sndk_conn_phase_name(enum sndk_conn_phase p);
+static inline enum sndk_conn_phase sndk_conn_phase(const struct sndk_qp_io *io)
+{
+    return (enum sndk_conn_phase)atomic_load_explicit(&((struct sndk_qp_io *)io)->phase,
+                                                      memory_order_acquire);
+}
+/* The end was decided: the socket is no longer ours to use. Stable under rx_lock or tx_lock. */
+static inline bool sndk_conn_ended(const struct sndk_qp_io *io)
+{
+    return sndk_conn_phase(io) == SNDK_PHASE_ENDED;
+}
+/* Move the connection to `next` if its phase allows it, holding the locks the table above
+ * names. False when refused: quietly once ended (a late shutdown), else it is a bug: logged,
+ * and an assertion fails. */
+bool sndk_conn_phase_set(struct sndk_qp *qp, enum sndk_conn_phase next, const char *why);
 /* End the connection for the reason in *f (once; later calls only return). Takes every QP
  * lock in turn: the caller holds none. Completes every outstanding request. */
 void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f);
