@@ -473,7 +473,7 @@ static void tx_io_failed(struct sndk_qp *qp)
     struct sndk_fail f = {.link_status = STATUS_CONNECTION_RESET, .reason = SNDK_REASON_RESET,
                           .notify = true, .rst = true};
     sndk_mutex_lock(&qp->rx_lock);
-    if (!qp->io->rx_eof && !sndk_conn_ended(qp->io)) {
+    if (!qp->io->peer_fin && !sndk_conn_ended(qp->io)) {
         struct sndk_fail rf;
         if (sndk_rx_pass(qp, &rf) == SNDK_RXR_FAIL)
             f = rf; /* the peer's Terminate, a fault found, or the reset (the same end any
@@ -505,21 +505,17 @@ static void after_tx(struct sndk_qp *qp, enum sndk_tx_result res)
             tx_io_failed(qp);
     } else if (res == SNDK_TX_DRAINED && qp_state(qp) == SNDK_QP_DISCONNECTING) {
         sndk_mutex_lock(&qp->tx_lock);
-        bool done = sndk_conn_phase(qp->io) == SNDK_PHASE_FIN_SENT && qp->io->rx_stopped;
+        bool done = sndk_conn_phase(qp->io) == SNDK_PHASE_FIN_SENT && qp->io->peer_fin;
         sndk_mutex_unlock(&qp->tx_lock);
         if (done)
             finish_shutdown(qp, STATUS_SUCCESS);
     }
 }
 
-static void on_peer_fin(struct sndk_qp *qp)
+/* The peer's FIN was read (peer_fin set): tell the connector, or finish our shutdown if our
+ * FIN was out already (fin_sent: read in the section that set peer_fin). */
+static void on_peer_fin(struct sndk_qp *qp, bool fin_sent)
 {
-    struct sndk_qp_io *io = qp->io;
-    sndk_mutex_lock(&qp->tx_lock);
-    io->rx_stopped = true;
-    sndk_tx_update_events(io);
-    bool fin_sent = sndk_conn_phase(io) == SNDK_PHASE_FIN_SENT;
-    sndk_mutex_unlock(&qp->tx_lock);
     sndk_mutex_lock(&qp->state_lock);
     enum sndk_qp_state st = qp_state(qp);
     if (st == SNDK_QP_CONNECTED)
@@ -587,7 +583,7 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
         sndk_mutex_unlock(&qp->rx_lock);
         return false;
     }
-    if (io->rx_eof) {
+    if (io->peer_fin) {
         sndk_mutex_unlock(&qp->rx_lock);
         if (events & (EPOLLERR | EPOLLHUP)) {
             /* After the peer's FIN only an error or the end of our own side is left. */
@@ -604,8 +600,15 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
     }
     struct sndk_fail f;
     enum sndk_rx_result res = sndk_rx_pass(qp, &f);
-    if (res == SNDK_RXR_PEER_FIN)
-        io->rx_eof = true;
+    bool fin_sent = false;
+    if (res == SNDK_RXR_PEER_FIN) {
+        /* rx_lock + tx_lock: the receive side stops passes, TX stops watching EPOLLIN */
+        sndk_mutex_lock(&qp->tx_lock);
+        io->peer_fin = true;
+        sndk_tx_update_events(io);
+        fin_sent = sndk_conn_phase(io) == SNDK_PHASE_FIN_SENT;
+        sndk_mutex_unlock(&qp->tx_lock);
+    }
     if (polled)
         set_poll_backoff(io, sndk_rx_due_after_pass(io));
     sndk_mutex_unlock(&qp->rx_lock);
@@ -614,7 +617,7 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
     if (res == SNDK_RXR_FAIL)
         sndk_qp_fail(qp, &f);
     else if (res == SNDK_RXR_PEER_FIN)
-        on_peer_fin(qp);
+        on_peer_fin(qp, fin_sent);
     return true;
 }
 

@@ -122,8 +122,8 @@ enum sndk_rx_result {
  *
  * Reserved (#20, not implemented here): live-tx-held, "live, but TX held until the peer's
  * first FPDU" (the Responder rule when no RTR was negotiated), between attaching and live.
- * The peer's FIN is the receive direction's own fact (rx_eof / rx_stopped): it arrives in any
- * phase before ended and does not change what we may send. */
+ * The peer's FIN is the receive direction's own fact (peer_fin): it arrives in any phase
+ * before ended and does not change what we may send. */
 enum sndk_conn_phase {
     SNDK_PHASE_ATTACHING,     /* QP connected and on its CQs; the socket not watched yet: a
                                  failure now leaves the source's removal to attach */
@@ -174,9 +174,11 @@ struct sndk_qp_io {
     NTSTATUS ev_abort_status, ev_shut_status;
     ULONG ev_abort_reason;
 
+    /* under qp->rx_lock and qp->tx_lock (written holding both, read holding either) */
+    bool peer_fin; /* the peer's FIN was read: no more passes, EPOLLIN off */
+
     /* under qp->tx_lock */
     bool tx_blocked;               /* EPOLLOUT armed */
-    bool rx_stopped;               /* peer FIN seen: EPOLLIN no longer watched */
     bool rx_parked;                /* a consumer polls the receive CQ: EPOLLIN not watched */
     bool rx_stalled;               /* injected stall: no receiving (also under rx_lock) */
     bool tx_stalled;               /* injected stall: no sending (tx_blocked is set too) */
@@ -218,7 +220,6 @@ struct sndk_qp_io {
 
     /* under qp->rx_lock */
     struct sndk_rx rx;
-    bool rx_eof;                   /* the peer's FIN was read: no more passes */
     bool rx_dry_mid_payload;       /* the last pass ended short inside a payload */
     bool rx_failed;                /* a parser callback recorded rx_fail */
     uint64_t rx_fault_checked;     /* rx.fpdus when the fault rules were last asked */
@@ -275,7 +276,7 @@ void sndk_tx_init(struct sndk_qp_io *io, bool crc, uint32_t max_fpdu, uint32_t i
 enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp);
 /* Best effort, one non-blocking write; skipped when an FPDU is half written. */
 void sndk_tx_terminate(struct sndk_qp *qp, const struct sndk_term *t);
-/* Set the watched events from tx_blocked / rx_stopped. */
+/* Set the watched events from tx_blocked / peer_fin / parking / stalls. */
 void sndk_tx_update_events(struct sndk_qp_io *io);
 /* Drop the unwritten batch (the connection is closing). */
 void sndk_tx_discard(struct sndk_qp_io *io);

@@ -13,6 +13,7 @@
  * After the parser has read a header with a large ULPDU_Length, reads go direct again, so at
  * most SNDK_RX_STAGE bytes of a large message pass through the staging buffer.
  * The CRC is computed by the parser over the bytes where they landed. */
+#include <assert.h>
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -240,6 +241,9 @@ static int rx_msg_done(void *ctx, const struct sndk_rx_seg *seg, uint64_t msg_le
         r.TypeSpecificCompletionOutput = seg->inval_stag;
     }
     io->cur_active = false;
+    /* What a consumer can observe must find the QP connected: a consumer that answers this
+     * message at once posts on it (sndk_qp_attach connects before linking the CQs). */
+    assert(atomic_load_explicit(&qp->state, memory_order_acquire) != SNDK_QP_IDLE);
     sndk_cq_post(qp->rcq, &r, sndk_op_has_se(seg->opcode));
     return 0;
 }

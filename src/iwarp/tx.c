@@ -39,7 +39,7 @@ void sndk_tx_update_events(struct sndk_qp_io *io)
 {
     if (sndk_conn_ended(io))
         return;
-    uint32_t ev = (io->rx_stopped || io->rx_parked || io->rx_stalled ? 0u : (uint32_t)EPOLLIN) |
+    uint32_t ev = (io->peer_fin || io->rx_parked || io->rx_stalled ? 0u : (uint32_t)EPOLLIN) |
                   (io->tx_blocked && !io->tx_stalled ? (uint32_t)EPOLLOUT : 0u);
     int rc = sndk_source_modify(&io->src, ev);
     if (rc < 0 && rc != -ENOENT)
