@@ -109,13 +109,18 @@ static bool phase_from_attaching(enum sndk_conn_phase next)
 }
 static bool phase_from_live(enum sndk_conn_phase next)
 {
-    return next == SNDK_PHASE_SHUTTING_DOWN || next == SNDK_PHASE_ENDED;
+    return next == SNDK_PHASE_SHUTTING_DOWN || next == SNDK_PHASE_FAILING ||
+           next == SNDK_PHASE_ENDED;
 }
 static bool phase_from_shutting_down(enum sndk_conn_phase next)
 {
-    return next == SNDK_PHASE_FIN_SENT || next == SNDK_PHASE_ENDED;
+    return next == SNDK_PHASE_FIN_SENT || next == SNDK_PHASE_FAILING || next == SNDK_PHASE_ENDED;
 }
 static bool phase_from_fin_sent(enum sndk_conn_phase next)
+{
+    return next == SNDK_PHASE_FAILING || next == SNDK_PHASE_ENDED;
+}
+static bool phase_from_failing(enum sndk_conn_phase next)
 {
     return next == SNDK_PHASE_ENDED;
 }
@@ -130,6 +135,7 @@ static bool (*const phase_transitions[SNDK_PHASE_COUNT])(enum sndk_conn_phase) =
     [SNDK_PHASE_LIVE] = phase_from_live,
     [SNDK_PHASE_SHUTTING_DOWN] = phase_from_shutting_down,
     [SNDK_PHASE_FIN_SENT] = phase_from_fin_sent,
+    [SNDK_PHASE_FAILING] = phase_from_failing,
     [SNDK_PHASE_ENDED] = phase_from_ended,
 };
 
@@ -139,14 +145,14 @@ bool sndk_conn_phase_set(struct sndk_qp *qp, enum sndk_conn_phase next, const ch
     /* the locks the readers of each phase hold (qp_io.h) */
     if (next == SNDK_PHASE_LIVE)
         sndk_assert_held(&qp->state_lock);
-    else if (next == SNDK_PHASE_ENDED)
+    else if (next == SNDK_PHASE_ENDED || next == SNDK_PHASE_FAILING)
         assert(sndk_mutex_held(&qp->rx_lock) && sndk_mutex_held(&qp->tx_lock));
     else
         sndk_assert_held(&qp->tx_lock);
     int cur = atomic_load_explicit(&io->phase, memory_order_relaxed);
     do {
         if (!phase_transitions[cur](next)) {
-            if (cur != SNDK_PHASE_ENDED) {
+            if (cur < SNDK_PHASE_FAILING) {
                 sndk_err("qp", "QP %p: connection: refused %s => %s (%s)", (void *)qp,
                          sndk_conn_phase_name((enum sndk_conn_phase)cur),
                          sndk_conn_phase_name(next), why);
@@ -451,6 +457,42 @@ void sndk_qp_cq_overrun(struct sndk_qp *qp)
     sndk_qp_fail(qp, &f);
 }
 
+/* The end of a connection found by its data path (a receive pass, a TX result, the end of a
+ * shutdown) is acted on by the connection's progress thread, its one owner: found there, at
+ * once; found on a consumer thread (polling a CQ, posting, disconnecting), handed over. The
+ * move to failing stops the data path in the same rx_lock + tx_lock section, so nothing more
+ * goes out or comes in between the finding and the ending; a second end found meanwhile is
+ * dropped (the first one wins, as a second sndk_qp_fail would). A connection still attaching
+ * has no progress-thread source yet: it ends at once. */
+static void end_work_fn(struct sndk_work *w)
+{
+    struct sndk_qp_io *io = sndk_container_of(w, struct sndk_qp_io, end_work);
+    struct sndk_qp *qp = io->qp;
+    sndk_qp_fail(qp, &io->end_due);
+    sndk_obj_put(&qp->base); /* end_connection's */
+}
+
+static void end_connection(struct sndk_qp *qp, const struct sndk_fail *f)
+{
+    struct sndk_qp_io *io = qp->io;
+    if (sndk_engine_current_thread(io->engine) == (int)io->thread ||
+        sndk_conn_phase(io) == SNDK_PHASE_ATTACHING) {
+        sndk_qp_fail(qp, f);
+        return;
+    }
+    sndk_mutex_lock(&qp->rx_lock);
+    sndk_mutex_lock(&qp->tx_lock);
+    bool handed = sndk_conn_phase_set(qp, SNDK_PHASE_FAILING, "found on a consumer thread");
+    if (handed)
+        io->end_due = *f;
+    sndk_mutex_unlock(&qp->tx_lock);
+    sndk_mutex_unlock(&qp->rx_lock);
+    if (handed) {
+        sndk_obj_get(&qp->base); /* the QP outlives the queued work */
+        sndk_engine_queue_on(io->engine, io->thread, &io->end_work);
+    }
+}
+
 static void fail_local(struct sndk_qp *qp, bool notify)
 {
     struct sndk_fail f = {.link_status = STATUS_CANCELLED, .reason = SNDK_REASON_LOCAL,
@@ -462,7 +504,7 @@ static void finish_shutdown(struct sndk_qp *qp, NTSTATUS st)
 {
     struct sndk_fail f = {.link_status = st, .graceful = true, .shut_status = st,
                           .rst = st != STATUS_SUCCESS};
-    sndk_qp_fail(qp, &f);
+    end_connection(qp, &f);
 }
 
 /* ---------------------------------------------------------------- progress */
@@ -473,14 +515,14 @@ static void tx_io_failed(struct sndk_qp *qp)
     struct sndk_fail f = {.link_status = STATUS_CONNECTION_RESET, .reason = SNDK_REASON_RESET,
                           .notify = true, .rst = true};
     sndk_mutex_lock(&qp->rx_lock);
-    if (!qp->io->peer_fin && !sndk_conn_ended(qp->io)) {
+    if (!qp->io->peer_fin && !sndk_conn_stopped(qp->io)) {
         struct sndk_fail rf;
         if (sndk_rx_pass(qp, &rf) == SNDK_RXR_FAIL)
             f = rf; /* the peer's Terminate, a fault found, or the reset (the same end any
                        concurrent pass reports) */
     }
     sndk_mutex_unlock(&qp->rx_lock);
-    sndk_qp_fail(qp, &f);
+    end_connection(qp, &f);
 }
 
 /* After a TX attempt outside tx_lock: act on failures, finish a shutdown whose FIN went. */
@@ -491,7 +533,7 @@ static void after_tx(struct sndk_qp *qp, enum sndk_tx_result res)
         sndk_mutex_lock(&qp->tx_lock);
         struct sndk_fail f = qp->io->tx_fail;
         sndk_mutex_unlock(&qp->tx_lock);
-        sndk_qp_fail(qp, &f);
+        end_connection(qp, &f);
     } else if (res == SNDK_TX_LOCAL_ERR) {
         /* A request failed its local checks (siw: Terminate, local catastrophic). */
         struct sndk_fail f = {.link_status = STATUS_CONNECTION_ABORTED,
@@ -499,7 +541,7 @@ static void after_tx(struct sndk_qp *qp, enum sndk_tx_result res)
                               .notify = true, .send_term = true};
         f.term.layer = SNDK_TERM_LAYER_RDMAP;
         f.term.etype = SNDK_TERM_RDMAP_LOCAL_CATA;
-        sndk_qp_fail(qp, &f);
+        end_connection(qp, &f);
     } else if (res == SNDK_TX_IO_ERR) {
         if (qp_state(qp) != SNDK_QP_ERROR)
             tx_io_failed(qp);
@@ -535,7 +577,7 @@ static void kick_tx(struct sndk_qp *qp)
     sndk_mutex_lock(&qp->tx_lock);
     if (io->tx_kick) {
         io->tx_kick = false;
-        if (!sndk_conn_ended(io) && !io->tx_blocked)
+        if (!sndk_conn_stopped(io) && !io->tx_blocked)
             res = sndk_tx_push(qp);
     }
     sndk_mutex_unlock(&qp->tx_lock);
@@ -579,7 +621,7 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
     struct sndk_qp_io *io = qp->io;
     if (!io || !sndk_mutex_trylock(&qp->rx_lock))
         return false;
-    if (sndk_conn_ended(io) || io->rx_stalled) {
+    if (sndk_conn_stopped(io) || io->rx_stalled) {
         sndk_mutex_unlock(&qp->rx_lock);
         return false;
     }
@@ -593,7 +635,7 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
             if (err || qp_state(qp) != SNDK_QP_DISCONNECTING) {
                 struct sndk_fail f = {.link_status = STATUS_CONNECTION_RESET,
                                       .reason = SNDK_REASON_RESET, .notify = true, .rst = true};
-                sndk_qp_fail(qp, &f);
+                end_connection(qp, &f);
             }
         }
         return false;
@@ -615,7 +657,7 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
     if (res != SNDK_RXR_FAIL)
         kick_tx(qp);
     if (res == SNDK_RXR_FAIL)
-        sndk_qp_fail(qp, &f);
+        end_connection(qp, &f);
     else if (res == SNDK_RXR_PEER_FIN)
         on_peer_fin(qp, fin_sent);
     return true;
@@ -641,7 +683,7 @@ bool sndk_qp_poll_tx(struct sndk_qp *qp)
     struct sndk_qp_io *io = qp->io;
     if (!io || !sndk_mutex_trylock(&qp->tx_lock))
         return false;
-    bool blocked = io->tx_blocked && !sndk_conn_ended(io);
+    bool blocked = io->tx_blocked && !sndk_conn_stopped(io);
     enum sndk_tx_result res = blocked ? sndk_tx_push(qp) : SNDK_TX_DRAINED;
     sndk_mutex_unlock(&qp->tx_lock);
     if (!blocked)
@@ -659,7 +701,7 @@ static void park_rx(struct sndk_qp *qp)
     struct sndk_qp_io *io = qp->io;
     sndk_mutex_lock(&qp->tx_lock);
     bool was = io->rx_parked;
-    if (!sndk_conn_ended(io) && !was) {
+    if (!sndk_conn_stopped(io) && !was) {
         io->rx_parked = true;
         sndk_tx_update_events(io);
     }
@@ -703,7 +745,7 @@ static void park_timer_fn(struct sndk_timer *t)
     if (!polling)
         sndk_qp_unpark_rx(qp);
     sndk_mutex_lock(&qp->tx_lock);
-    bool parked = io->rx_parked && !sndk_conn_ended(io);
+    bool parked = io->rx_parked && !sndk_conn_stopped(io);
     sndk_mutex_unlock(&qp->tx_lock);
     sndk_mutex_lock(&qp->state_lock);
     bool keep = parked && qp_state(qp) != SNDK_QP_ERROR;
@@ -722,7 +764,7 @@ static void src_fn(struct sndk_source *s, uint32_t events)
     struct sndk_qp *qp = io->qp;
     if (events & EPOLLOUT) {
         sndk_mutex_lock(&qp->tx_lock);
-        enum sndk_tx_result res = sndk_conn_ended(io) ? SNDK_TX_DRAINED : sndk_tx_push(qp);
+        enum sndk_tx_result res = sndk_conn_stopped(io) ? SNDK_TX_DRAINED : sndk_tx_push(qp);
         sndk_mutex_unlock(&qp->tx_lock);
         after_tx(qp, res);
     }
@@ -741,7 +783,7 @@ static void tx_stall_timer_fn(struct sndk_timer *t)
     enum sndk_tx_result res = SNDK_TX_DRAINED;
     sndk_mutex_lock(&qp->tx_lock);
     io->tx_stall_ref = false;
-    if (!sndk_conn_ended(io)) {
+    if (!sndk_conn_stopped(io)) {
         io->tx_stalled = false;
         res = sndk_tx_push(qp); /* tx_blocked is still set: the push clears it when drained */
     }
@@ -757,7 +799,7 @@ static void rx_stall_timer_fn(struct sndk_timer *t)
     sndk_mutex_lock(&qp->rx_lock);
     sndk_mutex_lock(&qp->tx_lock);
     io->rx_stall_ref = false;
-    bool live = !sndk_conn_ended(io);
+    bool live = !sndk_conn_stopped(io);
     if (live) {
         io->rx_stalled = false;
         sndk_tx_update_events(io);
@@ -870,6 +912,7 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     sndk_work_init(&io->src_done, src_done_fn);
     sndk_work_init(&io->ev_work, ev_work_fn);
     sndk_work_init(&io->detach_work, detach_work_fn);
+    sndk_work_init(&io->end_work, end_work_fn);
     sndk_timer_init(&io->shut_timer, shut_timer_fn);
     sndk_timer_init(&io->park_timer, park_timer_fn);
     sndk_timer_init(&io->tx_stall_timer, tx_stall_timer_fn);
@@ -1019,7 +1062,7 @@ static NTSTATUS refuse(struct sndk_qp *qp, NTSTATUS st)
     if (qp_state(qp) == SNDK_QP_CONNECTED && qp->io) {
         sndk_mutex_lock(&qp->tx_lock);
         enum sndk_tx_result res = SNDK_TX_DRAINED;
-        if (!sndk_conn_ended(qp->io) && !qp->io->tx_blocked && qp->sq_sent != qp->sq_tail)
+        if (!sndk_conn_stopped(qp->io) && !qp->io->tx_blocked && qp->sq_sent != qp->sq_tail)
             res = sndk_tx_push(qp);
         sndk_mutex_unlock(&qp->tx_lock);
         after_tx(qp, res);

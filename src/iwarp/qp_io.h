@@ -118,7 +118,10 @@ enum sndk_rx_result {
  *
  *   attaching --attach: socket watched (state_lock)--> live
  *   live --NdkDisconnect (tx_lock)--> shutting-down --last request out, FIN (tx_lock)--> fin-sent
- *   attaching | live | shutting-down | fin-sent --sndk_qp_fail (rx_lock + tx_lock)--> ended
+ *   live | shutting-down | fin-sent --an end found on a consumer thread (rx_lock + tx_lock)-->
+ *       failing --sndk_qp_fail on the progress thread--> ended
+ *   attaching | live | shutting-down | fin-sent | failing --sndk_qp_fail (rx_lock + tx_lock)-->
+ *       ended
  *
  * Reserved (#20, not implemented here): live-tx-held, "live, but TX held until the peer's
  * first FPDU" (the Responder rule when no RTR was negotiated), between attaching and live.
@@ -130,6 +133,9 @@ enum sndk_conn_phase {
     SNDK_PHASE_LIVE,          /* the socket is watched by its progress thread */
     SNDK_PHASE_SHUTTING_DOWN, /* NdkDisconnect: our FIN goes after the last posted request */
     SNDK_PHASE_FIN_SENT,      /* half-closed: our stream ended, the peer's FIN ends the rest */
+    SNDK_PHASE_FAILING,       /* a consumer thread (polling, posting) found the end and handed
+                                 it to the progress thread (end_work): nothing more is sent or
+                                 received; requests posted meanwhile are cancelled with it */
     SNDK_PHASE_ENDED,         /* decided by sndk_qp_fail: the socket is src_done's alone */
     SNDK_PHASE_COUNT
 };
@@ -152,6 +158,8 @@ struct sndk_qp_io {
     struct sndk_work src_done;     /* source removed: close the socket, drop the reference */
     struct sndk_work ev_work;      /* delivers ev_pending on `thread`; holds a reference */
     struct sndk_work detach_work;  /* on `thread`, after any event work: queue detach_done */
+    struct sndk_work end_work;     /* on `thread`: sndk_qp_fail(end_due); holds a reference */
+    struct sndk_fail end_due;      /* the end handed over (written with the move to failing) */
     struct sndk_work *detach_done;
     struct sndk_timer shut_timer;  /* sndk_qp_shutdown's bound; holds a reference */
     struct sndk_timer park_timer;  /* while parked: safety net; holds a reference */
@@ -251,14 +259,19 @@ static inline enum sndk_conn_phase sndk_conn_phase(const struct sndk_qp_io *io)
     return (enum sndk_conn_phase)atomic_load_explicit(&((struct sndk_qp_io *)io)->phase,
                                                       memory_order_acquire);
 }
-/* The end was decided: the socket is no longer ours to use. Stable under rx_lock or tx_lock. */
+/* The end was acted on: the socket is no longer ours to use. Stable under rx_lock or tx_lock. */
 static inline bool sndk_conn_ended(const struct sndk_qp_io *io)
 {
     return sndk_conn_phase(io) == SNDK_PHASE_ENDED;
 }
+/* Failing or ended: nothing more is sent or received. Stable under rx_lock or tx_lock. */
+static inline bool sndk_conn_stopped(const struct sndk_qp_io *io)
+{
+    return sndk_conn_phase(io) >= SNDK_PHASE_FAILING;
+}
 /* Move the connection to `next` if its phase allows it, holding the locks the table above
- * names. False when refused: quietly once ended (a late shutdown), else it is a bug: logged,
- * and an assertion fails. */
+ * names. False when refused: quietly once failing or ended (a late shutdown, a second end
+ * found), else it is a bug: logged, and an assertion fails. */
 bool sndk_conn_phase_set(struct sndk_qp *qp, enum sndk_conn_phase next, const char *why);
 /* End the connection for the reason in *f (once; later calls only return). Takes every QP
  * lock in turn: the caller holds none. Completes every outstanding request. */

@@ -458,7 +458,7 @@ static enum fault_verdict fault_act(struct sndk_qp *qp, enum sndk_fault_action a
         return FAULT_GO_ON;
     case SNDK_FACT_STALL:
         sndk_mutex_lock(&qp->tx_lock);
-        if (!sndk_conn_ended(io)) {
+        if (!sndk_conn_stopped(io)) {
             io->rx_stalled = true;
             sndk_tx_update_events(io);
             sndk_qp_stall_timer(qp, SNDK_FDIR_RX, ms);

@@ -390,6 +390,8 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
     sndk_assert_held(&qp->tx_lock);
     if (sndk_conn_ended(io))
         return SNDK_TX_IO_ERR;
+    if (sndk_conn_stopped(io))
+        return SNDK_TX_BLOCKED; /* failing: the progress thread ends it; nothing more goes out */
     if (io->tx_stalled)
         return SNDK_TX_BLOCKED;
     for (;;) {
