@@ -71,7 +71,7 @@ enum sndk_access_result sndk_access_check(struct sndk_pd *pd, uint32_t token, ui
         return SNDK_ACC_WRAP;
     struct sndk_stag_table *t = &pd->base.adapter->stags;
     enum sndk_access_result r = SNDK_ACC_OK;
-    pthread_mutex_lock(&t->lock);
+    sndk_mutex_lock(&t->lock);
     struct sndk_obj *o = lookup_locked(t, token);
     if (!o) {
         r = SNDK_ACC_INV_STAG;
@@ -144,7 +144,7 @@ enum sndk_access_result sndk_access_check(struct sndk_pd *pd, uint32_t token, ui
         break;
     }
 out:
-    pthread_mutex_unlock(&t->lock);
+    sndk_mutex_unlock(&t->lock);
     if (r != SNDK_ACC_OK)
         sndk_debug("access", "token 0x%08x [0x%llx +%llu] need 0x%x %s: %s", token,
                    (unsigned long long)addr, (unsigned long long)len, need,
@@ -157,7 +157,7 @@ enum sndk_access_result sndk_access_invalidate_remote(struct sndk_pd *pd, uint32
     struct sndk_stag_table *t = &pd->base.adapter->stags;
     enum sndk_access_result r = SNDK_ACC_OK;
     struct sndk_mr *put = NULL;
-    pthread_mutex_lock(&t->lock);
+    sndk_mutex_lock(&t->lock);
     struct sndk_obj *o = lookup_locked(t, token);
     if (!o) {
         r = SNDK_ACC_INV_STAG;
@@ -179,7 +179,7 @@ enum sndk_access_result sndk_access_invalidate_remote(struct sndk_pd *pd, uint32
     } else {
         r = SNDK_ACC_INV_STAG; /* the privileged token */
     }
-    pthread_mutex_unlock(&t->lock);
+    sndk_mutex_unlock(&t->lock);
     if (put)
         sndk_obj_put(&put->base);
     sndk_debug("access", "remote invalidate of token 0x%08x: %s", token,
@@ -203,7 +203,7 @@ void sndk_access_invalidate_local(struct sndk_obj *o)
 {
     struct sndk_stag_table *t = &o->adapter->stags;
     struct sndk_mr *put = NULL;
-    pthread_mutex_lock(&t->lock);
+    sndk_mutex_lock(&t->lock);
     if (o->ops->type == NdkObjectTypeMr) {
         struct sndk_mr *mr = sndk_container_of(o, struct sndk_mr, base);
         if (mr->state == SNDK_MR_FR_VALID)
@@ -211,7 +211,7 @@ void sndk_access_invalidate_local(struct sndk_obj *o)
     } else if (o->ops->type == NdkObjectTypeMw) {
         put = sndk_mw_unbind_locked(sndk_container_of(o, struct sndk_mw, base));
     }
-    pthread_mutex_unlock(&t->lock);
+    sndk_mutex_unlock(&t->lock);
     if (put)
         sndk_obj_put(&put->base);
 }

@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "util/lock.h"
+
 #define SNDK_STAG_INDEX_BITS 24
 #define SNDK_STAG_MAX_INDEX  ((1u << SNDK_STAG_INDEX_BITS) - 1)
 
@@ -37,7 +39,7 @@ struct sndk_stag_entry {
 };
 
 struct sndk_stag_table {
-    pthread_mutex_t lock;
+    struct sndk_mutex lock;
     struct sndk_stag_entry *entries;
     uint32_t capacity; /* entries allocated */
     uint32_t used;     /* highest index handed out + 1 */

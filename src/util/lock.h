@@ -43,6 +43,7 @@ enum sndk_lock_rank {
     SNDK_LOCK_QP_RQ,    /* qp->rq_lock */
     SNDK_LOCK_SRQ,      /* srq->lock */
     SNDK_LOCK_CQ,       /* cq->lock */
+    SNDK_LOCK_STAG,     /* the PD's STag table lock (stag.h) */
     SNDK_LOCK_RANKS
 };
 
