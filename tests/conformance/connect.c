@@ -1123,6 +1123,58 @@ TEST(shared_endpoint_port_is_free_inside_its_close_completion)
     ndk_close_adapter(a);
 }
 
+/* The shared endpoint's close pends while a connector made over it is open; its port is free
+ * inside the completion that runs once that connector is closed. */
+TEST(shared_endpoint_port_is_free_inside_its_pending_close_completion)
+{
+    NDK_ADAPTER *a = conf_open();
+    struct server srv;
+    uint16_t lport;
+    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &lport);
+    ULONG len;
+    struct sockaddr_storage local = addr_of("127.0.0.1", 0, &len);
+    NDK_SHARED_ENDPOINT *se;
+    CHECK_STATUS(a->Dispatch->NdkCreateSharedEndpoint(a, (struct sockaddr *)&local, len,
+                                                      ndk_create_never, NULL, &se),
+                 STATUS_SUCCESS);
+    struct sockaddr_storage got;
+    ULONG glen = sizeof got;
+    CHECK_STATUS(se->Dispatch->NdkGetLocalAddress(se, (struct sockaddr *)&got, &glen),
+                 STATUS_SUCCESS);
+    uint16_t port = port_of(&got);
+    /* a connector over it, refused by the server (its incoming connector closed unanswered) */
+    struct side cl;
+    side_init(&cl, a);
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &cl.conn),
+                 STATUS_SUCCESS);
+    ULONG dlen;
+    struct sockaddr_storage dst = addr_of("127.0.0.1", lport, &dlen);
+    struct ndk_req r;
+    ndk_req_init(&r);
+    CHECK_STATUS(cl.conn->Dispatch->NdkConnectWithSharedEndpoint(cl.conn, cl.qp, se,
+                                                                 (struct sockaddr *)&dst, dlen, 1,
+                                                                 1, NULL, 0, ndk_req_done, &r),
+                 STATUS_PENDING);
+    CHECK(harness_event_wait(&srv.ev, 1, CONF_WAIT_MS));
+    conf_close_wait(&srv.incoming[0]->Header);
+    CHECK_STATUS(ndk_req_wait(&r, STATUS_PENDING), STATUS_CONNECTION_REFUSED);
+    /* the endpoint's close waits for that connector */
+    struct server next;
+    struct relisten rl;
+    relisten_init(&rl, a, &next, port);
+    CHECK_STATUS(ndk_close_any(&se->Header, relisten_in_close_completion, &rl), STATUS_PENDING);
+    CHECK(!harness_event_wait(&rl.done, 1, CONF_QUIET_MS));
+    conf_close_wait(&cl.conn->Header);
+    cl.conn = NULL;
+    CHECK(harness_event_wait(&rl.done, 1, CONF_WAIT_MS));
+    CHECK_STATUS(rl.status, STATUS_SUCCESS);
+    side_close(&cl);
+    conf_close_wait(&next.listener->Header);
+    conf_close_wait(&srv.listener->Header);
+    harness_event_destroy(&r.ev);
+    ndk_close_adapter(a);
+}
+
 TEST(connector_port_is_free_inside_its_close_completion)
 {
     NDK_ADAPTER *a = conf_open();
