@@ -2,8 +2,8 @@
  * (<ndk/ndkpi.h>, <ndk/softndk.h>). Pass/fail on correctness, never on time; the figures are
  * printed. docs/reliability.md.
  *
- *   churn [--only cycles|conns|qps] [--cycles N] [--conns N] [--qps N] [--addr IP]
- *         [--timeout S] [--full]
+ *   churn [--only cycles|conns|qps|answer] [--cycles N] [--conns N] [--qps N] [--answer N]
+ *         [--addr IP] [--timeout S] [--full]
  *
  *   cycles  N times, one after the other: create QPs, connect/accept, one checked message,
  *           graceful disconnect (the passive side gets the disconnect event exactly once),
@@ -14,11 +14,16 @@
  *           disconnected. Figure: RSS per idle connection (delta / N) beside the design's
  *           64 KiB.
  *   qps     N connections whose QPs all share one CQ per side, 8 checked messages each way.
+ *   answer  N connections to one listener (batches of 250), the server's QPs on one CQ polled
+ *           by one thread that answers each connection's first message the moment it arrives,
+ *           beside a thread that connects and closes at once, again and again. Reports resets
+ *           (a refused answer, an error completion, a disconnect event), unanswered requests,
+ *           fds and RSS before/after; any reset or unanswered request fails.
  *
  * Every phase checks: every request completes once with STATUS_SUCCESS, every callback at most
  * once, every byte of every message, and afterwards the fd count back to the baseline (a leak
  * fails); RSS before/after is printed. Defaults are small (the ctest 'scale' cases); --full
- * runs 10,000 cycles, 10,000 connections and 1,000 QPs on one CQ.
+ * runs 10,000 cycles, 10,000 connections, 1,000 QPs on one CQ and 10,000 answered connections.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -201,10 +206,20 @@ struct side {
     atomic_uint disc_events;
 };
 
+struct world;
+
 struct conn {
-    struct side cl, sv;
+    struct side cl, sv; /* cl first: sndk_container_of_conn */
     unsigned idx;
+    struct world *w;
+    bool got_answer;              /* answer phase: the client received the answer */
+    _Atomic NTSTATUS send_status; /* answer phase: the client's first NdkSend */
 };
+
+static struct conn *sndk_container_of_conn(struct side *s)
+{
+    return (struct conn *)(void *)s; /* only ever called with &conn->cl */
+}
 
 struct world {
     NDK_ADAPTER *a;
@@ -712,28 +727,352 @@ static void phase_concurrent(const char *name, unsigned want, unsigned msgs)
     check_fds(name);
 }
 
+/* ---------------------------------------------------------------- answer */
+
+/* The server a user writes first: one CQ for every accepted QP, polled by one thread that
+ * answers each connection's first message the moment it arrives (possibly before that
+ * connection's NdkAccept completion is delivered). Beside it, a churn thread connects to the
+ * same listener and closes at once. Counts what a user would call a reset. */
+#define CHURN_MAGIC 0x43485552u /* "CHUR": private data of a churn connect */
+
+struct answer {
+    struct world *w;
+    atomic_bool stop;
+    atomic_uint answered; /* server: answers posted successfully */
+    atomic_uint received; /* client: answers received */
+    atomic_uint resets;   /* a refused answer, an error completion, a disconnect event */
+    _Atomic NTSTATUS first_reset;
+    atomic_uint churned; /* churn connects closed */
+};
+
+static void reset_seen(struct answer *an, NTSTATUS st, unsigned idx, const char *what)
+{
+    if (atomic_fetch_add(&an->resets, 1) < 5)
+        fprintf(stderr, "answer  #%u: %s: %s\n", idx, what, SoftNdkStatusName(st));
+    NTSTATUS none = STATUS_SUCCESS;
+    atomic_compare_exchange_strong(&an->first_reset, &none, st);
+}
+
+static void *answer_server(void *arg)
+{
+    struct answer *an = arg;
+    struct world *w = an->w;
+    NDK_RESULT_EX res[64];
+    while (!atomic_load(&an->stop)) {
+        ULONG m = w->scq->Dispatch->NdkGetCqResultsEx(w->scq, res, 64);
+        for (ULONG j = 0; j < m; j++) {
+            NDK_RESULT_EX *x = &res[j];
+            unsigned idx = (unsigned)(uintptr_t)x->RequestContext;
+            if (x->Status != STATUS_SUCCESS) {
+                reset_seen(an, x->Status, idx,
+                           x->Type == NdkOperationTypeReceive ? "server receive completion"
+                                                              : "server send completion");
+                continue;
+            }
+            if (x->Type != NdkOperationTypeReceive)
+                continue;
+            struct conn *c = &w->conns[idx];
+            uint8_t expect[MSG_LEN];
+            fill(expect, idx, 0, 0);
+            if (memcmp(slot(w, idx, 3), expect, MSG_LEN) != 0)
+                atomic_store(&g_failed, 4);
+            fill(slot(w, idx, 2), idx, 0, 1);
+            NDK_SGE g = {.VirtualAddress = slot(w, idx, 2),
+                         .Length = MSG_LEN,
+                         .MemoryRegionToken = w->token};
+            NTSTATUS st = c->sv.qp->Dispatch->NdkSend(c->sv.qp, (void *)(uintptr_t)idx, &g, 1, 0);
+            if (st == STATUS_SUCCESS)
+                atomic_fetch_add(&an->answered, 1);
+            else
+                reset_seen(an, st, idx, "the answer's NdkSend");
+        }
+    }
+    return NULL;
+}
+
+/* Connect to the listener and close at once, again and again, while the others run. */
+static void *answer_churn(void *arg)
+{
+    struct answer *an = arg;
+    struct world *w = an->w;
+    while (!atomic_load(&an->stop)) {
+        NDK_QP *qp = make_qp(w, w->ccq, NULL, 2);
+        NDK_CONNECTOR *cn = NULL;
+        NTSTATUS st = w->a->Dispatch->NdkCreateConnector(w->a, create_never, NULL, &cn);
+        EXPECT(st == STATUS_SUCCESS, "NdkCreateConnector: %s", SoftNdkStatusName(st));
+        struct sockaddr_storage src;
+        ULONG slen;
+        addr_of(g_addr, 0, &src, &slen);
+        uint32_t pd[2] = {CHURN_MAGIC, 0};
+        static struct req ignored; /* the connect completes (cancelled) or not: not judged */
+        st = cn->Dispatch->NdkConnect(cn, qp, (struct sockaddr *)&src, slen,
+                                      (struct sockaddr *)&w->laddr, w->laddr_len, 0, 0, pd,
+                                      sizeof pd, request_never, &ignored);
+        EXPECT(st == STATUS_PENDING, "churn NdkConnect: %s", SoftNdkStatusName(st));
+        usleep(200 + (unsigned)(rand() % 800));
+        close_obj(&cn->Header, cn->Dispatch->NdkCloseConnector, "churn connector");
+        close_obj(&qp->Header, qp->Dispatch->NdkCloseQp, "churn QP");
+        atomic_fetch_add(&an->churned, 1);
+    }
+    return NULL;
+}
+
+/* NdkCompleteConnect's completion: the client's first message goes out from here, so it can
+ * reach the server before the server's NdkAccept completes. */
+static VOID complete_then_send(PVOID ctx, NTSTATUS st)
+{
+    struct side *s = ctx;
+    struct conn *c = sndk_container_of_conn(s);
+    if (st == STATUS_SUCCESS) {
+        struct world *w = c->w;
+        fill(slot(w, c->idx, 0), c->idx, 0, 0);
+        NDK_SGE g = {
+            .VirtualAddress = slot(w, c->idx, 0), .Length = MSG_LEN, .MemoryRegionToken = w->token};
+        NTSTATUS sst = s->qp->Dispatch->NdkSend(s->qp, (void *)(uintptr_t)c->idx, &g, 1, 0);
+        if (sst != STATUS_SUCCESS)
+            atomic_store(&c->send_status, sst);
+    }
+    req_done(&s->complete, st);
+}
+
+/* Take the connect events that came: churn ones are rejected and closed, real ones accepted
+ * (a receive is posted on the QP first). Returns how many real ones were accepted. */
+static unsigned answer_accept_some(struct answer *an)
+{
+    struct world *w = an->w;
+    unsigned accepted = 0;
+    for (;;) {
+        pthread_mutex_lock(&w->inq_mu);
+        NDK_CONNECTOR *in = w->inq_n ? w->inq[--w->inq_n] : NULL;
+        pthread_mutex_unlock(&w->inq_mu);
+        if (!in)
+            return accepted;
+        uint32_t pd[2] = {0, 0};
+        ULONG pdlen = sizeof pd;
+        NTSTATUS st = in->Dispatch->NdkGetConnectionData(in, NULL, NULL, pd, &pdlen);
+        if (st != STATUS_SUCCESS || pd[0] != PD_MAGIC) {
+            /* a churn connect (or one already gone): refuse it; its status is not judged */
+            in->Dispatch->NdkReject(in, NULL, 0);
+            close_obj(&in->Header, in->Dispatch->NdkCloseConnector, "churn connector");
+            continue;
+        }
+        EXPECT(pd[1] < w->n, "incoming private data: connection #%u", pd[1]);
+        struct conn *c = &w->conns[pd[1]];
+        EXPECT(c->sv.conn == NULL, "connection #%u announced twice", pd[1]);
+        c->sv.conn = in;
+        NDK_SGE g = {
+            .VirtualAddress = slot(w, pd[1], 3), .Length = MSG_LEN, .MemoryRegionToken = w->token};
+        st = c->sv.qp->Dispatch->NdkReceive(c->sv.qp, (void *)(uintptr_t)pd[1], &g, 1);
+        EXPECT(st == STATUS_SUCCESS, "server NdkReceive #%u: %s", pd[1], SoftNdkStatusName(st));
+        st = in->Dispatch->NdkAccept(in, c->sv.qp, 0, 0, NULL, 0, on_disconnect, &c->sv, req_done,
+                                     &c->sv.accept);
+        EXPECT(st == STATUS_PENDING || st == STATUS_SUCCESS, "NdkAccept #%u: %s", pd[1],
+               SoftNdkStatusName(st));
+        if (st == STATUS_SUCCESS)
+            req_done(&c->sv.accept, st);
+        accepted++;
+    }
+}
+
+static bool answer_batch_done(void *arg)
+{
+    struct range *r = arg;
+    for (unsigned i = r->lo; i < r->hi; i++) {
+        struct conn *c = &r->w->conns[i];
+        if (!c->got_answer || !atomic_load(&c->sv.accept.calls))
+            return false;
+    }
+    return true;
+}
+
+/* Poll the client CQ: answers received, send completions checked. */
+static void answer_poll_clients(struct answer *an)
+{
+    struct world *w = an->w;
+    NDK_RESULT_EX res[64];
+    ULONG m;
+    while ((m = w->ccq->Dispatch->NdkGetCqResultsEx(w->ccq, res, 64)) > 0) {
+        for (ULONG j = 0; j < m; j++) {
+            NDK_RESULT_EX *x = &res[j];
+            unsigned idx = (unsigned)(uintptr_t)x->RequestContext;
+            if (!x->QPContext)
+                continue; /* a churn QP's flushed receive */
+            if (x->Status != STATUS_SUCCESS) {
+                reset_seen(an, x->Status, idx, "client completion");
+                continue;
+            }
+            if (x->Type != NdkOperationTypeReceive)
+                continue;
+            uint8_t expect[MSG_LEN];
+            fill(expect, idx, 0, 1);
+            if (memcmp(slot(w, idx, 1), expect, MSG_LEN) != 0)
+                atomic_store(&g_failed, 5);
+            w->conns[idx].got_answer = true;
+            atomic_fetch_add(&an->received, 1);
+        }
+    }
+}
+
+static void phase_answer(unsigned want)
+{
+    unsigned n = fit_fd_limit(want + 64); /* room for the churn thread's connections */
+    n = n > 64 ? n - 64 : n;
+    EXPECT(n > 0, "no file descriptors for any connection");
+    struct world w;
+    world_open(&w, n);
+    w.inq_cap = n + 4096; /* churn connects arrive beside the real ones */
+    free(w.inq);
+    w.inq = calloc(w.inq_cap, sizeof *w.inq);
+    EXPECT(w.inq, "out of memory");
+    struct answer an = {.w = &w};
+    unsigned fds0 = count_fds();
+    long rss0 = rss_kib();
+    pthread_t srv, churn;
+    EXPECT(pthread_create(&srv, NULL, answer_server, &an) == 0, "pthread_create");
+    EXPECT(pthread_create(&churn, NULL, answer_churn, &an) == 0, "pthread_create");
+    uint64_t t0 = now_us();
+    const unsigned batch = 250;
+    unsigned unanswered = 0;
+    for (unsigned lo = 0; lo < n; lo += batch) {
+        unsigned hi = lo + batch < n ? lo + batch : n;
+        for (unsigned i = lo; i < hi; i++) {
+            struct conn *c = &w.conns[i];
+            side_reset(&c->cl);
+            side_reset(&c->sv);
+            c->idx = i;
+            c->w = &w;
+            c->got_answer = false;
+            atomic_store(&c->send_status, STATUS_SUCCESS);
+            c->cl.qp = make_qp(&w, w.ccq, &c->cl, 2);
+            c->sv.qp = make_qp(&w, w.scq, &c->sv, 2);
+            NDK_SGE g = {
+                .VirtualAddress = slot(&w, i, 1), .Length = MSG_LEN, .MemoryRegionToken = w.token};
+            NTSTATUS st = c->cl.qp->Dispatch->NdkReceive(c->cl.qp, (void *)(uintptr_t)i, &g, 1);
+            EXPECT(st == STATUS_SUCCESS, "client NdkReceive #%u: %s", i, SoftNdkStatusName(st));
+            st = w.a->Dispatch->NdkCreateConnector(w.a, create_never, NULL, &c->cl.conn);
+            EXPECT(st == STATUS_SUCCESS, "NdkCreateConnector: %s", SoftNdkStatusName(st));
+            struct sockaddr_storage src;
+            ULONG slen;
+            addr_of(g_addr, 0, &src, &slen);
+            uint32_t pd[2] = {PD_MAGIC, i};
+            st = c->cl.conn->Dispatch->NdkConnect(c->cl.conn, c->cl.qp, (struct sockaddr *)&src,
+                                                  slen, (struct sockaddr *)&w.laddr, w.laddr_len, 0,
+                                                  0, pd, sizeof pd, req_done, &c->cl.connect);
+            EXPECT(st == STATUS_PENDING, "NdkConnect #%u: %s", i, SoftNdkStatusName(st));
+        }
+        /* accept as the events come; complete each connect as it completes */
+        unsigned accepted = 0;
+        bool *completed = calloc(hi - lo, sizeof *completed);
+        EXPECT(completed, "out of memory");
+        uint64_t end = now_us() + (uint64_t)g_timeout_ms * 1000u;
+        struct range r = {&w, lo, hi};
+        while (!answer_batch_done(&r) && now_us() < end) {
+            accepted += answer_accept_some(&an);
+            for (unsigned i = lo; i < hi; i++) {
+                struct conn *c = &w.conns[i];
+                if (completed[i - lo] || !atomic_load(&c->cl.connect.calls))
+                    continue;
+                completed[i - lo] = true;
+                NTSTATUS st = atomic_load(&c->cl.connect.status);
+                if (st != STATUS_SUCCESS) {
+                    reset_seen(&an, st, i, "NdkConnect completion");
+                    continue;
+                }
+                st = c->cl.conn->Dispatch->NdkCompleteConnect(c->cl.conn, on_disconnect, &c->cl,
+                                                              complete_then_send, &c->cl);
+                if (st != STATUS_PENDING)
+                    complete_then_send(&c->cl, st);
+            }
+            answer_poll_clients(&an);
+            usleep(200);
+        }
+        free(completed);
+        (void)accepted;
+        for (unsigned i = lo; i < hi; i++) {
+            struct conn *c = &w.conns[i];
+            NTSTATUS st = atomic_load(&c->send_status);
+            if (st != STATUS_SUCCESS)
+                reset_seen(&an, st, i, "the client's NdkSend");
+            if (atomic_load(&c->sv.accept.calls) &&
+                atomic_load(&c->sv.accept.status) != STATUS_SUCCESS)
+                reset_seen(&an, atomic_load(&c->sv.accept.status), i, "NdkAccept completion");
+            if (atomic_load(&c->cl.disc_events) || atomic_load(&c->sv.disc_events))
+                reset_seen(&an, STATUS_CONNECTION_RESET, i, "disconnect event");
+            if (!c->got_answer)
+                unanswered++;
+        }
+        /* close the batch: every connector, then every QP */
+        for (unsigned i = lo; i < hi; i++) {
+            struct conn *c = &w.conns[i];
+            close_obj(&c->cl.conn->Header, c->cl.conn->Dispatch->NdkCloseConnector, "connector");
+            if (c->sv.conn)
+                close_obj(&c->sv.conn->Header, c->sv.conn->Dispatch->NdkCloseConnector,
+                          "connector");
+            close_obj(&c->cl.qp->Header, c->cl.qp->Dispatch->NdkCloseQp, "QP");
+            close_obj(&c->sv.qp->Header, c->sv.qp->Dispatch->NdkCloseQp, "QP");
+        }
+        answer_poll_clients(&an); /* the closed QPs' flushed completions */
+    }
+    atomic_store(&an.stop, true);
+    pthread_join(churn, NULL);
+    pthread_join(srv, NULL);
+    /* connect events of churn connections that came after the last batch */
+    uint64_t quiet = now_us() + 300000u;
+    while (now_us() < quiet) {
+        if (answer_accept_some(&an))
+            atomic_store(&g_failed, 6);
+        usleep(10000);
+    }
+    answer_poll_clients(&an);
+    {
+        NDK_RESULT_EX res[64];
+        while (w.scq->Dispatch->NdkGetCqResultsEx(w.scq, res, 64) > 0)
+            ;
+    }
+    double s = (double)(now_us() - t0) / 1e6;
+    unsigned fds1 = count_fds();
+    long rss1 = rss_kib();
+    printf("answer  %u connections, each answered from a polling consumer on its first message, "
+           "%u churn connect/close beside them, in %.2f s\n",
+           n, atomic_load(&an.churned), s);
+    printf("answer  resets %u (first: %s), unanswered %u, answers sent %u received %u\n",
+           atomic_load(&an.resets),
+           atomic_load(&an.resets) ? SoftNdkStatusName(atomic_load(&an.first_reset)) : "-",
+           unanswered, atomic_load(&an.answered), atomic_load(&an.received));
+    printf("answer  fds %u before, %u after; RSS %ld KiB before, %ld KiB after\n", fds0, fds1, rss0,
+           rss1);
+    world_close(&w);
+    check_fds("answer");
+    EXPECT(!atomic_load(&g_failed), "wrong bytes or a misplaced event (code %d)",
+           atomic_load(&g_failed));
+    EXPECT(atomic_load(&an.resets) == 0 && unanswered == 0,
+           "%u resets, %u unanswered of %u connections", atomic_load(&an.resets), unanswered, n);
+}
+
 static void usage(void)
 {
-    fprintf(stderr, "usage: churn [--only cycles|conns|qps] [--cycles N] [--conns N] [--qps N]\n"
-                    "             [--addr IP] [--timeout S] [--full]\n");
+    fprintf(stderr, "usage: churn [--only cycles|conns|qps|answer] [--cycles N] [--conns N]\n"
+                    "             [--qps N] [--answer N] [--addr IP] [--timeout S] [--full]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
-    unsigned cycles = 500, conns = 500, qps = 200;
+    unsigned cycles = 500, conns = 500, qps = 200, answer = 500;
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--full")) {
-            cycles = 10000, conns = 10000, qps = 1000;
+            cycles = 10000, conns = 10000, qps = 1000, answer = 10000;
         } else if (!strcmp(a, "--only") && v) {
             only = v, i++;
         } else if (!strcmp(a, "--cycles") && v) {
             cycles = (unsigned)strtoul(v, NULL, 0), i++;
         } else if (!strcmp(a, "--conns") && v) {
             conns = (unsigned)strtoul(v, NULL, 0), i++;
+        } else if (!strcmp(a, "--answer") && v) {
+            answer = (unsigned)strtoul(v, NULL, 0), i++;
         } else if (!strcmp(a, "--qps") && v) {
             qps = (unsigned)strtoul(v, NULL, 0), i++;
         } else if (!strcmp(a, "--addr") && v) {
@@ -744,7 +1083,8 @@ int main(int argc, char **argv)
             usage();
         }
     }
-    if (only && strcmp(only, "cycles") && strcmp(only, "conns") && strcmp(only, "qps"))
+    if (only && strcmp(only, "cycles") && strcmp(only, "conns") && strcmp(only, "qps") &&
+        strcmp(only, "answer"))
         usage();
     setvbuf(stdout, NULL, _IOLBF, 0);
     fd_baseline = count_fds();
@@ -757,6 +1097,8 @@ int main(int argc, char **argv)
         phase_concurrent("conns", conns, 1);
     if (!only || !strcmp(only, "qps"))
         phase_concurrent("qps", qps, 8);
+    if (!only || !strcmp(only, "answer"))
+        phase_answer(answer);
     printf("churn   PASS\n");
     return 0;
 }

@@ -67,7 +67,7 @@ enum sndk_access_result sndk_access_check(struct sndk_pd *pd, uint32_t token, ui
         return SNDK_ACC_WRAP;
     struct sndk_stag_table *t = pd->base.adapter->stags;
     enum sndk_access_result r = SNDK_ACC_OK;
-    pthread_mutex_lock(&t->lock);
+    sndk_mutex_lock(&t->lock);
     struct sndk_obj *o = lookup_locked(t, token);
     if (!o) {
         r = SNDK_ACC_INV_STAG;
@@ -140,7 +140,7 @@ enum sndk_access_result sndk_access_check(struct sndk_pd *pd, uint32_t token, ui
         break;
     }
 out:
-    pthread_mutex_unlock(&t->lock);
+    sndk_mutex_unlock(&t->lock);
     if (r != SNDK_ACC_OK)
         sndk_debug("access", "token 0x%08x [0x%llx +%llu] need 0x%x %s: %s", token,
                    (unsigned long long)addr, (unsigned long long)len, need,
@@ -153,7 +153,7 @@ enum sndk_access_result sndk_access_invalidate_remote(struct sndk_pd *pd, uint32
     struct sndk_stag_table *t = pd->base.adapter->stags;
     enum sndk_access_result r = SNDK_ACC_OK;
     struct sndk_mr *put = NULL;
-    pthread_mutex_lock(&t->lock);
+    sndk_mutex_lock(&t->lock);
     struct sndk_obj *o = lookup_locked(t, token);
     /* The PD first: a token of another PD is a protection error whatever it names
      * (docs/wire.md: RDMAP / remote protection / 0x09), then what it names. */
@@ -181,7 +181,7 @@ enum sndk_access_result sndk_access_invalidate_remote(struct sndk_pd *pd, uint32
         /* the privileged token: never remote; another PD's is still another PD's */
         r = o == &pd->base ? SNDK_ACC_INV_STAG : SNDK_ACC_UNASSOC;
     }
-    pthread_mutex_unlock(&t->lock);
+    sndk_mutex_unlock(&t->lock);
     if (put)
         sndk_obj_put(&put->base);
     sndk_debug("access", "remote invalidate of token 0x%08x: %s", token,
@@ -206,7 +206,7 @@ bool sndk_access_invalidate_local(struct sndk_obj *o)
     struct sndk_stag_table *t = o->adapter->stags;
     struct sndk_mr *put = NULL;
     bool was_valid = false;
-    pthread_mutex_lock(&t->lock);
+    sndk_mutex_lock(&t->lock);
     if (o->ops->type == NdkObjectTypeMr) {
         struct sndk_mr *mr = sndk_container_of(o, struct sndk_mr, base);
         was_valid = mr->state == SNDK_MR_FR_VALID;
@@ -216,7 +216,7 @@ bool sndk_access_invalidate_local(struct sndk_obj *o)
         put = sndk_mw_unbind_locked(sndk_container_of(o, struct sndk_mw, base));
         was_valid = put != NULL;
     }
-    pthread_mutex_unlock(&t->lock);
+    sndk_mutex_unlock(&t->lock);
     if (put)
         sndk_obj_put(&put->base);
     return was_valid;

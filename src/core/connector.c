@@ -15,6 +15,7 @@
  *
  * Locking: c->lock guards the state and everything the handshake touches; consumer callbacks
  * and QP (link) calls are made without it. */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,8 @@ static const char *const conn_state_names[SNDK_CONN_STATE_COUNT] = {
 /* A zero-length RDMA Read Request as RTR (Linux cxgb4's default, p2p_type=1): 46-byte ULPDU,
  * no pad, CRC field. */
 #define RTR_READ_FPDU_LEN (SNDK_MPA_LEN_SIZE + SNDK_READ_REQ_ULPDU_LEN + SNDK_MPA_CRC_SIZE)
+/* How many other ports NdkConnect draws when the kernel refuses a drawn port's 4-tuple. */
+#define CONNECT_PORT_TRIES 16u
 _Static_assert((SNDK_MPA_LEN_SIZE + SNDK_DDP_TAGGED_HDR_LEN) % 4 == 0, "an RTR FPDU has no pad");
 /* The first FPDU after the Reply is read in pieces of at most this many bytes, never past its
  * own end. */
@@ -87,6 +90,8 @@ struct sndk_connector {
     bool peer_rejected;     /* the peer's MPA Reply said R=1; its private data is kept */
     bool disc_fired;
     bool linked;            /* QP attached, link events may come; holds a reference */
+    bool qp_fail_due;       /* NdkAccept failed before attach: deliver_fn puts the QP in error
+                               (sndk_qp_connect_failed) before the completion */
 
     /* the handshake socket (until the QP takes it) */
     int fd;
@@ -177,15 +182,91 @@ static void door_transition(struct sndk_connector *c, enum sndk_conn_state next)
         atomic_fetch_sub_explicit(&ctrs_of(c)->incoming, 1, memory_order_relaxed);
 }
 
-static void set_state(struct sndk_connector *c, enum sndk_conn_state next)
+/* One function per source state: may the connector go to `next` from here? Modelled on the
+ * QP's machine (qp.c). CLOSED is final; every state may fail or be closed into it. */
+static bool conn_from_idle(enum sndk_conn_state next)
 {
-    sndk_debug("connector", "%p: %s => %s", (void *)c, conn_state_names[c->state],
-               conn_state_names[next]);
-    SNDK_TRACE("connector.state", "connector", c, "\"from\":\"%s\",\"to\":\"%s\",\"conn\":%llu",
-               conn_state_names[c->state], conn_state_names[next],
-               (unsigned long long)(c->rec ? c->rec->id : 0));
+    return next == SNDK_CONN_CONNECTING      /* NdkConnect */
+           || next == SNDK_CONN_WAIT_REQUEST /* a listener's new connector */
+           || next == SNDK_CONN_CLOSED;
+}
+static bool conn_from_connecting(enum sndk_conn_state next)
+{
+    return next == SNDK_CONN_REQ_SENT || next == SNDK_CONN_CLOSED;
+}
+static bool conn_from_req_sent(enum sndk_conn_state next)
+{
+    return next == SNDK_CONN_REPLIED || next == SNDK_CONN_CLOSED;
+}
+static bool conn_from_replied(enum sndk_conn_state next)
+{
+    return next == SNDK_CONN_ESTABLISHING /* NdkCompleteConnect */ || next == SNDK_CONN_CLOSED;
+}
+static bool conn_from_wait_request(enum sndk_conn_state next)
+{
+    return next == SNDK_CONN_INCOMING || next == SNDK_CONN_CLOSED;
+}
+static bool conn_from_incoming(enum sndk_conn_state next)
+{
+    return next == SNDK_CONN_ACCEPTING /* NdkAccept */ || next == SNDK_CONN_CLOSED;
+}
+static bool conn_from_accepting(enum sndk_conn_state next)
+{
+    return next == SNDK_CONN_ESTABLISHING /* RTR read, or Reply out */ || next == SNDK_CONN_CLOSED;
+}
+static bool conn_from_establishing(enum sndk_conn_state next)
+{
+    return next == SNDK_CONN_CONNECTED || next == SNDK_CONN_CLOSED;
+}
+static bool conn_from_connected(enum sndk_conn_state next)
+{
+    return next == SNDK_CONN_DISCONNECTING || next == SNDK_CONN_CLOSED;
+}
+static bool conn_from_disconnecting(enum sndk_conn_state next)
+{
+    return next == SNDK_CONN_CLOSED;
+}
+static bool conn_from_closed(enum sndk_conn_state next)
+{
+    (void)next;
+    return false;
+}
+
+static bool (*const conn_transitions[SNDK_CONN_STATE_COUNT])(enum sndk_conn_state) = {
+    [SNDK_CONN_IDLE] = conn_from_idle,
+    [SNDK_CONN_CONNECTING] = conn_from_connecting,
+    [SNDK_CONN_REQ_SENT] = conn_from_req_sent,
+    [SNDK_CONN_REPLIED] = conn_from_replied,
+    [SNDK_CONN_WAIT_REQUEST] = conn_from_wait_request,
+    [SNDK_CONN_INCOMING] = conn_from_incoming,
+    [SNDK_CONN_ACCEPTING] = conn_from_accepting,
+    [SNDK_CONN_ESTABLISHING] = conn_from_establishing,
+    [SNDK_CONN_CONNECTED] = conn_from_connected,
+    [SNDK_CONN_DISCONNECTING] = conn_from_disconnecting,
+    [SNDK_CONN_CLOSED] = conn_from_closed,
+};
+
+/* Move to `next` if the current state allows it; c->lock held. CLOSED -> CLOSED (a failure or
+ * close that finds the connector closed already) is refused quietly; any other refused move is
+ * a bug in the caller: logged, and an assertion fails. */
+static bool set_state_why(struct sndk_connector *c, enum sndk_conn_state next, const char *why)
+{
+    enum sndk_conn_state cur = c->state;
+    if (!conn_transitions[cur](next)) {
+        if (cur != SNDK_CONN_CLOSED || next != SNDK_CONN_CLOSED) {
+            sndk_err("connector", "%p: refused %s => %s (%s)", (void *)c, conn_state_names[cur],
+                     conn_state_names[next], why);
+            assert(!"illegal connector transition");
+        }
+        return false;
+    }
+    sndk_debug("connector", "%p: %s => %s (%s)", (void *)c, conn_state_names[cur],
+               conn_state_names[next], why);
+    SNDK_TRACE("connector.state", "connector", c,
+               "\"from\":\"%s\",\"to\":\"%s\",\"why\":\"%s\",\"conn\":%llu", conn_state_names[cur],
+               conn_state_names[next], why, (unsigned long long)(c->rec ? c->rec->id : 0));
     door_transition(c, next);
-    bool was_up = state_is_up(c->state), up = state_is_up(next);
+    bool was_up = state_is_up(cur), up = state_is_up(next);
     if (!was_up && up) {
         sndk_ctr_inc(ctrs_of(c), c->active ? SNDK_CTR_CONNECT : SNDK_CTR_ACCEPT);
         sndk_counters_active(ctrs_of(c), 1);
@@ -195,7 +276,10 @@ static void set_state(struct sndk_connector *c, enum sndk_conn_state next)
     c->state = next;
     if (c->rec)
         atomic_store_explicit(&c->rec->state, (int)next, memory_order_relaxed);
+    return true;
 }
+/* The common case: the reason is the function that decided it. */
+#define set_state(c, next) set_state_why((c), (next), __func__)
 
 /* Handshake bytes (MPA Request / Reply) written or read on the connector's socket. */
 static void hs_bytes(struct sndk_connector *c, bool out, const void *buf, size_t n)
@@ -268,6 +352,15 @@ static void deliver_fn(struct sndk_work *w)
     struct sndk_connector *c = sndk_container_of(w, struct sndk_connector, deliver);
     pthread_mutex_lock(&c->lock);
     for (;;) {
+        if (c->qp_fail_due) {
+            /* Before the NdkAccept completion: the flushed receives are on the CQ by then. */
+            c->qp_fail_due = false;
+            struct sndk_qp *qp = c->qp; /* held by c (sndk_obj_hold) */
+            pthread_mutex_unlock(&c->lock);
+            sndk_qp_connect_failed(qp);
+            pthread_mutex_lock(&c->lock);
+            continue;
+        }
         if (c->req_done) {
             NDK_FN_REQUEST_COMPLETION cb = c->req_cb;
             void *ctx = c->req_ctx;
@@ -393,10 +486,13 @@ static void fail_locked(struct sndk_connector *c, NTSTATUS st, const char *why)
     if (!state_is_up(c->state) && c->state != SNDK_CONN_CLOSED)
         sndk_ctr_inc(ctrs_of(c), SNDK_CTR_CONNECT_FAILURE);
     timer_stop_locked(c);
-    set_state(c, SNDK_CONN_CLOSED);
+    set_state_why(c, SNDK_CONN_CLOSED, why);
     io_stop_locked(c);
-    if (c->qp && !c->linked)
+    if (c->qp && !c->linked) {
         sndk_obj_unbind(&c->qp->base, c);
+        if (!c->active && c->req_active)
+            c->qp_fail_due = true; /* a failed NdkAccept: its QP is done (docs/connector.md) */
+    }
     complete_locked(c, st);
 }
 
@@ -1202,6 +1298,7 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
         return st;
     }
     int fd = -1;
+    uint16_t want_port = 0;
     if (se) {
         int added = sndk_endpoint_add_peer(se->ep, &peer);
         if (added != 0) {
@@ -1218,6 +1315,7 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
             }
         }
     } else {
+        want_port = sndk_addr_port(&local);
         st = sndk_endpoint_open(c->base.adapter, SNDK_EP_CONNECT, &local, &c->ep, &fd);
     }
     if (st != STATUS_SUCCESS) {
@@ -1231,9 +1329,6 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
     c->local = local;
     c->peer = peer;
     c->have_addresses = true;
-    if (!c->rec)
-        c->rec = sndk_conn_rec_new(c->base.adapter, SNDK_ROLE_ACTIVE, &local.sa, &peer.sa,
-                                   conn_state_names);
     if (sndk_trace_on()) {
         char pb[64];
         sndk_trace_emit("api.NdkConnect", "connector", c,
@@ -1257,7 +1352,29 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
     if (se)
         sndk_obj_hold(&c->base, &se->base);
 
-    if (connect(fd, &peer.sa, peer.len) != 0 && errno != EINPROGRESS) {
+    int rc = connect(fd, &peer.sa, peer.len);
+    /* A port drawn for us (source port 0) whose 4-tuple to this peer still waits in TIME_WAIT
+     * (the kernel says EADDRNOTAVAIL): draw another rather than fail a churning consumer. */
+    for (unsigned tries = 0;
+         rc != 0 && errno == EADDRNOTAVAIL && !se && want_port == 0 && tries < CONNECT_PORT_TRIES;
+         tries++) {
+        struct sndk_endpoint *old_ep = c->ep;
+        int old_fd = fd;
+        sndk_addr_set_port(&local, 0);
+        if (sndk_endpoint_open(c->base.adapter, SNDK_EP_CONNECT, &local, &c->ep, &fd) !=
+            STATUS_SUCCESS) {
+            c->ep = old_ep;
+            fd = old_fd;
+            errno = EADDRNOTAVAIL;
+            break;
+        }
+        close(old_fd);
+        sndk_endpoint_put(old_ep);
+        c->fd = fd;
+        c->local = local;
+        rc = connect(fd, &peer.sa, peer.len);
+    }
+    if (rc != 0 && errno != EINPROGRESS) {
         int err = errno;
         close(fd);
         c->fd = -1;
@@ -1266,6 +1383,9 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
         pthread_mutex_unlock(&c->lock);
         return status_from_errno(err);
     }
+    if (!c->rec)
+        c->rec = sndk_conn_rec_new(c->base.adapter, SNDK_ROLE_ACTIVE, &c->local.sa, &peer.sa,
+                                   conn_state_names);
     st = io_start_locked(c, EPOLLOUT);
     if (st != STATUS_SUCCESS) {
         close(fd);
@@ -1628,8 +1748,11 @@ static void connector_close_begin(struct sndk_obj *o)
     } else if (c->state == SNDK_CONN_ESTABLISHING) {
         set_state(c, SNDK_CONN_CLOSED); /* src_done sees it and closes the socket */
     }
-    if (c->qp && !c->linked)
+    if (c->qp && !c->linked) {
         sndk_obj_unbind(&c->qp->base, c);
+        if (!c->active && c->req_active)
+            c->qp_fail_due = true; /* the NdkAccept it cancels failed: as in fail_locked */
+    }
     complete_locked(c, STATUS_CANCELLED);
     pthread_mutex_unlock(&c->lock);
     if (detach)

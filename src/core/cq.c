@@ -91,50 +91,50 @@ static void satisfy_locked(struct sndk_cq *cq)
 static void overrun_work_fn(struct sndk_work *w)
 {
     struct sndk_cq *cq = sndk_container_of(w, struct sndk_cq, overrun_work);
-    pthread_mutex_lock(&cq->conn_lock);
+    sndk_mutex_lock(&cq->conn_lock);
     for (struct sndk_cq_conn *c = cq->conns.next; c != &cq->conns; c = c->next)
         sndk_qp_cq_overrun(c->qp); /* as a polling pass may: the list stays until src_done */
-    pthread_mutex_unlock(&cq->conn_lock);
+    sndk_mutex_unlock(&cq->conn_lock);
     sndk_obj_put(&cq->base);
 }
 
 static void notify_work_fn(struct sndk_work *w)
 {
     struct sndk_cq *cq = sndk_container_of(w, struct sndk_cq, notify_work);
-    pthread_mutex_lock(&cq->lock);
+    sndk_mutex_lock(&cq->lock);
     while (cq->notify_due) {
         NTSTATUS st = cq->notify_status;
         cq->notify_due = false;
         if (sndk_obj_closing(&cq->base))
             break; /* the consumer closed the CQ: no more notifications */
-        pthread_mutex_unlock(&cq->lock);
+        sndk_mutex_unlock(&cq->lock);
         cq->notify_cb(cq->notify_ctx, st);
-        pthread_mutex_lock(&cq->lock);
+        sndk_mutex_lock(&cq->lock);
     }
     cq->notify_due = false;
     cq->notify_scheduled = false;
-    pthread_mutex_unlock(&cq->lock);
+    sndk_mutex_unlock(&cq->lock);
     sndk_obj_put(&cq->base);
 }
 
 static void mod_timer_fn(struct sndk_timer *t)
 {
     struct sndk_cq *cq = sndk_container_of(t, struct sndk_cq, mod_timer);
-    pthread_mutex_lock(&cq->lock);
+    sndk_mutex_lock(&cq->lock);
     bool had_ref = cq->timer_ref;
     cq->timer_ref = false;
     if (cq->moderating && !sndk_obj_closing(&cq->base))
         fire_locked(cq, STATUS_SUCCESS);
-    pthread_mutex_unlock(&cq->lock);
+    sndk_mutex_unlock(&cq->lock);
     if (had_ref)
         sndk_obj_put(&cq->base);
 }
 
 bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicited)
 {
-    pthread_mutex_lock(&cq->lock);
+    sndk_mutex_lock(&cq->lock);
     if (cq->dead != STATUS_SUCCESS) {
-        pthread_mutex_unlock(&cq->lock);
+        sndk_mutex_unlock(&cq->lock);
         return false;
     }
     if (cq->count == cq->depth || cq->produced == cq->fault_overrun_at) {
@@ -155,7 +155,7 @@ bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicite
         sndk_engine_queue(cq->base.adapter->engine, &cq->overrun_work);
         if (cq->armed != SNDK_CQ_UNARMED || cq->moderating)
             fire_locked(cq, STATUS_BUFFER_OVERFLOW);
-        pthread_mutex_unlock(&cq->lock);
+        sndk_mutex_unlock(&cq->lock);
         return false;
     }
     uint32_t slot = (cq->head + cq->count) % cq->depth;
@@ -172,7 +172,7 @@ bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicite
     } else if (cq->armed == NDK_CQ_NOTIFY_ANY || (cq->armed == NDK_CQ_NOTIFY_SOLICITED && sol)) {
         satisfy_locked(cq);
     }
-    pthread_mutex_unlock(&cq->lock);
+    sndk_mutex_unlock(&cq->lock);
     return true;
 }
 
@@ -183,15 +183,15 @@ static VOID cq_arm(NDK_CQ *pNdkCq, ULONG Type)
         sndk_err("cq", "NdkArmCq(%p, %u): invalid", (void *)pNdkCq, Type);
         return;
     }
-    pthread_mutex_lock(&cq->lock);
+    sndk_mutex_lock(&cq->lock);
     if (sndk_obj_closing(&cq->base)) {
-        pthread_mutex_unlock(&cq->lock);
+        sndk_mutex_unlock(&cq->lock);
         return;
     }
     if (cq->dead != STATUS_SUCCESS) {
         /* CQ errors satisfy an arm of any type. */
         fire_locked(cq, cq->dead);
-        pthread_mutex_unlock(&cq->lock);
+        sndk_mutex_unlock(&cq->lock);
         return;
     }
     cq->armed = cq->armed == SNDK_CQ_UNARMED ? (int)Type : arm_merge[cq->armed][Type];
@@ -205,7 +205,7 @@ static VOID cq_arm(NDK_CQ *pNdkCq, ULONG Type)
             (cq->armed == NDK_CQ_NOTIFY_SOLICITED && fresh_solicited))
             satisfy_locked(cq);
     }
-    pthread_mutex_unlock(&cq->lock);
+    sndk_mutex_unlock(&cq->lock);
     unpark_conns(cq);
 }
 
@@ -233,24 +233,24 @@ static ULONG take_locked(struct sndk_cq *cq, ULONG n, NDK_RESULT_EX *out_ex, NDK
 
 void sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node)
 {
-    pthread_mutex_lock(&cq->conn_lock);
+    sndk_mutex_lock(&cq->conn_lock);
     node->next = cq->conns.next;
     node->prev = &cq->conns;
     cq->conns.next->prev = node;
     cq->conns.next = node;
     node->linked = true;
-    pthread_mutex_unlock(&cq->conn_lock);
+    sndk_mutex_unlock(&cq->conn_lock);
 }
 
 void sndk_cq_conn_remove(struct sndk_cq *cq, struct sndk_cq_conn *node)
 {
-    pthread_mutex_lock(&cq->conn_lock);
+    sndk_mutex_lock(&cq->conn_lock);
     if (node->linked) {
         node->prev->next = node->next;
         node->next->prev = node->prev;
         node->linked = false;
     }
-    pthread_mutex_unlock(&cq->conn_lock);
+    sndk_mutex_unlock(&cq->conn_lock);
 }
 
 uint64_t sndk_cq_now_ms(void)
@@ -270,10 +270,10 @@ bool sndk_cq_polling(const struct sndk_cq *cq)
 static void unpark_conns(struct sndk_cq *cq)
 {
     atomic_store_explicit(&cq->poll_stamp, 0, memory_order_relaxed);
-    pthread_mutex_lock(&cq->conn_lock);
+    sndk_mutex_lock(&cq->conn_lock);
     for (struct sndk_cq_conn *c = cq->conns.next; c != &cq->conns; c = c->next)
         sndk_qp_unpark_rx(c->qp);
-    pthread_mutex_unlock(&cq->conn_lock);
+    sndk_mutex_unlock(&cq->conn_lock);
 }
 
 /* The CQ was empty: send what waits for socket space and receive on the connections feeding it
@@ -288,27 +288,27 @@ static bool poll_conns(struct sndk_cq *cq, bool armed)
     uint64_t now = sndk_cq_now_ms();
     if (!armed && atomic_load_explicit(&cq->poll_stamp, memory_order_relaxed) != now)
         atomic_store_explicit(&cq->poll_stamp, now, memory_order_relaxed);
-    pthread_mutex_lock(&cq->conn_lock);
+    sndk_mutex_lock(&cq->conn_lock);
     for (struct sndk_cq_conn *c = cq->conns.next; c != &cq->conns; c = c->next) {
         progress |= sndk_qp_poll_tx(c->qp);
         progress |= sndk_qp_poll_rx(c->qp);
     }
-    pthread_mutex_unlock(&cq->conn_lock);
+    sndk_mutex_unlock(&cq->conn_lock);
     return progress;
 }
 
 static ULONG get_results(struct sndk_cq *cq, ULONG nResults, NDK_RESULT_EX *out_ex,
                          NDK_RESULT *out)
 {
-    pthread_mutex_lock(&cq->lock);
+    sndk_mutex_lock(&cq->lock);
     ULONG n = take_locked(cq, nResults, out_ex, out);
     bool empty = n == 0 && nResults > 0 && cq->dead == STATUS_SUCCESS;
     bool armed = cq->armed != SNDK_CQ_UNARMED;
-    pthread_mutex_unlock(&cq->lock);
+    sndk_mutex_unlock(&cq->lock);
     if (empty && poll_conns(cq, armed)) {
-        pthread_mutex_lock(&cq->lock);
+        sndk_mutex_lock(&cq->lock);
         n = take_locked(cq, nResults, out_ex, out);
-        pthread_mutex_unlock(&cq->lock);
+        sndk_mutex_unlock(&cq->lock);
     }
     return n;
 }
@@ -345,9 +345,9 @@ static NTSTATUS cq_resize(NDK_CQ *pNdkCq, ULONG CqDepth, NDK_FN_REQUEST_COMPLETI
     struct sndk_cqe *ring = malloc((size_t)CqDepth * sizeof *ring);
     if (!ring)
         return STATUS_INSUFFICIENT_RESOURCES;
-    pthread_mutex_lock(&cq->lock);
+    sndk_mutex_lock(&cq->lock);
     if (cq->count > CqDepth) {
-        pthread_mutex_unlock(&cq->lock);
+        sndk_mutex_unlock(&cq->lock);
         free(ring);
         return STATUS_BUFFER_OVERFLOW;
     }
@@ -357,7 +357,7 @@ static NTSTATUS cq_resize(NDK_CQ *pNdkCq, ULONG CqDepth, NDK_FN_REQUEST_COMPLETI
     cq->ring = ring;
     cq->depth = CqDepth;
     cq->head = 0;
-    pthread_mutex_unlock(&cq->lock);
+    sndk_mutex_unlock(&cq->lock);
     free(old);
     return STATUS_SUCCESS;
 }
@@ -370,11 +370,11 @@ static NTSTATUS cq_control_moderation(NDK_CQ *pNdkCq, ULONG ModerationInterval,
         return STATUS_INVALID_PARAMETER;
     if (!(cq->base.adapter->info.AdapterFlags & NDK_ADAPTER_FLAG_CQ_INTERRUPT_MODERATION_SUPPORTED))
         return STATUS_NOT_SUPPORTED;
-    pthread_mutex_lock(&cq->lock);
+    sndk_mutex_lock(&cq->lock);
     /* [CQ-17]: neither limit would ever release a held-back notification. */
     if (ModerationInterval == MAXULONG &&
         (ModerationCount == MAXULONG || ModerationCount > cq->depth)) {
-        pthread_mutex_unlock(&cq->lock);
+        sndk_mutex_unlock(&cq->lock);
         return STATUS_INVALID_PARAMETER_MIX;
     }
     cq->mod_interval = ModerationInterval;
@@ -391,7 +391,7 @@ static NTSTATUS cq_control_moderation(NDK_CQ *pNdkCq, ULONG ModerationInterval,
             sndk_timer_arm(cq->base.adapter->engine, &cq->mod_timer, cq->mod_interval);
         }
     }
-    pthread_mutex_unlock(&cq->lock);
+    sndk_mutex_unlock(&cq->lock);
     return STATUS_SUCCESS;
 }
 
@@ -399,7 +399,7 @@ static void cq_close_begin(struct sndk_obj *o)
 {
     struct sndk_cq *cq = sndk_container_of(o, struct sndk_cq, base);
     bool drop_timer_ref = false;
-    pthread_mutex_lock(&cq->lock);
+    sndk_mutex_lock(&cq->lock);
     cq->armed = SNDK_CQ_UNARMED;
     cq->moderating = false;
     cq->notify_due = false;
@@ -407,7 +407,7 @@ static void cq_close_begin(struct sndk_obj *o)
         cq->timer_ref = false;
         drop_timer_ref = true;
     }
-    pthread_mutex_unlock(&cq->lock);
+    sndk_mutex_unlock(&cq->lock);
     if (drop_timer_ref)
         atomic_fetch_sub_explicit(&cq->base.refs, 1, memory_order_acq_rel); /* open ref remains */
 }
@@ -416,8 +416,8 @@ static void cq_destroy(struct sndk_obj *o)
 {
     struct sndk_cq *cq = sndk_container_of(o, struct sndk_cq, base);
     free(cq->ring);
-    pthread_mutex_destroy(&cq->lock);
-    pthread_mutex_destroy(&cq->conn_lock);
+    sndk_mutex_destroy(&cq->lock);
+    sndk_mutex_destroy(&cq->conn_lock);
 }
 
 static const NDK_CQ_DISPATCH cq_dispatch = {
@@ -464,8 +464,8 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
     cq->dead = STATUS_SUCCESS;
     cq->notify_cb = CqNotification;
     cq->notify_ctx = CqNotificationContext;
-    pthread_mutex_init(&cq->lock, NULL);
-    pthread_mutex_init(&cq->conn_lock, NULL);
+    sndk_mutex_init_ranked(&cq->lock, SNDK_LOCK_CQ);
+    sndk_mutex_init_ranked(&cq->conn_lock, SNDK_LOCK_CQ_CONN);
     cq->conns.next = cq->conns.prev = &cq->conns;
     sndk_work_init(&cq->notify_work, notify_work_fn);
     sndk_work_init(&cq->overrun_work, overrun_work_fn);

@@ -7,6 +7,7 @@
 #include <pthread.h>
 
 #include "core/adapter.h"
+#include "util/lock.h"
 
 #define SNDK_CQ_UNARMED (-1)
 
@@ -28,7 +29,7 @@ struct sndk_cq {
     NDK_FN_CQ_NOTIFICATION_CALLBACK notify_cb;
     void *notify_ctx;
 
-    pthread_mutex_t lock; /* guards everything below; taken before engine locks */
+    struct sndk_mutex lock; /* guards everything below; taken before engine locks */
     struct sndk_cqe *ring;
     uint32_t depth;
     uint32_t head;      /* index of the oldest entry */
@@ -63,7 +64,7 @@ struct sndk_cq {
 
     /* Connected QPs feeding the CQ. conn_lock is outermost (qp.h lock order): a poll holds it
      * across the receive passes, which take QP locks only with trylock or further in. */
-    pthread_mutex_t conn_lock;
+    struct sndk_mutex conn_lock;
     struct sndk_cq_conn conns; /* list head */
     /* When a consumer last polled this CQ empty (coarse ms; 0 = armed since): while it polls,
      * progress threads leave the receiving to it (docs/datapath.md, "parking"). */

@@ -62,9 +62,16 @@ struct sndk_link_events {
 #define SNDK_LINK_REASON_RESET      0x03000000u /* TCP reset, I/O error, peer vanished */
 #define SNDK_LINK_REASON_LOCAL      0x04000000u /* flush or close by the consumer */
 
-/* IDLE -> CONNECTED. Returns 0, -EBUSY (QP not idle: already bound), -errno from the engine. */
+/* IDLE -> CONNECTED, before the QP is linked to its CQs (a consumer polling them sees it
+ * connected). Returns 0, -EBUSY (QP not idle: already bound), -ECANCELED (its close began),
+ * -errno from the engine. */
 int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
                    const struct sndk_link_events *ev, void *ctx);
+
+/* The connection attempt the QP was given to (NdkAccept) failed before it was attached:
+ * IDLE -> ERROR, every posted receive completes STATUS_CANCELLED, as after a disconnect
+ * (docs/decisions.md). Nothing if the QP is not idle. The caller holds no QP lock. */
+void sndk_qp_connect_failed(struct sndk_qp *qp);
 
 /* Graceful disconnect (NdkDisconnect): once every request posted so far has been sent, send
  * FIN; shutdown_done follows when the peer's FIN arrives, within timeout_ms (then

@@ -3,6 +3,7 @@
 #include "core/listener.h"
 #include "core/faults.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,11 +19,33 @@ static const char *const listener_state_names[SNDK_LISTENER_STATE_COUNT] = {
     [SNDK_LISTENER_CLOSED] = "closed",
 };
 
-static void set_state(struct sndk_listener *l, enum sndk_listener_state next)
+/* The legal moves: idle -> listening (NdkListen), idle or listening -> closed (close). */
+static bool may_move(enum sndk_listener_state cur, enum sndk_listener_state next)
 {
-    sndk_debug("listener", "%p: %s => %s", (void *)l, listener_state_names[l->state],
-               listener_state_names[next]);
+    switch (cur) {
+    case SNDK_LISTENER_IDLE:
+        return next == SNDK_LISTENER_LISTENING || next == SNDK_LISTENER_CLOSED;
+    case SNDK_LISTENER_LISTENING:
+        return next == SNDK_LISTENER_CLOSED;
+    default:
+        return false; /* closed is final */
+    }
+}
+
+/* l->lock held. A refused move is a bug in the caller: logged, and an assertion fails. */
+static bool set_state(struct sndk_listener *l, enum sndk_listener_state next)
+{
+    const char *why = next == SNDK_LISTENER_LISTENING ? "NdkListen" : "close";
+    if (!may_move(l->state, next)) {
+        sndk_err("listener", "%p: refused %s => %s (%s)", (void *)l, listener_state_names[l->state],
+                 listener_state_names[next], why);
+        assert(!"illegal listener transition");
+        return false;
+    }
+    sndk_debug("listener", "%p: %s => %s (%s)", (void *)l, listener_state_names[l->state],
+               listener_state_names[next], why);
     l->state = next;
+    return true;
 }
 
 void sndk_close_with_reset(int fd)

@@ -82,14 +82,14 @@ static NTSTATUS mr_register(NDK_MR *pNdkMr, MDL *Mdl, SIZE_T Length, ULONG Flags
     /* A fresh key on every registration: tokens handed out before are stale now. The fields
      * change under the table lock so that the data path's access check sees them whole. */
     struct sndk_stag_table *t = mr->base.adapter->stags;
-    pthread_mutex_lock(&t->lock);
+    sndk_mutex_lock(&t->lock);
     mr->va = va;
     mr->length = Length;
     mr->access = access;
     mr->stag = sndk_stag_rekey_locked(t, mr->stag);
     mr_set_state(mr, SNDK_MR_REGISTERED);
     uint32_t stag = mr->stag;
-    pthread_mutex_unlock(&t->lock);
+    sndk_mutex_unlock(&t->lock);
     /* What a peer may reach, and through which token: the trace shows every exposure. */
     SNDK_TRACE("api.NdkRegisterMr", "MR", mr, "\"len\":%llu,\"flags\":\"0x%x\",\"token\":\"0x%08x\"",
                (unsigned long long)Length, (unsigned)Flags, stag);
@@ -108,11 +108,11 @@ static NTSTATUS mr_deregister(NDK_MR *pNdkMr, NDK_FN_REQUEST_COMPLETION RequestC
         atomic_load_explicit(&mr->windows, memory_order_acquire) != 0)
         return STATUS_INVALID_DEVICE_STATE;
     struct sndk_stag_table *t = mr->base.adapter->stags;
-    pthread_mutex_lock(&t->lock);
+    sndk_mutex_lock(&t->lock);
     mr->stag = sndk_stag_rekey_locked(t, mr->stag);
     mr->access = 0;
     mr_set_state(mr, SNDK_MR_UNREGISTERED);
-    pthread_mutex_unlock(&t->lock);
+    sndk_mutex_unlock(&t->lock);
     return STATUS_SUCCESS;
 }
 
@@ -134,12 +134,12 @@ static NTSTATUS mr_initialize_fast_register(NDK_MR *pNdkMr, ULONG AdapterPageCou
     if (!pages)
         return STATUS_INSUFFICIENT_RESOURCES;
     struct sndk_stag_table *t = mr->base.adapter->stags;
-    pthread_mutex_lock(&t->lock);
+    sndk_mutex_lock(&t->lock);
     mr->fr_pages = pages;
     mr->fr_max_pages = AdapterPageCount;
     mr->fr_remote = RemoteAccess != 0;
     mr_set_state(mr, SNDK_MR_FR_INVALID);
-    pthread_mutex_unlock(&t->lock);
+    sndk_mutex_unlock(&t->lock);
     return STATUS_SUCCESS;
 }
 
@@ -162,7 +162,7 @@ NTSTATUS sndk_mr_fast_register(struct sndk_mr *mr, struct sndk_pd *pd, ULONG npa
     }
     struct sndk_stag_table *t = mr->base.adapter->stags;
     NTSTATUS st = STATUS_SUCCESS;
-    pthread_mutex_lock(&t->lock);
+    sndk_mutex_lock(&t->lock);
     if (mr->state == SNDK_MR_FR_UNINITIALIZED)
         st = STATUS_INVALID_DEVICE_STATE;
     else if (npages > mr->fr_max_pages)
@@ -182,7 +182,7 @@ NTSTATUS sndk_mr_fast_register(struct sndk_mr *mr, struct sndk_pd *pd, ULONG npa
         mr->stag = sndk_stag_rekey_locked(t, mr->stag);
         mr_set_state(mr, SNDK_MR_FR_VALID);
     }
-    pthread_mutex_unlock(&t->lock);
+    sndk_mutex_unlock(&t->lock);
     return st;
 }
 

@@ -16,7 +16,7 @@ NTSTATUS sndk_mw_bind(struct sndk_mw *mw, struct sndk_mr *mr, struct sndk_pd *pd
     struct sndk_stag_table *t = mw->base.adapter->stags;
     NTSTATUS st = STATUS_SUCCESS;
     struct sndk_mr *put = NULL;
-    pthread_mutex_lock(&t->lock);
+    sndk_mutex_lock(&t->lock);
     if (mr->state != SNDK_MR_REGISTERED && mr->state != SNDK_MR_FR_VALID)
         st = STATUS_ACCESS_VIOLATION; /* no registered range to window */
     else if (va < mr->va || len > mr->length || va - mr->va > mr->length - len)
@@ -34,7 +34,7 @@ NTSTATUS sndk_mw_bind(struct sndk_mw *mw, struct sndk_mr *mr, struct sndk_pd *pd
         mw->stag = sndk_stag_rekey_locked(t, mw->stag);
         mw->bound = true;
     }
-    pthread_mutex_unlock(&t->lock);
+    sndk_mutex_unlock(&t->lock);
     if (put)
         sndk_obj_put(&put->base);
     return st;
@@ -56,9 +56,9 @@ static void mw_destroy(struct sndk_obj *o)
 {
     struct sndk_mw *mw = sndk_container_of(o, struct sndk_mw, base);
     struct sndk_stag_table *t = o->adapter->stags;
-    pthread_mutex_lock(&t->lock);
+    sndk_mutex_lock(&t->lock);
     struct sndk_mr *put = sndk_mw_unbind_locked(mw); /* closing a bound window unbinds it */
-    pthread_mutex_unlock(&t->lock);
+    sndk_mutex_unlock(&t->lock);
     if (put)
         sndk_obj_put(&put->base);
     sndk_stag_free(t, mw->stag);

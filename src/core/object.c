@@ -66,20 +66,33 @@ void sndk_obj_hold(struct sndk_obj *o, struct sndk_obj *ante)
     o->holds[o->nholds++] = ante;
 }
 
-/* Free o and then release what it held: antecedents may finish their own close only now. */
-static void finish(struct sndk_obj *o)
+/* Release everything o holds of its own (sockets, ports, buffers: ops->destroy). Runs before
+ * the close completion, so that a port is free for NdkListen / NdkConnect inside the
+ * completion that released it (docs/lifecycle.md). */
+static void release(struct sndk_obj *o)
+{
+    if (o->ops->destroy)
+        o->ops->destroy(o);
+}
+
+/* Free o and then drop its antecedents: they may finish their own close only now. */
+static void free_obj(struct sndk_obj *o)
 {
     struct sndk_obj *holds[SNDK_OBJ_MAX_HOLDS];
     unsigned nholds = o->nholds;
     memcpy(holds, o->holds, sizeof holds);
-    if (o->ops->destroy)
-        o->ops->destroy(o);
     struct sndk_adapter *a = o->adapter;
     sndk_adapter_untrack(a, o);
     o->magic = 0;
     free(o);
     for (unsigned i = nholds; i-- > 0;)
         sndk_obj_put(holds[i]);
+}
+
+static void finish(struct sndk_obj *o)
+{
+    release(o);
+    free_obj(o);
 }
 
 void sndk_obj_abandon(struct sndk_obj *o)
@@ -92,9 +105,10 @@ static void close_work_fn(struct sndk_work *w)
     struct sndk_obj *o = sndk_container_of(w, struct sndk_obj, close_work);
     sndk_debug("object", "%s %p: close complete", sndk_obj_type_name(o->ops->type), (void *)o);
     SNDK_TRACE("object.close_complete", sndk_obj_type_name(o->ops->type), o, NULL);
+    release(o);
     if (o->close_cb)
         o->close_cb(o->close_ctx);
-    finish(o);
+    free_obj(o);
 }
 
 void sndk_obj_put(struct sndk_obj *o)

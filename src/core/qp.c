@@ -48,7 +48,8 @@ static enum sndk_qp_state qp_state(const struct sndk_qp *qp)
 /* One function per source state: may the QP go to `next` from here? */
 static bool from_idle(enum sndk_qp_state next)
 {
-    return next == SNDK_QP_CONNECTED; /* attach */
+    return next == SNDK_QP_CONNECTED /* attach */
+           || next == SNDK_QP_ERROR; /* the connection attempt failed before attach */
 }
 static bool from_connected(enum sndk_qp_state next)
 {
@@ -83,6 +84,88 @@ static bool qp_set_state(struct sndk_qp *qp, enum sndk_qp_state next, const char
     SNDK_TRACE("qp.state", "QP", qp, "\"from\":\"%s\",\"to\":\"%s\",\"why\":\"%s\"",
                sndk_qp_state_name(cur), sndk_qp_state_name(next), why);
     atomic_store_explicit(&qp->state, next, memory_order_release);
+    return true;
+}
+
+/* ---------------------------------------------------------------- connection phase */
+
+static const char *const conn_phase_names[SNDK_PHASE_COUNT] = {
+    [SNDK_PHASE_ATTACHING] = "attaching",
+    [SNDK_PHASE_LIVE] = "live",
+    [SNDK_PHASE_SHUTTING_DOWN] = "shutting-down",
+    [SNDK_PHASE_FIN_SENT] = "fin-sent",
+    [SNDK_PHASE_ENDED] = "ended",
+};
+
+const char *sndk_conn_phase_name(enum sndk_conn_phase p)
+{
+    return (unsigned)p < SNDK_PHASE_COUNT ? conn_phase_names[p] : "?";
+}
+
+/* One function per source phase (qp_io.h draws the machine). */
+static bool phase_from_attaching(enum sndk_conn_phase next)
+{
+    return next == SNDK_PHASE_LIVE || next == SNDK_PHASE_ENDED;
+}
+static bool phase_from_live(enum sndk_conn_phase next)
+{
+    return next == SNDK_PHASE_SHUTTING_DOWN || next == SNDK_PHASE_FAILING ||
+           next == SNDK_PHASE_ENDED;
+}
+static bool phase_from_shutting_down(enum sndk_conn_phase next)
+{
+    return next == SNDK_PHASE_FIN_SENT || next == SNDK_PHASE_FAILING || next == SNDK_PHASE_ENDED;
+}
+static bool phase_from_fin_sent(enum sndk_conn_phase next)
+{
+    return next == SNDK_PHASE_FAILING || next == SNDK_PHASE_ENDED;
+}
+static bool phase_from_failing(enum sndk_conn_phase next)
+{
+    return next == SNDK_PHASE_ENDED;
+}
+static bool phase_from_ended(enum sndk_conn_phase next)
+{
+    (void)next;
+    return false; /* final */
+}
+
+static bool (*const phase_transitions[SNDK_PHASE_COUNT])(enum sndk_conn_phase) = {
+    [SNDK_PHASE_ATTACHING] = phase_from_attaching,
+    [SNDK_PHASE_LIVE] = phase_from_live,
+    [SNDK_PHASE_SHUTTING_DOWN] = phase_from_shutting_down,
+    [SNDK_PHASE_FIN_SENT] = phase_from_fin_sent,
+    [SNDK_PHASE_FAILING] = phase_from_failing,
+    [SNDK_PHASE_ENDED] = phase_from_ended,
+};
+
+bool sndk_conn_phase_set(struct sndk_qp *qp, enum sndk_conn_phase next, const char *why)
+{
+    struct sndk_qp_io *io = qp->io;
+    /* the locks the readers of each phase hold (qp_io.h) */
+    if (next == SNDK_PHASE_LIVE)
+        sndk_assert_held(&qp->state_lock);
+    else if (next == SNDK_PHASE_ENDED || next == SNDK_PHASE_FAILING)
+        assert(sndk_mutex_held(&qp->rx_lock) && sndk_mutex_held(&qp->tx_lock));
+    else
+        sndk_assert_held(&qp->tx_lock);
+    int cur = atomic_load_explicit(&io->phase, memory_order_relaxed);
+    do {
+        if (!phase_transitions[cur](next)) {
+            if (cur < SNDK_PHASE_FAILING) {
+                sndk_err("qp", "QP %p: connection: refused %s => %s (%s)", (void *)qp,
+                         sndk_conn_phase_name((enum sndk_conn_phase)cur),
+                         sndk_conn_phase_name(next), why);
+                assert(!"illegal connection phase transition");
+            }
+            return false;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(&io->phase, &cur, (int)next,
+                                                    memory_order_acq_rel, memory_order_relaxed));
+    sndk_debug("qp", "QP %p: connection %s => %s (%s)", (void *)qp,
+               sndk_conn_phase_name((enum sndk_conn_phase)cur), sndk_conn_phase_name(next), why);
+    SNDK_TRACE("qp.conn_phase", "QP", qp, "\"from\":\"%s\",\"to\":\"%s\",\"why\":\"%s\"",
+               sndk_conn_phase_name((enum sndk_conn_phase)cur), sndk_conn_phase_name(next), why);
     return true;
 }
 
@@ -168,7 +251,7 @@ static void flush_queued_receives(struct sndk_qp *qp)
 {
     if (qp->srq)
         return; /* SRQ receives belong to no QP until one takes them */
-    pthread_mutex_lock(&qp->rq_lock);
+    sndk_mutex_lock(&qp->rq_lock);
     uint32_t n = qp->rq.count;
     for (uint32_t i = 0; i < n; i++) {
         struct sndk_recv_wqe *w = sndk_recv_ring_at(&qp->rq, i);
@@ -182,7 +265,7 @@ static void flush_queued_receives(struct sndk_qp *qp)
     }
     qp->rq.head = (qp->rq.head + n) % (qp->rq.depth ? qp->rq.depth : 1);
     qp->rq.count = 0;
-    pthread_mutex_unlock(&qp->rq_lock);
+    sndk_mutex_unlock(&qp->rq_lock);
     if (n)
         atomic_fetch_add_explicit(&qp->base.adapter->ctrs.v[SNDK_CTR_FLUSHED], n,
                                   memory_order_relaxed);
@@ -277,9 +360,10 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
         return;
     }
     /* The connection is visible (CONNECTED, on its CQs) a moment before attach adds its socket
-     * source. Decided in the same section as ERROR: if the source is not added yet, attach
-     * sees ERROR once it is, and removes it itself. */
-    bool remove_src = io->src_added;
+     * source. Decided in the same section as ERROR: while the phase is still attaching (attach
+     * moves it to live under state_lock), attach sees ERROR once the source is added, and
+     * removes it itself. */
+    bool remove_src = sndk_conn_phase(io) != SNDK_PHASE_ATTACHING;
     sndk_mutex_unlock(&qp->state_lock);
 
     sndk_mutex_lock(&qp->rx_lock);
@@ -291,7 +375,8 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
         if (io->crec)
             sndk_pcap_fin(io->crec->pcap, true);
     }
-    io->dead = true;               /* from here only src_done touches the socket */
+    /* from here only src_done touches the socket */
+    sndk_conn_phase_set(qp, SNDK_PHASE_ENDED, f->graceful ? "shutdown finished" : "failed");
     io->close_rst = f->rst;
     sndk_tx_discard(io);
     unsigned stall_refs = 0;
@@ -372,6 +457,42 @@ void sndk_qp_cq_overrun(struct sndk_qp *qp)
     sndk_qp_fail(qp, &f);
 }
 
+/* The end of a connection found by its data path (a receive pass, a TX result, the end of a
+ * shutdown) is acted on by the connection's progress thread, its one owner: found there, at
+ * once; found on a consumer thread (polling a CQ, posting, disconnecting), handed over. The
+ * move to failing stops the data path in the same rx_lock + tx_lock section, so nothing more
+ * goes out or comes in between the finding and the ending; a second end found meanwhile is
+ * dropped (the first one wins, as a second sndk_qp_fail would). A connection still attaching
+ * has no progress-thread source yet: it ends at once. */
+static void end_work_fn(struct sndk_work *w)
+{
+    struct sndk_qp_io *io = sndk_container_of(w, struct sndk_qp_io, end_work);
+    struct sndk_qp *qp = io->qp;
+    sndk_qp_fail(qp, &io->end_due);
+    sndk_obj_put(&qp->base); /* end_connection's */
+}
+
+static void end_connection(struct sndk_qp *qp, const struct sndk_fail *f)
+{
+    struct sndk_qp_io *io = qp->io;
+    if (sndk_engine_current_thread(io->engine) == (int)io->thread ||
+        sndk_conn_phase(io) == SNDK_PHASE_ATTACHING) {
+        sndk_qp_fail(qp, f);
+        return;
+    }
+    sndk_mutex_lock(&qp->rx_lock);
+    sndk_mutex_lock(&qp->tx_lock);
+    bool handed = sndk_conn_phase_set(qp, SNDK_PHASE_FAILING, "found on a consumer thread");
+    if (handed)
+        io->end_due = *f;
+    sndk_mutex_unlock(&qp->tx_lock);
+    sndk_mutex_unlock(&qp->rx_lock);
+    if (handed) {
+        sndk_obj_get(&qp->base); /* the QP outlives the queued work */
+        sndk_engine_queue_on(io->engine, io->thread, &io->end_work);
+    }
+}
+
 static void fail_local(struct sndk_qp *qp, bool notify)
 {
     struct sndk_fail f = {.link_status = STATUS_CANCELLED, .reason = SNDK_REASON_LOCAL,
@@ -383,7 +504,7 @@ static void finish_shutdown(struct sndk_qp *qp, NTSTATUS st)
 {
     struct sndk_fail f = {.link_status = st, .graceful = true, .shut_status = st,
                           .rst = st != STATUS_SUCCESS};
-    sndk_qp_fail(qp, &f);
+    end_connection(qp, &f);
 }
 
 /* ---------------------------------------------------------------- progress */
@@ -394,14 +515,14 @@ static void tx_io_failed(struct sndk_qp *qp)
     struct sndk_fail f = {.link_status = STATUS_CONNECTION_RESET, .reason = SNDK_REASON_RESET,
                           .notify = true, .rst = true};
     sndk_mutex_lock(&qp->rx_lock);
-    if (!qp->io->rx_eof && !qp->io->dead) {
+    if (!qp->io->peer_fin && !sndk_conn_stopped(qp->io)) {
         struct sndk_fail rf;
         if (sndk_rx_pass(qp, &rf) == SNDK_RXR_FAIL)
             f = rf; /* the peer's Terminate, a fault found, or the reset (the same end any
                        concurrent pass reports) */
     }
     sndk_mutex_unlock(&qp->rx_lock);
-    sndk_qp_fail(qp, &f);
+    end_connection(qp, &f);
 }
 
 /* After a TX attempt outside tx_lock: act on failures, finish a shutdown whose FIN went. */
@@ -412,7 +533,7 @@ static void after_tx(struct sndk_qp *qp, enum sndk_tx_result res)
         sndk_mutex_lock(&qp->tx_lock);
         struct sndk_fail f = qp->io->tx_fail;
         sndk_mutex_unlock(&qp->tx_lock);
-        sndk_qp_fail(qp, &f);
+        end_connection(qp, &f);
     } else if (res == SNDK_TX_LOCAL_ERR) {
         /* A request failed its local checks (siw: Terminate, local catastrophic). */
         struct sndk_fail f = {.link_status = STATUS_CONNECTION_ABORTED,
@@ -420,27 +541,23 @@ static void after_tx(struct sndk_qp *qp, enum sndk_tx_result res)
                               .notify = true, .send_term = true};
         f.term.layer = SNDK_TERM_LAYER_RDMAP;
         f.term.etype = SNDK_TERM_RDMAP_LOCAL_CATA;
-        sndk_qp_fail(qp, &f);
+        end_connection(qp, &f);
     } else if (res == SNDK_TX_IO_ERR) {
         if (qp_state(qp) != SNDK_QP_ERROR)
             tx_io_failed(qp);
     } else if (res == SNDK_TX_DRAINED && qp_state(qp) == SNDK_QP_DISCONNECTING) {
         sndk_mutex_lock(&qp->tx_lock);
-        bool done = qp->io->fin_sent && qp->io->rx_stopped;
+        bool done = sndk_conn_phase(qp->io) == SNDK_PHASE_FIN_SENT && qp->io->peer_fin;
         sndk_mutex_unlock(&qp->tx_lock);
         if (done)
             finish_shutdown(qp, STATUS_SUCCESS);
     }
 }
 
-static void on_peer_fin(struct sndk_qp *qp)
+/* The peer's FIN was read (peer_fin set): tell the connector, or finish our shutdown if our
+ * FIN was out already (fin_sent: read in the section that set peer_fin). */
+static void on_peer_fin(struct sndk_qp *qp, bool fin_sent)
 {
-    struct sndk_qp_io *io = qp->io;
-    sndk_mutex_lock(&qp->tx_lock);
-    io->rx_stopped = true;
-    sndk_tx_update_events(io);
-    bool fin_sent = io->fin_sent;
-    sndk_mutex_unlock(&qp->tx_lock);
     sndk_mutex_lock(&qp->state_lock);
     enum sndk_qp_state st = qp_state(qp);
     if (st == SNDK_QP_CONNECTED)
@@ -449,16 +566,6 @@ static void on_peer_fin(struct sndk_qp *qp)
     sndk_debug("qp", "QP %p: peer FIN", (void *)qp);
     if (st == SNDK_QP_DISCONNECTING && fin_sent)
         finish_shutdown(qp, STATUS_SUCCESS);
-}
-
-static bool mutex_trylock(struct sndk_mutex *l)
-{
-    if (pthread_mutex_trylock(&l->m) != 0)
-        return false;
-#if SNDK_LOCK_TRACK
-    atomic_store_explicit(&l->owner, sndk_lock_self(), memory_order_relaxed);
-#endif
-    return true;
 }
 
 /* The receive side made TX work possible: a Read finished (ORD, fence), a Read Request
@@ -470,7 +577,7 @@ static void kick_tx(struct sndk_qp *qp)
     sndk_mutex_lock(&qp->tx_lock);
     if (io->tx_kick) {
         io->tx_kick = false;
-        if (!io->dead && !io->tx_blocked)
+        if (!sndk_conn_stopped(io) && !io->tx_blocked)
             res = sndk_tx_push(qp);
     }
     sndk_mutex_unlock(&qp->tx_lock);
@@ -512,13 +619,13 @@ static void set_poll_backoff(struct sndk_qp_io *io, uint32_t due)
 static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
 {
     struct sndk_qp_io *io = qp->io;
-    if (!io || !mutex_trylock(&qp->rx_lock))
+    if (!io || !sndk_mutex_trylock(&qp->rx_lock))
         return false;
-    if (io->dead || io->rx_stalled) {
+    if (sndk_conn_stopped(io) || io->rx_stalled) {
         sndk_mutex_unlock(&qp->rx_lock);
         return false;
     }
-    if (io->rx_eof) {
+    if (io->peer_fin) {
         sndk_mutex_unlock(&qp->rx_lock);
         if (events & (EPOLLERR | EPOLLHUP)) {
             /* After the peer's FIN only an error or the end of our own side is left. */
@@ -528,24 +635,31 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
             if (err || qp_state(qp) != SNDK_QP_DISCONNECTING) {
                 struct sndk_fail f = {.link_status = STATUS_CONNECTION_RESET,
                                       .reason = SNDK_REASON_RESET, .notify = true, .rst = true};
-                sndk_qp_fail(qp, &f);
+                end_connection(qp, &f);
             }
         }
         return false;
     }
     struct sndk_fail f;
     enum sndk_rx_result res = sndk_rx_pass(qp, &f);
-    if (res == SNDK_RXR_PEER_FIN)
-        io->rx_eof = true;
+    bool fin_sent = false;
+    if (res == SNDK_RXR_PEER_FIN) {
+        /* rx_lock + tx_lock: the receive side stops passes, TX stops watching EPOLLIN */
+        sndk_mutex_lock(&qp->tx_lock);
+        io->peer_fin = true;
+        sndk_tx_update_events(io);
+        fin_sent = sndk_conn_phase(io) == SNDK_PHASE_FIN_SENT;
+        sndk_mutex_unlock(&qp->tx_lock);
+    }
     if (polled)
         set_poll_backoff(io, sndk_rx_due_after_pass(io));
     sndk_mutex_unlock(&qp->rx_lock);
     if (res != SNDK_RXR_FAIL)
         kick_tx(qp);
     if (res == SNDK_RXR_FAIL)
-        sndk_qp_fail(qp, &f);
+        end_connection(qp, &f);
     else if (res == SNDK_RXR_PEER_FIN)
-        on_peer_fin(qp);
+        on_peer_fin(qp, fin_sent);
     return true;
 }
 
@@ -567,9 +681,9 @@ bool sndk_qp_poll_rx(struct sndk_qp *qp)
 bool sndk_qp_poll_tx(struct sndk_qp *qp)
 {
     struct sndk_qp_io *io = qp->io;
-    if (!io || !mutex_trylock(&qp->tx_lock))
+    if (!io || !sndk_mutex_trylock(&qp->tx_lock))
         return false;
-    bool blocked = io->tx_blocked && !io->dead;
+    bool blocked = io->tx_blocked && !sndk_conn_stopped(io);
     enum sndk_tx_result res = blocked ? sndk_tx_push(qp) : SNDK_TX_DRAINED;
     sndk_mutex_unlock(&qp->tx_lock);
     if (!blocked)
@@ -587,7 +701,7 @@ static void park_rx(struct sndk_qp *qp)
     struct sndk_qp_io *io = qp->io;
     sndk_mutex_lock(&qp->tx_lock);
     bool was = io->rx_parked;
-    if (!io->dead && !was) {
+    if (!sndk_conn_stopped(io) && !was) {
         io->rx_parked = true;
         sndk_tx_update_events(io);
     }
@@ -631,7 +745,7 @@ static void park_timer_fn(struct sndk_timer *t)
     if (!polling)
         sndk_qp_unpark_rx(qp);
     sndk_mutex_lock(&qp->tx_lock);
-    bool parked = io->rx_parked && !io->dead;
+    bool parked = io->rx_parked && !sndk_conn_stopped(io);
     sndk_mutex_unlock(&qp->tx_lock);
     sndk_mutex_lock(&qp->state_lock);
     bool keep = parked && qp_state(qp) != SNDK_QP_ERROR;
@@ -650,7 +764,7 @@ static void src_fn(struct sndk_source *s, uint32_t events)
     struct sndk_qp *qp = io->qp;
     if (events & EPOLLOUT) {
         sndk_mutex_lock(&qp->tx_lock);
-        enum sndk_tx_result res = io->dead ? SNDK_TX_DRAINED : sndk_tx_push(qp);
+        enum sndk_tx_result res = sndk_conn_stopped(io) ? SNDK_TX_DRAINED : sndk_tx_push(qp);
         sndk_mutex_unlock(&qp->tx_lock);
         after_tx(qp, res);
     }
@@ -669,7 +783,7 @@ static void tx_stall_timer_fn(struct sndk_timer *t)
     enum sndk_tx_result res = SNDK_TX_DRAINED;
     sndk_mutex_lock(&qp->tx_lock);
     io->tx_stall_ref = false;
-    if (!io->dead) {
+    if (!sndk_conn_stopped(io)) {
         io->tx_stalled = false;
         res = sndk_tx_push(qp); /* tx_blocked is still set: the push clears it when drained */
     }
@@ -685,7 +799,7 @@ static void rx_stall_timer_fn(struct sndk_timer *t)
     sndk_mutex_lock(&qp->rx_lock);
     sndk_mutex_lock(&qp->tx_lock);
     io->rx_stall_ref = false;
-    bool live = !io->dead;
+    bool live = !sndk_conn_stopped(io);
     if (live) {
         io->rx_stalled = false;
         sndk_tx_update_events(io);
@@ -765,6 +879,7 @@ static struct sndk_qp_io *io_create(struct sndk_qp *qp)
         return NULL;
     }
     io->qp = qp;
+    atomic_init(&io->phase, SNDK_PHASE_ATTACHING);
     return io;
 }
 
@@ -797,6 +912,7 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     sndk_work_init(&io->src_done, src_done_fn);
     sndk_work_init(&io->ev_work, ev_work_fn);
     sndk_work_init(&io->detach_work, detach_work_fn);
+    sndk_work_init(&io->end_work, end_work_fn);
     sndk_timer_init(&io->shut_timer, shut_timer_fn);
     sndk_timer_init(&io->park_timer, park_timer_fn);
     sndk_timer_init(&io->tx_stall_timer, tx_stall_timer_fn);
@@ -821,36 +937,31 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     if (p->rx_read_msn > 1)
         io->rx.msn_expect[SNDK_QN_READ_REQ] = p->rx_read_msn;
     qp->io = io; /* published to the other threads by the locks they take before using it */
+    /* Connected before anything a consumer can observe: once the QP is on its CQs, a polling
+     * consumer receives on it and may answer at once, and that NdkSend must find the QP
+     * connected. In the same section as the closing check: qp_close_begin reads the state
+     * under state_lock, so either it sees CONNECTED (and ends the connection) or the check
+     * above saw the close. */
+    qp_set_state(qp, SNDK_QP_CONNECTED, "attached");
     sndk_mutex_unlock(&qp->state_lock);
 
-    /* Linked before anything can end the connection, whose end unlinks them. */
+    /* Linked before the socket is watched; src_done unlinks them, and it runs only after the
+     * source is removed, which needs it added first. */
     sndk_cq_conn_add(qp->rcq, &io->rconn);
     if (qp->icq != qp->rcq)
         sndk_cq_conn_add(qp->icq, &io->iconn);
     sndk_obj_get(&qp->base); /* the connection's reference, dropped by src_done */
 
-    /* The close may have begun since the check above: qp_close_begin reads the state under
-     * state_lock, so either it sees CONNECTED (and ends the connection) or this sees it. */
-    sndk_mutex_lock(&qp->state_lock);
-    int rc = sndk_obj_closing(&qp->base) ? -ECANCELED : 0;
-    if (rc == 0)
-        qp_set_state(qp, SNDK_QP_CONNECTED, "attached");
-    sndk_mutex_unlock(&qp->state_lock);
-    if (rc == 0)
-        rc = sndk_source_add(io->engine, &io->src, p->fd, EPOLLIN, src_fn, (int)io->thread);
+    int rc = sndk_source_add(io->engine, &io->src, p->fd, EPOLLIN, src_fn, (int)io->thread);
     if (rc < 0) {
-        /* Nothing ever watched the socket; undo by hand. */
-        if (rc != -ECANCELED)
-            sndk_err("qp", "QP %p: attach: epoll: %d", (void *)qp, rc);
+        /* Nothing ever watched the socket: end the connection without an event (the
+         * connector reports the failed attach), then undo what src_done would. The socket
+         * stays the caller's. */
+        sndk_err("qp", "QP %p: attach: epoll: %d", (void *)qp, rc);
         sndk_mutex_lock(&qp->state_lock);
-        io->detached = true; /* no event for an attach that failed */
-        qp_set_state(qp, SNDK_QP_ERROR, "attach failed");
+        io->detached = true;
         sndk_mutex_unlock(&qp->state_lock);
-        sndk_mutex_lock(&qp->tx_lock);
-        io->dead = true;
-        while (atomic_load_explicit(&qp->sq_head, memory_order_relaxed) != qp->sq_tail)
-            sndk_qp_retire_head(qp, STATUS_CANCELLED, 0);
-        sndk_mutex_unlock(&qp->tx_lock);
+        fail_local(qp, false);
         sndk_cq_conn_remove(qp->rcq, &io->rconn);
         if (qp->icq != qp->rcq)
             sndk_cq_conn_remove(qp->icq, &io->iconn);
@@ -858,10 +969,11 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
         return rc;
     }
     /* A failure before this point (a close, a CQ poll, a post on another thread) did not
-     * remove the source (see sndk_qp_fail): do it now. One after it sees src_added. */
+     * remove the source (see sndk_qp_fail): do it now. One after it sees the phase live. */
     sndk_mutex_lock(&qp->state_lock);
-    io->src_added = true;
     bool failed = qp_state(qp) == SNDK_QP_ERROR;
+    if (!failed)
+        sndk_conn_phase_set(qp, SNDK_PHASE_LIVE, "socket watched");
     sndk_mutex_unlock(&qp->state_lock);
     if (failed) {
         sndk_source_remove(&io->src, &io->src_done);
@@ -900,12 +1012,23 @@ void sndk_qp_shutdown(struct sndk_qp *qp, unsigned timeout_ms)
     sndk_mutex_unlock(&qp->state_lock);
 
     sndk_mutex_lock(&qp->tx_lock);
-    io->shut_req = true;
-    enum sndk_tx_result res = io->dead        ? SNDK_TX_IO_ERR
+    bool shutting = sndk_conn_phase_set(qp, SNDK_PHASE_SHUTTING_DOWN, "NdkDisconnect");
+    enum sndk_tx_result res = !shutting        ? SNDK_TX_IO_ERR /* ended meanwhile */
                               : io->tx_blocked ? SNDK_TX_BLOCKED
                                                : sndk_tx_push(qp);
     sndk_mutex_unlock(&qp->tx_lock);
     after_tx(qp, res);
+}
+
+void sndk_qp_connect_failed(struct sndk_qp *qp)
+{
+    sndk_mutex_lock(&qp->state_lock);
+    bool failed = !qp->io && qp_state(qp) == SNDK_QP_IDLE &&
+                  qp_set_state(qp, SNDK_QP_ERROR, "connection attempt failed");
+    sndk_mutex_unlock(&qp->state_lock);
+    /* A receive posted meanwhile sees ERROR after queueing and flushes itself. */
+    if (failed)
+        flush_all_receives(qp, STATUS_CANCELLED, 0);
 }
 
 void sndk_qp_abort(struct sndk_qp *qp)
@@ -939,7 +1062,7 @@ static NTSTATUS refuse(struct sndk_qp *qp, NTSTATUS st)
     if (qp_state(qp) == SNDK_QP_CONNECTED && qp->io) {
         sndk_mutex_lock(&qp->tx_lock);
         enum sndk_tx_result res = SNDK_TX_DRAINED;
-        if (!qp->io->dead && !qp->io->tx_blocked && qp->sq_sent != qp->sq_tail)
+        if (!sndk_conn_stopped(qp->io) && !qp->io->tx_blocked && qp->sq_sent != qp->sq_tail)
             res = sndk_tx_push(qp);
         sndk_mutex_unlock(&qp->tx_lock);
         after_tx(qp, res);
@@ -1046,7 +1169,7 @@ static NTSTATUS sq_publish(struct sndk_qp *qp, ULONG flags)
 {
     sndk_mutex_lock(&qp->tx_lock);
     struct sndk_qp_io *io = qp->io;
-    if (io->dead) {
+    if (sndk_conn_ended(io)) {
         /* The connection ended since the state check; nothing was published. */
         sndk_mutex_unlock(&qp->tx_lock);
         return STATUS_CONNECTION_INVALID;
@@ -1256,10 +1379,10 @@ static NTSTATUS qp_receive(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *
     struct sndk_qp *qp = qp_from(pNdkQp);
     if (!qp || qp->srq)
         return STATUS_INVALID_PARAMETER; /* 9e: a QP on an SRQ takes receives from the SRQ */
-    pthread_mutex_lock(&qp->rq_lock);
+    sndk_mutex_lock(&qp->rq_lock);
     NTSTATUS st = sndk_recv_ring_push(&qp->rq, RequestContext, pSgl, nSge,
                                       qp->base.adapter->info.MaxTransferLength);
-    pthread_mutex_unlock(&qp->rq_lock);
+    sndk_mutex_unlock(&qp->rq_lock);
     /* A QP in its final state, or whose close began, will never fill it: it completes at
      * once, as flushed (the close flushed the earlier ones; docs/misuse.md). */
     if (st == STATUS_SUCCESS && (qp_state(qp) == SNDK_QP_ERROR || sndk_obj_closing(&qp->base)))
@@ -1325,7 +1448,7 @@ static void qp_destroy(struct sndk_obj *o)
     free(qp->sq_iov);
     free(qp->sq_inline);
     sndk_recv_ring_destroy(&qp->rq);
-    pthread_mutex_destroy(&qp->rq_lock);
+    sndk_mutex_destroy(&qp->rq_lock);
     sndk_mutex_destroy(&qp->rx_lock);
     sndk_mutex_destroy(&qp->tx_lock);
     sndk_mutex_destroy(&qp->state_lock);
@@ -1395,10 +1518,10 @@ static NTSTATUS qp_create_common(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pIn
     qp->recv_max_sge = srq ? srq->ring.max_sge : MaxReceiveRequestSge;
     atomic_init(&qp->state, SNDK_QP_IDLE);
     atomic_init(&qp->sq_head, 0);
-    sndk_mutex_init(&qp->state_lock);
-    sndk_mutex_init(&qp->tx_lock);
-    sndk_mutex_init(&qp->rx_lock);
-    pthread_mutex_init(&qp->rq_lock, NULL);
+    sndk_mutex_init_ranked(&qp->state_lock, SNDK_LOCK_QP_STATE);
+    sndk_mutex_init_ranked(&qp->tx_lock, SNDK_LOCK_QP_TX);
+    sndk_mutex_init_ranked(&qp->rx_lock, SNDK_LOCK_QP_RX);
+    sndk_mutex_init_ranked(&qp->rq_lock, SNDK_LOCK_QP_RQ);
     sndk_obj_init(&qp->base, a, &qp_ops, &qp_dispatch);
     sndk_obj_hold(&qp->base, &pd->base);
     sndk_obj_hold(&qp->base, &rcq->base);

@@ -88,7 +88,7 @@ struct sndk_qp {
     uint32_t sq_sent;         /* under tx_lock: next request to put on the wire */
 
     /* Receive queue (own, when srq == NULL): posting vs flush vs the receive path. */
-    pthread_mutex_t rq_lock;
+    struct sndk_mutex rq_lock;
     struct sndk_recv_ring rq;
 
     struct sndk_mutex rx_lock; /* the receive side of io: parser, current receive */

@@ -59,18 +59,18 @@ static void srq_notify_work(struct sndk_work *w)
     struct sndk_srq *srq = sndk_container_of(w, struct sndk_srq, notify_work);
     /* Loop while notifications became due meanwhile (a callback that re-arms with NdkModifySrq
      * below the count): callbacks for one SRQ never overlap and none is lost. */
-    pthread_mutex_lock(&srq->lock);
+    sndk_mutex_lock(&srq->lock);
     while (srq->notify_due) {
         srq->notify_due = false;
         if (sndk_obj_closing(&srq->base))
             break;
-        pthread_mutex_unlock(&srq->lock);
+        sndk_mutex_unlock(&srq->lock);
         srq->notify_cb(srq->notify_ctx, STATUS_SUCCESS);
-        pthread_mutex_lock(&srq->lock);
+        sndk_mutex_lock(&srq->lock);
     }
     srq->notify_due = false;
     srq->notify_scheduled = false;
-    pthread_mutex_unlock(&srq->lock);
+    sndk_mutex_unlock(&srq->lock);
     sndk_obj_put(&srq->base);
 }
 
@@ -106,11 +106,11 @@ bool sndk_recv_ring_take(struct sndk_recv_ring *r, struct sndk_recv_wqe *out)
 
 bool sndk_srq_take(struct sndk_srq *srq, struct sndk_recv_wqe *out)
 {
-    pthread_mutex_lock(&srq->lock);
+    sndk_mutex_lock(&srq->lock);
     bool got = sndk_recv_ring_take(&srq->ring, out);
     if (got)
         srq_check_threshold_locked(srq);
-    pthread_mutex_unlock(&srq->lock);
+    sndk_mutex_unlock(&srq->lock);
     return got;
 }
 
@@ -120,10 +120,10 @@ static NTSTATUS srq_receive(NDK_SRQ *pNdkSrq, PVOID RequestContext, const NDK_SG
     struct sndk_srq *srq = sndk_srq_from(pNdkSrq);
     if (!srq)
         return STATUS_INVALID_PARAMETER;
-    pthread_mutex_lock(&srq->lock);
+    sndk_mutex_lock(&srq->lock);
     NTSTATUS st = sndk_recv_ring_push(&srq->ring, RequestContext, pSgl, nSge,
                                       srq->base.adapter->info.MaxTransferLength);
-    pthread_mutex_unlock(&srq->lock);
+    sndk_mutex_unlock(&srq->lock);
     return st;
 }
 
@@ -138,10 +138,10 @@ static NTSTATUS srq_modify(NDK_SRQ *pNdkSrq, ULONG SrqDepth, ULONG NotifyThresho
     struct sndk_recv_ring fresh = {0};
     if (SrqDepth && !sndk_recv_ring_init(&fresh, SrqDepth, srq->ring.max_sge))
         return STATUS_INSUFFICIENT_RESOURCES;
-    pthread_mutex_lock(&srq->lock);
+    sndk_mutex_lock(&srq->lock);
     if (SrqDepth) {
         if (srq->ring.count > SrqDepth) {
-            pthread_mutex_unlock(&srq->lock);
+            sndk_mutex_unlock(&srq->lock);
             sndk_recv_ring_destroy(&fresh);
             return STATUS_INVALID_PARAMETER;
         }
@@ -158,7 +158,7 @@ static NTSTATUS srq_modify(NDK_SRQ *pNdkSrq, ULONG SrqDepth, ULONG NotifyThresho
         srq->armed = true;
         srq_check_threshold_locked(srq); /* [SRQ-4]: already below => notify now */
     }
-    pthread_mutex_unlock(&srq->lock);
+    sndk_mutex_unlock(&srq->lock);
     sndk_recv_ring_destroy(&fresh);
     return STATUS_SUCCESS;
 }
@@ -173,9 +173,9 @@ static const NDK_SRQ_DISPATCH srq_dispatch = {
 static void srq_close_begin(struct sndk_obj *o)
 {
     struct sndk_srq *srq = sndk_container_of(o, struct sndk_srq, base);
-    pthread_mutex_lock(&srq->lock);
+    sndk_mutex_lock(&srq->lock);
     srq->armed = false;
-    pthread_mutex_unlock(&srq->lock);
+    sndk_mutex_unlock(&srq->lock);
 }
 
 static void srq_destroy(struct sndk_obj *o)
@@ -185,7 +185,7 @@ static void srq_destroy(struct sndk_obj *o)
     if (srq->ring.count)
         sndk_debug("srq", "SRQ %p closed with %u receives queued", (void *)srq, srq->ring.count);
     sndk_recv_ring_destroy(&srq->ring);
-    pthread_mutex_destroy(&srq->lock);
+    sndk_mutex_destroy(&srq->lock);
 }
 
 static const struct sndk_obj_ops srq_ops = {
@@ -222,7 +222,7 @@ NTSTATUS sndk_srq_create(NDK_PD *pNdkPd, ULONG SrqDepth, ULONG MaxReceiveRequest
     srq->notify_ctx = SrqNotificationContext;
     srq->threshold = NotifyThreshold;
     srq->armed = SrqNotification && NotifyThreshold > 0;
-    pthread_mutex_init(&srq->lock, NULL);
+    sndk_mutex_init_ranked(&srq->lock, SNDK_LOCK_SRQ);
     sndk_work_init(&srq->notify_work, srq_notify_work);
     sndk_obj_init(&srq->base, pd->base.adapter, &srq_ops, &srq_dispatch);
     sndk_obj_hold(&srq->base, &pd->base);

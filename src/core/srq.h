@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include "core/pd.h"
+#include "util/lock.h"
 
 /* A posted receive: its context and a copy of its SGEs (the consumer's array is only read
  * during the call). Used by QP receive queues and SRQs alike. */
@@ -34,7 +35,7 @@ struct sndk_srq {
     struct sndk_obj base;
     NDK_FN_SRQ_NOTIFICATION_CALLBACK notify_cb;
     void *notify_ctx;
-    pthread_mutex_t lock; /* guards ring and the notification state */
+    struct sndk_mutex lock; /* guards ring and the notification state */
     struct sndk_recv_ring ring;
     uint32_t threshold;
     bool armed;

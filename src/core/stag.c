@@ -44,14 +44,14 @@ static uint32_t odd_inverse(uint32_t m)
 bool sndk_stag_table_init(struct sndk_stag_table *t)
 {
     memset(t, 0, sizeof *t);
-    pthread_mutex_init(&t->lock, NULL);
+    sndk_mutex_init_ranked(&t->lock, SNDK_LOCK_STAG);
     t->capacity = 256;
     t->entries = calloc(t->capacity, sizeof *t->entries);
     t->used = 1; /* slot 0 is reserved */
     t->free_head = 0;
     t->max_index = SNDK_STAG_MAX_INDEX;
     if (!t->entries) {
-        pthread_mutex_destroy(&t->lock);
+        sndk_mutex_destroy(&t->lock);
         return false;
     }
     t->rng = seed();
@@ -70,7 +70,7 @@ void sndk_stag_table_destroy(struct sndk_stag_table *t)
 {
     free(t->entries);
     t->entries = NULL;
-    pthread_mutex_destroy(&t->lock);
+    sndk_mutex_destroy(&t->lock);
 }
 
 /* A random key for e other than the one it replaces and the one before that (a deregistration
@@ -87,7 +87,7 @@ static void next_key(struct sndk_stag_table *t, struct sndk_stag_entry *e)
 
 uint32_t sndk_stag_alloc(struct sndk_stag_table *t, struct sndk_obj *owner)
 {
-    pthread_mutex_lock(&t->lock);
+    sndk_mutex_lock(&t->lock);
     uint32_t slot;
     if (t->free_head) {
         slot = t->free_head;
@@ -96,7 +96,7 @@ uint32_t sndk_stag_alloc(struct sndk_stag_table *t, struct sndk_obj *owner)
         if (t->used == t->zero_slot)
             t->used++; /* its STag index would be 0 */
         if (t->used > t->max_index) {
-            pthread_mutex_unlock(&t->lock);
+            sndk_mutex_unlock(&t->lock);
             return 0;
         }
         if (t->used >= t->capacity) {
@@ -107,7 +107,7 @@ uint32_t sndk_stag_alloc(struct sndk_stag_table *t, struct sndk_obj *owner)
                 cap = t->used + 1;
             struct sndk_stag_entry *e = realloc(t->entries, (size_t)cap * sizeof *e);
             if (!e) {
-                pthread_mutex_unlock(&t->lock);
+                sndk_mutex_unlock(&t->lock);
                 return 0;
             }
             for (uint32_t i = t->capacity; i < cap; i++)
@@ -121,7 +121,7 @@ uint32_t sndk_stag_alloc(struct sndk_stag_table *t, struct sndk_obj *owner)
     e->owner = owner;
     next_key(t, e); /* a reused slot never comes back with its previous key */
     uint32_t stag = sndk_stag_of_slot(t, slot, e->key);
-    pthread_mutex_unlock(&t->lock);
+    sndk_mutex_unlock(&t->lock);
     return stag;
 }
 
@@ -135,9 +135,9 @@ uint32_t sndk_stag_rekey_locked(struct sndk_stag_table *t, uint32_t stag)
 
 uint32_t sndk_stag_rekey(struct sndk_stag_table *t, uint32_t stag)
 {
-    pthread_mutex_lock(&t->lock);
+    sndk_mutex_lock(&t->lock);
     uint32_t fresh = sndk_stag_rekey_locked(t, stag);
-    pthread_mutex_unlock(&t->lock);
+    sndk_mutex_unlock(&t->lock);
     return fresh;
 }
 
@@ -145,10 +145,10 @@ void sndk_stag_free(struct sndk_stag_table *t, uint32_t stag)
 {
     if (stag == 0)
         return; /* never allocated (allocation failed) */
-    pthread_mutex_lock(&t->lock);
+    sndk_mutex_lock(&t->lock);
     uint32_t slot = sndk_stag_slot(t, stag);
     if (slot == 0 || slot >= t->used || !t->entries[slot].owner) {
-        pthread_mutex_unlock(&t->lock);
+        sndk_mutex_unlock(&t->lock);
         return;
     }
     struct sndk_stag_entry *e = &t->entries[slot];
@@ -156,7 +156,7 @@ void sndk_stag_free(struct sndk_stag_table *t, uint32_t stag)
     next_key(t, e);
     e->next_free = t->free_head;
     t->free_head = slot;
-    pthread_mutex_unlock(&t->lock);
+    sndk_mutex_unlock(&t->lock);
 }
 
 struct sndk_obj *sndk_stag_lookup_locked(struct sndk_stag_table *t, uint32_t stag)
@@ -170,8 +170,8 @@ struct sndk_obj *sndk_stag_lookup_locked(struct sndk_stag_table *t, uint32_t sta
 
 struct sndk_obj *sndk_stag_lookup(struct sndk_stag_table *t, uint32_t stag)
 {
-    pthread_mutex_lock(&t->lock);
+    sndk_mutex_lock(&t->lock);
     struct sndk_obj *owner = sndk_stag_lookup_locked(t, stag);
-    pthread_mutex_unlock(&t->lock);
+    sndk_mutex_unlock(&t->lock);
     return owner;
 }

@@ -22,6 +22,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "util/lock.h"
+
 #define SNDK_STAG_INDEX_BITS 24
 #define SNDK_STAG_INDEX_MASK ((1u << SNDK_STAG_INDEX_BITS) - 1)
 #define SNDK_STAG_MAX_INDEX  SNDK_STAG_INDEX_MASK
@@ -36,7 +38,7 @@ struct sndk_stag_entry {
 };
 
 struct sndk_stag_table {
-    pthread_mutex_t lock;
+    struct sndk_mutex lock;
     struct sndk_stag_entry *entries; /* by slot */
     uint32_t capacity;               /* entries allocated */
     uint32_t used;                   /* highest slot handed out + 1 */

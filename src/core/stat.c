@@ -89,9 +89,9 @@ static void conn_line(const struct sndk_conn_rec *r, void *arg)
     struct sndk_qp *qp = atomic_load(&w->qp);
     if (qp && qp->srq) {
         snprintf(rq, sizeof rq, "srq");
-    } else if (qp && pthread_mutex_trylock(&qp->rq_lock) == 0) {
+    } else if (qp && sndk_mutex_trylock(&qp->rq_lock)) {
         snprintf(rq, sizeof rq, "%u/%u", qp->rq.count, qp->rq.depth);
-        pthread_mutex_unlock(&qp->rq_lock);
+        sndk_mutex_unlock(&qp->rq_lock);
     } else if (qp) {
         snprintf(rq, sizeof rq, "busy/%u", atomic_load(&w->rq_depth));
     }

@@ -110,6 +110,36 @@ enum sndk_rx_result {
     SNDK_RXR_FAIL,     /* *fail says why */
 };
 
+/* The life of the connection under a QP, from its attach to its end. The QP's own state
+ * (qp.c: idle, connected, disconnecting, error) is what the consumer sees; this is what the
+ * socket is doing. Written only through sndk_conn_phase_set(), which refuses illegal moves and
+ * logs `X => Y (why)`; each move is made holding the lock its readers hold (listed), so a
+ * reader holding that lock sees the phase stable:
+ *
+ *   attaching --attach: socket watched (state_lock)--> live
+ *   live --NdkDisconnect (tx_lock)--> shutting-down --last request out, FIN (tx_lock)--> fin-sent
+ *   live | shutting-down | fin-sent --an end found on a consumer thread (rx_lock + tx_lock)-->
+ *       failing --sndk_qp_fail on the progress thread--> ended
+ *   attaching | live | shutting-down | fin-sent | failing --sndk_qp_fail (rx_lock + tx_lock)-->
+ *       ended
+ *
+ * Reserved (#20, not implemented here): live-tx-held, "live, but TX held until the peer's
+ * first FPDU" (the Responder rule when no RTR was negotiated), between attaching and live.
+ * The peer's FIN is the receive direction's own fact (peer_fin): it arrives in any phase
+ * before ended and does not change what we may send. */
+enum sndk_conn_phase {
+    SNDK_PHASE_ATTACHING,     /* QP connected and on its CQs; the socket not watched yet: a
+                                 failure now leaves the source's removal to attach */
+    SNDK_PHASE_LIVE,          /* the socket is watched by its progress thread */
+    SNDK_PHASE_SHUTTING_DOWN, /* NdkDisconnect: our FIN goes after the last posted request */
+    SNDK_PHASE_FIN_SENT,      /* half-closed: our stream ended, the peer's FIN ends the rest */
+    SNDK_PHASE_FAILING,       /* a consumer thread (polling, posting) found the end and handed
+                                 it to the progress thread (end_work): nothing more is sent or
+                                 received; requests posted meanwhile are cancelled with it */
+    SNDK_PHASE_ENDED,         /* decided by sndk_qp_fail: the socket is src_done's alone */
+    SNDK_PHASE_COUNT
+};
+
 #define SNDK_EV_PEER_CLOSED   1u
 #define SNDK_EV_ABORTED       2u
 #define SNDK_EV_SHUTDOWN_DONE 4u
@@ -128,12 +158,15 @@ struct sndk_qp_io {
     struct sndk_work src_done;     /* source removed: close the socket, drop the reference */
     struct sndk_work ev_work;      /* delivers ev_pending on `thread`; holds a reference */
     struct sndk_work detach_work;  /* on `thread`, after any event work: queue detach_done */
+    struct sndk_work end_work;     /* on `thread`: sndk_qp_fail(end_due); holds a reference */
+    struct sndk_fail end_due;      /* the end handed over (written with the move to failing) */
     struct sndk_work *detach_done;
     struct sndk_timer shut_timer;  /* sndk_qp_shutdown's bound; holds a reference */
     struct sndk_timer park_timer;  /* while parked: safety net; holds a reference */
     struct sndk_cq_conn rconn, iconn;
     struct sndk_fault_conn *fc;    /* fault rules of this connection (docs/faults.md), or NULL */
     struct sndk_timer tx_stall_timer, rx_stall_timer; /* injected stalls; each holds a reference */
+    _Atomic int phase; /* enum sndk_conn_phase: sndk_conn_phase_set() only */
     /* A polling consumer's next receive pass: not before this (CLOCK_MONOTONIC ns; 0: now).
      * Set when a pass ended in the middle of a large payload, so the rest is read in one
      * piece rather than in crumbs (docs/datapath.md, "Who receives"). */
@@ -146,14 +179,14 @@ struct sndk_qp_io {
     bool close_rst;                /* close the socket with RST */
     bool shut_timer_ref;
     bool park_timer_ref;
-    bool src_added;                /* the socket source is in the engine (set by attach) */
     NTSTATUS ev_abort_status, ev_shut_status;
     ULONG ev_abort_reason;
 
+    /* under qp->rx_lock and qp->tx_lock (written holding both, read holding either) */
+    bool peer_fin; /* the peer's FIN was read: no more passes, EPOLLIN off */
+
     /* under qp->tx_lock */
-    bool dead;                     /* the socket is no longer ours to use (closing) */
     bool tx_blocked;               /* EPOLLOUT armed */
-    bool rx_stopped;               /* peer FIN seen: EPOLLIN no longer watched */
     bool rx_parked;                /* a consumer polls the receive CQ: EPOLLIN not watched */
     bool rx_stalled;               /* injected stall: no receiving (also under rx_lock) */
     bool tx_stalled;               /* injected stall: no sending (tx_blocked is set too) */
@@ -163,7 +196,6 @@ struct sndk_qp_io {
     enum sndk_fault_action tx_fault; /* before the next FPDU (fill_batch stops in front of it) */
     uint32_t tx_fault_ms;
     const struct sndk_fault_rule *tx_fault_rule;
-    bool shut_req, fin_sent;
     uint32_t msn_send;             /* next Send MSN (QN 0), first = 1 */
     uint32_t msn_term;             /* next Terminate MSN (QN 2), first = 1 */
     uint32_t msn_read;             /* next Read Request MSN (QN 1), first = 1 */
@@ -196,7 +228,6 @@ struct sndk_qp_io {
 
     /* under qp->rx_lock */
     struct sndk_rx rx;
-    bool rx_eof;                   /* the peer's FIN was read: no more passes */
     bool rx_dry_mid_payload;       /* the last pass ended short inside a payload */
     bool rx_failed;                /* a parser callback recorded rx_fail */
     uint64_t rx_fault_checked;     /* rx.fpdus when the fault rules were last asked */
@@ -222,6 +253,26 @@ struct sndk_qp_io {
 };
 
 /* qp.c */
+const char *sndk_conn_phase_name(enum sndk_conn_phase p);
+static inline enum sndk_conn_phase sndk_conn_phase(const struct sndk_qp_io *io)
+{
+    return (enum sndk_conn_phase)atomic_load_explicit(&((struct sndk_qp_io *)io)->phase,
+                                                      memory_order_acquire);
+}
+/* The end was acted on: the socket is no longer ours to use. Stable under rx_lock or tx_lock. */
+static inline bool sndk_conn_ended(const struct sndk_qp_io *io)
+{
+    return sndk_conn_phase(io) == SNDK_PHASE_ENDED;
+}
+/* Failing or ended: nothing more is sent or received. Stable under rx_lock or tx_lock. */
+static inline bool sndk_conn_stopped(const struct sndk_qp_io *io)
+{
+    return sndk_conn_phase(io) >= SNDK_PHASE_FAILING;
+}
+/* Move the connection to `next` if its phase allows it, holding the locks the table above
+ * names. False when refused: quietly once failing or ended (a late shutdown, a second end
+ * found), else it is a bug: logged, and an assertion fails. */
+bool sndk_conn_phase_set(struct sndk_qp *qp, enum sndk_conn_phase next, const char *why);
 /* End the connection for the reason in *f (once; later calls only return). Takes every QP
  * lock in turn: the caller holds none. Completes every outstanding request. */
 void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f);
@@ -238,7 +289,7 @@ void sndk_tx_init(struct sndk_qp_io *io, bool crc, uint32_t max_fpdu, uint32_t i
 enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp);
 /* Best effort, one non-blocking write; skipped when an FPDU is half written. */
 void sndk_tx_terminate(struct sndk_qp *qp, const struct sndk_term *t);
-/* Set the watched events from tx_blocked / rx_stopped. */
+/* Set the watched events from tx_blocked / peer_fin / parking / stalls. */
 void sndk_tx_update_events(struct sndk_qp_io *io);
 /* Drop the unwritten batch (the connection is closing). */
 void sndk_tx_discard(struct sndk_qp_io *io);

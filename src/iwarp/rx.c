@@ -13,6 +13,7 @@
  * After the parser has read a header with a large ULPDU_Length, reads go direct again, so at
  * most SNDK_RX_STAGE bytes of a large message pass through the staging buffer.
  * The CRC is computed by the parser over the bytes where they landed. */
+#include <assert.h>
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -37,9 +38,9 @@ static int take_receive(struct sndk_qp *qp)
     if (qp->srq) {
         got = sndk_srq_take(qp->srq, w);
     } else {
-        pthread_mutex_lock(&qp->rq_lock);
+        sndk_mutex_lock(&qp->rq_lock);
         got = sndk_recv_ring_take(&qp->rq, w);
-        pthread_mutex_unlock(&qp->rq_lock);
+        sndk_mutex_unlock(&qp->rq_lock);
     }
     if (!got)
         return -SNDK_WERR_MSN_NO_BUF;
@@ -240,6 +241,9 @@ static int rx_msg_done(void *ctx, const struct sndk_rx_seg *seg, uint64_t msg_le
         r.TypeSpecificCompletionOutput = seg->inval_stag;
     }
     io->cur_active = false;
+    /* What a consumer can observe must find the QP connected: a consumer that answers this
+     * message at once posts on it (sndk_qp_attach connects before linking the CQs). */
+    assert(atomic_load_explicit(&qp->state, memory_order_acquire) != SNDK_QP_IDLE);
     sndk_cq_post(qp->rcq, &r, sndk_op_has_se(seg->opcode));
     return 0;
 }
@@ -454,7 +458,7 @@ static enum fault_verdict fault_act(struct sndk_qp *qp, enum sndk_fault_action a
         return FAULT_GO_ON;
     case SNDK_FACT_STALL:
         sndk_mutex_lock(&qp->tx_lock);
-        if (!io->dead) {
+        if (!sndk_conn_stopped(io)) {
             io->rx_stalled = true;
             sndk_tx_update_events(io);
             sndk_qp_stall_timer(qp, SNDK_FDIR_RX, ms);

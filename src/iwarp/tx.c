@@ -37,9 +37,9 @@ void sndk_tx_init(struct sndk_qp_io *io, bool crc, uint32_t max_fpdu, uint32_t i
 
 void sndk_tx_update_events(struct sndk_qp_io *io)
 {
-    if (io->dead)
+    if (sndk_conn_ended(io))
         return;
-    uint32_t ev = (io->rx_stopped || io->rx_parked || io->rx_stalled ? 0u : (uint32_t)EPOLLIN) |
+    uint32_t ev = (io->peer_fin || io->rx_parked || io->rx_stalled ? 0u : (uint32_t)EPOLLIN) |
                   (io->tx_blocked && !io->tx_stalled ? (uint32_t)EPOLLOUT : 0u);
     int rc = sndk_source_modify(&io->src, ev);
     if (rc < 0 && rc != -ENOENT)
@@ -394,8 +394,10 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
 {
     struct sndk_qp_io *io = qp->io;
     sndk_assert_held(&qp->tx_lock);
-    if (io->dead)
+    if (sndk_conn_ended(io))
         return SNDK_TX_IO_ERR;
+    if (sndk_conn_stopped(io))
+        return SNDK_TX_BLOCKED; /* failing: the progress thread ends it; nothing more goes out */
     if (io->tx_stalled)
         return SNDK_TX_BLOCKED;
     for (;;) {
@@ -454,10 +456,11 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
     if (io->tx_failed ||
         (qp->sq_sent != qp->sq_tail && slot(qp, qp->sq_sent)->status != STATUS_SUCCESS))
         return SNDK_TX_LOCAL_ERR;
-    if (io->shut_req && !io->fin_sent && qp->sq_sent == qp->sq_tail && io->irq_count == 0) {
+    if (sndk_conn_phase(io) == SNDK_PHASE_SHUTTING_DOWN && qp->sq_sent == qp->sq_tail &&
+        io->irq_count == 0) {
         /* sndk_qp_shutdown: everything posted before it is out; now our FIN. */
         shutdown(io->fd, SHUT_WR);
-        io->fin_sent = true;
+        sndk_conn_phase_set(qp, SNDK_PHASE_FIN_SENT, "last request out");
         if (io->crec)
             sndk_pcap_fin(io->crec->pcap, true);
         sndk_debug("tx", "QP %p: FIN sent", (void *)qp);
@@ -469,7 +472,7 @@ void sndk_tx_terminate(struct sndk_qp *qp, const struct sndk_term *t)
 {
     struct sndk_qp_io *io = qp->io;
     sndk_assert_held(&qp->tx_lock);
-    if (io->dead)
+    if (sndk_conn_ended(io))
         return;
     if (io->rec_done != 0) {
         /* A Terminate must not land inside a half-written FPDU (siw skips it likewise). */

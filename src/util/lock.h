@@ -1,8 +1,15 @@
 /* Mutex wrapper with owner tracking, so that every "caller must hold X" comment can be paired
- * with sndk_assert_held(&X) (docs/datapath.md#locking).
+ * with sndk_assert_held(&X) (docs/datapath.md#locking), and with lock ranks, so that taking a
+ * lock out of the documented order (src/core/qp.h) aborts at once, on the first run that does
+ * it, not under load when two threads happen to deadlock.
  *
- * The owner is tracked only when assertions are on (NDEBUG undefined) or SOFTNDK_LOCK_DEBUG is
- * defined; otherwise the wrapper compiles down to the plain pthread calls.
+ * The owner and the ranks are tracked when assertions are on (NDEBUG undefined: every build,
+ * unless SOFTNDK_ASSERTS=OFF) or SOFTNDK_LOCK_DEBUG is defined; otherwise the wrapper compiles
+ * down to the plain pthread calls.
+ *
+ * Ranks: a blocking lock of rank r may be taken only while every ranked lock the thread holds
+ * has a rank below r. A try-lock never waits, so it may be taken out of order (the CQ poll's
+ * try-lock of rx_lock); it counts as held for the locks taken after it. Rank 0 is unranked.
  *
  * Why the owner is an atomic word and not a pthread_t: sndk_mutex_held() is read by threads
  * that do not hold the lock. A thread that holds the lock wrote the owner itself, so it reads
@@ -26,12 +33,53 @@
 #define SNDK_LOCK_TRACK 0
 #endif
 
+/* The documented lock order, outermost first (src/core/qp.h). */
+enum sndk_lock_rank {
+    SNDK_LOCK_UNRANKED,
+    SNDK_LOCK_CQ_CONN,  /* cq->conn_lock */
+    SNDK_LOCK_QP_STATE, /* qp->state_lock */
+    SNDK_LOCK_QP_RX,    /* qp->rx_lock */
+    SNDK_LOCK_QP_TX,    /* qp->tx_lock */
+    SNDK_LOCK_QP_RQ,    /* qp->rq_lock */
+    SNDK_LOCK_SRQ,      /* srq->lock */
+    SNDK_LOCK_CQ,       /* cq->lock */
+    SNDK_LOCK_STAG,     /* the PD's STag table lock (stag.h) */
+    SNDK_LOCK_RANKS
+};
+
 struct sndk_mutex {
     pthread_mutex_t m;
+    unsigned char rank; /* enum sndk_lock_rank */
 #if SNDK_LOCK_TRACK
     _Atomic uintptr_t owner; /* sndk_lock_self() of the holder, 0 when free */
 #endif
 };
+
+#if SNDK_LOCK_TRACK
+/* How many locks of each rank the calling thread holds (util/lock.c). */
+extern _Thread_local unsigned char sndk_lock_held[SNDK_LOCK_RANKS];
+/* Report "taking rank r while holding rank held" and abort. */
+_Noreturn void sndk_lock_order_violation(unsigned r, unsigned held);
+
+static inline void sndk_lock_rank_check(const struct sndk_mutex *l)
+{
+    for (unsigned r = l->rank; l->rank && r < SNDK_LOCK_RANKS; r++)
+        if (sndk_lock_held[r])
+            sndk_lock_order_violation(l->rank, r);
+}
+static inline void sndk_lock_rank_take(const struct sndk_mutex *l)
+{
+    if (l->rank)
+        sndk_lock_held[l->rank]++;
+}
+static inline void sndk_lock_rank_drop(const struct sndk_mutex *l)
+{
+    if (l->rank) {
+        assert(sndk_lock_held[l->rank] > 0);
+        sndk_lock_held[l->rank]--;
+    }
+}
+#endif
 
 /* The calling thread as a word. Not the address of a static thread-local here: a static in a
  * header function is one variable per translation unit, so a lock taken in one file would look
@@ -41,14 +89,20 @@ static inline uintptr_t sndk_lock_self(void)
     return (uintptr_t)pthread_self();
 }
 
-static inline void sndk_mutex_init(struct sndk_mutex *l)
+static inline void sndk_mutex_init_ranked(struct sndk_mutex *l, enum sndk_lock_rank rank)
 {
     /* Default attributes cannot fail to initialise on Linux; abort rather than run unlocked. */
     if (pthread_mutex_init(&l->m, NULL) != 0)
         abort();
+    l->rank = (unsigned char)rank;
 #if SNDK_LOCK_TRACK
     atomic_init(&l->owner, 0);
 #endif
+}
+
+static inline void sndk_mutex_init(struct sndk_mutex *l)
+{
+    sndk_mutex_init_ranked(l, SNDK_LOCK_UNRANKED);
 }
 
 static inline void sndk_mutex_destroy(struct sndk_mutex *l)
@@ -64,11 +118,25 @@ static inline void sndk_mutex_lock(struct sndk_mutex *l)
 #if SNDK_LOCK_TRACK
     /* Recursive locking deadlocks silently with default mutexes; catch it here instead. */
     assert(atomic_load_explicit(&l->owner, memory_order_relaxed) != sndk_lock_self());
+    sndk_lock_rank_check(l);
 #endif
     pthread_mutex_lock(&l->m);
 #if SNDK_LOCK_TRACK
     atomic_store_explicit(&l->owner, sndk_lock_self(), memory_order_relaxed);
+    sndk_lock_rank_take(l);
 #endif
+}
+
+/* Never waits: true when taken. Out of rank order is allowed (see the top). */
+static inline bool sndk_mutex_trylock(struct sndk_mutex *l)
+{
+    if (pthread_mutex_trylock(&l->m) != 0)
+        return false;
+#if SNDK_LOCK_TRACK
+    atomic_store_explicit(&l->owner, sndk_lock_self(), memory_order_relaxed);
+    sndk_lock_rank_take(l);
+#endif
+    return true;
 }
 
 static inline void sndk_mutex_unlock(struct sndk_mutex *l)
@@ -76,6 +144,7 @@ static inline void sndk_mutex_unlock(struct sndk_mutex *l)
 #if SNDK_LOCK_TRACK
     assert(atomic_load_explicit(&l->owner, memory_order_relaxed) == sndk_lock_self());
     atomic_store_explicit(&l->owner, 0, memory_order_relaxed);
+    sndk_lock_rank_drop(l);
 #endif
     pthread_mutex_unlock(&l->m);
 }
@@ -87,10 +156,12 @@ static inline void sndk_cond_wait(pthread_cond_t *c, struct sndk_mutex *l)
 #if SNDK_LOCK_TRACK
     assert(atomic_load_explicit(&l->owner, memory_order_relaxed) == sndk_lock_self());
     atomic_store_explicit(&l->owner, 0, memory_order_relaxed);
+    sndk_lock_rank_drop(l);
 #endif
     pthread_cond_wait(c, &l->m);
 #if SNDK_LOCK_TRACK
     atomic_store_explicit(&l->owner, sndk_lock_self(), memory_order_relaxed);
+    sndk_lock_rank_take(l);
 #endif
 }
 

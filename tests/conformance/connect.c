@@ -1272,3 +1272,234 @@ TEST(adapter_on_lo_owns_every_loopback_address)
     conf_close_wait(&s2.listener->Header);
     ndk_close_adapter(a);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Everything an object holds is released before its close completes (docs/lifecycle.md): a
+ * port is free for NdkListen inside the close completion that released it. */
+
+struct relisten {
+    NDK_LISTENER *next; /* created beforehand: the completion only calls NdkListen */
+    struct sockaddr_storage addr;
+    ULONG len;
+    NTSTATUS status;
+    struct harness_event done;
+};
+
+static void relisten_in_close_completion(void *ctx)
+{
+    struct relisten *r = ctx;
+    r->status = r->next->Dispatch->NdkListen(r->next, (struct sockaddr *)&r->addr, r->len,
+                                             ndk_request_never, NULL);
+    harness_event_signal(&r->done);
+}
+
+static void relisten_init(struct relisten *r, NDK_ADAPTER *a, struct server *next, uint16_t port)
+{
+    memset(next, 0, sizeof *next);
+    harness_event_init(&next->ev);
+    CHECK_STATUS(
+        a->Dispatch->NdkCreateListener(a, on_connect_event, next, ndk_create_never, NULL, &r->next),
+        STATUS_SUCCESS);
+    next->listener = r->next;
+    r->addr = addr_of("127.0.0.1", port, &r->len);
+    r->status = STATUS_PENDING;
+    harness_event_init(&r->done);
+}
+
+/* The close either completes inline (then the port must be free on return) or pends and runs
+ * the completion: either way NdkListen on the port, right then, succeeds. */
+static void close_then_relisten(NDK_OBJECT_HEADER *h, struct relisten *r)
+{
+    NTSTATUS st = ndk_close_any(h, relisten_in_close_completion, r);
+    CHECK_MSG(st == STATUS_PENDING || st == STATUS_SUCCESS, "close: %s", SoftNdkStatusName(st));
+    if (st == STATUS_SUCCESS)
+        relisten_in_close_completion(r);
+    CHECK(harness_event_wait(&r->done, 1, CONF_WAIT_MS));
+    CHECK_STATUS(r->status, STATUS_SUCCESS);
+}
+
+TEST(listener_port_is_free_inside_its_close_completion)
+{
+    NDK_ADAPTER *a = conf_open();
+    struct server srv, next;
+    uint16_t port;
+    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    struct relisten r;
+    relisten_init(&r, a, &next, port);
+    close_then_relisten(&srv.listener->Header, &r);
+    /* and the new listener serves */
+    struct side cl, sv;
+    side_init(&cl, a);
+    side_init(&sv, a);
+    establish(&cl, &sv, &next, "127.0.0.1", port);
+    side_close(&cl);
+    side_close(&sv);
+    conf_close_wait(&next.listener->Header);
+    ndk_close_adapter(a);
+}
+
+TEST(shared_endpoint_port_is_free_inside_its_close_completion)
+{
+    NDK_ADAPTER *a = conf_open();
+    ULONG len;
+    struct sockaddr_storage local = addr_of("127.0.0.1", 0, &len);
+    NDK_SHARED_ENDPOINT *se;
+    CHECK_STATUS(a->Dispatch->NdkCreateSharedEndpoint(a, (struct sockaddr *)&local, len,
+                                                      ndk_create_never, NULL, &se),
+                 STATUS_SUCCESS);
+    struct sockaddr_storage got;
+    ULONG glen = sizeof got;
+    CHECK_STATUS(se->Dispatch->NdkGetLocalAddress(se, (struct sockaddr *)&got, &glen),
+                 STATUS_SUCCESS);
+    uint16_t port = port_of(&got);
+    /* taken while it lives */
+    struct server busy;
+    listen_on(a, &busy, "127.0.0.1", port, STATUS_SHARING_VIOLATION, NULL);
+    conf_close_wait(&busy.listener->Header);
+    struct server next;
+    struct relisten r;
+    relisten_init(&r, a, &next, port);
+    close_then_relisten(&se->Header, &r);
+    conf_close_wait(&next.listener->Header);
+    ndk_close_adapter(a);
+}
+
+/* The shared endpoint's close pends while a connector made over it is open; its port is free
+ * inside the completion that runs once that connector is closed. */
+TEST(shared_endpoint_port_is_free_inside_its_pending_close_completion)
+{
+    NDK_ADAPTER *a = conf_open();
+    struct server srv;
+    uint16_t lport;
+    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &lport);
+    ULONG len;
+    struct sockaddr_storage local = addr_of("127.0.0.1", 0, &len);
+    NDK_SHARED_ENDPOINT *se;
+    CHECK_STATUS(a->Dispatch->NdkCreateSharedEndpoint(a, (struct sockaddr *)&local, len,
+                                                      ndk_create_never, NULL, &se),
+                 STATUS_SUCCESS);
+    struct sockaddr_storage got;
+    ULONG glen = sizeof got;
+    CHECK_STATUS(se->Dispatch->NdkGetLocalAddress(se, (struct sockaddr *)&got, &glen),
+                 STATUS_SUCCESS);
+    uint16_t port = port_of(&got);
+    /* a connector over it, refused by the server (its incoming connector closed unanswered) */
+    struct side cl;
+    side_init(&cl, a);
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &cl.conn),
+                 STATUS_SUCCESS);
+    ULONG dlen;
+    struct sockaddr_storage dst = addr_of("127.0.0.1", lport, &dlen);
+    struct ndk_req r;
+    ndk_req_init(&r);
+    CHECK_STATUS(cl.conn->Dispatch->NdkConnectWithSharedEndpoint(cl.conn, cl.qp, se,
+                                                                 (struct sockaddr *)&dst, dlen, 1,
+                                                                 1, NULL, 0, ndk_req_done, &r),
+                 STATUS_PENDING);
+    CHECK(harness_event_wait(&srv.ev, 1, CONF_WAIT_MS));
+    conf_close_wait(&srv.incoming[0]->Header);
+    CHECK_STATUS(ndk_req_wait(&r, STATUS_PENDING), STATUS_CONNECTION_REFUSED);
+    /* the endpoint's close waits for that connector */
+    struct server next;
+    struct relisten rl;
+    relisten_init(&rl, a, &next, port);
+    CHECK_STATUS(ndk_close_any(&se->Header, relisten_in_close_completion, &rl), STATUS_PENDING);
+    CHECK(!harness_event_wait(&rl.done, 1, CONF_QUIET_MS));
+    conf_close_wait(&cl.conn->Header);
+    cl.conn = NULL;
+    CHECK(harness_event_wait(&rl.done, 1, CONF_WAIT_MS));
+    CHECK_STATUS(rl.status, STATUS_SUCCESS);
+    side_close(&cl);
+    conf_close_wait(&next.listener->Header);
+    conf_close_wait(&srv.listener->Header);
+    harness_event_destroy(&r.ev);
+    ndk_close_adapter(a);
+}
+
+TEST(connector_port_is_free_inside_its_close_completion)
+{
+    NDK_ADAPTER *a = conf_open();
+    struct server srv;
+    uint16_t port;
+    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    struct side cl, sv;
+    side_init(&cl, a);
+    side_init(&sv, a);
+    establish(&cl, &sv, &srv, "127.0.0.1", port);
+    struct sockaddr_storage mine;
+    ULONG mlen = sizeof mine;
+    CHECK_STATUS(cl.conn->Dispatch->NdkGetLocalAddress(cl.conn, (struct sockaddr *)&mine, &mlen),
+                 STATUS_SUCCESS);
+    uint16_t cport = port_of(&mine);
+    /* the connector's port must be free in its close completion (the QP it connected still
+     * open) */
+    struct server next;
+    struct relisten r;
+    relisten_init(&r, a, &next, cport);
+    close_then_relisten(&cl.conn->Header, &r);
+    cl.conn = NULL;
+    side_close(&cl);
+    side_close(&sv);
+    conf_close_wait(&next.listener->Header);
+    conf_close_wait(&srv.listener->Header);
+    ndk_close_adapter(a);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* A failed NdkAccept puts its QP in error: what was posted completes STATUS_CANCELLED, as
+ * after a disconnect, and so does what is posted later (docs/connector.md, decisions.md). */
+
+TEST(failed_accept_completes_posted_receives_cancelled)
+{
+    NDK_ADAPTER *a = conf_open();
+    struct server srv;
+    uint16_t port;
+    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    struct side cl, sv;
+    side_init(&cl, a);
+    side_init(&sv, a);
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &cl.conn),
+                 STATUS_SUCCESS);
+    ULONG slen, dlen;
+    struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
+                            dst = addr_of("127.0.0.1", port, &dlen);
+    struct ndk_req r, ra;
+    ndk_req_init(&r);
+    CHECK_STATUS(cl.conn->Dispatch->NdkConnect(cl.conn, cl.qp, (struct sockaddr *)&src, slen,
+                                               (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
+                                               ndk_req_done, &r),
+                 STATUS_PENDING);
+    CHECK(harness_event_wait(&srv.ev, 1, CONF_WAIT_MS));
+    sv.conn = srv.incoming[0];
+    conf_post_recvs(sv.qp, 2, 40);
+    ndk_req_init(&ra);
+    CHECK_STATUS(
+        sv.conn->Dispatch->NdkAccept(sv.conn, sv.qp, 1, 1, NULL, 0, NULL, NULL, ndk_req_done, &ra),
+        STATUS_PENDING);
+    CHECK_STATUS(ndk_req_wait(&r, STATUS_PENDING), STATUS_SUCCESS);
+    /* the active side leaves instead of NdkCompleteConnect: no RTR comes */
+    conf_close_wait(&cl.conn->Header);
+    cl.conn = NULL;
+    CHECK_STATUS(ndk_req_wait(&ra, STATUS_PENDING), STATUS_CONNECTION_ABORTED);
+    /* both receives are on the CQ by the time the accept completion ran, in posting order */
+    NDK_RESULT_EX res[4];
+    ULONG n = sv.cq.cq->Dispatch->NdkGetCqResultsEx(sv.cq.cq, res, 4);
+    CHECK_EQ_U64(n, 2);
+    for (ULONG i = 0; i < n; i++) {
+        CHECK_STATUS(res[i].Status, STATUS_CANCELLED);
+        CHECK_EQ_U64(res[i].Type, NdkOperationTypeReceive);
+        CHECK(res[i].RequestContext == (void *)(uintptr_t)(40 + i) && res[i].QPContext == &sv);
+    }
+    /* the QP is in error: a later receive completes at once, an initiator request is refused */
+    conf_post_recvs(sv.qp, 1, 50);
+    CHECK_EQ_U64(sv.cq.cq->Dispatch->NdkGetCqResultsEx(sv.cq.cq, res, 4), 1);
+    CHECK_STATUS(res[0].Status, STATUS_CANCELLED);
+    CHECK(res[0].RequestContext == (void *)50);
+    CHECK_STATUS(sv.qp->Dispatch->NdkSend(sv.qp, NULL, NULL, 0, 0), STATUS_CONNECTION_INVALID);
+    side_close(&cl);
+    side_close(&sv);
+    conf_close_wait(&srv.listener->Header);
+    harness_event_destroy(&r.ev);
+    harness_event_destroy(&ra.ev);
+    ndk_close_adapter(a);
+}

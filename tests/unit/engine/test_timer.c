@@ -57,12 +57,16 @@ TEST(timer_fire_in_order)
     for (unsigned threads = 1; threads <= 2; threads++) {
         struct sndk_engine *e = mk_engine(threads, SNDK_ENGINE_DEFAULT_SPIN);
         atomic_store(&order_next, 0);
-        /* Armed in an order unlike their deadlines, 3 ms apart. */
+        /* Armed in an order unlike their deadlines, 3 ms apart. The deadlines are fixed from
+         * the first arm: each delay is what is left of its deadline, so a slow arming loop
+         * (a sanitizer on a loaded machine) does not shift the later ones past each other. */
         static const unsigned delay_ms[] = {12, 3, 9, 6, 15};
         struct ttimer tt[5];
+        uint64_t t0 = mono_us();
         for (unsigned i = 0; i < 5; i++) {
-            ttimer_init(&tt[i], e, i, delay_ms[i] * 1000u);
-            tt[i].armed_at = mono_us();
+            uint64_t now = mono_us(), deadline = t0 + delay_ms[i] * 1000u;
+            ttimer_init(&tt[i], e, i, deadline > now ? deadline - now : 0);
+            tt[i].armed_at = now;
             sndk_timer_arm_on(e, 0, &tt[i].t, tt[i].delay);
             CHECK(sndk_timer_pending(&tt[i].t));
         }

@@ -1,0 +1,27 @@
+/* The per-thread lock-rank counts behind util/lock.h. */
+#include "util/lock.h"
+
+#include <stdio.h>
+
+#if SNDK_LOCK_TRACK
+static const char *const rank_names[SNDK_LOCK_RANKS] = {
+    [SNDK_LOCK_UNRANKED] = "unranked",       [SNDK_LOCK_CQ_CONN] = "cq->conn_lock",
+    [SNDK_LOCK_QP_STATE] = "qp->state_lock", [SNDK_LOCK_QP_RX] = "qp->rx_lock",
+    [SNDK_LOCK_QP_TX] = "qp->tx_lock",       [SNDK_LOCK_QP_RQ] = "qp->rq_lock",
+    [SNDK_LOCK_SRQ] = "srq->lock",           [SNDK_LOCK_CQ] = "cq->lock",
+};
+
+_Thread_local unsigned char sndk_lock_held[SNDK_LOCK_RANKS];
+
+_Noreturn void sndk_lock_order_violation(unsigned r, unsigned held)
+{
+    /* stderr directly: the logger may itself be what is misbehaving */
+    fprintf(stderr, "softndk: lock order violation: taking %s while holding %s\n",
+            r < SNDK_LOCK_RANKS ? rank_names[r] : "?",
+            held < SNDK_LOCK_RANKS ? rank_names[held] : "?");
+    abort();
+}
+#else
+/* ISO C wants something in a translation unit. */
+typedef int sndk_lock_c_empty;
+#endif
