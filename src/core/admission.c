@@ -101,15 +101,6 @@ static void door_log(struct sndk_admission *adm, const char *fmt, const char *wh
     adm->log_suppressed = 0;
 }
 
-static bool same_host(const struct sndk_addr *a, const struct sndk_addr *b)
-{
-    if (a->sa.sa_family != b->sa.sa_family)
-        return false;
-    if (a->sa.sa_family == AF_INET)
-        return a->in.sin_addr.s_addr == b->in.sin_addr.s_addr;
-    return memcmp(&a->in6.sin6_addr, &b->in6.sin6_addr, sizeof a->in6.sin6_addr) == 0;
-}
-
 /* adm->lock held */
 static void unlink_locked(struct sndk_listener *l, struct sndk_adm_entry *e)
 {
@@ -141,7 +132,7 @@ static struct sndk_obj *pick_victim_locked(struct sndk_listener *l, const struct
     struct sndk_adm_entry *first = NULL, *pick = NULL;
     int looked = 0;
     for (struct sndk_adm_entry *e = adm->head.next; e != &adm->head; e = e->next) {
-        if (peer && !same_host(&e->peer, peer))
+        if (peer && !sndk_addr_same_host(&e->peer, peer))
             continue;
         if (now - e->since_us < min_age_us)
             break; /* this one is still in its grace: so is every later one */
@@ -252,7 +243,7 @@ void sndk_admission_enter(struct sndk_listener *l, struct sndk_adm_entry *e, str
     pthread_mutex_lock(&adm->lock);
     unsigned same = 0;
     for (struct sndk_adm_entry *x = adm->head.next; x != &adm->head; x = x->next)
-        same += same_host(&x->peer, peer);
+        same += sndk_addr_same_host(&x->peer, peer);
     /* Over a limit, the oldest goes once it has had its grace; twice over, at once. */
     if (adm->per_peer && same >= adm->per_peer) {
         victim = pick_victim_locked(l, peer, same >= 2 * adm->per_peer ? 0 : adm->grace_us);

@@ -56,7 +56,7 @@ bool sndk_addr_is_wildcard(const struct sndk_addr *a)
     return IN6_IS_ADDR_UNSPECIFIED(&a->in6.sin6_addr);
 }
 
-static bool same_host(const struct sndk_addr *a, const struct sndk_addr *b)
+bool sndk_addr_same_host(const struct sndk_addr *a, const struct sndk_addr *b)
 {
     if (a->sa.sa_family != b->sa.sa_family)
         return false;
@@ -67,7 +67,7 @@ static bool same_host(const struct sndk_addr *a, const struct sndk_addr *b)
 
 bool sndk_addr_equal(const struct sndk_addr *a, const struct sndk_addr *b)
 {
-    return same_host(a, b) && sndk_addr_port(a) == sndk_addr_port(b);
+    return sndk_addr_same_host(a, b) && sndk_addr_port(a) == sndk_addr_port(b);
 }
 
 const char *sndk_addr_str(const struct sndk_addr *a, char *buf, size_t len)
@@ -192,7 +192,7 @@ bool sndk_adapter_owns_address(const struct sndk_adapter *a, const struct sndk_a
                            i->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
                                                              : sizeof(struct sockaddr_in6)) !=
                 STATUS_SUCCESS ||
-            !same_host(&cand, addr))
+            !sndk_addr_same_host(&cand, addr))
             continue;
         if (a->if_index == 0 || if_nametoindex(i->ifa_name) == a->if_index)
             ours = true;
@@ -241,7 +241,7 @@ static bool taken_locked(const struct sndk_addr *addr)
         if (e->addr.sa.sa_family != addr->sa.sa_family ||
             sndk_addr_port(&e->addr) != sndk_addr_port(addr))
             continue;
-        if (same_host(&e->addr, addr) || sndk_addr_is_wildcard(&e->addr) ||
+        if (sndk_addr_same_host(&e->addr, addr) || sndk_addr_is_wildcard(&e->addr) ||
             sndk_addr_is_wildcard(addr))
             return true;
     }

@@ -26,6 +26,7 @@ NTSTATUS sndk_addr_from(struct sndk_addr *a, const struct sockaddr *sa, ULONG le
 uint16_t sndk_addr_port(const struct sndk_addr *a);
 void sndk_addr_set_port(struct sndk_addr *a, uint16_t port);
 bool sndk_addr_is_wildcard(const struct sndk_addr *a);
+bool sndk_addr_same_host(const struct sndk_addr *a, const struct sndk_addr *b); /* addr only */
 bool sndk_addr_equal(const struct sndk_addr *a, const struct sndk_addr *b); /* addr + port */
 /* "1.2.3.4:5" / "[::1]:5" */
 const char *sndk_addr_str(const struct sndk_addr *a, char *buf, size_t len);
