@@ -178,6 +178,9 @@ typedef struct _SOFTNDK_COUNTERS {
     SOFTNDK_TERM_COUNT TerminateReceivedCodes[SOFTNDK_COUNTERS_TERM_SLOTS];
     ULONG64 SourceModified;    /* FPDUs whose consumer source changed before its completion
                                   (only counted with SourceCheck on) */
+    ULONG64 ResponderHeld;     /* accepted connections without an RTR whose first FPDUs waited
+                                  for the Initiator's first (RFC 5044: the Responder must not
+                                  send first) */
 } SOFTNDK_COUNTERS;
 
 SOFTNDK_API NTSTATUS SoftNdkQueryCounters(NDK_ADAPTER *pNdkAdapter, SOFTNDK_COUNTERS *Counters);

@@ -139,6 +139,7 @@ void sndk_counters_read(struct sndk_adapter_ctrs *a, SOFTNDK_COUNTERS *out)
     c.MpaRejectsReceived = ld(&a->v[SNDK_CTR_MPA_REJECT_RECV]);
     c.HandshakeTimeouts = ld(&a->v[SNDK_CTR_HANDSHAKE_TIMEOUT]);
     c.SourceModified = ld(&a->v[SNDK_CTR_SOURCE_MODIFIED]);
+    c.ResponderHeld = ld(&a->v[SNDK_CTR_RESPONDER_HELD]);
     if (size > sizeof c)
         size = sizeof c;
     c.Size = size;

@@ -43,6 +43,8 @@ enum sndk_ctr {
     SNDK_CTR_MPA_REJECT_RECV,   /* ... we received */
     SNDK_CTR_HANDSHAKE_TIMEOUT, /* handshakes that timed out */
     SNDK_CTR_SOURCE_MODIFIED,   /* FPDUs whose source changed before completion (SourceCheck) */
+    SNDK_CTR_RESPONDER_HELD,    /* Responder connections (no RTR) that held FPDUs until the
+                                   Initiator's first arrived */
     SNDK_CTR_COUNT
 };
 

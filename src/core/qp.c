@@ -809,6 +809,8 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     int one = 1;
     setsockopt(p->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     sndk_tx_init(io, p->crc, fpdu_size_for(p->fd), p->ird, p->ord);
+    if (p->await_initiator)
+        sndk_tx_gate_await(io);
     if (qp->base.adapter->cfg.source_check) {
         io->src_iov = calloc(SNDK_TX_IOV, sizeof *io->src_iov);
         if (!io->src_iov)

@@ -535,7 +535,14 @@ enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
         return SNDK_RXR_FAIL;
     }
     io->rx_dry_mid_payload = false;
+    uint64_t fpdus_before = io->rx.fpdus;
     enum sndk_rx_result r = rx_pass(qp, fail);
+    if (fpdus_before == 0 && io->rx.fpdus != 0) {
+        /* the peer's first FPDU: a Responder without an RTR may send from now on */
+        sndk_mutex_lock(&qp->tx_lock);
+        sndk_tx_gate_open(qp);
+        sndk_mutex_unlock(&qp->tx_lock);
+    }
     if (r == SNDK_RXR_FAIL) {
         io->rx_ended = true;
         io->rx_end = *fail;
