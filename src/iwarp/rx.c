@@ -311,9 +311,10 @@ static void rx_terminate(void *ctx, const struct sndk_rx_seg *seg, const struct 
         f->named_to = sndk_get_be64(t->ddp_hdr + 6);
     }
     io->rx_failed = true;
-    sndk_debug("rx", "QP %p: Terminate received: %s / %s / %s", (void *)qp,
+    sndk_debug("rx", "QP %p: Terminate received: %s / %s / %s%s", (void *)qp,
                sndk_term_layer_name(t->layer), sndk_term_etype_name(t->layer, t->etype),
-               sndk_term_code_name(t->layer, t->etype, t->code));
+               sndk_term_code_name(t->layer, t->etype, t->code),
+               t->siw_layout ? " (in Linux siw's little-endian layout)" : "");
 }
 
 static const struct sndk_rx_ops rx_ops = {
