@@ -28,7 +28,7 @@ if [ -z "$kpkg" ]; then
 fi
 [ -n "$kpkg" ] || skip "apt knows no linux-image-amd64"
 kver=${kpkg#linux-image-}
-stamp="$kver $(sha256sum "$0" "$here/guest-init.sh" "$here/siw-test.patch" | sha256sum | cut -c1-16)"
+stamp="$kver $(cat "$0" "$here/guest-init.sh" "$here/siw-test.patch" | sha256sum | cut -c1-16)"
 if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ] && [ -f "$out/initrd.gz" ] &&
    [ -f "$out/vmlinuz" ]; then
     log "cached guest for $kver in $out"

@@ -153,7 +153,12 @@ g2h() {
     local neg
     neg=$(grep -o 'MPA rev [12], CRC o[nf]*, IRD [0-9]*, ORD [0-9]*[^)]*' "$dir/host.err" | head -n 1)
     check_neg "$dir" || { ok=0; why="${why:-negotiated '$neg', expected '$want_neg'}"; }
-    report "$row" $ok "${why:-$n pings, data checked both sides; $neg}" "$canary"
+    local what="$n pings, data checked both sides"
+    case $expect in
+    srvdisc:*) what="${expect#srvdisc:} pings checked both sides, then softndk disconnected first" ;;
+    reject) what="softndk rejected with private data, rping saw REJECTED" ;;
+    esac
+    report "$row" $ok "${why:-$what; $neg}" "$canary"
 }
 
 # h2g ROW SIW SIWOPT COUNT SIZE "HOST-ARGS" "GUEST-ARGS" CANARY
@@ -218,7 +223,8 @@ row h2g-rping-stock-siw     'MPA rev 2'                         h2g h2g-rping-st
 row g2h-crc-off             'CRC off'                           g2h g2h-crc-off stock ""                           10  64     "--crc off"         ""  ok
 row h2g-crc-off             'CRC off'                           h2g h2g-crc-off patched ""                         10  64     "--crc off"         ""
 row g2h-siw-requires-crc    'CRC on'                            g2h g2h-siw-requires-crc patched "mpa_crc_required=1" 10 64  "--crc off"         ""  ok
-row h2g-mpa-rev1            'MPA rev 1'                         h2g h2g-mpa-rev1 patched ""                        10  64     "--mpa-rev 1"       ""
+row h2g-mpa-rev1            'MPA rev 1'                         h2g h2g-mpa-rev1 patched ""                        10  64     "--mpa-rev 1"       "" \
+    "Rev 1 carries no IRD/ORD: siw keeps the ORD 0 of rping's rdma_accept(NULL) and rping -s cannot post its RDMA Read"
 row g2h-siw-mpa-rev1        'MPA rev 1'                         g2h g2h-siw-mpa-rev1 patched "mpa_version=1"     10  64     ""                  ""  ok
 row g2h-siw-peer-to-peer    'MPA rev 2, CRC on.*RTR'            g2h g2h-siw-peer-to-peer patched "peer_to_peer=1" 10  64     ""                  ""  ok
 row g2h-large-multi-fpdu    'CRC on'                            g2h g2h-large-multi-fpdu stock ""                  20  65000  ""                  ""  ok

@@ -14,7 +14,8 @@
  * 16-byte go-ahead; the client sends its sink's {address, STag, size}; the server RDMA Writes
  * the string it read (its length + 1) there and sends the go-ahead again; the client compares
  * source and sink (-V). The client disconnects after -C pings; the server serves until the
- * client disconnects (or, here, until its own -C pings, then it disconnects first).
+ * client disconnects (or, here, after its own -C pings: when the client advertises the next
+ * one, the server disconnects first).
  *
  * Exit status 0: every ping done (and checked with -V); 1: a failure, named on stderr; 2: bad
  * command line. Every wait is bounded by -W seconds (default 30). */
@@ -83,8 +84,8 @@ static void usage(FILE *f)
             "  -p port       port (default %u)\n"
             "  -S size       ping data size, %u..%u (default 64)\n"
             "  -C count      client: pings (default 10; 0 is not offered: every run is bounded);\n"
-            "                server: disconnect first after this many pings (default: serve until\n"
-            "                the client disconnects)\n"
+            "                server: disconnect first when the client asks for one more (default:\n"
+            "                serve until the client disconnects)\n"
             "  -v            print the ping data\n"
             "  -V            validate the ping data (server: the pattern it read)\n"
             "  -d            debug lines\n"
@@ -497,14 +498,16 @@ static int run_server(struct rping *r)
     unsigned pings = 0;
     bool we_end = false;
     for (;;) {
-        if (opt.count && pings == opt.count) {
-            we_end = true;
-            break;
-        }
         NDK_RESULT_EX res;
         /* the client's source: {address, STag, length} */
         if (wait_for(r, NdkOperationTypeReceive, "receive (read advert)", &res) == PEER_GONE)
             break;
+        if (opt.count && pings == opt.count) {
+            /* the client finished ping count-1 (it advertises the next one only then): the
+             * server disconnects first, without serving this one */
+            we_end = true;
+            break;
+        }
         if (res.BytesTransferred != CTRL_LEN)
             fail(1, "ping %u: a control message of %u bytes, expected %u", pings,
                  res.BytesTransferred, CTRL_LEN);
