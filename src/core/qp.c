@@ -151,8 +151,11 @@ static bool named_by(const struct sndk_fail *f, const struct sndk_sqe *e)
     if (!f->named || e->kind != f->named_kind)
         return false;
     switch (e->kind) {
-    case SNDK_SQ_SEND:
     case SNDK_SQ_READ:
+        if (f->named_stag != 0) /* the included Read Request's sink STag (rx.c) */
+            return e->sink_stag == f->named_stag;
+        return e->msn != 0 && e->msn == f->named_msn;
+    case SNDK_SQ_SEND:
         return e->msn != 0 && e->msn == f->named_msn;
     case SNDK_SQ_WRITE:
         return e->rstag == f->named_stag && f->named_to >= e->rto &&

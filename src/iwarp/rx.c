@@ -300,6 +300,10 @@ static void rx_terminate(void *ctx, const struct sndk_rx_seg *seg, const struct 
             f->named = true;
             f->named_kind = qn == SNDK_QN_SEND ? SNDK_SQ_SEND : SNDK_SQ_READ;
             f->named_msn = sndk_get_be32(t->ddp_hdr + 10);
+            /* A refused Read is named more surely by the sink STag of its included Read
+             * Request (Linux siw puts the read size where the MSN belongs) */
+            if (qn == SNDK_QN_READ_REQ && t->rdmap_hdr_present)
+                f->named_stag = sndk_get_be32(t->rdmap_hdr);
             if (qn == SNDK_QN_SEND)
                 f->named_status = STATUS_REMOTE_RESOURCES;
         }

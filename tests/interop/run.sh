@@ -105,7 +105,7 @@ g2h() {
     local try hp
     for try in 1 2; do
         hp=$(free_port)
-        SOFTNDK_LOG=info timeout 120 "$NDKRPING" -s -a 127.0.0.1 -p "$hp" -V -v -W 110 $hargs \
+        SOFTNDK_LOG=${log:-info} timeout 120 "$NDKRPING" -s -a 127.0.0.1 -p "$hp" -V -v -W 110 $hargs \
             >"$dir/host.out" 2>"$dir/host.err" &
         local hpid=$!
         pids+=($hpid)
@@ -142,6 +142,15 @@ g2h() {
             [ "$lines" = "$k" ] || { ok=0; why="${why:-rping verified $lines of $k pings}"; }
             grep -q 'client DISCONNECT EVENT' "$dir/console" || { ok=0; why="${why:-rping saw no DISCONNECT}"; }
             ;;
+        badstag)
+            # softndk's Read with a wrong STag: siw refuses it with a Terminate (in its own
+            # layout), which softndk must read as a remote access error on that Read
+            [ "$hst" = 0 ] || { ok=0; why="ndkrping -s --bad-stag exited $hst: $(tail -n 1 "$dir/host.err")"; }
+            grep -q 'the RDMA Read with a bad STag completed with STATUS_ACCESS_VIOLATION' "$dir/host.out" ||
+                { ok=0; why="${why:-$(grep -o 'completed with [A-Z_]*' "$dir/host.out" | head -n 1), expected STATUS_ACCESS_VIOLATION}"; }
+            grep -q 'Terminate received: RDMAP / Remote Protection Error' "$dir/host.err" ||
+                { ok=0; why="${why:-no RDMAP Remote Protection Terminate decoded}"; }
+            ;;
         reject)
             grep -q 'server rejected the connection' "$dir/host.out" || { ok=0; why="the host did not reject"; }
             grep -q 'RDMA_CM_EVENT_REJECTED' "$dir/console" || { ok=0; why="${why:-rping saw no REJECTED event}"; }
@@ -157,14 +166,16 @@ g2h() {
     case $expect in
     srvdisc:*) what="${expect#srvdisc:} pings checked both sides, then softndk disconnected first" ;;
     reject) what="softndk rejected with private data, rping saw REJECTED" ;;
+    badstag) what="siw refused the bad STag; softndk decoded its Terminate: STATUS_ACCESS_VIOLATION" ;;
     esac
     report "$row" $ok "${why:-$what; $neg}" "$canary"
 }
 
-# h2g ROW SIW SIWOPT COUNT SIZE "HOST-ARGS" "GUEST-ARGS" CANARY
+# h2g ROW SIW SIWOPT COUNT SIZE "HOST-ARGS" "GUEST-ARGS" EXPECT CANARY
 #   ndkrping -c on the host against the guest's rping server.
+#   EXPECT: ok (every ping), badstag (softndk refuses siw's Read of a wrong STag)
 h2g() {
-    local row=$1 siw=$2 siwopt=$3 n=$4 size=$5 hargs=$6 gargs=$7 canary=${8:-}
+    local row=$1 siw=$2 siwopt=$3 n=$4 size=$5 hargs=$6 gargs=$7 expect=$8 canary=${9:-}
     local dir="$work/$row" ok=1 why=""
     mkdir -p "$dir"
     local try hp
@@ -188,18 +199,29 @@ sleep 0.5; echo SNDK-READY; wait" "$siw" "$siwopt" "$hp"
     local grc lines
     grc=$(sed -n 's/^RPING-RC=\([0-9]*\).*/\1/p' "$dir/console" | head -n 1)
     lines=$(count "$dir/console" '^server ping data: rdma-ping-')
-    if [ $ok = 1 ]; then
+    local what="$n pings, data checked both sides"
+    if [ $ok = 1 ] && [ "$expect" = ok ]; then
         [ "$hst" = 0 ] || { ok=0; why="ndkrping -c exited $hst: $(tail -n 1 "$dir/host.err")"; }
         grep -q "client: $n pings, data validated; the client disconnected" "$dir/host.out" ||
             { ok=0; why="${why:-the host did not validate $n pings}"; }
         [ "$lines" = "$n" ] || { ok=0; why="${why:-rping served $lines of $n pings}"; }
         [ "$grc" = 0 ] || { ok=0; why="${why:-rping -s exited ${grc:-?}}"; }
         grep -q 'server DISCONNECT EVENT' "$dir/console" || { ok=0; why="${why:-rping saw no DISCONNECT}"; }
+    elif [ $ok = 1 ]; then # badstag
+        [ "$hst" = 0 ] || { ok=0; why="ndkrping -c --bad-stag exited $hst: $(tail -n 1 "$dir/host.err")"; }
+        grep -q 'Terminate sent 0x000100 x1' "$dir/host.out" ||
+            { ok=0; why="${why:-softndk sent no RDMAP Remote Protection / invalid STag Terminate}"; }
+        # siw acts on a received Terminate by closing: its Read is flushed (rping ignores
+        # flushed completions), it sees the disconnect with the Read outstanding
+        grep -q 'wait for RDMA_READ_COMPLETE state 10' "$dir/console" ||
+            { ok=0; why="${why:-rping -s did not end with its Read outstanding at the disconnect}"; }
+        [ "$lines" = 0 ] || { ok=0; why="${why:-rping served a ping with a bad STag}"; }
+        what="softndk refused siw's Read of a bad STag with an RDMAP Terminate; siw flushed its Read and disconnected"
     fi
     local neg
     neg=$(grep -o 'MPA rev [12], CRC o[nf]*, IRD [0-9]*, ORD [0-9]*[^)]*' "$dir/host.err" | head -n 1)
     check_neg "$dir" || { ok=0; why="${why:-negotiated '$neg', expected '$want_neg'}"; }
-    report "$row" $ok "${why:-$n pings, data checked both sides; $neg}" "$canary"
+    report "$row" $ok "${why:-$what; $neg}" "$canary"
 }
 
 # The negotiation a row expects, as softndk's connect log line says it (want_neg: a regex).
@@ -217,20 +239,22 @@ row() { # NAME NEG-REGEX g2h|h2g ARGS...: run it when NAME matches the row filte
 start=$SECONDS
 #    name                       negotiated (softndk's log)          kind  row siw   siw module parameters            n   size   host args           guest args expect / canary
 row g2h-rping               'MPA rev 2, CRC on'                 g2h g2h-rping stock ""                             10  64     ""                  ""  ok
-row h2g-rping               'MPA rev 2, CRC on.*RTR'            h2g h2g-rping patched ""                           10  64     ""                  ""
-row h2g-rping-stock-siw     'MPA rev 2'                         h2g h2g-rping-stock-siw stock ""                   10  64     ""                  "" \
+row h2g-rping               'MPA rev 2, CRC on.*RTR'            h2g h2g-rping patched ""                           10  64     ""                  "" ok
+row h2g-rping-stock-siw     'MPA rev 2'                         h2g h2g-rping-stock-siw stock ""                   10  64     ""                  "" ok \
     "stock siw's accept race: the RTR that follows the Reply closely is never read, the connection stalls"
 row g2h-crc-off             'CRC off'                           g2h g2h-crc-off stock ""                           10  64     "--crc off"         ""  ok
-row h2g-crc-off             'CRC off'                           h2g h2g-crc-off patched ""                         10  64     "--crc off"         ""
+row h2g-crc-off             'CRC off'                           h2g h2g-crc-off patched ""                         10  64     "--crc off"         "" ok
 row g2h-siw-requires-crc    'CRC on'                            g2h g2h-siw-requires-crc patched "mpa_crc_required=1" 10 64  "--crc off"         ""  ok
-row h2g-mpa-rev1            'MPA rev 1'                         h2g h2g-mpa-rev1 patched ""                        10  64     "--mpa-rev 1"       "" \
+row h2g-mpa-rev1            'MPA rev 1'                         h2g h2g-mpa-rev1 patched ""                        10  64     "--mpa-rev 1"       "" ok \
     "Rev 1 carries no IRD/ORD: siw keeps the ORD 0 of rping's rdma_accept(NULL) and rping -s cannot post its RDMA Read"
 row g2h-siw-mpa-rev1        'MPA rev 1'                         g2h g2h-siw-mpa-rev1 patched "mpa_version=1"     10  64     ""                  ""  ok
 row g2h-siw-peer-to-peer    'MPA rev 2, CRC on.*RTR'            g2h g2h-siw-peer-to-peer patched "peer_to_peer=1" 10  64     ""                  ""  ok
 row g2h-large-multi-fpdu    'CRC on'                            g2h g2h-large-multi-fpdu stock ""                  20  65000  ""                  ""  ok
-row h2g-large-multi-fpdu    'CRC on'                            h2g h2g-large-multi-fpdu patched ""                20  65000  ""                  ""
+row h2g-large-multi-fpdu    'CRC on'                            h2g h2g-large-multi-fpdu patched ""                20  65000  ""                  "" ok
 row g2h-softndk-disconnects ''                                  g2h g2h-softndk-disconnects stock ""               10  64     "-C 3"              ""  srvdisc:3
 row g2h-reject              ''                                  g2h g2h-reject stock ""                            1   64     "--reject no-thanks" "" reject
+log=debug row g2h-bad-stag-siw-refuses '' g2h g2h-bad-stag-siw-refuses stock "" 1 64 "--bad-stag" "" badstag
+row h2g-bad-stag-softndk-refuses ''                         h2g h2g-bad-stag-softndk-refuses patched ""        1   64     "--bad-stag"        ""  badstag
 
 echo
 echo "interop matrix ($((SECONDS - start)) s):"

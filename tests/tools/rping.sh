@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # rping.sh NDKRPING — ndkrping against itself on loopback (softndk to softndk): rping's protocol
 # both roles, data validated on both sides, the server disconnecting first, a reject with
-# private data, large multi-FPDU pings, CRC off and MPA rev 1. Exit 0 pass, 1 fail. Bounded:
+# private data, large multi-FPDU pings, CRC off, MPA rev 1, and a wrong STag either way. Exit 0 pass, 1 fail. Bounded:
 # every run has -W and `timeout`.
 set -u
 NDKRPING=$1
@@ -75,6 +75,17 @@ expect_line "$work/crc_off.c.err" 'connected .*CRC off' "CRC off negotiated"
 pair rev1 "-V" "-C 5 -V --mpa-rev 1"
 [ $sst = 0 ] && [ $cst = 0 ] || fail "rev1: server $sst, client $cst"
 expect_line "$work/rev1.c.err" 'connected .*MPA rev 1' "MPA rev 1 negotiated"
+
+pair bad_stag_read "--bad-stag -V" "-C 3 -V"
+[ $sst = 0 ] || fail "bad_stag_read: server $sst"
+[ $cst = 1 ] || fail "bad_stag_read: client exited $cst, expected 1 (the connection ended)"
+expect_line "$work/bad_stag_read.s.out" 'the RDMA Read with a bad STag completed with STATUS_ACCESS_VIOLATION' "refused Read"
+
+pair bad_stag_advert "-V" "-C 3 -V --bad-stag"
+[ $sst = 1 ] || fail "bad_stag_advert: server exited $sst, expected 1 (its Read refused)"
+[ $cst = 0 ] || fail "bad_stag_advert: client $cst"
+expect_line "$work/bad_stag_advert.c.out" 'Terminate sent 0x000100 x1' "the client's Terminate (RDMAP / remote protection / invalid STag)"
+expect_line "$work/bad_stag_advert.s.err" 'RDMA Read: completion STATUS_ACCESS_VIOLATION' "the server's refused Read"
 
 # bad command lines: status 2 with a reason
 timeout 10 "$NDKRPING" -c >"$work/usage.out" 2>&1; st=$?

@@ -49,6 +49,8 @@ static struct {
     int crc;            /* -1: the adapter's default */
     unsigned mpa_rev;   /* 0: the adapter's default */
     const char *reject; /* server: reject the connection with this private data */
+    bool bad_stag;      /* the first ping uses a wrong STag (server: its Read; client: its
+                           advert), to see the peer's Terminate or ours */
 } opt = {.port = RPING_PORT, .size = 64, .timeout = 30, .crc = -1};
 
 static _Noreturn void fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -92,7 +94,10 @@ static void usage(FILE *f)
             "  -W seconds    give up after this long (default 30)\n"
             "  --crc on|off  MPA CRC (default: the adapter's, SOFTNDK_CRC)\n"
             "  --mpa-rev 1|2 MPA revision (default: the adapter's, SOFTNDK_MPA_REV)\n"
-            "  --reject TEXT server: reject the connection with TEXT as private data\n",
+            "  --reject TEXT server: reject the connection with TEXT as private data\n"
+            "  --bad-stag    the first ping uses a wrong STag (server: in its RDMA Read;\n"
+            "                client: in its advert); prints how the Read completed (server) or\n"
+            "                how the connection ended (client); exit 0 when the Read failed\n",
             RPING_PORT, RPING_MIN_SIZE, RPING_MAX_SIZE);
 }
 
@@ -142,6 +147,8 @@ static void parse(int argc, char **argv)
             opt.crc = strcmp(v, "on") == 0, i++;
         } else if (strcmp(a, "--mpa-rev") == 0)
             opt.mpa_rev = number(a, v, 1, 2), i++;
+        else if (strcmp(a, "--bad-stag") == 0)
+            opt.bad_stag = true;
         else if (strcmp(a, "--reject") == 0) {
             if (!v)
                 fail(2, "--reject wants the private data text");
@@ -453,6 +460,27 @@ static void disconnect(NDK_CONNECTOR *conn)
         fail_status("NdkDisconnect", st);
 }
 
+/* --bad-stag, server: the Read went to a wrong STag; report how it completed. */
+static int bad_read_result(struct rping *r, NDK_CONNECTOR *conn, NDK_LISTENER *lis)
+{
+    NDK_RESULT_EX res;
+    for (;;) {
+        if (r->cq->Dispatch->NdkGetCqResultsEx(r->cq, &res, 1) != 1) {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        if (res.Type == NdkOperationTypeRead)
+            break;
+    }
+    printf("ndkrping: server: the RDMA Read with a bad STag completed with %s (0x%08x, "
+           "provider code 0x%x)\n",
+           SoftNdkStatusName(res.Status), (unsigned)res.Status, (unsigned)res.ProviderErrorCode);
+    close_obj(conn->Dispatch->NdkCloseConnector, &conn->Header);
+    close_obj(lis->Dispatch->NdkCloseListener, &lis->Header);
+    return res.Status == STATUS_SUCCESS ? 1 : 0;
+}
+
 static int run_server(struct rping *r)
 {
     struct sockaddr_storage sa;
@@ -523,8 +551,12 @@ static int run_server(struct rping *r)
         post_recv(r);
         memset(r->data, 0, len + 1u);
         NDK_SGE g = {.VirtualAddress = r->data, .Length = len, .MemoryRegionToken = r->data_tok};
+        if (opt.bad_stag)
+            tok ^= 0xFFu; /* another key: no region of the peer's has this STag */
         if ((st = r->qp->Dispatch->NdkRead(r->qp, r->data, &g, 1, addr, tok, 0)) != STATUS_SUCCESS)
             fail_status("NdkRead", st);
+        if (opt.bad_stag)
+            return bad_read_result(r, conn, lis);
         if (wait_for(r, NdkOperationTypeRead, "RDMA Read", &res) == PEER_GONE)
             fail(1, "ping %u: the client left during the RDMA Read", pings);
         if (res.BytesTransferred != len)
@@ -580,6 +612,37 @@ static int run_server(struct rping *r)
     return pings > 0 ? 0 : 1;
 }
 
+/* --bad-stag, client: the server's Read of our source hits a wrong STag: our side refuses it
+ * with a Terminate and the connection ends; report how. */
+static int bad_advert_result(struct rping *r, NDK_CONNECTOR *conn)
+{
+    NDK_RESULT_EX res;
+    NTSTATUS recv_status = STATUS_PENDING;
+    for (;;) {
+        if (r->cq->Dispatch->NdkGetCqResultsEx(r->cq, &res, 1) == 1) {
+            if (res.Type == NdkOperationTypeReceive) {
+                recv_status = res.Status;
+                break;
+            }
+            continue;
+        }
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+    SOFTNDK_COUNTERS c = {.Size = sizeof c};
+    SoftNdkQueryCounters(r->a, &c);
+    printf("ndkrping: client: after the bad STag the receive completed with %s; Terminates sent: "
+           "RDMAP %llu, DDP %llu, MPA %llu\n",
+           SoftNdkStatusName(recv_status), (unsigned long long)c.TerminatesSent[0],
+           (unsigned long long)c.TerminatesSent[1], (unsigned long long)c.TerminatesSent[2]);
+    for (int i = 0; i < SOFTNDK_COUNTERS_TERM_SLOTS && c.TerminateSentCodes[i].Count; i++)
+        printf("ndkrping: client: Terminate sent 0x%06x x%llu\n",
+               (unsigned)c.TerminateSentCodes[i].Code,
+               (unsigned long long)c.TerminateSentCodes[i].Count);
+    close_obj(conn->Dispatch->NdkCloseConnector, &conn->Header);
+    return recv_status == STATUS_SUCCESS ? 1 : 0;
+}
+
 static int run_client(struct rping *r)
 {
     struct sockaddr_storage sa, ca;
@@ -626,7 +689,10 @@ static int run_client(struct rping *r)
         if (++start > LAST_LETTER)
             start = FIRST_LETTER;
         memset(sink, 0, opt.size);
-        send_ctrl(r, (uint64_t)(uintptr_t)source, r->data_rtok, opt.size);
+        send_ctrl(r, (uint64_t)(uintptr_t)source, r->data_rtok ^ (opt.bad_stag ? 0xFFu : 0u),
+                  opt.size);
+        if (opt.bad_stag)
+            return bad_advert_result(r, conn);
         NDK_RESULT_EX res;
         if (wait_for(r, NdkOperationTypeReceive, "receive (go-ahead after the read)", &res) ==
             PEER_GONE) {

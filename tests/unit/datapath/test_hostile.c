@@ -68,8 +68,8 @@ static size_t term_bytes(uint8_t *out, uint32_t ctrl, const uint8_t *ddp_hdr, si
     return n + 4;
 }
 
-static void expect_terminate(struct host *h, uint32_t ctrl, const uint8_t *ddp_hdr,
-                             size_t hdr_len, uint16_t seg_len)
+static void expect_terminate(struct host *h, uint32_t ctrl, const uint8_t *ddp_hdr, size_t hdr_len,
+                             uint16_t seg_len)
 {
     uint8_t want[128], got[128];
     size_t n = term_bytes(want, ctrl, ddp_hdr, hdr_len, seg_len);
@@ -180,8 +180,8 @@ TEST(hostile_invalidate_of_an_unknown_token)
     host_open(&h, true);
     dp_post_recv(&h.s, (void *)1, 0, 8);
     uint8_t f[128];
-    struct sndk_seg_hdr sh = {.opcode = SNDK_OP_SEND_INV, .last = true, .stag = 0x00abcd01,
-                              .qn = 0, .msn = 1};
+    struct sndk_seg_hdr sh = {
+        .opcode = SNDK_OP_SEND_INV, .last = true, .stag = 0x00abcd01, .qn = 0, .msn = 1};
     size_t n = dp_build_fpdu(f, &sh, "xy", 2, true);
     dp_write_all(h.raw, f, n);
     expect_terminate(&h, 0x0209C000u, f + 2, 18, 20); /* RDMAP / remote op / can't invalidate */
@@ -199,8 +199,11 @@ TEST(hostile_terminate_from_the_peer_aborts)
     dp_post_send(&h.s, (void *)2, 0, 8, 0);
     uint8_t sent[64];
     CHECK(dp_read_exact(h.raw, sent, sndk_mpa_fpdu_len(26), DP_TIMEOUT_MS));
-    struct sndk_term t = {.layer = 1, .etype = 2, .code = 5,
-                          .hdrct = SNDK_TERM_HDRCT_M | SNDK_TERM_HDRCT_D, .ddp_seg_len = 26,
+    struct sndk_term t = {.layer = 1,
+                          .etype = 2,
+                          .code = 5,
+                          .hdrct = SNDK_TERM_HDRCT_M | SNDK_TERM_HDRCT_D,
+                          .ddp_seg_len = 26,
                           .ddp_hdr_len = 18};
     memcpy(t.ddp_hdr, sent + 2, 18);
     struct sndk_fpdu tf;
@@ -243,4 +246,53 @@ TEST(hostile_peer_vanishes_mid_message)
     CHECK_EQ_U64(h.s.qp->Dispatch->NdkSend(h.s.qp, NULL, NULL, 0, 0), STATUS_CONNECTION_INVALID);
     dp_side_close(&h.s);
     SoftNdkCloseAdapter(h.a);
+}
+
+/* Linux siw refuses a Read with a Terminate in its little-endian control-word layout, and puts
+ * the read size where the included Read Request's MSN belongs. The Read is still named — by
+ * the sink STag in the included Read Request — and completes STATUS_ACCESS_VIOLATION (RDMAP
+ * remote protection, invalid STag), not STATUS_CANCELLED. */
+TEST(hostile_siw_terminate_for_a_read_names_it_by_its_sink_stag)
+{
+    struct host h;
+    host_open(&h, false);
+    NDK_SGE g = dp_sge(&h.s, 0, 64);
+    CHECK_EQ_U64(h.s.qp->Dispatch->NdkRead(h.s.qp, (void *)7, &g, 1, 0x10000, 0x4242, 0),
+                 STATUS_SUCCESS);
+    uint8_t rr[128];
+    size_t rl = sndk_mpa_fpdu_len(SNDK_DDP_UNTAGGED_HDR_LEN + SNDK_RDMAP_READ_REQ_LEN);
+    CHECK(dp_read_exact(h.raw, rr, rl, DP_TIMEOUT_MS));
+    struct sndk_term t = {.layer = SNDK_TERM_LAYER_RDMAP,
+                          .etype = 1,
+                          .code = 0,
+                          .hdrct = SNDK_TERM_HDRCT_M | SNDK_TERM_HDRCT_D | SNDK_TERM_HDRCT_R,
+                          .ddp_seg_len = 28,
+                          .ddp_hdr_len = SNDK_DDP_UNTAGGED_HDR_LEN,
+                          .rdmap_hdr_present = true};
+    memcpy(t.ddp_hdr, rr + 2, SNDK_DDP_UNTAGGED_HDR_LEN);
+    sndk_put_be32(t.ddp_hdr + 10, 64); /* siw: the read size in the MSN field */
+    memcpy(t.rdmap_hdr, rr + 2 + SNDK_DDP_UNTAGGED_HDR_LEN, SNDK_RDMAP_READ_REQ_LEN);
+    struct sndk_fpdu tf;
+    struct iovec iov[3];
+    int k = sndk_fpdu_terminate(&tf, 1, &t, false, iov, 3);
+    CHECK(k > 0);
+    uint8_t term[128];
+    size_t tl = 0;
+    for (int i = 0; i < k; i++) {
+        memcpy(term + tl, iov[i].iov_base, iov[i].iov_len);
+        tl += iov[i].iov_len;
+    }
+    /* siw's layout: Layer/EType nibbles swapped, M/D/R in bits 0..2 of the third byte */
+    uint8_t *body = term + 2 + SNDK_DDP_UNTAGGED_HDR_LEN;
+    CHECK_EQ_U64(body[0], 0x01);
+    CHECK_EQ_U64(body[2], 0xE0);
+    body[0] = 0x10;
+    body[2] = 0x07;
+    dp_write_all(h.raw, term, tl);
+    CHECK(harness_event_wait(&h.s.link.aborted, 1, DP_TIMEOUT_MS));
+    CHECK_EQ_U64(h.s.link.abort_reason, 0x02000100u); /* received: RDMAP / 1 / 0x00 */
+    NDK_RESULT_EX r;
+    dp_expect(h.s.cq, &r, 1, 20);
+    dp_check_result(&r, STATUS_ACCESS_VIOLATION, 0, QPCTX, (void *)7, NdkOperationTypeRead);
+    host_close(&h);
 }
