@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # rping.sh NDKRPING — ndkrping against itself on loopback (softndk to softndk): rping's protocol
 # both roles, data validated on both sides, the server disconnecting first, a reject with
-# private data, large multi-FPDU pings, CRC off, MPA rev 1, and a wrong STag either way. Exit 0 pass, 1 fail. Bounded:
-# every run has -W and `timeout`.
+# private data, large multi-FPDU pings, CRC off, MPA rev 1, and a wrong STag either way.
+# Exit 0 pass, 1 fail. Bounded: every run has -W and `timeout`.
 set -u
 NDKRPING=$1
 work=$(mktemp -d)
