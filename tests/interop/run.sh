@@ -32,6 +32,7 @@ cleanup() {
     [ -n "${SOFTNDK_INTEROP_KEEP:-}" ] && echo "kept $work" || rm -rf "$work"
 }
 trap cleanup EXIT
+trap "exit 1" TERM INT
 
 # Bounded wait until FILE has a line matching REGEX.
 wait_for() { # FILE REGEX SECONDS

@@ -18,427 +18,104 @@ struct patch {
 
 enum setup_flags {
     S_STRICT = 1,
-    S_MAX16 = 2,      /* max_ulpdu 16 */
-    S_NO_RBUF = 4,    /* no receive buffer posted */
-    S_SHORT_RBUF = 8, /* receive buffer of 3 bytes */
-    S_MSN2 = 16,      /* expect MSN 2 on QN 0 */
-    S_EOF = 32,       /* the stream then ends */
-    S_KEEP_CRC = 64,  /* do not recompute the CRC after patching */
+    S_MAX16 = 2,       /* max_ulpdu 16 */
+    S_NO_RBUF = 4,     /* no receive buffer posted */
+    S_SHORT_RBUF = 8,  /* receive buffer of 3 bytes */
+    S_MSN2 = 16,       /* expect MSN 2 on QN 0 */
+    S_EOF = 32,        /* the stream then ends */
+    S_KEEP_CRC = 64,   /* do not recompute the CRC after patching */
 };
 
 struct bad_case {
     const char *name;
-    const char *base; /* hex of the starting bytes */
+    const char *base;  /* hex of the starting bytes */
     struct patch p[9];
     unsigned flags;
     int msg_done_rc, read_req_rc;
-    size_t cut; /* use only the first `cut` bytes (0 = all) */
+    size_t cut;        /* use only the first `cut` bytes (0 = all) */
     enum sndk_wire_err err;
     uint8_t layer, etype, code;
-    bool with_hdr;  /* the Terminate carries M=1 D=1 and the DDP header */
-    bool with_rreq; /* ... and R=1 with the Read Request */
+    bool with_hdr;     /* the Terminate carries M=1 D=1 and the DDP header */
+    bool with_rreq;    /* ... and R=1 with the Read Request */
 };
 
-#define END                                                                                        \
-    {                                                                                              \
-        -1, 0                                                                                      \
-    }
-#define SEND "001741430000000000000000000000010000000068656c6c6f000000b990b10c"
-#define SINV "0016414411223344000000000000000200000000696e7621d8826d7f"
-#define WRITE                                                                                      \
-    "002e8140abcd00010000000000001000000102030405060708090a0b0c0d0e0f1011121314151617"             \
-    "18191a1b1c1d1e1f8c8ce2df"
-#define RREQ                                                                                       \
-    "002e4141000000000000000100000001000000000000aa01000000000000200000000014"                     \
-    "0000bb020000000000003000de50e060"
+#define END {-1, 0}
+#define SEND  "001741430000000000000000000000010000000068656c6c6f000000b990b10c"
+#define SINV  "0016414411223344000000000000000200000000696e7621d8826d7f"
+#define WRITE "002e8140abcd00010000000000001000000102030405060708090a0b0c0d0e0f1011121314151617" \
+              "18191a1b1c1d1e1f8c8ce2df"
+#define RREQ  "002e4141000000000000000100000001000000000000aa01000000000000200000000014" \
+              "0000bb020000000000003000de50e060"
 #define RRESP "0022c1420000aa010000000000002000525252525252525252525252525252525252525253db65df"
-#define TERM                                                                                       \
-    "00264147000000000000000200000001000000001100c0000000c140dead00010000000000000000"             \
-    "3aa5d3b1"
+#define TERM  "00264147000000000000000200000001000000001100c0000000c140dead00010000000000000000" \
+              "3aa5d3b1"
 /* second Write segment (TO 0x1020, 16 bytes, L=1) with STag / TO to patch */
-#define WRITE2                                                                                     \
-    "001e8140abcd00010000000000001020"                                                             \
-    "202122232425262728292a2b2c2d2e2f"                                                             \
-    "00000000"
+#define WRITE2 "001e8140abcd00010000000000001020" "202122232425262728292a2b2c2d2e2f" "00000000"
 
 #define L_RDMAP SNDK_TERM_LAYER_RDMAP
-#define L_DDP   SNDK_TERM_LAYER_DDP
-#define L_LLP   SNDK_TERM_LAYER_LLP
+#define L_DDP SNDK_TERM_LAYER_DDP
+#define L_LLP SNDK_TERM_LAYER_LLP
 
 static const struct bad_case cases[] = {
-    {"bad_crc",
-     SEND,
-     {{28, 0xb8}, END},
-     S_KEEP_CRC,
-     0,
-     0,
-     0,
-     SNDK_WERR_CRC,
-     L_LLP,
-     0,
-     0x02,
-     false,
+    {"bad_crc", SEND, {{28, 0xb8}, END}, S_KEEP_CRC, 0, 0, 0, SNDK_WERR_CRC, L_LLP, 0, 0x02,
+     false, false},
+    {"short_length", SEND, {{1, 0x03}, END}, 0, 0, 0, 0, SNDK_WERR_SEG_LEN, L_DDP, 0, 0x00,
+     false, false},
+    {"length_below_control", SEND, {{1, 0x01}, END}, 0, 0, 0, 0, SNDK_WERR_SEG_LEN, L_DDP, 0,
+     0x00, false, false},
+    {"oversized_length", SEND, {END}, S_MAX16, 0, 0, 0, SNDK_WERR_SEG_LEN, L_DDP, 0, 0x00, false,
      false},
-    {"short_length",
-     SEND,
-     {{1, 0x03}, END},
-     0,
-     0,
-     0,
-     0,
-     SNDK_WERR_SEG_LEN,
-     L_DDP,
-     0,
-     0x00,
-     false,
-     false},
-    {"length_below_control",
-     SEND,
-     {{1, 0x01}, END},
-     0,
-     0,
-     0,
-     0,
-     SNDK_WERR_SEG_LEN,
-     L_DDP,
-     0,
-     0x00,
-     false,
-     false},
-    {"oversized_length",
-     SEND,
-     {END},
-     S_MAX16,
-     0,
-     0,
-     0,
-     SNDK_WERR_SEG_LEN,
-     L_DDP,
-     0,
-     0x00,
-     false,
-     false},
-    {"bad_ddp_version_untagged",
-     SEND,
-     {{2, 0x42}, END},
-     0,
-     0,
-     0,
-     0,
-     SNDK_WERR_DDP_VERSION,
-     L_DDP,
-     2,
-     0x06,
-     false,
-     false},
-    {"bad_ddp_version_tagged",
-     WRITE,
-     {{2, 0x80}, END},
-     0,
-     0,
-     0,
-     0,
-     SNDK_WERR_DDP_VERSION,
-     L_DDP,
-     1,
-     0x04,
-     false,
-     false},
-    {"ddp_reserved_bits_strict",
-     SEND,
-     {{2, 0x45}, END},
-     S_STRICT,
-     0,
-     0,
-     0,
-     SNDK_WERR_DDP_RSVD,
-     L_DDP,
-     2,
-     0x06,
-     false,
-     false},
-    {"rdmap_reserved_bits_strict",
-     SEND,
-     {{3, 0x53}, END},
-     S_STRICT,
-     0,
-     0,
-     0,
-     SNDK_WERR_RDMAP_RSVD,
-     L_RDMAP,
-     2,
-     0x05,
-     false,
-     false},
-    {"bad_rdmap_version",
-     SEND,
-     {{3, 0x03}, END},
-     0,
-     0,
-     0,
-     0,
-     SNDK_WERR_RDMAP_VERSION,
-     L_RDMAP,
-     2,
-     0x05,
-     false,
-     false},
-    {"unknown_opcode",
-     SEND,
-     {{3, 0x48}, END},
-     0,
-     0,
-     0,
-     0,
-     SNDK_WERR_OPCODE,
-     L_RDMAP,
-     2,
-     0x06,
-     false,
-     false},
-    {"opcode_against_t_bit",
-     SEND,
-     {{2, 0xc1}, END},
-     0,
-     0,
-     0,
-     0,
-     SNDK_WERR_OPCODE,
-     L_RDMAP,
-     2,
-     0x06,
-     false,
-     false},
+    {"bad_ddp_version_untagged", SEND, {{2, 0x42}, END}, 0, 0, 0, 0, SNDK_WERR_DDP_VERSION, L_DDP,
+     2, 0x06, false, false},
+    {"bad_ddp_version_tagged", WRITE, {{2, 0x80}, END}, 0, 0, 0, 0, SNDK_WERR_DDP_VERSION, L_DDP,
+     1, 0x04, false, false},
+    {"ddp_reserved_bits_strict", SEND, {{2, 0x45}, END}, S_STRICT, 0, 0, 0, SNDK_WERR_DDP_RSVD,
+     L_DDP, 2, 0x06, false, false},
+    {"rdmap_reserved_bits_strict", SEND, {{3, 0x53}, END}, S_STRICT, 0, 0, 0,
+     SNDK_WERR_RDMAP_RSVD, L_RDMAP, 2, 0x05, false, false},
+    {"bad_rdmap_version", SEND, {{3, 0x03}, END}, 0, 0, 0, 0, SNDK_WERR_RDMAP_VERSION, L_RDMAP, 2,
+     0x05, false, false},
+    {"unknown_opcode", SEND, {{3, 0x48}, END}, 0, 0, 0, 0, SNDK_WERR_OPCODE, L_RDMAP, 2, 0x06,
+     false, false},
+    {"opcode_against_t_bit", SEND, {{2, 0xc1}, END}, 0, 0, 0, 0, SNDK_WERR_OPCODE, L_RDMAP, 2,
+     0x06, false, false},
     {"bad_qn", SEND, {{11, 0x01}, END}, 0, 0, 0, 0, SNDK_WERR_QN, L_DDP, 2, 0x01, true, false},
-    {"msn_gap",
-     SEND,
-     {{15, 0x03}, END},
-     0,
-     0,
-     0,
-     0,
-     SNDK_WERR_MSN_RANGE,
-     L_DDP,
-     2,
-     0x03,
-     true,
+    {"msn_gap", SEND, {{15, 0x03}, END}, 0, 0, 0, 0, SNDK_WERR_MSN_RANGE, L_DDP, 2, 0x03, true,
      false},
-    {"mo_not_zero", SEND, {{19, 0x08}, END}, 0, 0, 0, 0, SNDK_WERR_MO, L_DDP, 2, 0x04, true, false},
-    {"mo_overflow",
-     SEND,
-     {{16, 0xff}, {17, 0xff}, {18, 0xff}, {19, 0xfe}, END},
-     0,
-     0,
-     0,
-     0,
-     SNDK_WERR_MO,
-     L_DDP,
-     2,
-     0x04,
-     true,
+    {"mo_not_zero", SEND, {{19, 0x08}, END}, 0, 0, 0, 0, SNDK_WERR_MO, L_DDP, 2, 0x04, true,
      false},
-    {"to_wrap",
-     WRITE,
-     {{8, 0xff},
-      {9, 0xff},
-      {10, 0xff},
-      {11, 0xff},
-      {12, 0xff},
-      {13, 0xff},
-      {14, 0xff},
-      {15, 0xf0},
-      END},
-     0,
-     0,
-     0,
-     0,
-     SNDK_WERR_TO_WRAP,
-     L_DDP,
-     1,
-     0x03,
-     true,
+    {"mo_overflow", SEND, {{16, 0xff}, {17, 0xff}, {18, 0xff}, {19, 0xfe}, END}, 0, 0, 0, 0,
+     SNDK_WERR_MO, L_DDP, 2, 0x04, true, false},
+    {"to_wrap", WRITE, {{8, 0xff}, {9, 0xff}, {10, 0xff}, {11, 0xff}, {12, 0xff}, {13, 0xff},
+                        {14, 0xff}, {15, 0xf0}, END},
+     0, 0, 0, 0, SNDK_WERR_TO_WRAP, L_DDP, 1, 0x03, true, false},
+    {"unknown_stag", WRITE, {{4, 0x12}, END}, 0, 0, 0, 0, SNDK_WERR_STAG, L_DDP, 1, 0x00, true,
      false},
-    {"unknown_stag",
-     WRITE,
-     {{4, 0x12}, END},
-     0,
-     0,
-     0,
-     0,
-     SNDK_WERR_STAG,
-     L_DDP,
-     1,
-     0x00,
-     true,
+    {"out_of_bounds", WRITE, {{15, 0x20}, END}, 0, 0, 0, 0, SNDK_WERR_BOUNDS, L_DDP, 1, 0x01, true,
      false},
-    {"out_of_bounds",
-     WRITE,
-     {{15, 0x20}, END},
-     0,
-     0,
-     0,
-     0,
-     SNDK_WERR_BOUNDS,
-     L_DDP,
-     1,
-     0x01,
-     true,
+    {"no_receive_buffer", SEND, {END}, S_NO_RBUF, 0, 0, 0, SNDK_WERR_MSN_NO_BUF, L_DDP, 2, 0x02,
+     true, false},
+    {"send_too_long", SEND, {END}, S_SHORT_RBUF, 0, 0, 0, SNDK_WERR_TOO_LONG, L_DDP, 2, 0x05, true,
      false},
-    {"no_receive_buffer",
-     SEND,
-     {END},
-     S_NO_RBUF,
-     0,
-     0,
-     0,
-     SNDK_WERR_MSN_NO_BUF,
-     L_DDP,
-     2,
-     0x02,
-     true,
+    {"read_req_bad_length", RREQ, {{1, 0x2a}, END}, 0, 0, 0, 0, SNDK_WERR_SEG_LEN, L_DDP, 0, 0x00,
+     false, false},
+    {"read_req_not_last", RREQ, {{2, 0x01}, END}, 0, 0, 0, 0, SNDK_WERR_NO_LAST, L_DDP, 0, 0x00,
+     false, false},
+    {"read_req_over_ird", RREQ, {END}, 0, 0, -SNDK_WERR_RREQ_IRD, 0, SNDK_WERR_RREQ_IRD, L_RDMAP,
+     2, 0x07, true, true},
+    {"send_inv_bad_stag", SINV, {END}, S_MSN2, -SNDK_WERR_INV_STAG, 0, 0, SNDK_WERR_INV_STAG,
+     L_RDMAP, 2, 0x09, true, false},
+    {"send_inv_other_pd", SINV, {END}, S_MSN2, -SNDK_WERR_INV_STAG_PD, 0, 0,
+     SNDK_WERR_INV_STAG_PD, L_RDMAP, 1, 0x09, true, false},
+    {"interleaved_tagged", WRITE RRESP, {END}, 0, 0, 0, 0, SNDK_WERR_OPCODE, L_RDMAP, 2, 0x06,
+     true, false},
+    {"write_continues_other_stag", WRITE WRITE2, {{52 + 5, 0x02}, END}, 0, 0, 0, 0,
+     SNDK_WERR_STAG, L_DDP, 1, 0x00, true, false},
+    {"write_continues_at_wrong_to", WRITE WRITE2, {{52 + 15, 0x28}, END}, 0, 0, 0, 0,
+     SNDK_WERR_BOUNDS, L_DDP, 1, 0x01, true, false},
+    {"terminate_on_qn0", TERM, {{11, 0x00}, END}, 0, 0, 0, 0, SNDK_WERR_QN, L_DDP, 2, 0x01, true,
      false},
-    {"send_too_long",
-     SEND,
-     {END},
-     S_SHORT_RBUF,
-     0,
-     0,
-     0,
-     SNDK_WERR_TOO_LONG,
-     L_DDP,
-     2,
-     0x05,
-     true,
-     false},
-    {"read_req_bad_length",
-     RREQ,
-     {{1, 0x2a}, END},
-     0,
-     0,
-     0,
-     0,
-     SNDK_WERR_SEG_LEN,
-     L_DDP,
-     0,
-     0x00,
-     false,
-     false},
-    {"read_req_not_last",
-     RREQ,
-     {{2, 0x01}, END},
-     0,
-     0,
-     0,
-     0,
-     SNDK_WERR_NO_LAST,
-     L_DDP,
-     0,
-     0x00,
-     false,
-     false},
-    {"read_req_over_ird",
-     RREQ,
-     {END},
-     0,
-     0,
-     -SNDK_WERR_RREQ_IRD,
-     0,
-     SNDK_WERR_RREQ_IRD,
-     L_RDMAP,
-     2,
-     0x07,
-     true,
-     true},
-    {"send_inv_bad_stag",
-     SINV,
-     {END},
-     S_MSN2,
-     -SNDK_WERR_INV_STAG,
-     0,
-     0,
-     SNDK_WERR_INV_STAG,
-     L_RDMAP,
-     2,
-     0x09,
-     true,
-     false},
-    {"send_inv_other_pd",
-     SINV,
-     {END},
-     S_MSN2,
-     -SNDK_WERR_INV_STAG_PD,
-     0,
-     0,
-     SNDK_WERR_INV_STAG_PD,
-     L_RDMAP,
-     1,
-     0x09,
-     true,
-     false},
-    {"interleaved_tagged",
-     WRITE RRESP,
-     {END},
-     0,
-     0,
-     0,
-     0,
-     SNDK_WERR_OPCODE,
-     L_RDMAP,
-     2,
-     0x06,
-     true,
-     false},
-    {"write_continues_other_stag",
-     WRITE WRITE2,
-     {{52 + 5, 0x02}, END},
-     0,
-     0,
-     0,
-     0,
-     SNDK_WERR_STAG,
-     L_DDP,
-     1,
-     0x00,
-     true,
-     false},
-    {"write_continues_at_wrong_to",
-     WRITE WRITE2,
-     {{52 + 15, 0x28}, END},
-     0,
-     0,
-     0,
-     0,
-     SNDK_WERR_BOUNDS,
-     L_DDP,
-     1,
-     0x01,
-     true,
-     false},
-    {"terminate_on_qn0",
-     TERM,
-     {{11, 0x00}, END},
-     0,
-     0,
-     0,
-     0,
-     SNDK_WERR_QN,
-     L_DDP,
-     2,
-     0x01,
-     true,
-     false},
-    {"truncated_fpdu",
-     SEND,
-     {END},
-     S_EOF,
-     0,
-     0,
-     10,
-     SNDK_WERR_CONN_LOST,
-     L_LLP,
-     0,
-     0x01,
-     false,
+    {"truncated_fpdu", SEND, {END}, S_EOF, 0, 0, 10, SNDK_WERR_CONN_LOST, L_LLP, 0, 0x01, false,
      false},
 };
 
@@ -458,8 +135,7 @@ static void setup(struct sndk_rx *rx, struct wu_rec *r, const struct bad_case *c
     r->nreg = 2;
     r->msg_done_rc = c->msg_done_rc;
     r->read_req_rc = c->read_req_rc;
-    struct sndk_rx_config cfg = {.crc = true,
-                                 .strict = (c->flags & S_STRICT) != 0,
+    struct sndk_rx_config cfg = {.crc = true, .strict = (c->flags & S_STRICT) != 0,
                                  .max_ulpdu = (c->flags & S_MAX16) ? 16 : 0};
     sndk_rx_init(rx, &cfg, &wu_ops, r);
     if (c->flags & S_MSN2)
@@ -592,9 +268,8 @@ TEST(reserved_bits_ignored_by_default)
 {
     /* RFC 5040/5041: reserved control bits are not checked on receive */
     static struct wu_rec r;
-    const struct bad_case c = {
-        "rsvd", SEND, {{2, 0x45}, {3, 0x73}, END}, 0, 0, 0, 0, SNDK_WERR_NONE, 0, 0, 0,
-        false,  false};
+    const struct bad_case c = {"rsvd", SEND, {{2, 0x45}, {3, 0x73}, END}, 0, 0, 0, 0,
+                               SNDK_WERR_NONE, 0, 0, 0, false, false};
     uint8_t buf[64];
     size_t len = make_input(&c, buf, sizeof buf);
     struct sndk_rx rx;
@@ -623,12 +298,12 @@ TEST(fault_names_and_table_complete)
 
 struct mpa_bad {
     const char *name;
-    bool reply;      /* parser expects a Reply */
-    const char *hex; /* frame bytes (or garbage) */
+    bool reply;        /* parser expects a Reply */
+    const char *hex;   /* frame bytes (or garbage) */
     uint16_t pd_limit;
-    bool eof;       /* then the stream ends */
-    int status;     /* -SNDK_MPA_E_xxx from the parser */
-    size_t fail_at; /* bytes consumed when the error is reported (0 = all) */
+    bool eof;          /* then the stream ends */
+    int status;        /* -SNDK_MPA_E_xxx from the parser */
+    size_t fail_at;    /* bytes consumed when the error is reported (0 = all) */
 };
 
 static const struct mpa_bad mpa_cases[] = {
@@ -724,33 +399,24 @@ static int reply_check(const struct sndk_mpa_params *req, const struct sndk_mpa_
 
 TEST(mpa_reply_refusals)
 {
-    struct sndk_mpa_policy pol = {
-        .rev = 2, .crc = true, .ird = 4, .ord = 4, .p2p = true, .rtr = SNDK_MPA_RTR_WRITE};
+    struct sndk_mpa_policy pol = {.rev = 2, .crc = true, .ird = 4, .ord = 4, .p2p = true,
+                                  .rtr = SNDK_MPA_RTR_WRITE};
     struct sndk_mpa_params req, rep;
     struct sndk_mpa_result res;
     sndk_mpa_request_params(&pol, NULL, 0, &req);
 
-    rep = (struct sndk_mpa_params){
-        .rev = 2, .enhanced = true, .reject = true, .pdata = "busy", .pdata_len = 4};
+    rep = (struct sndk_mpa_params){.rev = 2, .enhanced = true, .reject = true, .pdata = "busy",
+                                   .pdata_len = 4};
     CHECK_EQ_I64(reply_check(&req, &rep, &res), -SNDK_MPA_E_REJECTED);
     CHECK_EQ_U64(res.peer_pd_len, 4);
     CHECK_MEM(res.peer_pd, "busy", 4);
     CHECK_EQ_U64(sndk_mpa_status_werr(-SNDK_MPA_E_REJECTED), SNDK_WERR_NONE);
 
-    rep = (struct sndk_mpa_params){.rev = 2,
-                                   .enhanced = true,
-                                   .markers = true,
-                                   .ird = 4,
-                                   .ord = 4,
-                                   .p2p = true,
-                                   .rtr = SNDK_MPA_RTR_WRITE};
+    rep = (struct sndk_mpa_params){.rev = 2, .enhanced = true, .markers = true, .ird = 4,
+                                   .ord = 4, .p2p = true, .rtr = SNDK_MPA_RTR_WRITE};
     CHECK_EQ_I64(reply_check(&req, &rep, &res), -SNDK_MPA_E_MARKERS);
 
-    rep = (struct sndk_mpa_params){.rev = 2,
-                                   .enhanced = true,
-                                   .ird = 4,
-                                   .ord = 4,
-                                   .p2p = true,
+    rep = (struct sndk_mpa_params){.rev = 2, .enhanced = true, .ird = 4, .ord = 4, .p2p = true,
                                    .rtr = SNDK_MPA_RTR_WRITE | SNDK_MPA_RTR_READ};
     CHECK_EQ_I64(reply_check(&req, &rep, &res), -SNDK_MPA_E_RTR); /* two chosen */
     rep.rtr = SNDK_MPA_RTR_READ;
@@ -775,14 +441,14 @@ TEST(mpa_reply_refusals)
 
     /* Responder: P2P with no RTR kind it accepts -> reject frame */
     uint8_t buf[SNDK_MPA_FRAME_MAX];
-    struct sndk_mpa_params sreq = {
-        .rev = 2, .enhanced = true, .ird = 1, .ord = 1, .p2p = true, .rtr = SNDK_MPA_RTR_SEND};
+    struct sndk_mpa_params sreq = {.rev = 2, .enhanced = true, .ird = 1, .ord = 1, .p2p = true,
+                                   .rtr = SNDK_MPA_RTR_SEND};
     int n = sndk_mpa_build(buf, sizeof buf, false, &sreq);
     struct sndk_mpa_rx m;
     sndk_mpa_rx_init(&m, false, 0);
     CHECK_EQ_I64(sndk_mpa_rx_feed(&m, buf, (size_t)n, NULL), 1);
-    struct sndk_mpa_policy rpol = {
-        .rev = 2, .ird = 1, .ord = 1, .rtr = SNDK_MPA_RTR_WRITE | SNDK_MPA_RTR_READ};
+    struct sndk_mpa_policy rpol = {.rev = 2, .ird = 1, .ord = 1,
+                                   .rtr = SNDK_MPA_RTR_WRITE | SNDK_MPA_RTR_READ};
     CHECK_EQ_I64(sndk_mpa_accept(sndk_mpa_rx_frame(&m), &rpol, NULL, 0, &rep, &res),
                  -SNDK_MPA_E_RTR);
     CHECK(rep.reject && rep.rev == 2 && rep.enhanced);

@@ -68,8 +68,8 @@ static size_t term_bytes(uint8_t *out, uint32_t ctrl, const uint8_t *ddp_hdr, si
     return n + 4;
 }
 
-static void expect_terminate(struct host *h, uint32_t ctrl, const uint8_t *ddp_hdr, size_t hdr_len,
-                             uint16_t seg_len)
+static void expect_terminate(struct host *h, uint32_t ctrl, const uint8_t *ddp_hdr,
+                             size_t hdr_len, uint16_t seg_len)
 {
     uint8_t want[128], got[128];
     size_t n = term_bytes(want, ctrl, ddp_hdr, hdr_len, seg_len);
@@ -180,8 +180,8 @@ TEST(hostile_invalidate_of_an_unknown_token)
     host_open(&h, true);
     dp_post_recv(&h.s, (void *)1, 0, 8);
     uint8_t f[128];
-    struct sndk_seg_hdr sh = {
-        .opcode = SNDK_OP_SEND_INV, .last = true, .stag = 0x00abcd01, .qn = 0, .msn = 1};
+    struct sndk_seg_hdr sh = {.opcode = SNDK_OP_SEND_INV, .last = true, .stag = 0x00abcd01,
+                              .qn = 0, .msn = 1};
     size_t n = dp_build_fpdu(f, &sh, "xy", 2, true);
     dp_write_all(h.raw, f, n);
     expect_terminate(&h, 0x0209C000u, f + 2, 18, 20); /* RDMAP / remote op / can't invalidate */
@@ -199,11 +199,8 @@ TEST(hostile_terminate_from_the_peer_aborts)
     dp_post_send(&h.s, (void *)2, 0, 8, 0);
     uint8_t sent[64];
     CHECK(dp_read_exact(h.raw, sent, sndk_mpa_fpdu_len(26), DP_TIMEOUT_MS));
-    struct sndk_term t = {.layer = 1,
-                          .etype = 2,
-                          .code = 5,
-                          .hdrct = SNDK_TERM_HDRCT_M | SNDK_TERM_HDRCT_D,
-                          .ddp_seg_len = 26,
+    struct sndk_term t = {.layer = 1, .etype = 2, .code = 5,
+                          .hdrct = SNDK_TERM_HDRCT_M | SNDK_TERM_HDRCT_D, .ddp_seg_len = 26,
                           .ddp_hdr_len = 18};
     memcpy(t.ddp_hdr, sent + 2, 18);
     struct sndk_fpdu tf;

@@ -50,10 +50,12 @@ static uint16_t listen_any(struct rtr_server *sv)
     CHECK_EQ_U64(a->Dispatch->NdkCreateListener(a, on_connect_event, sv, NULL, NULL, &sv->l),
                  STATUS_SUCCESS);
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    CHECK_EQ_U64(sv->l->Dispatch->NdkListen(sv->l, (struct sockaddr *)&sin, sizeof sin, NULL, NULL),
+    CHECK_EQ_U64(sv->l->Dispatch->NdkListen(sv->l, (struct sockaddr *)&sin, sizeof sin, NULL,
+                                            NULL),
                  STATUS_SUCCESS);
     ULONG len = sizeof sin;
-    CHECK_EQ_U64(sv->l->Dispatch->NdkGetLocalAddress(sv->l, (struct sockaddr *)&sin, &len),
+    CHECK_EQ_U64(sv->l->Dispatch->NdkGetLocalAddress(sv->l, (struct sockaddr *)&sin,
+                                                             &len),
                  STATUS_SUCCESS);
     return ntohs(sin.sin_port);
 }
@@ -62,8 +64,8 @@ static int raw_connect(uint16_t port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     CHECK(fd >= 0);
-    struct sockaddr_in sin = {
-        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     CHECK(connect(fd, (struct sockaddr *)&sin, sizeof sin) == 0);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -73,13 +75,8 @@ static int raw_connect(uint16_t port)
 /* An Initiator that offers the RTR kinds rtr, with CRC (SNDK_MPA_RTR_NONE: no peer-to-peer). */
 static void send_request(int fd, uint8_t rtr)
 {
-    struct sndk_mpa_params p = {.rev = 2,
-                                .crc = true,
-                                .enhanced = true,
-                                .ird = 4,
-                                .ord = 4,
-                                .p2p = rtr != SNDK_MPA_RTR_NONE,
-                                .rtr = rtr};
+    struct sndk_mpa_params p = {.rev = 2, .crc = true, .enhanced = true, .ird = 4, .ord = 4,
+                                .p2p = rtr != SNDK_MPA_RTR_NONE, .rtr = rtr};
     uint8_t buf[SNDK_MPA_FRAME_MAX];
     int n = sndk_mpa_build(buf, sizeof buf, false, &p);
     CHECK(n > 0);
@@ -104,11 +101,8 @@ static size_t read_req_fpdu(uint8_t *out, uint32_t msn, uint32_t sink_stag, uint
 {
     struct sndk_fpdu f;
     struct iovec iov[3];
-    struct sndk_read_req rr = {.sink_stag = sink_stag,
-                               .sink_to = sink_to,
-                               .size = size,
-                               .src_stag = src_stag,
-                               .src_to = src_to};
+    struct sndk_read_req rr = {.sink_stag = sink_stag, .sink_to = sink_to, .size = size,
+                               .src_stag = src_stag, .src_to = src_to};
     int n = sndk_fpdu_read_req(&f, msn, &rr, true, iov, 3);
     CHECK(n > 0);
     return sndk_iov_gather(iov, n, out, 128);
@@ -140,8 +134,8 @@ static void server_open(struct rtr_server *sv)
 static void accept_incoming(struct rtr_server *sv)
 {
     CHECK(harness_event_wait(&sv->incoming, 1, DP_TIMEOUT_MS));
-    CHECK_EQ_U64(sv->conn->Dispatch->NdkAccept(sv->conn, sv->s.qp, 4, 4, NULL, 0, on_disconnect, sv,
-                                               on_accept_done, sv),
+    CHECK_EQ_U64(sv->conn->Dispatch->NdkAccept(sv->conn, sv->s.qp, 4, 4, NULL, 0, on_disconnect,
+                                               sv, on_accept_done, sv),
                  STATUS_PENDING);
 }
 
@@ -204,7 +198,8 @@ TEST(rtr_read_from_a_cxgb4_style_initiator_is_answered_and_the_read_msn_continue
     dp_write_all(fd, b, n);
     NDK_RESULT_EX r;
     dp_expect(sv.s.cq, &r, 1, 0);
-    dp_check_result(&r, STATUS_SUCCESS, sizeof hello, QPCTX, (void *)0x51, NdkOperationTypeReceive);
+    dp_check_result(&r, STATUS_SUCCESS, sizeof hello, QPCTX, (void *)0x51,
+                    NdkOperationTypeReceive);
     CHECK(memcmp(sv.s.buf, hello, sizeof hello) == 0);
 
     /* a real Read Request carries MSN 2 on queue 1: served, not refused as out of order */

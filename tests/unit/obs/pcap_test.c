@@ -23,8 +23,8 @@ static void tmpname(char *buf, size_t len, const char *suffix)
 
 static struct sockaddr_in addr4(uint16_t port)
 {
-    struct sockaddr_in a = {
-        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     return a;
 }
 
@@ -97,16 +97,16 @@ TEST(pcap_stream_with_handshake_and_fpdus)
     sndk_pcap_release(p);
 
     struct sockaddr_in cli = addr4(40001), srv = addr4(40002);
-    struct sndk_pcap_conn *c =
-        sndk_pcap_conn_new(p, 1, (struct sockaddr *)&cli, (struct sockaddr *)&srv, true);
+    struct sndk_pcap_conn *c = sndk_pcap_conn_new(p, 1, (struct sockaddr *)&cli,
+                                                  (struct sockaddr *)&srv, true);
     CHECK(c != NULL);
     /* the other end of the same connection in this process: a mirror */
-    struct sndk_pcap_conn *m =
-        sndk_pcap_conn_new(p, 2, (struct sockaddr *)&srv, (struct sockaddr *)&cli, false);
+    struct sndk_pcap_conn *m = sndk_pcap_conn_new(p, 2, (struct sockaddr *)&srv,
+                                                  (struct sockaddr *)&cli, false);
     CHECK(m != NULL);
 
-    struct sndk_mpa_policy pol = {
-        .rev = 2, .crc = true, .ird = 4, .ord = 4, .p2p = true, .rtr = SNDK_MPA_RTR_WRITE};
+    struct sndk_mpa_policy pol = {.rev = 2, .crc = true, .ird = 4, .ord = 4, .p2p = true,
+                                  .rtr = SNDK_MPA_RTR_WRITE};
     struct sndk_mpa_params req, rep;
     sndk_mpa_request_params(&pol, "hi", 2, &req);
     uint8_t rq[300], rp[300];
@@ -277,12 +277,12 @@ TEST(pcap_ipv6_and_off)
     tmpname(path, sizeof path, "b.pcap");
     struct sndk_pcap *p = sndk_pcap_acquire(path);
     CHECK(p != NULL);
-    struct sockaddr_in6 a = {
-        .sin6_family = AF_INET6, .sin6_port = htons(1), .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_port = htons(1),
+                             .sin6_addr = IN6ADDR_LOOPBACK_INIT};
     struct sockaddr_in6 b = a;
     b.sin6_port = htons(2);
-    struct sndk_pcap_conn *c =
-        sndk_pcap_conn_new(p, 7, (struct sockaddr *)&a, (struct sockaddr *)&b, false);
+    struct sndk_pcap_conn *c = sndk_pcap_conn_new(p, 7, (struct sockaddr *)&a,
+                                                  (struct sockaddr *)&b, false);
     CHECK(c != NULL);
     sndk_pcap_buf(c, true, "0123456789012345678901234", 25);
     sndk_pcap_conn_close(c);
@@ -330,8 +330,7 @@ TEST(trace_lines_are_json_and_off_is_silent)
         n++;
         size_t l = strlen(line);
         CHECK(l > 2 && line[0] == '{' && line[l - 2] == '}' && line[l - 1] == '\n');
-        CHECK(strstr(line, "\"ts\":") && strstr(line, "\"tid\":") &&
-              strstr(line, "\"ev\":\"test."));
+        CHECK(strstr(line, "\"ts\":") && strstr(line, "\"tid\":") && strstr(line, "\"ev\":\"test."));
         if (n == 1)
             CHECK(strstr(line, "\"n\":42,\"s\":\"abc\"") && strstr(line, "\"obj\":\"thing:0x"));
         if (n == 3)
