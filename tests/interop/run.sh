@@ -17,7 +17,7 @@ only=${3:-${SOFTNDK_INTEROP_ROWS:-.}}
 # Rows start only while the matrix is within its time budget (seconds); the rest are reported
 # as not run, never failed, so a slow machine cannot make the suite exceed its bound.
 # SOFTNDK_INTEROP_DEADLINE (epoch seconds) shortens it to end before that moment.
-budget=${SOFTNDK_INTEROP_BUDGET:-400}
+budget=${SOFTNDK_INTEROP_BUDGET:-480}
 if [ -n "${SOFTNDK_INTEROP_DEADLINE:-}" ]; then
     left=$((SOFTNDK_INTEROP_DEADLINE - $(date +%s)))
     [ $left -lt $budget ] && budget=$left
@@ -233,6 +233,75 @@ sleep 0.5; echo SNDK-READY; wait" "$siw" "$siwopt" "$hp"
     report "$row" $ok "${why:-$what; $neg}" "$canary"
 }
 
+# ucma ROW DIR SIW SIWOPT EXPECT CANARY — ucmatose (rdma-core's cmatose example) against
+# ndkrping --ucmatose: DIR g2h (ucmatose client in the guest) or h2g (ucmatose server in the
+# guest); 10 messages of 100 bytes each way, the server first. EXPECT: ok (the exchange done
+# both sides), held (softndk as Responder without an RTR: it must not send first, so its Sends
+# are held, counted in ResponderHeld, and the client never gets them).
+ucma() {
+    local row=$1 d=$2 siw=$3 siwopt=$4 expect=$5 canary=${6:-}
+    local dir="$work/$row" ok=1 why="" hst=1 try hp
+    mkdir -p "$dir"
+    if [ "$d" = g2h ]; then
+        local hw=40
+        [ "$expect" = held ] && hw=22 # the guest boots (up to ~12 s), then softndk holds
+        for try in 1 2; do
+            hp=$(free_port)
+            SOFTNDK_LOG=${log:-info} timeout $((hw + 10)) "$NDKRPING" --ucmatose -s -a 127.0.0.1 -p "$hp" -W $hw \
+                >"$dir/host.out" 2>"$dir/host.err" &
+            local hpid=$!
+            pids+=($hpid)
+            wait_for "$dir/host.out" 'listening' 10 || { ok=0; why="ndkrping -s did not listen"; }
+            boot "$dir" "timeout $((hw + 5)) ucmatose -s 10.0.2.2 -p $hp -C 10 -S 100; echo UCMA-RC=\$?" \
+                "$siw" "$siwopt" "$(free_port)"
+            if wait_for "$dir/console" 'SNDK-GUEST up' 90; then break; fi
+            stop_guest "$dir"
+            kill $hpid 2>/dev/null
+            [ $try = 2 ] && { ok=0; why="the guest did not come up (twice)"; }
+        done
+        wait $hpid 2>/dev/null
+        hst=$?
+        stop_guest "$dir"
+    else
+        for try in 1 2; do
+            hp=$(free_port)
+            boot "$dir" "(timeout 50 ucmatose -b 10.0.2.15 -p 7174 -C 10 -S 100; echo UCMA-RC=\$?) &
+sleep 0.5; echo SNDK-READY; wait" "$siw" "$siwopt" "$hp"
+            if wait_for "$dir/console" 'SNDK-READY' 90; then break; fi
+            stop_guest "$dir"
+            [ $try = 2 ] && { ok=0; why="the guest did not come up (twice)"; }
+        done
+        if [ $ok = 1 ]; then
+            SOFTNDK_LOG=info timeout 50 "$NDKRPING" --ucmatose -c -a 127.0.0.1 -p "$hp" -W 40 \
+                >"$dir/host.out" 2>"$dir/host.err"
+            hst=$?
+        fi
+        stop_guest "$dir"
+    fi
+    local grc what
+    grc=$(sed -n 's/^UCMA-RC=\([0-9]*\).*/\1/p' "$dir/console" | head -n 1)
+    if [ $ok = 1 ] && [ "$expect" = held ]; then
+        [ "$hst" = 1 ] || { ok=0; why="ndkrping --ucmatose -s exited $hst, expected 1 (held)"; }
+        grep -q 'ucmatose server: 0 of 10 Sends completed, 0 of 10 messages received; ResponderHeld 1' "$dir/host.out" ||
+            { ok=0; why="${why:-softndk did not hold its Sends: $(tail -n 1 "$dir/host.out")}"; }
+        # (ucmatose ignores completion statuses: its receives flushed by the abort count as
+        # "data transfers complete"; softndk's side says what happened)
+        grep -q 'cmatose: connecting' "$dir/console" || { ok=0; why="${why:-ucmatose did not connect}"; }
+        what="softndk as Responder held its 10 Sends (ResponderHeld 1): siw's Initiator sends nothing first"
+    elif [ $ok = 1 ]; then
+        [ "$hst" = 0 ] || { ok=0; why="ndkrping --ucmatose exited $hst: $(grep '^ndkrping:' "$dir/host.err" | tail -n 1)"; }
+        grep -Eq 'ucmatose (server: 10 sent, 10 received|client: 10 received, 10 sent)' "$dir/host.out" ||
+            { ok=0; why="${why:-softndk did not exchange 10 messages each way}"; }
+        grep -q 'data transfers complete' "$dir/console" || { ok=0; why="${why:-ucmatose did not complete its transfers}"; }
+        [ "$grc" = 0 ] || { ok=0; why="${why:-ucmatose exited ${grc:-?}}"; }
+        what="10 messages of 100 bytes each way, sizes checked, the server first"
+    fi
+    local neg
+    neg=$(grep -o 'MPA rev [12], CRC o[nf]*, IRD [0-9]*, ORD [0-9]*[^)]*' "$dir/host.err" | head -n 1)
+    check_neg "$dir" || { ok=0; why="${why:-negotiated '$neg', expected '$want_neg'}"; }
+    report "$row" $ok "${why:-$what; $neg}" "$canary"
+}
+
 # The negotiation a row expects, as softndk's connect log line says it (want_neg: a regex).
 want_neg=""
 check_neg() { [ -z "$want_neg" ] || grep -Eq -- "$want_neg" "$1/host.err"; }
@@ -270,6 +339,9 @@ row g2h-softndk-disconnects ''                                  g2h g2h-softndk-
 row g2h-reject              ''                                  g2h g2h-reject stock ""                            1   64     "--reject no-thanks" "" reject
 log=debug row g2h-bad-stag-siw-refuses '' g2h g2h-bad-stag-siw-refuses stock "" 1 64 "--bad-stag" "" badstag
 row h2g-bad-stag-softndk-refuses ''                         h2g h2g-bad-stag-softndk-refuses patched ""        1   64     "--bad-stag"        ""  badstag
+row g2h-ucmatose-responder-holds 'MPA rev 2'                   ucma g2h-ucmatose-responder-holds g2h stock "" held
+row g2h-ucmatose-siw-peer-to-peer 'RTR'                        ucma g2h-ucmatose-siw-peer-to-peer g2h patched "peer_to_peer=1" ok
+row h2g-ucmatose                'RTR'                           ucma h2g-ucmatose h2g patched "" ok
 
 echo
 echo "interop matrix ($((SECONDS - start)) s):"

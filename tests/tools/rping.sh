@@ -87,6 +87,11 @@ pair bad_stag_advert "-V" "-C 3 -V --bad-stag"
 expect_line "$work/bad_stag_advert.c.out" 'Terminate sent 0x000100 x1' "the client's Terminate (RDMAP / remote protection / invalid STag)"
 expect_line "$work/bad_stag_advert.s.err" 'RDMA Read: completion STATUS_ACCESS_VIOLATION' "the server's refused Read"
 
+pair ucmatose "--ucmatose -C 12 -S 300" "--ucmatose -C 12 -S 300"
+[ $sst = 0 ] && [ $cst = 0 ] || fail "ucmatose: server $sst, client $cst"
+expect_line "$work/ucmatose.s.out" 'ucmatose server: 12 sent, 12 received \(300 bytes each\); ResponderHeld 0' "ucmatose server"
+expect_line "$work/ucmatose.c.out" 'ucmatose client: 12 received, 12 sent \(300 bytes each\); the server disconnected' "ucmatose client"
+
 # bad command lines: status 2 with a reason
 timeout 10 "$NDKRPING" -c >"$work/usage.out" 2>&1; st=$?
 [ $st = 2 ] || fail "ndkrping -c without -a exited $st, expected 2"

@@ -41,9 +41,13 @@
 #define CTRL_LEN       16
 #define FIRST_LETTER   65  /* 'A' */
 #define LAST_LETTER    122 /* 'z' */
+#define UCMA_PORT      7471
+#define UCMA_MAX_COUNT 16
+#define UCMA_MAX_SIZE  4096
 
 static struct {
     bool server, client, verbose, validate, debug;
+    bool ucmatose; /* ucmatose's exchange instead of rping's */
     const char *addr, *source;
     unsigned port, size, count, timeout;
     int crc;            /* -1: the adapter's default */
@@ -75,30 +79,34 @@ static _Noreturn void fail_status(const char *call, NTSTATUS st)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: ndkrping -s [-vVd] [-S size] [-C count] [-a addr] [-p port]\n"
-            "       ndkrping -c [-vVd] [-S size] [-C count] [-I addr] -a addr [-p port]\n"
-            "  -s            server (serves one client)\n"
-            "  -c            client\n"
-            "  -a addr       server: address to listen on (default 0.0.0.0); client: server\n"
-            "  -I addr       client: source address (default: 127.0.0.1 for a loopback server,\n"
-            "                else the wildcard of the server's family)\n"
-            "  -p port       port (default %u)\n"
-            "  -S size       ping data size, %u..%u (default 64)\n"
-            "  -C count      client: pings (default 10; 0 is not offered: every run is bounded);\n"
-            "                server: disconnect first when the client asks for one more (default:\n"
-            "                serve until the client disconnects)\n"
-            "  -v            print the ping data\n"
-            "  -V            validate the ping data (server: the pattern it read)\n"
-            "  -d            debug lines\n"
-            "  -W seconds    give up after this long (default 30)\n"
-            "  --crc on|off  MPA CRC (default: the adapter's, SOFTNDK_CRC)\n"
-            "  --mpa-rev 1|2 MPA revision (default: the adapter's, SOFTNDK_MPA_REV)\n"
-            "  --reject TEXT server: reject the connection with TEXT as private data\n"
-            "  --bad-stag    the first ping uses a wrong STag (server: in its RDMA Read;\n"
-            "                client: in its advert); prints how the Read completed (server) or\n"
-            "                how the connection ended (client); exit 0 when the Read failed\n",
-            RPING_PORT, RPING_MIN_SIZE, RPING_MAX_SIZE);
+    fprintf(
+        f,
+        "usage: ndkrping -s [-vVd] [-S size] [-C count] [-a addr] [-p port]\n"
+        "       ndkrping -c [-vVd] [-S size] [-C count] [-I addr] -a addr [-p port]\n"
+        "  -s            server (serves one client)\n"
+        "  -c            client\n"
+        "  -a addr       server: address to listen on (default 0.0.0.0); client: server\n"
+        "  -I addr       client: source address (default: 127.0.0.1 for a loopback server,\n"
+        "                else the wildcard of the server's family)\n"
+        "  -p port       port (default %u)\n"
+        "  -S size       ping data size, %u..%u (default 64)\n"
+        "  -C count      client: pings (default 10; 0 is not offered: every run is bounded);\n"
+        "                server: disconnect first when the client asks for one more (default:\n"
+        "                serve until the client disconnects)\n"
+        "  -v            print the ping data\n"
+        "  -V            validate the ping data (server: the pattern it read)\n"
+        "  -d            debug lines\n"
+        "  -W seconds    give up after this long (default 30)\n"
+        "  --crc on|off  MPA CRC (default: the adapter's, SOFTNDK_CRC)\n"
+        "  --mpa-rev 1|2 MPA revision (default: the adapter's, SOFTNDK_MPA_REV)\n"
+        "  --reject TEXT server: reject the connection with TEXT as private data\n"
+        "  --ucmatose    ucmatose's exchange (rdma-core's cmatose example) instead of\n"
+        "                rping's: the server sends -C messages of -S bytes (default 10 x 100),\n"
+        "                the client receives them and sends as many back; port 7471\n"
+        "  --bad-stag    the first ping uses a wrong STag (server: in its RDMA Read;\n"
+        "                client: in its advert); prints how the Read completed (server) or\n"
+        "                how the connection ended (client); exit 0 when the Read failed\n",
+        RPING_PORT, RPING_MIN_SIZE, RPING_MAX_SIZE);
 }
 
 static unsigned number(const char *name, const char *v, unsigned lo, unsigned hi)
@@ -114,7 +122,7 @@ static unsigned number(const char *name, const char *v, unsigned lo, unsigned hi
 
 static void parse(int argc, char **argv)
 {
-    bool count_set = false;
+    bool count_set = false, size_set = false, port_set = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "-s") == 0)
@@ -126,9 +134,9 @@ static void parse(int argc, char **argv)
         else if (strcmp(a, "-I") == 0)
             opt.source = v, i++;
         else if (strcmp(a, "-p") == 0)
-            opt.port = number(a, v, 1, 65535), i++;
+            opt.port = number(a, v, 1, 65535), i++, port_set = true;
         else if (strcmp(a, "-S") == 0)
-            opt.size = number(a, v, RPING_MIN_SIZE, RPING_MAX_SIZE), i++;
+            opt.size = number(a, v, 1, RPING_MAX_SIZE), i++, size_set = true;
         else if (strcmp(a, "-C") == 0)
             opt.count = number(a, v, 1, 10000000), i++, count_set = true;
         else if (strcmp(a, "-W") == 0)
@@ -149,6 +157,8 @@ static void parse(int argc, char **argv)
             opt.mpa_rev = number(a, v, 1, 2), i++;
         else if (strcmp(a, "--bad-stag") == 0)
             opt.bad_stag = true;
+        else if (strcmp(a, "--ucmatose") == 0)
+            opt.ucmatose = true;
         else if (strcmp(a, "--reject") == 0) {
             if (!v)
                 fail(2, "--reject wants the private data text");
@@ -169,8 +179,20 @@ static void parse(int argc, char **argv)
         fail(2, "-c needs -a SERVER");
     if (opt.client && !count_set)
         opt.count = 10;
+    if (opt.ucmatose) {
+        if (!count_set)
+            opt.count = 10;
+        if (!size_set)
+            opt.size = 100;
+        if (!port_set)
+            opt.port = UCMA_PORT;
+        if (opt.count > UCMA_MAX_COUNT || opt.size > UCMA_MAX_SIZE)
+            fail(2, "--ucmatose: at most %u messages of %u bytes", UCMA_MAX_COUNT, UCMA_MAX_SIZE);
+    }
     if (opt.reject && !opt.server)
         fail(2, "--reject is for the server");
+    if (!opt.ucmatose && opt.size < RPING_MIN_SIZE)
+        fail(2, "-S wants a number in %u..%u, not %u", RPING_MIN_SIZE, RPING_MAX_SIZE, opt.size);
 }
 
 static void *watchdog(void *arg)
@@ -329,11 +351,13 @@ static void setup(struct rping *r)
     if ((st = r->a->Dispatch->NdkCreateCq(r->a, 64, on_cq, NULL, NULL, create_never, NULL,
                                           &r->cq)) != STATUS_SUCCESS)
         fail_status("NdkCreateCq", st);
-    if ((st = r->pd->Dispatch->NdkCreateQp(r->pd, r->cq, r->cq, NULL, 4, 16, 1, 1, 0, create_never,
-                                           NULL, &r->qp)) != STATUS_SUCCESS)
+    if ((st = r->pd->Dispatch->NdkCreateQp(r->pd, r->cq, r->cq, NULL, UCMA_MAX_COUNT, 16, 1, 1, 0,
+                                           create_never, NULL, &r->qp)) != STATUS_SUCCESS)
         fail_status("NdkCreateQp", st);
     r->ctrl = calloc(1, 2 * CTRL_LEN);
-    r->data_len = opt.client ? 2 * (size_t)opt.size : (size_t)RPING_MAX_SIZE + 1;
+    r->data_len = opt.ucmatose ? 2 * UCMA_MAX_COUNT * (size_t)opt.size
+                  : opt.client ? 2 * (size_t)opt.size
+                               : (size_t)RPING_MAX_SIZE + 1;
     r->data = calloc(1, r->data_len);
     if (!r->ctrl || !r->data)
         fail(1, "out of memory");
@@ -479,6 +503,168 @@ static int bad_read_result(struct rping *r, NDK_CONNECTOR *conn, NDK_LISTENER *l
     close_obj(conn->Dispatch->NdkCloseConnector, &conn->Header);
     close_obj(lis->Dispatch->NdkCloseListener, &lis->Header);
     return res.Status == STATUS_SUCCESS ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* --ucmatose: the exchange of rdma-core's cmatose example (ucmatose), in our words: both sides
+ * post -C receives of -S bytes before connecting or accepting; once connected the server sends
+ * -C messages, the client receives them all and then sends -C messages back; the server
+ * disconnects when it has them. No private data. The server speaks first: against an Initiator
+ * that asked for no RTR, RFC 5044 makes it wait for the Initiator's first FPDU (which such a
+ * client never sends), so the run ends with the server's Sends held (docs/interop.md). */
+
+static void ucma_post_recvs(struct rping *r)
+{
+    for (unsigned i = 0; i < opt.count; i++) {
+        uint8_t *b = r->data + (size_t)i * opt.size;
+        NDK_SGE g = {.VirtualAddress = b, .Length = opt.size, .MemoryRegionToken = r->data_tok};
+        NTSTATUS st = r->qp->Dispatch->NdkReceive(r->qp, b, &g, 1);
+        if (st != STATUS_SUCCESS)
+            fail_status("NdkReceive", st);
+    }
+}
+
+static void ucma_post_sends(struct rping *r)
+{
+    uint8_t *src = r->data + (size_t)UCMA_MAX_COUNT * opt.size;
+    for (unsigned k = 0; k < opt.size; k++)
+        src[k] = (uint8_t)('a' + k % 26);
+    for (unsigned i = 0; i < opt.count; i++) {
+        NDK_SGE g = {.VirtualAddress = src, .Length = opt.size, .MemoryRegionToken = r->data_tok};
+        NTSTATUS st = r->qp->Dispatch->NdkSend(r->qp, src, &g, 1, 0);
+        if (st != STATUS_SUCCESS)
+            fail_status("NdkSend", st);
+        r->sends_out++;
+    }
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Wait until want receives and every Send completed, or until deadline (ms); false then. */
+static bool ucma_wait(struct rping *r, unsigned want_recvs, unsigned *got, uint64_t deadline)
+{
+    while (*got < want_recvs || r->sends_out) {
+        NDK_RESULT_EX res;
+        if (r->cq->Dispatch->NdkGetCqResultsEx(r->cq, &res, 1) == 1) {
+            if (res.Status != STATUS_SUCCESS)
+                fail(1, "completion %s (type %d)%s", SoftNdkStatusName(res.Status), (int)res.Type,
+                     atomic_load(&ev.peer_gone) ? "; the peer disconnected" : "");
+            if (res.Type == NdkOperationTypeSend) {
+                r->sends_out--;
+            } else if (res.Type == NdkOperationTypeReceive) {
+                if (res.BytesTransferred != opt.size)
+                    fail(1, "message %u: %u bytes, expected %u", *got, res.BytesTransferred,
+                         opt.size);
+                (*got)++;
+            }
+            continue;
+        }
+        if (mono_ms() > deadline)
+            return false;
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+    return true;
+}
+
+static int ucma_server(struct rping *r)
+{
+    struct sockaddr_storage sa;
+    ULONG slen;
+    parse_ip(opt.addr ? opt.addr : "0.0.0.0", (uint16_t)opt.port, &sa, &slen);
+    NDK_LISTENER *lis;
+    NTSTATUS st =
+        r->a->Dispatch->NdkCreateListener(r->a, on_connect, NULL, create_never, NULL, &lis);
+    if (st != STATUS_SUCCESS)
+        fail_status("NdkCreateListener", st);
+    struct waiter w;
+    w_init(&w);
+    if ((st = w_wait(&w, lis->Dispatch->NdkListen(lis, (struct sockaddr *)&sa, slen, w_cb, &w))) !=
+        STATUS_SUCCESS)
+        fail_status("NdkListen", st);
+    printf("ndkrping: ucmatose server listening on port %u\n", opt.port);
+    uint64_t deadline = mono_ms() + (opt.timeout > 3 ? opt.timeout - 3 : 1) * 1000ull;
+    pthread_mutex_lock(&ev.m);
+    while (!ev.conn)
+        pthread_cond_wait(&ev.c, &ev.m); /* bounded by the watchdog */
+    NDK_CONNECTOR *conn = ev.conn;
+    pthread_mutex_unlock(&ev.m);
+    ucma_post_recvs(r);
+    w_init(&w);
+    st = w_wait(
+        &w, conn->Dispatch->NdkAccept(conn, r->qp, 1, 1, NULL, 0, on_disconnect, NULL, w_cb, &w));
+    if (st != STATUS_SUCCESS)
+        fail_status("NdkAccept", st);
+    ucma_post_sends(r);
+    unsigned got = 0;
+    bool done = ucma_wait(r, opt.count, &got, deadline);
+    SOFTNDK_COUNTERS c = {.Size = sizeof c};
+    SoftNdkQueryCounters(r->a, &c);
+    if (!done) {
+        printf("ndkrping: ucmatose server: %u of %u Sends completed, %u of %u messages received; "
+               "ResponderHeld %llu\n",
+               opt.count - r->sends_out, opt.count, got, opt.count,
+               (unsigned long long)c.ResponderHeld);
+        return 1;
+    }
+    disconnect(conn);
+    printf("ndkrping: ucmatose server: %u sent, %u received (%u bytes each); ResponderHeld %llu\n",
+           opt.count, got, opt.size, (unsigned long long)c.ResponderHeld);
+    close_obj(conn->Dispatch->NdkCloseConnector, &conn->Header);
+    close_obj(lis->Dispatch->NdkCloseListener, &lis->Header);
+    return 0;
+}
+
+static int ucma_client(struct rping *r)
+{
+    struct sockaddr_storage sa, ca;
+    ULONG slen, clen;
+    parse_ip(opt.addr, (uint16_t)opt.port, &sa, &slen);
+    bool loop4 = sa.ss_family == AF_INET &&
+                 (ntohl(((struct sockaddr_in *)&sa)->sin_addr.s_addr) >> 24) == 127;
+    parse_ip(opt.source                ? opt.source
+             : loop4                   ? "127.0.0.1"
+             : sa.ss_family == AF_INET ? "0.0.0.0"
+                                       : "::",
+             0, &ca, &clen);
+    NDK_CONNECTOR *conn;
+    NTSTATUS st = r->a->Dispatch->NdkCreateConnector(r->a, create_never, NULL, &conn);
+    if (st != STATUS_SUCCESS)
+        fail_status("NdkCreateConnector", st);
+    ucma_post_recvs(r);
+    struct waiter w;
+    w_init(&w);
+    st = w_wait(&w,
+                conn->Dispatch->NdkConnect(conn, r->qp, (struct sockaddr *)&ca, clen,
+                                           (struct sockaddr *)&sa, slen, 1, 1, NULL, 0, w_cb, &w));
+    if (st != STATUS_SUCCESS)
+        fail_status("NdkConnect", st);
+    w_init(&w);
+    st = w_wait(&w, conn->Dispatch->NdkCompleteConnect(conn, on_disconnect, NULL, w_cb, &w));
+    if (st != STATUS_SUCCESS)
+        fail_status("NdkCompleteConnect", st);
+    uint64_t deadline = mono_ms() + (opt.timeout > 3 ? opt.timeout - 3 : 1) * 1000ull;
+    unsigned got = 0;
+    if (!ucma_wait(r, opt.count, &got, deadline))
+        fail(1, "ucmatose client: %u of %u messages received", got, opt.count);
+    ucma_post_sends(r);
+    if (!ucma_wait(r, opt.count, &got, deadline))
+        fail(1, "ucmatose client: %u of %u replies completed", opt.count - r->sends_out, opt.count);
+    while (!atomic_load(&ev.peer_gone) && mono_ms() < deadline) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    bool server_ended = atomic_load(&ev.peer_gone);
+    disconnect(conn);
+    close_obj(conn->Dispatch->NdkCloseConnector, &conn->Header);
+    printf("ndkrping: ucmatose client: %u received, %u sent (%u bytes each); %s\n", got, opt.count,
+           opt.size, server_ended ? "the server disconnected" : "the server did not disconnect");
+    return server_ended ? 0 : 1;
 }
 
 static int run_server(struct rping *r)
@@ -734,7 +920,9 @@ int main(int argc, char **argv)
     struct rping r;
     memset(&r, 0, sizeof r);
     setup(&r);
-    int rc = opt.server ? run_server(&r) : run_client(&r);
+    int rc = opt.ucmatose ? (opt.server ? ucma_server(&r) : ucma_client(&r))
+             : opt.server ? run_server(&r)
+                          : run_client(&r);
     teardown(&r);
     return rc;
 }
