@@ -137,7 +137,7 @@ g2h() {
     if [ $ok = 1 ]; then
         case $expect in
         ok)
-            [ "$hst" = 0 ] || { ok=0; why="ndkrping -s exited $hst: $(grep "^ndkrping:" "$dir/host.err" | tail -n 1)"; }
+            [ "$hst" = 0 ] || { ok=0; why="ndkrping -s exited $hst: $(cat "$dir/host.err" "$dir/host.out" | grep "^ndkrping:" | tail -n 1)"; }
             grep -q "server: $n pings served, data validated; the client disconnected" "$dir/host.out" ||
                 { ok=0; why="${why:-the host did not serve and validate $n pings}"; }
             [ "$grc" = 0 ] || { ok=0; why="${why:-rping exited ${grc:-?}}"; }
@@ -145,7 +145,7 @@ g2h() {
             ;;
         srvdisc:*)
             local k=${expect#srvdisc:}
-            [ "$hst" = 0 ] || { ok=0; why="ndkrping -s exited $hst: $(grep "^ndkrping:" "$dir/host.err" | tail -n 1)"; }
+            [ "$hst" = 0 ] || { ok=0; why="ndkrping -s exited $hst: $(cat "$dir/host.err" "$dir/host.out" | grep "^ndkrping:" | tail -n 1)"; }
             grep -q "server: $k pings served, data validated; the server disconnected" "$dir/host.out" ||
                 { ok=0; why="${why:-the host did not serve $k pings and disconnect}"; }
             [ "$lines" = "$k" ] || { ok=0; why="${why:-rping verified $lines of $k pings}"; }
@@ -154,7 +154,7 @@ g2h() {
         badstag)
             # softndk's Read with a wrong STag: siw refuses it with a Terminate (in its own
             # layout), which softndk must read as a remote access error on that Read
-            [ "$hst" = 0 ] || { ok=0; why="ndkrping -s --bad-stag exited $hst: $(grep "^ndkrping:" "$dir/host.err" | tail -n 1)"; }
+            [ "$hst" = 0 ] || { ok=0; why="ndkrping -s --bad-stag exited $hst: $(cat "$dir/host.err" "$dir/host.out" | grep "^ndkrping:" | tail -n 1)"; }
             grep -q 'the RDMA Read with a bad STag completed with STATUS_ACCESS_VIOLATION' "$dir/host.out" ||
                 { ok=0; why="${why:-$(grep -o 'completed with [A-Z_]*' "$dir/host.out" | head -n 1), expected STATUS_ACCESS_VIOLATION}"; }
             grep -q 'Terminate received: RDMAP / Remote Protection Error' "$dir/host.err" ||
@@ -210,14 +210,14 @@ sleep 0.5; echo SNDK-READY; wait" "$siw" "$siwopt" "$hp"
     lines=$(count "$dir/console" '^server ping data: rdma-ping-')
     local what="$n pings, data checked both sides"
     if [ $ok = 1 ] && [ "$expect" = ok ]; then
-        [ "$hst" = 0 ] || { ok=0; why="ndkrping -c exited $hst: $(grep "^ndkrping:" "$dir/host.err" | tail -n 1)"; }
+        [ "$hst" = 0 ] || { ok=0; why="ndkrping -c exited $hst: $(cat "$dir/host.err" "$dir/host.out" | grep "^ndkrping:" | tail -n 1)"; }
         grep -q "client: $n pings, data validated; the client disconnected" "$dir/host.out" ||
             { ok=0; why="${why:-the host did not validate $n pings}"; }
         [ "$lines" = "$n" ] || { ok=0; why="${why:-rping served $lines of $n pings}"; }
         [ "$grc" = 0 ] || { ok=0; why="${why:-rping -s exited ${grc:-?}}"; }
         grep -q 'server DISCONNECT EVENT' "$dir/console" || { ok=0; why="${why:-rping saw no DISCONNECT}"; }
     elif [ $ok = 1 ]; then # badstag
-        [ "$hst" = 0 ] || { ok=0; why="ndkrping -c --bad-stag exited $hst: $(grep "^ndkrping:" "$dir/host.err" | tail -n 1)"; }
+        [ "$hst" = 0 ] || { ok=0; why="ndkrping -c --bad-stag exited $hst: $(cat "$dir/host.err" "$dir/host.out" | grep "^ndkrping:" | tail -n 1)"; }
         grep -q 'Terminate sent 0x000100 x1' "$dir/host.out" ||
             { ok=0; why="${why:-softndk sent no RDMAP Remote Protection / invalid STag Terminate}"; }
         # siw acts on a received Terminate by closing: its Read is flushed (rping ignores
