@@ -244,7 +244,7 @@ ucma() {
     mkdir -p "$dir"
     if [ "$d" = g2h ]; then
         local hw=40
-        [ "$expect" = held ] && hw=22 # the guest boots (up to ~12 s), then softndk holds
+        # held: the run ends 10 s after the accept; -W leaves the guest's boot 25 s
         for try in 1 2; do
             hp=$(free_port)
             SOFTNDK_LOG=${log:-info} timeout $((hw + 10)) "$NDKRPING" --ucmatose -s -a 127.0.0.1 -p "$hp" -W $hw \

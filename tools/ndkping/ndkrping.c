@@ -600,6 +600,11 @@ static int ucma_server(struct rping *r)
         &w, conn->Dispatch->NdkAccept(conn, r->qp, 1, 1, NULL, 0, on_disconnect, NULL, w_cb, &w));
     if (st != STATUS_SUCCESS)
         fail_status("NdkAccept", st);
+    /* the exchange takes milliseconds; 10 s after the accept it is over either way (bounded
+     * by -W from the start as well) */
+    uint64_t after_accept = mono_ms() + 10000u;
+    if (after_accept < deadline)
+        deadline = after_accept;
     ucma_post_sends(r);
     unsigned got = 0;
     bool done = ucma_wait(r, opt.count, &got, deadline);
