@@ -756,6 +756,7 @@ static void establish(struct sndk_connector *c)
         .mpa_rev = c->rev,
         .active = c->active,
         .rx_read_msn = c->p2p && !c->active && c->rtr_kind == SNDK_MPA_RTR_READ ? 2u : 1u,
+        .await_initiator = !c->active && !c->p2p,
         .ird = c->ird,
         .ord = c->ord,
         .rec = c->rec,

@@ -147,6 +147,7 @@ void sndk_counters_read(struct sndk_adapter_ctrs *a, SOFTNDK_COUNTERS *out)
     int64_t inc = atomic_load_explicit(&a->incoming, memory_order_relaxed);
     c.HandshakesPending = pend > 0 ? (ULONG64)pend : 0;
     c.IncomingUnanswered = inc > 0 ? (ULONG64)inc : 0;
+    c.ResponderHeld = ld(&a->v[SNDK_CTR_RESPONDER_HELD]);
     if (size > sizeof c)
         size = sizeof c;
     c.Size = size;

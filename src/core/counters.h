@@ -45,6 +45,8 @@ enum sndk_ctr {
     SNDK_CTR_SOURCE_MODIFIED,   /* FPDUs whose source changed before completion (SourceCheck) */
     SNDK_CTR_HANDSHAKE_EVICTED, /* half-open connections reset to make room (admission.c) */
     SNDK_CTR_HANDSHAKE_REFUSED, /* connections reset at once at the fd limit (admission.c) */
+    SNDK_CTR_RESPONDER_HELD,    /* Responder connections (no RTR) that held FPDUs until the
+                                   Initiator's first arrived */
     SNDK_CTR_COUNT
 };
 

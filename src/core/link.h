@@ -30,6 +30,8 @@ struct sndk_link_params {
     uint32_t rx_read_msn;   /* MSN of the first inbound Read Request (0 or 1: 1; 2 after a
                                zero-length Read RTR took MSN 1) */
     uint32_t ird, ord;      /* effective: inbound Read Requests we queue / Reads we may issue */
+    bool await_initiator;   /* MPA Responder without an RTR: no FPDU of ours may go before the
+                               Initiator's first one has arrived (RFC 5044 section 7.1.2) */
     /* The connection's counters / ndkstat / pcap record (core/counters.h), or NULL. A QP that
      * keeps it takes a reference (sndk_conn_rec_get) and drops it when it lets go. */
     struct sndk_conn_rec *rec;

@@ -234,8 +234,11 @@ static bool named_by(const struct sndk_fail *f, const struct sndk_sqe *e)
     if (!f->named || e->kind != f->named_kind)
         return false;
     switch (e->kind) {
-    case SNDK_SQ_SEND:
     case SNDK_SQ_READ:
+        if (f->named_stag != 0) /* the included Read Request's sink STag (rx.c) */
+            return e->sink_stag == f->named_stag;
+        return e->msn != 0 && e->msn == f->named_msn;
+    case SNDK_SQ_SEND:
         return e->msn != 0 && e->msn == f->named_msn;
     case SNDK_SQ_WRITE:
         return e->rstag == f->named_stag && f->named_to >= e->rto &&
@@ -925,6 +928,8 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     int one = 1;
     setsockopt(p->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     sndk_tx_init(io, p->crc, fpdu_size_for(p->fd), p->ird, p->ord);
+    if (p->await_initiator)
+        sndk_tx_gate_await(io);
     if (qp->base.adapter->cfg.source_check) {
         io->src_iov = calloc(SNDK_TX_IOV, sizeof *io->src_iov);
         if (!io->src_iov)

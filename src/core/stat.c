@@ -147,6 +147,7 @@ char *sndk_stat_snapshot(struct sndk_adapter *a, size_t *len)
     C(FlushedRequests);
     C(InjectedFaults);
     C(SourceModified);
+    C(ResponderHeld);
     C(HandshakeInOctets);
     C(HandshakeOutOctets);
     C(MpaRejectsSent);

@@ -97,6 +97,18 @@ static inline int sndk_acc_rreq_werr(enum sndk_access_result r)
     }
 }
 
+/* The TX gate. An MPA Responder that negotiated no RTR must not send an FPDU before it has
+ * received the Initiator's first one (RFC 5044 section 7.1.2; Linux siw fails the connection
+ * otherwise): its gate starts AWAITING and opens when RX completes the first FPDU. Every other
+ * connection starts OPEN. AWAITING => HOLDING when something was ready to go while awaiting
+ * (counted in ResponderHeld and traced once). */
+enum sndk_tx_gate {
+    SNDK_TXG_OPEN,
+    SNDK_TXG_AWAITING, /* nothing of ours is ready yet */
+    SNDK_TXG_HOLDING,  /* requests (or a FIN) wait for the Initiator's first FPDU */
+    SNDK_TXG_COUNT
+};
+
 enum sndk_tx_result {
     SNDK_TX_DRAINED,   /* everything posted is in TCP */
     SNDK_TX_BLOCKED,   /* the socket is full: EPOLLOUT armed, the progress thread continues */
@@ -196,6 +208,7 @@ struct sndk_qp_io {
     enum sndk_fault_action tx_fault; /* before the next FPDU (fill_batch stops in front of it) */
     uint32_t tx_fault_ms;
     const struct sndk_fault_rule *tx_fault_rule;
+    uint8_t tx_gate;               /* enum sndk_tx_gate */
     uint32_t msn_send;             /* next Send MSN (QN 0), first = 1 */
     uint32_t msn_term;             /* next Terminate MSN (QN 2), first = 1 */
     uint32_t msn_read;             /* next Read Request MSN (QN 1), first = 1 */
@@ -287,6 +300,11 @@ void sndk_qp_retire_done(struct sndk_qp *qp);
 /* tx.c (all: qp->tx_lock held) */
 void sndk_tx_init(struct sndk_qp_io *io, bool crc, uint32_t max_fpdu, uint32_t ird, uint32_t ord);
 enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp);
+/* A Responder without an RTR: hold every FPDU until the Initiator's first arrives. At attach,
+ * after sndk_tx_init, before the connection is published. */
+void sndk_tx_gate_await(struct sndk_qp_io *io);
+/* The Initiator's first FPDU arrived: open the gate (sets tx_kick when something waits). */
+void sndk_tx_gate_open(struct sndk_qp *qp);
 /* Best effort, one non-blocking write; skipped when an FPDU is half written. */
 void sndk_tx_terminate(struct sndk_qp *qp, const struct sndk_term *t);
 /* Set the watched events from tx_blocked / peer_fin / parking / stalls. */

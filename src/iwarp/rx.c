@@ -304,6 +304,10 @@ static void rx_terminate(void *ctx, const struct sndk_rx_seg *seg, const struct 
             f->named = true;
             f->named_kind = qn == SNDK_QN_SEND ? SNDK_SQ_SEND : SNDK_SQ_READ;
             f->named_msn = sndk_get_be32(t->ddp_hdr + 10);
+            /* A refused Read is named more surely by the sink STag of its included Read
+             * Request (Linux siw puts the read size where the MSN belongs) */
+            if (qn == SNDK_QN_READ_REQ && t->rdmap_hdr_present)
+                f->named_stag = sndk_get_be32(t->rdmap_hdr);
             if (qn == SNDK_QN_SEND)
                 f->named_status = STATUS_REMOTE_RESOURCES;
         }
@@ -315,9 +319,10 @@ static void rx_terminate(void *ctx, const struct sndk_rx_seg *seg, const struct 
         f->named_to = sndk_get_be64(t->ddp_hdr + 6);
     }
     io->rx_failed = true;
-    sndk_debug("rx", "QP %p: Terminate received: %s / %s / %s", (void *)qp,
+    sndk_debug("rx", "QP %p: Terminate received: %s / %s / %s%s", (void *)qp,
                sndk_term_layer_name(t->layer), sndk_term_etype_name(t->layer, t->etype),
-               sndk_term_code_name(t->layer, t->etype, t->code));
+               sndk_term_code_name(t->layer, t->etype, t->code),
+               t->siw_layout ? " (in Linux siw's little-endian layout)" : "");
 }
 
 static const struct sndk_rx_ops rx_ops = {
@@ -539,7 +544,14 @@ enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
         return SNDK_RXR_FAIL;
     }
     io->rx_dry_mid_payload = false;
+    uint64_t fpdus_before = io->rx.fpdus;
     enum sndk_rx_result r = rx_pass(qp, fail);
+    if (fpdus_before == 0 && io->rx.fpdus != 0) {
+        /* the peer's first FPDU: a Responder without an RTR may send from now on */
+        sndk_mutex_lock(&qp->tx_lock);
+        sndk_tx_gate_open(qp);
+        sndk_mutex_unlock(&qp->tx_lock);
+    }
     if (r == SNDK_RXR_FAIL) {
         io->rx_ended = true;
         io->rx_end = *fail;

@@ -258,6 +258,16 @@ int sndk_term_decode(struct sndk_term *t, const uint8_t *body, size_t len)
     t->etype = (uint8_t)sndk_term_ctrl_etype(ctrl);
     t->code = (uint8_t)sndk_term_ctrl_code(ctrl);
     t->hdrct = ctrl & (SNDK_TERM_HDRCT_M | SNDK_TERM_HDRCT_D | SNDK_TERM_HDRCT_R);
+    if ((body[2] & 0x07) != 0 && (body[2] & 0xF8) == 0 && body[3] == 0) {
+        /* Linux siw's little-endian bitfield layout (see terminate.h): nibbles swapped, the
+         * flags in the low bits of byte 2 */
+        t->siw_layout = true;
+        t->layer = body[0] & 0x0F;
+        t->etype = body[0] >> 4;
+        t->hdrct = ((body[2] & 0x01) ? SNDK_TERM_HDRCT_M : 0u) |
+                   ((body[2] & 0x02) ? SNDK_TERM_HDRCT_D : 0u) |
+                   ((body[2] & 0x04) ? SNDK_TERM_HDRCT_R : 0u);
+    }
     size_t off = 4;
     if (len >= off + 2 && (t->hdrct & (SNDK_TERM_HDRCT_M | SNDK_TERM_HDRCT_D))) {
         t->ddp_seg_len = sndk_get_be16(body + off);

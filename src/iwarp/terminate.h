@@ -86,6 +86,8 @@ struct sndk_term {
     bool rdmap_hdr_present;   /* 28 bytes of rdmap_hdr present */
     uint8_t ddp_hdr[SNDK_DDP_UNTAGGED_HDR_LEN];
     uint8_t rdmap_hdr[SNDK_RDMAP_READ_REQ_LEN];
+    bool siw_layout;          /* decoded: the control word came in Linux siw's little-endian
+                                 bitfield layout and was read as siw meant it (never sent) */
 };
 
 /* Encode t into body[0..cap): control word, then DDP Segment Length when M or D, the DDP header
@@ -95,6 +97,11 @@ size_t sndk_term_encode(const struct sndk_term *t, uint8_t *body, size_t cap);
 
 /* Decode a received Terminate body of len bytes. Sizes come from len, not from the Hdrct bits
  * (siw sets R with no RDMAP header): a field is reported present only if its bytes are there.
+ * Linux siw on little-endian hosts fills the control word through a C bitfield: Layer in the
+ * low nibble of byte 0 and EType in the high one, M/D/R in bits 0/1/2 of byte 2 — where RFC
+ * 5040 has reserved bits (and M/D/R in bits 7/6/5). A word with any of those reserved bits 0..2
+ * set and all of bits 7..3 and byte 3 clear is read as siw meant it (siw_layout); without any
+ * of M/D/R the two layouts cannot be told apart and the RFC's is used (docs/interop.md).
  * Returns 0, or -EPROTO when len < 4. */
 int sndk_term_decode(struct sndk_term *t, const uint8_t *body, size_t len);
 

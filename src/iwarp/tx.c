@@ -7,6 +7,7 @@
  * EPOLLOUT is armed and the progress thread continues; postings meanwhile only queue. A request
  * retires (and completes) when its last byte has been handed to TCP: iWARP acknowledges no
  * untagged message, as in siw and iWARP hardware. Everything here runs under qp->tx_lock. */
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -49,6 +50,56 @@ void sndk_tx_update_events(struct sndk_qp_io *io)
 static struct sndk_sqe *slot(struct sndk_qp *qp, uint32_t idx)
 {
     return &qp->sq[idx % qp->initiator_depth];
+}
+
+static const char *const tx_gate_names[SNDK_TXG_COUNT] = {
+    [SNDK_TXG_OPEN] = "open",
+    [SNDK_TXG_AWAITING] = "awaiting-initiator",
+    [SNDK_TXG_HOLDING] = "holding",
+};
+
+static void set_gate(struct sndk_qp *qp, enum sndk_tx_gate to, const char *why)
+{
+    struct sndk_qp_io *io = qp->io;
+    enum sndk_tx_gate from = (enum sndk_tx_gate)io->tx_gate;
+    /* OPEN is final; AWAITING -> HOLDING -> OPEN, or AWAITING -> OPEN */
+    assert(from != SNDK_TXG_OPEN && to != from && to != SNDK_TXG_AWAITING);
+    sndk_debug("tx", "QP %p: gate %s => %s (%s)", (void *)qp, tx_gate_names[from],
+               tx_gate_names[to], why);
+    io->tx_gate = (uint8_t)to;
+}
+
+void sndk_tx_gate_await(struct sndk_qp_io *io)
+{
+    io->tx_gate = SNDK_TXG_AWAITING;
+    sndk_debug("tx", "QP %p: gate open => %s (MPA Responder without an RTR)", (void *)io->qp,
+               tx_gate_names[SNDK_TXG_AWAITING]);
+}
+
+void sndk_tx_gate_open(struct sndk_qp *qp)
+{
+    struct sndk_qp_io *io = qp->io;
+    sndk_assert_held(&qp->tx_lock);
+    if (io->tx_gate == SNDK_TXG_OPEN)
+        return;
+    bool held = io->tx_gate == SNDK_TXG_HOLDING;
+    set_gate(qp, SNDK_TXG_OPEN, "the Initiator's first FPDU arrived");
+    if (held) {
+        SNDK_TRACE("tx.gate_opened", "qp", qp, "\"held\":true");
+        io->tx_kick = true;
+    }
+}
+
+/* A push while the gate is not open and a request is ready: nothing goes; the first time,
+ * count and trace that it waits. (With nothing ready the push goes on: a FIN is no FPDU.) */
+static void gate_hold(struct sndk_qp *qp)
+{
+    struct sndk_qp_io *io = qp->io;
+    if (io->tx_gate != SNDK_TXG_AWAITING)
+        return;
+    set_gate(qp, SNDK_TXG_HOLDING, "a request is ready before the Initiator's first FPDU");
+    sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_RESPONDER_HELD);
+    SNDK_TRACE("tx.gate_held", "qp", qp, "\"pending\":%u", qp->sq_tail - qp->sq_sent);
 }
 
 /* A Read Request's source failed its access check when its response was about to be cut (the
@@ -400,6 +451,10 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
         return SNDK_TX_BLOCKED; /* failing: the progress thread ends it; nothing more goes out */
     if (io->tx_stalled)
         return SNDK_TX_BLOCKED;
+    if (io->tx_gate != SNDK_TXG_OPEN && (qp->sq_sent != qp->sq_tail || io->irq_count != 0)) {
+        gate_hold(qp);
+        return SNDK_TX_DRAINED; /* RX opens the gate and kicks TX */
+    }
     for (;;) {
         if (io->iov_left == 0) {
             fill_batch(qp);

@@ -10,19 +10,19 @@
 #include <string.h>
 #include <sys/time.h>
 
-#define MPA_KEY_LEN   16
-#define MPA_HDR_LEN   20
-#define MPA_PD_MAX    512
-#define TCP_SYN       0x02
-#define TCP_FIN       0x01
-#define TCP_PSH       0x08
-#define TCP_ACK       0x10
+#define MPA_KEY_LEN 16
+#define MPA_HDR_LEN 20
+#define MPA_PD_MAX  512
+#define TCP_SYN     0x02
+#define TCP_FIN     0x01
+#define TCP_PSH     0x08
+#define TCP_ACK     0x10
 
 struct dir {
-    uint32_t seq;      /* next sequence number of this direction */
+    uint32_t seq; /* next sequence number of this direction */
     bool fin;
-    bool hs_done;      /* the first MPA frame went out as a segment of its own */
-    uint32_t hs_need;  /* bytes of that frame (MPA_HDR_LEN until the header is known) */
+    bool hs_done;     /* the first MPA frame went out as a segment of its own */
+    uint32_t hs_need; /* bytes of that frame (MPA_HDR_LEN until the header is known) */
     uint32_t hs_got;
     uint8_t hs[MPA_HDR_LEN + MPA_PD_MAX];
 };
@@ -88,6 +88,9 @@ struct sndk_pcap *sndk_pcap_acquire(const char *path)
         errno = e;
         return NULL;
     }
+    /* Fully buffered so that one record becomes one write(); every hook flushes before it
+     * returns, so a process that dies or exits without closing (a failed connection, a
+     * timeout's kill) leaves every byte recorded so far in the file. */
     setvbuf(p->f, NULL, _IOFBF, 1 << 20);
     /* classic pcap, microseconds, native byte order (readers detect it from the magic) */
     struct {
@@ -208,8 +211,7 @@ static void segment(struct sndk_pcap_conn *c, bool out, uint8_t flags, const str
     gettimeofday(&tv, NULL);
     struct {
         uint32_t sec, usec, caplen, len;
-    } rec = {(uint32_t)tv.tv_sec, (uint32_t)tv.tv_usec, (uint32_t)(hl + len),
-             (uint32_t)(hl + len)};
+    } rec = {(uint32_t)tv.tv_sec, (uint32_t)tv.tv_usec, (uint32_t)(hl + len), (uint32_t)(hl + len)};
     fwrite(&rec, sizeof rec, 1, p->f);
     fwrite(h, hl, 1, p->f);
     size_t left = len;
@@ -242,8 +244,8 @@ static void data(struct sndk_pcap_conn *c, bool out, const struct iovec *iov, in
 }
 
 struct sndk_pcap_conn *sndk_pcap_conn_new(struct sndk_pcap *p, uint64_t id,
-                                          const struct sockaddr *local,
-                                          const struct sockaddr *peer, bool active)
+                                          const struct sockaddr *local, const struct sockaddr *peer,
+                                          bool active)
 {
     if (!p || !local || !peer || local->sa_family != peer->sa_family ||
         (local->sa_family != AF_INET && local->sa_family != AF_INET6))
@@ -251,8 +253,8 @@ struct sndk_pcap_conn *sndk_pcap_conn_new(struct sndk_pcap *p, uint64_t id,
     struct sndk_pcap_conn *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
-    size_t alen = local->sa_family == AF_INET ? sizeof(struct sockaddr_in)
-                                              : sizeof(struct sockaddr_in6);
+    size_t alen =
+        local->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
     memcpy(&c->local, local, alen);
     memcpy(&c->peer, peer, alen);
     c->v6 = local->sa_family == AF_INET6;
@@ -277,6 +279,7 @@ struct sndk_pcap_conn *sndk_pcap_conn_new(struct sndk_pcap *p, uint64_t id,
         segment(c, a, TCP_SYN, NULL, 0, 0, 0);
         segment(c, !a, TCP_SYN | TCP_ACK, NULL, 0, 0, 0);
         segment(c, a, TCP_ACK, NULL, 0, 0, 0);
+        fflush(p->f);
     }
     pthread_mutex_unlock(&p->lock);
     return c;
@@ -324,6 +327,7 @@ void sndk_pcap_record(struct sndk_pcap_conn *c, bool out, const struct iovec *io
     }
     if (skip < bytes)
         data(c, out, iov, iovcnt, skip, bytes - skip);
+    fflush(p->f);
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -347,6 +351,7 @@ void sndk_pcap_fin(struct sndk_pcap_conn *c, bool out)
         return;
     pthread_mutex_lock(&c->p->lock);
     fin_locked(c, out);
+    fflush(c->p->f);
     pthread_mutex_unlock(&c->p->lock);
 }
 

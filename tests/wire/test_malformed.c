@@ -561,3 +561,66 @@ TEST(advance_reports_the_terminate_on_the_byte_that_completes_it)
     CHECK_EQ_I64(sndk_rx_advance(&rx, 0), 0);
     CHECK_EQ_I64(sndk_rx_feed(&rx, buf, 1), -EPIPE);
 }
+
+/* Linux siw's Terminates on x86 (its control word is a little-endian C bitfield): Layer and
+ * EType nibbles swapped, M/D/R in bits 0..2 of byte 2. Recognised when a flag sits in those
+ * RFC-reserved bits and the RFC's flag bits are clear; the included headers then decode as in
+ * an RFC Terminate. Without flags the layouts are indistinguishable: the RFC's is used. */
+TEST(terminate_in_siw_little_endian_layout_is_read_as_siw_meant_it)
+{
+    uint8_t body[4 + 2 + SNDK_DDP_UNTAGGED_HDR_LEN + SNDK_RDMAP_READ_REQ_LEN];
+    memset(body, 0, sizeof body);
+    /* RDMAP (0) / Remote Protection (1) / code 0x00, M D R: as siw sends it for a refused Read */
+    body[0] = 0x10;
+    body[1] = 0x00;
+    body[2] = 0x07;
+    body[3] = 0x00;
+    body[4] = 0x00, body[5] = 28;                   /* DDP Segment Length */
+    body[6] = SNDK_DDP_LAST | 1;                    /* untagged header of the Read Request */
+    body[7] = 0x41;                                 /* RDMAP v1, Read Request */
+    body[4 + 2 + SNDK_DDP_UNTAGGED_HDR_LEN] = 0xAB; /* first byte of the Read Request body */
+    struct sndk_term t;
+    CHECK_EQ_I64(sndk_term_decode(&t, body, sizeof body), 0);
+    CHECK(t.siw_layout);
+    CHECK_EQ_U64(t.layer, SNDK_TERM_LAYER_RDMAP);
+    CHECK_EQ_U64(t.etype, 1);
+    CHECK_EQ_U64(t.code, 0);
+    CHECK_EQ_U64(t.hdrct, SNDK_TERM_HDRCT_M | SNDK_TERM_HDRCT_D | SNDK_TERM_HDRCT_R);
+    CHECK_EQ_U64(t.ddp_seg_len, 28);
+    CHECK_EQ_U64(t.ddp_hdr_len, SNDK_DDP_UNTAGGED_HDR_LEN);
+    CHECK(t.rdmap_hdr_present);
+    CHECK_EQ_U64(t.rdmap_hdr[0], 0xAB);
+
+    /* the same Terminate in the RFC's layout: same result, not flagged */
+    body[0] = 0x01;
+    body[2] = 0xE0;
+    CHECK_EQ_I64(sndk_term_decode(&t, body, sizeof body), 0);
+    CHECK(!t.siw_layout);
+    CHECK_EQ_U64(t.layer, SNDK_TERM_LAYER_RDMAP);
+    CHECK_EQ_U64(t.etype, 1);
+    CHECK_EQ_U64(t.hdrct, SNDK_TERM_HDRCT_M | SNDK_TERM_HDRCT_D | SNDK_TERM_HDRCT_R);
+    CHECK(t.rdmap_hdr_present);
+
+    /* only M from siw (bit 0): Layer DDP (1) / EType tagged (1) reads the same either way */
+    body[0] = 0x11;
+    body[2] = 0x01;
+    CHECK_EQ_I64(sndk_term_decode(&t, body, 6), 0);
+    CHECK(t.siw_layout);
+    CHECK_EQ_U64(t.hdrct, SNDK_TERM_HDRCT_M);
+    CHECK_EQ_U64(t.ddp_seg_len, 28);
+
+    /* siw without any flag: indistinguishable, read in the RFC's layout (nibbles as sent) */
+    body[0] = 0x10;
+    body[2] = 0x00;
+    CHECK_EQ_I64(sndk_term_decode(&t, body, 4), 0);
+    CHECK(!t.siw_layout);
+    CHECK_EQ_U64(t.layer, 1);
+    CHECK_EQ_U64(t.etype, 0);
+
+    /* reserved bits 3..4 set: neither layout; RFC decode, flags ignored as reserved */
+    body[0] = 0x01;
+    body[2] = 0x09;
+    CHECK_EQ_I64(sndk_term_decode(&t, body, 4), 0);
+    CHECK(!t.siw_layout);
+    CHECK_EQ_U64(t.hdrct, 0);
+}

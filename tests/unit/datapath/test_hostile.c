@@ -244,3 +244,52 @@ TEST(hostile_peer_vanishes_mid_message)
     dp_side_close(&h.s);
     SoftNdkCloseAdapter(h.a);
 }
+
+/* Linux siw refuses a Read with a Terminate in its little-endian control-word layout, and puts
+ * the read size where the included Read Request's MSN belongs. The Read is still named — by
+ * the sink STag in the included Read Request — and completes STATUS_ACCESS_VIOLATION (RDMAP
+ * remote protection, invalid STag), not STATUS_CANCELLED. */
+TEST(hostile_siw_terminate_for_a_read_names_it_by_its_sink_stag)
+{
+    struct host h;
+    host_open(&h, false);
+    NDK_SGE g = dp_sge(&h.s, 0, 64);
+    CHECK_EQ_U64(h.s.qp->Dispatch->NdkRead(h.s.qp, (void *)7, &g, 1, 0x10000, 0x4242, 0),
+                 STATUS_SUCCESS);
+    uint8_t rr[128];
+    size_t rl = sndk_mpa_fpdu_len(SNDK_DDP_UNTAGGED_HDR_LEN + SNDK_RDMAP_READ_REQ_LEN);
+    CHECK(dp_read_exact(h.raw, rr, rl, DP_TIMEOUT_MS));
+    struct sndk_term t = {.layer = SNDK_TERM_LAYER_RDMAP,
+                          .etype = 1,
+                          .code = 0,
+                          .hdrct = SNDK_TERM_HDRCT_M | SNDK_TERM_HDRCT_D | SNDK_TERM_HDRCT_R,
+                          .ddp_seg_len = 28,
+                          .ddp_hdr_len = SNDK_DDP_UNTAGGED_HDR_LEN,
+                          .rdmap_hdr_present = true};
+    memcpy(t.ddp_hdr, rr + 2, SNDK_DDP_UNTAGGED_HDR_LEN);
+    sndk_put_be32(t.ddp_hdr + 10, 64); /* siw: the read size in the MSN field */
+    memcpy(t.rdmap_hdr, rr + 2 + SNDK_DDP_UNTAGGED_HDR_LEN, SNDK_RDMAP_READ_REQ_LEN);
+    struct sndk_fpdu tf;
+    struct iovec iov[3];
+    int k = sndk_fpdu_terminate(&tf, 1, &t, false, iov, 3);
+    CHECK(k > 0);
+    uint8_t term[128];
+    size_t tl = 0;
+    for (int i = 0; i < k; i++) {
+        memcpy(term + tl, iov[i].iov_base, iov[i].iov_len);
+        tl += iov[i].iov_len;
+    }
+    /* siw's layout: Layer/EType nibbles swapped, M/D/R in bits 0..2 of the third byte */
+    uint8_t *body = term + 2 + SNDK_DDP_UNTAGGED_HDR_LEN;
+    CHECK_EQ_U64(body[0], 0x01);
+    CHECK_EQ_U64(body[2], 0xE0);
+    body[0] = 0x10;
+    body[2] = 0x07;
+    dp_write_all(h.raw, term, tl);
+    CHECK(harness_event_wait(&h.s.link.aborted, 1, DP_TIMEOUT_MS));
+    CHECK_EQ_U64(h.s.link.abort_reason, 0x02000100u); /* received: RDMAP / 1 / 0x00 */
+    NDK_RESULT_EX r;
+    dp_expect(h.s.cq, &r, 1, 20);
+    dp_check_result(&r, STATUS_ACCESS_VIOLATION, 0, QPCTX, (void *)7, NdkOperationTypeRead);
+    host_close(&h);
+}

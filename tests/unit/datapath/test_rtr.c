@@ -73,11 +73,11 @@ static int raw_connect(uint16_t port)
     return fd;
 }
 
-/* An Initiator that offers the Read RTR alone, with CRC. */
+/* An Initiator that offers the RTR kinds rtr, with CRC (SNDK_MPA_RTR_NONE: no peer-to-peer). */
 static void send_request(int fd, uint8_t rtr)
 {
     struct sndk_mpa_params p = {.rev = 2, .crc = true, .enhanced = true, .ird = 4, .ord = 4,
-                                .p2p = true, .rtr = rtr};
+                                .p2p = rtr != SNDK_MPA_RTR_NONE, .rtr = rtr};
     uint8_t buf[SNDK_MPA_FRAME_MAX];
     int n = sndk_mpa_build(buf, sizeof buf, false, &p);
     CHECK(n > 0);
@@ -592,4 +592,91 @@ TEST(initiator_first_fpdu_faults_get_their_terminate)
         close(lfd);
         server_close(&cl);
     }
+}
+
+/* RFC 5044 section 7.1.2: without an RTR the MPA Responder must not send an FPDU before it has
+ * received the Initiator's first one (Linux siw fails the connection otherwise). softndk's
+ * Responder posts a Send as soon as its Accept completes: nothing reaches the wire — the
+ * request waits, counted in ResponderHeld — until the raw Initiator's first FPDU arrives; then
+ * the Send goes out as MSN 1 and completes. */
+TEST(rtr_none_the_responder_holds_its_first_fpdu_until_the_initiators)
+{
+    struct rtr_server sv;
+    server_open(&sv);
+    int fd = raw_connect(listen_any(&sv));
+    send_request(fd, SNDK_MPA_RTR_NONE); /* Rev 2, enhanced, no peer-to-peer: as stock siw */
+    dp_post_recv(&sv.s, (void *)0x52, 0, 64);
+    accept_incoming(&sv);
+    struct sndk_mpa_rx m;
+    read_reply(fd, &m);
+    const struct sndk_mpa_frame *f = sndk_mpa_rx_frame(&m);
+    CHECK(!f->reject && !f->p2p && f->crc);
+    CHECK(harness_event_wait(&sv.accepted, 1, DP_TIMEOUT_MS));
+    CHECK_EQ_U64(atomic_load(&sv.accept_status), STATUS_SUCCESS);
+
+    static const char early[] = "the responder's first send";
+    memcpy(sv.s.buf + 128, early, sizeof early);
+    dp_post_send(&sv.s, (void *)0x53, 128, sizeof early, 0);
+    uint8_t got[128];
+    CHECK_MSG(!dp_read_exact(fd, got, 1, 300), "the Responder sent before the Initiator");
+    NDK_RESULT_EX r[2];
+    CHECK_EQ_U64(dp_poll(sv.s.cq, r, 1, 100), 0); /* the Send is held, not complete */
+    SOFTNDK_COUNTERS c = {.Size = sizeof c};
+    CHECK_EQ_U64(SoftNdkQueryCounters(sv.a, &c), STATUS_SUCCESS);
+    CHECK_EQ_U64(c.ResponderHeld, 1);
+
+    /* the Initiator's first FPDU opens the gate */
+    static const char first[] = "the initiator's first";
+    uint8_t b[128];
+    struct sndk_seg_hdr h = {.opcode = SNDK_OP_SEND, .last = true, .qn = 0, .msn = 1, .mo = 0};
+    size_t n = dp_build_fpdu(b, &h, first, sizeof first, true);
+    dp_write_all(fd, b, n);
+    uint8_t want[128];
+    size_t wn = dp_build_fpdu(want, &h, early, sizeof early, true); /* MSN 1 of ours */
+    CHECK(dp_read_exact(fd, got, wn, DP_TIMEOUT_MS));
+    CHECK(memcmp(got, want, wn) == 0);
+    dp_expect(sv.s.cq, r, 2, 0);
+    const NDK_RESULT_EX *rv = r[0].Type == NdkOperationTypeReceive ? &r[0] : &r[1];
+    const NDK_RESULT_EX *sd = rv == &r[0] ? &r[1] : &r[0];
+    dp_check_result(rv, STATUS_SUCCESS, sizeof first, QPCTX, (void *)0x52, NdkOperationTypeReceive);
+    dp_check_result(sd, STATUS_SUCCESS, sizeof early, QPCTX, (void *)0x53, NdkOperationTypeSend);
+    CHECK(memcmp(sv.s.buf, first, sizeof first) == 0);
+    CHECK_EQ_U64(SoftNdkQueryCounters(sv.a, &c), STATUS_SUCCESS);
+    CHECK_EQ_U64(c.ResponderHeld, 1);
+    close(fd);
+    server_close(&sv);
+}
+
+/* With an RTR the Initiator's RTR is its first FPDU: nothing is held, nothing counted. */
+TEST(rtr_write_the_responder_sends_at_once_and_holds_nothing)
+{
+    struct rtr_server sv;
+    server_open(&sv);
+    int fd = raw_connect(listen_any(&sv));
+    send_request(fd, SNDK_MPA_RTR_WRITE);
+    accept_incoming(&sv);
+    struct sndk_mpa_rx m;
+    read_reply(fd, &m);
+    uint8_t b[128];
+    struct sndk_seg_hdr h = {.opcode = SNDK_OP_WRITE, .last = true, .stag = 1, .to = 0};
+    size_t n = dp_build_fpdu(b, &h, NULL, 0, true);
+    dp_write_all(fd, b, n);
+    CHECK(harness_event_wait(&sv.accepted, 1, DP_TIMEOUT_MS));
+    CHECK_EQ_U64(atomic_load(&sv.accept_status), STATUS_SUCCESS);
+    static const char now[] = "at once";
+    memcpy(sv.s.buf + 128, now, sizeof now);
+    dp_post_send(&sv.s, (void *)0x54, 128, sizeof now, 0);
+    struct sndk_seg_hdr sh = {.opcode = SNDK_OP_SEND, .last = true, .qn = 0, .msn = 1, .mo = 0};
+    uint8_t want[128], got[128];
+    size_t wn = dp_build_fpdu(want, &sh, now, sizeof now, true);
+    CHECK(dp_read_exact(fd, got, wn, DP_TIMEOUT_MS));
+    CHECK(memcmp(got, want, wn) == 0);
+    NDK_RESULT_EX r;
+    dp_expect(sv.s.cq, &r, 1, 0);
+    dp_check_result(&r, STATUS_SUCCESS, sizeof now, QPCTX, (void *)0x54, NdkOperationTypeSend);
+    SOFTNDK_COUNTERS c = {.Size = sizeof c};
+    CHECK_EQ_U64(SoftNdkQueryCounters(sv.a, &c), STATUS_SUCCESS);
+    CHECK_EQ_U64(c.ResponderHeld, 0);
+    close(fd);
+    server_close(&sv);
 }

@@ -215,6 +215,55 @@ TEST(pcap_stream_with_handshake_and_fpdus)
     CHECK(req_seen >= 1 && rep_seen >= 1);
 }
 
+/* A process that exits after a failed connection without closing anything (or is killed by a
+ * timeout) must leave every byte recorded so far in the capture: each hook flushes. The child
+ * records a handshake, an MPA Request, a partial Reply and an FPDU, then _exit()s — stdio's
+ * buffers are not flushed by _exit, exactly as on SIGKILL. */
+TEST(pcap_complete_when_the_process_dies)
+{
+    char path[128];
+    tmpname(path, sizeof path, "d.pcap");
+    struct sndk_mpa_policy pol = {.rev = 2, .crc = true, .ird = 4, .ord = 4};
+    struct sndk_mpa_params req;
+    sndk_mpa_request_params(&pol, "pd", 2, &req);
+    uint8_t rq[300];
+    int rql = sndk_mpa_build(rq, sizeof rq, false, &req);
+    CHECK(rql > 20);
+    uint8_t fp[200];
+    size_t fpl = send_fpdu(fp, sizeof fp, 1, "payload", 7);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        struct sndk_pcap *p = sndk_pcap_acquire(path);
+        if (!p)
+            _exit(2);
+        struct sockaddr_in cli = addr4(40011), srv = addr4(40012);
+        struct sndk_pcap_conn *c =
+            sndk_pcap_conn_new(p, 1, (struct sockaddr *)&cli, (struct sockaddr *)&srv, true);
+        if (!c)
+            _exit(2);
+        sndk_pcap_buf(c, true, rq, (size_t)rql); /* the Request, whole */
+        sndk_pcap_buf(c, true, fp, fpl);         /* an FPDU after it */
+        sndk_pcap_fin(c, false);                 /* the peer closed */
+        _exit(1);                                /* no close, no release */
+    }
+    int st = 0;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    struct seg s[16];
+    int n = read_pcap(path, s, 16);
+    unlink(path);
+    /* SYN, SYN-ACK, ACK, the Request alone, the FPDU, the peer's FIN */
+    CHECK_EQ_U64(n, 6);
+    CHECK_EQ_U64(s[3].len, (uint64_t)rql);
+    CHECK_EQ_U64(s[3].first, 'M');
+    CHECK_EQ_U64(s[4].len, fpl);
+    CHECK_EQ_U64(s[4].seq, s[3].seq + (uint32_t)rql);
+    CHECK_EQ_U64(s[5].flags, 0x11);
+    CHECK_EQ_U64(s[5].sport, 40012);
+}
+
 TEST(pcap_ipv6_and_off)
 {
     /* capture off: the hooks take a NULL handle and do nothing */

@@ -1,0 +1,39 @@
+#!/bin/busybox sh
+# /init of the interop guest (tests/interop/build-guest.sh puts it there): mount, load the RDMA
+# modules, bring up eth0 on QEMU's user-mode network (10.0.2.15, host = 10.0.2.2), add siw0
+# on it, then run the scenario script the host passed as base64 in sndk.run= on the kernel
+# command line, print "SNDK-EXIT <status>" and power off.
+/bin/busybox --install -s /bin
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null || mount -t tmpfs tmpfs /dev
+mount -t tmpfs tmpfs /tmp
+say() { echo "SNDK-GUEST $*"; }
+for m in $(cat /mods/order); do
+    insmod /mods/$m 2>/tmp/insmod.err || say "insmod $m failed: $(cat /tmp/insmod.err)"
+done
+# siw: sndk.siw=stock (Debian's source as is) or patched (siw-test.patch), with the module
+# parameters of sndk.siwopt=name=value,... (patched only)
+siw=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^sndk.siw=//p')
+siwopt=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^sndk.siwopt=//p' | tr , ' ')
+insmod /mods/siw-${siw:-stock}.ko $siwopt 2>/tmp/insmod.err || say "insmod siw-${siw:-stock} $siwopt failed: $(cat /tmp/insmod.err)"
+say "siw ${siw:-stock} $siwopt"
+ip link set lo up
+ip link set eth0 up
+ip addr add 10.0.2.15/24 dev eth0
+# no default route: the guest reaches the host (10.0.2.2, on link) and nothing else
+rdma link add siw0 type siw netdev eth0 || say "rdma link add failed"
+say "up: $(rdma link show 2>&1 | tr '\n' ' ')"
+run=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^sndk.run=//p')
+if [ -n "$run" ]; then
+    echo "$run" | base64 -d >/tmp/run.sh
+    sh /tmp/run.sh
+    rc=$?
+else
+    say "no sndk.run= on the command line"
+    rc=2
+fi
+echo "SNDK-EXIT $rc"
+sync
+poweroff -f
