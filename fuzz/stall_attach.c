@@ -7,8 +7,9 @@
  *   FUZZ_STALL_ATTACH_MS  in sndk_qp_attach, before qp->io is published (window 2: the
  *                         connector's close finds no io yet).
  * Run one input at a time, e.g.
- *   FUZZ_STALL_ADD_MS=300 build-fuzz/fuzz/fuzz_connection_stall fuzz/corpus/fuzz_connection/rev1_sends
- * The stall is what a preempted progress thread does under load (two fuzzers on two CPUs). */
+ *   FUZZ_STALL_ADD_MS=300 build-fuzz/fuzz/fuzz_connection_stall
+ * fuzz/corpus/fuzz_connection/rev1_sends The stall is what a preempted progress thread does under
+ * load (two fuzzers on two CPUs). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -198,9 +198,9 @@ typedef struct _SOFTNDK_COUNTERS {
     ULONG64 HandshakesPending;  /* now: accepted connections whose MPA Request is still coming */
     ULONG64 IncomingUnanswered; /* now: connect events delivered, neither accepted, rejected
                                    nor closed yet */
-    ULONG64 ResponderHeld;     /* accepted connections without an RTR whose first FPDUs waited
-                                  for the Initiator's first (RFC 5044: the Responder must not
-                                  send first) */
+    ULONG64 ResponderHeld;      /* accepted connections without an RTR whose first FPDUs waited
+                                   for the Initiator's first (RFC 5044: the Responder must not
+                                   send first) */
 } SOFTNDK_COUNTERS;
 
 SOFTNDK_API NTSTATUS SoftNdkQueryCounters(NDK_ADAPTER *pNdkAdapter, SOFTNDK_COUNTERS *Counters);

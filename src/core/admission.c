@@ -365,8 +365,7 @@ bool sndk_admission_fd_exhausted(struct sndk_listener *l, int err)
     return again;
 }
 
-void sndk_admission_refused(struct sndk_listener *l, const struct sndk_addr *peer,
-                            const char *why)
+void sndk_admission_refused(struct sndk_listener *l, const struct sndk_addr *peer, const char *why)
 {
     sndk_ctr_inc(ctrs_of(l), SNDK_CTR_HANDSHAKE_REFUSED);
     pthread_mutex_lock(&l->adm.lock);

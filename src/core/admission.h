@@ -88,8 +88,7 @@ bool sndk_admission_fd_exhausted(struct sndk_listener *l, int err);
 
 /* A connection accepted on l is being reset because the fd limit left no way to serve it:
  * count it (HandshakesRefused) and log (rate limited). */
-void sndk_admission_refused(struct sndk_listener *l, const struct sndk_addr *peer,
-                            const char *why);
+void sndk_admission_refused(struct sndk_listener *l, const struct sndk_addr *peer, const char *why);
 
 /* Evict an incoming connector still waiting for its Request: reset its connection and close
  * it (connector.c). Called with a reference held, without any lock. */

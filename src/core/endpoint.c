@@ -189,9 +189,9 @@ bool sndk_adapter_owns_address(const struct sndk_adapter *a, const struct sndk_a
             continue;
         struct sndk_addr cand;
         if (sndk_addr_from(&cand, i->ifa_addr,
-                           i->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
-                                                             : sizeof(struct sockaddr_in6)) !=
-                STATUS_SUCCESS ||
+                           i->ifa_addr->sa_family == AF_INET
+                               ? sizeof(struct sockaddr_in)
+                               : sizeof(struct sockaddr_in6)) != STATUS_SUCCESS ||
             !sndk_addr_same_host(&cand, addr))
             continue;
         if (a->if_index == 0 || if_nametoindex(i->ifa_name) == a->if_index)

@@ -91,8 +91,9 @@ static NTSTATUS mr_register(NDK_MR *pNdkMr, MDL *Mdl, SIZE_T Length, ULONG Flags
     uint32_t stag = mr->stag;
     sndk_mutex_unlock(&t->lock);
     /* What a peer may reach, and through which token: the trace shows every exposure. */
-    SNDK_TRACE("api.NdkRegisterMr", "MR", mr, "\"len\":%llu,\"flags\":\"0x%x\",\"token\":\"0x%08x\"",
-               (unsigned long long)Length, (unsigned)Flags, stag);
+    SNDK_TRACE("api.NdkRegisterMr", "MR", mr,
+               "\"len\":%llu,\"flags\":\"0x%x\",\"token\":\"0x%08x\"", (unsigned long long)Length,
+               (unsigned)Flags, stag);
     return STATUS_SUCCESS;
 }
 

@@ -86,8 +86,8 @@ struct sndk_term {
     bool rdmap_hdr_present;   /* 28 bytes of rdmap_hdr present */
     uint8_t ddp_hdr[SNDK_DDP_UNTAGGED_HDR_LEN];
     uint8_t rdmap_hdr[SNDK_RDMAP_READ_REQ_LEN];
-    bool siw_layout;          /* decoded: the control word came in Linux siw's little-endian
-                                 bitfield layout and was read as siw meant it (never sent) */
+    bool siw_layout; /* decoded: the control word came in Linux siw's little-endian
+                        bitfield layout and was read as siw meant it (never sent) */
 };
 
 /* Encode t into body[0..cap): control word, then DDP Segment Length when M or D, the DDP header

@@ -173,8 +173,8 @@ struct qpctx {
     uint32_t ctrl_out_max;  /* control sends that may be outstanding */
     /* memory (inside side->region) */
     uint8_t *tx, *rx, *land, *sink;
-    NDK_MR *land_mr;        /* the landing area, the only memory the peer may reach */
-    uint32_t land_token;    /* its remote token */
+    NDK_MR *land_mr;     /* the landing area, the only memory the peer may reach */
+    uint32_t land_token; /* its remote token */
     size_t rx_slot_len;
     bool rx_shared;         /* every receive uses the same buffer (no -c) */
     uint64_t remote_land;   /* peer's landing area */

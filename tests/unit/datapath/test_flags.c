@@ -430,8 +430,8 @@ TEST(send_and_invalidate_of_another_pds_token_is_remote_protection)
             CHECK_EQ_U64(pd2->Dispatch->NdkCreateMr(pd2, FALSE, NULL, NULL, &mr), STATUS_SUCCESS);
             MDL mdl;
             MmInitializeMdl(&mdl, p.y.buf, 4096);
-            CHECK_EQ_U64(mr->Dispatch->NdkRegisterMr(mr, &mdl, 4096,
-                                                     NDK_MR_FLAG_ALLOW_REMOTE_READ, NULL, NULL),
+            CHECK_EQ_U64(mr->Dispatch->NdkRegisterMr(mr, &mdl, 4096, NDK_MR_FLAG_ALLOW_REMOTE_READ,
+                                                     NULL, NULL),
                          STATUS_SUCCESS);
             tok = mr->Dispatch->NdkGetRemoteTokenFromMr(mr);
         } else if (kind == 1) { /* a window of the other PD */
@@ -470,15 +470,13 @@ TEST(invalidate_of_an_already_invalid_token_fails_local_and_remote)
         NDK_QP *q = p.y.qp;
         NDK_RESULT_EX r;
         if (way == 0) { /* twice in a row */
-            CHECK_EQ_U64(q->Dispatch->NdkInvalidate(q, (void *)1, &fr->Header, 0),
-                         STATUS_SUCCESS);
+            CHECK_EQ_U64(q->Dispatch->NdkInvalidate(q, (void *)1, &fr->Header, 0), STATUS_SUCCESS);
             expect_one(&p.y, (void *)1, NdkOperationTypeInvalidate, STATUS_SUCCESS, 0, YCTX);
         } else { /* the peer invalidated it */
             dp_post_recv(&p.y, (void *)2, 8192, 16);
             NDK_SGE g = dp_sge(&p.x, 0, 16);
-            CHECK_EQ_U64(
-                p.x.qp->Dispatch->NdkSendAndInvalidate(p.x.qp, (void *)3, &g, 1, 0, frtok),
-                STATUS_SUCCESS);
+            CHECK_EQ_U64(p.x.qp->Dispatch->NdkSendAndInvalidate(p.x.qp, (void *)3, &g, 1, 0, frtok),
+                         STATUS_SUCCESS);
             dp_expect(p.y.cq, &r, 1, 0);
             dp_check_result(&r, STATUS_SUCCESS, 16, YCTX, (void *)2,
                             NdkOperationTypeReceiveAndInvalidate);
@@ -488,8 +486,8 @@ TEST(invalidate_of_an_already_invalid_token_fails_local_and_remote)
         if (way < 2) {
             CHECK_EQ_U64(q->Dispatch->NdkInvalidate(q, (void *)4, &fr->Header, 0),
                          STATUS_SUCCESS); /* accepted; the failure is its completion */
-            expect_one(&p.y, (void *)4, NdkOperationTypeInvalidate,
-                       STATUS_INVALID_DEVICE_REQUEST, 0, YCTX);
+            expect_one(&p.y, (void *)4, NdkOperationTypeInvalidate, STATUS_INVALID_DEVICE_REQUEST,
+                       0, YCTX);
             CHECK(harness_event_wait(&p.y.link.aborted, 1, DP_TIMEOUT_MS));
         } else {
             expect_invalidate_refused(&p, frtok, 0x0209u, (void *)5);

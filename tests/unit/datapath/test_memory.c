@@ -309,8 +309,7 @@ TEST(memory_window_bind_invalidate_and_mr_close_pending)
      * connection, as any other */
     CHECK_EQ_U64(q->Dispatch->NdkInvalidate(q, (void *)7, &mw->Header, NDK_OP_FLAG_SILENT_SUCCESS),
                  STATUS_SUCCESS);
-    expect_one(&p.y, (void *)7, NdkOperationTypeInvalidate, STATUS_INVALID_DEVICE_REQUEST, 0,
-               YCTX);
+    expect_one(&p.y, (void *)7, NdkOperationTypeInvalidate, STATUS_INVALID_DEVICE_REQUEST, 0, YCTX);
     CHECK(harness_event_wait(&p.y.link.aborted, 1, DP_TIMEOUT_MS));
     dp_close_mw(mw);
     CHECK_EQ_U64(ro->Dispatch->NdkDeregisterMr(ro, NULL, NULL), STATUS_SUCCESS);

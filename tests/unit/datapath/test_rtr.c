@@ -76,8 +76,13 @@ static int raw_connect(uint16_t port)
 /* An Initiator that offers the RTR kinds rtr, with CRC (SNDK_MPA_RTR_NONE: no peer-to-peer). */
 static void send_request(int fd, uint8_t rtr)
 {
-    struct sndk_mpa_params p = {.rev = 2, .crc = true, .enhanced = true, .ird = 4, .ord = 4,
-                                .p2p = rtr != SNDK_MPA_RTR_NONE, .rtr = rtr};
+    struct sndk_mpa_params p = {.rev = 2,
+                                .crc = true,
+                                .enhanced = true,
+                                .ird = 4,
+                                .ord = 4,
+                                .p2p = rtr != SNDK_MPA_RTR_NONE,
+                                .rtr = rtr};
     uint8_t buf[SNDK_MPA_FRAME_MAX];
     int n = sndk_mpa_build(buf, sizeof buf, false, &p);
     CHECK(n > 0);
@@ -514,8 +519,10 @@ static void on_req(void *ctx, NTSTATUS st)
 TEST(initiator_first_fpdu_faults_get_their_terminate)
 {
     static const struct active_case cases[] = {
-        {"bad_crc", 0, 0x20020000u, 0},         {"zero_crc", 1, 0x20020000u, 0},
-        {"second_mpa_reply", 2, 0x20040000u, 0}, {"send_on_qn_1", 3, 0x1201C000u, 18},
+        {"bad_crc", 0, 0x20020000u, 0},
+        {"zero_crc", 1, 0x20020000u, 0},
+        {"second_mpa_reply", 2, 0x20040000u, 0},
+        {"send_on_qn_1", 3, 0x1201C000u, 18},
         {"send_without_receive", 4, 0x1202C000u, 18},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -529,11 +536,10 @@ TEST(initiator_first_fpdu_faults_get_their_terminate)
         CHECK(getsockname(lfd, (struct sockaddr *)&sin, &sl) == 0);
         CHECK_EQ_U64(cl.a->Dispatch->NdkCreateConnector(cl.a, NULL, NULL, &cl.conn),
                      STATUS_SUCCESS);
-        struct sockaddr_in src = {.sin_family = AF_INET,
-                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        struct sockaddr_in src = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         CHECK_EQ_U64(cl.conn->Dispatch->NdkConnect(cl.conn, cl.s.qp, (struct sockaddr *)&src,
-                                                   sizeof src, (struct sockaddr *)&sin,
-                                                   sizeof sin, 4, 4, NULL, 0, on_req, &cl),
+                                                   sizeof src, (struct sockaddr *)&sin, sizeof sin,
+                                                   4, 4, NULL, 0, on_req, &cl),
                      STATUS_PENDING);
         int fd = accept(lfd, NULL, NULL);
         CHECK(fd >= 0);
@@ -547,16 +553,21 @@ TEST(initiator_first_fpdu_faults_get_their_terminate)
             sndk_mpa_rx_advance(&m, iov.iov_len);
         }
         CHECK(m.state == SNDK_MPA_RX_DONE);
-        struct sndk_mpa_params rep = {.rev = 2, .crc = true, .enhanced = true, .ird = 4,
-                                      .ord = 4, .p2p = true, .rtr = SNDK_MPA_RTR_WRITE};
+        struct sndk_mpa_params rep = {.rev = 2,
+                                      .crc = true,
+                                      .enhanced = true,
+                                      .ird = 4,
+                                      .ord = 4,
+                                      .p2p = true,
+                                      .rtr = SNDK_MPA_RTR_WRITE};
         uint8_t b[SNDK_MPA_FRAME_MAX + 64];
         int n = sndk_mpa_build(b, sizeof b, true, &rep);
         CHECK(n > 0);
         dp_write_all(fd, b, (size_t)n);
         CHECK(harness_event_wait(&cl.accepted, 1, DP_TIMEOUT_MS));
         CHECK_EQ_U64(atomic_load(&cl.accept_status), STATUS_SUCCESS);
-        NTSTATUS st = cl.conn->Dispatch->NdkCompleteConnect(cl.conn, on_disconnect, &cl, on_req,
-                                                            &cl);
+        NTSTATUS st =
+            cl.conn->Dispatch->NdkCompleteConnect(cl.conn, on_disconnect, &cl, on_req, &cl);
         CHECK(st == STATUS_PENDING || st == STATUS_SUCCESS);
         if (st == STATUS_PENDING)
             CHECK(harness_event_wait(&cl.accepted, 2, DP_TIMEOUT_MS));
@@ -582,8 +593,8 @@ TEST(initiator_first_fpdu_faults_get_their_terminate)
         }
         dp_write_all(fd, b, bn);
         uint8_t want[128], got[128];
-        size_t wn = first_term_bytes(want, c->ctrl, b + 2, c->hdr_len, (uint16_t)sndk_get_be16(b),
-                                     NULL);
+        size_t wn =
+            first_term_bytes(want, c->ctrl, b + 2, c->hdr_len, (uint16_t)sndk_get_be16(b), NULL);
         CHECK_MSG(dp_read_exact(fd, got, wn, DP_TIMEOUT_MS), "%s: no Terminate", c->name);
         CHECK_MSG(memcmp(got, want, wn) == 0, "%s: Terminate %08x, want %08x", c->name,
                   sndk_get_be32(got + 20), c->ctrl);
