@@ -1079,6 +1079,16 @@ static enum rtr_read read_first_fpdu(struct sndk_connector *c, struct sndk_wire_
         size_t want;
         if (c->rtr_got < SNDK_MPA_LEN_SIZE) {
             want = SNDK_MPA_LEN_SIZE - c->rtr_got;
+            /* Once the whole length field has arrived, take it with the rest of the FPDU in one
+             * read: a capture (SOFTNDK_PCAP) then holds the FPDU as one record, where a record
+             * of the 2-byte length alone defeats tshark's heuristic that finds MPA FPDUs. */
+            uint8_t len[SNDK_MPA_LEN_SIZE];
+            if (c->rtr_got == 0 && recv(c->fd, len, sizeof len, MSG_PEEK) == (ssize_t)sizeof len) {
+                c->rtr_fpdu_len = sndk_mpa_fpdu_len(sndk_get_be16(len));
+                want = c->rtr_fpdu_len;
+                if (want > sizeof c->rtr_buf - c->rtr_held)
+                    want = sizeof c->rtr_buf - c->rtr_held;
+            }
         } else {
             if (c->rtr_fpdu_len == 0)
                 c->rtr_fpdu_len = sndk_mpa_fpdu_len(sndk_get_be16(c->rtr_buf));
