@@ -326,5 +326,17 @@ int harness_main(int argc, char **argv)
         fflush(stdout);
     }
     printf("%u passed, %u failed, %u skipped\n", passed, failed, skipped);
-    return failed ? 1 : 0;
+    for (unsigned j = 0; j < nonly; j++) {
+        bool known = false;
+        for (unsigned i = 0; i < ntests; i++)
+            known |= strcmp(only[j], tests[i].name) == 0;
+        if (!known) {
+            fprintf(stderr, "%s: no test named '%s' (-l lists them)\n", argv[0], only[j]);
+            return 2;
+        }
+    }
+    if (failed)
+        return 1;
+    /* Nothing ran but skips (one test picked by -t, as ctest runs them): tell ctest. */
+    return passed == 0 && skipped > 0 ? HARNESS_SKIP_EXIT : 0;
 }

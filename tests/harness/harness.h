@@ -1,7 +1,9 @@
 /* softndk test harness: every test runs in its own forked process with a timeout, so state
  * cannot leak between tests and a hang or crash fails one test, not the run. Each binary prints
  * one line per test ("PASS name", "FAIL name: why", "SKIP name: why") and a final
- * "N passed, N failed, N skipped" line; the exit status is non-zero when any test failed.
+ * "N passed, N failed, N skipped" line; the exit status is 1 when any test failed, 77 when
+ * every test that ran skipped (ctest's SKIP_RETURN_CODE), 2 for a -t NAME no test has.
+ * tests/CMakeLists.txt registers each test as its own ctest entry, SUITE.NAME (-t NAME).
  *
  *   TEST(name) { CHECK(x == 1); CHECK_EQ_U64(a, b); if (!ok) SKIP("no tshark"); }
  *
