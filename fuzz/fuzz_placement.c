@@ -229,7 +229,7 @@ static void restore_regions(void)
     struct sndk_stag_table *t = ((struct sndk_adapter *)G.a)->stags;
     struct sndk_mr *fr = (struct sndk_mr *)G.fr, *mr = (struct sndk_mr *)G.mr;
     struct sndk_mw *mw = (struct sndk_mw *)G.mw;
-    pthread_mutex_lock(&t->lock);
+    sndk_mutex_lock(&t->lock);
     if (fr->state != SNDK_MR_FR_VALID)
         fr->state = SNDK_MR_FR_VALID;
     if (!mw->bound) {
@@ -241,7 +241,7 @@ static void restore_regions(void)
         mw->access = SNDK_ACCESS_REMOTE_READ;
         mw->bound = true;
     }
-    pthread_mutex_unlock(&t->lock);
+    sndk_mutex_unlock(&t->lock);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
