@@ -55,15 +55,15 @@ typedef enum _SOFTNDK_VERIFY_MODE {
 
 /* Index of a rule in SOFTNDK_COUNTERS.VerifyViolations (docs/verifier.md has the table). */
 typedef enum _SOFTNDK_VERIFY_RULE {
-    SoftNdkVerifyConnDataLate = 0,       /* CONN-6 */
-    SoftNdkVerifyConnectorState = 1,     /* CONN-3, CONN-13 */
-    SoftNdkVerifyPostNotConnected = 2,   /* POST-5 */
+    SoftNdkVerifyConnDataLate = 0,          /* CONN-6 */
+    SoftNdkVerifyConnectorState = 1,        /* CONN-3, CONN-13 */
+    SoftNdkVerifyPostNotConnected = 2,      /* POST-5 */
     SoftNdkVerifyDisconnectOutstanding = 3, /* DISC-6 */
-    SoftNdkVerifyNoReceivePosted = 4,    /* early Send */
-    SoftNdkVerifyStaleToken = 5,         /* MEM-3, MEM-6 */
-    SoftNdkVerifyFastRegisterValid = 6,  /* MEM-6, MEM-7 */
-    SoftNdkVerifyCqConcurrent = 7,       /* CQ-3 */
-    SoftNdkVerifySourceModified = 8,     /* POST-7 */
+    SoftNdkVerifyNoReceivePosted = 4,       /* early Send */
+    SoftNdkVerifyStaleToken = 5,            /* MEM-3, MEM-6 */
+    SoftNdkVerifyFastRegisterValid = 6,     /* MEM-6, MEM-7 */
+    SoftNdkVerifyCqConcurrent = 7,          /* CQ-3 */
+    SoftNdkVerifySourceModified = 8,        /* POST-7 */
     SoftNdkVerifyRuleCount = 9,
 } SOFTNDK_VERIFY_RULE;
 #define SOFTNDK_VERIFY_RULE_SLOTS 16 /* VerifyViolations has room for rules to come */
@@ -123,7 +123,7 @@ typedef struct _SOFTNDK_OPTIONS {
                                     an accepted TCP connection may take to deliver its MPA
                                     Request (ConnectTimeoutMs bounds the rest of the handshake) */
     /* ---- the consumer verifier (docs/verifier.md) ---- */
-    SOFTNDK_VERIFY_MODE Verify;  /* default: SOFTNDK_VERIFY (off, warn, strict), else off */
+    SOFTNDK_VERIFY_MODE Verify; /* default: SOFTNDK_VERIFY (off, warn, strict), else off */
 } SOFTNDK_OPTIONS;
 
 /* The size of the first published SOFTNDK_OPTIONS (ending at DisconnectTimeoutMs), still

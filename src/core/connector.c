@@ -1731,7 +1731,8 @@ static NTSTATUS connector_disconnect(NDK_CONNECTOR *pub, NDK_FN_REQUEST_COMPLETI
         if (was != SNDK_CONN_CLOSED && sndk_verify_on(c->base.adapter))
             sndk_verify_report(&c->base, SoftNdkVerifyConnectorState, ctx,
                                "NdkDisconnect in state %s: it ends an established connection, "
-                               "once", conn_state_names[was]);
+                               "once",
+                               conn_state_names[was]);
         return STATUS_CONNECTION_INVALID;
     }
     c->local_disconnect = true;

@@ -1105,9 +1105,12 @@ static NTSTATUS refuse(struct sndk_qp *qp, NTSTATUS st)
 
 /* The NDK call that posts each kind (for the verifier's reports). */
 static const char *const sq_kind_calls[] = {
-    [SNDK_SQ_SEND] = "NdkSend(AndInvalidate)", [SNDK_SQ_WRITE] = "NdkWrite",
-    [SNDK_SQ_READ] = "NdkRead",                [SNDK_SQ_BIND] = "NdkBind",
-    [SNDK_SQ_FAST_REGISTER] = "NdkFastRegister", [SNDK_SQ_INVALIDATE] = "NdkInvalidate",
+    [SNDK_SQ_SEND] = "NdkSend(AndInvalidate)",
+    [SNDK_SQ_WRITE] = "NdkWrite",
+    [SNDK_SQ_READ] = "NdkRead",
+    [SNDK_SQ_BIND] = "NdkBind",
+    [SNDK_SQ_FAST_REGISTER] = "NdkFastRegister",
+    [SNDK_SQ_INVALIDATE] = "NdkInvalidate",
 };
 
 /* The first checks of every initiator request: connected, known flags, a free slot. On success

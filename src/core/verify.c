@@ -99,14 +99,16 @@ void sndk_verify_remote_token(struct sndk_adapter *a, uint32_t stag)
     uint32_t current = sndk_stag_of_slot(t, slot, e->key);
     const char *why = NULL;
     if (e->key != sndk_stag_key(stag)) {
+        bool unregistered =
+            o->ops->type == NdkObjectTypeMr &&
+            sndk_container_of(o, struct sndk_mr, base)->state == SNDK_MR_UNREGISTERED;
         if (e->last_key == sndk_stag_key(stag))
-            why = "is from the previous registration";
+            why = unregistered ? "is from a registration since deregistered"
+                               : "is from the previous registration";
     } else if (o->ops->type == NdkObjectTypeMr) {
         const struct sndk_mr *mr = sndk_container_of(o, struct sndk_mr, base);
         if (mr->state == SNDK_MR_FR_INVALID)
             why = "names a fast-registered MR that was invalidated";
-        else if (mr->state == SNDK_MR_UNREGISTERED)
-            why = "names an MR that was deregistered";
     } else if (o->ops->type == NdkObjectTypeMw) {
         const struct sndk_mw *mw = sndk_container_of(o, struct sndk_mw, base);
         if (!mw->bound)
@@ -116,8 +118,9 @@ void sndk_verify_remote_token(struct sndk_adapter *a, uint32_t stag)
      * lock. */
     if (why)
         sndk_verify_report(o, SoftNdkVerifyStaleToken, NULL,
-                           "the peer used token 0x%08x, which %s; current 0x%08x", stag, why,
-                           current);
+                           "token 0x%08x %s; current 0x%08x (a peer's remote access used it: "
+                           "read the token after each registration)",
+                           stag, why, current);
 out:
     sndk_mutex_unlock(&t->lock);
 }
