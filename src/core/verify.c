@@ -157,6 +157,6 @@ void sndk_verify_summary(struct sndk_adapter *a)
         sndk_log_write(SNDK_LOG_WARN, "verify", "adapter %p closes with %llu violation(s):%s",
                        (void *)a, (unsigned long long)total, line);
     else
-        sndk_log_write(SNDK_LOG_INFO, "verify", "adapter %p closes with no violation", (void *)a);
+        sndk_info("verify", "adapter %p closes with no violation", (void *)a);
     SNDK_TRACE("verify.summary", "adapter", a, "\"violations\":%llu", (unsigned long long)total);
 }
