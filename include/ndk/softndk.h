@@ -56,7 +56,7 @@ typedef enum _SOFTNDK_VERIFY_MODE {
 /* Index of a rule in SOFTNDK_COUNTERS.VerifyViolations (docs/verifier.md has the table). */
 typedef enum _SOFTNDK_VERIFY_RULE {
     SoftNdkVerifyConnDataLate = 0,          /* CONN-6 */
-    SoftNdkVerifyConnectorState = 1,        /* CONN-3, CONN-13 */
+    SoftNdkVerifyConnectorState = 1,        /* CONN-3, CONN-13, DISC-5 */
     SoftNdkVerifyPostNotConnected = 2,      /* POST-5 */
     SoftNdkVerifyDisconnectOutstanding = 3, /* DISC-6 */
     SoftNdkVerifyNoReceivePosted = 4,       /* early Send */

@@ -1249,8 +1249,14 @@ static NTSTATUS claim_qp(struct sndk_connector *c, NDK_QP *pub, struct sndk_qp *
     /* [DISC-5]: a QP that served a connection is never reused; refuse it before any packet
      * goes out rather than after the peer accepted. */
     int st = atomic_load_explicit(&qp->state, memory_order_acquire);
-    if (st != SNDK_QP_IDLE)
+    if (st != SNDK_QP_IDLE) {
+        if (sndk_verify_on(c->base.adapter))
+            sndk_verify_report(&qp->base, SoftNdkVerifyConnectorState, NULL,
+                               "a QP that %s given to NdkConnect/NdkAccept: a QP serves one "
+                               "connection, never another (DISC-5)",
+                               st == SNDK_QP_ERROR ? "served a connection" : "is connected");
         return st == SNDK_QP_ERROR ? STATUS_INVALID_DEVICE_STATE : STATUS_CONNECTION_ACTIVE;
+    }
     if (!sndk_obj_bind(o, c))
         return STATUS_CONNECTION_ACTIVE;
     *out = qp;

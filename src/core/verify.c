@@ -18,7 +18,7 @@ const struct sndk_verify_rule_info sndk_verify_rules[SoftNdkVerifyRuleCount] = {
                                    "NdkGetConnectionData after NdkAccept / NdkCompleteConnect",
                                    "\"NDK_FN_GET_CONNECTION_DATA\"; \"NDKPI Listeners, "
                                    "Connectors, and Endpoints\""},
-    [SoftNdkVerifyConnectorState] = {"connector_state", "CONN-3, CONN-13",
+    [SoftNdkVerifyConnectorState] = {"connector_state", "CONN-3, CONN-13, DISC-5",
                                      "connector call in the wrong state",
                                      "\"NDK_FN_CONNECT\", \"NDK_FN_COMPLETE_CONNECT\", "
                                      "\"NDK_FN_ACCEPT\", \"NDK_FN_DISCONNECT\""},

@@ -1310,3 +1310,32 @@ TEST(verify_strict_aborts_with_the_report)
     }
     CHECK_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "child status 0x%x", status);
 }
+
+TEST(verify_qp_reused_for_a_second_connection)
+{
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    struct fx_pair *p = verify_pair(SoftNdkVerifyWarn);
+    fx_disconnect(&p->cl, &p->sv);
+    NDK_CONNECTOR *c2 = NULL;
+    CHECK_STATUS(p->ac->Dispatch->NdkCreateConnector(p->ac, ndk_create_never, NULL, &c2),
+                 STATUS_SUCCESS);
+    struct sockaddr_in src = ndk_loopback4(0), dst = ndk_loopback4(p->srv.port);
+    struct ndk_req r;
+    ndk_req_init(&r);
+    for (int i = 0; i < 2; i++)
+        CHECK_STATUS(c2->Dispatch->NdkConnect(c2, p->cl.qp, (struct sockaddr *)&src, sizeof src,
+                                              (struct sockaddr *)&dst, sizeof dst, 4, 4, NULL, 0,
+                                              ndk_req_done, &r),
+                     STATUS_INVALID_DEVICE_STATE);
+    verify_expect(p->ac, SoftNdkVerifyConnectorState, 1);
+    verify_expect(p->as, SoftNdkVerifyRuleCount, 0);
+    harness_event_destroy(&r.ev);
+    fx_close_wait(&c2->Header);
+    fx_pair_close(p);
+    char *log = fx_capture_end(&cap);
+    CHECK_EQ_U64(fx_count_lines(log, "[connector_state]", "a QP that served a connection",
+                                "DISC-5", NULL),
+                 1);
+    free(log);
+}
