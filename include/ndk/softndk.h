@@ -42,6 +42,32 @@ typedef enum _SOFTNDK_SOURCE_CHECK {
     SoftNdkSourceCheckOff = 2,
 } SOFTNDK_SOURCE_CHECK;
 
+/* The consumer verifier (docs/verifier.md): checks the NDKPI rules a consumer must keep that
+ * softndk can observe, and reports each violation once per object and rule (log, trace event
+ * verify.<rule>, SOFTNDK_COUNTERS.VerifyViolations, ndkstat, a summary at adapter close).
+ * Strict makes a violation fatal (abort after the report), as Driver Verifier's bugcheck. */
+typedef enum _SOFTNDK_VERIFY_MODE {
+    SoftNdkVerifyDefault = 0, /* SOFTNDK_VERIFY=off|warn|strict, else off */
+    SoftNdkVerifyOff = 1,
+    SoftNdkVerifyWarn = 2,
+    SoftNdkVerifyStrict = 3,
+} SOFTNDK_VERIFY_MODE;
+
+/* Index of a rule in SOFTNDK_COUNTERS.VerifyViolations (docs/verifier.md has the table). */
+typedef enum _SOFTNDK_VERIFY_RULE {
+    SoftNdkVerifyConnDataLate = 0,          /* CONN-6 */
+    SoftNdkVerifyConnectorState = 1,        /* CONN-3, CONN-13, DISC-5 */
+    SoftNdkVerifyPostNotConnected = 2,      /* POST-5 */
+    SoftNdkVerifyDisconnectOutstanding = 3, /* DISC-6 */
+    SoftNdkVerifyNoReceivePosted = 4,       /* early Send */
+    SoftNdkVerifyStaleToken = 5,            /* MEM-3, MEM-6 */
+    SoftNdkVerifyFastRegisterValid = 6,     /* MEM-6, MEM-7 */
+    SoftNdkVerifyCqConcurrent = 7,          /* CQ-3 */
+    SoftNdkVerifySourceModified = 8,        /* POST-7 */
+    SoftNdkVerifyRuleCount = 9,
+} SOFTNDK_VERIFY_RULE;
+#define SOFTNDK_VERIFY_RULE_SLOTS 16 /* VerifyViolations has room for rules to come */
+
 typedef enum _SOFTNDK_LOG_LEVEL {
     SoftNdkLogDefault = 0,
     SoftNdkLogError = 1,
@@ -96,6 +122,8 @@ typedef struct _SOFTNDK_OPTIONS {
     ULONG RequestTimeoutMs;      /* 0 = default (SOFTNDK_REQUEST_TIMEOUT_MS, else 2000): how long
                                     an accepted TCP connection may take to deliver its MPA
                                     Request (ConnectTimeoutMs bounds the rest of the handshake) */
+    /* ---- the consumer verifier (docs/verifier.md) ---- */
+    SOFTNDK_VERIFY_MODE Verify; /* default: SOFTNDK_VERIFY (off, warn, strict), else off */
 } SOFTNDK_OPTIONS;
 
 /* The size of the first published SOFTNDK_OPTIONS (ending at DisconnectTimeoutMs), still
@@ -108,6 +136,8 @@ typedef struct _SOFTNDK_OPTIONS {
 #define SOFTNDK_OPTIONS_SIZE_V3 offsetof(SOFTNDK_OPTIONS, SourceCheck)
 /* The fourth layout (ending at SourceCheck): the handshake limits from the environment. */
 #define SOFTNDK_OPTIONS_SIZE_V4 offsetof(SOFTNDK_OPTIONS, HandshakeLimit)
+/* The fifth layout (ending at RequestTimeoutMs): Verify from the environment. */
+#define SOFTNDK_OPTIONS_SIZE_V5 offsetof(SOFTNDK_OPTIONS, Verify)
 
 /* Fill *Options with "all defaults" (Size set, everything else zero). */
 SOFTNDK_API VOID SoftNdkInitOptions(SOFTNDK_OPTIONS *Options);
@@ -201,6 +231,9 @@ typedef struct _SOFTNDK_COUNTERS {
     ULONG64 ResponderHeld;      /* accepted connections without an RTR whose first FPDUs waited
                                    for the Initiator's first (RFC 5044: the Responder must not
                                    send first) */
+    /* The consumer verifier (docs/verifier.md): violations reported, by SOFTNDK_VERIFY_RULE
+     * (each object counts once per rule); all 0 with the verifier off */
+    ULONG64 VerifyViolations[SOFTNDK_VERIFY_RULE_SLOTS];
 } SOFTNDK_COUNTERS;
 
 SOFTNDK_API NTSTATUS SoftNdkQueryCounters(NDK_ADAPTER *pNdkAdapter, SOFTNDK_COUNTERS *Counters);

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "core/stat.h"
+#include "core/verify.h"
 #include "util/log.h"
 #include "util/pcap.h"
 #include "util/trace.h"
@@ -344,6 +345,7 @@ VOID SoftNdkCloseAdapter(NDK_ADAPTER *pNdkAdapter)
             log_still_open(a);
     }
     pthread_mutex_unlock(&a->lock);
+    sndk_verify_summary(a);
     /* Every object of this instance is gone; the device goes with its last instance. */
     device_release(a->dev);
     sndk_counters_destroy(&a->ctrs);

@@ -28,6 +28,7 @@
 #include "core/faults.h"
 #include "core/listener.h"
 #include "core/qp.h"
+#include "core/verify.h"
 #include "iwarp/fpdu.h"
 #include "iwarp/mpa.h"
 #include "iwarp/parser.h"
@@ -1258,8 +1259,14 @@ static NTSTATUS claim_qp(struct sndk_connector *c, NDK_QP *pub, struct sndk_qp *
     /* [DISC-5]: a QP that served a connection is never reused; refuse it before any packet
      * goes out rather than after the peer accepted. */
     int st = atomic_load_explicit(&qp->state, memory_order_acquire);
-    if (st != SNDK_QP_IDLE)
+    if (st != SNDK_QP_IDLE) {
+        if (sndk_verify_on(c->base.adapter))
+            sndk_verify_report(&qp->base, SoftNdkVerifyConnectorState, NULL,
+                               "a QP that %s given to NdkConnect/NdkAccept: a QP serves one "
+                               "connection, never another (DISC-5)",
+                               st == SNDK_QP_ERROR ? "served a connection" : "is connected");
         return st == SNDK_QP_ERROR ? STATUS_INVALID_DEVICE_STATE : STATUS_CONNECTION_ACTIVE;
+    }
     if (!sndk_obj_bind(o, c))
         return STATUS_CONNECTION_ACTIVE;
     *out = qp;
@@ -1299,7 +1306,13 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
 
     pthread_mutex_lock(&c->lock);
     if (c->state != SNDK_CONN_IDLE || c->active || c->listener) {
+        enum sndk_conn_state was = c->state;
         pthread_mutex_unlock(&c->lock);
+        if (sndk_verify_on(c->base.adapter))
+            sndk_verify_report(&c->base, SoftNdkVerifyConnectorState, ctx,
+                               "NdkConnect on a connector in state %s: a connector serves one "
+                               "connection, a failed one included (CONN-3)",
+                               conn_state_names[was]);
         return STATUS_INVALID_DEVICE_STATE; /* a connector is used for one connection */
     }
     struct sndk_qp *qp;
@@ -1442,7 +1455,15 @@ static NTSTATUS complete_connect(struct sndk_connector *c, NDK_FN_DISCONNECT_EVE
 {
     pthread_mutex_lock(&c->lock);
     if (c->state != SNDK_CONN_REPLIED || c->req_active) {
+        enum sndk_conn_state was = c->state;
+        bool busy = c->req_active;
         pthread_mutex_unlock(&c->lock);
+        /* CLOSED may be the peer's doing (it gave up meanwhile): not the consumer's mistake */
+        if (was != SNDK_CONN_CLOSED && sndk_verify_on(c->base.adapter))
+            sndk_verify_report(&c->base, SoftNdkVerifyConnectorState, ctx,
+                               "NdkCompleteConnect in state %s%s: it follows a successful "
+                               "NdkConnect, once (CONN-13)",
+                               conn_state_names[was], busy ? " with a request pending" : "");
         return STATUS_CONNECTION_INVALID;
     }
     if (c->abandoned) {
@@ -1490,7 +1511,13 @@ static NTSTATUS accept_common(struct sndk_connector *c, NDK_QP *pNdkQp, ULONG ir
         return STATUS_INVALID_PARAMETER;
     pthread_mutex_lock(&c->lock);
     if (c->state != SNDK_CONN_INCOMING || c->req_active) {
+        enum sndk_conn_state was = c->state;
         pthread_mutex_unlock(&c->lock);
+        if (was != SNDK_CONN_CLOSED && sndk_verify_on(c->base.adapter))
+            sndk_verify_report(&c->base, SoftNdkVerifyConnectorState, ctx,
+                               "NdkAccept in state %s: only a connector delivered by a connect "
+                               "event is accepted, once (CONN-4)",
+                               conn_state_names[was]);
         return STATUS_INVALID_DEVICE_STATE;
     }
     if (c->abandoned) {
@@ -1635,15 +1662,17 @@ static NTSTATUS connector_data(NDK_CONNECTOR *pub, ULONG *pIrd, ULONG *pOrd, PVO
      * NdkCompleteConnect / NdkAccept; hardware providers keep answering after (the effective
      * IRD/ORD and the peer's private data stay meaningful) and drivers rely on it, so answer
      * until the connection has ended (docs/decisions.md, "Lenient where hardware is"). */
-    bool answers = false;
+    bool answers = false, late = false;
     switch (c->state) {
     case SNDK_CONN_REPLIED:
     case SNDK_CONN_INCOMING:
+        answers = true;
+        break;
     case SNDK_CONN_ACCEPTING:
     case SNDK_CONN_ESTABLISHING:
     case SNDK_CONN_CONNECTED:
     case SNDK_CONN_DISCONNECTING:
-        answers = true;
+        answers = late = true; /* lenient, but [CONN-6] is the consumer's rule */
         break;
     default:
         answers = c->peer_rejected;
@@ -1667,7 +1696,14 @@ static NTSTATUS connector_data(NDK_CONNECTOR *pub, ULONG *pIrd, ULONG *pOrd, PVO
             st = STATUS_BUFFER_TOO_SMALL;
     }
     *pPrivateDataLength = rds;
+    enum sndk_conn_state was = c->state;
+    bool passive = c->listener != NULL;
     pthread_mutex_unlock(&c->lock);
+    if (late && sndk_verify_on(c->base.adapter))
+        sndk_verify_report(&c->base, SoftNdkVerifyConnDataLate, NULL,
+                           "NdkGetConnectionData in state %s, after the %s: read IRD/ORD and "
+                           "the private data before it (softndk still answers)",
+                           conn_state_names[was], passive ? "NdkAccept" : "NdkCompleteConnect");
     return st;
 }
 
@@ -1706,7 +1742,13 @@ static NTSTATUS connector_disconnect(NDK_CONNECTOR *pub, NDK_FN_REQUEST_COMPLETI
         return STATUS_SUCCESS;
     }
     if (c->state != SNDK_CONN_CONNECTED || c->req_active) {
+        enum sndk_conn_state was = c->state;
         pthread_mutex_unlock(&c->lock);
+        if (was != SNDK_CONN_CLOSED && sndk_verify_on(c->base.adapter))
+            sndk_verify_report(&c->base, SoftNdkVerifyConnectorState, ctx,
+                               "NdkDisconnect in state %s: it ends an established connection, "
+                               "once",
+                               conn_state_names[was]);
         return STATUS_CONNECTION_INVALID;
     }
     c->local_disconnect = true;
@@ -1716,6 +1758,16 @@ static NTSTATUS connector_disconnect(NDK_CONNECTOR *pub, NDK_FN_REQUEST_COMPLETI
     struct sndk_qp *qp = c->qp;
     unsigned timeout = c->base.adapter->cfg.disconnect_timeout_ms;
     pthread_mutex_unlock(&c->lock);
+    if (sndk_verify_on(c->base.adapter)) {
+        void *oldest = NULL;
+        uint32_t n = sndk_qp_initiator_outstanding(qp, &oldest);
+        if (n)
+            sndk_verify_report(&c->base, SoftNdkVerifyDisconnectOutstanding, oldest,
+                               "NdkDisconnect with %u initiator request(s) of QP %p not "
+                               "completed (the RequestContext is the oldest's): a graceful "
+                               "disconnect is not promised; wait for their completions",
+                               n, (void *)qp);
+    }
     sndk_qp_shutdown(qp, timeout);
     return STATUS_PENDING;
 }

@@ -21,6 +21,8 @@ void sndk_counters_init(struct sndk_adapter_ctrs *a)
         atomic_init(&a->term_sent[i], 0);
         atomic_init(&a->term_recv[i], 0);
     }
+    for (int i = 0; i < SOFTNDK_VERIFY_RULE_SLOTS; i++)
+        atomic_init(&a->verify[i], 0);
     pthread_mutex_init(&a->lock, NULL);
     a->next_id = 1;
 }
@@ -148,6 +150,8 @@ void sndk_counters_read(struct sndk_adapter_ctrs *a, SOFTNDK_COUNTERS *out)
     c.HandshakesPending = pend > 0 ? (ULONG64)pend : 0;
     c.IncomingUnanswered = inc > 0 ? (ULONG64)inc : 0;
     c.ResponderHeld = ld(&a->v[SNDK_CTR_RESPONDER_HELD]);
+    for (int i = 0; i < SOFTNDK_VERIFY_RULE_SLOTS; i++)
+        c.VerifyViolations[i] = ld(&a->verify[i]);
     if (size > sizeof c)
         size = sizeof c;
     c.Size = size;

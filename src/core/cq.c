@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "core/qp.h"
+#include "core/verify.h"
 #include "util/log.h"
 
 /* [CQ-9]: a second arm before the first is satisfied merges (row: first, column: second),
@@ -176,6 +177,24 @@ bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicite
     return true;
 }
 
+/* [CQ-3] under the verifier: the consumer serializes poll, poll-Ex and arm of one CQ. A call
+ * that finds another inside reports it; the counter costs two atomics per call, paid only with
+ * the verifier on (callers branch here once). */
+static void verify_enter(struct sndk_cq *cq, const char *call)
+{
+    if (atomic_fetch_add_explicit(&cq->verify_callers, 1, memory_order_acq_rel) != 0)
+        sndk_verify_report(&cq->base, SoftNdkVerifyCqConcurrent, NULL,
+                           "%s while another thread was inside NdkGetCqResults(Ex)/NdkArmCq of "
+                           "this CQ: serialize them",
+                           call);
+}
+static void verify_leave(struct sndk_cq *cq)
+{
+    atomic_fetch_sub_explicit(&cq->verify_callers, 1, memory_order_acq_rel);
+}
+
+static void arm(struct sndk_cq *cq, ULONG Type);
+
 static VOID cq_arm(NDK_CQ *pNdkCq, ULONG Type)
 {
     struct sndk_cq *cq = sndk_cq_from(pNdkCq);
@@ -183,6 +202,17 @@ static VOID cq_arm(NDK_CQ *pNdkCq, ULONG Type)
         sndk_err("cq", "NdkArmCq(%p, %u): invalid", (void *)pNdkCq, Type);
         return;
     }
+    if (sndk_verify_on(cq->base.adapter)) {
+        verify_enter(cq, "NdkArmCq");
+        arm(cq, Type);
+        verify_leave(cq);
+        return;
+    }
+    arm(cq, Type);
+}
+
+static void arm(struct sndk_cq *cq, ULONG Type)
+{
     sndk_mutex_lock(&cq->lock);
     if (sndk_obj_closing(&cq->base)) {
         sndk_mutex_unlock(&cq->lock);
@@ -318,6 +348,12 @@ static ULONG cq_get_results(NDK_CQ *pNdkCq, NDK_RESULT Results[], ULONG nResults
     struct sndk_cq *cq = sndk_cq_from(pNdkCq);
     if (!cq || (!Results && nResults))
         return 0;
+    if (sndk_verify_on(cq->base.adapter)) {
+        verify_enter(cq, "NdkGetCqResults");
+        ULONG n = get_results(cq, nResults, NULL, Results);
+        verify_leave(cq);
+        return n;
+    }
     return get_results(cq, nResults, NULL, Results);
 }
 
@@ -326,6 +362,12 @@ static ULONG cq_get_results_ex(NDK_CQ *pNdkCq, NDK_RESULT_EX Results[], ULONG nR
     struct sndk_cq *cq = sndk_cq_from(pNdkCq);
     if (!cq || (!Results && nResults))
         return 0;
+    if (sndk_verify_on(cq->base.adapter)) {
+        verify_enter(cq, "NdkGetCqResultsEx");
+        ULONG n = get_results(cq, nResults, Results, NULL);
+        verify_leave(cq);
+        return n;
+    }
     return get_results(cq, nResults, Results, NULL);
 }
 
@@ -471,6 +513,7 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
     sndk_work_init(&cq->overrun_work, overrun_work_fn);
     sndk_timer_init(&cq->mod_timer, mod_timer_fn);
     sndk_obj_init(&cq->base, a, &cq_ops, &cq_dispatch);
+    atomic_init(&cq->verify_callers, 0);
     sndk_obj_hold(&cq->base, &a->base);
     *ppNdkCq = &cq->base.pub.cq;
     return STATUS_SUCCESS;

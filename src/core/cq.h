@@ -29,6 +29,10 @@ struct sndk_cq {
     NDK_FN_CQ_NOTIFICATION_CALLBACK notify_cb;
     void *notify_ctx;
 
+    /* The consumer verifier's [CQ-3] check (core/verify.h): threads now inside
+     * NdkGetCqResults(Ex)/NdkArmCq of this CQ; only counted with the verifier on. */
+    atomic_uint verify_callers;
+
     struct sndk_mutex lock; /* guards everything below; taken before engine locks */
     struct sndk_cqe *ring;
     uint32_t depth;

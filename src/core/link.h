@@ -79,6 +79,9 @@ void sndk_qp_connect_failed(struct sndk_qp *qp);
  * FIN; shutdown_done follows when the peer's FIN arrives, within timeout_ms (then
  * STATUS_IO_TIMEOUT and the connection is reset). Any thread, non-blocking. */
 void sndk_qp_shutdown(struct sndk_qp *qp, unsigned timeout_ms);
+/* Initiator requests posted and not yet retired, and the RequestContext of the oldest (the
+ * consumer verifier's DISC-6 check, core/verify.h). Takes the QP's tx_lock. */
+uint32_t sndk_qp_initiator_outstanding(struct sndk_qp *qp, void **oldest_ctx);
 
 /* Abortive disconnect: close the socket (RST, unless a Terminate or FIN was sent), complete
  * everything outstanding with STATUS_CANCELLED. No event follows for it. Any thread,

@@ -49,6 +49,7 @@ void sndk_obj_init(struct sndk_obj *o, struct sndk_adapter *a, const struct sndk
     sndk_work_init(&o->close_work, close_work_fn);
     o->live_next = o->live_prev = NULL;
     atomic_init(&o->bound_to, NULL);
+    atomic_init(&o->verify_reported, 0);
     if (ops->type != NdkObjectTypeAdapter) {
         sndk_adapter_track(a, o);
         SNDK_TRACE("object.create", sndk_obj_type_name(ops->type), o, "\"adapter\":\"%p\"",

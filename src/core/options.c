@@ -285,14 +285,14 @@ NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *given, struct sndk_config *c
         /* a published layout: the first one, or the current one (or a later, larger one) */
         if ((given->Size != SOFTNDK_OPTIONS_SIZE_V1 && given->Size != SOFTNDK_OPTIONS_SIZE_V2 &&
              given->Size != SOFTNDK_OPTIONS_SIZE_V3 && given->Size != SOFTNDK_OPTIONS_SIZE_V4 &&
-             given->Size < sizeof(SOFTNDK_OPTIONS)) ||
+             given->Size != SOFTNDK_OPTIONS_SIZE_V5 && given->Size < sizeof(SOFTNDK_OPTIONS)) ||
             given->Size > 4096) {
             snprintf(err, errlen,
                      "SOFTNDK_OPTIONS.Size %u is not sizeof(SOFTNDK_OPTIONS) (%zu, or %zu / %zu / "
-                     "%zu / %zu for the earlier layouts)",
+                     "%zu / %zu / %zu for the earlier layouts)",
                      given->Size, sizeof(SOFTNDK_OPTIONS), (size_t)SOFTNDK_OPTIONS_SIZE_V1,
                      (size_t)SOFTNDK_OPTIONS_SIZE_V2, (size_t)SOFTNDK_OPTIONS_SIZE_V3,
-                     (size_t)SOFTNDK_OPTIONS_SIZE_V4);
+                     (size_t)SOFTNDK_OPTIONS_SIZE_V4, (size_t)SOFTNDK_OPTIONS_SIZE_V5);
             return STATUS_INVALID_PARAMETER;
         }
         memcpy(&copy, given, given->Size < sizeof copy ? given->Size : sizeof copy);
@@ -487,6 +487,27 @@ NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *given, struct sndk_config *c
     if (!resolve_on_off((int)opt->SourceCheck, "SourceCheck", "SOFTNDK_SOURCE_CHECK",
                         "SOFTNDK_SOURCE_CHECK", false, &cfg->source_check, err, errlen))
         return STATUS_INVALID_PARAMETER;
+
+    /* Consumer verifier */
+    cfg->verify = SoftNdkVerifyOff;
+    if (opt->Verify != SoftNdkVerifyDefault) {
+        if (opt->Verify < SoftNdkVerifyOff || opt->Verify > SoftNdkVerifyStrict) {
+            snprintf(err, errlen, "Verify %d: not a SOFTNDK_VERIFY_MODE", (int)opt->Verify);
+            return STATUS_INVALID_PARAMETER;
+        }
+        cfg->verify = opt->Verify;
+    } else if ((v = env("SOFTNDK_VERIFY"))) {
+        static const char *const names[] = {"off", "warn", "strict"};
+        SOFTNDK_VERIFY_MODE mode = SoftNdkVerifyDefault;
+        for (int i = 0; i < 3; i++)
+            if (strcasecmp(v, names[i]) == 0)
+                mode = (SOFTNDK_VERIFY_MODE)(SoftNdkVerifyOff + i);
+        if (mode == SoftNdkVerifyDefault) {
+            snprintf(err, errlen, "SOFTNDK_VERIFY='%s': must be off, warn or strict", v);
+            return STATUS_INVALID_PARAMETER;
+        }
+        cfg->verify = mode;
+    }
 
     /* Fault injection: parsed last, so that nothing after it can fail and leak the rules. */
     const char *faults = opt->Faults ? opt->Faults : env("SOFTNDK_FAULTS");

@@ -26,6 +26,7 @@ struct sndk_config {
     unsigned mpa_revision; /* 1 or 2 */
     bool crc;              /* ask for CRC */
     bool source_check;     /* SourceCheck: re-checksum consumer sources after sending */
+    SOFTNDK_VERIFY_MODE verify; /* Off, Warn or Strict (never Default): docs/verifier.md */
     uint16_t port_low, port_high;
     unsigned threads;
     unsigned spin_us;

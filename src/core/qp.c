@@ -5,6 +5,7 @@
  * Until a connector attaches a connection, every initiator request is refused inline with
  * STATUS_CONNECTION_INVALID ([POST-5]); receives queue. */
 #include "core/qp.h"
+#include "core/verify.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -1025,6 +1026,16 @@ void sndk_qp_shutdown(struct sndk_qp *qp, unsigned timeout_ms)
     after_tx(qp, res);
 }
 
+uint32_t sndk_qp_initiator_outstanding(struct sndk_qp *qp, void **oldest_ctx)
+{
+    sndk_mutex_lock(&qp->tx_lock);
+    uint32_t head = atomic_load_explicit(&qp->sq_head, memory_order_acquire);
+    uint32_t n = qp->sq_tail - head;
+    *oldest_ctx = n ? sq_slot(qp, head)->context : NULL;
+    sndk_mutex_unlock(&qp->tx_lock);
+    return n;
+}
+
 void sndk_qp_connect_failed(struct sndk_qp *qp)
 {
     sndk_mutex_lock(&qp->state_lock);
@@ -1092,13 +1103,31 @@ static NTSTATUS refuse(struct sndk_qp *qp, NTSTATUS st)
      NDK_OP_FLAG_DEFER)
 #define INVAL_FLAGS (NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_READ_FENCE | NDK_OP_FLAG_DEFER)
 
+/* The NDK call that posts each kind (for the verifier's reports). */
+static const char *const sq_kind_calls[] = {
+    [SNDK_SQ_SEND] = "NdkSend(AndInvalidate)",
+    [SNDK_SQ_WRITE] = "NdkWrite",
+    [SNDK_SQ_READ] = "NdkRead",
+    [SNDK_SQ_BIND] = "NdkBind",
+    [SNDK_SQ_FAST_REGISTER] = "NdkFastRegister",
+    [SNDK_SQ_INVALIDATE] = "NdkInvalidate",
+};
+
 /* The first checks of every initiator request: connected, known flags, a free slot. On success
  * the slot at sq_tail is set up (still the poster's until published). */
 static NTSTATUS sq_begin(struct sndk_qp *qp, void *ctx, ULONG flags, ULONG allowed,
                          enum sndk_sq_kind kind, struct sndk_sqe **pe)
 {
-    if (qp_state(qp) != SNDK_QP_CONNECTED)
+    if (qp_state(qp) != SNDK_QP_CONNECTED) {
+        /* After a connection ended the call races the disconnect event: only a QP that was
+         * never connected is the consumer's mistake for certain. */
+        if (sndk_verify_on(qp->base.adapter) && qp_state(qp) == SNDK_QP_IDLE)
+            sndk_verify_report(&qp->base, SoftNdkVerifyPostNotConnected, ctx,
+                               "%s on a QP that was never connected: post initiator requests "
+                               "after NdkConnect/NdkAccept completed",
+                               sq_kind_calls[kind]);
         return STATUS_CONNECTION_INVALID;
+    }
     if (flags & ~allowed)
         return refuse(qp, STATUS_INVALID_PARAMETER);
     uint32_t tail = qp->sq_tail;
@@ -1280,6 +1309,8 @@ static NTSTATUS qp_fast_register(NDK_QP *pNdkQp, PVOID RequestContext, NDK_MR *p
     struct sndk_mr *mr = sndk_mr_from(pMr);
     if (!mr)
         return refuse(qp, STATUS_INVALID_PARAMETER);
+    if (sndk_verify_on(qp->base.adapter))
+        sndk_verify_fast_register(mr, RequestContext);
     unsigned access = SNDK_ACCESS_LOCAL_READ | op_rights(Flags);
     if (Flags & NDK_OP_FLAG_ALLOW_LOCAL_WRITE)
         access |= SNDK_ACCESS_LOCAL_WRITE;

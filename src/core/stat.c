@@ -1,5 +1,6 @@
 /* The ndkstat control endpoint: see stat.h. */
 #include "core/stat.h"
+#include "core/verify.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -158,6 +159,9 @@ char *sndk_stat_snapshot(struct sndk_adapter *a, size_t *len)
     C(HandshakesPending);
     C(IncomingUnanswered);
 #undef C
+    for (int i = 0; i < SoftNdkVerifyRuleCount; i++)
+        put(&b, "counter\tVerify.%s\t%llu\n", sndk_verify_rules[i].name,
+            (unsigned long long)c.VerifyViolations[i]);
     static const char *const layers[3] = {"RDMAP", "DDP", "MPA"};
     for (int i = 0; i < 3; i++) {
         put(&b, "counter\tTerminatesSent.%s\t%llu\n", layers[i],

@@ -20,6 +20,7 @@
 #include <sys/uio.h>
 
 #include "core/access.h"
+#include "core/verify.h"
 #include "iwarp/qp_io.h"
 #include "util/log.h"
 
@@ -42,8 +43,16 @@ static int take_receive(struct sndk_qp *qp)
         got = sndk_recv_ring_take(&qp->rq, w);
         sndk_mutex_unlock(&qp->rq_lock);
     }
-    if (!got)
+    if (!got) {
+        /* iWARP has no receiver-not-ready retry: the Send is lost and the stream ends. The
+         * mistake is this side's (receives posted too late, or not replenished). */
+        if (sndk_verify_on(qp->base.adapter))
+            sndk_verify_report(&qp->base, SoftNdkVerifyNoReceivePosted, NULL,
+                               "the peer's Send found the %s empty; the connection is "
+                               "terminated (DDP untagged, code 2)",
+                               qp->srq ? "SRQ" : "receive queue");
         return -SNDK_WERR_MSN_NO_BUF;
+    }
     io->cur_active = true;
     io->cur_i = 0;
     io->cur_off = 0;
@@ -74,6 +83,17 @@ static int take_receive(struct sndk_qp *qp)
  * (one place() offer) even in a fast-registered region whose pages are scattered. */
 #define RX_FR_CHUNK (6u * NDK_ADAPTER_PAGE_SIZE)
 
+/* A peer's remote access was refused as an invalid token: the verifier may tell the owner of
+ * the token (this side) that it handed out one that is no longer valid. Error path only (the
+ * connection is terminated): the check takes the STag table lock, whatever the verifier's mode. */
+static enum sndk_access_result note_refused(enum sndk_access_result r, struct sndk_qp *qp,
+                                            uint32_t stag)
+{
+    if (r == SNDK_ACC_INV_STAG)
+        sndk_verify_remote_token(qp->base.adapter, stag);
+    return r;
+}
+
 /* RDMA Write: the one access check for [TO, TO+len) (remote write), then straight into the
  * region. Every chunk is checked again, so a region invalidated mid-message is not written. */
 static int place_write(struct sndk_qp *qp, const struct sndk_rx_seg *seg, uint32_t off,
@@ -87,7 +107,7 @@ static int place_write(struct sndk_qp *qp, const struct sndk_rx_seg *seg, uint32
         if (r == SNDK_ACC_OK)
             return n;
         if (r != SNDK_ACC_TOO_MANY)
-            return sndk_acc_tagged_werr(r);
+            return sndk_acc_tagged_werr(note_refused(r, qp, seg->stag));
     }
     uint64_t to = seg->to + off, rem = seg->len - off;
     r = sndk_access_check(qp->pd, seg->stag, to, rem, SNDK_ACCESS_REMOTE_WRITE, true, iov, max_iov,
@@ -95,7 +115,7 @@ static int place_write(struct sndk_qp *qp, const struct sndk_rx_seg *seg, uint32
     if (r == SNDK_ACC_TOO_MANY)
         r = sndk_access_check(qp->pd, seg->stag, to, rem < RX_FR_CHUNK ? rem : RX_FR_CHUNK,
                               SNDK_ACCESS_REMOTE_WRITE, true, iov, max_iov, &n);
-    return r == SNDK_ACC_OK ? n : sndk_acc_tagged_werr(r);
+    return r == SNDK_ACC_OK ? n : sndk_acc_tagged_werr(note_refused(r, qp, seg->stag));
 }
 
 /* The Read the next Read Response belongs to: the oldest on the wire (responses come in
@@ -233,6 +253,7 @@ static int rx_msg_done(void *ctx, const struct sndk_rx_seg *seg, uint64_t msg_le
         /* [MEM-12]: the token is invalid before the consumer can see the completion. */
         enum sndk_access_result a = sndk_access_invalidate_remote(qp->pd, seg->inval_stag);
         if (a != SNDK_ACC_OK) {
+            note_refused(a, qp, seg->inval_stag);
             io->rx_fail.rx_status = STATUS_ACCESS_VIOLATION;
             io->rx_fail.rx_code = a == SNDK_ACC_UNASSOC ? SNDK_WERR_INV_STAG_PD : SNDK_WERR_INV_STAG;
             return a == SNDK_ACC_UNASSOC ? -SNDK_WERR_INV_STAG_PD : -SNDK_WERR_INV_STAG;
@@ -265,7 +286,7 @@ static int rx_read_req(void *ctx, const struct sndk_rx_seg *seg, const struct sn
     enum sndk_access_result r = sndk_access_check(qp->pd, rr->src_stag, rr->src_to, rr->size,
                                                   SNDK_ACCESS_REMOTE_READ, true, scratch, 4, &n);
     if (r != SNDK_ACC_OK && r != SNDK_ACC_TOO_MANY)
-        return sndk_acc_rreq_werr(r);
+        return sndk_acc_rreq_werr(note_refused(r, qp, rr->src_stag));
     if (rr->size && rr->sink_to + (rr->size - 1) < rr->sink_to)
         return -SNDK_WERR_RREQ_TO_WRAP; /* the response's TO would wrap */
     sndk_mutex_lock(&qp->tx_lock);

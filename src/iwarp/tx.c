@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 
 #include "core/adapter.h"
+#include "core/verify.h"
 #include "iwarp/crc32c.h"
 #include "iwarp/qp_io.h"
 #include "util/log.h"
@@ -220,6 +221,11 @@ static void source_check(struct sndk_qp *qp, const struct sndk_tx_rec *r)
                  "(%zu bytes): the local memory the peer reads was modified",
                  (void *)qp, len);
         SNDK_TRACE("tx.source_modified", "qp", qp, "\"what\":\"read_response\",\"bytes\":%zu", len);
+        if (sndk_verify_on(qp->base.adapter))
+            sndk_verify_report(&qp->base, SoftNdkVerifySourceModified, NULL,
+                               "the memory a peer's RDMA Read reads (%zu bytes) changed while "
+                               "the response was sent",
+                               len);
     } else {
         void *ctx = slot(qp, r->req)->context;
         sndk_err("tx",
@@ -228,6 +234,11 @@ static void source_check(struct sndk_qp *qp, const struct sndk_tx_rec *r)
                  (void *)qp, ctx, len);
         SNDK_TRACE("tx.source_modified", "qp", qp, "\"request_context\":\"%p\",\"bytes\":%zu", ctx,
                    len);
+        if (sndk_verify_on(qp->base.adapter))
+            sndk_verify_report(&qp->base, SoftNdkVerifySourceModified, ctx,
+                               "an FPDU of %zu bytes went out different from what was posted "
+                               "(SourceCheck)",
+                               len);
     }
 }
 

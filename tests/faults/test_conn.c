@@ -2,7 +2,11 @@
  * the conn= / side= selectors and p= with a seed. Each test opens a client and a server adapter
  * with their own Faults strings, connects them over 127.0.0.1 and checks exactly what the fault
  * did: completion statuses, data up to the fault point, the disconnect event, the counters. */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -964,4 +968,374 @@ TEST(p_draws_only_after_the_after_point)
     fx_note("  drop p=30 after 10: cut after %u and %u FPDUs\n", a, b);
     CHECK_MSG(a >= 10 && a < 40, "cut after %u FPDUs", a);
     CHECK_EQ_U64(a, b);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The consumer verifier (docs/verifier.md): a consumer that commits a mistake gets exactly the
+ * report expected (its rule's counter 1, once per object, no other rule), a clean one none. */
+
+static struct fx_pair *verify_pair(SOFTNDK_VERIFY_MODE mode)
+{
+    SOFTNDK_OPTIONS oc, os;
+    fx_options(&oc, NULL);
+    fx_options(&os, NULL);
+    oc.Verify = os.Verify = mode;
+    return fx_pair_open_with(&oc, &os, 1u << 16, 16, 16);
+}
+
+/* The adapter's verifier counters: `rule` (or none: SoftNdkVerifyRuleCount) at want, every other
+ * rule at 0. */
+static void verify_expect(NDK_ADAPTER *a, SOFTNDK_VERIFY_RULE rule, uint64_t want)
+{
+    SOFTNDK_COUNTERS c;
+    fx_counters(a, &c);
+    for (int i = 0; i < SOFTNDK_VERIFY_RULE_SLOTS; i++)
+        CHECK_MSG(c.VerifyViolations[i] == (i == (int)rule ? want : 0),
+                  "VerifyViolations[%d] = %llu, want %llu", i,
+                  (unsigned long long)c.VerifyViolations[i],
+                  (unsigned long long)(i == (int)rule ? want : 0));
+}
+
+static uint64_t verify_count(NDK_ADAPTER *a, SOFTNDK_VERIFY_RULE rule)
+{
+    SOFTNDK_COUNTERS c;
+    fx_counters(a, &c);
+    return c.VerifyViolations[rule];
+}
+
+TEST(verify_clean_consumer_gets_no_report)
+{
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    struct fx_pair *p = verify_pair(SoftNdkVerifyStrict);
+    for (unsigned i = 0; i < 4; i++)
+        fx_post_recv(&p->sv, 100 + i, 4096u * i, 4096);
+    for (unsigned i = 0; i < 4; i++)
+        fx_post_send(&p->cl, 200 + i, 4096u * i, 512, 0);
+    fx_post_write(&p->cl, 300, 0, 1024, &p->sv, 32768, 0);
+    fx_expect(&p->cl, 5);
+    fx_expect(&p->sv, 4);
+    fx_disconnect(&p->cl, &p->sv);
+    verify_expect(p->ac, SoftNdkVerifyRuleCount, 0);
+    verify_expect(p->as, SoftNdkVerifyRuleCount, 0);
+    fx_pair_close(p);
+    char *log = fx_capture_end(&cap);
+    CHECK_EQ_U64(fx_count_lines(log, "verify: [", NULL), 0);
+    CHECK_EQ_U64(fx_count_lines(log, "verify: adapter", "violation(s)", NULL), 0);
+    free(log);
+}
+
+TEST(verify_connection_data_after_accept_and_complete_is_named_once)
+{
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    struct fx_pair *p = verify_pair(SoftNdkVerifyWarn);
+    for (int round = 0; round < 2; round++) {
+        NDK_CONNECTOR *cs[2] = {p->cl.conn, p->sv.conn};
+        for (int i = 0; i < 2; i++) {
+            ULONG ird = 0, ord = 0, len = 0;
+            /* lenient: it still answers */
+            CHECK_STATUS(cs[i]->Dispatch->NdkGetConnectionData(cs[i], &ird, &ord, NULL, &len),
+                         STATUS_SUCCESS);
+        }
+    }
+    verify_expect(p->ac, SoftNdkVerifyConnDataLate, 1);
+    verify_expect(p->as, SoftNdkVerifyConnDataLate, 1);
+    fx_disconnect(&p->cl, &p->sv);
+    fx_pair_close(p);
+    char *log = fx_capture_end(&cap);
+    CHECK_EQ_U64(fx_count_lines(log, "verify", "[conn_data_late]", "CONN-6",
+                                "\"NDK_FN_GET_CONNECTION_DATA\"", "after the NdkCompleteConnect",
+                                NULL),
+                 1);
+    CHECK_EQ_U64(fx_count_lines(log, "verify", "[conn_data_late]", "after the NdkAccept", NULL), 1);
+    /* the summary at close names the rule and its count */
+    CHECK_EQ_U64(fx_count_lines(log, "verify", "1 violation(s): conn_data_late=1", NULL), 2);
+    free(log);
+}
+
+TEST(verify_post_on_a_qp_never_connected_names_the_request)
+{
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    SOFTNDK_OPTIONS o;
+    fx_options(&o, NULL);
+    o.Verify = SoftNdkVerifyWarn;
+    NDK_ADAPTER *a = fx_open_with(&o);
+    struct fx_side *s = calloc(1, sizeof *s);
+    fx_side_init(s, a, 8192, 4, 4);
+    CHECK_STATUS(fx_try_send(s, 0x5151, 0, 64, 0), STATUS_CONNECTION_INVALID);
+    CHECK_STATUS(fx_try_send(s, 0x5152, 0, 64, 0), STATUS_CONNECTION_INVALID);
+    verify_expect(a, SoftNdkVerifyPostNotConnected, 1);
+    fx_side_close(s);
+    free(s);
+    ndk_close_adapter(a);
+    char *log = fx_capture_end(&cap);
+    CHECK_EQ_U64(fx_count_lines(log, "[post_not_connected]", "NdkSend(AndInvalidate) on a QP",
+                                "RequestContext 0x5151", "POST-5",
+                                "\"NDKPI Work Request Posting Requirements\"", NULL),
+                 1);
+    CHECK_EQ_U64(fx_count_lines(log, "0x5152", NULL), 0);
+    free(log);
+}
+
+TEST(verify_connector_call_in_the_wrong_state)
+{
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    struct fx_pair *p = verify_pair(SoftNdkVerifyWarn);
+    struct ndk_req r;
+    ndk_req_init(&r);
+    /* established: a second NdkCompleteConnect, then an NdkAccept on the active connector */
+    CHECK_STATUS(p->cl.conn->Dispatch->NdkCompleteConnect(p->cl.conn, NULL, NULL, ndk_req_done,
+                                                          (void *)0x6161),
+                 STATUS_CONNECTION_INVALID);
+    CHECK_STATUS(p->cl.conn->Dispatch->NdkAccept(p->cl.conn, p->cl.qp, 0, 0, NULL, 0, NULL, NULL,
+                                                 ndk_req_done, &r),
+                 STATUS_INVALID_DEVICE_STATE);
+    verify_expect(p->ac, SoftNdkVerifyConnectorState, 1);
+    verify_expect(p->as, SoftNdkVerifyRuleCount, 0);
+    harness_event_destroy(&r.ev);
+    fx_disconnect(&p->cl, &p->sv);
+    fx_pair_close(p);
+    char *log = fx_capture_end(&cap);
+    CHECK_EQ_U64(fx_count_lines(log, "[connector_state]", "NdkCompleteConnect in state connected",
+                                "RequestContext 0x6161", "CONN-13", NULL),
+                 1);
+    free(log);
+}
+
+TEST(verify_disconnect_with_initiator_requests_outstanding)
+{
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    struct fx_pair *p = verify_pair(SoftNdkVerifyWarn);
+    fx_post_recv(&p->sv, 1, 0, 4096);
+    /* DEFER: accepted, held back: outstanding when NdkDisconnect comes */
+    fx_post_send(&p->cl, 0x7171, 0, 256, NDK_OP_FLAG_DEFER);
+    struct ndk_req rd, rs;
+    ndk_req_init(&rd);
+    NTSTATUS st = p->cl.conn->Dispatch->NdkDisconnect(p->cl.conn, ndk_req_done, &rd);
+    CHECK(harness_event_wait(&p->sv.disc_ev, 1, FX_WAIT_MS));
+    ndk_req_init(&rs);
+    NTSTATUS st2 = p->sv.conn->Dispatch->NdkDisconnect(p->sv.conn, ndk_req_done, &rs);
+    ndk_req_wait(&rs, st2);
+    ndk_req_wait(&rd, st);
+    verify_expect(p->ac, SoftNdkVerifyDisconnectOutstanding, 1);
+    verify_expect(p->as, SoftNdkVerifyRuleCount, 0);
+    harness_event_destroy(&rd.ev);
+    harness_event_destroy(&rs.ev);
+    fx_pair_close(p);
+    char *log = fx_capture_end(&cap);
+    CHECK_EQ_U64(fx_count_lines(log, "[disconnect_outstanding]", "1 initiator request(s)",
+                                "RequestContext 0x7171", "\"NetworkDirect Disconnect Scheme\"",
+                                "DISC-6", NULL),
+                 1);
+    free(log);
+}
+
+TEST(verify_early_send_is_named_on_the_side_without_a_receive)
+{
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    struct fx_pair *p = verify_pair(SoftNdkVerifyWarn);
+    /* the server posts no receive: the client's Send finds none */
+    fx_post_send(&p->cl, 0x8181, 0, 128, 0);
+    CHECK_EQ_U64(fx_wait_counter(p->as,
+                                 offsetof(SOFTNDK_COUNTERS, VerifyViolations) +
+                                     sizeof(ULONG64) * SoftNdkVerifyNoReceivePosted,
+                                 1),
+                 1);
+    CHECK(harness_event_wait(&p->cl.disc_ev, 1, FX_WAIT_MS)); /* the Terminate reached it */
+    verify_expect(p->as, SoftNdkVerifyNoReceivePosted, 1);
+    verify_expect(p->ac, SoftNdkVerifyRuleCount, 0);
+    fx_pair_close(p);
+    char *log = fx_capture_end(&cap);
+    CHECK_EQ_U64(fx_count_lines(log, "[no_receive_posted]",
+                                "a Send arrived with no receive posted: post receives before "
+                                "NdkAccept/NdkConnect",
+                                "found the receive queue empty", "code 2", NULL),
+                 1);
+    free(log);
+}
+
+/* The issue's driver: it read the remote token of a fast-register MR before NdkFastRegister and
+ * gave that one to the peer. The peer's Write is refused; the verifier names it on the side that
+ * owns the token, with the current one. */
+static NDK_MR *verify_fr_mr(struct fx_side *s)
+{
+    NDK_MR *m = NULL;
+    CHECK_STATUS(s->pd->Dispatch->NdkCreateMr(s->pd, TRUE, ndk_create_never, NULL, &m),
+                 STATUS_SUCCESS);
+    CHECK_STATUS(m->Dispatch->NdkInitializeFastRegisterMr(m, 4, TRUE, ndk_request_never, NULL),
+                 STATUS_SUCCESS);
+    return m;
+}
+
+static void verify_fast_register(struct fx_side *s, NDK_MR *m, uint8_t *buf, uintptr_t ctx)
+{
+    NDK_LOGICAL_ADDRESS pages[4];
+    for (int i = 0; i < 4; i++)
+        pages[i].QuadPart = (int64_t)(uintptr_t)(buf + 4096 * i);
+    CHECK_STATUS(s->qp->Dispatch->NdkFastRegister(s->qp, (void *)ctx, m, 4, pages, 0, 16384, buf,
+                                                  NDK_OP_FLAG_ALLOW_REMOTE_WRITE),
+                 STATUS_SUCCESS);
+}
+
+static uint8_t verify_frbuf[16384] __attribute__((aligned(4096)));
+
+TEST(verify_stale_fast_register_token_is_named_on_the_owner)
+{
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    struct fx_pair *p = verify_pair(SoftNdkVerifyWarn);
+    NDK_MR *m = verify_fr_mr(&p->sv);
+    UINT32 before = m->Dispatch->NdkGetRemoteTokenFromMr(m); /* the mistake: read too early */
+    verify_fast_register(&p->sv, m, verify_frbuf, 0x9191);
+    UINT32 after = m->Dispatch->NdkGetRemoteTokenFromMr(m);
+    CHECK(before != after);
+    fx_expect(&p->sv, 1); /* the FastRegister's completion */
+    NDK_SGE sge = fx_sge(&p->cl, 0, 64);
+    CHECK_STATUS(p->cl.qp->Dispatch->NdkWrite(p->cl.qp, (void *)0x9292, &sge, 1,
+                                              (UINT64)(uintptr_t)verify_frbuf, before, 0),
+                 STATUS_SUCCESS);
+    CHECK_EQ_U64(fx_wait_counter(p->as,
+                                 offsetof(SOFTNDK_COUNTERS, VerifyViolations) +
+                                     sizeof(ULONG64) * SoftNdkVerifyStaleToken,
+                                 1),
+                 1);
+    CHECK(harness_event_wait(&p->cl.disc_ev, 1, FX_WAIT_MS)); /* terminated, as before */
+    verify_expect(p->as, SoftNdkVerifyStaleToken, 1);
+    verify_expect(p->ac, SoftNdkVerifyRuleCount, 0);
+    fx_close_wait(&m->Header);
+    fx_pair_close(p);
+    char *log = fx_capture_end(&cap);
+    char want[96];
+    snprintf(want, sizeof want, "token 0x%08x is from the previous registration; current 0x%08x",
+             (unsigned)before, (unsigned)after);
+    CHECK_EQ_U64(fx_count_lines(log, "[stale_token]", want, "MEM-3", NULL), 1);
+    free(log);
+}
+
+TEST(verify_fast_register_of_a_valid_mr)
+{
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    struct fx_pair *p = verify_pair(SoftNdkVerifyWarn);
+    NDK_MR *m = verify_fr_mr(&p->sv);
+    verify_fast_register(&p->sv, m, verify_frbuf, 0xa1);
+    verify_expect(p->as, SoftNdkVerifyRuleCount, 0);     /* the first one is fine */
+    verify_fast_register(&p->sv, m, verify_frbuf, 0xa2); /* no NdkInvalidate in between */
+    verify_fast_register(&p->sv, m, verify_frbuf, 0xa3);
+    fx_expect(&p->sv, 3);
+    verify_expect(p->as, SoftNdkVerifyFastRegisterValid, 1);
+    fx_disconnect(&p->cl, &p->sv);
+    fx_close_wait(&m->Header);
+    fx_pair_close(p);
+    char *log = fx_capture_end(&cap);
+    CHECK_EQ_U64(fx_count_lines(log, "[fast_register_valid]", "RequestContext 0xa2",
+                                "is still valid", "MEM-7", NULL),
+                 1);
+    free(log);
+}
+
+struct verify_poller {
+    NDK_CQ *cq;
+    NDK_ADAPTER *a;
+    atomic_bool stop;
+};
+
+static void *verify_poll_thread(void *arg)
+{
+    struct verify_poller *v = arg;
+    NDK_RESULT_EX r[4];
+    while (!atomic_load(&v->stop))
+        v->cq->Dispatch->NdkGetCqResultsEx(v->cq, r, 4);
+    return NULL;
+}
+
+TEST(verify_two_threads_polling_one_cq)
+{
+    SOFTNDK_OPTIONS o;
+    fx_options(&o, NULL);
+    o.Verify = SoftNdkVerifyWarn;
+    NDK_ADAPTER *a = fx_open_with(&o);
+    struct fx_side *s = calloc(1, sizeof *s);
+    fx_side_init(s, a, 8192, 4, 4);
+    struct verify_poller v = {.cq = s->cq, .a = a};
+    atomic_init(&v.stop, false);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, verify_poll_thread, &v) == 0);
+    /* Both threads poll (and this one arms) until the overlap is seen: bounded. */
+    uint64_t end = fx_now_us() + 5000000u;
+    NDK_RESULT r[4];
+    while (verify_count(a, SoftNdkVerifyCqConcurrent) == 0 && fx_now_us() < end) {
+        s->cq->Dispatch->NdkGetCqResults(s->cq, r, 4);
+        s->cq->Dispatch->NdkArmCq(s->cq, NDK_CQ_NOTIFY_ERRORS);
+    }
+    atomic_store(&v.stop, true);
+    pthread_join(t, NULL);
+    verify_expect(a, SoftNdkVerifyCqConcurrent, 1); /* once for the CQ, however often */
+    fx_side_close(s);
+    free(s);
+    ndk_close_adapter(a);
+}
+
+TEST(verify_strict_aborts_with_the_report)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        SOFTNDK_OPTIONS o;
+        fx_options(&o, NULL);
+        o.Verify = SoftNdkVerifyStrict;
+        NDK_ADAPTER *a = fx_open_with(&o);
+        struct fx_side *s = calloc(1, sizeof *s);
+        fx_side_init(s, a, 8192, 4, 4);
+        fx_try_send(s, 1, 0, 64, 0); /* never returns under strict */
+        _exit(0);
+    }
+    int status = 0;
+    uint64_t end = fx_now_us() + 10000000u;
+    pid_t w;
+    while ((w = waitpid(pid, &status, WNOHANG)) == 0 && fx_now_us() < end) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    if (w == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        CHECK_MSG(false, "the strict child did not end");
+    }
+    CHECK_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "child status 0x%x", status);
+}
+
+TEST(verify_qp_reused_for_a_second_connection)
+{
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    struct fx_pair *p = verify_pair(SoftNdkVerifyWarn);
+    fx_disconnect(&p->cl, &p->sv);
+    NDK_CONNECTOR *c2 = NULL;
+    CHECK_STATUS(p->ac->Dispatch->NdkCreateConnector(p->ac, ndk_create_never, NULL, &c2),
+                 STATUS_SUCCESS);
+    struct sockaddr_in src = ndk_loopback4(0), dst = ndk_loopback4(p->srv.port);
+    struct ndk_req r;
+    ndk_req_init(&r);
+    for (int i = 0; i < 2; i++)
+        CHECK_STATUS(c2->Dispatch->NdkConnect(c2, p->cl.qp, (struct sockaddr *)&src, sizeof src,
+                                              (struct sockaddr *)&dst, sizeof dst, 4, 4, NULL, 0,
+                                              ndk_req_done, &r),
+                     STATUS_INVALID_DEVICE_STATE);
+    verify_expect(p->ac, SoftNdkVerifyConnectorState, 1);
+    verify_expect(p->as, SoftNdkVerifyRuleCount, 0);
+    harness_event_destroy(&r.ev);
+    fx_close_wait(&c2->Header);
+    fx_pair_close(p);
+    char *log = fx_capture_end(&cap);
+    CHECK_EQ_U64(fx_count_lines(log, "[connector_state]", "a QP that served a connection",
+                                "DISC-5", NULL),
+                 1);
+    free(log);
 }

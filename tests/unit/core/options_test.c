@@ -301,3 +301,34 @@ TEST(handshake_limits_and_request_timeout)
     unsetenv("SOFTNDK_HANDSHAKE_PER_PEER");
     unsetenv("SOFTNDK_REQUEST_TIMEOUT_MS");
 }
+
+TEST(options_verify)
+{
+    struct sndk_config cfg;
+    unsetenv("SOFTNDK_VERIFY");
+    CHECK_EQ_U64(resolve(NULL, &cfg), STATUS_SUCCESS);
+    CHECK_EQ_U64(cfg.verify, SoftNdkVerifyOff); /* default off */
+    static const char *const names[] = {"off", "WARN", "Strict"};
+    for (int i = 0; i < 3; i++) {
+        setenv("SOFTNDK_VERIFY", names[i], 1);
+        CHECK_EQ_U64(resolve(NULL, &cfg), STATUS_SUCCESS);
+        CHECK_EQ_U64(cfg.verify, SoftNdkVerifyOff + i);
+    }
+    SOFTNDK_OPTIONS o;
+    SoftNdkInitOptions(&o);
+    o.Verify = SoftNdkVerifyWarn;
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_SUCCESS); /* explicit beats the environment */
+    CHECK_EQ_U64(cfg.verify, SoftNdkVerifyWarn);
+    o.Size = SOFTNDK_OPTIONS_SIZE_V5; /* the layout before it: from the environment */
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_SUCCESS);
+    CHECK_EQ_U64(cfg.verify, SoftNdkVerifyStrict);
+    SoftNdkInitOptions(&o);
+    o.Verify = (SOFTNDK_VERIFY_MODE)4;
+    char err[256] = "";
+    CHECK_EQ_U64(sndk_config_resolve(&o, &cfg, err, sizeof err), STATUS_INVALID_PARAMETER);
+    CHECK_MSG(strstr(err, "Verify") != NULL, "error does not name Verify: %s", err);
+    setenv("SOFTNDK_VERIFY", "on", 1);
+    CHECK_EQ_U64(sndk_config_resolve(NULL, &cfg, err, sizeof err), STATUS_INVALID_PARAMETER);
+    CHECK_MSG(strstr(err, "SOFTNDK_VERIFY") != NULL, "error does not name the variable: %s", err);
+    unsetenv("SOFTNDK_VERIFY");
+}

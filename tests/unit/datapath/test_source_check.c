@@ -51,12 +51,16 @@ static void host_close(struct host *h)
     close(h->raw);
 }
 
+/* The consumer verifier's count for the rule (docs/verifier.md), of the last run(). */
+static ULONG64 verify_reports;
+
 static ULONG64 source_modified(NDK_ADAPTER *a)
 {
     SOFTNDK_COUNTERS c;
     memset(&c, 0, sizeof c);
     c.Size = sizeof c;
     CHECK_EQ_U64(SoftNdkQueryCounters(a, &c), STATUS_SUCCESS);
+    verify_reports = c.VerifyViolations[SoftNdkVerifySourceModified];
     return c.SourceModified;
 }
 
@@ -146,4 +150,17 @@ TEST(source_check_off_counts_nothing)
     size_t match;
     run(false, true, &modified, &match);
     CHECK_EQ_U64(modified, 0);
+}
+
+TEST(source_check_joins_the_verifier_once_per_qp)
+{
+    CHECK(setenv("SOFTNDK_VERIFY", "warn", 1) == 0);
+    ULONG64 modified;
+    size_t match;
+    run(true, true, &modified, &match);
+    CHECK_MSG(modified >= 1 && modified <= 9, "SourceModified %llu", (unsigned long long)modified);
+    CHECK_EQ_U64(verify_reports, 1); /* however many FPDUs: one report for the QP */
+    run(true, false, &modified, &match);
+    CHECK_EQ_U64(modified, 0);
+    CHECK_EQ_U64(verify_reports, 0);
 }
