@@ -26,6 +26,8 @@
 
 #include <ndk/softndk.h>
 
+#include "tool_sync.h"
+
 #define PING_MAGIC "NDKPING1"
 #define MAX_SIZE (1u << 24)
 #define PD_LEN 16 /* magic, count, size */
@@ -87,83 +89,6 @@ static void *watchdog(void *arg)
 
 /* ------------------------------------------------------------------------------------------ */
 
-struct waiter {
-    pthread_mutex_t m;
-    pthread_cond_t c;
-    bool done;
-    NTSTATUS st;
-};
-
-static void w_init(struct waiter *w)
-{
-    pthread_mutex_init(&w->m, NULL);
-    pthread_cond_init(&w->c, NULL);
-    w->done = false;
-    w->st = STATUS_PENDING;
-}
-
-static void w_cb(void *ctx, NTSTATUS st)
-{
-    struct waiter *w = ctx;
-    pthread_mutex_lock(&w->m);
-    w->st = st;
-    w->done = true;
-    pthread_cond_broadcast(&w->c);
-    pthread_mutex_unlock(&w->m);
-}
-
-static void w_close_cb(void *ctx)
-{
-    w_cb(ctx, STATUS_SUCCESS);
-}
-
-static NTSTATUS w_wait(struct waiter *w, NTSTATUS st)
-{
-    if (st != STATUS_PENDING)
-        return st;
-    pthread_mutex_lock(&w->m);
-    while (!w->done)
-        pthread_cond_wait(&w->c, &w->m); /* the watchdog bounds every wait */
-    pthread_mutex_unlock(&w->m);
-    return w->st;
-}
-
-static void close_obj(NDK_FN_CLOSE_OBJECT fn, NDK_OBJECT_HEADER *h)
-{
-    struct waiter w;
-    w_init(&w);
-    w_wait(&w, fn(h, w_close_cb, &w));
-}
-
-static void create_never(void *ctx, NTSTATUS st, NDK_OBJECT_HEADER *obj)
-{
-    (void)ctx, (void)st, (void)obj;
-}
-
-static struct {
-    pthread_mutex_t m;
-    pthread_cond_t c;
-    NDK_CONNECTOR *conn;
-    atomic_bool peer_gone;
-} ev = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, false};
-
-static void on_connect(void *ctx, NDK_CONNECTOR *c)
-{
-    (void)ctx;
-    pthread_mutex_lock(&ev.m);
-    if (!ev.conn)
-        ev.conn = c;
-    else
-        c->Dispatch->NdkReject(c, NULL, 0);
-    pthread_cond_broadcast(&ev.c);
-    pthread_mutex_unlock(&ev.m);
-}
-
-static void on_disconnect(void *ctx)
-{
-    (void)ctx;
-    atomic_store(&ev.peer_gone, true);
-}
 
 static void on_cq(void *ctx, NTSTATUS st)
 {
