@@ -430,6 +430,20 @@ static void reset_end(struct sndk_fail *fail)
     fail->rst = true;
 }
 
+/* Did a send consume the socket's reset error, so that this end of stream is the reset and not
+ * the peer's FIN? That send ran under tx_lock and marked sock_failed before releasing it; the
+ * error was consumed before this read, so passing through tx_lock makes the mark visible. A
+ * bare load could run between the send's failure and its mark (the fault matrix's drop_rx saw
+ * a graceful disconnect under TSan now and then). rx_lock held, so tx_lock comes after it in
+ * the lock order. */
+static bool send_saw_reset(struct sndk_qp *qp)
+{
+    sndk_mutex_lock(&qp->tx_lock);
+    bool failed = atomic_load_explicit(&qp->io->sock_failed, memory_order_acquire);
+    sndk_mutex_unlock(&qp->tx_lock);
+    return failed;
+}
+
 static enum sndk_rx_result protocol_end(struct sndk_qp *qp, int rc, struct sndk_fail *fail)
 {
     struct sndk_qp_io *io = qp->io;
@@ -656,7 +670,7 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
                 continue;
             }
         }
-        if (got == 0 && atomic_load_explicit(&io->sock_failed, memory_order_acquire)) {
+        if (got == 0 && send_saw_reset(qp)) {
             /* not the peer's FIN: a send saw the reset and consumed the socket's error */
             reset_end(fail);
             return SNDK_RXR_FAIL;
