@@ -221,7 +221,6 @@ static void debug(const char *fmt, ...)
 /* ------------------------------------------------------------------------------------------ */
 /* completions, events */
 
-
 static void on_cq(void *ctx, NTSTATUS st)
 {
     (void)ctx, (void)st;
@@ -497,7 +496,8 @@ static bool ucma_wait(struct rping *r, unsigned want_recvs, unsigned *got, uint6
     return true;
 }
 
-static int ucma_server(struct rping *r)
+/* A listener on -a (default any) and -p, its connect events to on_connect (tool_sync.c). */
+static NDK_LISTENER *listen_here(struct rping *r)
 {
     struct sockaddr_storage sa;
     ULONG slen;
@@ -512,6 +512,14 @@ static int ucma_server(struct rping *r)
     if ((st = w_wait(&w, lis->Dispatch->NdkListen(lis, (struct sockaddr *)&sa, slen, w_cb, &w))) !=
         STATUS_SUCCESS)
         fail_status("NdkListen", st);
+    return lis;
+}
+
+static int ucma_server(struct rping *r)
+{
+    NDK_LISTENER *lis = listen_here(r);
+    NTSTATUS st;
+    struct waiter w;
     printf("ndkrping: ucmatose server listening on port %u\n", opt.port);
     uint64_t deadline = mono_ms() + (opt.timeout > 3 ? opt.timeout - 3 : 1) * 1000ull;
     pthread_mutex_lock(&ev.m);
@@ -599,19 +607,9 @@ static int ucma_client(struct rping *r)
 
 static int run_server(struct rping *r)
 {
-    struct sockaddr_storage sa;
-    ULONG slen;
-    parse_ip(opt.addr ? opt.addr : "0.0.0.0", (uint16_t)opt.port, &sa, &slen);
-    NDK_LISTENER *lis;
-    NTSTATUS st =
-        r->a->Dispatch->NdkCreateListener(r->a, on_connect, NULL, create_never, NULL, &lis);
-    if (st != STATUS_SUCCESS)
-        fail_status("NdkCreateListener", st);
+    NDK_LISTENER *lis = listen_here(r);
+    NTSTATUS st;
     struct waiter w;
-    w_init(&w);
-    if ((st = w_wait(&w, lis->Dispatch->NdkListen(lis, (struct sockaddr *)&sa, slen, w_cb, &w))) !=
-        STATUS_SUCCESS)
-        fail_status("NdkListen", st);
     printf("ndkrping: server listening on port %u\n", opt.port);
     fflush(stdout);
     pthread_mutex_lock(&ev.m);
