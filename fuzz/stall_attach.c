@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "iwarp/qp_io.h"
+#include "datapath/qp_io.h"
 
 int __real_sndk_source_add(struct sndk_engine *e, struct sndk_source *s, int fd, uint32_t events,
                            sndk_source_fn fn, int thread);

@@ -2,7 +2,7 @@
  * (docs/ndk-rules.md [ADP-4]). */
 #include "core/adapter.h"
 
-#include "core/faults.h"
+#include "faults/faults.h"
 
 #include <errno.h>
 #include <net/if.h>
@@ -11,11 +11,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/stat.h"
-#include "core/verify.h"
+#include "observe/stat.h"
+#include "verify/verify.h"
 #include "util/log.h"
-#include "util/pcap.h"
-#include "util/trace.h"
+#include "observe/pcap.h"
+#include "observe/trace.h"
 
 static atomic_uint adapter_seq;
 

@@ -8,9 +8,9 @@
 
 #include <time.h>
 
-#include "core/counters.h"
+#include "observe/counters.h"
 #include "core/object.h"
-#include "core/options.h"
+#include "config/options.h"
 #include "core/stag.h"
 
 struct sndk_adapter {

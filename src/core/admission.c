@@ -16,7 +16,7 @@
 #include "core/adapter.h"
 #include "core/listener.h"
 #include "util/log.h"
-#include "util/trace.h"
+#include "observe/trace.h"
 
 /* After EMFILE with waiting connections evicted: their fds close on their progress threads
  * within microseconds; resume accepting a little later. With nothing to evict and no reserve:

@@ -25,16 +25,16 @@
 #include <unistd.h>
 
 #include "core/link.h"
-#include "core/faults.h"
+#include "faults/faults.h"
 #include "core/listener.h"
 #include "core/qp.h"
-#include "core/verify.h"
+#include "verify/verify.h"
 #include "iwarp/fpdu.h"
 #include "iwarp/mpa.h"
 #include "iwarp/parser.h"
 #include "util/log.h"
-#include "util/pcap.h"
-#include "util/trace.h"
+#include "observe/pcap.h"
+#include "observe/trace.h"
 
 enum sndk_conn_state {
     SNDK_CONN_IDLE,         /* created; nothing started */

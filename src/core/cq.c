@@ -1,6 +1,6 @@
 /* Completion queue (docs/ndk-rules.md#cq). */
 #include "core/cq.h"
-#include "core/faults.h"
+#include "faults/faults.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "core/qp.h"
-#include "core/verify.h"
+#include "verify/verify.h"
 #include "util/log.h"
 
 /* [CQ-9]: a second arm before the first is satisfied merges (row: first, column: second),

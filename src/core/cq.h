@@ -29,7 +29,7 @@ struct sndk_cq {
     NDK_FN_CQ_NOTIFICATION_CALLBACK notify_cb;
     void *notify_ctx;
 
-    /* The consumer verifier's [CQ-3] check (core/verify.h): threads now inside
+    /* The consumer verifier's [CQ-3] check (verify/verify.h): threads now inside
      * NdkGetCqResults(Ex)/NdkArmCq of this CQ; only counted with the verifier on. */
     atomic_uint verify_callers;
 

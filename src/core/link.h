@@ -1,5 +1,5 @@
 /* The contract between the connection layer (connector.c, listener.c: TCP + MPA handshake) and
- * the QP data path (qp.c, iwarp/tx.c, iwarp/rx.c).
+ * the QP data path (qp.c, datapath/tx.c, datapath/rx.c).
  *
  * The connector runs the MPA exchange on its own socket, reading frames with exact lengths so
  * that no FPDU byte is consumed. Once the connection is established (RTR sent or received when
@@ -32,7 +32,7 @@ struct sndk_link_params {
     uint32_t ird, ord;      /* effective: inbound Read Requests we queue / Reads we may issue */
     bool await_initiator;   /* MPA Responder without an RTR: no FPDU of ours may go before the
                                Initiator's first one has arrived (RFC 5044 section 7.1.2) */
-    /* The connection's counters / ndkstat / pcap record (core/counters.h), or NULL. A QP that
+    /* The connection's counters / ndkstat / pcap record (observe/counters.h), or NULL. A QP that
      * keeps it takes a reference (sndk_conn_rec_get) and drops it when it lets go. */
     struct sndk_conn_rec *rec;
 };
@@ -80,7 +80,7 @@ void sndk_qp_connect_failed(struct sndk_qp *qp);
  * STATUS_IO_TIMEOUT and the connection is reset). Any thread, non-blocking. */
 void sndk_qp_shutdown(struct sndk_qp *qp, unsigned timeout_ms);
 /* Initiator requests posted and not yet retired, and the RequestContext of the oldest (the
- * consumer verifier's DISC-6 check, core/verify.h). Takes the QP's tx_lock. */
+ * consumer verifier's DISC-6 check, verify/verify.h). Takes the QP's tx_lock. */
 uint32_t sndk_qp_initiator_outstanding(struct sndk_qp *qp, void **oldest_ctx);
 
 /* Abortive disconnect: close the socket (RST, unless a Terminate or FIN was sent), complete

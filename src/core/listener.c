@@ -1,7 +1,7 @@
 /* Listener (docs/ndk-rules.md#ep): a listening TCP socket on an endpoint; each accepted
  * connection becomes an incoming connector once its MPA Request arrived (connector.c). */
 #include "core/listener.h"
-#include "core/faults.h"
+#include "faults/faults.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
-#include "util/trace.h"
+#include "observe/trace.h"
 
 static const char *const listener_state_names[SNDK_LISTENER_STATE_COUNT] = {
     [SNDK_LISTENER_IDLE] = "idle",

@@ -2,13 +2,13 @@
  * range is an index for peers and SGEs; the region's memory is the consumer's, kept valid by it
  * while registered (its "locked pages"). */
 #include "core/mr.h"
-#include "core/faults.h"
+#include "faults/faults.h"
 
 #include <stdlib.h>
 
 #include "core/access.h"
 #include "util/log.h"
-#include "util/trace.h"
+#include "observe/trace.h"
 
 static const char *const mr_state_names[SNDK_MR_STATE_COUNT] = {
     [SNDK_MR_UNREGISTERED] = "unregistered",

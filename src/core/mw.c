@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "core/access.h"
-#include "core/faults.h"
+#include "faults/faults.h"
 #include "core/mr.h"
 
 NTSTATUS sndk_mw_bind(struct sndk_mw *mw, struct sndk_mr *mr, struct sndk_pd *pd, uint64_t va,

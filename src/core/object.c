@@ -5,7 +5,7 @@
 
 #include "core/adapter.h"
 #include "util/log.h"
-#include "util/trace.h"
+#include "observe/trace.h"
 
 static const char *const type_names[NdkObjectTypeMax] = {
     [NdkObjectTypeUndefined] = "undefined",

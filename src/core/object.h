@@ -72,7 +72,7 @@ struct sndk_obj {
     /* QP: the connector it is bound to (NULL: free). Claimed with a compare-and-swap so that
      * one QP never serves two connections (STATUS_CONNECTION_ACTIVE). */
     _Atomic(void *) bound_to;
-    /* The consumer verifier (core/verify.h): bit r set once rule r was reported for this object
+    /* The consumer verifier (verify/verify.h): bit r set once rule r was reported for this object
      * (each object is reported once per rule). */
     _Atomic uint32_t verify_reported;
 };

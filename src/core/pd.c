@@ -1,6 +1,6 @@
 /* Protection domain: parent of MRs, MWs, SRQs and QPs; owner of the privileged token. */
 #include "core/pd.h"
-#include "core/faults.h"
+#include "faults/faults.h"
 
 #include <stdlib.h>
 

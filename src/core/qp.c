@@ -1,11 +1,11 @@
 /* Queue pair (docs/qp.md, docs/ndk-rules.md#post): creation with its limits, posting, the
  * state machine, the link to a connection (core/link.h), flush and close. The bytes are made
- * and taken in src/iwarp/tx.c and rx.c; docs/datapath.md explains the whole path.
+ * and taken in src/datapath/tx.c and rx.c; docs/datapath.md explains the whole path.
  *
  * Until a connector attaches a connection, every initiator request is refused inline with
  * STATUS_CONNECTION_INVALID ([POST-5]); receives queue. */
 #include "core/qp.h"
-#include "core/verify.h"
+#include "verify/verify.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -18,7 +18,7 @@
 
 #include "core/access.h"
 #include "core/link.h"
-#include "iwarp/qp_io.h"
+#include "datapath/qp_io.h"
 #include "util/log.h"
 
 static const char *const qp_state_names[SNDK_QP_STATE_COUNT] = {

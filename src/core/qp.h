@@ -56,7 +56,7 @@ enum sndk_sq_kind {
     SNDK_SQ_INVALIDATE,
 };
 
-struct sndk_qp_io; /* connection state (src/iwarp/qp_io.h) */
+struct sndk_qp_io; /* connection state (src/datapath/qp_io.h) */
 
 /* Lock order (docs/datapath.md#locking), outermost first:
  *   cq->conn_lock -> state_lock -> rx_lock -> tx_lock -> rq_lock -> srq->lock -> cq->lock

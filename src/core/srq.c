@@ -1,6 +1,6 @@
 /* Shared receive queue (docs/ndk-rules.md#srq). */
 #include "core/srq.h"
-#include "core/faults.h"
+#include "faults/faults.h"
 
 #include <stdlib.h>
 #include <string.h>

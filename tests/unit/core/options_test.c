@@ -1,7 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/options.h"
+#include "config/options.h"
 #include "harness.h"
 
 static NTSTATUS resolve(const SOFTNDK_OPTIONS *o, struct sndk_config *cfg)

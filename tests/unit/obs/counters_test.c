@@ -6,7 +6,7 @@
 
 #include "common.h"
 
-/* 1 once the data path (iwarp/tx.c, rx.c) counts its FPDUs; until then only the connection
+/* 1 once the data path (datapath/tx.c, rx.c) counts its FPDUs; until then only the connection
  * layer's share (handshake, RTR) is checked. */
 #ifndef OBS_DATAPATH_HOOKS
 #define OBS_DATAPATH_HOOKS 1

@@ -13,8 +13,8 @@
 #include "harness.h"
 #include "iwarp/fpdu.h"
 #include "iwarp/mpa.h"
-#include "util/pcap.h"
-#include "util/trace.h"
+#include "observe/pcap.h"
+#include "observe/trace.h"
 
 static void tmpname(char *buf, size_t len, const char *suffix)
 {

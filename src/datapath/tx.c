@@ -16,11 +16,11 @@
 #include <sys/socket.h>
 
 #include "core/adapter.h"
-#include "core/verify.h"
+#include "verify/verify.h"
 #include "iwarp/crc32c.h"
-#include "iwarp/qp_io.h"
+#include "datapath/qp_io.h"
 #include "util/log.h"
-#include "util/trace.h"
+#include "observe/trace.h"
 
 void sndk_tx_init(struct sndk_qp_io *io, bool crc, uint32_t max_fpdu, uint32_t ird, uint32_t ord)
 {

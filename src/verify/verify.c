@@ -1,5 +1,5 @@
-/* The consumer verifier (core/verify.h, docs/verifier.md). */
-#include "core/verify.h"
+/* The consumer verifier (verify/verify.h, docs/verifier.md). */
+#include "verify/verify.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 
 #include "core/mr.h"
 #include "util/log.h"
-#include "util/trace.h"
+#include "observe/trace.h"
 
 _Static_assert(SoftNdkVerifyRuleCount <= SOFTNDK_VERIFY_RULE_SLOTS,
                "every rule has a slot in SOFTNDK_COUNTERS.VerifyViolations");

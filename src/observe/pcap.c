@@ -1,5 +1,5 @@
 /* pcap writer: see pcap.h. */
-#include "util/pcap.h"
+#include "observe/pcap.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

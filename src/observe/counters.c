@@ -1,5 +1,5 @@
 /* Counters: adapter event counters, connection records, aggregation (counters.h). */
-#include "core/counters.h"
+#include "observe/counters.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 
 #include "core/adapter.h"
 #include "core/endpoint.h"
-#include "util/pcap.h"
+#include "observe/pcap.h"
 
 void sndk_counters_init(struct sndk_adapter_ctrs *a)
 {

@@ -9,10 +9,10 @@
 #include "core/qp.h"
 #include "iwarp/fpdu.h"
 #include "iwarp/parser.h"
-#include "core/counters.h"
-#include "core/faults.h"
-#include "util/pcap.h"
-#include "util/trace.h"
+#include "observe/counters.h"
+#include "faults/faults.h"
+#include "observe/pcap.h"
+#include "observe/trace.h"
 
 #define SNDK_TX_BATCH 64   /* FPDUs gathered into one writev */
 #define SNDK_TX_IOV   512  /* iovecs of one writev (<= IOV_MAX) */

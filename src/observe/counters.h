@@ -70,7 +70,7 @@ struct sndk_adapter_ctrs {
     _Atomic int64_t hs_pending;      /* HandshakesPending: a gauge (admission.c) */
     _Atomic int64_t incoming;        /* IncomingUnanswered: a gauge (admission.c) */
     _Atomic uint64_t term_sent[SNDK_TERM_LAYERS], term_recv[SNDK_TERM_LAYERS];
-    _Atomic uint64_t verify[SOFTNDK_VERIFY_RULE_SLOTS]; /* violations by rule (core/verify.h) */
+    _Atomic uint64_t verify[SOFTNDK_VERIFY_RULE_SLOTS]; /* violations by rule (verify/verify.h) */
 
     pthread_mutex_t lock;            /* the registry, retired totals and Terminate slots */
     struct sndk_conn_rec *recs;      /* live connection records */

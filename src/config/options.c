@@ -1,6 +1,6 @@
-#include "core/options.h"
+#include "config/options.h"
 
-#include "core/faults.h"
+#include "faults/faults.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,5 +1,5 @@
 /* Structured trace: see trace.h. */
-#include "util/trace.h"
+#include "observe/trace.h"
 
 #include <errno.h>
 #include <fcntl.h>

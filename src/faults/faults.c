@@ -1,6 +1,6 @@
 /* Fault injection: the rule language of docs/faults.md and the decisions the call sites, the
  * handshake and the data path ask for. */
-#include "core/faults.h"
+#include "faults/faults.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -13,7 +13,7 @@
 #include "iwarp/terminate.h"
 #include "iwarp/wire.h"
 #include "util/log.h"
-#include "util/trace.h"
+#include "observe/trace.h"
 
 static const char *const kind_names[SNDK_FAULT_KIND_COUNT] = {
     [SNDK_FAULT_DROP] = "drop",           [SNDK_FAULT_CRC] = "crc",

@@ -1,6 +1,6 @@
 /* The ndkstat control endpoint: see stat.h. */
-#include "core/stat.h"
-#include "core/verify.h"
+#include "observe/stat.h"
+#include "verify/verify.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -20,8 +20,8 @@
 #include <sys/uio.h>
 
 #include "core/access.h"
-#include "core/verify.h"
-#include "iwarp/qp_io.h"
+#include "verify/verify.h"
+#include "datapath/qp_io.h"
 #include "util/log.h"
 
 /* Payload still due in the current segment at which a direct read pays off. */
