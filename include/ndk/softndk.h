@@ -124,7 +124,19 @@ typedef struct _SOFTNDK_OPTIONS {
                                     Request (ConnectTimeoutMs bounds the rest of the handshake) */
     /* ---- the consumer verifier (docs/verifier.md) ---- */
     SOFTNDK_VERIFY_MODE Verify; /* default: SOFTNDK_VERIFY (off, warn, strict), else off */
+    /* ---- adapter families (docs/adapter.md, "Profiles") ---- */
+    const char *Profile;       /* NULL = default (SOFTNDK_PROFILE, else "iwarp"): a named set of
+                                  semantics and limits ("iwarp", "roce", "intel-e810",
+                                  docs/adapter.md); an explicit option or
+                                  variable (Limits, RnrWaitMs) overrides what it sets */
+    ULONG RnrWaitMs;           /* 0 = default (SOFTNDK_RNR_WAIT_MS, else the profile's: 0 for
+                                  iwarp): how long a Send that finds no receive posted waits
+                                  for one (RoCE/IB receiver-not-ready retry) before the
+                                  connection is terminated; SOFTNDK_RNR_WAIT_OFF = no wait */
 } SOFTNDK_OPTIONS;
+
+/* RnrWaitMs value for "no receiver-not-ready wait" (the iWARP Terminate at once). */
+#define SOFTNDK_RNR_WAIT_OFF 0xFFFFFFFFu
 
 /* The size of the first published SOFTNDK_OPTIONS (ending at DisconnectTimeoutMs), still
  * accepted in Size. */
@@ -138,6 +150,8 @@ typedef struct _SOFTNDK_OPTIONS {
 #define SOFTNDK_OPTIONS_SIZE_V4 offsetof(SOFTNDK_OPTIONS, HandshakeLimit)
 /* The fifth layout (ending at RequestTimeoutMs): Verify from the environment. */
 #define SOFTNDK_OPTIONS_SIZE_V5 offsetof(SOFTNDK_OPTIONS, Verify)
+/* The sixth layout (ending at Verify): Profile and RnrWaitMs from the environment. */
+#define SOFTNDK_OPTIONS_SIZE_V6 offsetof(SOFTNDK_OPTIONS, Profile)
 
 /* Fill *Options with "all defaults" (Size set, everything else zero). */
 SOFTNDK_API VOID SoftNdkInitOptions(SOFTNDK_OPTIONS *Options);
@@ -234,6 +248,10 @@ typedef struct _SOFTNDK_COUNTERS {
     /* The consumer verifier (docs/verifier.md): violations reported, by SOFTNDK_VERIFY_RULE
      * (each object counts once per rule); all 0 with the verifier off */
     ULONG64 VerifyViolations[SOFTNDK_VERIFY_RULE_SLOTS];
+    /* Receiver not ready (RnrWaitMs, docs/datapath.md) */
+    ULONG64 RnrWaits;    /* Sends that found no receive posted and waited for one */
+    ULONG64 RnrTimeouts; /* of those, the waits that expired: the connection was terminated
+                            (DDP untagged, no buffer) */
 } SOFTNDK_COUNTERS;
 
 SOFTNDK_API NTSTATUS SoftNdkQueryCounters(NDK_ADAPTER *pNdkAdapter, SOFTNDK_COUNTERS *Counters);

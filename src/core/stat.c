@@ -149,6 +149,8 @@ char *sndk_stat_snapshot(struct sndk_adapter *a, size_t *len)
     C(InjectedFaults);
     C(SourceModified);
     C(ResponderHeld);
+    C(RnrWaits);
+    C(RnrTimeouts);
     C(HandshakeInOctets);
     C(HandshakeOutOctets);
     C(MpaRejectsSent);

@@ -41,7 +41,9 @@ void sndk_tx_update_events(struct sndk_qp_io *io)
 {
     if (sndk_conn_ended(io))
         return;
-    uint32_t ev = (io->peer_fin || io->rx_parked || io->rx_stalled ? 0u : (uint32_t)EPOLLIN) |
+    bool rx_off = io->peer_fin || io->rx_parked || io->rx_stalled ||
+                  sndk_rnr_phase(io) == SNDK_RNR_WAITING; /* receiver not ready: backpressure */
+    uint32_t ev = (rx_off ? 0u : (uint32_t)EPOLLIN) |
                   (io->tx_blocked && !io->tx_stalled ? (uint32_t)EPOLLOUT : 0u);
     int rc = sndk_source_modify(&io->src, ev);
     if (rc < 0 && rc != -ENOENT)
