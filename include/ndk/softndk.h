@@ -125,14 +125,14 @@ typedef struct _SOFTNDK_OPTIONS {
     /* ---- the consumer verifier (docs/verifier.md) ---- */
     SOFTNDK_VERIFY_MODE Verify; /* default: SOFTNDK_VERIFY (off, warn, strict), else off */
     /* ---- adapter families (docs/adapter.md, "Profiles") ---- */
-    const char *Profile;       /* NULL = default (SOFTNDK_PROFILE, else "iwarp"): a named set of
-                                  semantics and limits ("iwarp", "roce", "intel-e810",
-                                  docs/adapter.md); an explicit option or
-                                  variable (Limits, RnrWaitMs) overrides what it sets */
-    ULONG RnrWaitMs;           /* 0 = default (SOFTNDK_RNR_WAIT_MS, else the profile's: 0 for
-                                  iwarp): how long a Send that finds no receive posted waits
-                                  for one (RoCE/IB receiver-not-ready retry) before the
-                                  connection is terminated; SOFTNDK_RNR_WAIT_OFF = no wait */
+    const char *Profile; /* NULL = default (SOFTNDK_PROFILE, else "iwarp"): a named set of
+                            semantics and limits ("iwarp", "roce", "intel-e810",
+                            docs/adapter.md); an explicit option or
+                            variable (Limits, RnrWaitMs) overrides what it sets */
+    ULONG RnrWaitMs;     /* 0 = default (SOFTNDK_RNR_WAIT_MS, else the profile's: 0 for
+                            iwarp): how long a Send that finds no receive posted waits
+                            for one (RoCE/IB receiver-not-ready retry) before the
+                            connection is terminated; SOFTNDK_RNR_WAIT_OFF = no wait */
 } SOFTNDK_OPTIONS;
 
 /* RnrWaitMs value for "no receiver-not-ready wait" (the iWARP Terminate at once). */

@@ -222,13 +222,16 @@ static const struct sndk_profile profiles[] = {
     {"roce", "RoCE semantics, softndk's own limits", NULL, {{"RnrWaitMs", RNR_ROCE_MS}}},
     /* Linux irdma, icrdma_hw.h (E810 = gen 2): ICRDMA_MAX_WQ_FRAGMENT_COUNT 13,
      * ICRDMA_MAX_SGE_RD 13, ICRDMA_MAX_IRD_SIZE 32, ICRDMA_MAX_ORD_SIZE 64 */
-    {"intel-e810", "Intel E810 iWARP (Linux irdma, gen 2)",
+    {"intel-e810",
+     "Intel E810 iWARP (Linux irdma, gen 2)",
      "MaxInitiatorRequestSge=13,MaxReceiveRequestSge=13,MaxReadRequestSge=13,"
      "MaxInboundReadLimit=32,MaxOutboundReadLimit=64",
      {{"RnrWaitMs", 0}}},
     /* Linux iw_cxgb4, t4.h: T4_MAX_RECV_SGE 4; T4_MAX_FR_DSGL_DEPTH 1024 / 8 = 128 pages per
      * fast registration (T5 and later use DSGL) */
-    {"chelsio-t6", "Chelsio T6 iWARP (Linux iw_cxgb4)", "MaxReceiveRequestSge=4,FRMRPageCount=128",
+    {"chelsio-t6",
+     "Chelsio T6 iWARP (Linux iw_cxgb4)",
+     "MaxReceiveRequestSge=4,FRMRPageCount=128",
      {{"RnrWaitMs", 0}}},
 };
 #define PROFILE_COUNT (sizeof profiles / sizeof profiles[0])
@@ -260,14 +263,14 @@ struct setting {
     const char *field; /* the SOFTNDK_OPTIONS field */
     const char *var;   /* its SOFTNDK_* variable */
     enum setting_kind kind;
-    size_t opt_off;    /* a 4-byte field of SOFTNDK_OPTIONS */
+    size_t opt_off; /* a 4-byte field of SOFTNDK_OPTIONS */
     size_t cfg_off;
-    size_t cfg_size;   /* 1 (bool) or 4 (unsigned, enum) */
+    size_t cfg_size; /* 1 (bool) or 4 (unsigned, enum) */
     unsigned dflt;
-    unsigned lo, hi;   /* SET_UINT */
-    uint32_t none_opt; /* SET_UINT: an option value meaning 0 (SOFTNDK_SPIN_NONE ...), 0: none */
+    unsigned lo, hi;      /* SET_UINT */
+    uint32_t none_opt;    /* SET_UINT: an option value meaning 0 (SOFTNDK_SPIN_NONE ...), 0: none */
     const char *none_var; /* ... and its variable spelling ("off"), NULL: none */
-    const char *unit;  /* " (ms)" or "" */
+    const char *unit;     /* " (ms)" or "" */
     const char *const *names; /* SET_NAMES */
     int names_n, names_base;
 };
@@ -286,35 +289,60 @@ _Static_assert(sizeof(SOFTNDK_CRC_POLICY) == 4 && sizeof(SOFTNDK_LOG_LEVEL) == 4
                "option fields of the table are 4 bytes");
 
 #define OPT(f) offsetof(SOFTNDK_OPTIONS, f)
-#define CFG(f) .cfg_off = offsetof(struct sndk_config, f), .cfg_size = sizeof(((struct sndk_config *)0)->f)
-#define UINT(f, v, cf, d, l, h) .field = #f, .var = v, .kind = SET_UINT, .opt_off = OPT(f), CFG(cf), \
-        .dflt = d, .lo = l, .hi = h
+#define CFG(f)                                                                                     \
+    .cfg_off = offsetof(struct sndk_config, f), .cfg_size = sizeof(((struct sndk_config *)0)->f)
+#define UINT(f, v, cf, d, l, h)                                                                    \
+    .field = #f, .var = v, .kind = SET_UINT, .opt_off = OPT(f), CFG(cf), .dflt = d, .lo = l, .hi = h
 static const struct setting settings[] = {
     {UINT(MpaRevision, "SOFTNDK_MPA_REV", mpa_revision, 2, 1, 2)},
-    {.field = "Crc", .var = "SOFTNDK_CRC", .kind = SET_ON_OFF, .opt_off = OPT(Crc), CFG(crc),
+    {.field = "Crc",
+     .var = "SOFTNDK_CRC",
+     .kind = SET_ON_OFF,
+     .opt_off = OPT(Crc),
+     CFG(crc),
      .dflt = 1},
     {UINT(ProgressThreads, "SOFTNDK_THREADS", threads, 1, 1, SNDK_MAX_PROGRESS_THREADS)},
     {UINT(SpinMicroseconds, "SOFTNDK_SPIN_US", spin_us, SNDK_DEFAULT_SPIN_US, 0, 1000000),
      .none_opt = SOFTNDK_SPIN_NONE},
-    {.field = "LogLevel", .var = "SOFTNDK_LOG", .kind = SET_NAMES, .opt_off = OPT(LogLevel),
-     CFG(log_level), .dflt = SoftNdkLogWarn, .names = log_names, .names_n = 4,
+    {.field = "LogLevel",
+     .var = "SOFTNDK_LOG",
+     .kind = SET_NAMES,
+     .opt_off = OPT(LogLevel),
+     CFG(log_level),
+     .dflt = SoftNdkLogWarn,
+     .names = log_names,
+     .names_n = 4,
      .names_base = SoftNdkLogError},
     {UINT(ConnectTimeoutMs, "SOFTNDK_CONNECT_TIMEOUT_MS", connect_timeout_ms,
-          SNDK_DEFAULT_TIMEOUT_MS, 1, SNDK_MAX_TIMEOUT_MS), .unit = " (ms)"},
+          SNDK_DEFAULT_TIMEOUT_MS, 1, SNDK_MAX_TIMEOUT_MS),
+     .unit = " (ms)"},
     {UINT(DisconnectTimeoutMs, "SOFTNDK_DISCONNECT_TIMEOUT_MS", disconnect_timeout_ms,
-          SNDK_DEFAULT_TIMEOUT_MS, 1, SNDK_MAX_TIMEOUT_MS), .unit = " (ms)"},
-    {UINT(PeerTimeoutMs, "SOFTNDK_PEER_TIMEOUT_MS", peer_timeout_ms,
-          SNDK_DEFAULT_PEER_TIMEOUT_MS, 1, SNDK_MAX_TIMEOUT_MS), .unit = " (ms)"},
+          SNDK_DEFAULT_TIMEOUT_MS, 1, SNDK_MAX_TIMEOUT_MS),
+     .unit = " (ms)"},
+    {UINT(PeerTimeoutMs, "SOFTNDK_PEER_TIMEOUT_MS", peer_timeout_ms, SNDK_DEFAULT_PEER_TIMEOUT_MS,
+          1, SNDK_MAX_TIMEOUT_MS),
+     .unit = " (ms)"},
     {UINT(RequestTimeoutMs, "SOFTNDK_REQUEST_TIMEOUT_MS", request_timeout_ms,
-          SNDK_DEFAULT_REQUEST_TIMEOUT_MS, 1, SNDK_MAX_TIMEOUT_MS), .unit = " (ms)"},
-    {UINT(HandshakeLimit, "SOFTNDK_HANDSHAKE_LIMIT", handshake_limit,
-          SNDK_DEFAULT_HANDSHAKE_LIMIT, 1, SNDK_MAX_HANDSHAKE_LIMIT)},
+          SNDK_DEFAULT_REQUEST_TIMEOUT_MS, 1, SNDK_MAX_TIMEOUT_MS),
+     .unit = " (ms)"},
+    {UINT(HandshakeLimit, "SOFTNDK_HANDSHAKE_LIMIT", handshake_limit, SNDK_DEFAULT_HANDSHAKE_LIMIT,
+          1, SNDK_MAX_HANDSHAKE_LIMIT)},
     {UINT(HandshakePerPeerLimit, "SOFTNDK_HANDSHAKE_PER_PEER", handshake_per_peer,
           SNDK_DEFAULT_HANDSHAKE_PER_PEER, 1, SNDK_MAX_HANDSHAKE_LIMIT)},
-    {.field = "SourceCheck", .var = "SOFTNDK_SOURCE_CHECK", .kind = SET_ON_OFF,
-     .opt_off = OPT(SourceCheck), CFG(source_check), .dflt = 0},
-    {.field = "Verify", .var = "SOFTNDK_VERIFY", .kind = SET_NAMES, .opt_off = OPT(Verify),
-     CFG(verify), .dflt = SoftNdkVerifyOff, .names = verify_names, .names_n = 3,
+    {.field = "SourceCheck",
+     .var = "SOFTNDK_SOURCE_CHECK",
+     .kind = SET_ON_OFF,
+     .opt_off = OPT(SourceCheck),
+     CFG(source_check),
+     .dflt = 0},
+    {.field = "Verify",
+     .var = "SOFTNDK_VERIFY",
+     .kind = SET_NAMES,
+     .opt_off = OPT(Verify),
+     CFG(verify),
+     .dflt = SoftNdkVerifyOff,
+     .names = verify_names,
+     .names_n = 3,
      .names_base = SoftNdkVerifyOff},
     {UINT(RnrWaitMs, "SOFTNDK_RNR_WAIT_MS", rnr_wait_ms, 0, 1, SNDK_MAX_TIMEOUT_MS),
      .none_opt = SOFTNDK_RNR_WAIT_OFF, .none_var = "off", .unit = " (ms)"},
@@ -411,7 +439,10 @@ static bool resolve_setting(const struct setting *s, const SOFTNDK_OPTIONS *opt,
                 char list[96] = "";
                 for (int i = 0; i < s->names_n; i++)
                     snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
-                             i == 0 ? "" : i == s->names_n - 1 ? " or " : ", ", s->names[i]);
+                             i == 0                ? ""
+                             : i == s->names_n - 1 ? " or "
+                                                   : ", ",
+                             s->names[i]);
                 snprintf(err, errlen, "%s='%s': must be %s", s->var, v, list);
                 return false;
             }
@@ -491,8 +522,8 @@ static bool resolve_ports(const SOFTNDK_OPTIONS *opt, struct sndk_config *cfg, c
         cfg->port_high = (uint16_t)hi;
     }
     if (cfg->port_low == 0 || cfg->port_low > cfg->port_high) {
-        snprintf(err, errlen, "ephemeral ports %u-%u: need 1 <= LO <= HI <= 65535",
-                 cfg->port_low, cfg->port_high);
+        snprintf(err, errlen, "ephemeral ports %u-%u: need 1 <= LO <= HI <= 65535", cfg->port_low,
+                 cfg->port_high);
         return false;
     }
     return true;
@@ -515,8 +546,8 @@ static bool resolve_profile(const SOFTNDK_OPTIONS *opt, struct sndk_config *cfg,
     for (unsigned i = 0; i < PROFILE_COUNT; i++)
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
                  profiles[i].name);
-    snprintf(err, errlen, "%s='%s': not a profile (%s)", opt->Profile ? "Profile" : "SOFTNDK_PROFILE",
-             v, list);
+    snprintf(err, errlen, "%s='%s': not a profile (%s)",
+             opt->Profile ? "Profile" : "SOFTNDK_PROFILE", v, list);
     return false;
 }
 
@@ -571,8 +602,8 @@ NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *given, struct sndk_config *c
     /* Adapter limits: softndk's, the profile's over them, the explicit ones over both. */
     sndk_config_default_limits(&cfg->limits);
     cfg->flags_given = false;
-    if (pr->limits && !sndk_config_parse_limits(pr->limits, &cfg->limits, &cfg->flags_given, err,
-                                                errlen))
+    if (pr->limits &&
+        !sndk_config_parse_limits(pr->limits, &cfg->limits, &cfg->flags_given, err, errlen))
         return STATUS_INVALID_PARAMETER; /* a bad built-in profile: caught by the unit test */
     const char *limits = opt->Limits ? opt->Limits : env("SOFTNDK_LIMITS");
     if (limits && !sndk_config_parse_limits(limits, &cfg->limits, &cfg->flags_given, err, errlen))

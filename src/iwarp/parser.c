@@ -8,8 +8,8 @@
 #include "iwarp/crc32c.h"
 
 static const char *const state_names[SNDK_RX_STATE_COUNT] = {
-    [SNDK_RX_HDR] = "HDR",       [SNDK_RX_DATA] = "DATA",     [SNDK_RX_TRAILER] = "TRAILER",
-    [SNDK_RX_CLOSED] = "CLOSED", [SNDK_RX_ERROR] = "ERROR",     [SNDK_RX_HELD] = "HELD",
+    [SNDK_RX_HDR] = "HDR",       [SNDK_RX_DATA] = "DATA",   [SNDK_RX_TRAILER] = "TRAILER",
+    [SNDK_RX_CLOSED] = "CLOSED", [SNDK_RX_ERROR] = "ERROR", [SNDK_RX_HELD] = "HELD",
 };
 
 const char *sndk_rx_state_name(enum sndk_rx_state s)

@@ -163,12 +163,7 @@ enum sndk_conn_phase {
  *   waiting --the bound expired (or the socket hung up)--> expired --> the Send's Terminate
  *                                                   (DDP untagged, no buffer; RnrTimeouts)
  * expired is final: the connection ends with it. */
-enum sndk_rnr_phase {
-    SNDK_RNR_RECEIVING,
-    SNDK_RNR_WAITING,
-    SNDK_RNR_EXPIRED,
-    SNDK_RNR_COUNT
-};
+enum sndk_rnr_phase { SNDK_RNR_RECEIVING, SNDK_RNR_WAITING, SNDK_RNR_EXPIRED, SNDK_RNR_COUNT };
 
 #define SNDK_EV_PEER_CLOSED   1u
 #define SNDK_EV_ABORTED       2u
@@ -196,9 +191,9 @@ struct sndk_qp_io {
     struct sndk_cq_conn rconn, iconn;
     struct sndk_fault_conn *fc;    /* fault rules of this connection (docs/faults.md), or NULL */
     struct sndk_timer tx_stall_timer, rx_stall_timer; /* injected stalls; each holds a reference */
-    struct sndk_timer rnr_timer;   /* the receiver-not-ready bound; holds a reference */
-    struct sndk_work rnr_work;     /* a receive was posted while waiting: resume on `thread`;
-                                      holds a reference */
+    struct sndk_timer rnr_timer; /* the receiver-not-ready bound; holds a reference */
+    struct sndk_work rnr_work;   /* a receive was posted while waiting: resume on `thread`;
+                                    holds a reference */
     _Atomic int phase; /* enum sndk_conn_phase: sndk_conn_phase_set() only */
     /* A polling consumer's next receive pass: not before this (CLOCK_MONOTONIC ns; 0: now).
      * Set when a pass ended in the middle of a large payload, so the rest is read in one
@@ -224,12 +219,12 @@ struct sndk_qp_io {
     bool rx_stalled;               /* injected stall: no receiving (also under rx_lock) */
     bool tx_stalled;               /* injected stall: no sending (tx_blocked is set too) */
     bool tx_stall_ref, rx_stall_ref; /* the stall timers are armed */
-    _Atomic uint8_t rnr_phase;     /* enum sndk_rnr_phase: written holding rx_lock and tx_lock
-                                      (rnr_set); a relaxed load elsewhere is a hint only */
-    bool rnr_timer_ref;            /* rnr_timer armed */
-    _Atomic bool rnr_work_queued;  /* rnr_work queued (any thread may queue it) */
-    struct sndk_qp_io *rnr_next;   /* on the SRQ's waiter list (under srq->lock) */
-    bool rnr_listed;               /* ... is on it (under srq->lock) */
+    _Atomic uint8_t rnr_phase;       /* enum sndk_rnr_phase: written holding rx_lock and tx_lock
+                                        (rnr_set); a relaxed load elsewhere is a hint only */
+    bool rnr_timer_ref;              /* rnr_timer armed */
+    _Atomic bool rnr_work_queued;    /* rnr_work queued (any thread may queue it) */
+    struct sndk_qp_io *rnr_next;     /* on the SRQ's waiter list (under srq->lock) */
+    bool rnr_listed;                 /* ... is on it (under srq->lock) */
     _Atomic bool sock_failed;      /* a send failed hard (reset): the socket's error is
                                       consumed, so a later read of 0 is not the peer's FIN */
     enum sndk_fault_action tx_fault; /* before the next FPDU (fill_batch stops in front of it) */
