@@ -64,10 +64,11 @@ static void rnr_set(struct sndk_qp *qp, enum sndk_rnr_phase to, const char *why)
                sndk_rnr_phase_name(from), sndk_rnr_phase_name(to), why);
 }
 
-/* May a Send without a receive wait for one? RnrWaitMs set, and no wait has expired. */
+/* May a Send without a receive wait for one (or, waiting, go on waiting)? RnrWaitMs set, and
+ * the wait has not expired. */
 static bool rnr_may_wait(struct sndk_qp *qp)
 {
-    return qp->base.adapter->cfg.rnr_wait_ms != 0 && sndk_rnr_phase(qp->io) == SNDK_RNR_RECEIVING;
+    return qp->base.adapter->cfg.rnr_wait_ms != 0 && sndk_rnr_phase(qp->io) != SNDK_RNR_EXPIRED;
 }
 
 /* The parser holds a Send that found no receive: stop reading (EPOLLIN off, so TCP pushes
