@@ -256,6 +256,18 @@ typedef struct _SOFTNDK_COUNTERS {
 
 SOFTNDK_API NTSTATUS SoftNdkQueryCounters(NDK_ADAPTER *pNdkAdapter, SOFTNDK_COUNTERS *Counters);
 
+/* The adapter family an adapter behaves as (docs/adapter.md, "Profiles"): its profile and the
+ * semantics it resolved to. Size as in SOFTNDK_COUNTERS (in: the caller's size; out: filled).
+ *   STATUS_SUCCESS, or STATUS_INVALID_PARAMETER (not an adapter, NULL, Size too small). */
+typedef struct _SOFTNDK_SEMANTICS {
+    ULONG Size;          /* in: sizeof(SOFTNDK_SEMANTICS); out: bytes filled */
+    ULONG RnrWaitMs;     /* receiver-not-ready wait of a Send without a receive; 0 = none */
+    const char *Profile; /* "iwarp", "roce", ...: static, valid for the library's life */
+    const char *Family;  /* what the profile stands for, e.g. "Intel E810 iWARP (...)" */
+} SOFTNDK_SEMANTICS;
+
+SOFTNDK_API NTSTATUS SoftNdkQuerySemantics(NDK_ADAPTER *pNdkAdapter, SOFTNDK_SEMANTICS *Semantics);
+
 /* Version of this library ("0.1.0"). */
 SOFTNDK_API const char *SoftNdkVersionString(void);
 
