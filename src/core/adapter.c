@@ -391,6 +391,7 @@ NTSTATUS SoftNdkQuerySemantics(NDK_ADAPTER *pNdkAdapter, SOFTNDK_SEMANTICS *Sema
     SOFTNDK_SEMANTICS s = {
         .Size = sizeof s,
         .RnrWaitMs = a->cfg.rnr_wait_ms,
+        .WriteCompletion = (SOFTNDK_WRITE_COMPLETION)a->cfg.write_completion,
         .Profile = sndk_config_profile_name(a->cfg.profile),
         .Family = sndk_config_profile_family(a->cfg.profile),
     };

@@ -49,6 +49,7 @@ enum sndk_ctr {
                                    Initiator's first arrived */
     SNDK_CTR_RNR_WAITS,         /* Sends that found no receive and waited (RnrWaitMs) */
     SNDK_CTR_RNR_TIMEOUTS,      /* ... whose wait expired: the connection was terminated */
+    SNDK_CTR_FENCE_READS,       /* zero-length Reads behind Writes (WriteCompletion placed) */
     SNDK_CTR_COUNT
 };
 

@@ -151,6 +151,7 @@ char *sndk_stat_snapshot(struct sndk_adapter *a, size_t *len)
     C(ResponderHeld);
     C(RnrWaits);
     C(RnrTimeouts);
+    C(FenceReads);
     C(HandshakeInOctets);
     C(HandshakeOutOctets);
     C(MpaRejectsSent);

@@ -165,6 +165,16 @@ enum sndk_conn_phase {
  * expired is final: the connection ends with it. */
 enum sndk_rnr_phase { SNDK_RNR_RECEIVING, SNDK_RNR_WAITING, SNDK_RNR_EXPIRED, SNDK_RNR_COUNT };
 
+/* What an outbound Read of the ORQ is (docs/qp.md, "Write completion"): a consumer's Read, or
+ * the zero-length Read sent behind Writes under WriteCompletion placed. Either one, answered,
+ * tells that every Write cut before it is placed at the peer (RFC 5040: a Read Response
+ * follows the placement of everything before its request). */
+enum sndk_orq_kind { SNDK_ORQ_READ, SNDK_ORQ_FENCE };
+
+/* Writes cut since the last Read or fence at which a fence goes anyway, so that a long stream
+ * of Writes is not left without completions until it ends. */
+#define SNDK_FENCE_BATCH 16
+
 #define SNDK_EV_PEER_CLOSED   1u
 #define SNDK_EV_ABORTED       2u
 #define SNDK_EV_SHUTDOWN_DONE 4u
@@ -237,6 +247,12 @@ struct sndk_qp_io {
     uint32_t ord, ird;             /* effective, from the link (<= SNDK_RD_MAX) */
     uint32_t orq[SNDK_RD_MAX];     /* SQ counters of the Reads on the wire, oldest first */
     uint32_t orq_head, orq_count;
+    uint8_t orq_kind[SNDK_RD_MAX];       /* enum sndk_orq_kind, by ORQ slot */
+    uint32_t orq_covers[SNDK_RD_MAX];    /* its response places the Writes before this SQ
+                                            counter */
+    uint32_t orq_fence_stag[SNDK_RD_MAX]; /* a fence's private sink STag */
+    bool write_placed;             /* WriteCompletion placed on this connection (and ORD > 0) */
+    uint32_t writes_unfenced;      /* Writes cut since the last Read or fence was cut */
     struct sndk_irq_entry irq[SNDK_RD_MAX]; /* inbound Read Requests, oldest first */
     uint32_t irq_head, irq_count;
     uint32_t irq_built;            /* of those, responses completely cut into the batch */
@@ -333,6 +349,11 @@ void sndk_tx_terminate(struct sndk_qp *qp, const struct sndk_term *t);
 void sndk_tx_update_events(struct sndk_qp_io *io);
 /* Drop the unwritten batch (the connection is closing). */
 void sndk_tx_discard(struct sndk_qp_io *io);
+/* RX, a Read Response ended: is the entry at the head of the ORQ a fence? (none: false) */
+bool sndk_tx_fence_at_head(const struct sndk_qp_io *io);
+/* RX: the Read or fence at the head of the ORQ got its whole response: pop it and mark the
+ * Writes it covers done (WriteCompletion placed); then retire what can be. */
+void sndk_tx_orq_pop(struct sndk_qp *qp);
 
 /* rx.c (all: qp->rx_lock held) */
 void sndk_rx_io_init(struct sndk_qp_io *io, bool crc);

@@ -263,12 +263,41 @@ static struct sndk_sqe *read_head(struct sndk_qp *qp)
     return &qp->sq[idx % qp->initiator_depth];
 }
 
+/* Is the oldest outbound Read a fence (WriteCompletion placed)? Not while a consumer Read's
+ * response is being placed. */
+static bool fence_head(struct sndk_qp *qp)
+{
+    struct sndk_qp_io *io = qp->io;
+    if (io->rd_active)
+        return false;
+    sndk_mutex_lock(&qp->tx_lock);
+    bool fence = sndk_tx_fence_at_head(io);
+    sndk_mutex_unlock(&qp->tx_lock);
+    return fence;
+}
+
+/* The fence's (zero-length) response: the Writes before it are placed at the peer. */
+static int fence_resp_done(struct sndk_qp *qp, const struct sndk_rx_seg *seg, uint64_t msg_len)
+{
+    struct sndk_qp_io *io = qp->io;
+    sndk_mutex_lock(&qp->tx_lock);
+    bool ours = seg->stag == io->orq_fence_stag[io->orq_head];
+    if (ours && msg_len == 0)
+        sndk_tx_orq_pop(qp);
+    sndk_mutex_unlock(&qp->tx_lock);
+    if (!ours)
+        return -SNDK_WERR_STAG;
+    return msg_len == 0 ? 0 : -SNDK_WERR_BOUNDS;
+}
+
 /* Read Response: into the sink SGEs of the Read its private sink STag names, at the offset its
  * TO gives; anything else is refused (DDP / tagged / invalid STag or bounds). */
 static int place_read_resp(struct sndk_qp *qp, const struct sndk_rx_seg *seg, uint32_t off,
                            struct iovec *iov, int max_iov)
 {
     struct sndk_qp_io *io = qp->io;
+    if (off == 0 && fence_head(qp))
+        return -SNDK_WERR_BOUNDS; /* a fence Read asked for no byte */
     if (off == 0) {
         struct sndk_sqe *e = read_head(qp);
         if (!e || seg->stag != e->sink_stag)
@@ -300,6 +329,8 @@ static int place_read_resp(struct sndk_qp *qp, const struct sndk_rx_seg *seg, ui
 static int read_resp_done(struct sndk_qp *qp, const struct sndk_rx_seg *seg, uint64_t msg_len)
 {
     struct sndk_qp_io *io = qp->io;
+    if (fence_head(qp))
+        return fence_resp_done(qp, seg, msg_len);
     struct sndk_sqe *e = read_head(qp); /* a zero-length response placed nothing before */
     if (!e || seg->stag != e->sink_stag)
         return -SNDK_WERR_STAG;
@@ -309,12 +340,8 @@ static int read_resp_done(struct sndk_qp *qp, const struct sndk_rx_seg *seg, uin
     if (e->local_tok)
         sndk_access_invalidate_remote(qp->pd, e->local_tok); /* RDMA_READ_LOCAL_INVALIDATE */
     sndk_mutex_lock(&qp->tx_lock);
-    io->orq_head = (io->orq_head + 1) % SNDK_RD_MAX;
-    io->orq_count--;
     e->done = true;
-    sndk_qp_retire_done(qp);
-    if (qp->sq_sent != qp->sq_tail)
-        io->tx_kick = true; /* a Read or a fenced request may go now */
+    sndk_tx_orq_pop(qp); /* also the Writes before it (WriteCompletion placed) */
     sndk_mutex_unlock(&qp->tx_lock);
     return 0;
 }

@@ -71,9 +71,11 @@ ndkinfo_profiles)
     timeout 30 "$NDKINFO" >"$work/out" 2>"$work/err" || fail "ndkinfo exited $?"
     expect_line "$work/out" '^ Profile +iwarp \(' "default profile"
     expect_line "$work/out" '^ RnrWaitMs +0$' "default RnrWaitMs"
+    expect_line "$work/out" '^ WriteCompletion +handed$' "default WriteCompletion"
     SOFTNDK_PROFILE=roce timeout 30 "$NDKINFO" >"$work/out" 2>"$work/err" || fail "roce: exit $?"
     expect_line "$work/out" '^ Profile +roce \(' "roce profile"
     expect_line "$work/out" '^ RnrWaitMs +1000$' "roce RnrWaitMs"
+    expect_line "$work/out" '^ WriteCompletion +placed$' "roce WriteCompletion"
     SOFTNDK_PROFILE=intel-e810 timeout 30 "$NDKINFO" --json >"$work/json" 2>"$work/err" ||
         fail "intel-e810: exit $?"
     expect_line "$work/json" '"Profile":"intel-e810","RnrWaitMs":0,' "e810 profile"

@@ -130,13 +130,14 @@ int main(int argc, char **argv)
         return 1;
     }
     const char *tech = info.RdmaTechnology == NdkiWarp ? "iWARP" : "other";
+    const char *wc = sem.WriteCompletion == SoftNdkWriteCompletionPlaced ? "placed" : "handed";
     size_t nrows = sizeof rows / sizeof rows[0];
     if (json) {
         printf("{\"provider\":\"softndk %s\",\"interface\":\"%s\",\"ifindex\":%u,"
                "\"version\":\"%u.%u\",\"RdmaTechnology\":\"%s\",\"Profile\":\"%s\","
-               "\"RnrWaitMs\":%u",
+               "\"RnrWaitMs\":%u,\"WriteCompletion\":\"%s\"",
                SoftNdkVersionString(), ifname, ifindex, info.Version.Major, info.Version.Minor,
-               tech, sem.Profile, sem.RnrWaitMs);
+               tech, sem.Profile, sem.RnrWaitMs, wc);
         for (size_t i = 0; i < nrows; i++)
             printf(",\"%s\":%llu", rows[i].name, rows[i].value);
         printf(",\"flags\":[");
@@ -155,6 +156,7 @@ int main(int argc, char **argv)
         printf(" %-28s %s\n", "RdmaTechnology", tech);
         printf(" %-28s %s (%s)\n", "Profile", sem.Profile, sem.Family);
         printf(" %-28s %u\n", "RnrWaitMs", sem.RnrWaitMs);
+        printf(" %-28s %s\n", "WriteCompletion", wc);
         for (size_t i = 0; i < nrows; i++) {
             if (strcmp(rows[i].name, "AdapterFlags") == 0 || strcmp(rows[i].name, "DeviceId") == 0)
                 printf(" %-28s 0x%llx\n", rows[i].name, rows[i].value);

@@ -19,6 +19,7 @@ TEST(profiles_default_is_iwarp_without_a_wait)
     CHECK_EQ_U64(resolve(NULL, &cfg, err), STATUS_SUCCESS);
     CHECK(strcmp(sndk_config_profile_name(cfg.profile), "iwarp") == 0);
     CHECK_EQ_U64(cfg.rnr_wait_ms, 0);
+    CHECK_EQ_U64(cfg.write_completion, SoftNdkWriteCompletionHanded);
     CHECK_EQ_U64(cfg.limits.MaxInitiatorRequestSge, 64);
 }
 
@@ -43,6 +44,11 @@ TEST(profiles_roce_waits_and_explicit_settings_override_it)
     setenv("SOFTNDK_PROFILE", "roce", 1);
     CHECK_EQ_U64(resolve(NULL, &cfg, err), STATUS_SUCCESS);
     CHECK_EQ_U64(cfg.rnr_wait_ms, 1000);
+    CHECK_EQ_U64(cfg.write_completion, SoftNdkWriteCompletionPlaced);
+    setenv("SOFTNDK_WRITE_COMPLETION", "handed", 1);
+    CHECK_EQ_U64(resolve(NULL, &cfg, err), STATUS_SUCCESS);
+    CHECK_EQ_U64(cfg.write_completion, SoftNdkWriteCompletionHanded);
+    unsetenv("SOFTNDK_WRITE_COMPLETION");
     setenv("SOFTNDK_RNR_WAIT_MS", "250", 1);
     CHECK_EQ_U64(resolve(NULL, &cfg, err), STATUS_SUCCESS);
     CHECK_EQ_U64(cfg.rnr_wait_ms, 250); /* the variable beats the profile */
@@ -113,6 +119,11 @@ TEST(profiles_unknown_or_malformed_is_an_error_naming_it)
     CHECK_EQ_U64(resolve(NULL, &cfg, err), STATUS_INVALID_PARAMETER);
     CHECK_MSG(strstr(err, "SOFTNDK_RNR_WAIT_MS") != NULL, "%s", err);
     unsetenv("SOFTNDK_RNR_WAIT_MS");
+    setenv("SOFTNDK_WRITE_COMPLETION", "acked", 1);
+    CHECK_EQ_U64(resolve(NULL, &cfg, err), STATUS_INVALID_PARAMETER);
+    CHECK_MSG(strstr(err, "SOFTNDK_WRITE_COMPLETION='acked': must be handed or placed") != NULL,
+              "%s", err);
+    unsetenv("SOFTNDK_WRITE_COMPLETION");
     o.Profile = NULL;
     o.RnrWaitMs = SNDK_MAX_TIMEOUT_MS + 1;
     CHECK_EQ_U64(resolve(&o, &cfg, err), STATUS_INVALID_PARAMETER);
