@@ -219,7 +219,9 @@ struct sndk_profile {
 
 static const struct sndk_profile profiles[] = {
     {"iwarp", "iWARP, softndk's own limits", NULL, {{"RnrWaitMs", 0}}},
-    {"roce", "RoCE semantics, softndk's own limits", NULL,
+    {"roce",
+     "RoCE semantics, softndk's own limits",
+     NULL,
      {{"RnrWaitMs", RNR_ROCE_MS}, {"WriteCompletion", SoftNdkWriteCompletionPlaced}}},
     /* Linux irdma, icrdma_hw.h (E810 = gen 2): ICRDMA_MAX_WQ_FRAGMENT_COUNT 13,
      * ICRDMA_MAX_SGE_RD 13, ICRDMA_MAX_IRD_SIZE 32, ICRDMA_MAX_ORD_SIZE 64 */
@@ -287,8 +289,8 @@ _Static_assert(SoftNdkCrcDefault == 0 && SoftNdkCrcOn == 1 && SoftNdkCrcOff == 2
                    SoftNdkSourceCheckOff == 2,
                "SET_ON_OFF reads both enums as 0 default, 1 on, 2 off");
 _Static_assert(sizeof(SOFTNDK_CRC_POLICY) == 4 && sizeof(SOFTNDK_LOG_LEVEL) == 4 &&
-                   sizeof(SOFTNDK_WRITE_COMPLETION) == 4 &&
-                   sizeof(SOFTNDK_VERIFY_MODE) == 4 && sizeof(ULONG) == 4,
+                   sizeof(SOFTNDK_WRITE_COMPLETION) == 4 && sizeof(SOFTNDK_VERIFY_MODE) == 4 &&
+                   sizeof(ULONG) == 4,
                "option fields of the table are 4 bytes");
 
 #define OPT(f) offsetof(SOFTNDK_OPTIONS, f)
@@ -349,9 +351,15 @@ static const struct setting settings[] = {
      .names_base = SoftNdkVerifyOff},
     {UINT(RnrWaitMs, "SOFTNDK_RNR_WAIT_MS", rnr_wait_ms, 0, 1, SNDK_MAX_TIMEOUT_MS),
      .none_opt = SOFTNDK_RNR_WAIT_OFF, .none_var = "off", .unit = " (ms)"},
-    {.field = "WriteCompletion", .var = "SOFTNDK_WRITE_COMPLETION", .kind = SET_NAMES,
-     .opt_off = OPT(WriteCompletion), CFG(write_completion), .dflt = SoftNdkWriteCompletionHanded,
-     .names = write_completion_names, .names_n = 2, .names_base = SoftNdkWriteCompletionHanded},
+    {.field = "WriteCompletion",
+     .var = "SOFTNDK_WRITE_COMPLETION",
+     .kind = SET_NAMES,
+     .opt_off = OPT(WriteCompletion),
+     CFG(write_completion),
+     .dflt = SoftNdkWriteCompletionHanded,
+     .names = write_completion_names,
+     .names_n = 2,
+     .names_base = SoftNdkWriteCompletionHanded},
 };
 #undef UINT
 #undef OPT

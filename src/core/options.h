@@ -28,7 +28,7 @@ struct sndk_config {
     bool source_check;     /* SourceCheck: re-checksum consumer sources after sending */
     SOFTNDK_VERIFY_MODE verify; /* Off, Warn or Strict (never Default): docs/verifier.md */
     unsigned profile;           /* index of the profile (sndk_config_profile_name); 0 = iwarp */
-    unsigned write_completion; /* SOFTNDK_WRITE_COMPLETION: Handed or Placed */
+    unsigned write_completion;  /* SOFTNDK_WRITE_COMPLETION: Handed or Placed */
     unsigned rnr_wait_ms;       /* receiver not ready: how long a Send waits for a receive; 0 = it
                                    does not (the iWARP Terminate at once) */
     uint16_t port_low, port_high;

@@ -247,12 +247,12 @@ struct sndk_qp_io {
     uint32_t ord, ird;             /* effective, from the link (<= SNDK_RD_MAX) */
     uint32_t orq[SNDK_RD_MAX];     /* SQ counters of the Reads on the wire, oldest first */
     uint32_t orq_head, orq_count;
-    uint8_t orq_kind[SNDK_RD_MAX];       /* enum sndk_orq_kind, by ORQ slot */
-    uint32_t orq_covers[SNDK_RD_MAX];    /* its response places the Writes before this SQ
-                                            counter */
+    uint8_t orq_kind[SNDK_RD_MAX];        /* enum sndk_orq_kind, by ORQ slot */
+    uint32_t orq_covers[SNDK_RD_MAX];     /* its response places the Writes before this SQ
+                                             counter */
     uint32_t orq_fence_stag[SNDK_RD_MAX]; /* a fence's private sink STag */
-    bool write_placed;             /* WriteCompletion placed on this connection (and ORD > 0) */
-    uint32_t writes_unfenced;      /* Writes cut since the last Read or fence was cut */
+    bool write_placed;        /* WriteCompletion placed on this connection (and ORD > 0) */
+    uint32_t writes_unfenced; /* Writes cut since the last Read or fence was cut */
     struct sndk_irq_entry irq[SNDK_RD_MAX]; /* inbound Read Requests, oldest first */
     uint32_t irq_head, irq_count;
     uint32_t irq_built;            /* of those, responses completely cut into the batch */

@@ -32,8 +32,7 @@ static struct sndk_sqe *slot(struct sndk_qp *qp, uint32_t idx);
 static void fence_init(struct sndk_qp_io *io)
 {
     io->writes_unfenced = 0;
-    io->write_placed =
-        io->qp->base.adapter->cfg.write_completion == SoftNdkWriteCompletionPlaced;
+    io->write_placed = io->qp->base.adapter->cfg.write_completion == SoftNdkWriteCompletionPlaced;
     if (io->write_placed && io->ord == 0) {
         io->write_placed = false;
         sndk_warn("tx",
@@ -77,8 +76,8 @@ static int cut_fence(struct sndk_qp *qp, int rec, struct iovec *iov, int room)
     if (io->orq_count >= io->ord)
         return 0;
     uint32_t msn = io->msn_read++;
-    struct sndk_read_req rr = {.sink_stag = (msn << 8) | 0x5au, .sink_to = 0, .size = 0,
-                               .src_stag = 0, .src_to = 0};
+    struct sndk_read_req rr = {
+        .sink_stag = (msn << 8) | 0x5au, .sink_to = 0, .size = 0, .src_stag = 0, .src_to = 0};
     int n = sndk_fpdu_read_req(&io->fp[rec], msn, &rr, io->txcfg.crc, iov, room);
     if (n <= 0) {
         io->msn_read--;

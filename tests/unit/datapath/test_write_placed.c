@@ -9,8 +9,8 @@
 #include "common.h"
 #include "iwarp/wire.h"
 
-#define XCTX ((void *)0x1001)
-#define KiB  1024u
+#define XCTX      ((void *)0x1001)
+#define KiB       1024u
 #define REMOTE_RW (NDK_MR_FLAG_ALLOW_REMOTE_READ | NDK_MR_FLAG_ALLOW_REMOTE_WRITE)
 
 static SOFTNDK_COUNTERS counters(NDK_ADAPTER *a)
@@ -82,8 +82,8 @@ TEST(write_placed_the_fence_read_on_the_wire_and_the_write_waits_for_its_respons
     CHECK_EQ_U64(dp_poll(s.cq, &r, 1, 100), 0);
     CHECK_EQ_U64(counters(a).FenceReads, 1);
     /* the zero-length Read Response to its sink STag completes the Write */
-    struct sndk_seg_hdr h = {.opcode = SNDK_OP_READ_RESP, .last = true, .stag = rr.sink_stag,
-                             .to = 0};
+    struct sndk_seg_hdr h = {
+        .opcode = SNDK_OP_READ_RESP, .last = true, .stag = rr.sink_stag, .to = 0};
     size_t n = dp_build_fpdu(f, &h, NULL, 0, true);
     dp_write_all(raw, f, n);
     dp_expect(s.cq, &r, 1, 20);
@@ -115,8 +115,8 @@ TEST(write_placed_a_fence_response_with_bytes_is_a_protocol_error)
     struct sndk_read_req rr;
     sndk_read_req_get(&rr, (const struct sndk_rdmap_read_req *)(f + 20));
     uint8_t pay[8] = {0};
-    struct sndk_seg_hdr h = {.opcode = SNDK_OP_READ_RESP, .last = true, .stag = rr.sink_stag,
-                             .to = 0};
+    struct sndk_seg_hdr h = {
+        .opcode = SNDK_OP_READ_RESP, .last = true, .stag = rr.sink_stag, .to = 0};
     size_t n = dp_build_fpdu(f, &h, pay, sizeof pay, true);
     dp_write_all(raw, f, n);
     CHECK(harness_event_wait(&s.link.aborted, 1, DP_TIMEOUT_MS));
@@ -250,9 +250,9 @@ TEST(write_handed_completes_without_a_fence)
     uint32_t ytok;
     NDK_MR *ymr = dp_reg(&p.y, 0, p.y.len, NDK_MR_FLAG_ALLOW_LOCAL_WRITE | REMOTE_RW, &ytok);
     NDK_SGE g = dp_sge(&p.x, 0, 100);
-    CHECK_EQ_U64(p.x.qp->Dispatch->NdkWrite(p.x.qp, (void *)1, &g, 1,
-                                            (uint64_t)(uintptr_t)p.y.buf, ytok, 0),
-                 STATUS_SUCCESS);
+    CHECK_EQ_U64(
+        p.x.qp->Dispatch->NdkWrite(p.x.qp, (void *)1, &g, 1, (uint64_t)(uintptr_t)p.y.buf, ytok, 0),
+        STATUS_SUCCESS);
     NDK_RESULT_EX r;
     dp_expect(p.x.cq, &r, 1, 20);
     dp_check_result(&r, STATUS_SUCCESS, 100, XCTX, (void *)1, NdkOperationTypeWrite);
@@ -281,9 +281,9 @@ TEST(write_placed_without_ord_falls_back_to_handed)
     uint32_t ytok;
     NDK_MR *ymr = dp_reg(&y, 0, y.len, NDK_MR_FLAG_ALLOW_LOCAL_WRITE | REMOTE_RW, &ytok);
     NDK_SGE g = dp_sge(&x, 0, 100);
-    CHECK_EQ_U64(x.qp->Dispatch->NdkWrite(x.qp, (void *)1, &g, 1, (uint64_t)(uintptr_t)y.buf,
-                                          ytok, 0),
-                 STATUS_SUCCESS);
+    CHECK_EQ_U64(
+        x.qp->Dispatch->NdkWrite(x.qp, (void *)1, &g, 1, (uint64_t)(uintptr_t)y.buf, ytok, 0),
+        STATUS_SUCCESS);
     NDK_RESULT_EX r;
     dp_expect(x.cq, &r, 1, 20);
     dp_check_result(&r, STATUS_SUCCESS, 100, XCTX, (void *)1, NdkOperationTypeWrite);
