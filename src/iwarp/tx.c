@@ -639,7 +639,7 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
         (qp->sq_sent != qp->sq_tail && slot(qp, qp->sq_sent)->status != STATUS_SUCCESS))
         return SNDK_TX_LOCAL_ERR;
     if (sndk_conn_phase(io) == SNDK_PHASE_SHUTTING_DOWN && qp->sq_sent == qp->sq_tail &&
-        io->irq_count == 0) {
+        io->irq_count == 0 && io->writes_unfenced == 0 /* a fence goes before the FIN */) {
         /* sndk_qp_shutdown: everything posted before it is out; now our FIN. */
         shutdown(io->fd, SHUT_WR);
         sndk_conn_phase_set(qp, SNDK_PHASE_FIN_SENT, "last request out");

@@ -294,3 +294,37 @@ TEST(write_placed_without_ord_falls_back_to_handed)
     SoftNdkCloseAdapter(ax);
     SoftNdkCloseAdapter(ay);
 }
+
+TEST(write_placed_disconnect_sends_the_fence_before_its_fin)
+{
+    struct dp_opts o;
+    struct dp_pair p;
+    setenv("SOFTNDK_WRITE_COMPLETION", "placed", 1);
+    dp_opts_default(&o);
+    o.buf_len = 4096 * KiB;
+    o.two_adapters = true;
+    o.ord = 1; /* the fence must wait for the Read's credit, the FIN for the fence */
+    o.ird_y = 1;
+    dp_pair_open(&p, &o);
+    uint32_t ytok;
+    NDK_MR *ymr = dp_reg(&p.y, 0, p.y.len, NDK_MR_FLAG_ALLOW_LOCAL_WRITE | REMOTE_RW, &ytok);
+    uint64_t ya = (uint64_t)(uintptr_t)p.y.buf;
+    NDK_SGE rd = dp_sge(&p.x, 0, 2048 * KiB), w = dp_sge(&p.x, 2048 * KiB, 100);
+    CHECK_EQ_U64(p.x.qp->Dispatch->NdkRead(p.x.qp, (void *)1, &rd, 1, ya, ytok, 0),
+                 STATUS_SUCCESS);
+    CHECK_EQ_U64(p.x.qp->Dispatch->NdkWrite(p.x.qp, (void *)2, &w, 1, ya + 3000 * KiB, ytok, 0),
+                 STATUS_SUCCESS);
+    sndk_qp_shutdown((struct sndk_qp *)p.x.qp, 5000);
+    NDK_RESULT_EX r[2];
+    dp_expect(p.x.cq, r, 2, 20);
+    dp_check_result(&r[0], STATUS_SUCCESS, 2048 * KiB, XCTX, (void *)1, NdkOperationTypeRead);
+    dp_check_result(&r[1], STATUS_SUCCESS, 100, XCTX, (void *)2, NdkOperationTypeWrite);
+    /* the peer sees the FIN after the fence (it answered it) and disconnects too */
+    CHECK(harness_event_wait(&p.y.link.peer_closed, 1, DP_TIMEOUT_MS));
+    sndk_qp_shutdown((struct sndk_qp *)p.y.qp, 5000);
+    CHECK(harness_event_wait(&p.x.link.shutdown_done, 1, DP_TIMEOUT_MS));
+    CHECK_EQ_U64(p.x.link.shut_status, STATUS_SUCCESS);
+    CHECK_EQ_U64(counters(p.ax).FenceReads, 1);
+    dp_close_mr(ymr);
+    dp_pair_close(&p);
+}
