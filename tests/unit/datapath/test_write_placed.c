@@ -310,8 +310,7 @@ TEST(write_placed_disconnect_sends_the_fence_before_its_fin)
     NDK_MR *ymr = dp_reg(&p.y, 0, p.y.len, NDK_MR_FLAG_ALLOW_LOCAL_WRITE | REMOTE_RW, &ytok);
     uint64_t ya = (uint64_t)(uintptr_t)p.y.buf;
     NDK_SGE rd = dp_sge(&p.x, 0, 2048 * KiB), w = dp_sge(&p.x, 2048 * KiB, 100);
-    CHECK_EQ_U64(p.x.qp->Dispatch->NdkRead(p.x.qp, (void *)1, &rd, 1, ya, ytok, 0),
-                 STATUS_SUCCESS);
+    CHECK_EQ_U64(p.x.qp->Dispatch->NdkRead(p.x.qp, (void *)1, &rd, 1, ya, ytok, 0), STATUS_SUCCESS);
     CHECK_EQ_U64(p.x.qp->Dispatch->NdkWrite(p.x.qp, (void *)2, &w, 1, ya + 3000 * KiB, ytok, 0),
                  STATUS_SUCCESS);
     sndk_qp_shutdown((struct sndk_qp *)p.x.qp, 5000);
