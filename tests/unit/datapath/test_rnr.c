@@ -228,3 +228,24 @@ TEST(rnr_srq_post_resumes_the_waiting_connection)
     CHECK_EQ_U64(counters(p.ay).RnrTimeouts, 0);
     dp_pair_close(&p);
 }
+
+TEST(rnr_the_verifier_names_the_late_receiver_and_the_connection_survives)
+{
+    setenv("SOFTNDK_VERIFY", "warn", 1);
+    struct dp_pair p;
+    open_pair(&p, "roce", NULL);
+    dp_post_send(&p.x, (void *)4, 0, 16, 0);
+    CHECK(wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
+    dp_post_recv(&p.y, (void *)1, 0, 100);
+    NDK_RESULT_EX r;
+    dp_expect(p.y.cq, &r, 1, 20);
+    dp_check_result(&r, STATUS_SUCCESS, 16, YCTX, (void *)1, NdkOperationTypeReceive);
+    dp_expect(p.x.cq, &r, 1, 20);
+    SOFTNDK_COUNTERS cy = counters(p.ay), cx = counters(p.ax);
+    CHECK_EQ_U64(cy.VerifyViolations[SoftNdkVerifyNoReceivePosted], 1); /* the late side */
+    CHECK_EQ_U64(cx.VerifyViolations[SoftNdkVerifyNoReceivePosted], 0);
+    CHECK_EQ_U64(cy.RnrWaits, 1);
+    CHECK_EQ_U64(harness_event_count(&p.y.link.aborted), 0);
+    dp_pair_close(&p);
+    unsetenv("SOFTNDK_VERIFY");
+}

@@ -133,7 +133,11 @@ TEST_T(write_placed_the_target_holds_the_data_at_every_completion, 120)
 {
     struct dp_opts o;
     struct dp_pair p;
-    placed_pair(&p, &o, "placed");
+    setenv("SOFTNDK_PROFILE", "roce", 1); /* the profile's Write completion: placed */
+    dp_opts_default(&o);
+    o.buf_len = 1024 * KiB;
+    o.two_adapters = true;
+    dp_pair_open(&p, &o);
     uint32_t ytok;
     NDK_MR *ymr = dp_reg(&p.y, 0, p.y.len, NDK_MR_FLAG_ALLOW_LOCAL_WRITE | REMOTE_RW, &ytok);
     srand(17);
