@@ -362,9 +362,13 @@ static void fill_batch(struct sndk_qp *qp)
                 break;
         } else if (!io->msg_active) {
             if (fence_due(qp)) {
+                if (io->orq_count >= io->ord)
+                    goto stall; /* no ORD credit: Writes wait for their fence */
+                if (io->fc && fault_point(io, &corrupt))
+                    goto stall; /* the fault rules see the fence as any FPDU */
                 int n = cut_fence(qp, nrec, io->iov + niov, room);
                 if (n <= 0)
-                    goto stall; /* no ORD credit: Writes wait for their fence */
+                    goto stall; /* cannot be built: cannot happen with room >= 3 */
                 cut_one(io, nrec, corrupt);
                 corrupt = false;
                 nrec++;
