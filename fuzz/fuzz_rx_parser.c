@@ -19,6 +19,8 @@
 #define MODE_SMALL  0x08 /* max ULPDU 1000 */
 #define MODE_NOBUF  0x10 /* no receive buffer */
 #define MODE_FAILCB 0x20 /* completion callbacks refuse */
+#define MODE_LATER  0x40 /* a Send's first place() says "later" (receiver not ready) a few
+                            times; the harness resumes the held parser, without feeding */
 
 #define REG_LEN 4096
 #define RBUF_LEN 2048
@@ -28,6 +30,7 @@ struct fctx {
     uint8_t *rbuf[4];
     size_t chunk;
     unsigned mode;
+    unsigned later; /* MODE_LATER: "later" answers left */
 };
 
 static int f_place(void *c, const struct sndk_rx_seg *s, uint32_t off, struct iovec *iov, int max)
@@ -42,6 +45,10 @@ static int f_place(void *c, const struct sndk_rx_seg *s, uint32_t off, struct io
             return -SNDK_WERR_BOUNDS;
         base = x->reg[s->stag - 1] + s->to;
     } else {
+        if ((x->mode & MODE_LATER) && off == 0 && s->mo == 0 && x->later > 0) {
+            x->later--;
+            return SNDK_RX_PLACE_LATER;
+        }
         if ((x->mode & MODE_NOBUF) || s->msn == 0 || s->msn > 4)
             return -SNDK_WERR_MSN_NO_BUF;
         if ((uint64_t)s->mo + s->len > RBUF_LEN)
@@ -79,6 +86,45 @@ static void f_terminate(void *c, const struct sndk_rx_seg *s, const struct sndk_
     (void)sndk_term_code_name(t->layer, t->etype, t->code);
 }
 
+/* The stream in pieces of at most step bytes through want/advance, resuming a held Send (no
+ * byte may be offered while it is held). Returns what sndk_rx_feed would. */
+static int feed_held(struct sndk_rx *rx, struct fctx *x, const uint8_t *p, size_t len,
+                     size_t step)
+{
+    while (len > 0) {
+        if (rx->state == SNDK_RX_HELD) {
+            struct iovec none[2];
+            if (sndk_rx_want(rx, none, 2) != 0)
+                abort(); /* a held parser takes no byte */
+            unsigned later = x->later;
+            int rc = sndk_rx_resume(rx);
+            if (rc < 0)
+                return rc;
+            if (rc == SNDK_RX_HELD_RC && later == 0)
+                abort(); /* place() gave a buffer or an error: it cannot still be held */
+            continue;
+        }
+        struct iovec iov[SNDK_RX_PLACE_IOV + 2];
+        int n = sndk_rx_want(rx, iov, (int)(sizeof iov / sizeof iov[0]));
+        if (n == 0)
+            return rx->state == SNDK_RX_CLOSED ? -EPIPE : -EPROTO;
+        size_t copied = 0, room = step < len ? step : len;
+        for (int i = 0; i < n && copied < room; i++) {
+            size_t k = iov[i].iov_len < room - copied ? iov[i].iov_len : room - copied;
+            memcpy(iov[i].iov_base, p + copied, k);
+            copied += k;
+        }
+        p += copied;
+        len -= copied;
+        int rc = sndk_rx_advance(rx, copied);
+        if (rc == SNDK_RX_HELD_RC)
+            continue;
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
 static const struct sndk_rx_ops f_ops = {
     .place = f_place, .msg_done = f_msg_done, .read_req = f_read_req, .terminate = f_terminate,
 };
@@ -113,7 +159,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (mode & MODE_RECRC)
         recrc(stream, size);
 
-    struct fctx x = {.chunk = cut >> 4, .mode = mode};
+    struct fctx x = {.chunk = cut >> 4, .mode = mode, .later = 3};
     for (int i = 0; i < 2; i++)
         x.reg[i] = malloc(REG_LEN);
     for (int i = 0; i < 4; i++)
@@ -125,8 +171,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     size_t step = (cut & 0x0f) ? (cut & 0x0f) : size;
     int rc = 0;
-    for (size_t off = 0; off < size && rc == 0; off += step)
-        rc = sndk_rx_feed(&rx, stream + off, size - off < step ? size - off : step);
+    if (mode & MODE_LATER)
+        rc = feed_held(&rx, &x, stream, size, step);
+    else
+        for (size_t off = 0; off < size && rc == 0; off += step)
+            rc = sndk_rx_feed(&rx, stream + off, size - off < step ? size - off : step);
     if (rc == 0)
         rc = sndk_rx_eof(&rx);
     if (rc == -EPROTO) {

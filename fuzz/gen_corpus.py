@@ -38,6 +38,9 @@ RX = {
     "terminate_rdmap": (0x00, 0x05, TERM2.replace("00000002000000000209", "00000001000000000209")),
     "nocrc": (0x01, 0x00, NOCRC),
     "strict_sends": (0x22, 0x31, SEND + SINV),
+    # MODE_LATER: each Send is held (receiver not ready) and resumed, cut in pieces of 3
+    "held_sends": (0x40, 0x23, SEND + SINV + SSE + SSEINV),
+    "held_rtr_then_send": (0x40, 0x01, RTR + SEND),
 }
 
 

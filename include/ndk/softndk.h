@@ -76,6 +76,15 @@ typedef enum _SOFTNDK_LOG_LEVEL {
     SoftNdkLogDebug = 4,
 } SOFTNDK_LOG_LEVEL;
 
+/* When an RDMA Write completes (docs/qp.md, "Write completion"). */
+typedef enum _SOFTNDK_WRITE_COMPLETION {
+    SoftNdkWriteCompletionDefault = 0, /* SOFTNDK_WRITE_COMPLETION, else the profile's */
+    SoftNdkWriteCompletionHanded = 1,  /* when its bytes are in TCP: the source may be reused
+                                          (iWARP: nothing more is known) */
+    SoftNdkWriteCompletionPlaced = 2,  /* when the peer has placed it: a zero-length RDMA Read
+                                          behind it came back (RoCE: after the remote ACK) */
+} SOFTNDK_WRITE_COMPLETION;
+
 /* Spin option value for "never spin before blocking". */
 #define SOFTNDK_SPIN_NONE 0xFFFFFFFFu
 
@@ -124,7 +133,23 @@ typedef struct _SOFTNDK_OPTIONS {
                                     Request (ConnectTimeoutMs bounds the rest of the handshake) */
     /* ---- the consumer verifier (docs/verifier.md) ---- */
     SOFTNDK_VERIFY_MODE Verify; /* default: SOFTNDK_VERIFY (off, warn, strict), else off */
+    /* ---- adapter families (docs/adapter.md, "Profiles") ---- */
+    const char *Profile; /* NULL = default (SOFTNDK_PROFILE, else "iwarp"): a named set of
+                            semantics and limits ("iwarp", "roce", "intel-e810",
+                            docs/adapter.md); an explicit option or
+                            variable (Limits, RnrWaitMs, WriteCompletion) overrides
+                            what it sets */
+    ULONG RnrWaitMs;     /* 0 = default (SOFTNDK_RNR_WAIT_MS, else the profile's: 0 for
+                            iwarp): how long a Send that finds no receive posted waits
+                            for one (RoCE/IB receiver-not-ready retry) before the
+                            connection is terminated; SOFTNDK_RNR_WAIT_OFF = no wait */
+    SOFTNDK_WRITE_COMPLETION WriteCompletion; /* default: SOFTNDK_WRITE_COMPLETION (handed,
+                                                 placed), else the profile's (handed for
+                                                 iwarp, placed for roce) */
 } SOFTNDK_OPTIONS;
+
+/* RnrWaitMs value for "no receiver-not-ready wait" (the iWARP Terminate at once). */
+#define SOFTNDK_RNR_WAIT_OFF 0xFFFFFFFFu
 
 /* The size of the first published SOFTNDK_OPTIONS (ending at DisconnectTimeoutMs), still
  * accepted in Size. */
@@ -138,6 +163,8 @@ typedef struct _SOFTNDK_OPTIONS {
 #define SOFTNDK_OPTIONS_SIZE_V4 offsetof(SOFTNDK_OPTIONS, HandshakeLimit)
 /* The fifth layout (ending at RequestTimeoutMs): Verify from the environment. */
 #define SOFTNDK_OPTIONS_SIZE_V5 offsetof(SOFTNDK_OPTIONS, Verify)
+/* The sixth layout (ending at Verify): Profile and RnrWaitMs from the environment. */
+#define SOFTNDK_OPTIONS_SIZE_V6 offsetof(SOFTNDK_OPTIONS, Profile)
 
 /* Fill *Options with "all defaults" (Size set, everything else zero). */
 SOFTNDK_API VOID SoftNdkInitOptions(SOFTNDK_OPTIONS *Options);
@@ -234,9 +261,28 @@ typedef struct _SOFTNDK_COUNTERS {
     /* The consumer verifier (docs/verifier.md): violations reported, by SOFTNDK_VERIFY_RULE
      * (each object counts once per rule); all 0 with the verifier off */
     ULONG64 VerifyViolations[SOFTNDK_VERIFY_RULE_SLOTS];
+    /* Receiver not ready (RnrWaitMs, docs/datapath.md) */
+    ULONG64 RnrWaits;    /* Sends that found no receive posted and waited for one */
+    ULONG64 RnrTimeouts; /* of those, the waits that expired: the connection was terminated
+                            (DDP untagged, no buffer) */
+    ULONG64 FenceReads;  /* WriteCompletion placed: zero-length Reads sent behind Writes to
+                            learn they are placed (a consumer Read behind them needs none) */
 } SOFTNDK_COUNTERS;
 
 SOFTNDK_API NTSTATUS SoftNdkQueryCounters(NDK_ADAPTER *pNdkAdapter, SOFTNDK_COUNTERS *Counters);
+
+/* The adapter family an adapter behaves as (docs/adapter.md, "Profiles"): its profile and the
+ * semantics it resolved to. Size as in SOFTNDK_COUNTERS (in: the caller's size; out: filled).
+ *   STATUS_SUCCESS, or STATUS_INVALID_PARAMETER (not an adapter, NULL, Size too small). */
+typedef struct _SOFTNDK_SEMANTICS {
+    ULONG Size;          /* in: sizeof(SOFTNDK_SEMANTICS); out: bytes filled */
+    ULONG RnrWaitMs;     /* receiver-not-ready wait of a Send without a receive; 0 = none */
+    SOFTNDK_WRITE_COMPLETION WriteCompletion; /* Handed or Placed (never Default) */
+    const char *Profile; /* "iwarp", "roce", ...: static, valid for the library's life */
+    const char *Family;  /* what the profile stands for, e.g. "Intel E810 iWARP (...)" */
+} SOFTNDK_SEMANTICS;
+
+SOFTNDK_API NTSTATUS SoftNdkQuerySemantics(NDK_ADAPTER *pNdkAdapter, SOFTNDK_SEMANTICS *Semantics);
 
 /* Version of this library ("0.1.0"). */
 SOFTNDK_API const char *SoftNdkVersionString(void);

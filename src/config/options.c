@@ -198,6 +198,278 @@ static const char *env(const char *name)
     return (v && *v) ? v : NULL;
 }
 
+/* ---------------------------------------------------------------- profiles */
+
+/* A profile is an overlay: it sets some of the settings below (by option name) and a limits
+ * text applied before Limits / SOFTNDK_LIMITS. Every number and its source: docs/adapter.md,
+ * "Profiles". */
+struct profile_value {
+    const char *field;
+    unsigned value;
+};
+
+struct sndk_profile {
+    const char *name;
+    const char *family;
+    const char *limits; /* "Name=value,..." over softndk's defaults, NULL = none */
+    struct profile_value set[4];
+};
+
+#define RNR_ROCE_MS 1000u /* decisions.md: one bound for every RoCE-like profile */
+
+static const struct sndk_profile profiles[] = {
+    {"iwarp", "iWARP, softndk's own limits", NULL, {{"RnrWaitMs", 0}}},
+    {"roce",
+     "RoCE semantics, softndk's own limits",
+     NULL,
+     {{"RnrWaitMs", RNR_ROCE_MS}, {"WriteCompletion", SoftNdkWriteCompletionPlaced}}},
+    /* Linux irdma, icrdma_hw.h (E810 = gen 2): ICRDMA_MAX_WQ_FRAGMENT_COUNT 13,
+     * ICRDMA_MAX_SGE_RD 13, ICRDMA_MAX_IRD_SIZE 32, ICRDMA_MAX_ORD_SIZE 64 */
+    {"intel-e810",
+     "Intel E810 iWARP (Linux irdma, gen 2)",
+     "MaxInitiatorRequestSge=13,MaxReceiveRequestSge=13,MaxReadRequestSge=13,"
+     "MaxInboundReadLimit=32,MaxOutboundReadLimit=64",
+     {{"RnrWaitMs", 0}}},
+    /* Linux iw_cxgb4, t4.h: T4_MAX_RECV_SGE 4; T4_MAX_FR_DSGL_DEPTH 1024 / 8 = 128 pages per
+     * fast registration (T5 and later use DSGL) */
+    {"chelsio-t6",
+     "Chelsio T6 iWARP (Linux iw_cxgb4)",
+     "MaxReceiveRequestSge=4,FRMRPageCount=128",
+     {{"RnrWaitMs", 0}}},
+};
+#define PROFILE_COUNT (sizeof profiles / sizeof profiles[0])
+
+const char *sndk_config_profile_name(unsigned i)
+{
+    return i < PROFILE_COUNT ? profiles[i].name : NULL;
+}
+
+const char *sndk_config_profile_family(unsigned i)
+{
+    return i < PROFILE_COUNT ? profiles[i].family : NULL;
+}
+
+const char *sndk_config_profile_limits(unsigned i)
+{
+    return i < PROFILE_COUNT ? profiles[i].limits : NULL;
+}
+
+/* ---------------------------------------------------------------- the settings table */
+
+enum setting_kind {
+    SET_UINT,   /* a number in [lo, hi]; 0 in the option = default; none_opt = the value 0 */
+    SET_ON_OFF, /* option 0 default, 1 on, 2 off; variable on/off */
+    SET_NAMES,  /* option 0 default, names_base + i; variable names[i] */
+};
+
+struct setting {
+    const char *field; /* the SOFTNDK_OPTIONS field */
+    const char *var;   /* its SOFTNDK_* variable */
+    enum setting_kind kind;
+    size_t opt_off; /* a 4-byte field of SOFTNDK_OPTIONS */
+    size_t cfg_off;
+    size_t cfg_size; /* 1 (bool) or 4 (unsigned, enum) */
+    unsigned dflt;
+    unsigned lo, hi;      /* SET_UINT */
+    uint32_t none_opt;    /* SET_UINT: an option value meaning 0 (SOFTNDK_SPIN_NONE ...), 0: none */
+    const char *none_var; /* ... and its variable spelling ("off"), NULL: none */
+    const char *unit;     /* " (ms)" or "" */
+    const char *const *names; /* SET_NAMES */
+    int names_n, names_base;
+};
+
+static const char *const log_names[] = {"error", "warn", "info", "debug"};
+static const char *const verify_names[] = {"off", "warn", "strict"};
+static const char *const write_completion_names[] = {"handed", "placed"};
+
+/* An on/off option's enum: 0 default, 1 on, 2 off (SoftNdkCrc* and SoftNdkSourceCheck* share
+ * these values). */
+_Static_assert(SoftNdkCrcDefault == 0 && SoftNdkCrcOn == 1 && SoftNdkCrcOff == 2 &&
+                   SoftNdkSourceCheckDefault == 0 && SoftNdkSourceCheckOn == 1 &&
+                   SoftNdkSourceCheckOff == 2,
+               "SET_ON_OFF reads both enums as 0 default, 1 on, 2 off");
+_Static_assert(sizeof(SOFTNDK_CRC_POLICY) == 4 && sizeof(SOFTNDK_LOG_LEVEL) == 4 &&
+                   sizeof(SOFTNDK_WRITE_COMPLETION) == 4 && sizeof(SOFTNDK_VERIFY_MODE) == 4 &&
+                   sizeof(ULONG) == 4,
+               "option fields of the table are 4 bytes");
+
+#define OPT(f) offsetof(SOFTNDK_OPTIONS, f)
+#define CFG(f)                                                                                     \
+    .cfg_off = offsetof(struct sndk_config, f), .cfg_size = sizeof(((struct sndk_config *)0)->f)
+#define UINT(f, v, cf, d, l, h)                                                                    \
+    .field = #f, .var = v, .kind = SET_UINT, .opt_off = OPT(f), CFG(cf), .dflt = d, .lo = l, .hi = h
+static const struct setting settings[] = {
+    {UINT(MpaRevision, "SOFTNDK_MPA_REV", mpa_revision, 2, 1, 2)},
+    {.field = "Crc",
+     .var = "SOFTNDK_CRC",
+     .kind = SET_ON_OFF,
+     .opt_off = OPT(Crc),
+     CFG(crc),
+     .dflt = 1},
+    {UINT(ProgressThreads, "SOFTNDK_THREADS", threads, 1, 1, SNDK_MAX_PROGRESS_THREADS)},
+    {UINT(SpinMicroseconds, "SOFTNDK_SPIN_US", spin_us, SNDK_DEFAULT_SPIN_US, 0, 1000000),
+     .none_opt = SOFTNDK_SPIN_NONE},
+    {.field = "LogLevel",
+     .var = "SOFTNDK_LOG",
+     .kind = SET_NAMES,
+     .opt_off = OPT(LogLevel),
+     CFG(log_level),
+     .dflt = SoftNdkLogWarn,
+     .names = log_names,
+     .names_n = 4,
+     .names_base = SoftNdkLogError},
+    {UINT(ConnectTimeoutMs, "SOFTNDK_CONNECT_TIMEOUT_MS", connect_timeout_ms,
+          SNDK_DEFAULT_TIMEOUT_MS, 1, SNDK_MAX_TIMEOUT_MS),
+     .unit = " (ms)"},
+    {UINT(DisconnectTimeoutMs, "SOFTNDK_DISCONNECT_TIMEOUT_MS", disconnect_timeout_ms,
+          SNDK_DEFAULT_TIMEOUT_MS, 1, SNDK_MAX_TIMEOUT_MS),
+     .unit = " (ms)"},
+    {UINT(PeerTimeoutMs, "SOFTNDK_PEER_TIMEOUT_MS", peer_timeout_ms, SNDK_DEFAULT_PEER_TIMEOUT_MS,
+          1, SNDK_MAX_TIMEOUT_MS),
+     .unit = " (ms)"},
+    {UINT(RequestTimeoutMs, "SOFTNDK_REQUEST_TIMEOUT_MS", request_timeout_ms,
+          SNDK_DEFAULT_REQUEST_TIMEOUT_MS, 1, SNDK_MAX_TIMEOUT_MS),
+     .unit = " (ms)"},
+    {UINT(HandshakeLimit, "SOFTNDK_HANDSHAKE_LIMIT", handshake_limit, SNDK_DEFAULT_HANDSHAKE_LIMIT,
+          1, SNDK_MAX_HANDSHAKE_LIMIT)},
+    {UINT(HandshakePerPeerLimit, "SOFTNDK_HANDSHAKE_PER_PEER", handshake_per_peer,
+          SNDK_DEFAULT_HANDSHAKE_PER_PEER, 1, SNDK_MAX_HANDSHAKE_LIMIT)},
+    {.field = "SourceCheck",
+     .var = "SOFTNDK_SOURCE_CHECK",
+     .kind = SET_ON_OFF,
+     .opt_off = OPT(SourceCheck),
+     CFG(source_check),
+     .dflt = 0},
+    {.field = "Verify",
+     .var = "SOFTNDK_VERIFY",
+     .kind = SET_NAMES,
+     .opt_off = OPT(Verify),
+     CFG(verify),
+     .dflt = SoftNdkVerifyOff,
+     .names = verify_names,
+     .names_n = 3,
+     .names_base = SoftNdkVerifyOff},
+    {UINT(RnrWaitMs, "SOFTNDK_RNR_WAIT_MS", rnr_wait_ms, 0, 1, SNDK_MAX_TIMEOUT_MS),
+     .none_opt = SOFTNDK_RNR_WAIT_OFF, .none_var = "off", .unit = " (ms)"},
+    {.field = "WriteCompletion",
+     .var = "SOFTNDK_WRITE_COMPLETION",
+     .kind = SET_NAMES,
+     .opt_off = OPT(WriteCompletion),
+     CFG(write_completion),
+     .dflt = SoftNdkWriteCompletionHanded,
+     .names = write_completion_names,
+     .names_n = 2,
+     .names_base = SoftNdkWriteCompletionHanded},
+};
+#undef UINT
+#undef OPT
+#undef CFG
+#define SETTING_COUNT (sizeof settings / sizeof settings[0])
+
+static void cfg_put(struct sndk_config *cfg, const struct setting *s, unsigned v)
+{
+    char *p = (char *)cfg + s->cfg_off;
+    if (s->cfg_size == 1) {
+        bool b = v != 0;
+        memcpy(p, &b, 1);
+    } else {
+        memcpy(p, &v, 4);
+    }
+}
+
+/* The default of s under profile pr. */
+static unsigned setting_default(const struct setting *s, const struct sndk_profile *pr)
+{
+    for (size_t i = 0; i < sizeof pr->set / sizeof pr->set[0] && pr->set[i].field; i++)
+        if (strcmp(pr->set[i].field, s->field) == 0)
+            return pr->set[i].value;
+    return s->dflt;
+}
+
+/* One setting: the option (validated), else the variable (parsed, validated), else the
+ * profile's or the built-in default. */
+static bool resolve_setting(const struct setting *s, const SOFTNDK_OPTIONS *opt,
+                            const struct sndk_profile *pr, struct sndk_config *cfg, char *err,
+                            size_t errlen)
+{
+    uint32_t given;
+    memcpy(&given, (const char *)opt + s->opt_off, 4);
+    const char *v = given ? NULL : env(s->var);
+    unsigned out = setting_default(s, pr);
+    uint64_t n;
+    switch (s->kind) {
+    case SET_UINT:
+        if (given && s->none_opt && given == s->none_opt) {
+            out = 0;
+        } else if (given) {
+            if (given < s->lo || given > s->hi) {
+                snprintf(err, errlen, "%s %u: must be %u-%u%s", s->field, (unsigned)given, s->lo,
+                         s->hi, s->unit ? s->unit : "");
+                return false;
+            }
+            out = given;
+        } else if (v && s->none_var && strcasecmp(v, s->none_var) == 0) {
+            out = 0;
+        } else if (v) {
+            if (!parse_u64(v, strlen(v), &n) || n < s->lo || n > s->hi) {
+                snprintf(err, errlen, "%s='%s': must be %u-%u%s%s%s", s->var, v, s->lo, s->hi,
+                         s->unit ? s->unit : "", s->none_var ? " or " : "",
+                         s->none_var ? s->none_var : "");
+                return false;
+            }
+            out = (unsigned)n;
+        }
+        break;
+    case SET_ON_OFF:
+        if (given == 1 || given == 2) {
+            out = given == 1;
+        } else if (given) {
+            snprintf(err, errlen, "%s %d: not on (1) or off (2)", s->field, (int)given);
+            return false;
+        } else if (v) {
+            if (strcasecmp(v, "on") == 0)
+                out = 1;
+            else if (strcasecmp(v, "off") == 0)
+                out = 0;
+            else {
+                snprintf(err, errlen, "%s='%s': must be on or off", s->var, v);
+                return false;
+            }
+        }
+        break;
+    case SET_NAMES:
+        if (given) {
+            if ((int)given < s->names_base || (int)given >= s->names_base + s->names_n) {
+                snprintf(err, errlen, "%s %d: not one of its enum values", s->field, (int)given);
+                return false;
+            }
+            out = given;
+        } else if (v) {
+            int found = -1;
+            for (int i = 0; i < s->names_n; i++)
+                if (strcasecmp(v, s->names[i]) == 0)
+                    found = i;
+            if (found < 0) {
+                char list[96] = "";
+                for (int i = 0; i < s->names_n; i++)
+                    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+                             i == 0                ? ""
+                             : i == s->names_n - 1 ? " or "
+                                                   : ", ",
+                             s->names[i]);
+                snprintf(err, errlen, "%s='%s': must be %s", s->var, v, list);
+                return false;
+            }
+            out = (unsigned)(s->names_base + found);
+        }
+        break;
+    }
+    cfg_put(cfg, s, out);
+    return true;
+}
+
+/* ---------------------------------------------------------------- the rest: own shapes */
+
 /* SOFTNDK_TRACE / SOFTNDK_PCAP: a file path, or off. */
 static bool resolve_file(const char *given, const char *var, char *out, size_t outlen, char *err,
                          size_t errlen)
@@ -242,34 +514,70 @@ static bool resolve_stat(const char *given, struct sndk_config *cfg, char *err, 
     return true;
 }
 
-/* An on/off option: its enum (0 default, 1 on, 2 off; SoftNdkCrc* and SoftNdkSourceCheck*
- * share these values), else the variable ("on"/"off", any case), else dflt. */
-_Static_assert(SoftNdkCrcDefault == 0 && SoftNdkCrcOn == 1 && SoftNdkCrcOff == 2 &&
-                   SoftNdkSourceCheckDefault == 0 && SoftNdkSourceCheckOn == 1 &&
-                   SoftNdkSourceCheckOff == 2,
-               "resolve_on_off reads both enums as 0 default, 1 on, 2 off");
-
-static bool resolve_on_off(int given, const char *field, const char *type, const char *var,
-                           bool dflt, bool *out, char *err, size_t errlen)
+/* Ephemeral ND ports: both options, else SOFTNDK_EPHEMERAL_PORTS=LO-HI, else 49152-65535. */
+static bool resolve_ports(const SOFTNDK_OPTIONS *opt, struct sndk_config *cfg, char *err,
+                          size_t errlen)
 {
     const char *v;
-    *out = dflt;
-    if (given == 1 || given == 2) {
-        *out = given == 1;
-    } else if (given != 0) {
-        snprintf(err, errlen, "%s %d: not a %s", field, given, type);
-        return false;
-    } else if ((v = env(var))) {
-        if (strcasecmp(v, "on") == 0)
-            *out = true;
-        else if (strcasecmp(v, "off") == 0)
-            *out = false;
-        else {
-            snprintf(err, errlen, "%s='%s': must be on or off", var, v);
+    cfg->port_low = 49152;
+    cfg->port_high = 65535;
+    if (opt->EphemeralPortLow || opt->EphemeralPortHigh) {
+        cfg->port_low = opt->EphemeralPortLow;
+        cfg->port_high = opt->EphemeralPortHigh;
+    } else if ((v = env("SOFTNDK_EPHEMERAL_PORTS"))) {
+        const char *dash = strchr(v, '-');
+        uint64_t lo, hi;
+        if (!dash || !parse_u64(v, (size_t)(dash - v), &lo) ||
+            !parse_u64(dash + 1, strlen(dash + 1), &hi) || lo > 65535 || hi > 65535) {
+            snprintf(err, errlen, "SOFTNDK_EPHEMERAL_PORTS='%s': must be LO-HI, ports 1-65535", v);
             return false;
         }
+        cfg->port_low = (uint16_t)lo;
+        cfg->port_high = (uint16_t)hi;
+    }
+    if (cfg->port_low == 0 || cfg->port_low > cfg->port_high) {
+        snprintf(err, errlen, "ephemeral ports %u-%u: need 1 <= LO <= HI <= 65535", cfg->port_low,
+                 cfg->port_high);
+        return false;
     }
     return true;
+}
+
+/* Profile: the option, else SOFTNDK_PROFILE, else iwarp. */
+static bool resolve_profile(const SOFTNDK_OPTIONS *opt, struct sndk_config *cfg, char *err,
+                            size_t errlen)
+{
+    const char *v = opt->Profile ? opt->Profile : env("SOFTNDK_PROFILE");
+    cfg->profile = 0;
+    if (!v || !*v)
+        return true;
+    for (unsigned i = 0; i < PROFILE_COUNT; i++)
+        if (strcasecmp(v, profiles[i].name) == 0) {
+            cfg->profile = i;
+            return true;
+        }
+    char list[160] = "";
+    for (unsigned i = 0; i < PROFILE_COUNT; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                 profiles[i].name);
+    snprintf(err, errlen, "%s='%s': not a profile (%s)",
+             opt->Profile ? "Profile" : "SOFTNDK_PROFILE", v, list);
+    return false;
+}
+
+static bool size_known(ULONG size)
+{
+    static const size_t layouts[] = {SOFTNDK_OPTIONS_SIZE_V1, SOFTNDK_OPTIONS_SIZE_V2,
+                                     SOFTNDK_OPTIONS_SIZE_V3, SOFTNDK_OPTIONS_SIZE_V4,
+                                     SOFTNDK_OPTIONS_SIZE_V5, SOFTNDK_OPTIONS_SIZE_V6};
+    if (size > 4096)
+        return false;
+    if (size >= sizeof(SOFTNDK_OPTIONS))
+        return true; /* the current layout, or a later, larger one */
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
+        if (size == layouts[i])
+            return true;
+    return false;
 }
 
 NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *given, struct sndk_config *cfg, char *err,
@@ -282,196 +590,36 @@ NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *given, struct sndk_config *c
     memset(&copy, 0, sizeof copy);
     copy.Size = sizeof copy;
     if (given) {
-        /* a published layout: the first one, or the current one (or a later, larger one) */
-        if ((given->Size != SOFTNDK_OPTIONS_SIZE_V1 && given->Size != SOFTNDK_OPTIONS_SIZE_V2 &&
-             given->Size != SOFTNDK_OPTIONS_SIZE_V3 && given->Size != SOFTNDK_OPTIONS_SIZE_V4 &&
-             given->Size != SOFTNDK_OPTIONS_SIZE_V5 && given->Size < sizeof(SOFTNDK_OPTIONS)) ||
-            given->Size > 4096) {
+        if (!size_known(given->Size)) {
             snprintf(err, errlen,
                      "SOFTNDK_OPTIONS.Size %u is not sizeof(SOFTNDK_OPTIONS) (%zu, or %zu / %zu / "
-                     "%zu / %zu / %zu for the earlier layouts)",
+                     "%zu / %zu / %zu / %zu for the earlier layouts)",
                      given->Size, sizeof(SOFTNDK_OPTIONS), (size_t)SOFTNDK_OPTIONS_SIZE_V1,
                      (size_t)SOFTNDK_OPTIONS_SIZE_V2, (size_t)SOFTNDK_OPTIONS_SIZE_V3,
-                     (size_t)SOFTNDK_OPTIONS_SIZE_V4, (size_t)SOFTNDK_OPTIONS_SIZE_V5);
+                     (size_t)SOFTNDK_OPTIONS_SIZE_V4, (size_t)SOFTNDK_OPTIONS_SIZE_V5,
+                     (size_t)SOFTNDK_OPTIONS_SIZE_V6);
             return STATUS_INVALID_PARAMETER;
         }
         memcpy(&copy, given, given->Size < sizeof copy ? given->Size : sizeof copy);
     }
     const SOFTNDK_OPTIONS *opt = &copy;
-    const char *v;
-    uint64_t n;
 
-    /* MPA revision */
-    cfg->mpa_revision = 2;
-    if (opt->MpaRevision) {
-        cfg->mpa_revision = opt->MpaRevision;
-    } else if ((v = env("SOFTNDK_MPA_REV"))) {
-        if (!parse_u64(v, strlen(v), &n) || (n != 1 && n != 2)) {
-            snprintf(err, errlen, "SOFTNDK_MPA_REV='%s': must be 1 or 2", v);
-            return STATUS_INVALID_PARAMETER;
-        }
-        cfg->mpa_revision = (unsigned)n;
-    }
-    if (cfg->mpa_revision != 1 && cfg->mpa_revision != 2) {
-        snprintf(err, errlen, "MpaRevision %u: must be 1 or 2", cfg->mpa_revision);
+    if (!resolve_profile(opt, cfg, err, errlen))
         return STATUS_INVALID_PARAMETER;
-    }
-
-    /* CRC */
-    if (!resolve_on_off((int)opt->Crc, "Crc", "SOFTNDK_CRC_POLICY", "SOFTNDK_CRC", true, &cfg->crc,
-                        err, errlen))
+    const struct sndk_profile *pr = &profiles[cfg->profile];
+    for (size_t i = 0; i < SETTING_COUNT; i++)
+        if (!resolve_setting(&settings[i], opt, pr, cfg, err, errlen))
+            return STATUS_INVALID_PARAMETER;
+    if (!resolve_ports(opt, cfg, err, errlen))
         return STATUS_INVALID_PARAMETER;
 
-    /* Ephemeral ND ports */
-    cfg->port_low = 49152;
-    cfg->port_high = 65535;
-    if (opt->EphemeralPortLow || opt->EphemeralPortHigh) {
-        cfg->port_low = opt->EphemeralPortLow;
-        cfg->port_high = opt->EphemeralPortHigh;
-    } else if ((v = env("SOFTNDK_EPHEMERAL_PORTS"))) {
-        const char *dash = strchr(v, '-');
-        uint64_t lo, hi;
-        if (!dash || !parse_u64(v, (size_t)(dash - v), &lo) ||
-            !parse_u64(dash + 1, strlen(dash + 1), &hi) || lo > 65535 || hi > 65535) {
-            snprintf(err, errlen, "SOFTNDK_EPHEMERAL_PORTS='%s': must be LO-HI, ports 1-65535", v);
-            return STATUS_INVALID_PARAMETER;
-        }
-        cfg->port_low = (uint16_t)lo;
-        cfg->port_high = (uint16_t)hi;
-    }
-    if (cfg->port_low == 0 || cfg->port_low > cfg->port_high) {
-        snprintf(err, errlen, "ephemeral ports %u-%u: need 1 <= LO <= HI <= 65535",
-                 cfg->port_low, cfg->port_high);
-        return STATUS_INVALID_PARAMETER;
-    }
-
-    /* Progress threads */
-    cfg->threads = 1;
-    if (opt->ProgressThreads) {
-        cfg->threads = opt->ProgressThreads;
-    } else if ((v = env("SOFTNDK_THREADS"))) {
-        if (!parse_u64(v, strlen(v), &n) || n == 0 || n > SNDK_MAX_PROGRESS_THREADS) {
-            snprintf(err, errlen, "SOFTNDK_THREADS='%s': must be 1-%d", v,
-                     SNDK_MAX_PROGRESS_THREADS);
-            return STATUS_INVALID_PARAMETER;
-        }
-        cfg->threads = (unsigned)n;
-    }
-    if (cfg->threads > SNDK_MAX_PROGRESS_THREADS) {
-        snprintf(err, errlen, "ProgressThreads %u: at most %d", cfg->threads,
-                 SNDK_MAX_PROGRESS_THREADS);
-        return STATUS_INVALID_PARAMETER;
-    }
-
-    /* Spin before blocking */
-    cfg->spin_us = SNDK_DEFAULT_SPIN_US;
-    if (opt->SpinMicroseconds == SOFTNDK_SPIN_NONE) {
-        cfg->spin_us = 0;
-    } else if (opt->SpinMicroseconds) {
-        cfg->spin_us = opt->SpinMicroseconds;
-    } else if ((v = env("SOFTNDK_SPIN_US"))) {
-        if (!parse_u64(v, strlen(v), &n) || n > 1000000) {
-            snprintf(err, errlen, "SOFTNDK_SPIN_US='%s': must be 0-1000000", v);
-            return STATUS_INVALID_PARAMETER;
-        }
-        cfg->spin_us = (unsigned)n;
-    }
-    if (cfg->spin_us > 1000000) {
-        snprintf(err, errlen, "SpinMicroseconds %u: at most 1000000", cfg->spin_us);
-        return STATUS_INVALID_PARAMETER;
-    }
-
-    /* Log level */
-    cfg->log_level = SoftNdkLogWarn;
-    if (opt->LogLevel != SoftNdkLogDefault) {
-        if (opt->LogLevel < SoftNdkLogError || opt->LogLevel > SoftNdkLogDebug) {
-            snprintf(err, errlen, "LogLevel %d: not a SOFTNDK_LOG_LEVEL", (int)opt->LogLevel);
-            return STATUS_INVALID_PARAMETER;
-        }
-        cfg->log_level = opt->LogLevel;
-    } else if ((v = env("SOFTNDK_LOG"))) {
-        static const char *const names[] = {"error", "warn", "info", "debug"};
-        SOFTNDK_LOG_LEVEL level = SoftNdkLogDefault;
-        for (int i = 0; i < 4; i++)
-            if (strcasecmp(v, names[i]) == 0)
-                level = (SOFTNDK_LOG_LEVEL)(SoftNdkLogError + i);
-        if (level == SoftNdkLogDefault) {
-            snprintf(err, errlen, "SOFTNDK_LOG='%s': must be error, warn, info or debug", v);
-            return STATUS_INVALID_PARAMETER;
-        }
-        cfg->log_level = level;
-    }
-
-    /* Timeouts */
-    struct {
-        ULONG given;
-        const char *env;
-        unsigned *out;
-        unsigned dflt;
-    } timeouts[] = {
-        {opt->ConnectTimeoutMs, "SOFTNDK_CONNECT_TIMEOUT_MS", &cfg->connect_timeout_ms,
-         SNDK_DEFAULT_TIMEOUT_MS},
-        {opt->DisconnectTimeoutMs, "SOFTNDK_DISCONNECT_TIMEOUT_MS", &cfg->disconnect_timeout_ms,
-         SNDK_DEFAULT_TIMEOUT_MS},
-        {opt->PeerTimeoutMs, "SOFTNDK_PEER_TIMEOUT_MS", &cfg->peer_timeout_ms,
-         SNDK_DEFAULT_PEER_TIMEOUT_MS},
-        {opt->RequestTimeoutMs, "SOFTNDK_REQUEST_TIMEOUT_MS", &cfg->request_timeout_ms,
-         SNDK_DEFAULT_REQUEST_TIMEOUT_MS},
-    };
-    for (size_t i = 0; i < sizeof timeouts / sizeof timeouts[0]; i++) {
-        *timeouts[i].out = timeouts[i].dflt;
-        if (timeouts[i].given) {
-            *timeouts[i].out = timeouts[i].given;
-        } else if ((v = env(timeouts[i].env))) {
-            if (!parse_u64(v, strlen(v), &n) || n == 0 || n > SNDK_MAX_TIMEOUT_MS) {
-                snprintf(err, errlen, "%s='%s': must be 1-%d (ms)", timeouts[i].env, v,
-                         SNDK_MAX_TIMEOUT_MS);
-                return STATUS_INVALID_PARAMETER;
-            }
-            *timeouts[i].out = (unsigned)n;
-        }
-        if (*timeouts[i].out > SNDK_MAX_TIMEOUT_MS) {
-            snprintf(err, errlen, "%s %u: at most %d ms", timeouts[i].env, *timeouts[i].out,
-                     SNDK_MAX_TIMEOUT_MS);
-            return STATUS_INVALID_PARAMETER;
-        }
-    }
-
-    /* Handshake limits (the listener's door) */
-    struct {
-        ULONG given;
-        const char *field, *env;
-        unsigned *out;
-        unsigned dflt;
-    } door[] = {
-        {opt->HandshakeLimit, "HandshakeLimit", "SOFTNDK_HANDSHAKE_LIMIT", &cfg->handshake_limit,
-         SNDK_DEFAULT_HANDSHAKE_LIMIT},
-        {opt->HandshakePerPeerLimit, "HandshakePerPeerLimit", "SOFTNDK_HANDSHAKE_PER_PEER",
-         &cfg->handshake_per_peer, SNDK_DEFAULT_HANDSHAKE_PER_PEER},
-    };
-    for (size_t i = 0; i < sizeof door / sizeof door[0]; i++) {
-        *door[i].out = door[i].dflt;
-        if (door[i].given) {
-            *door[i].out = door[i].given;
-        } else if ((v = env(door[i].env))) {
-            if (!parse_u64(v, strlen(v), &n) || n == 0 || n > SNDK_MAX_HANDSHAKE_LIMIT) {
-                snprintf(err, errlen, "%s='%s': must be 1-%d", door[i].env, v,
-                         SNDK_MAX_HANDSHAKE_LIMIT);
-                return STATUS_INVALID_PARAMETER;
-            }
-            *door[i].out = (unsigned)n;
-        }
-        if (*door[i].out > SNDK_MAX_HANDSHAKE_LIMIT) {
-            snprintf(err, errlen, "%s %u: at most %d", door[i].field, *door[i].out,
-                     SNDK_MAX_HANDSHAKE_LIMIT);
-            return STATUS_INVALID_PARAMETER;
-        }
-    }
-
-    /* Adapter limits */
+    /* Adapter limits: softndk's, the profile's over them, the explicit ones over both. */
     sndk_config_default_limits(&cfg->limits);
-    const char *limits = opt->Limits ? opt->Limits : env("SOFTNDK_LIMITS");
     cfg->flags_given = false;
+    if (pr->limits &&
+        !sndk_config_parse_limits(pr->limits, &cfg->limits, &cfg->flags_given, err, errlen))
+        return STATUS_INVALID_PARAMETER; /* a bad built-in profile: caught by the unit test */
+    const char *limits = opt->Limits ? opt->Limits : env("SOFTNDK_LIMITS");
     if (limits && !sndk_config_parse_limits(limits, &cfg->limits, &cfg->flags_given, err, errlen))
         return STATUS_INVALID_PARAMETER;
 
@@ -482,32 +630,6 @@ NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *given, struct sndk_config *c
         !resolve_file(opt->PcapFile, "SOFTNDK_PCAP", cfg->pcap_path, sizeof cfg->pcap_path, err,
                       errlen))
         return STATUS_INVALID_PARAMETER;
-
-    /* Source check */
-    if (!resolve_on_off((int)opt->SourceCheck, "SourceCheck", "SOFTNDK_SOURCE_CHECK",
-                        "SOFTNDK_SOURCE_CHECK", false, &cfg->source_check, err, errlen))
-        return STATUS_INVALID_PARAMETER;
-
-    /* Consumer verifier */
-    cfg->verify = SoftNdkVerifyOff;
-    if (opt->Verify != SoftNdkVerifyDefault) {
-        if (opt->Verify < SoftNdkVerifyOff || opt->Verify > SoftNdkVerifyStrict) {
-            snprintf(err, errlen, "Verify %d: not a SOFTNDK_VERIFY_MODE", (int)opt->Verify);
-            return STATUS_INVALID_PARAMETER;
-        }
-        cfg->verify = opt->Verify;
-    } else if ((v = env("SOFTNDK_VERIFY"))) {
-        static const char *const names[] = {"off", "warn", "strict"};
-        SOFTNDK_VERIFY_MODE mode = SoftNdkVerifyDefault;
-        for (int i = 0; i < 3; i++)
-            if (strcasecmp(v, names[i]) == 0)
-                mode = (SOFTNDK_VERIFY_MODE)(SoftNdkVerifyOff + i);
-        if (mode == SoftNdkVerifyDefault) {
-            snprintf(err, errlen, "SOFTNDK_VERIFY='%s': must be off, warn or strict", v);
-            return STATUS_INVALID_PARAMETER;
-        }
-        cfg->verify = mode;
-    }
 
     /* Fault injection: parsed last, so that nothing after it can fail and leak the rules. */
     const char *faults = opt->Faults ? opt->Faults : env("SOFTNDK_FAULTS");

@@ -27,6 +27,10 @@ struct sndk_config {
     bool crc;              /* ask for CRC */
     bool source_check;     /* SourceCheck: re-checksum consumer sources after sending */
     SOFTNDK_VERIFY_MODE verify; /* Off, Warn or Strict (never Default): docs/verifier.md */
+    unsigned profile;           /* index of the profile (sndk_config_profile_name); 0 = iwarp */
+    unsigned write_completion;  /* SOFTNDK_WRITE_COMPLETION: Handed or Placed */
+    unsigned rnr_wait_ms;       /* receiver not ready: how long a Send waits for a receive; 0 = it
+                                   does not (the iWARP Terminate at once) */
     uint16_t port_low, port_high;
     unsigned threads;
     unsigned spin_us;
@@ -50,6 +54,11 @@ struct sndk_config {
 
 /* softndk's own maxima: the ceiling of SOFTNDK_LIMITS. */
 void sndk_config_default_limits(NDK_ADAPTER_INFO *info);
+
+/* The built-in profiles, by index (NULL past the last): name, family, the limits it sets. */
+const char *sndk_config_profile_name(unsigned i);
+const char *sndk_config_profile_family(unsigned i);
+const char *sndk_config_profile_limits(unsigned i);
 
 /* Fill cfg. Returns STATUS_SUCCESS or STATUS_INVALID_PARAMETER, having logged the culprit into
  * err (at most errlen bytes). */

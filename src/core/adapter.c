@@ -383,6 +383,24 @@ NTSTATUS SoftNdkQueryCounters(NDK_ADAPTER *pNdkAdapter, SOFTNDK_COUNTERS *Counte
     return STATUS_SUCCESS;
 }
 
+NTSTATUS SoftNdkQuerySemantics(NDK_ADAPTER *pNdkAdapter, SOFTNDK_SEMANTICS *Semantics)
+{
+    struct sndk_adapter *a = sndk_adapter_from(pNdkAdapter);
+    if (!a || !Semantics || Semantics->Size < offsetof(SOFTNDK_SEMANTICS, Profile))
+        return STATUS_INVALID_PARAMETER;
+    SOFTNDK_SEMANTICS s = {
+        .Size = sizeof s,
+        .RnrWaitMs = a->cfg.rnr_wait_ms,
+        .WriteCompletion = (SOFTNDK_WRITE_COMPLETION)a->cfg.write_completion,
+        .Profile = sndk_config_profile_name(a->cfg.profile),
+        .Family = sndk_config_profile_family(a->cfg.profile),
+    };
+    ULONG size = Semantics->Size < sizeof s ? Semantics->Size : (ULONG)sizeof s;
+    s.Size = size;
+    memcpy(Semantics, &s, size);
+    return STATUS_SUCCESS;
+}
+
 const char *SoftNdkVersionString(void)
 {
     return SOFTNDK_VERSION_STRING;

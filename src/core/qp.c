@@ -5,6 +5,7 @@
  * Until a connector attaches a connection, every initiator request is refused inline with
  * STATUS_CONNECTION_INVALID ([POST-5]); receives queue. */
 #include "core/qp.h"
+#include "core/srq.h"
 #include "verify/verify.h"
 
 #include <errno.h>
@@ -392,6 +393,10 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
         io->rx_stall_ref = false;
         stall_refs++;
     }
+    if (io->rnr_timer_ref && sndk_timer_cancel(&io->rnr_timer)) {
+        io->rnr_timer_ref = false;
+        stall_refs++; /* the receiver-not-ready bound: a wait ends with the connection */
+    }
     /* Every outstanding initiator request completes, in order: its own local error, the
      * peer's refusal when a Terminate named it, else STATUS_CANCELLED. */
     while (atomic_load_explicit(&qp->sq_head, memory_order_relaxed) != qp->sq_tail) {
@@ -412,6 +417,8 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
     sndk_mutex_unlock(&qp->tx_lock);
     sndk_rx_cancel_current(qp, f->rx_status ? f->rx_status : STATUS_CANCELLED, f->rx_code);
     flush_queued_receives(qp);
+    if (qp->srq)
+        sndk_srq_rnr_done(qp->srq, io); /* off the SRQ's waiters, if it was waiting */
     sndk_mutex_unlock(&qp->rx_lock);
 
     bool drop_timer_ref = false;
@@ -772,6 +779,14 @@ static void src_fn(struct sndk_source *s, uint32_t events)
         sndk_mutex_unlock(&qp->tx_lock);
         after_tx(qp, res);
     }
+    if ((events & (EPOLLERR | EPOLLHUP)) && sndk_rnr_phase(io) == SNDK_RNR_WAITING) {
+        /* not watched but always reported: the peer is gone, no receive can help the held
+         * Send any more (and a level-triggered hang-up would come back at once) */
+        sndk_mutex_lock(&qp->rx_lock);
+        if (!sndk_conn_stopped(io))
+            sndk_rx_rnr_expire(qp, "the socket hung up");
+        sndk_mutex_unlock(&qp->rx_lock);
+    }
     if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
         rx_run(qp, events, false);
         if ((events & EPOLLIN) && sndk_cq_polling(qp->rcq))
@@ -814,6 +829,64 @@ static void rx_stall_timer_fn(struct sndk_timer *t)
     if (live)
         rx_run(qp, 0, false);
     sndk_obj_put(&qp->base);
+}
+
+/* Receiver not ready (docs/datapath.md): the bound of a held Send. */
+static void rnr_timer_fn(struct sndk_timer *t)
+{
+    struct sndk_qp_io *io = sndk_container_of(t, struct sndk_qp_io, rnr_timer);
+    struct sndk_qp *qp = io->qp;
+    sndk_mutex_lock(&qp->rx_lock);
+    sndk_mutex_lock(&qp->tx_lock);
+    io->rnr_timer_ref = false;
+    bool live = !sndk_conn_stopped(io);
+    sndk_mutex_unlock(&qp->tx_lock);
+    if (live)
+        sndk_rx_rnr_expire(qp, "the receiver-not-ready bound expired");
+    sndk_mutex_unlock(&qp->rx_lock);
+    /* the pass ends it with the Send's Terminate (or goes on: the receive came) */
+    if (live)
+        rx_run(qp, 0, false);
+    sndk_obj_put(&qp->base);
+}
+
+void sndk_qp_rnr_timer(struct sndk_qp *qp, unsigned ms)
+{
+    struct sndk_qp_io *io = qp->io;
+    sndk_assert_held(&qp->tx_lock);
+    if (io->rnr_timer_ref)
+        return;
+    io->rnr_timer_ref = true;
+    sndk_obj_get(&qp->base);
+    sndk_timer_arm_on(io->engine, io->thread, &io->rnr_timer, (uint64_t)ms * 1000u);
+}
+
+/* A receive was posted while the connection waited: resume on the progress thread. rx_lock is
+ * taken, not tried: a try-lock could lose the wake-up to a pass that looked just before. */
+static void rnr_work_fn(struct sndk_work *w)
+{
+    struct sndk_qp_io *io = sndk_container_of(w, struct sndk_qp_io, rnr_work);
+    struct sndk_qp *qp = io->qp;
+    atomic_store_explicit(&io->rnr_work_queued, false, memory_order_release);
+    sndk_mutex_lock(&qp->rx_lock);
+    bool resumed = !sndk_conn_stopped(io) && sndk_rx_rnr_resume(qp);
+    sndk_mutex_unlock(&qp->rx_lock);
+    if (resumed)
+        rx_run(qp, 0, false); /* the rest of the staging buffer: no EPOLLIN reports it */
+    sndk_obj_put(&qp->base);
+}
+
+void sndk_qp_rnr_kick(struct sndk_qp *qp)
+{
+    struct sndk_qp_io *io = qp->io;
+    if (!io || sndk_rnr_phase(io) != SNDK_RNR_WAITING ||
+        atomic_exchange_explicit(&io->rnr_work_queued, true, memory_order_acq_rel))
+        return;
+    sndk_obj_get(&qp->base);
+    if (!sndk_engine_queue_on(io->engine, io->thread, &io->rnr_work)) {
+        atomic_store_explicit(&io->rnr_work_queued, false, memory_order_release);
+        sndk_obj_put(&qp->base);
+    }
 }
 
 void sndk_qp_stall_timer(struct sndk_qp *qp, enum sndk_fault_dir dir, uint32_t ms)
@@ -921,6 +994,8 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     sndk_timer_init(&io->park_timer, park_timer_fn);
     sndk_timer_init(&io->tx_stall_timer, tx_stall_timer_fn);
     sndk_timer_init(&io->rx_stall_timer, rx_stall_timer_fn);
+    sndk_timer_init(&io->rnr_timer, rnr_timer_fn);
+    sndk_work_init(&io->rnr_work, rnr_work_fn);
     io->fc = sndk_fault_conn_new(qp->base.adapter, p->active, p->crc);
     io->rx_fault_checked = UINT64_MAX;
     io->rconn.qp = io->iconn.qp = qp;
@@ -1423,6 +1498,8 @@ static NTSTATUS qp_receive(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *
      * once, as flushed (the close flushed the earlier ones; docs/misuse.md). */
     if (st == STATUS_SUCCESS && (qp_state(qp) == SNDK_QP_ERROR || sndk_obj_closing(&qp->base)))
         flush_all_receives(qp, STATUS_CANCELLED, 0);
+    else if (st == STATUS_SUCCESS)
+        sndk_qp_rnr_kick(qp); /* a Send waiting for it (receiver not ready) goes on */
     return st;
 }
 

@@ -1,5 +1,6 @@
 /* Shared receive queue (docs/ndk-rules.md#srq). */
 #include "core/srq.h"
+#include "datapath/qp_io.h"
 #include "faults/faults.h"
 
 #include <stdlib.h>
@@ -114,6 +115,40 @@ bool sndk_srq_take(struct sndk_srq *srq, struct sndk_recv_wqe *out)
     return got;
 }
 
+/* Receiver not ready: connections whose Send waits for a receive of this SRQ. */
+void sndk_srq_rnr_wait(struct sndk_srq *srq, struct sndk_qp_io *io)
+{
+    sndk_mutex_lock(&srq->lock);
+    if (!io->rnr_listed) {
+        io->rnr_listed = true;
+        io->rnr_next = srq->rnr_waiters;
+        srq->rnr_waiters = io;
+    }
+    sndk_mutex_unlock(&srq->lock);
+}
+
+void sndk_srq_rnr_done(struct sndk_srq *srq, struct sndk_qp_io *io)
+{
+    sndk_mutex_lock(&srq->lock);
+    if (io->rnr_listed) {
+        struct sndk_qp_io **pp = &srq->rnr_waiters;
+        while (*pp != io)
+            pp = &(*pp)->rnr_next;
+        *pp = io->rnr_next;
+        io->rnr_listed = false;
+        io->rnr_next = NULL;
+    }
+    sndk_mutex_unlock(&srq->lock);
+}
+
+/* A receive was posted: every waiter may take it (the first pass to run wins; the others
+ * wait on). sndk_qp_rnr_kick takes no lock, only queues work. */
+static void srq_rnr_kick_locked(struct sndk_srq *srq)
+{
+    for (struct sndk_qp_io *w = srq->rnr_waiters; w; w = w->rnr_next)
+        sndk_qp_rnr_kick(w->qp);
+}
+
 static NTSTATUS srq_receive(NDK_SRQ *pNdkSrq, PVOID RequestContext, const NDK_SGE *pSgl,
                             ULONG nSge)
 {
@@ -123,6 +158,8 @@ static NTSTATUS srq_receive(NDK_SRQ *pNdkSrq, PVOID RequestContext, const NDK_SG
     sndk_mutex_lock(&srq->lock);
     NTSTATUS st = sndk_recv_ring_push(&srq->ring, RequestContext, pSgl, nSge,
                                       srq->base.adapter->info.MaxTransferLength);
+    if (st == STATUS_SUCCESS && srq->rnr_waiters)
+        srq_rnr_kick_locked(srq);
     sndk_mutex_unlock(&srq->lock);
     return st;
 }

@@ -31,6 +31,8 @@ struct sndk_recv_wqe *sndk_recv_ring_at(const struct sndk_recv_ring *r, uint32_t
 NTSTATUS sndk_recv_ring_push(struct sndk_recv_ring *r, void *context, const NDK_SGE *sgl,
                              ULONG nsge, ULONG max_transfer);
 
+struct sndk_qp_io;
+
 struct sndk_srq {
     struct sndk_obj base;
     NDK_FN_SRQ_NOTIFICATION_CALLBACK notify_cb;
@@ -42,6 +44,8 @@ struct sndk_srq {
     bool notify_due;       /* a notification is to be delivered */
     bool notify_scheduled; /* work queued or running; holds a reference */
     struct sndk_work notify_work;
+    struct sndk_qp_io *rnr_waiters; /* connections waiting for a receive (receiver not ready,
+                                       docs/datapath.md); under lock */
 };
 
 /* Take the oldest queued receive (posting order, whichever QP asks) into *out (room for the

@@ -152,6 +152,29 @@ enum sndk_conn_phase {
     SNDK_PHASE_COUNT
 };
 
+/* Receiver-not-ready (docs/datapath.md, "Receiver not ready"): with RnrWaitMs set, a Send
+ * that finds no receive posted holds the stream instead of ending it, as RoCE/IB RNR retry
+ * does. Written only by rnr_set() in rx.c, holding rx_lock and tx_lock (tx reads it for the
+ * watched events, rx for the pass):
+ *
+ *   receiving --a Send found no receive--> waiting  (EPOLLIN off: TCP backpressure; the
+ *                                                   bound's timer armed; RnrWaits counted)
+ *   waiting --a receive was posted (QP or SRQ)--> receiving
+ *   waiting --the bound expired (or the socket hung up)--> expired --> the Send's Terminate
+ *                                                   (DDP untagged, no buffer; RnrTimeouts)
+ * expired is final: the connection ends with it. */
+enum sndk_rnr_phase { SNDK_RNR_RECEIVING, SNDK_RNR_WAITING, SNDK_RNR_EXPIRED, SNDK_RNR_COUNT };
+
+/* What an outbound Read of the ORQ is (docs/qp.md, "Write completion"): a consumer's Read, or
+ * the zero-length Read sent behind Writes under WriteCompletion placed. Either one, answered,
+ * tells that every Write cut before it is placed at the peer (RFC 5040: a Read Response
+ * follows the placement of everything before its request). */
+enum sndk_orq_kind { SNDK_ORQ_READ, SNDK_ORQ_FENCE };
+
+/* Writes cut since the last Read or fence at which a fence goes anyway, so that a long stream
+ * of Writes is not left without completions until it ends. */
+#define SNDK_FENCE_BATCH 16
+
 #define SNDK_EV_PEER_CLOSED   1u
 #define SNDK_EV_ABORTED       2u
 #define SNDK_EV_SHUTDOWN_DONE 4u
@@ -178,6 +201,9 @@ struct sndk_qp_io {
     struct sndk_cq_conn rconn, iconn;
     struct sndk_fault_conn *fc;    /* fault rules of this connection (docs/faults.md), or NULL */
     struct sndk_timer tx_stall_timer, rx_stall_timer; /* injected stalls; each holds a reference */
+    struct sndk_timer rnr_timer; /* the receiver-not-ready bound; holds a reference */
+    struct sndk_work rnr_work;   /* a receive was posted while waiting: resume on `thread`;
+                                    holds a reference */
     _Atomic int phase; /* enum sndk_conn_phase: sndk_conn_phase_set() only */
     /* A polling consumer's next receive pass: not before this (CLOCK_MONOTONIC ns; 0: now).
      * Set when a pass ended in the middle of a large payload, so the rest is read in one
@@ -203,6 +229,12 @@ struct sndk_qp_io {
     bool rx_stalled;               /* injected stall: no receiving (also under rx_lock) */
     bool tx_stalled;               /* injected stall: no sending (tx_blocked is set too) */
     bool tx_stall_ref, rx_stall_ref; /* the stall timers are armed */
+    _Atomic uint8_t rnr_phase;       /* enum sndk_rnr_phase: written holding rx_lock and tx_lock
+                                        (rnr_set); a relaxed load elsewhere is a hint only */
+    bool rnr_timer_ref;              /* rnr_timer armed */
+    _Atomic bool rnr_work_queued;    /* rnr_work queued (any thread may queue it) */
+    struct sndk_qp_io *rnr_next;     /* on the SRQ's waiter list (under srq->lock) */
+    bool rnr_listed;                 /* ... is on it (under srq->lock) */
     _Atomic bool sock_failed;      /* a send failed hard (reset): the socket's error is
                                       consumed, so a later read of 0 is not the peer's FIN */
     enum sndk_fault_action tx_fault; /* before the next FPDU (fill_batch stops in front of it) */
@@ -215,6 +247,12 @@ struct sndk_qp_io {
     uint32_t ord, ird;             /* effective, from the link (<= SNDK_RD_MAX) */
     uint32_t orq[SNDK_RD_MAX];     /* SQ counters of the Reads on the wire, oldest first */
     uint32_t orq_head, orq_count;
+    uint8_t orq_kind[SNDK_RD_MAX];        /* enum sndk_orq_kind, by ORQ slot */
+    uint32_t orq_covers[SNDK_RD_MAX];     /* its response places the Writes before this SQ
+                                             counter */
+    uint32_t orq_fence_stag[SNDK_RD_MAX]; /* a fence's private sink STag */
+    bool write_placed;        /* WriteCompletion placed on this connection (and ORD > 0) */
+    uint32_t writes_unfenced; /* Writes cut since the last Read or fence was cut */
     struct sndk_irq_entry irq[SNDK_RD_MAX]; /* inbound Read Requests, oldest first */
     uint32_t irq_head, irq_count;
     uint32_t irq_built;            /* of those, responses completely cut into the batch */
@@ -311,6 +349,11 @@ void sndk_tx_terminate(struct sndk_qp *qp, const struct sndk_term *t);
 void sndk_tx_update_events(struct sndk_qp_io *io);
 /* Drop the unwritten batch (the connection is closing). */
 void sndk_tx_discard(struct sndk_qp_io *io);
+/* RX, a Read Response ended: is the entry at the head of the ORQ a fence? (none: false) */
+bool sndk_tx_fence_at_head(const struct sndk_qp_io *io);
+/* RX: the Read or fence at the head of the ORQ got its whole response: pop it and mark the
+ * Writes it covers done (WriteCompletion placed); then retire what can be. */
+void sndk_tx_orq_pop(struct sndk_qp *qp);
 
 /* rx.c (all: qp->rx_lock held) */
 void sndk_rx_io_init(struct sndk_qp_io *io, bool crc);
@@ -321,5 +364,28 @@ enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail);
 uint32_t sndk_rx_due_after_pass(const struct sndk_qp_io *io);
 /* Complete the receive being filled, if any, with st. */
 void sndk_rx_cancel_current(struct sndk_qp *qp, NTSTATUS st, ULONG code);
+const char *sndk_rnr_phase_name(enum sndk_rnr_phase p);
+static inline enum sndk_rnr_phase sndk_rnr_phase(const struct sndk_qp_io *io)
+{
+    return (enum sndk_rnr_phase)atomic_load_explicit(&((struct sndk_qp_io *)io)->rnr_phase,
+                                                     memory_order_relaxed);
+}
+/* Receiver-not-ready: a receive may have been posted (rnr_work) — resume the held Send if its
+ * receive is there. True when the connection receives again. */
+bool sndk_rx_rnr_resume(struct sndk_qp *qp);
+/* The bound expired (rnr_timer) or the socket hung up: waiting => expired, unless the receive
+ * came meanwhile (then it resumes). The next pass raises the Send's Terminate. */
+void sndk_rx_rnr_expire(struct sndk_qp *qp, const char *why);
+
+/* qp.c: a receive was posted on qp (its RQ, or the SRQ it shares): if its connection waits for
+ * one, resume it on its progress thread. Any thread, no QP lock needed (takes none). */
+void sndk_qp_rnr_kick(struct sndk_qp *qp);
+/* qp.c: arm the receiver-not-ready bound (holds a reference). tx_lock held. */
+void sndk_qp_rnr_timer(struct sndk_qp *qp, unsigned ms);
+struct sndk_srq;
+/* srq.c: a connection on srq waits for a receive (sndk_srq_rnr_wait) / no longer does
+ * (sndk_srq_rnr_done, also when not listed). Posting on the SRQ kicks its waiters. */
+void sndk_srq_rnr_wait(struct sndk_srq *srq, struct sndk_qp_io *io);
+void sndk_srq_rnr_done(struct sndk_srq *srq, struct sndk_qp_io *io);
 
 #endif

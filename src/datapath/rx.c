@@ -20,12 +20,130 @@
 #include <sys/uio.h>
 
 #include "core/access.h"
+#include "core/srq.h"
 #include "verify/verify.h"
 #include "datapath/qp_io.h"
 #include "util/log.h"
 
 /* Payload still due in the current segment at which a direct read pays off. */
 #define RX_DIRECT_MIN 2048u
+
+/* ---------------------------------------------------------------- receiver not ready */
+
+static const char *const rnr_phase_names[SNDK_RNR_COUNT] = {
+    [SNDK_RNR_RECEIVING] = "receiving",
+    [SNDK_RNR_WAITING] = "rnr-waiting",
+    [SNDK_RNR_EXPIRED] = "rnr-expired",
+};
+
+const char *sndk_rnr_phase_name(enum sndk_rnr_phase p)
+{
+    return (unsigned)p < SNDK_RNR_COUNT ? rnr_phase_names[p] : "?";
+}
+
+/* The only writer of io->rnr_phase: rx_lock and tx_lock held. Legal moves: receiving =>
+ * waiting, waiting => receiving, waiting => expired. */
+static void rnr_set(struct sndk_qp *qp, enum sndk_rnr_phase to, const char *why)
+{
+    struct sndk_qp_io *io = qp->io;
+    sndk_assert_held(&qp->rx_lock);
+    sndk_assert_held(&qp->tx_lock);
+    enum sndk_rnr_phase from = sndk_rnr_phase(io);
+    bool ok = (from == SNDK_RNR_RECEIVING && to == SNDK_RNR_WAITING) ||
+              (from == SNDK_RNR_WAITING && (to == SNDK_RNR_RECEIVING || to == SNDK_RNR_EXPIRED));
+    if (!ok) {
+        sndk_err("rx", "QP %p: illegal receiver-not-ready move %s => %s (%s)", (void *)qp,
+                 sndk_rnr_phase_name(from), sndk_rnr_phase_name(to), why);
+        assert(ok);
+        return;
+    }
+    sndk_debug("rx", "QP %p: %s => %s (%s)", (void *)qp, sndk_rnr_phase_name(from),
+               sndk_rnr_phase_name(to), why);
+    atomic_store_explicit(&io->rnr_phase, (uint8_t)to, memory_order_relaxed);
+    SNDK_TRACE("rx.rnr", "qp", qp, "\"from\":\"%s\",\"to\":\"%s\",\"why\":\"%s\"",
+               sndk_rnr_phase_name(from), sndk_rnr_phase_name(to), why);
+}
+
+/* May a Send without a receive wait for one (or, waiting, go on waiting)? RnrWaitMs set, and
+ * the wait has not expired. */
+static bool rnr_may_wait(struct sndk_qp *qp)
+{
+    return qp->base.adapter->cfg.rnr_wait_ms != 0 && sndk_rnr_phase(qp->io) != SNDK_RNR_EXPIRED;
+}
+
+/* The parser holds a Send that found no receive: stop reading (EPOLLIN off, so TCP pushes
+ * back on the sender), arm the bound, count and name it. rx_lock held. */
+static void rnr_begin(struct sndk_qp *qp)
+{
+    struct sndk_qp_io *io = qp->io;
+    unsigned ms = qp->base.adapter->cfg.rnr_wait_ms;
+    sndk_mutex_lock(&qp->tx_lock);
+    if (!sndk_conn_stopped(io)) {
+        rnr_set(qp, SNDK_RNR_WAITING, "a Send found no receive posted");
+        sndk_tx_update_events(io);
+        sndk_qp_rnr_timer(qp, ms);
+    }
+    sndk_mutex_unlock(&qp->tx_lock);
+    if (qp->srq) {
+        sndk_srq_rnr_wait(qp->srq, io);
+        /* a receive posted between take_receive and the listing kicked nobody: look again */
+        sndk_qp_rnr_kick(qp);
+    }
+    sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_RNR_WAITS);
+    if (sndk_verify_on(qp->base.adapter))
+        sndk_verify_report(&qp->base, SoftNdkVerifyNoReceivePosted, NULL,
+                           "the peer's Send (MSN %u) found the %s empty; it waits up to %u ms "
+                           "for a receive (RnrWaitMs), then the connection is terminated (DDP "
+                           "untagged, code 2)",
+                           io->rx.seg.msn, qp->srq ? "SRQ" : "receive queue", ms);
+}
+
+/* Waiting: is the receive there now? Then the held Send goes on. rx_lock held. */
+static bool rnr_try_resume(struct sndk_qp *qp, const char *why)
+{
+    struct sndk_qp_io *io = qp->io;
+    if (sndk_rnr_phase(io) != SNDK_RNR_WAITING || io->rx.state != SNDK_RX_HELD)
+        return false;
+    int rc = sndk_rx_resume(&io->rx);
+    if (rc == SNDK_RX_HELD_RC)
+        return false;
+    /* resumed, or a fault (the receive's memory was bad): the pass acts on the parser's state */
+    if (qp->srq)
+        sndk_srq_rnr_done(qp->srq, io);
+    sndk_mutex_lock(&qp->tx_lock);
+    if (!sndk_conn_stopped(io)) {
+        rnr_set(qp, SNDK_RNR_RECEIVING, why);
+        sndk_tx_update_events(io);
+        if (io->rnr_timer_ref && sndk_timer_cancel(&io->rnr_timer)) {
+            io->rnr_timer_ref = false;
+            sndk_mutex_unlock(&qp->tx_lock);
+            sndk_obj_put(&qp->base);
+            return true;
+        }
+    }
+    sndk_mutex_unlock(&qp->tx_lock);
+    return true;
+}
+
+bool sndk_rx_rnr_resume(struct sndk_qp *qp)
+{
+    sndk_assert_held(&qp->rx_lock);
+    return rnr_try_resume(qp, "a receive was posted");
+}
+
+void sndk_rx_rnr_expire(struct sndk_qp *qp, const char *why)
+{
+    struct sndk_qp_io *io = qp->io;
+    sndk_assert_held(&qp->rx_lock);
+    if (rnr_try_resume(qp, "a receive came before the bound"))
+        return;
+    if (qp->srq)
+        sndk_srq_rnr_done(qp->srq, io);
+    sndk_mutex_lock(&qp->tx_lock);
+    if (!sndk_conn_stopped(io) && sndk_rnr_phase(io) == SNDK_RNR_WAITING)
+        rnr_set(qp, SNDK_RNR_EXPIRED, why);
+    sndk_mutex_unlock(&qp->tx_lock);
+}
 
 /* ---------------------------------------------------------------- receives */
 
@@ -35,18 +153,24 @@ static int take_receive(struct sndk_qp *qp)
 {
     struct sndk_qp_io *io = qp->io;
     struct sndk_recv_wqe *w = io->cur;
-    bool got;
-    if (qp->srq) {
+    bool got = false;
+    if (sndk_rnr_phase(io) == SNDK_RNR_EXPIRED) {
+        /* the bound is over: this Send ends the connection, as without a wait */
+    } else if (qp->srq) {
         got = sndk_srq_take(qp->srq, w);
     } else {
         sndk_mutex_lock(&qp->rq_lock);
         got = sndk_recv_ring_take(&qp->rq, w);
         sndk_mutex_unlock(&qp->rq_lock);
     }
+    if (!got && rnr_may_wait(qp))
+        return SNDK_RX_PLACE_LATER; /* rnr_begin holds the stream (see the pass) */
     if (!got) {
         /* iWARP has no receiver-not-ready retry: the Send is lost and the stream ends. The
          * mistake is this side's (receives posted too late, or not replenished). */
-        if (sndk_verify_on(qp->base.adapter))
+        if (sndk_rnr_phase(io) == SNDK_RNR_EXPIRED)
+            sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_RNR_TIMEOUTS);
+        if (sndk_verify_on(qp->base.adapter) && sndk_rnr_phase(io) != SNDK_RNR_EXPIRED)
             sndk_verify_report(&qp->base, SoftNdkVerifyNoReceivePosted, NULL,
                                "the peer's Send found the %s empty; the connection is "
                                "terminated (DDP untagged, code 2)",
@@ -139,12 +263,41 @@ static struct sndk_sqe *read_head(struct sndk_qp *qp)
     return &qp->sq[idx % qp->initiator_depth];
 }
 
+/* Is the oldest outbound Read a fence (WriteCompletion placed)? Not while a consumer Read's
+ * response is being placed. */
+static bool fence_head(struct sndk_qp *qp)
+{
+    struct sndk_qp_io *io = qp->io;
+    if (io->rd_active)
+        return false;
+    sndk_mutex_lock(&qp->tx_lock);
+    bool fence = sndk_tx_fence_at_head(io);
+    sndk_mutex_unlock(&qp->tx_lock);
+    return fence;
+}
+
+/* The fence's (zero-length) response: the Writes before it are placed at the peer. */
+static int fence_resp_done(struct sndk_qp *qp, const struct sndk_rx_seg *seg, uint64_t msg_len)
+{
+    struct sndk_qp_io *io = qp->io;
+    sndk_mutex_lock(&qp->tx_lock);
+    bool ours = seg->stag == io->orq_fence_stag[io->orq_head];
+    if (ours && msg_len == 0)
+        sndk_tx_orq_pop(qp);
+    sndk_mutex_unlock(&qp->tx_lock);
+    if (!ours)
+        return -SNDK_WERR_STAG;
+    return msg_len == 0 ? 0 : -SNDK_WERR_BOUNDS;
+}
+
 /* Read Response: into the sink SGEs of the Read its private sink STag names, at the offset its
  * TO gives; anything else is refused (DDP / tagged / invalid STag or bounds). */
 static int place_read_resp(struct sndk_qp *qp, const struct sndk_rx_seg *seg, uint32_t off,
                            struct iovec *iov, int max_iov)
 {
     struct sndk_qp_io *io = qp->io;
+    if (off == 0 && fence_head(qp))
+        return -SNDK_WERR_BOUNDS; /* a fence Read asked for no byte */
     if (off == 0) {
         struct sndk_sqe *e = read_head(qp);
         if (!e || seg->stag != e->sink_stag)
@@ -176,6 +329,8 @@ static int place_read_resp(struct sndk_qp *qp, const struct sndk_rx_seg *seg, ui
 static int read_resp_done(struct sndk_qp *qp, const struct sndk_rx_seg *seg, uint64_t msg_len)
 {
     struct sndk_qp_io *io = qp->io;
+    if (fence_head(qp))
+        return fence_resp_done(qp, seg, msg_len);
     struct sndk_sqe *e = read_head(qp); /* a zero-length response placed nothing before */
     if (!e || seg->stag != e->sink_stag)
         return -SNDK_WERR_STAG;
@@ -185,12 +340,8 @@ static int read_resp_done(struct sndk_qp *qp, const struct sndk_rx_seg *seg, uin
     if (e->local_tok)
         sndk_access_invalidate_remote(qp->pd, e->local_tok); /* RDMA_READ_LOCAL_INVALIDATE */
     sndk_mutex_lock(&qp->tx_lock);
-    io->orq_head = (io->orq_head + 1) % SNDK_RD_MAX;
-    io->orq_count--;
     e->done = true;
-    sndk_qp_retire_done(qp);
-    if (qp->sq_sent != qp->sq_tail)
-        io->tx_kick = true; /* a Read or a fenced request may go now */
+    sndk_tx_orq_pop(qp); /* also the Writes before it (WriteCompletion placed) */
     sndk_mutex_unlock(&qp->tx_lock);
     return 0;
 }
@@ -483,6 +634,37 @@ static enum sndk_rx_result protocol_end(struct sndk_qp *qp, int rc, struct sndk_
     return SNDK_RXR_FAIL;
 }
 
+/* The parser stopped with rc: a held Send (receiver not ready) waits; anything else ends. */
+static enum sndk_rx_result rx_stop(struct sndk_qp *qp, int rc, struct sndk_fail *fail)
+{
+    if (rc == SNDK_RX_HELD_RC) {
+        rnr_begin(qp);
+        return SNDK_RXR_OK;
+    }
+    return protocol_end(qp, rc, fail);
+}
+
+/* A held Send at the start of a pass: go on if its receive came; else read nothing (the
+ * socket's bytes stay in TCP); once the wait expired, its Terminate. */
+static bool rx_held(struct sndk_qp *qp, struct sndk_fail *fail, enum sndk_rx_result *r)
+{
+    struct sndk_qp_io *io = qp->io;
+    if (io->rx.state != SNDK_RX_HELD)
+        return false;
+    if (sndk_rnr_phase(io) == SNDK_RNR_WAITING) {
+        if (!rnr_try_resume(qp, "a receive is there"))
+            return (*r = SNDK_RXR_OK), true;
+        if (io->rx.state == SNDK_RX_ERROR)
+            return (*r = protocol_end(qp, -EPROTO, fail)), true;
+        return false;
+    }
+    int rc = sndk_rx_resume(&io->rx); /* expired: take_receive refuses */
+    if (rc == 0)
+        return false;
+    *r = rc == SNDK_RX_HELD_RC ? SNDK_RXR_OK : protocol_end(qp, rc, fail);
+    return true;
+}
+
 static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail);
 
 enum fault_verdict { FAULT_GO_ON, FAULT_STOP, FAULT_FAIL };
@@ -580,7 +762,9 @@ enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
     }
     io->rx_dry_mid_payload = false;
     uint64_t fpdus_before = io->rx.fpdus;
-    enum sndk_rx_result r = rx_pass(qp, fail);
+    enum sndk_rx_result r;
+    if (!rx_held(qp, fail, &r))
+        r = rx_pass(qp, fail);
     if (fpdus_before == 0 && io->rx.fpdus != 0) {
         /* the peer's first FPDU: a Responder without an RTR may send from now on */
         sndk_mutex_lock(&qp->tx_lock);
@@ -618,8 +802,8 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
             if (v != FAULT_GO_ON)
                 return v == FAULT_FAIL ? SNDK_RXR_FAIL : SNDK_RXR_OK;
             rc = feed_stage(io);
-            if (rc != 0) /* a fault, or the peer's Terminate (SNDK_RX_TERMINATED) */
-                return protocol_end(qp, rc, fail);
+            if (rc != 0) /* a fault, the peer's Terminate, a held Send */
+                return rx_stop(qp, rc, fail);
             continue;
         }
         if (drained) {
@@ -651,7 +835,7 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
             if (got > 0) {
                 rc = sndk_rx_advance(&io->rx, (size_t)got);
                 if (rc != 0)
-                    return protocol_end(qp, rc, fail);
+                    return rx_stop(qp, rc, fail);
                 continue;
             }
         } else {
@@ -701,7 +885,7 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
             return v == FAULT_FAIL ? SNDK_RXR_FAIL : SNDK_RXR_OK;
         rc = feed_stage(io);
         if (rc != 0)
-            return protocol_end(qp, rc, fail);
+            return rx_stop(qp, rc, fail);
     }
     return SNDK_RXR_OK;
 }

@@ -22,6 +22,103 @@
 #include "util/log.h"
 #include "observe/trace.h"
 
+/* ---------------------------------------------------------------- placed Write completion */
+
+static struct sndk_sqe *slot(struct sndk_qp *qp, uint32_t idx);
+
+/* WriteCompletion placed (docs/qp.md, "Write completion"): a Write is done when a Read cut
+ * after it is answered. Without ORD (the peer takes no Read) there is no such Read: Writes
+ * complete when handed to TCP, and the log says so once. */
+static void fence_init(struct sndk_qp_io *io)
+{
+    io->writes_unfenced = 0;
+    io->write_placed = io->qp->base.adapter->cfg.write_completion == SoftNdkWriteCompletionPlaced;
+    if (io->write_placed && io->ord == 0) {
+        io->write_placed = false;
+        sndk_warn("tx",
+                  "QP %p: WriteCompletion placed needs an RDMA Read credit (ORD 0 on this "
+                  "connection): its Writes complete when handed to TCP",
+                  (void *)io->qp);
+    }
+}
+
+/* A Read (consumer's or fence) was just queued at ORQ slot i: it covers every Write cut so
+ * far. */
+static void orq_note(struct sndk_qp *qp, uint32_t i, enum sndk_orq_kind kind, uint32_t stag)
+{
+    struct sndk_qp_io *io = qp->io;
+    io->orq_kind[i] = (uint8_t)kind;
+    io->orq_covers[i] = qp->sq_sent;
+    io->orq_fence_stag[i] = stag;
+    io->writes_unfenced = 0;
+}
+
+/* Before the next request (or at the end of the queue): is a fence due? When Writes are
+ * unfenced and what comes is not another Write (nor a Read, which covers them itself), or
+ * SNDK_FENCE_BATCH Writes went without one. */
+static bool fence_due(struct sndk_qp *qp)
+{
+    struct sndk_qp_io *io = qp->io;
+    if (!io->write_placed || io->writes_unfenced == 0)
+        return false;
+    if (qp->sq_sent == qp->sq_tail || io->writes_unfenced >= SNDK_FENCE_BATCH)
+        return true;
+    uint8_t next = slot(qp, qp->sq_sent)->kind;
+    return next != SNDK_SQ_WRITE && next != SNDK_SQ_READ;
+}
+
+/* Cut the fence: a zero-length Read Request (QN 1, the next Read MSN) with a private sink STag,
+ * which takes an ORD credit as any Read. Returns its iovec count, 0 when the ORD is used up
+ * (the batch stops; a response frees a credit and kicks TX), < 0 when it cannot be built. */
+static int cut_fence(struct sndk_qp *qp, int rec, struct iovec *iov, int room)
+{
+    struct sndk_qp_io *io = qp->io;
+    if (io->orq_count >= io->ord)
+        return 0;
+    uint32_t msn = io->msn_read++;
+    struct sndk_read_req rr = {
+        .sink_stag = (msn << 8) | 0x5au, .sink_to = 0, .size = 0, .src_stag = 0, .src_to = 0};
+    int n = sndk_fpdu_read_req(&io->fp[rec], msn, &rr, io->txcfg.crc, iov, room);
+    if (n <= 0) {
+        io->msn_read--;
+        return -1;
+    }
+    uint32_t i = (io->orq_head + io->orq_count) % SNDK_RD_MAX;
+    io->orq[i] = qp->sq_sent; /* no request of its own */
+    io->orq_count++;
+    orq_note(qp, i, SNDK_ORQ_FENCE, rr.sink_stag);
+    io->rec[rec] = (struct sndk_tx_rec){.wire_len = io->fp[rec].wire_len, .ends = SNDK_REC_NONE};
+    sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_FENCE_READS);
+    SNDK_TRACE("tx.fence_read", "qp", qp, "\"msn\":%u,\"covers\":%u", msn, qp->sq_sent);
+    return n;
+}
+
+bool sndk_tx_fence_at_head(const struct sndk_qp_io *io)
+{
+    return io->orq_count > 0 && io->orq_kind[io->orq_head] == SNDK_ORQ_FENCE;
+}
+
+void sndk_tx_orq_pop(struct sndk_qp *qp)
+{
+    struct sndk_qp_io *io = qp->io;
+    sndk_assert_held(&qp->tx_lock);
+    uint32_t covers = io->orq_covers[io->orq_head];
+    io->orq_head = (io->orq_head + 1) % SNDK_RD_MAX;
+    io->orq_count--;
+    if (io->write_placed) {
+        /* requests before sq_head are retired (their slots may be reused): start there */
+        for (uint32_t c = atomic_load_explicit(&qp->sq_head, memory_order_relaxed); c != covers;
+             c++) {
+            struct sndk_sqe *e = slot(qp, c);
+            if (e->kind == SNDK_SQ_WRITE)
+                e->done = true; /* placed at the peer */
+        }
+    }
+    sndk_qp_retire_done(qp);
+    if (qp->sq_sent != qp->sq_tail || io->writes_unfenced)
+        io->tx_kick = true; /* a Read, a fence or a fenced request may go now */
+}
+
 void sndk_tx_init(struct sndk_qp_io *io, bool crc, uint32_t max_fpdu, uint32_t ird, uint32_t ord)
 {
     io->txcfg = (struct sndk_tx_cfg){.max_fpdu = max_fpdu, .crc = crc};
@@ -30,6 +127,7 @@ void sndk_tx_init(struct sndk_qp_io *io, bool crc, uint32_t max_fpdu, uint32_t i
     io->msn_read = 1;
     io->ird = ird < SNDK_RD_MAX ? ird : SNDK_RD_MAX;
     io->ord = ord < SNDK_RD_MAX ? ord : SNDK_RD_MAX;
+    fence_init(io);
     io->nrec = io->rec_i = 0;
     io->rec_done = 0;
     io->iov_cur = io->iov;
@@ -41,7 +139,9 @@ void sndk_tx_update_events(struct sndk_qp_io *io)
 {
     if (sndk_conn_ended(io))
         return;
-    uint32_t ev = (io->peer_fin || io->rx_parked || io->rx_stalled ? 0u : (uint32_t)EPOLLIN) |
+    bool rx_off = io->peer_fin || io->rx_parked || io->rx_stalled ||
+                  sndk_rnr_phase(io) == SNDK_RNR_WAITING; /* receiver not ready: backpressure */
+    uint32_t ev = (rx_off ? 0u : (uint32_t)EPOLLIN) |
                   (io->tx_blocked && !io->tx_stalled ? (uint32_t)EPOLLOUT : 0u);
     int rc = sndk_source_modify(&io->src, ev);
     if (rc < 0 && rc != -ENOENT)
@@ -261,6 +361,20 @@ static void fill_batch(struct sndk_qp *qp)
             if (!start_response(qp))
                 break;
         } else if (!io->msg_active) {
+            if (fence_due(qp)) {
+                if (io->orq_count >= io->ord)
+                    goto stall; /* no ORD credit: Writes wait for their fence */
+                if (io->fc && fault_point(io, &corrupt))
+                    goto stall; /* the fault rules see the fence as any FPDU */
+                int n = cut_fence(qp, nrec, io->iov + niov, room);
+                if (n <= 0)
+                    goto stall; /* cannot be built: cannot happen with room >= 3 */
+                cut_one(io, nrec, corrupt);
+                corrupt = false;
+                nrec++;
+                niov += n;
+                continue;
+            }
             if (qp->sq_sent == qp->sq_tail)
                 break;
             struct sndk_sqe *e = slot(qp, qp->sq_sent);
@@ -299,6 +413,7 @@ static void fill_batch(struct sndk_qp *qp)
                     break;
                 }
                 io->orq[(io->orq_head + io->orq_count) % SNDK_RD_MAX] = qp->sq_sent;
+                orq_note(qp, (io->orq_head + io->orq_count) % SNDK_RD_MAX, SNDK_ORQ_READ, 0);
                 io->orq_count++;
                 io->rec[nrec] =
                     (struct sndk_tx_rec){.wire_len = io->fp[nrec].wire_len, .ends = SNDK_REC_NONE};
@@ -347,6 +462,11 @@ static void fill_batch(struct sndk_qp *qp)
                                              .ends = fin ? io->msg_ends : (uint8_t)SNDK_REC_NONE,
                                              .resp = io->msg_ends == SNDK_REC_RESP,
                                              .req = io->msg_req};
+        if (fin && io->write_placed && io->msg_ends == SNDK_REC_REQ &&
+            slot(qp, io->msg_req)->kind == SNDK_SQ_WRITE) {
+            io->rec[nrec].ends = SNDK_REC_NONE; /* done when placed: a Read behind it says */
+            io->writes_unfenced++;
+        }
         if (io->src_iov && io->fp[nrec].payload_len)
             source_note(io, &io->rec[nrec], niov, n);
         cut_one(io, nrec, corrupt);
@@ -523,7 +643,7 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
         (qp->sq_sent != qp->sq_tail && slot(qp, qp->sq_sent)->status != STATUS_SUCCESS))
         return SNDK_TX_LOCAL_ERR;
     if (sndk_conn_phase(io) == SNDK_PHASE_SHUTTING_DOWN && qp->sq_sent == qp->sq_tail &&
-        io->irq_count == 0) {
+        io->irq_count == 0 && io->writes_unfenced == 0 /* a fence goes before the FIN */) {
         /* sndk_qp_shutdown: everything posted before it is out; now our FIN. */
         shutdown(io->fd, SHUT_WR);
         sndk_conn_phase_set(qp, SNDK_PHASE_FIN_SENT, "last request out");

@@ -8,8 +8,8 @@
 #include "iwarp/crc32c.h"
 
 static const char *const state_names[SNDK_RX_STATE_COUNT] = {
-    [SNDK_RX_HDR] = "HDR",       [SNDK_RX_DATA] = "DATA",     [SNDK_RX_TRAILER] = "TRAILER",
-    [SNDK_RX_CLOSED] = "CLOSED", [SNDK_RX_ERROR] = "ERROR",
+    [SNDK_RX_HDR] = "HDR",       [SNDK_RX_DATA] = "DATA",   [SNDK_RX_TRAILER] = "TRAILER",
+    [SNDK_RX_CLOSED] = "CLOSED", [SNDK_RX_ERROR] = "ERROR", [SNDK_RX_HELD] = "HELD",
 };
 
 const char *sndk_rx_state_name(enum sndk_rx_state s)
@@ -171,8 +171,11 @@ static int data_next_chunk(struct sndk_rx *rx)
         return 0;
     }
     int n = rx->ops->place(rx->ctx, &rx->seg, rx->pay_got, rx->place, SNDK_RX_PLACE_IOV);
+    if (n == SNDK_RX_PLACE_LATER && rx->pay_got == 0 && !rx->seg.tagged &&
+        sndk_op_is_send(rx->seg.opcode) && rx->seg.mo == 0)
+        return SNDK_RX_HELD_RC;
     if (n < 0)
-        return rx_cb_result(rx, n);
+        return rx_cb_result(rx, n == SNDK_RX_PLACE_LATER ? -SNDK_WERR_LOCAL : n);
     if (n > SNDK_RX_PLACE_IOV)
         return rx_fail(rx, SNDK_WERR_LOCAL, true);
     uint32_t sum = 0;
@@ -262,10 +265,27 @@ static int hdr_complete(struct sndk_rx *rx)
                       (s->opcode == SNDK_OP_TERMINATE && s->len > 0);
     if (call_place) {
         int rc = data_next_chunk(rx);
+        if (rc == SNDK_RX_HELD_RC) {
+            rx->state = SNDK_RX_HELD;
+            return 0;
+        }
         if (rc < 0)
             return rc;
     }
     rx->state = s->len > 0 ? SNDK_RX_DATA : SNDK_RX_TRAILER;
+    return 0;
+}
+
+int sndk_rx_resume(struct sndk_rx *rx)
+{
+    if (rx->state != SNDK_RX_HELD)
+        return -EINVAL;
+    int rc = data_next_chunk(rx);
+    if (rc == SNDK_RX_HELD_RC)
+        return SNDK_RX_HELD_RC;
+    if (rc < 0)
+        return -EPROTO; /* rx_fail moved to ERROR */
+    rx->state = rx->seg.len > 0 ? SNDK_RX_DATA : SNDK_RX_TRAILER;
     return 0;
 }
 
@@ -487,6 +507,9 @@ int sndk_rx_advance(struct sndk_rx *rx, size_t n)
         case SNDK_RX_TRAILER:
             rc = rx_trailer(rx, &n);
             break;
+        case SNDK_RX_HELD:
+            /* a Send's header ends its offer: nothing can follow it in this call */
+            return -EINVAL;
         case SNDK_RX_CLOSED:
             /* A Terminate completed within this call: the stream is over, whatever follows
              * it in these bytes is dropped. */
@@ -502,6 +525,8 @@ int sndk_rx_advance(struct sndk_rx *rx, size_t n)
     }
     if (rx->state == SNDK_RX_CLOSED)
         return SNDK_RX_TERMINATED; /* the last byte completed a Terminate */
+    if (rx->state == SNDK_RX_HELD)
+        return SNDK_RX_HELD_RC;
     return rx->state == SNDK_RX_ERROR ? -EPROTO : 0;
 }
 

@@ -34,6 +34,8 @@ enum sndk_rx_state {
     SNDK_RX_TRAILER, /* pad and CRC; then the segment is checked and reported */
     SNDK_RX_CLOSED,  /* a Terminate arrived: nothing more is accepted */
     SNDK_RX_ERROR,   /* a protocol fault was found: final */
+    SNDK_RX_HELD,    /* a Send's header is in, its place() said SNDK_RX_PLACE_LATER: no byte
+                        is taken until sndk_rx_resume() finds its buffer (or raises a fault) */
     SNDK_RX_STATE_COUNT
 };
 const char *sndk_rx_state_name(enum sndk_rx_state s);
@@ -77,6 +79,12 @@ struct sndk_rx_ops {
     /* The first protocol fault (also available from sndk_rx_fault()). Optional. */
     void (*fault)(void *ctx, const struct sndk_wire_fault *f);
 };
+
+/* place() may return this, instead of -SNDK_WERR_MSN_NO_BUF, for the first call of a Send
+ * (off == 0, mo == 0) when no receive buffer is there yet but one may still come: the parser
+ * holds the segment (SNDK_RX_HELD, sndk_rx_advance returns SNDK_RX_HELD_RC) and takes no more
+ * bytes until sndk_rx_resume(). Outside the -SNDK_WERR_* range. */
+#define SNDK_RX_PLACE_LATER (-0x10000)
 
 struct sndk_rx_config {
     bool crc;           /* CRC negotiated: verify it (else the field is ignored) */
@@ -144,6 +152,14 @@ int sndk_rx_want(struct sndk_rx *rx, struct iovec *iov, int max_iov);
  * same call are dropped). Positive, so `rc < 0` tests still mean "fault". */
 #define SNDK_RX_TERMINATED 1
 
+/* Returned by sndk_rx_advance / sndk_rx_feed / sndk_rx_resume when a Send is held (its
+ * place() said SNDK_RX_PLACE_LATER). A Send's header always ends an offer, so no byte of these
+ * calls is left over. Positive, like SNDK_RX_TERMINATED. */
+#define SNDK_RX_HELD_RC 2
+/* A held Send: ask place() again (off == 0). 0 when it found the buffer (the parser takes the
+ * payload from now on), SNDK_RX_HELD_RC when still held, -EPROTO after a fault (place() refused,
+ * e.g. -SNDK_WERR_MSN_NO_BUF once the wait is over). -EINVAL when nothing is held. */
+int sndk_rx_resume(struct sndk_rx *rx);
 /* n bytes were written into the iovecs of the last sndk_rx_want(), in order. Returns 0 (more
  * wanted); SNDK_RX_TERMINATED when they completed a Terminate; -EPROTO after a protocol fault
  * (see sndk_rx_fault); -EPIPE when bytes arrive after a Terminate closed the stream in an

@@ -150,6 +150,9 @@ void sndk_counters_read(struct sndk_adapter_ctrs *a, SOFTNDK_COUNTERS *out)
     c.HandshakesPending = pend > 0 ? (ULONG64)pend : 0;
     c.IncomingUnanswered = inc > 0 ? (ULONG64)inc : 0;
     c.ResponderHeld = ld(&a->v[SNDK_CTR_RESPONDER_HELD]);
+    c.RnrWaits = ld(&a->v[SNDK_CTR_RNR_WAITS]);
+    c.RnrTimeouts = ld(&a->v[SNDK_CTR_RNR_TIMEOUTS]);
+    c.FenceReads = ld(&a->v[SNDK_CTR_FENCE_READS]);
     for (int i = 0; i < SOFTNDK_VERIFY_RULE_SLOTS; i++)
         c.VerifyViolations[i] = ld(&a->verify[i]);
     if (size > sizeof c)

@@ -47,6 +47,9 @@ enum sndk_ctr {
     SNDK_CTR_HANDSHAKE_REFUSED, /* connections reset at once at the fd limit (admission.c) */
     SNDK_CTR_RESPONDER_HELD,    /* Responder connections (no RTR) that held FPDUs until the
                                    Initiator's first arrived */
+    SNDK_CTR_RNR_WAITS,         /* Sends that found no receive and waited (RnrWaitMs) */
+    SNDK_CTR_RNR_TIMEOUTS,      /* ... whose wait expired: the connection was terminated */
+    SNDK_CTR_FENCE_READS,       /* zero-length Reads behind Writes (WriteCompletion placed) */
     SNDK_CTR_COUNT
 };
 

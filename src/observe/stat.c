@@ -149,6 +149,9 @@ char *sndk_stat_snapshot(struct sndk_adapter *a, size_t *len)
     C(InjectedFaults);
     C(SourceModified);
     C(ResponderHeld);
+    C(RnrWaits);
+    C(RnrTimeouts);
+    C(FenceReads);
     C(HandshakeInOctets);
     C(HandshakeOutOctets);
     C(MpaRejectsSent);

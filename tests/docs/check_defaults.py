@@ -88,6 +88,9 @@ def main():
             if not sym or TECH.get(sym.group(1)) != info["RdmaTechnology"]:
                 problems.append(f"RdmaTechnology: documented {value}, ndkinfo "
                                 f"{info['RdmaTechnology']}")
+        elif name in info and isinstance(info[name], str):
+            if value.strip("`") != info[name]:  # a name, such as the Profile
+                problems.append(f"{name}: documented {value!r}, ndkinfo {info[name]!r}")
         elif name in info:
             v = number(value)
             if v != info[name]:

@@ -66,6 +66,33 @@ ndkinfo)
     [ $st -eq 0 ] || fail "ndkinfo --json exited $st"
     expect_line "$work/json" '"RdmaTechnology":"iWARP"' "ndkinfo --json"
     ;;
+ndkinfo_profiles)
+    # the profile and its resolved values; an explicit SOFTNDK_LIMITS / SOFTNDK_RNR_WAIT_MS wins
+    timeout 30 "$NDKINFO" >"$work/out" 2>"$work/err" || fail "ndkinfo exited $?"
+    expect_line "$work/out" '^ Profile +iwarp \(' "default profile"
+    expect_line "$work/out" '^ RnrWaitMs +0$' "default RnrWaitMs"
+    expect_line "$work/out" '^ WriteCompletion +handed$' "default WriteCompletion"
+    SOFTNDK_PROFILE=roce timeout 30 "$NDKINFO" >"$work/out" 2>"$work/err" || fail "roce: exit $?"
+    expect_line "$work/out" '^ Profile +roce \(' "roce profile"
+    expect_line "$work/out" '^ RnrWaitMs +1000$' "roce RnrWaitMs"
+    expect_line "$work/out" '^ WriteCompletion +placed$' "roce WriteCompletion"
+    SOFTNDK_PROFILE=intel-e810 timeout 30 "$NDKINFO" --json >"$work/json" 2>"$work/err" ||
+        fail "intel-e810: exit $?"
+    expect_line "$work/json" '"Profile":"intel-e810","RnrWaitMs":0,' "e810 profile"
+    expect_line "$work/json" '"MaxInitiatorRequestSge":13,"MaxReceiveRequestSge":13,"MaxReadRequestSge":13,' "e810 SGEs"
+    expect_line "$work/json" '"MaxInboundReadLimit":32,"MaxOutboundReadLimit":64,' "e810 IRD/ORD"
+    SOFTNDK_PROFILE=chelsio-t6 timeout 30 "$NDKINFO" --json >"$work/json" 2>"$work/err" ||
+        fail "chelsio-t6: exit $?"
+    expect_line "$work/json" '"FRMRPageCount":128,' "t6 FRMR pages"
+    expect_line "$work/json" '"MaxReceiveRequestSge":4,' "t6 receive SGEs"
+    SOFTNDK_PROFILE=intel-e810 SOFTNDK_LIMITS=MaxReceiveRequestSge=5 SOFTNDK_RNR_WAIT_MS=250 \
+        timeout 30 "$NDKINFO" --json >"$work/json" 2>"$work/err" || fail "override: exit $?"
+    expect_line "$work/json" '"Profile":"intel-e810","RnrWaitMs":250,' "explicit RnrWaitMs wins"
+    expect_line "$work/json" '"MaxInitiatorRequestSge":13,"MaxReceiveRequestSge":5,' "explicit limit wins"
+    SOFTNDK_PROFILE=bogus timeout 30 "$NDKINFO" >"$work/out" 2>"$work/err"; st=$?
+    [ $st -eq 1 ] || fail "an unknown profile: exit $st, want 1"
+    expect_line "$work/err" "SOFTNDK_PROFILE='bogus': not a profile \\(iwarp, roce, intel-e810, chelsio-t6\\)" "unknown profile named"
+    ;;
 send_lat)
     timeout 90 "$NDKPERF" --loopback send_lat -n 200 --timeout 60 >"$work/out" 2>"$work/err"; st=$?
     skip_if_unsupported $st "$work/err"

@@ -122,13 +122,22 @@ int main(int argc, char **argv)
         {"MaxCalleeData", info.MaxCalleeData},
         {"AdapterFlags", info.AdapterFlags},
     };
+    SOFTNDK_SEMANTICS sem = {.Size = sizeof sem};
+    st = SoftNdkQuerySemantics(adapter, &sem);
+    if (st != STATUS_SUCCESS) {
+        fprintf(stderr, "ndkinfo: SoftNdkQuerySemantics: %s\n", SoftNdkStatusName(st));
+        SoftNdkCloseAdapter(adapter);
+        return 1;
+    }
     const char *tech = info.RdmaTechnology == NdkiWarp ? "iWARP" : "other";
+    const char *wc = sem.WriteCompletion == SoftNdkWriteCompletionPlaced ? "placed" : "handed";
     size_t nrows = sizeof rows / sizeof rows[0];
     if (json) {
         printf("{\"provider\":\"softndk %s\",\"interface\":\"%s\",\"ifindex\":%u,"
-               "\"version\":\"%u.%u\",\"RdmaTechnology\":\"%s\"",
+               "\"version\":\"%u.%u\",\"RdmaTechnology\":\"%s\",\"Profile\":\"%s\","
+               "\"RnrWaitMs\":%u,\"WriteCompletion\":\"%s\"",
                SoftNdkVersionString(), ifname, ifindex, info.Version.Major, info.Version.Minor,
-               tech);
+               tech, sem.Profile, sem.RnrWaitMs, wc);
         for (size_t i = 0; i < nrows; i++)
             printf(",\"%s\":%llu", rows[i].name, rows[i].value);
         printf(",\"flags\":[");
@@ -145,6 +154,9 @@ int main(int argc, char **argv)
         printf(" %-28s %u.%u (asked %u.%u)\n", "Version", info.Version.Major, info.Version.Minor,
                version.Major, version.Minor);
         printf(" %-28s %s\n", "RdmaTechnology", tech);
+        printf(" %-28s %s (%s)\n", "Profile", sem.Profile, sem.Family);
+        printf(" %-28s %u\n", "RnrWaitMs", sem.RnrWaitMs);
+        printf(" %-28s %s\n", "WriteCompletion", wc);
         for (size_t i = 0; i < nrows; i++) {
             if (strcmp(rows[i].name, "AdapterFlags") == 0 || strcmp(rows[i].name, "DeviceId") == 0)
                 printf(" %-28s 0x%llx\n", rows[i].name, rows[i].value);
