@@ -370,7 +370,7 @@ static void deliver_fn(struct sndk_work *w)
             c->req_cb = NULL;
             pthread_mutex_unlock(&c->lock);
             if (cb)
-                cb(ctx, st);
+                SNDK_CALLBACK(&c->base, SNDK_CB_REQUEST_COMPLETION, ctx, cb(ctx, st));
             pthread_mutex_lock(&c->lock);
             continue;
         }
@@ -380,7 +380,8 @@ static void deliver_fn(struct sndk_work *w)
             pthread_mutex_unlock(&c->lock);
             /* From here the consumer owns the connector (it must close it). */
             if (sndk_listener_accepting(l))
-                l->connect_cb(l->connect_ctx, &c->base.pub.connector);
+                SNDK_CALLBACK(&l->base, SNDK_CB_CONNECT_EVENT, l->connect_ctx,
+                              l->connect_cb(l->connect_ctx, &c->base.pub.connector));
             else
                 reject_incoming(c);
             pthread_mutex_lock(&c->lock);
@@ -394,12 +395,9 @@ static void deliver_fn(struct sndk_work *w)
             ULONG reason = c->disc_reason;
             bool closing = sndk_obj_closing(&c->base);
             pthread_mutex_unlock(&c->lock);
-            if (!closing) {
-                if (cb_ex)
-                    cb_ex(ctx, reason);
-                else if (cb)
-                    cb(ctx);
-            }
+            if (!closing && (cb_ex || cb))
+                SNDK_CALLBACK(&c->base, SNDK_CB_DISCONNECT_EVENT, ctx,
+                              cb_ex ? cb_ex(ctx, reason) : cb(ctx));
             pthread_mutex_lock(&c->lock);
             continue;
         }
@@ -1253,8 +1251,12 @@ static NTSTATUS io_start_locked(struct sndk_connector *c, uint32_t events)
 static NTSTATUS claim_qp(struct sndk_connector *c, NDK_QP *pub, struct sndk_qp **out)
 {
     struct sndk_obj *o = sndk_obj_check(pub, NdkObjectTypeQp);
-    if (!o || !sndk_obj_usable(o, c->base.adapter))
+    if (!o || !sndk_obj_usable(o, c->base.adapter)) {
+        if (sndk_verify_on(c->base.adapter))
+            sndk_verify_bad_handle(&c->base, "NdkConnect/NdkAccept", "the QP", pub,
+                                   NdkObjectTypeQp);
         return STATUS_INVALID_PARAMETER;
+    }
     struct sndk_qp *qp = sndk_container_of(o, struct sndk_qp, base);
     /* [DISC-5]: a QP that served a connection is never reused; refuse it before any packet
      * goes out rather than after the peer accepted. */
@@ -1444,6 +1446,10 @@ static NTSTATUS connector_connect_se(NDK_CONNECTOR *pub, NDK_QP *qp, NDK_SHARED_
 {
     struct sndk_connector *c = connector_from(pub);
     struct sndk_shared_endpoint *se = sndk_shared_endpoint_from(sepub);
+    if (c && (!se || !sndk_obj_usable(&se->base, c->base.adapter)) &&
+        sndk_verify_on(c->base.adapter))
+        sndk_verify_bad_handle(&c->base, "NdkConnectWithSharedEndpoint", "the shared endpoint",
+                               sepub, NdkObjectTypeSharedEndpoint);
     if (!c || !qp || !se || !dst || !cb || !sndk_obj_usable(&se->base, c->base.adapter))
         return STATUS_INVALID_PARAMETER;
     return start_connect(c, qp, NULL, 0, se, dst, dstlen, ird, ord, pd, pdlen, cb, ctx);

@@ -508,6 +508,15 @@ NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *given, struct sndk_config *c
         }
         cfg->verify = mode;
     }
+    cfg->verify_callback_us = SNDK_DEFAULT_VERIFY_CALLBACK_MS * 1000u;
+    if ((v = env("SOFTNDK_VERIFY_CALLBACK_MS"))) {
+        if (!parse_u64(v, strlen(v), &n) || n == 0 || n > SNDK_MAX_VERIFY_CALLBACK_MS) {
+            snprintf(err, errlen, "SOFTNDK_VERIFY_CALLBACK_MS='%s': must be 1-%d (ms)", v,
+                     SNDK_MAX_VERIFY_CALLBACK_MS);
+            return STATUS_INVALID_PARAMETER;
+        }
+        cfg->verify_callback_us = (unsigned)n * 1000u;
+    }
 
     /* Fault injection: parsed last, so that nothing after it can fail and leak the rules. */
     const char *faults = opt->Faults ? opt->Faults : env("SOFTNDK_FAULTS");

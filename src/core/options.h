@@ -19,6 +19,8 @@
 #define SNDK_MAX_HANDSHAKE_LIMIT        65536
 #define SNDK_MAX_TIMEOUT_MS       3600000
 #define SNDK_OBS_PATH_MAX         512
+#define SNDK_DEFAULT_VERIFY_CALLBACK_MS 5
+#define SNDK_MAX_VERIFY_CALLBACK_MS     60000
 
 struct sndk_faults;
 
@@ -27,6 +29,7 @@ struct sndk_config {
     bool crc;              /* ask for CRC */
     bool source_check;     /* SourceCheck: re-checksum consumer sources after sending */
     SOFTNDK_VERIFY_MODE verify; /* Off, Warn or Strict (never Default): docs/verifier.md */
+    unsigned verify_callback_us; /* SOFTNDK_VERIFY_CALLBACK_MS: a longer callback is reported */
     uint16_t port_low, port_high;
     unsigned threads;
     unsigned spin_us;

@@ -1,6 +1,7 @@
 /* Shared receive queue (docs/ndk-rules.md#srq). */
 #include "core/srq.h"
 #include "core/faults.h"
+#include "core/verify.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +66,8 @@ static void srq_notify_work(struct sndk_work *w)
         if (sndk_obj_closing(&srq->base))
             break;
         sndk_mutex_unlock(&srq->lock);
-        srq->notify_cb(srq->notify_ctx, STATUS_SUCCESS);
+        SNDK_CALLBACK(&srq->base, SNDK_CB_SRQ_NOTIFICATION, srq->notify_ctx,
+                      srq->notify_cb(srq->notify_ctx, STATUS_SUCCESS));
         sndk_mutex_lock(&srq->lock);
     }
     srq->notify_due = false;
