@@ -1428,13 +1428,21 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
     return STATUS_PENDING;
 }
 
+/* A QP argument at all (NULL is refused); the verifier names a NULL one (handle_invalid). */
+static bool qp_given(struct sndk_connector *c, NDK_QP *qp, const char *call)
+{
+    if (!qp && sndk_verify_on(c->base.adapter))
+        sndk_verify_bad_handle(&c->base, call, "the QP", NULL, NdkObjectTypeQp);
+    return qp != NULL;
+}
+
 static NTSTATUS connector_connect(NDK_CONNECTOR *pub, NDK_QP *qp, const struct sockaddr *src,
                                   ULONG srclen, const struct sockaddr *dst, ULONG dstlen, ULONG ird,
                                   ULONG ord, const void *pd, ULONG pdlen,
                                   NDK_FN_REQUEST_COMPLETION cb, PVOID ctx)
 {
     struct sndk_connector *c = connector_from(pub);
-    if (!c || !qp || !src || !dst || !cb)
+    if (!c || !qp_given(c, qp, "NdkConnect") || !src || !dst || !cb)
         return STATUS_INVALID_PARAMETER;
     return start_connect(c, qp, src, srclen, NULL, dst, dstlen, ird, ord, pd, pdlen, cb, ctx);
 }
@@ -1450,7 +1458,8 @@ static NTSTATUS connector_connect_se(NDK_CONNECTOR *pub, NDK_QP *qp, NDK_SHARED_
         sndk_verify_on(c->base.adapter))
         sndk_verify_bad_handle(&c->base, "NdkConnectWithSharedEndpoint", "the shared endpoint",
                                sepub, NdkObjectTypeSharedEndpoint);
-    if (!c || !qp || !se || !dst || !cb || !sndk_obj_usable(&se->base, c->base.adapter))
+    if (!c || !qp_given(c, qp, "NdkConnectWithSharedEndpoint") || !se || !dst || !cb ||
+        !sndk_obj_usable(&se->base, c->base.adapter))
         return STATUS_INVALID_PARAMETER;
     return start_connect(c, qp, NULL, 0, se, dst, dstlen, ird, ord, pd, pdlen, cb, ctx);
 }
@@ -1582,7 +1591,7 @@ static NTSTATUS connector_accept(NDK_CONNECTOR *pub, NDK_QP *qp, ULONG ird, ULON
                                  PVOID evctx, NDK_FN_REQUEST_COMPLETION cb, PVOID ctx)
 {
     struct sndk_connector *c = connector_from(pub);
-    if (!c || !qp || !cb)
+    if (!c || !qp_given(c, qp, "NdkAccept") || !cb)
         return STATUS_INVALID_PARAMETER;
     return accept_common(c, qp, ird, ord, pd, pdlen, ev, NULL, evctx, cb, ctx);
 }
@@ -1593,7 +1602,7 @@ static NTSTATUS connector_accept_ex(NDK_CONNECTOR *pub, NDK_QP *qp, ULONG ird, U
                                     NDK_FN_REQUEST_COMPLETION cb, PVOID ctx)
 {
     struct sndk_connector *c = connector_from(pub);
-    if (!c || !qp || !cb)
+    if (!c || !qp_given(c, qp, "NdkAcceptEx") || !cb)
         return STATUS_INVALID_PARAMETER;
     return accept_common(c, qp, ird, ord, pd, pdlen, NULL, ev, evctx, cb, ctx);
 }

@@ -57,11 +57,12 @@ void sndk_verify_summary(struct sndk_adapter *a);
 /* ---- Consumer callbacks (callback_slow, callback_call) -------------------------------------
  * Every place softndk calls a consumer callback goes through SNDK_CALLBACK, which (verifier on)
  * marks the thread as "inside callback `kind` of object o" for the call's duration and, when
- * the callback returns, reports it if it ran longer than SOFTNDK_VERIFY_CALLBACK_MS (default
- * 5 ms) AND either was on the CPU that long or waited (the thread gave up the CPU of its own
- * accord: a sleep, a contended lock, a blocking system call) without being preempted. A
- * callback that was preempted on a busy machine is reported only for its CPU time, so a loaded
- * machine gives no false report. Off, it costs one predicted branch. */
+ * the callback returns, reports it if its own time passed SOFTNDK_VERIFY_CALLBACK_MS (default
+ * 5 ms): the time it took less the time its thread was runnable but got no CPU (the
+ * scheduler's statistics), that is what it computed and waited (a sleep, a contended lock, a
+ * blocking system call). A loaded machine gives no false report. Where the kernel keeps no
+ * such statistics, a callback preempted meanwhile is judged by its CPU time alone. Off, it
+ * costs one predicted branch. */
 enum sndk_callback_kind {
     SNDK_CB_CQ_NOTIFICATION,
     SNDK_CB_SRQ_NOTIFICATION,
@@ -80,6 +81,8 @@ struct sndk_callback_scope {
     uint64_t start_cpu_ns;
     long start_waits;    /* voluntary context switches of the thread at the start */
     long start_preempts; /* involuntary ones */
+    uint64_t start_run_delay_ns; /* time it waited for a CPU so far, when have_run_delay */
+    bool have_run_delay;
     struct sndk_callback_scope *outer;
 };
 
