@@ -79,8 +79,8 @@ struct sndk_callback_scope {
     enum sndk_callback_kind kind;
     uint64_t start_ns;
     uint64_t start_cpu_ns;
-    long start_waits;    /* voluntary context switches of the thread at the start */
-    long start_preempts; /* involuntary ones */
+    long start_waits;            /* voluntary context switches of the thread at the start */
+    long start_preempts;         /* involuntary ones */
     uint64_t start_run_delay_ns; /* time it waited for a CPU so far, when have_run_delay */
     bool have_run_delay;
     struct sndk_callback_scope *outer;
