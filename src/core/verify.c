@@ -7,7 +7,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -252,16 +251,25 @@ static bool run_delay_ns(uint64_t *out)
     return true;
 }
 
-/* The thread's context switches so far: voluntary (it waited) and involuntary (preempted). */
-static void thread_switches(long *waits, long *preempts)
+/* The thread's scheduler figures at one instant: its CPU time and its run delay. Reading them
+ * costs system calls, so a callback does not read them at its start: each thread keeps the
+ * last sample, renewed at a callback's start once it is older than SNDK_SAMPLE_NS. Measured from
+ * a sample taken up to that long before the callback, the run delay and CPU time include up to
+ * that much from before it: subtracting that bound keeps every figure a lower bound of the
+ * callback's own, so a report is never false (a callback within SNDK_SAMPLE_NS of the threshold
+ * may go unreported). */
+#define SNDK_SAMPLE_NS 1000000u
+struct sched_sample {
+    uint64_t at_ns, cpu_ns, run_delay_ns;
+    bool have_run_delay;
+};
+static _Thread_local struct sched_sample tls_sample;
+
+static void sched_sample(struct sched_sample *out, uint64_t now)
 {
-    struct rusage ru;
-    if (getrusage(RUSAGE_THREAD, &ru) != 0) {
-        *waits = *preempts = 0;
-        return;
-    }
-    *waits = ru.ru_nvcsw;
-    *preempts = ru.ru_nivcsw;
+    out->at_ns = now;
+    out->cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    out->have_run_delay = run_delay_ns(&out->run_delay_ns);
 }
 
 void sndk_callback_enter_verified(struct sndk_callback_scope *s, struct sndk_obj *o,
@@ -271,44 +279,43 @@ void sndk_callback_enter_verified(struct sndk_callback_scope *s, struct sndk_obj
     s->ctx = ctx;
     s->kind = kind;
     s->outer = tls_callback;
-    s->have_run_delay = run_delay_ns(&s->start_run_delay_ns);
-    thread_switches(&s->start_waits, &s->start_preempts);
-    s->start_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     s->start_ns = clock_ns(CLOCK_MONOTONIC);
+    if (s->start_ns - tls_sample.at_ns > SNDK_SAMPLE_NS)
+        sched_sample(&tls_sample, s->start_ns);
     tls_callback = s;
 }
 
 void sndk_callback_leave_verified(struct sndk_callback_scope *s)
 {
-    uint64_t wall = clock_ns(CLOCK_MONOTONIC) - s->start_ns;
+    uint64_t end = clock_ns(CLOCK_MONOTONIC);
+    uint64_t wall = end - s->start_ns;
     tls_callback = s->outer;
     struct sndk_obj *o = s->obj;
     uint64_t limit = (uint64_t)o->adapter->cfg.verify_callback_us * 1000u;
     if (wall <= limit)
-        return;
+        return; /* the common case: no system call */
     /* Long by the clock: the callback's doing (it computed, or it waited: slept, blocked on a
-     * lock or a system call) or the machine's (it was runnable and got no CPU)? Only the
-     * callback's own time counts, so a loaded machine gives no false report. */
-    uint64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID) - s->start_cpu_ns;
-    long waits, preempts;
-    thread_switches(&waits, &preempts);
-    waits -= s->start_waits;
-    preempts -= s->start_preempts;
-    uint64_t rd_end, own = wall;
-    if (s->have_run_delay && run_delay_ns(&rd_end)) {
-        uint64_t delayed = rd_end - s->start_run_delay_ns;
+     * lock or a system call) or the machine's (its thread was runnable and got no CPU)? Only
+     * the callback's own time counts, so a loaded machine gives no false report. */
+    struct sched_sample start = tls_sample, now;
+    sched_sample(&now, end);
+    uint64_t before = s->start_ns - start.at_ns; /* sampled this long before the callback */
+    uint64_t cpu = now.cpu_ns - start.cpu_ns;
+    cpu = cpu > before ? cpu - before : 0;
+    uint64_t own = cpu; /* without the scheduler's statistics: the CPU time alone */
+    if (start.have_run_delay && now.have_run_delay) {
+        uint64_t delayed = now.run_delay_ns - start.run_delay_ns;
         own = delayed < wall ? wall - delayed : 0;
-        if (own <= limit)
-            return;
-    } else if (cpu <= limit && (waits <= 0 || preempts > 0)) {
-        return; /* no scheduler statistics: a preempted callback is judged by its CPU time */
+        own = own > before ? own - before : 0;
     }
+    tls_sample = now;
+    if (own <= limit)
+        return;
     char how[96];
     if (cpu > limit)
         snprintf(how, sizeof how, "it ran %.1f ms on the CPU", (double)cpu / 1e6);
     else
-        snprintf(how, sizeof how, "it waited %.1f ms (%ld voluntary context switch(es))",
-                 (double)(own > cpu ? own - cpu : 0) / 1e6, waits);
+        snprintf(how, sizeof how, "it waited %.1f ms", (double)(own - cpu) / 1e6);
     sndk_verify_report(o, SoftNdkVerifyCallbackSlow, s->ctx,
                        "the %s took %.1f ms (threshold %u ms, SOFTNDK_VERIFY_CALLBACK_MS) and %s: "
                        "callbacks run at DISPATCH_LEVEL on Windows and must not block; hand long "

@@ -61,8 +61,9 @@ void sndk_verify_summary(struct sndk_adapter *a);
  * 5 ms): the time it took less the time its thread was runnable but got no CPU (the
  * scheduler's statistics), that is what it computed and waited (a sleep, a contended lock, a
  * blocking system call). A loaded machine gives no false report. Where the kernel keeps no
- * such statistics, a callback preempted meanwhile is judged by its CPU time alone. Off, it
- * costs one predicted branch. */
+ * such statistics, a callback is judged by its CPU time alone. Off, it costs one predicted
+ * branch; on, two clock reads per callback and the scheduler's figures about once a
+ * millisecond per thread (verify.c). */
 enum sndk_callback_kind {
     SNDK_CB_CQ_NOTIFICATION,
     SNDK_CB_SRQ_NOTIFICATION,
@@ -78,11 +79,6 @@ struct sndk_callback_scope {
     const void *ctx;      /* the callback's context argument (the RequestContext for requests) */
     enum sndk_callback_kind kind;
     uint64_t start_ns;
-    uint64_t start_cpu_ns;
-    long start_waits;            /* voluntary context switches of the thread at the start */
-    long start_preempts;         /* involuntary ones */
-    uint64_t start_run_delay_ns; /* time it waited for a CPU so far, when have_run_delay */
-    bool have_run_delay;
     struct sndk_callback_scope *outer;
 };
 

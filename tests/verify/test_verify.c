@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../faults/fcommon.h"
 #include "harness.h"
@@ -560,4 +561,72 @@ TEST(clean_consumer_gets_no_report)
     /* the log level is the process's: the third adapter's summary shows too */
     CHECK_EQ_U64(fx_count_lines(log, "verify: adapter", "closes with no violation", NULL), 3);
     free(log);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Every report reaches the trace as verify.<rule> with its RequestContext, and the summary at
+ * close names the rule (here one of the callback rules; every rule goes through the same
+ * sndk_verify_report, the ndkstat lines are the counters' by the same table). */
+
+TEST(report_reaches_trace_counter_and_summary)
+{
+    char path[] = "/tmp/softndk-verify-trace-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    struct cb_rig *r = calloc(1, sizeof *r);
+    memset(r, 0, sizeof *r);
+    SOFTNDK_OPTIONS o;
+    fx_options(&o, NULL);
+    o.Verify = SoftNdkVerifyWarn;
+    o.TraceFile = path;
+    /* rig_open with these options: the adapter first, the rest as rig_open does */
+    harness_event_init(&r->done);
+    harness_event_init(&r->cq_closed);
+    r->body = query_inside;
+    r->a = fx_open_with(&o);
+    CHECK_STATUS(r->a->Dispatch->NdkCreatePd(r->a, ndk_create_never, NULL, &r->pd),
+                 STATUS_SUCCESS);
+    CHECK_STATUS(r->a->Dispatch->NdkCreateCq(r->a, 64, rig_notify, r, NULL, ndk_create_never, NULL,
+                                             &r->cq),
+                 STATUS_SUCCESS);
+    CHECK_STATUS(r->pd->Dispatch->NdkCreateQp(r->pd, r->cq, r->cq, NULL, 8, 8, 1, 1, 0,
+                                              ndk_create_never, NULL, &r->qp),
+                 STATUS_SUCCESS);
+    CHECK_STATUS(r->pd->Dispatch->NdkCreateMr(r->pd, FALSE, ndk_create_never, NULL, &r->mr),
+                 STATUS_SUCCESS);
+    MDL mdl;
+    MmInitializeMdl(&mdl, r->buf, sizeof r->buf);
+    CHECK_STATUS(r->mr->Dispatch->NdkRegisterMr(r->mr, &mdl, sizeof r->buf,
+                                                NDK_MR_FLAG_ALLOW_LOCAL_WRITE, ndk_request_never,
+                                                NULL),
+                 STATUS_SUCCESS);
+    rig_fire(r);
+    SOFTNDK_COUNTERS c;
+    fx_counters(r->a, &c);
+    CHECK_EQ_U64(c.VerifyViolations[SoftNdkVerifyCallbackCall], 1);
+    char ctx[32];
+    snprintf(ctx, sizeof ctx, "\"request_context\":\"%p\"", (void *)r);
+    rig_close(r);
+    free(r);
+    char *log = fx_capture_end(&cap);
+    CHECK_EQ_U64(fx_count_lines(log, "closes with 1 violation(s): callback_call=1", NULL), 1);
+    free(log);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    char line[2048];
+    unsigned events = 0, summaries = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strstr(line, "\"ev\":\"verify.callback_call\"") && strstr(line, ctx) &&
+            strstr(line, "\"ids\":\"CLOSE-9, ASYNC-1\""))
+            events++;
+        if (strstr(line, "\"ev\":\"verify.summary\"") && strstr(line, "\"violations\":1"))
+            summaries++;
+    }
+    fclose(f);
+    unlink(path);
+    CHECK_EQ_U64(events, 1);
+    CHECK_EQ_U64(summaries, 1);
 }
