@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -251,26 +252,31 @@ static bool run_delay_ns(uint64_t *out)
     return true;
 }
 
-/* The thread's scheduler figures at one instant: its CPU time and its run delay. Reading them
- * costs system calls, so a callback does not read them at its start: each thread keeps the
- * last sample, renewed at a callback's start once it is older than SNDK_SAMPLE_NS. Measured from
- * a sample taken up to that long before the callback, the run delay and CPU time include up to
- * that much from before it: subtracting that bound keeps every figure a lower bound of the
- * callback's own, so a report is never false (a callback within SNDK_SAMPLE_NS of the threshold
- * may go unreported). */
-#define SNDK_SAMPLE_NS 1000000u
-struct sched_sample {
-    uint64_t at_ns, cpu_ns, run_delay_ns;
-    bool have_run_delay;
-};
-static _Thread_local struct sched_sample tls_sample;
-
-static void sched_sample(struct sched_sample *out, uint64_t now)
+/* The thread's CPU time and voluntary context switches (it gave up the CPU: it waited), by one
+ * getrusage. */
+static void thread_usage(uint64_t *cpu_ns, long *waits)
 {
-    out->at_ns = now;
-    out->cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-    out->have_run_delay = run_delay_ns(&out->run_delay_ns);
+    struct rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru) != 0) {
+        *cpu_ns = 0;
+        *waits = 0;
+        return;
+    }
+    *cpu_ns = ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000u +
+              ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000u;
+    *waits = ru.ru_nvcsw;
 }
+
+/* The run delay is read from a per-thread sample renewed at a callback's start once it is older
+ * than SNDK_SAMPLE_NS (reading it costs a pread); measured from a sample up to that old, it may
+ * include delay from before the callback, which only makes the callback's own time a lower
+ * bound. */
+#define SNDK_SAMPLE_NS 1000000u
+struct delay_sample {
+    uint64_t at_ns, run_delay_ns;
+    bool have;
+};
+static _Thread_local struct delay_sample tls_delay;
 
 void sndk_callback_enter_verified(struct sndk_callback_scope *s, struct sndk_obj *o,
                                   enum sndk_callback_kind kind, const void *ctx)
@@ -279,9 +285,12 @@ void sndk_callback_enter_verified(struct sndk_callback_scope *s, struct sndk_obj
     s->ctx = ctx;
     s->kind = kind;
     s->outer = tls_callback;
+    thread_usage(&s->start_cpu_ns, &s->start_waits);
     s->start_ns = clock_ns(CLOCK_MONOTONIC);
-    if (s->start_ns - tls_sample.at_ns > SNDK_SAMPLE_NS)
-        sched_sample(&tls_sample, s->start_ns);
+    if (s->start_ns - tls_delay.at_ns > SNDK_SAMPLE_NS) {
+        tls_delay.at_ns = s->start_ns;
+        tls_delay.have = run_delay_ns(&tls_delay.run_delay_ns);
+    }
     tls_callback = s;
 }
 
@@ -293,29 +302,29 @@ void sndk_callback_leave_verified(struct sndk_callback_scope *s)
     struct sndk_obj *o = s->obj;
     uint64_t limit = (uint64_t)o->adapter->cfg.verify_callback_us * 1000u;
     if (wall <= limit)
-        return; /* the common case: no system call */
-    /* Long by the clock: the callback's doing (it computed, or it waited: slept, blocked on a
-     * lock or a system call) or the machine's (its thread was runnable and got no CPU)? Only
-     * the callback's own time counts, so a loaded machine gives no false report. */
-    struct sched_sample start = tls_sample, now;
-    sched_sample(&now, end);
-    uint64_t before = s->start_ns - start.at_ns; /* sampled this long before the callback */
-    uint64_t cpu = now.cpu_ns - start.cpu_ns;
-    cpu = cpu > before ? cpu - before : 0;
-    uint64_t own = cpu; /* without the scheduler's statistics: the CPU time alone */
-    if (start.have_run_delay && now.have_run_delay) {
-        uint64_t delayed = now.run_delay_ns - start.run_delay_ns;
+        return; /* the common case */
+    /* Long by the clock: the callback's doing, or the machine's? It is the callback's when it
+     * was on the CPU that long, or when it waited (gave up the CPU of its own accord: a sleep,
+     * a contended lock, a blocking system call) and its time less the time its thread was
+     * runnable without a CPU still passes the threshold. A callback that was only preempted,
+     * or whose virtual CPU the host took away, made no voluntary switch: not reported. */
+    uint64_t cpu;
+    long waits;
+    thread_usage(&cpu, &waits);
+    cpu -= s->start_cpu_ns;
+    waits -= s->start_waits;
+    uint64_t own = wall, rd;
+    if (tls_delay.have && tls_delay.at_ns <= s->start_ns && run_delay_ns(&rd)) {
+        uint64_t delayed = rd - tls_delay.run_delay_ns;
         own = delayed < wall ? wall - delayed : 0;
-        own = own > before ? own - before : 0;
     }
-    tls_sample = now;
-    if (own <= limit)
-        return;
     char how[96];
     if (cpu > limit)
         snprintf(how, sizeof how, "it ran %.1f ms on the CPU", (double)cpu / 1e6);
+    else if (waits > 0 && own > limit)
+        snprintf(how, sizeof how, "it waited (%ld voluntary context switch(es))", waits);
     else
-        snprintf(how, sizeof how, "it waited %.1f ms", (double)(own - cpu) / 1e6);
+        return;
     sndk_verify_report(o, SoftNdkVerifyCallbackSlow, s->ctx,
                        "the %s took %.1f ms (threshold %u ms, SOFTNDK_VERIFY_CALLBACK_MS) and %s: "
                        "callbacks run at DISPATCH_LEVEL on Windows and must not block; hand long "

@@ -57,13 +57,12 @@ void sndk_verify_summary(struct sndk_adapter *a);
 /* ---- Consumer callbacks (callback_slow, callback_call) -------------------------------------
  * Every place softndk calls a consumer callback goes through SNDK_CALLBACK, which (verifier on)
  * marks the thread as "inside callback `kind` of object o" for the call's duration and, when
- * the callback returns, reports it if its own time passed SOFTNDK_VERIFY_CALLBACK_MS (default
- * 5 ms): the time it took less the time its thread was runnable but got no CPU (the
- * scheduler's statistics), that is what it computed and waited (a sleep, a contended lock, a
- * blocking system call). A loaded machine gives no false report. Where the kernel keeps no
- * such statistics, a callback is judged by its CPU time alone. Off, it costs one predicted
- * branch; on, two clock reads per callback and the scheduler's figures about once a
- * millisecond per thread (verify.c). */
+ * the callback returns, reports it if it took longer than SOFTNDK_VERIFY_CALLBACK_MS (default
+ * 5 ms) and it was the callback's doing: it was on the CPU that long, or it waited (a
+ * voluntary context switch: a sleep, a contended lock, a blocking system call) and its time
+ * less the time its thread was runnable without a CPU still passes the threshold. A callback
+ * that was only preempted, or whose virtual CPU the host took away, is not reported. Off, it
+ * costs one predicted branch; on, a clock read and a getrusage per callback (verify.c). */
 enum sndk_callback_kind {
     SNDK_CB_CQ_NOTIFICATION,
     SNDK_CB_SRQ_NOTIFICATION,
@@ -79,6 +78,8 @@ struct sndk_callback_scope {
     const void *ctx;      /* the callback's context argument (the RequestContext for requests) */
     enum sndk_callback_kind kind;
     uint64_t start_ns;
+    uint64_t start_cpu_ns; /* the thread's CPU time at the start */
+    long start_waits;      /* its voluntary context switches */
     struct sndk_callback_scope *outer;
 };
 
