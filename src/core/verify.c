@@ -213,6 +213,7 @@ static uint64_t clock_ns(clockid_t id)
  * duration. The file stays open per thread (closed at thread exit). false where the kernel
  * does not keep them. */
 static pthread_key_t sched_key;
+static bool sched_key_ok;
 static pthread_once_t sched_once = PTHREAD_ONCE_INIT;
 static _Thread_local int tls_sched_fd = -2; /* -2: not tried, -1: not available */
 
@@ -223,8 +224,7 @@ static void sched_fd_close(void *p)
 
 static void sched_key_create(void)
 {
-    if (pthread_key_create(&sched_key, sched_fd_close) != 0)
-        sched_key = 0;
+    sched_key_ok = pthread_key_create(&sched_key, sched_fd_close) == 0;
 }
 
 static bool run_delay_ns(uint64_t *out)
@@ -233,7 +233,8 @@ static bool run_delay_ns(uint64_t *out)
         tls_sched_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
         pthread_once(&sched_once, sched_key_create);
         if (tls_sched_fd >= 0 &&
-            pthread_setspecific(sched_key, (void *)(intptr_t)(tls_sched_fd + 1))) {
+            (!sched_key_ok ||
+             pthread_setspecific(sched_key, (void *)(intptr_t)(tls_sched_fd + 1)) != 0)) {
             close(tls_sched_fd);
             tls_sched_fd = -1;
         }
