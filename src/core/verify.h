@@ -22,7 +22,12 @@ struct sndk_verify_rule_info {
     const char *ref;   /* Microsoft's page(s) by title, and section */
 };
 
-/* The rule table, by SOFTNDK_VERIFY_RULE. */
+/* The rule table, by SOFTNDK_VERIFY_RULE. A new rule is three lines: a SoftNdkVerify... value
+ * before SoftNdkVerifyRuleCount (include/ndk/softndk.h, at most SOFTNDK_VERIFY_RULE_SLOTS), its
+ * row here (name, rule IDs, title, Microsoft's page), and at the place that sees the mistake
+ *     if (sndk_verify_on(o->adapter))
+ *         sndk_verify_report(o, SoftNdkVerifyNewRule, request_context, "what happened", ...);
+ * The log line, trace event, counter, ndkstat line and summary follow from the table. */
 extern const struct sndk_verify_rule_info sndk_verify_rules[SoftNdkVerifyRuleCount];
 
 static inline bool sndk_verify_on(const struct sndk_adapter *a)
