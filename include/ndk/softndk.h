@@ -64,7 +64,11 @@ typedef enum _SOFTNDK_VERIFY_RULE {
     SoftNdkVerifyFastRegisterValid = 6,     /* MEM-6, MEM-7 */
     SoftNdkVerifyCqConcurrent = 7,          /* CQ-3 */
     SoftNdkVerifySourceModified = 8,        /* POST-7 */
-    SoftNdkVerifyRuleCount = 9,
+    SoftNdkVerifyCallbackSlow = 9,          /* ASYNC-3 */
+    SoftNdkVerifyCallbackCall = 10,         /* CLOSE-9, ASYNC-1: a call callbacks may not make */
+    SoftNdkVerifyHandleInvalid = 11,        /* OBJ-6, LIFE-1: not a live object of this adapter */
+    SoftNdkVerifyUseAfterClose = 12,        /* CLOSE-2 */
+    SoftNdkVerifyRuleCount = 13,
 } SOFTNDK_VERIFY_RULE;
 #define SOFTNDK_VERIFY_RULE_SLOTS 16 /* VerifyViolations has room for rules to come */
 

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -266,7 +267,7 @@ struct setting {
     const char *field; /* the SOFTNDK_OPTIONS field */
     const char *var;   /* its SOFTNDK_* variable */
     enum setting_kind kind;
-    size_t opt_off; /* a 4-byte field of SOFTNDK_OPTIONS */
+    size_t opt_off; /* a 4-byte field of SOFTNDK_OPTIONS, or NO_OPTION: a variable alone */
     size_t cfg_off;
     size_t cfg_size; /* 1 (bool) or 4 (unsigned, enum) */
     unsigned dflt;
@@ -277,6 +278,8 @@ struct setting {
     const char *const *names; /* SET_NAMES */
     int names_n, names_base;
 };
+
+#define NO_OPTION SIZE_MAX
 
 static const char *const log_names[] = {"error", "warn", "info", "debug"};
 static const char *const verify_names[] = {"off", "warn", "strict"};
@@ -360,6 +363,15 @@ static const struct setting settings[] = {
      .names = write_completion_names,
      .names_n = 2,
      .names_base = SoftNdkWriteCompletionHanded},
+    {.field = "VerifyCallbackMs",
+     .var = "SOFTNDK_VERIFY_CALLBACK_MS",
+     .kind = SET_UINT,
+     .opt_off = NO_OPTION,
+     CFG(verify_callback_ms),
+     .dflt = SNDK_DEFAULT_VERIFY_CALLBACK_MS,
+     .lo = 1,
+     .hi = SNDK_MAX_VERIFY_CALLBACK_MS,
+     .unit = " (ms)"},
 };
 #undef UINT
 #undef OPT
@@ -392,8 +404,9 @@ static bool resolve_setting(const struct setting *s, const SOFTNDK_OPTIONS *opt,
                             const struct sndk_profile *pr, struct sndk_config *cfg, char *err,
                             size_t errlen)
 {
-    uint32_t given;
-    memcpy(&given, (const char *)opt + s->opt_off, 4);
+    uint32_t given = 0;
+    if (s->opt_off != NO_OPTION)
+        memcpy(&given, (const char *)opt + s->opt_off, 4);
     const char *v = given ? NULL : env(s->var);
     unsigned out = setting_default(s, pr);
     uint64_t n;

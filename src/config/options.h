@@ -19,6 +19,8 @@
 #define SNDK_MAX_HANDSHAKE_LIMIT        65536
 #define SNDK_MAX_TIMEOUT_MS       3600000
 #define SNDK_OBS_PATH_MAX         512
+#define SNDK_DEFAULT_VERIFY_CALLBACK_MS 5
+#define SNDK_MAX_VERIFY_CALLBACK_MS     60000
 
 struct sndk_faults;
 
@@ -31,6 +33,7 @@ struct sndk_config {
     unsigned write_completion;  /* SOFTNDK_WRITE_COMPLETION: Handed or Placed */
     unsigned rnr_wait_ms;       /* receiver not ready: how long a Send waits for a receive; 0 = it
                                    does not (the iWARP Terminate at once) */
+    unsigned verify_callback_ms; /* SOFTNDK_VERIFY_CALLBACK_MS: a longer callback is reported */
     uint16_t port_low, port_high;
     unsigned threads;
     unsigned spin_us;

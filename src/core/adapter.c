@@ -188,6 +188,9 @@ VOID SoftNdkInitOptions(SOFTNDK_OPTIONS *Options)
 NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OPTIONS *Options,
                             NDK_ADAPTER **ppNdkAdapter)
 {
+    sndk_verify_not_from_callback("SoftNdkOpenAdapter (OPEN_NDK_ADAPTER_HANDLER)",
+                                  "opening an adapter runs at PASSIVE_LEVEL and may block, "
+                                  "callbacks at DISPATCH_LEVEL (softndk still opens it)");
     if (!ppNdkAdapter)
         return STATUS_INVALID_PARAMETER;
     *ppNdkAdapter = NULL;
@@ -321,6 +324,9 @@ VOID SoftNdkCloseAdapter(NDK_ADAPTER *pNdkAdapter)
         return;
     }
     if (sndk_engine_on_progress_thread(a->engine)) {
+        sndk_verify_not_from_callback("SoftNdkCloseAdapter (CLOSE_NDK_ADAPTER_HANDLER)",
+                                      "adapter close blocks until every callback returned and "
+                                      "is never called from one (softndk refuses it)");
         sndk_err("adapter", "SoftNdkCloseAdapter called from a callback: refused (it would wait "
                             "for itself)");
         return;
@@ -362,6 +368,10 @@ VOID SoftNdkCloseAdapter(NDK_ADAPTER *pNdkAdapter)
 static NTSTATUS query_adapter_info(NDK_ADAPTER *pNdkAdapter, NDK_ADAPTER_INFO *pInfo,
                                    ULONG *pBufferSize)
 {
+    /* PASSIVE_LEVEL and blocking on Windows: softndk answers, the verifier names the call. */
+    sndk_verify_not_from_callback("NdkQueryAdapterInfo",
+                                  "it runs at PASSIVE_LEVEL and may block, callbacks at "
+                                  "DISPATCH_LEVEL (softndk still answers)");
     struct sndk_adapter *a = sndk_adapter_from(pNdkAdapter);
     if (!a || !pBufferSize)
         return STATUS_INVALID_PARAMETER;

@@ -370,7 +370,7 @@ static void deliver_fn(struct sndk_work *w)
             c->req_cb = NULL;
             pthread_mutex_unlock(&c->lock);
             if (cb)
-                cb(ctx, st);
+                SNDK_CALLBACK(&c->base, SNDK_CB_REQUEST_COMPLETION, ctx, cb(ctx, st));
             pthread_mutex_lock(&c->lock);
             continue;
         }
@@ -380,7 +380,8 @@ static void deliver_fn(struct sndk_work *w)
             pthread_mutex_unlock(&c->lock);
             /* From here the consumer owns the connector (it must close it). */
             if (sndk_listener_accepting(l))
-                l->connect_cb(l->connect_ctx, &c->base.pub.connector);
+                SNDK_CALLBACK(&l->base, SNDK_CB_CONNECT_EVENT, l->connect_ctx,
+                              l->connect_cb(l->connect_ctx, &c->base.pub.connector));
             else
                 reject_incoming(c);
             pthread_mutex_lock(&c->lock);
@@ -394,12 +395,9 @@ static void deliver_fn(struct sndk_work *w)
             ULONG reason = c->disc_reason;
             bool closing = sndk_obj_closing(&c->base);
             pthread_mutex_unlock(&c->lock);
-            if (!closing) {
-                if (cb_ex)
-                    cb_ex(ctx, reason);
-                else if (cb)
-                    cb(ctx);
-            }
+            if (!closing && (cb_ex || cb))
+                SNDK_CALLBACK(&c->base, SNDK_CB_DISCONNECT_EVENT, ctx,
+                              cb_ex ? cb_ex(ctx, reason) : cb(ctx));
             pthread_mutex_lock(&c->lock);
             continue;
         }
@@ -1253,8 +1251,12 @@ static NTSTATUS io_start_locked(struct sndk_connector *c, uint32_t events)
 static NTSTATUS claim_qp(struct sndk_connector *c, NDK_QP *pub, struct sndk_qp **out)
 {
     struct sndk_obj *o = sndk_obj_check(pub, NdkObjectTypeQp);
-    if (!o || !sndk_obj_usable(o, c->base.adapter))
+    if (!o || !sndk_obj_usable(o, c->base.adapter)) {
+        if (sndk_verify_on(c->base.adapter))
+            sndk_verify_bad_handle(&c->base, "NdkConnect/NdkAccept", "the QP", pub,
+                                   NdkObjectTypeQp);
         return STATUS_INVALID_PARAMETER;
+    }
     struct sndk_qp *qp = sndk_container_of(o, struct sndk_qp, base);
     /* [DISC-5]: a QP that served a connection is never reused; refuse it before any packet
      * goes out rather than after the peer accepted. */
@@ -1426,13 +1428,21 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
     return STATUS_PENDING;
 }
 
+/* A QP argument at all (NULL is refused); the verifier names a NULL one (handle_invalid). */
+static bool qp_given(struct sndk_connector *c, NDK_QP *qp, const char *call)
+{
+    if (!qp && sndk_verify_on(c->base.adapter))
+        sndk_verify_bad_handle(&c->base, call, "the QP", NULL, NdkObjectTypeQp);
+    return qp != NULL;
+}
+
 static NTSTATUS connector_connect(NDK_CONNECTOR *pub, NDK_QP *qp, const struct sockaddr *src,
                                   ULONG srclen, const struct sockaddr *dst, ULONG dstlen, ULONG ird,
                                   ULONG ord, const void *pd, ULONG pdlen,
                                   NDK_FN_REQUEST_COMPLETION cb, PVOID ctx)
 {
     struct sndk_connector *c = connector_from(pub);
-    if (!c || !qp || !src || !dst || !cb)
+    if (!c || !qp_given(c, qp, "NdkConnect") || !src || !dst || !cb)
         return STATUS_INVALID_PARAMETER;
     return start_connect(c, qp, src, srclen, NULL, dst, dstlen, ird, ord, pd, pdlen, cb, ctx);
 }
@@ -1444,7 +1454,12 @@ static NTSTATUS connector_connect_se(NDK_CONNECTOR *pub, NDK_QP *qp, NDK_SHARED_
 {
     struct sndk_connector *c = connector_from(pub);
     struct sndk_shared_endpoint *se = sndk_shared_endpoint_from(sepub);
-    if (!c || !qp || !se || !dst || !cb || !sndk_obj_usable(&se->base, c->base.adapter))
+    if (c && (!se || !sndk_obj_usable(&se->base, c->base.adapter)) &&
+        sndk_verify_on(c->base.adapter))
+        sndk_verify_bad_handle(&c->base, "NdkConnectWithSharedEndpoint", "the shared endpoint",
+                               sepub, NdkObjectTypeSharedEndpoint);
+    if (!c || !qp_given(c, qp, "NdkConnectWithSharedEndpoint") || !se || !dst || !cb ||
+        !sndk_obj_usable(&se->base, c->base.adapter))
         return STATUS_INVALID_PARAMETER;
     return start_connect(c, qp, NULL, 0, se, dst, dstlen, ird, ord, pd, pdlen, cb, ctx);
 }
@@ -1576,7 +1591,7 @@ static NTSTATUS connector_accept(NDK_CONNECTOR *pub, NDK_QP *qp, ULONG ird, ULON
                                  PVOID evctx, NDK_FN_REQUEST_COMPLETION cb, PVOID ctx)
 {
     struct sndk_connector *c = connector_from(pub);
-    if (!c || !qp || !cb)
+    if (!c || !qp_given(c, qp, "NdkAccept") || !cb)
         return STATUS_INVALID_PARAMETER;
     return accept_common(c, qp, ird, ord, pd, pdlen, ev, NULL, evctx, cb, ctx);
 }
@@ -1587,7 +1602,7 @@ static NTSTATUS connector_accept_ex(NDK_CONNECTOR *pub, NDK_QP *qp, ULONG ird, U
                                     NDK_FN_REQUEST_COMPLETION cb, PVOID ctx)
 {
     struct sndk_connector *c = connector_from(pub);
-    if (!c || !qp || !cb)
+    if (!c || !qp_given(c, qp, "NdkAcceptEx") || !cb)
         return STATUS_INVALID_PARAMETER;
     return accept_common(c, qp, ird, ord, pd, pdlen, NULL, ev, evctx, cb, ctx);
 }

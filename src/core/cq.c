@@ -109,7 +109,8 @@ static void notify_work_fn(struct sndk_work *w)
         if (sndk_obj_closing(&cq->base))
             break; /* the consumer closed the CQ: no more notifications */
         sndk_mutex_unlock(&cq->lock);
-        cq->notify_cb(cq->notify_ctx, st);
+        SNDK_CALLBACK(&cq->base, SNDK_CB_CQ_NOTIFICATION, cq->notify_ctx,
+                      cq->notify_cb(cq->notify_ctx, st));
         sndk_mutex_lock(&cq->lock);
     }
     cq->notify_due = false;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/adapter.h"
+#include "verify/verify.h"
 #include "util/log.h"
 #include "observe/trace.h"
 
@@ -107,8 +108,8 @@ static void close_work_fn(struct sndk_work *w)
     sndk_debug("object", "%s %p: close complete", sndk_obj_type_name(o->ops->type), (void *)o);
     SNDK_TRACE("object.close_complete", sndk_obj_type_name(o->ops->type), o, NULL);
     release(o);
-    if (o->close_cb)
-        o->close_cb(o->close_ctx);
+    if (o->close_cb) /* o is freed only after: the scope may still report on it */
+        SNDK_CALLBACK(o, SNDK_CB_CLOSE_COMPLETION, o->close_ctx, o->close_cb(o->close_ctx));
     free_obj(o);
 }
 
@@ -165,6 +166,16 @@ NTSTATUS sndk_obj_query_extension(NDK_OBJECT_HEADER *hdr, GUID *id, NDK_VERSION 
 }
 
 struct sndk_obj *sndk_obj_check(const void *pub, NDK_OBJECT_TYPE type)
+{
+    struct sndk_obj *o = sndk_obj_lookup(pub, type);
+    /* [CLOSE-2]: every consumer call finds its objects here, so this is where a call on a
+     * closing object is seen (the memory is still there until the close completes). */
+    if (o && sndk_verify_on(o->adapter) && sndk_obj_closing(o))
+        sndk_verify_use_after_close(o);
+    return o;
+}
+
+struct sndk_obj *sndk_obj_lookup(const void *pub, NDK_OBJECT_TYPE type)
 {
     if (!pub)
         return NULL;

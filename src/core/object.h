@@ -116,6 +116,8 @@ NTSTATUS sndk_obj_query_extension(NDK_OBJECT_HEADER *hdr, GUID *id, NDK_VERSION 
  * private magic. A freed pointer, or foreign memory of less than a softndk object whose header
  * names a valid type, is undefined behaviour as on Windows (docs/misuse.md). */
 struct sndk_obj *sndk_obj_check(const void *pub, NDK_OBJECT_TYPE type);
+/* The same without the verifier's use_after_close report (it only looks). */
+struct sndk_obj *sndk_obj_lookup(const void *pub, NDK_OBJECT_TYPE type);
 
 /* Claim / release a QP for a connector. */
 static inline bool sndk_obj_bind(struct sndk_obj *o, void *owner)

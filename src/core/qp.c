@@ -1355,8 +1355,15 @@ static NTSTATUS qp_bind(NDK_QP *pNdkQp, PVOID RequestContext, NDK_MR *pMr, NDK_M
         return st;
     struct sndk_mr *mr = sndk_mr_from(pMr);
     struct sndk_obj *mwo = sndk_obj_check(pMw, NdkObjectTypeMw);
-    if (!mr || !mwo)
+    if (!mr || !mwo) {
+        if (sndk_verify_on(qp->base.adapter)) {
+            if (!mr)
+                sndk_verify_bad_handle(&qp->base, "NdkBind", "the MR", pMr, NdkObjectTypeMr);
+            if (!mwo)
+                sndk_verify_bad_handle(&qp->base, "NdkBind", "the MW", pMw, NdkObjectTypeMw);
+        }
         return refuse(qp, STATUS_INVALID_PARAMETER);
+    }
     /* The 0x10 bit of ALLOW_REMOTE_WRITE alone is local write, which a window cannot grant. */
     if ((Flags & NDK_OP_FLAG_ALLOW_LOCAL_WRITE) &&
         (Flags & NDK_OP_FLAG_ALLOW_REMOTE_WRITE) != NDK_OP_FLAG_ALLOW_REMOTE_WRITE)
@@ -1382,8 +1389,11 @@ static NTSTATUS qp_fast_register(NDK_QP *pNdkQp, PVOID RequestContext, NDK_MR *p
     if (st != STATUS_SUCCESS)
         return st;
     struct sndk_mr *mr = sndk_mr_from(pMr);
-    if (!mr)
+    if (!mr) {
+        if (sndk_verify_on(qp->base.adapter))
+            sndk_verify_bad_handle(&qp->base, "NdkFastRegister", "the MR", pMr, NdkObjectTypeMr);
         return refuse(qp, STATUS_INVALID_PARAMETER);
+    }
     if (sndk_verify_on(qp->base.adapter))
         sndk_verify_fast_register(mr, RequestContext);
     unsigned access = SNDK_ACCESS_LOCAL_READ | op_rights(Flags);
@@ -1580,6 +1590,16 @@ static NTSTATUS qp_create_common(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pIn
     struct sndk_cq *rcq = sndk_cq_from(pReceiveCq);
     struct sndk_cq *icq = sndk_cq_from(pInitiatorCq);
     struct sndk_srq *srq = with_srq ? sndk_srq_from(pSrq) : NULL;
+    if (pd && sndk_verify_on(pd->base.adapter)) {
+        const char *call = with_srq ? "NdkCreateQpWithSrq" : "NdkCreateQp";
+        if (!rcq || !sndk_obj_usable(&rcq->base, pd->base.adapter))
+            sndk_verify_bad_handle(&pd->base, call, "the receive CQ", pReceiveCq, NdkObjectTypeCq);
+        if (!icq || !sndk_obj_usable(&icq->base, pd->base.adapter))
+            sndk_verify_bad_handle(&pd->base, call, "the initiator CQ", pInitiatorCq,
+                                   NdkObjectTypeCq);
+        if (with_srq && (!srq || !sndk_obj_usable(&srq->base, pd->base.adapter)))
+            sndk_verify_bad_handle(&pd->base, call, "the SRQ", pSrq, NdkObjectTypeSrq);
+    }
     if (!pd || !rcq || !icq || !ppNdkQp || (with_srq && !srq))
         return STATUS_INVALID_PARAMETER;
     struct sndk_adapter *a = pd->base.adapter;

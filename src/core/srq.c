@@ -2,6 +2,7 @@
 #include "core/srq.h"
 #include "datapath/qp_io.h"
 #include "faults/faults.h"
+#include "verify/verify.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +67,8 @@ static void srq_notify_work(struct sndk_work *w)
         if (sndk_obj_closing(&srq->base))
             break;
         sndk_mutex_unlock(&srq->lock);
-        srq->notify_cb(srq->notify_ctx, STATUS_SUCCESS);
+        SNDK_CALLBACK(&srq->base, SNDK_CB_SRQ_NOTIFICATION, srq->notify_ctx,
+                      srq->notify_cb(srq->notify_ctx, STATUS_SUCCESS));
         sndk_mutex_lock(&srq->lock);
     }
     srq->notify_due = false;

@@ -1,9 +1,15 @@
 /* The consumer verifier (verify/verify.h, docs/verifier.md). */
 #include "verify/verify.h"
 
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/mr.h"
 #include "util/log.h"
@@ -48,6 +54,26 @@ const struct sndk_verify_rule_info sndk_verify_rules[SoftNdkVerifyRuleCount] = {
                                      "completion",
                                      "\"NDKPI Work Request Posting Requirements\" (the buffers "
                                      "belong to the provider until the request completes)"},
+    [SoftNdkVerifyCallbackSlow] = {"callback_slow", "ASYNC-3",
+                                   "a callback that waited or ran too long",
+                                   "\"Implementing NDKPI Callback Functions\"; each callback's "
+                                   "reference page (_IRQL_requires_max_(DISPATCH_LEVEL): it "
+                                   "must not wait)"},
+    [SoftNdkVerifyCallbackCall] = {"callback_call", "CLOSE-9, ASYNC-1",
+                                   "a provider call NDKPI does not allow from a callback",
+                                   "\"NDK_FN_QUERY_ADAPTER_INFO\" (PASSIVE_LEVEL); \"NDKPI "
+                                   "Object Lifetime Requirements\" (adapter close is never "
+                                   "called from a callback)"},
+    [SoftNdkVerifyHandleInvalid] = {"handle_invalid", "OBJ-6, LIFE-1",
+                                    "a handle that is not a live object of this adapter",
+                                    "\"NDKPI Object Lifetime Requirements\"; "
+                                    "\"NDK_FN_CREATE_COMPLETION\" (an object is usable once "
+                                    "its create completed)"},
+    [SoftNdkVerifyUseAfterClose] = {"use_after_close", "CLOSE-2",
+                                    "a call on an object after its close started",
+                                    "\"NDK_FN_CLOSE_OBJECT\"; \"NDKPI Object Lifetime "
+                                    "Requirements\" (the consumer does not touch an object "
+                                    "after closing it)"},
 };
 
 void sndk_verify_report(struct sndk_obj *o, SOFTNDK_VERIFY_RULE rule, const void *ctx,
@@ -159,4 +185,203 @@ void sndk_verify_summary(struct sndk_adapter *a)
     else
         sndk_info("verify", "adapter %p closes with no violation", (void *)a);
     SNDK_TRACE("verify.summary", "adapter", a, "\"violations\":%llu", (unsigned long long)total);
+}
+
+/* ---- Callbacks ------------------------------------------------------------------------------ */
+
+/* The callback this thread is running (innermost), NULL outside any verified callback. */
+static _Thread_local struct sndk_callback_scope *tls_callback;
+
+static const char *const callback_names[SNDK_CB_KIND_COUNT] = {
+    [SNDK_CB_CQ_NOTIFICATION] = "CQ notification (NDK_FN_CQ_NOTIFICATION_CALLBACK)",
+    [SNDK_CB_SRQ_NOTIFICATION] = "SRQ notification (NDK_FN_SRQ_NOTIFICATION_CALLBACK)",
+    [SNDK_CB_CONNECT_EVENT] = "connect event (NDK_FN_CONNECT_EVENT_CALLBACK)",
+    [SNDK_CB_DISCONNECT_EVENT] = "disconnect event (NDK_FN_DISCONNECT_EVENT_CALLBACK(_EX))",
+    [SNDK_CB_REQUEST_COMPLETION] = "request completion (NDK_FN_REQUEST_COMPLETION)",
+    [SNDK_CB_CLOSE_COMPLETION] = "close completion (NDK_FN_CLOSE_COMPLETION)",
+};
+
+static uint64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Time this thread spent runnable but waiting for a CPU (ns), from the scheduler's statistics
+ * (/proc/thread-self/schedstat, second field): what a loaded machine adds to a callback's
+ * duration. The file stays open per thread (closed at thread exit). false where the kernel
+ * does not keep them. */
+static pthread_key_t sched_key;
+static bool sched_key_ok;
+static pthread_once_t sched_once = PTHREAD_ONCE_INIT;
+static _Thread_local int tls_sched_fd = -2; /* -2: not tried, -1: not available */
+
+static void sched_fd_close(void *p)
+{
+    close((int)(intptr_t)p - 1);
+}
+
+static void sched_key_create(void)
+{
+    sched_key_ok = pthread_key_create(&sched_key, sched_fd_close) == 0;
+}
+
+static bool run_delay_ns(uint64_t *out)
+{
+    if (tls_sched_fd == -2) {
+        tls_sched_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+        pthread_once(&sched_once, sched_key_create);
+        if (tls_sched_fd >= 0 &&
+            (!sched_key_ok ||
+             pthread_setspecific(sched_key, (void *)(intptr_t)(tls_sched_fd + 1)) != 0)) {
+            close(tls_sched_fd);
+            tls_sched_fd = -1;
+        }
+    }
+    if (tls_sched_fd < 0)
+        return false;
+    char buf[96];
+    ssize_t n = pread(tls_sched_fd, buf, sizeof buf - 1, 0);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    unsigned long long on_cpu, waiting;
+    if (sscanf(buf, "%llu %llu", &on_cpu, &waiting) != 2)
+        return false;
+    *out = waiting;
+    return true;
+}
+
+/* The thread's CPU time and voluntary context switches (it gave up the CPU: it waited), by one
+ * getrusage. */
+static void thread_usage(uint64_t *cpu_ns, long *waits)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru) != 0) {
+        *cpu_ns = 0;
+        *waits = 0;
+        return;
+    }
+    *cpu_ns = ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000u +
+              ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000u;
+    *waits = ru.ru_nvcsw;
+}
+
+/* The run delay is read from a per-thread sample renewed at a callback's start once it is older
+ * than SNDK_SAMPLE_NS (reading it costs a pread); measured from a sample up to that old, it may
+ * include delay from before the callback, which only makes the callback's own time a lower
+ * bound. */
+#define SNDK_SAMPLE_NS 1000000u
+struct delay_sample {
+    uint64_t at_ns, run_delay_ns;
+    bool have;
+};
+static _Thread_local struct delay_sample tls_delay;
+
+void sndk_callback_enter_verified(struct sndk_callback_scope *s, struct sndk_obj *o,
+                                  enum sndk_callback_kind kind, const void *ctx)
+{
+    s->obj = o;
+    s->ctx = ctx;
+    s->kind = kind;
+    s->outer = tls_callback;
+    thread_usage(&s->start_cpu_ns, &s->start_waits);
+    s->start_ns = clock_ns(CLOCK_MONOTONIC);
+    if (s->start_ns - tls_delay.at_ns > SNDK_SAMPLE_NS) {
+        tls_delay.at_ns = s->start_ns;
+        tls_delay.have = run_delay_ns(&tls_delay.run_delay_ns);
+    }
+    tls_callback = s;
+}
+
+void sndk_callback_leave_verified(struct sndk_callback_scope *s)
+{
+    uint64_t end = clock_ns(CLOCK_MONOTONIC);
+    uint64_t wall = end - s->start_ns;
+    tls_callback = s->outer;
+    struct sndk_obj *o = s->obj;
+    uint64_t limit = (uint64_t)o->adapter->cfg.verify_callback_ms * 1000000u;
+    if (wall <= limit)
+        return; /* the common case */
+    /* Long by the clock: the callback's doing, or the machine's? It is the callback's when it
+     * was on the CPU that long, or when it waited (gave up the CPU of its own accord: a sleep,
+     * a contended lock, a blocking system call) and its time less the time its thread was
+     * runnable without a CPU still passes the threshold. A callback that was only preempted,
+     * or whose virtual CPU the host took away, made no voluntary switch: not reported. */
+    uint64_t cpu;
+    long waits;
+    thread_usage(&cpu, &waits);
+    cpu -= s->start_cpu_ns;
+    waits -= s->start_waits;
+    uint64_t own = wall, rd;
+    if (tls_delay.have && tls_delay.at_ns <= s->start_ns && run_delay_ns(&rd)) {
+        uint64_t delayed = rd - tls_delay.run_delay_ns;
+        own = delayed < wall ? wall - delayed : 0;
+    }
+    char how[96];
+    if (cpu > limit)
+        snprintf(how, sizeof how, "it ran %.1f ms on the CPU", (double)cpu / 1e6);
+    else if (waits > 0 && own > limit)
+        snprintf(how, sizeof how, "it waited (%ld voluntary context switch(es))", waits);
+    else
+        return;
+    sndk_verify_report(o, SoftNdkVerifyCallbackSlow, s->ctx,
+                       "the %s took %.1f ms (threshold %u ms, SOFTNDK_VERIFY_CALLBACK_MS) and %s: "
+                       "callbacks run at DISPATCH_LEVEL on Windows and must not block; hand long "
+                       "work to a thread of your own",
+                       callback_names[s->kind], (double)wall / 1e6,
+                       o->adapter->cfg.verify_callback_ms, how);
+}
+
+bool sndk_verify_not_from_callback(const char *call, const char *why)
+{
+    struct sndk_callback_scope *s = tls_callback;
+    if (!s)
+        return false;
+    sndk_verify_report(s->obj, SoftNdkVerifyCallbackCall, s->ctx,
+                       "%s called from the %s of this %s: %s", call, callback_names[s->kind],
+                       sndk_obj_type_name(s->obj->ops->type), why);
+    return true;
+}
+
+/* ---- Handles -------------------------------------------------------------------------------- */
+
+void sndk_verify_bad_handle(struct sndk_obj *caller, const char *call, const char *arg,
+                            const void *handle, NDK_OBJECT_TYPE want)
+{
+    const char *want_name = sndk_obj_type_name(want);
+    if (!handle) {
+        sndk_verify_report(caller, SoftNdkVerifyHandleInvalid, NULL,
+                           "%s given %s NULL (not created yet, or read before the thread that "
+                           "created it stored it)",
+                           call, arg);
+        return;
+    }
+    struct sndk_obj *o = sndk_obj_lookup(handle, NdkObjectTypeUndefined);
+    char what[160];
+    if (!o)
+        snprintf(what, sizeof what,
+                 "is no softndk object (never created, not yet published by the thread that "
+                 "created it, or already freed)");
+    else if (o->ops->type != want)
+        snprintf(what, sizeof what, "is a %s, not a %s", sndk_obj_type_name(o->ops->type),
+                 want_name);
+    else if (!sndk_adapter_same_device(o->adapter, caller->adapter))
+        snprintf(what, sizeof what, "is a %s of another adapter (%p)", want_name,
+                 (void *)o->adapter);
+    else
+        return; /* live and of the right kind (refused for another reason), or closing: that
+                 * is use_after_close, reported on it when the call looked it up */ /* a live object of the right kind: refused for another reason */
+    sndk_verify_report(caller, SoftNdkVerifyHandleInvalid, NULL, "%s given %s %p, which %s", call,
+                       arg, handle, what);
+}
+
+void sndk_verify_use_after_close(struct sndk_obj *o)
+{
+    sndk_verify_report(o, SoftNdkVerifyUseAfterClose, NULL,
+                       "a call reached this %s after its close started: the consumer must not "
+                       "touch an object after starting its close (a stale pointer kept by "
+                       "another thread?)",
+                       sndk_obj_type_name(o->ops->type));
 }

@@ -22,7 +22,12 @@ struct sndk_verify_rule_info {
     const char *ref;   /* Microsoft's page(s) by title, and section */
 };
 
-/* The rule table, by SOFTNDK_VERIFY_RULE. */
+/* The rule table, by SOFTNDK_VERIFY_RULE. A new rule is three lines: a SoftNdkVerify... value
+ * before SoftNdkVerifyRuleCount (include/ndk/softndk.h, at most SOFTNDK_VERIFY_RULE_SLOTS), its
+ * row here (name, rule IDs, title, Microsoft's page), and at the place that sees the mistake
+ *     if (sndk_verify_on(o->adapter))
+ *         sndk_verify_report(o, SoftNdkVerifyNewRule, request_context, "what happened", ...);
+ * The log line, trace event, counter, ndkstat line and summary follow from the table. */
 extern const struct sndk_verify_rule_info sndk_verify_rules[SoftNdkVerifyRuleCount];
 
 static inline bool sndk_verify_on(const struct sndk_adapter *a)
@@ -53,5 +58,81 @@ void sndk_verify_fast_register(struct sndk_mr *mr, const void *ctx);
 
 /* At adapter close: the rules violated and their counts (log, trace). */
 void sndk_verify_summary(struct sndk_adapter *a);
+
+/* ---- Consumer callbacks (callback_slow, callback_call) -------------------------------------
+ * Every place softndk calls a consumer callback goes through SNDK_CALLBACK, which (verifier on)
+ * marks the thread as "inside callback `kind` of object o" for the call's duration and, when
+ * the callback returns, reports it if it took longer than SOFTNDK_VERIFY_CALLBACK_MS (default
+ * 5 ms) and it was the callback's doing: it was on the CPU that long, or it waited (a
+ * voluntary context switch: a sleep, a contended lock, a blocking system call) and its time
+ * less the time its thread was runnable without a CPU still passes the threshold. A callback
+ * that was only preempted, or whose virtual CPU the host took away, is not reported. Off, it
+ * costs one predicted branch; on, a clock read and a getrusage per callback (verify.c). */
+enum sndk_callback_kind {
+    SNDK_CB_CQ_NOTIFICATION,
+    SNDK_CB_SRQ_NOTIFICATION,
+    SNDK_CB_CONNECT_EVENT,
+    SNDK_CB_DISCONNECT_EVENT,
+    SNDK_CB_REQUEST_COMPLETION,
+    SNDK_CB_CLOSE_COMPLETION,
+    SNDK_CB_KIND_COUNT,
+};
+
+struct sndk_callback_scope {
+    struct sndk_obj *obj; /* NULL: verifier off, nothing to do at the end */
+    const void *ctx;      /* the callback's context argument (the RequestContext for requests) */
+    enum sndk_callback_kind kind;
+    uint64_t start_ns;
+    uint64_t start_cpu_ns; /* the thread's CPU time at the start */
+    long start_waits;      /* its voluntary context switches */
+    struct sndk_callback_scope *outer;
+};
+
+void sndk_callback_enter_verified(struct sndk_callback_scope *s, struct sndk_obj *o,
+                                  enum sndk_callback_kind kind, const void *ctx);
+void sndk_callback_leave_verified(struct sndk_callback_scope *s);
+
+static inline void sndk_callback_enter(struct sndk_callback_scope *s, struct sndk_obj *o,
+                                       enum sndk_callback_kind kind, const void *ctx)
+{
+    s->obj = NULL;
+    if (sndk_verify_on(o->adapter))
+        sndk_callback_enter_verified(s, o, kind, ctx);
+}
+
+/* Call only while o is still allocated (a close completion: before the object is freed). */
+static inline void sndk_callback_leave(struct sndk_callback_scope *s)
+{
+    if (s->obj)
+        sndk_callback_leave_verified(s);
+}
+
+/* Invoke a consumer callback of object o: SNDK_CALLBACK(&cq->base, SNDK_CB_CQ_NOTIFICATION,
+ * cq->notify_ctx, cq->notify_cb(cq->notify_ctx, st)). */
+#define SNDK_CALLBACK(o, kind, ctx, call)                                                          \
+    do {                                                                                           \
+        struct sndk_callback_scope sndk_cb_scope_;                                                 \
+        sndk_callback_enter(&sndk_cb_scope_, (o), (kind), (ctx));                                  \
+        call;                                                                                      \
+        sndk_callback_leave(&sndk_cb_scope_);                                                      \
+    } while (0)
+
+/* A provider function that NDKPI does not allow from a callback (`call`: its NDK name; `why`:
+ * the reason, e.g. "runs at PASSIVE_LEVEL and blocks") is being entered: when this thread is
+ * inside a verified callback, report callback_call on the callback's object with its context.
+ * Returns true when it reported (the caller then behaves as without the verifier). */
+bool sndk_verify_not_from_callback(const char *call, const char *why);
+
+/* ---- Handles (handle_invalid, use_after_close) ---------------------------------------------
+ * The call `call` of object `caller` was given, as argument `arg`, a handle that is not a live
+ * softndk object of the expected type on caller's device (`handle`, already refused by the
+ * caller with its status). Reports handle_invalid on caller, saying what the handle is: NULL,
+ * an object of another type or device, a closing object, or no softndk object at all (never
+ * created, not yet published by the thread that created it, or freed). */
+void sndk_verify_bad_handle(struct sndk_obj *caller, const char *call, const char *arg,
+                            const void *handle, NDK_OBJECT_TYPE want);
+
+/* o is reached by a consumer call after its close started (called by sndk_obj_check). */
+void sndk_verify_use_after_close(struct sndk_obj *o);
 
 #endif

@@ -12,9 +12,23 @@ void conf_status_name(NTSTATUS s, char *buf, size_t len)
     snprintf(buf, len, "%s", SoftNdkStatusName(s));
 }
 
+static const char *rules_broken; /* conf_breaks_rules: why, NULL for a clean consumer */
+
+void conf_breaks_rules(const char *what)
+{
+    rules_broken = what;
+}
+
+bool conf_breaking_rules(void)
+{
+    return rules_broken != NULL;
+}
+
 void conf_options(SOFTNDK_OPTIONS *o)
 {
     SoftNdkInitOptions(o);
+    if (rules_broken)
+        o->Verify = SoftNdkVerifyOff;
     unsigned slot = (unsigned)getpid() % 1000u;
     o->EphemeralPortLow = (USHORT)(50000u + slot * 8u);
     o->EphemeralPortHigh = (USHORT)(50000u + slot * 8u + 7u);

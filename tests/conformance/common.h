@@ -41,6 +41,11 @@ static inline NDK_VERSION conf_version(USHORT major, USHORT minor)
 /* Options for the suite's adapters: defaults, plus a narrow ephemeral port range of its own per
  * process (tests run in parallel with other suites on one machine). */
 void conf_options(SOFTNDK_OPTIONS *o);
+/* This test breaks NDKPI consumer rules on purpose (`what`: the verifier's rules and why), to
+ * check softndk's answer: its adapters, opened after this call, run with the consumer verifier
+ * off (the suite runs under SOFTNDK_VERIFY=strict, which would abort). */
+void conf_breaks_rules(const char *what);
+bool conf_breaking_rules(void);
 /* Open an adapter on "lo" (NDKPI 2.0 asked, so it runs 2.1) with conf_options, or with *o. */
 NDK_ADAPTER *conf_open(void);
 NDK_ADAPTER *conf_open_with(const SOFTNDK_OPTIONS *o);

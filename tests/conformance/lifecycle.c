@@ -36,6 +36,7 @@ TEST(lifecycle_close_without_successors_success_no_callback)
 
 TEST(lifecycle_pd_close_pends_until_mr_closed)
 {
+    conf_breaks_rules("use_after_close: a create on a closing PD, on purpose");
     NDK_ADAPTER *a = conf_open();
     NDK_PD *pd = conf_pd(a);
     NDK_MR *mr = make_mr(pd);
@@ -94,6 +95,7 @@ TEST(lifecycle_cq_close_pends_while_qp_uses_it)
 
 TEST(lifecycle_srq_close_pends_while_qp_uses_it)
 {
+    conf_breaks_rules("use_after_close: calls on a closing SRQ, on purpose");
     NDK_ADAPTER *a = conf_open();
     NDK_PD *pd = conf_pd(a);
     struct conf_cq c;
@@ -126,6 +128,7 @@ TEST(lifecycle_srq_close_pends_while_qp_uses_it)
 
 TEST(lifecycle_double_close_of_pending_object)
 {
+    conf_breaks_rules("use_after_close: a second close, on purpose");
     NDK_ADAPTER *a = conf_open();
     NDK_PD *pd = conf_pd(a);
     NDK_MR *mr = make_mr(pd);
@@ -189,6 +192,7 @@ static bool cb_running(void *p)
 
 TEST(lifecycle_cq_close_waits_for_running_notification)
 {
+    conf_breaks_rules("callback_slow: its notification waits, on purpose");
     /* [CLOSE-5] (b), [CQ-11]: close stays pending while the callback runs. */
     NDK_ADAPTER *a = conf_open();
     NDK_PD *pd = conf_pd(a);
@@ -342,6 +346,7 @@ static void closer_cq_closed_slowly(void *p)
 
 TEST(lifecycle_close_adapter_blocks_until_last_object_closed)
 {
+    conf_breaks_rules("use_after_close: creates on a closing adapter, on purpose");
     struct closer cl = {.a = conf_open()};
     harness_event_init(&cl.returned);
     NDK_PD *pd = conf_pd(cl.a);
@@ -367,6 +372,7 @@ TEST(lifecycle_close_adapter_blocks_until_last_object_closed)
 
 TEST(lifecycle_close_adapter_waits_for_close_completion_callback)
 {
+    conf_breaks_rules("callback_slow, use_after_close: a close completion that waits, on purpose");
     /* The adapter close returns only once every callback returned: here the CQ's close
      * completion, which blocks briefly on a progress thread. */
     struct closer cl = {.a = conf_open()};
@@ -394,6 +400,7 @@ TEST(lifecycle_close_adapter_waits_for_close_completion_callback)
 
 TEST(lifecycle_last_close_races_adapter_close)
 {
+    conf_breaks_rules("use_after_close: creates on a closing adapter, on purpose");
     /* The consumer's last close (thread A) makes the final close completion due while
      * SoftNdkCloseAdapter waits on thread B. B may return, and the engine be freed, only once
      * A's close call no longer touches the provider. A spinning progress thread picks the work

@@ -488,6 +488,7 @@ TEST(misuse_wrong_object_type_every_method)
 
 TEST(misuse_wrong_object_type_in_arguments)
 {
+    conf_breaks_rules("handle_invalid: objects of the wrong type as arguments");
     /* Objects of the wrong type (or of another adapter) where a method expects a QP, CQ, SRQ
      * or shared endpoint as a further argument. (NdkCreateQp(WithSrq) with a wrong CQ, SRQ or
      * PD: conformance/qp *_create_limits; Bind, FastRegister and Invalidate:
@@ -577,6 +578,7 @@ TEST(misuse_foreign_memory_as_object)
 
 TEST(misuse_small_foreign_object_is_not_read_past)
 {
+    conf_breaks_rules("handle_invalid: foreign memory as an argument");
     /* A consumer-made object of the public size (0x30 bytes) that softndk never created, its
      * ObjectType zero, garbage or out of range: refused on its header alone, without a byte
      * past it being read (ASan checks). One whose ObjectType names a valid type is read past:
@@ -611,6 +613,7 @@ TEST(misuse_small_foreign_object_is_not_read_past)
 
 TEST(misuse_null_in_and_out_arguments)
 {
+    conf_breaks_rules("handle_invalid: NULL objects as arguments");
     /* NULL where an argument is required (NULL out pointers of creates that other files do
      * not cover, the in/out lengths of the getters, the completion callbacks of requests that
      * can pend). Creates with a NULL out pointer, elsewhere: CQ (cq), QP, SRQ (qp), MW (mr),
@@ -760,6 +763,7 @@ TEST(misuse_short_socket_address_is_not_read_past_its_length)
 
 TEST(misuse_pd_close_with_every_kind_of_child_pends)
 {
+    conf_breaks_rules("use_after_close: creates on a closing PD");
     /* Closing a parent first is legal: STATUS_PENDING (there is no "device busy"), the close
      * completes after the last child's; meanwhile the PD creates nothing and what it has
      * keeps working. (PD with an MR: lifecycle.) */
@@ -820,6 +824,7 @@ static void srq_note(void *ctx, NTSTATUS st)
 
 TEST(misuse_calls_on_closing_cq_and_srq)
 {
+    conf_breaks_rules("use_after_close: calls on a closing CQ and SRQ");
     /* A CQ and an SRQ whose close pends (a QP uses them): a second close is refused, no
      * notification comes any more, a new QP cannot use them, the rest works as before. */
     NDK_ADAPTER *a = conf_open();
@@ -884,6 +889,8 @@ TEST(misuse_calls_on_closing_cq_and_srq)
 
 TEST(misuse_qp_and_shared_endpoint_held_by_a_refused_connector)
 {
+    conf_breaks_rules(
+        "connector_state, post_not_connected, use_after_close: a refused connector reused");
     /* A connector holds its QP and shared endpoint from NdkConnectWithSharedEndpoint on, even
      * when the connection is refused: their closes pend until the connector closes. While they
      * pend: double close refused, the SE serves no new connection, initiator requests on the
@@ -969,6 +976,7 @@ TEST(misuse_qp_and_shared_endpoint_held_by_a_refused_connector)
 
 TEST(misuse_posting_after_connected_qp_close_began)
 {
+    conf_breaks_rules("use_after_close: posts on a closing QP");
     /* The client closes its QP while the connector still holds it: the close pends and ends
      * the connection (decision 9b). Initiator requests are refused from then on, a receive
      * completes at once as cancelled, a second close is refused; the connector's close lets
@@ -1119,6 +1127,7 @@ TEST(misuse_initiator_sge_length_and_flag_limits)
 
 TEST(misuse_wrong_objects_in_initiator_requests)
 {
+    conf_breaks_rules("handle_invalid, use_after_close: wrong and closing objects in requests");
     /* NdkBind, NdkFastRegister and NdkInvalidate given objects of the wrong type, kind, PD or
      * adapter, or sizes out of range: refused inline, the connection unharmed. A window larger
      * than the adapter's MaxWindowSize is refused too (STATUS_INVALID_PARAMETER). */
@@ -1220,6 +1229,8 @@ TEST(misuse_wrong_objects_in_initiator_requests)
 
 TEST(misuse_connector_calls_out_of_order)
 {
+    conf_breaks_rules(
+        "connector_state, handle_invalid, use_after_close: connector calls out of order");
     /* The handshake calls in the wrong order or twice, and a listener closed with a connector
      * it delivered still open: each refused with a status, the connection unharmed. */
     struct pair p;
@@ -1349,6 +1360,7 @@ TEST(misuse_initiator_cq_overrun_by_not_polling)
 
 TEST(misuse_qp_closed_during_handshake_does_not_connect)
 {
+    conf_breaks_rules("post_not_connected, use_after_close: a QP closed during its handshake");
     /* The consumer closes its QP between NdkConnect's completion and NdkCompleteConnect. The
      * close pends (the connector holds the QP) and, as every close does ([CLOSE-4]), cancels
      * what is pending on it: NdkCompleteConnect completes with STATUS_CANCELLED instead of
@@ -1426,6 +1438,7 @@ static bool adapter_refuses_creates(void *arg)
 
 TEST(misuse_adapter_close_from_callback_and_twice)
 {
+    conf_breaks_rules("callback_call, use_after_close: adapter close from a callback and twice");
     /* From inside a callback: logged and refused (it would wait for itself), the adapter
      * keeps working. Twice: the second call, made while the first waits for an open object,
      * is logged and returns at once; while the first waits every create is refused with

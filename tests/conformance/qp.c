@@ -44,6 +44,7 @@ static NDK_SRQ *make_srq(NDK_PD *pd, ULONG depth, ULONG sge, ULONG threshold,
 
 TEST(qp_create_limits)
 {
+    conf_breaks_rules("handle_invalid: NULL and foreign CQs, on purpose");
     struct qp_env e;
     env_open(&e);
     NDK_PD *pd = e.pd;
@@ -80,6 +81,7 @@ TEST(qp_create_limits)
 
 TEST(qp_with_srq_create_limits)
 {
+    conf_breaks_rules("handle_invalid: NULL and foreign handles, on purpose");
     struct qp_env e;
     env_open(&e);
     NDK_PD *pd = e.pd;
@@ -114,6 +116,7 @@ TEST(qp_with_srq_create_limits)
 
 TEST(qp_create_on_cq_of_other_adapter)
 {
+    conf_breaks_rules("handle_invalid: a CQ of another adapter, on purpose");
     struct qp_env e;
     env_open(&e);
     NDK_ADAPTER *b = conf_open_other_device();
@@ -206,6 +209,7 @@ TEST(qp_receive_queue_full)
 
 TEST(qp_initiator_requests_connection_invalid)
 {
+    conf_breaks_rules("post_not_connected: the statuses of posts on an unconnected QP");
     struct qp_env e;
     env_open(&e);
     NDK_QP *qp = conf_qp(e.pd, e.rcq.cq, e.icq.cq, (void *)0x5150, 4);
@@ -356,6 +360,7 @@ TEST(qp_close_cancels_outstanding_receives)
 
 TEST(qp_receive_on_srq_qp_invalid)
 {
+    conf_breaks_rules("post_not_connected: posts on an unconnected QP");
     struct qp_env e;
     env_open(&e);
     NDK_SRQ *srq = make_srq(e.pd, 4, 1, 0, NULL, NULL);

@@ -2,7 +2,8 @@
 # softndk_add_test): asks it for its tests (-l) and writes OUT, a CTest file with one entry per
 # test, "SUITE.TEST", running `EXE -t TEST` with the suite's labels and timeout. ctest -R picks
 # one; ctest -L and the suite name (ctest -R SUITE) pick them all.
-#   cmake -D EXE=... -D SUITE=... -D OUT=... -D TIMEOUT=s -D LABELS=a,b -D WORKDIR=... -P discover.cmake
+#   cmake -D EXE=... -D SUITE=... -D OUT=... -D TIMEOUT=s -D LABELS=a,b -D WORKDIR=...
+#         [-D ENV=VAR=value] -P discover.cmake
 cmake_minimum_required(VERSION 3.20)
 execute_process(COMMAND "${EXE}" -l RESULT_VARIABLE rc OUTPUT_VARIABLE names ERROR_VARIABLE err
                 TIMEOUT 60)
@@ -24,6 +25,9 @@ foreach(t IN LISTS names)
     " WORKING_DIRECTORY [=[${WORKDIR}]=]")
   if(labels)
     string(APPEND text " LABELS [=[${labels}]=]")
+  endif()
+  if(ENV)
+    string(APPEND text " ENVIRONMENT [=[${ENV}]=]")
   endif()
   string(APPEND text ")\n")
 endforeach()

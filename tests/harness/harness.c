@@ -1,6 +1,9 @@
 #include "harness.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <dirent.h>
 #include <poll.h>
 #include <signal.h>
@@ -97,54 +100,44 @@ static uint64_t now_ms(void)
 
 void harness_event_init(struct harness_event *ev)
 {
-    pthread_mutex_init(&ev->lock, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&ev->cond, &attr);
-    pthread_condattr_destroy(&attr);
-    ev->count = 0;
+    atomic_init(&ev->count, 0);
 }
 
 void harness_event_destroy(struct harness_event *ev)
 {
-    pthread_cond_destroy(&ev->cond);
-    pthread_mutex_destroy(&ev->lock);
+    (void)ev;
 }
 
 void harness_event_signal(struct harness_event *ev)
 {
-    pthread_mutex_lock(&ev->lock);
-    ev->count++;
-    pthread_cond_broadcast(&ev->cond);
-    pthread_mutex_unlock(&ev->lock);
+    atomic_fetch_add_explicit(&ev->count, 1, memory_order_release);
+    syscall(SYS_futex, &ev->count, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 unsigned harness_event_count(struct harness_event *ev)
 {
-    pthread_mutex_lock(&ev->lock);
-    unsigned c = ev->count;
-    pthread_mutex_unlock(&ev->lock);
-    return c;
+    return atomic_load_explicit(&ev->count, memory_order_acquire);
 }
 
 bool harness_event_wait(struct harness_event *ev, unsigned count, unsigned timeout_ms)
 {
-    struct timespec deadline;
+    struct timespec now, deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
     deadline.tv_sec += timeout_ms / 1000;
     deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
+    for (;;) {
+        unsigned seen = atomic_load_explicit(&ev->count, memory_order_acquire);
+        if (seen >= count)
+            return true;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long long ns = (long long)(deadline.tv_sec - now.tv_sec) * 1000000000LL +
+                       (deadline.tv_nsec - now.tv_nsec);
+        if (ns <= 0)
+            return false;
+        struct timespec left = {(time_t)(ns / 1000000000LL), (long)(ns % 1000000000LL)};
+        /* returns at once when the count moved since it was read */
+        syscall(SYS_futex, &ev->count, FUTEX_WAIT_PRIVATE, seen, &left, NULL, 0);
     }
-    pthread_mutex_lock(&ev->lock);
-    int rc = 0;
-    while (ev->count < count && rc != ETIMEDOUT)
-        rc = pthread_cond_timedwait(&ev->cond, &ev->lock, &deadline);
-    bool ok = ev->count >= count;
-    pthread_mutex_unlock(&ev->lock);
-    return ok;
 }
 
 bool harness_wait_until(bool (*pred)(void *), void *arg, unsigned timeout_ms)

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 typedef void (*harness_fn)(void);
 void harness_register(const char *name, harness_fn fn, const char *file, unsigned timeout_s);
@@ -75,10 +76,11 @@ _Noreturn void harness_skip(const char *fmt, ...) __attribute__((format(printf, 
 size_t harness_memdiff(const void *a, const void *b, size_t len);
 
 /* A one-shot event for callbacks: set from any thread, waited on with a bound. */
+/* Signalled from consumer callbacks: a count and a futex wake, no lock, so that a callback
+ * never waits for a waiter that holds a lock (NDKPI callbacks must not block; the consumer
+ * verifier reports one that does). */
 struct harness_event {
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    unsigned count;
+    _Atomic unsigned count;
 };
 void harness_event_init(struct harness_event *ev);
 void harness_event_destroy(struct harness_event *ev);

@@ -10,7 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -207,15 +210,19 @@ static void close_obj(NDK_FN_CLOSE_OBJECT fn, NDK_OBJECT_HEADER *h, const char *
 /* ------------------------------------------------------------------------------------------ */
 /* Callbacks */
 
+/* A notification for the side's waiter: a count and a futex wake, no lock, never a wait. */
+static void event_signal(struct side *s)
+{
+    atomic_fetch_add_explicit(&s->ev_count, 1, memory_order_release);
+    syscall(SYS_futex, &s->ev_count, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
 static void on_cq(void *ctx, NTSTATUS st)
 {
     struct side *s = ctx;
-    pthread_mutex_lock(&s->ev_lock);
-    s->ev_count++;
     if (st != STATUS_SUCCESS)
-        s->ev_status = st;
-    pthread_cond_broadcast(&s->ev_cond);
-    pthread_mutex_unlock(&s->ev_lock);
+        atomic_store(&s->ev_status, st);
+    event_signal(s);
 }
 
 static void on_connect_event(void *ctx, NDK_CONNECTOR *c)
@@ -234,11 +241,7 @@ static void on_disconnect(void *ctx)
 {
     struct qpctx *q = ctx;
     atomic_store(&q->peer_gone, true);
-    struct side *s = q->side;
-    pthread_mutex_lock(&s->ev_lock);
-    s->ev_count++;
-    pthread_cond_broadcast(&s->ev_cond);
-    pthread_mutex_unlock(&s->ev_lock);
+    event_signal(q->side);
 }
 
 static void create_never(void *ctx, NTSTATUS st, NDK_OBJECT_HEADER *obj)
@@ -266,8 +269,6 @@ void side_init(struct side *s, const struct opts *o, bool is_server)
     s->is_server = is_server;
     s->role = is_server ? "server" : "client";
     s->cpu = -1;
-    pthread_mutex_init(&s->ev_lock, NULL);
-    cond_init_mono(&s->ev_cond);
     pthread_mutex_init(&s->conn_lock, NULL);
     cond_init_mono(&s->conn_cond);
 }
@@ -529,9 +530,7 @@ void hold_completion(struct qpctx *q, const NDK_RESULT_EX *r)
 
 unsigned side_arm(struct side *s)
 {
-    pthread_mutex_lock(&s->ev_lock);
-    unsigned seen = s->ev_count;
-    pthread_mutex_unlock(&s->ev_lock);
+    unsigned seen = atomic_load_explicit(&s->ev_count, memory_order_acquire);
     for (unsigned i = 0; i < s->nqps; i++)
         s->qps[i].cq->Dispatch->NdkArmCq(s->qps[i].cq, NDK_CQ_NOTIFY_ANY);
     return seen;
@@ -541,14 +540,23 @@ void side_wait_event(struct side *s, unsigned seen)
 {
     struct timespec ts;
     deadline_in(&ts, 1000);
-    pthread_mutex_lock(&s->ev_lock);
-    int rc = 0;
-    while (s->ev_count == seen && rc != ETIMEDOUT)
-        rc = pthread_cond_timedwait(&s->ev_cond, &s->ev_lock, &ts);
-    NTSTATUS st = s->ev_status;
-    if (rc == ETIMEDOUT)
+    bool timed_out = false;
+    while (atomic_load_explicit(&s->ev_count, memory_order_acquire) == seen) {
+        struct timespec now, left;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long long ns = (long long)(ts.tv_sec - now.tv_sec) * 1000000000LL + (ts.tv_nsec - now.tv_nsec);
+        if (ns <= 0) {
+            timed_out = true;
+            break;
+        }
+        left.tv_sec = (time_t)(ns / 1000000000LL);
+        left.tv_nsec = (long)(ns % 1000000000LL);
+        /* returns at once if the count moved since it was read */
+        syscall(SYS_futex, &s->ev_count, FUTEX_WAIT_PRIVATE, seen, &left, NULL, 0);
+    }
+    NTSTATUS st = atomic_load(&s->ev_status);
+    if (timed_out)
         s->ev_timeouts++;
-    pthread_mutex_unlock(&s->ev_lock);
     if (st != STATUS_SUCCESS)
         die_status("CQ notification", st, "the CQ overran or failed");
 }

@@ -216,12 +216,12 @@ struct side {
     struct qpctx *qps;
     unsigned nqps;
     int cpu;              /* pinned CPU or -1 */
-    /* notifications (-e): one condition for every CQ of the side */
-    pthread_mutex_t ev_lock;
-    pthread_cond_t ev_cond;
-    unsigned ev_count;
+    /* notifications (-e): one count for every CQ of the side, bumped by the callbacks and
+     * waited on with a futex: a callback takes no lock (a lock held by a preempted waiter would
+     * make it wait, which a callback must not: the consumer verifier's callback_slow) */
+    _Atomic unsigned ev_count;
     unsigned ev_timeouts;
-    NTSTATUS ev_status;
+    _Atomic NTSTATUS ev_status;
     /* connect events (server) */
     pthread_mutex_t conn_lock;
     pthread_cond_t conn_cond;

@@ -1,23 +1,24 @@
 #include "tool_sync.h"
 
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 struct tool_events ev = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, false};
 
 void w_init(struct waiter *w)
 {
-    pthread_mutex_init(&w->m, NULL);
-    pthread_cond_init(&w->c, NULL);
-    w->done = false;
+    atomic_init(&w->done, 0);
     w->st = STATUS_PENDING;
 }
 
 void w_cb(void *ctx, NTSTATUS st)
 {
     struct waiter *w = ctx;
-    pthread_mutex_lock(&w->m);
-    w->st = st;
-    w->done = true;
-    pthread_cond_broadcast(&w->c);
-    pthread_mutex_unlock(&w->m);
+    w->st = st; /* published by the release store below */
+    atomic_store_explicit(&w->done, 1, memory_order_release);
+    syscall(SYS_futex, &w->done, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 void w_close_cb(void *ctx)
@@ -29,10 +30,9 @@ NTSTATUS w_wait(struct waiter *w, NTSTATUS st)
 {
     if (st != STATUS_PENDING)
         return st;
-    pthread_mutex_lock(&w->m);
-    while (!w->done)
-        pthread_cond_wait(&w->c, &w->m); /* the watchdog bounds every wait */
-    pthread_mutex_unlock(&w->m);
+    while (!atomic_load_explicit(&w->done, memory_order_acquire))
+        syscall(SYS_futex, &w->done, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0); /* the watchdog
+                                                                              * bounds it */
     return w->st;
 }
 

@@ -11,11 +11,11 @@
 
 #include <ndk/softndk.h>
 
-/* One request's completion: w_cb (or w_close_cb) is the callback, w_wait waits for it. */
+/* One request's completion: w_cb (or w_close_cb) is the callback, w_wait waits for it. The
+ * callback takes no lock (a flag and a futex wake): a callback must not wait, not even for a
+ * waiter preempted while holding a mutex (the consumer verifier's callback_slow). */
 struct waiter {
-    pthread_mutex_t m;
-    pthread_cond_t c;
-    bool done;
+    _Atomic unsigned done;
     NTSTATUS st;
 };
 
