@@ -24,6 +24,7 @@
 #include <netinet/tcp.h>
 #include <unistd.h>
 
+#include "core/errno_status.h"
 #include "core/link.h"
 #include "core/faults.h"
 #include "core/listener.h"
@@ -413,31 +414,10 @@ static void deliver_fn(struct sndk_work *w)
 /* ------------------------------------------------------------------------------------------ */
 /* Handshake socket plumbing */
 
+/* The active side's socket errors, connect() and MPA Request/Reply I/O alike. */
 static NTSTATUS status_from_errno(int err)
 {
-    switch (err) {
-    case ECONNREFUSED:
-    case ECONNRESET:
-    case EPIPE:
-    case 0: /* end of stream */
-        return STATUS_CONNECTION_REFUSED;
-    case ENETUNREACH:
-    case ENETDOWN:
-        return STATUS_NETWORK_UNREACHABLE;
-    case EHOSTUNREACH:
-    case EHOSTDOWN:
-        return STATUS_HOST_UNREACHABLE;
-    case ETIMEDOUT:
-        return STATUS_IO_TIMEOUT;
-    case EADDRNOTAVAIL:
-    case EADDRINUSE:
-        return STATUS_ADDRESS_ALREADY_EXISTS;
-    case ENOMEM:
-    case ENOBUFS:
-        return STATUS_INSUFFICIENT_RESOURCES;
-    default:
-        return STATUS_UNSUCCESSFUL;
-    }
+    return sndk_status_from_errno(SNDK_CALL_CONNECT, err);
 }
 
 static void timer_stop_locked(struct sndk_connector *c)
@@ -779,11 +759,7 @@ static void establish(struct sndk_connector *c)
     if (rc != 0) {
         c->linked = false;
         atomic_fetch_sub_explicit(&c->base.refs, 1, memory_order_acq_rel);
-        fail_locked(c,
-                    rc == -EBUSY       ? STATUS_CONNECTION_ACTIVE
-                    : rc == -ECANCELED ? STATUS_CANCELLED
-                                       : STATUS_INSUFFICIENT_RESOURCES,
-                    "QP attach failed");
+        fail_locked(c, sndk_status_from_errno(SNDK_CALL_QP_ATTACH, -rc), "QP attach failed");
         return;
     }
     c->fd = -1; /* the QP's now */
@@ -1326,7 +1302,7 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
     if (se) {
         int added = sndk_endpoint_add_peer(se->ep, &peer);
         if (added != 0) {
-            st = added == -EEXIST ? STATUS_ADDRESS_ALREADY_EXISTS : STATUS_INSUFFICIENT_RESOURCES;
+            st = sndk_status_from_errno(SNDK_CALL_SHARED_PEER, -added);
         } else {
             c->se_peer = true;
             st = sndk_endpoint_socket(se->ep, &fd);
@@ -1542,8 +1518,7 @@ static NTSTATUS accept_common(struct sndk_connector *c, NDK_QP *pNdkQp, ULONG ir
     if (len < 0) {
         sndk_obj_unbind(&qp->base, c);
         pthread_mutex_unlock(&c->lock);
-        return rc == -EMSGSIZE || len == -EMSGSIZE ? STATUS_INVALID_BUFFER_SIZE
-                                                   : STATUS_INVALID_PARAMETER;
+        return sndk_status_from_errno(SNDK_CALL_MPA_REPLY, rc < 0 ? -rc : -len);
     }
     c->qp = qp;
     sndk_obj_hold(&c->base, &qp->base);
