@@ -298,6 +298,20 @@ static int rx_read_req(void *ctx, const struct sndk_rx_seg *seg, const struct sn
     return 0;
 }
 
+/* A received Terminate's verdict in NDK terms: the request kind it names and the status that
+ * request completes with (a token refused: an access violation; anything else the peer could
+ * not take: remote resources). */
+static const uint8_t term_names_sq_kind[] = {
+    [SNDK_TERM_NAMES_NONE] = 0,
+    [SNDK_TERM_NAMES_SEND] = SNDK_SQ_SEND,
+    [SNDK_TERM_NAMES_READ] = SNDK_SQ_READ,
+    [SNDK_TERM_NAMES_WRITE] = SNDK_SQ_WRITE,
+};
+static const NTSTATUS term_blame_status[] = {
+    [SNDK_TERM_BLAME_RESOURCES] = STATUS_REMOTE_RESOURCES,
+    [SNDK_TERM_BLAME_ACCESS] = STATUS_ACCESS_VIOLATION,
+};
+
 static void rx_terminate(void *ctx, const struct sndk_rx_seg *seg, const struct sndk_term *t)
 {
     (void)seg;
@@ -311,34 +325,16 @@ static void rx_terminate(void *ctx, const struct sndk_rx_seg *seg, const struct 
     f->reason = SNDK_REASON_TERM(SNDK_REASON_TERM_RECV, t->layer, t->etype, t->code);
     f->notify = true;
     f->rst = true;
-    /* A Terminate that carries the header of one of our Sends, Reads or Writes names the
-     * request the peer refused; if still outstanding it completes with: a Send
-     * STATUS_REMOTE_RESOURCES; a Read or Write STATUS_ACCESS_VIOLATION for a protection error
-     * other than bounds (invalid token, rights, PD, TO wrap), else STATUS_REMOTE_RESOURCES
-     * (bounds: [RDMA-2] "read beyond the remote memory"; IRD overflow and other remote errors). */
-    bool tagged_prot = t->layer == SNDK_TERM_LAYER_DDP && t->etype == 1 && t->code != 0x01;
-    bool rdmap_prot = t->layer == SNDK_TERM_LAYER_RDMAP && t->etype == 1 && t->code != 0x01;
-    f->named_status = tagged_prot || rdmap_prot ? STATUS_ACCESS_VIOLATION : STATUS_REMOTE_RESOURCES;
-    if (t->ddp_hdr_len == SNDK_DDP_UNTAGGED_HDR_LEN && !(t->ddp_hdr[0] & SNDK_DDP_TAGGED)) {
-        uint32_t qn = sndk_get_be32(t->ddp_hdr + 6);
-        if (qn == SNDK_QN_SEND || qn == SNDK_QN_READ_REQ) {
-            f->named = true;
-            f->named_kind = qn == SNDK_QN_SEND ? SNDK_SQ_SEND : SNDK_SQ_READ;
-            f->named_msn = sndk_get_be32(t->ddp_hdr + 10);
-            /* A refused Read is named more surely by the sink STag of its included Read
-             * Request (Linux siw puts the read size where the MSN belongs) */
-            if (qn == SNDK_QN_READ_REQ && t->rdmap_hdr_present)
-                f->named_stag = sndk_get_be32(t->rdmap_hdr);
-            if (qn == SNDK_QN_SEND)
-                f->named_status = STATUS_REMOTE_RESOURCES;
-        }
-    } else if (t->ddp_hdr_len == SNDK_DDP_TAGGED_HDR_LEN && (t->ddp_hdr[0] & SNDK_DDP_TAGGED) &&
-               (t->ddp_hdr[1] & 0x0f) == SNDK_OP_WRITE) {
-        f->named = true;
-        f->named_kind = SNDK_SQ_WRITE;
-        f->named_stag = sndk_get_be32(t->ddp_hdr + 2);
-        f->named_to = sndk_get_be64(t->ddp_hdr + 6);
-    }
+    /* A Terminate that carries the header of one of our requests names the request the peer
+     * refused; if still outstanding it completes with its blame's status (sndk_term_target). */
+    struct sndk_term_target named;
+    sndk_term_target(t, &named);
+    f->named = named.names != SNDK_TERM_NAMES_NONE;
+    f->named_kind = term_names_sq_kind[named.names];
+    f->named_msn = named.msn;
+    f->named_stag = named.stag;
+    f->named_to = named.to;
+    f->named_status = term_blame_status[named.blame];
     io->rx_failed = true;
     sndk_debug("rx", "QP %p: Terminate received: %s / %s / %s%s", (void *)qp,
                sndk_term_layer_name(t->layer), sndk_term_etype_name(t->layer, t->etype),
