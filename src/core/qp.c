@@ -1493,17 +1493,26 @@ static void qp_destroy(struct sndk_obj *o)
 static const struct sndk_obj_ops qp_ops = {
     .type = NdkObjectTypeQp, .close_begin = qp_close_begin, .destroy = qp_destroy};
 
-static NTSTATUS qp_create_common(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pInitiatorCq,
-                                 NDK_SRQ *pSrq, bool with_srq, PVOID QPContext,
-                                 ULONG ReceiveQueueDepth, ULONG InitiatorQueueDepth,
-                                 ULONG MaxReceiveRequestSge, ULONG MaxInitiatorRequestSge,
-                                 ULONG InlineDataSize, NDK_QP **ppNdkQp)
+/* What NdkCreateQp and NdkCreateQpWithSrq ask for (no SRQ: with_srq false, the receive queue
+ * fields used; with one: they are ignored). */
+struct qp_create_args {
+    NDK_PD *pd;
+    NDK_CQ *receive_cq, *initiator_cq;
+    NDK_SRQ *srq;
+    bool with_srq;
+    PVOID context;
+    ULONG receive_depth, initiator_depth;
+    ULONG receive_max_sge, initiator_max_sge;
+    ULONG inline_size;
+};
+
+static NTSTATUS qp_create_common(const struct qp_create_args *q, NDK_QP **ppNdkQp)
 {
-    struct sndk_pd *pd = sndk_pd_from(pNdkPd);
-    struct sndk_cq *rcq = sndk_cq_from(pReceiveCq);
-    struct sndk_cq *icq = sndk_cq_from(pInitiatorCq);
-    struct sndk_srq *srq = with_srq ? sndk_srq_from(pSrq) : NULL;
-    if (!pd || !rcq || !icq || !ppNdkQp || (with_srq && !srq))
+    struct sndk_pd *pd = sndk_pd_from(q->pd);
+    struct sndk_cq *rcq = sndk_cq_from(q->receive_cq);
+    struct sndk_cq *icq = sndk_cq_from(q->initiator_cq);
+    struct sndk_srq *srq = q->with_srq ? sndk_srq_from(q->srq) : NULL;
+    if (!pd || !rcq || !icq || !ppNdkQp || (q->with_srq && !srq))
         return STATUS_INVALID_PARAMETER;
     struct sndk_adapter *a = pd->base.adapter;
     /* Antecedents must be of this adapter (and the SRQ of this PD) and open. */
@@ -1511,12 +1520,12 @@ static NTSTATUS qp_create_common(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pIn
         (srq && (!sndk_obj_usable(&srq->base, a) || srq->base.holds[0] != &pd->base)))
         return STATUS_INVALID_PARAMETER;
     const NDK_ADAPTER_INFO *info = &a->info;
-    if (InitiatorQueueDepth == 0 || InitiatorQueueDepth > info->MaxInitiatorQueueDepth ||
-        MaxInitiatorRequestSge > info->MaxInitiatorRequestSge ||
-        InlineDataSize > info->MaxInlineDataSize)
+    if (q->initiator_depth == 0 || q->initiator_depth > info->MaxInitiatorQueueDepth ||
+        q->initiator_max_sge > info->MaxInitiatorRequestSge ||
+        q->inline_size > info->MaxInlineDataSize)
         return STATUS_INVALID_PARAMETER;
-    if (!with_srq && (ReceiveQueueDepth == 0 || ReceiveQueueDepth > info->MaxReceiveQueueDepth ||
-                      MaxReceiveRequestSge > info->MaxReceiveRequestSge))
+    if (!q->with_srq && (q->receive_depth == 0 || q->receive_depth > info->MaxReceiveQueueDepth ||
+                         q->receive_max_sge > info->MaxReceiveRequestSge))
         return STATUS_INVALID_PARAMETER;
     if (sndk_obj_closing(&pd->base))
         return STATUS_INVALID_DEVICE_STATE;
@@ -1526,17 +1535,16 @@ static NTSTATUS qp_create_common(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pIn
     if (!qp)
         return STATUS_INSUFFICIENT_RESOURCES;
     /* Reads may use up to MaxReadRequestSge SGEs (it overrides the initiator limit, [POST-6]). */
-    qp->sq_iov_stride = MaxInitiatorRequestSge > info->MaxReadRequestSge
-                            ? MaxInitiatorRequestSge
-                            : info->MaxReadRequestSge;
+    qp->sq_iov_stride = q->initiator_max_sge > info->MaxReadRequestSge ? q->initiator_max_sge
+                                                                       : info->MaxReadRequestSge;
     if (qp->sq_iov_stride == 0)
         qp->sq_iov_stride = 1;
-    qp->sq = calloc(InitiatorQueueDepth, sizeof *qp->sq);
-    qp->sq_iov = calloc((size_t)InitiatorQueueDepth * qp->sq_iov_stride, sizeof *qp->sq_iov);
-    qp->sq_inline = InlineDataSize ? malloc((size_t)InitiatorQueueDepth * InlineDataSize) : NULL;
-    if (!qp->sq || !qp->sq_iov || (InlineDataSize && !qp->sq_inline) ||
-        !sndk_recv_ring_init(&qp->rq, with_srq ? 0 : ReceiveQueueDepth,
-                             with_srq ? 0 : MaxReceiveRequestSge)) {
+    qp->sq = calloc(q->initiator_depth, sizeof *qp->sq);
+    qp->sq_iov = calloc((size_t)q->initiator_depth * qp->sq_iov_stride, sizeof *qp->sq_iov);
+    qp->sq_inline = q->inline_size ? malloc((size_t)q->initiator_depth * q->inline_size) : NULL;
+    if (!qp->sq || !qp->sq_iov || (q->inline_size && !qp->sq_inline) ||
+        !sndk_recv_ring_init(&qp->rq, q->with_srq ? 0 : q->receive_depth,
+                             q->with_srq ? 0 : q->receive_max_sge)) {
         free(qp->sq);
         free(qp->sq_iov);
         free(qp->sq_inline);
@@ -1547,11 +1555,11 @@ static NTSTATUS qp_create_common(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pIn
     qp->rcq = rcq;
     qp->icq = icq;
     qp->srq = srq;
-    qp->context = QPContext;
-    qp->initiator_depth = InitiatorQueueDepth;
-    qp->initiator_max_sge = MaxInitiatorRequestSge;
-    qp->inline_size = InlineDataSize;
-    qp->recv_max_sge = srq ? srq->ring.max_sge : MaxReceiveRequestSge;
+    qp->context = q->context;
+    qp->initiator_depth = q->initiator_depth;
+    qp->initiator_max_sge = q->initiator_max_sge;
+    qp->inline_size = q->inline_size;
+    qp->recv_max_sge = srq ? srq->ring.max_sge : q->receive_max_sge;
     atomic_init(&qp->state, SNDK_QP_IDLE);
     atomic_init(&qp->sq_head, 0);
     sndk_mutex_init_ranked(&qp->state_lock, SNDK_LOCK_QP_STATE);
@@ -1577,9 +1585,16 @@ NTSTATUS sndk_qp_create(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pInitiatorCq
 {
     (void)CreateCompletion; /* creates complete inline */
     (void)RequestContext;
-    return qp_create_common(pNdkPd, pReceiveCq, pInitiatorCq, NULL, false, QPContext,
-                            ReceiveQueueDepth, InitiatorQueueDepth, MaxReceiveRequestSge,
-                            MaxInitiatorRequestSge, InlineDataSize, ppNdkQp);
+    struct qp_create_args q = {.pd = pNdkPd,
+                               .receive_cq = pReceiveCq,
+                               .initiator_cq = pInitiatorCq,
+                               .context = QPContext,
+                               .receive_depth = ReceiveQueueDepth,
+                               .initiator_depth = InitiatorQueueDepth,
+                               .receive_max_sge = MaxReceiveRequestSge,
+                               .initiator_max_sge = MaxInitiatorRequestSge,
+                               .inline_size = InlineDataSize};
+    return qp_create_common(&q, ppNdkQp);
 }
 
 NTSTATUS sndk_qp_create_with_srq(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pInitiatorCq,
@@ -1590,7 +1605,14 @@ NTSTATUS sndk_qp_create_with_srq(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pIn
 {
     (void)CreateCompletion;
     (void)RequestContext;
-    return qp_create_common(pNdkPd, pReceiveCq, pInitiatorCq, pSrq, true, QPContext, 0,
-                            InitiatorQueueDepth, 0, MaxInitiatorRequestSge, InlineDataSize,
-                            ppNdkQp);
+    struct qp_create_args q = {.pd = pNdkPd,
+                               .receive_cq = pReceiveCq,
+                               .initiator_cq = pInitiatorCq,
+                               .srq = pSrq,
+                               .with_srq = true,
+                               .context = QPContext,
+                               .initiator_depth = InitiatorQueueDepth,
+                               .initiator_max_sge = MaxInitiatorRequestSge,
+                               .inline_size = InlineDataSize};
+    return qp_create_common(&q, ppNdkQp);
 }
