@@ -18,7 +18,7 @@
 
 #include "core/access.h"
 #include "core/link.h"
-#include "iwarp/qp_io.h"
+#include "iwarp/dp_seams.h"
 #include "util/log.h"
 
 static const char *const qp_state_names[SNDK_QP_STATE_COUNT] = {
@@ -206,11 +206,7 @@ void sndk_qp_retire_head(struct sndk_qp *qp, NTSTATUS st, ULONG code)
         };
         sndk_cq_post(qp->icq, &r, false);
     }
-    if (qp->io && qp->io->crec) {
-        sndk_cc_add(qp->io->crec, SNDK_CC_SQ_RETIRED, 1);
-        if (st == STATUS_CANCELLED)
-            sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_FLUSHED);
-    }
+    sndk_seam_sq_retired(qp, st);
     /* Release: the poster reads sq_head without the lock to find free slots. */
     atomic_store_explicit(&qp->sq_head, idx + 1, memory_order_release);
 }
@@ -376,8 +372,7 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
         sndk_tx_terminate(qp, &f->term);
     if (f->send_term || f->graceful) {
         shutdown(io->fd, SHUT_WR); /* FIN right behind the Terminate / the last FPDU */
-        if (io->crec)
-            sndk_pcap_fin(io->crec->pcap, true);
+        sndk_seam_tx_fin(qp);
     }
     /* from here only src_done touches the socket */
     sndk_conn_phase_set(qp, SNDK_PHASE_ENDED, f->graceful ? "shutdown finished" : "failed");
@@ -921,8 +916,6 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     sndk_timer_init(&io->park_timer, park_timer_fn);
     sndk_timer_init(&io->tx_stall_timer, tx_stall_timer_fn);
     sndk_timer_init(&io->rx_stall_timer, rx_stall_timer_fn);
-    io->fc = sndk_fault_conn_new(qp->base.adapter, p->active, p->crc);
-    io->rx_fault_checked = UINT64_MAX;
     io->rconn.qp = io->iconn.qp = qp;
     io->crec = p->rec;
     sndk_conn_rec_get(io->crec);
@@ -931,17 +924,10 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     sndk_tx_init(io, p->crc, fpdu_size_for(p->fd), p->ird, p->ord);
     if (p->await_initiator)
         sndk_tx_gate_await(io);
-    if (qp->base.adapter->cfg.source_check) {
-        io->src_iov = calloc(SNDK_TX_IOV, sizeof *io->src_iov);
-        if (!io->src_iov)
-            sndk_warn("qp",
-                      "QP %p: no memory for the source check: this connection is not "
-                      "checked",
-                      (void *)qp);
-    }
     sndk_rx_io_init(io, p->crc);
     if (p->rx_read_msn > 1)
         io->rx.msn_expect[SNDK_QN_READ_REQ] = p->rx_read_msn;
+    sndk_dp_hooks_attach(io, p); /* before the connection's first byte */
     qp->io = io; /* published to the other threads by the locks they take before using it */
     /* Connected before anything a consumer can observe: once the QP is on its CQs, a polling
      * consumer receives on it and may answer at once, and that NdkSend must find the QP
@@ -1209,8 +1195,7 @@ static NTSTATUS sq_publish(struct sndk_qp *qp, ULONG flags)
         return STATUS_CONNECTION_INVALID;
     }
     qp->sq_tail++;
-    if (io->crec)
-        sndk_cc_add(io->crec, SNDK_CC_SQ_POSTED, 1);
+    sndk_seam_sq_posted(io);
     enum sndk_tx_result res = SNDK_TX_DRAINED;
     /* DEFER: the chain waits for the request that ends it. A blocked socket: the progress
      * thread sends everything queued when it drains. READ_FENCE and ORD hold the queue in
@@ -1476,8 +1461,7 @@ static void qp_destroy(struct sndk_obj *o)
         free(qp->io->cur);
         free(qp->io->cur_iov);
         free(qp->io->resp_iov);
-        free(qp->io->src_iov);
-        sndk_fault_conn_free(qp->io->fc);
+        sndk_dp_hooks_detach(qp->io);
         free(qp->io);
     }
     free(qp->sq);
