@@ -1,7 +1,10 @@
 /* datapath_bench: softndk Send/Receive against raw TCP on loopback, same sizes, same polling
  * discipline, same process (README.md). Not a test: prints a table of medians/means and ratios.
  *
- *   datapath_bench [-t SECONDS_PER_CASE] [-c on|off]
+ *   datapath_bench [-t SECONDS_PER_CASE] [-c on|off] [-q]
+ *
+ * -q: only the 64 B polling ping-pong and the 1 MiB Send stream (bench/hooks_cost.sh runs two
+ * builds in interleaved rounds of these).
  *
  * Two adapters, one QP each, joined by a TCP connection made here (no connection layer) and
  * attached with sndk_qp_attach; the raw side uses a second TCP connection.
@@ -33,6 +36,7 @@
 
 static double case_seconds = 1.5;
 static bool use_crc = true;
+static bool quick;
 
 static uint64_t now_ns(void)
 {
@@ -572,13 +576,15 @@ static double read_latency(void)
 int main(int argc, char **argv)
 {
     int opt;
-    while ((opt = getopt(argc, argv, "t:c:")) != -1) {
-        if (opt == 't')
+    while ((opt = getopt(argc, argv, "t:c:q")) != -1) {
+        if (opt == 'q')
+            quick = true;
+        else if (opt == 't')
             case_seconds = atof(optarg);
         else if (opt == 'c')
             use_crc = strcmp(optarg, "off") != 0;
         else {
-            fprintf(stderr, "usage: datapath_bench [-t seconds per case] [-c on|off]\n");
+            fprintf(stderr, "usage: datapath_bench [-t seconds per case] [-c on|off] [-q]\n");
             return 2;
         }
     }
@@ -589,10 +595,17 @@ int main(int argc, char **argv)
     s = pingpong(false, false);
     r = pingpong(true, false);
     printf("%-34s %11.2f us %11.2f us %8.2f\n", "64 B ping-pong one-way, polling", s, r, s / r);
+    double sb, rb;
+    if (quick) {
+        stream(false, 1u << 20, 1, &sb);
+        stream(true, 1u << 20, 1, &rb);
+        printf("%-34s %10.2f GB/s %9.2f GB/s %8.2f\n", "1 MiB Send stream", sb / 1e9, rb / 1e9,
+               sb / rb);
+        return 0;
+    }
     s = pingpong(false, true);
     r = pingpong(true, true);
     printf("%-34s %11.2f us %11.2f us %8.2f\n", "64 B ping-pong one-way, blocking", s, r, s / r);
-    double sb, rb;
     stream(false, 65536, 1, &sb);
     stream(true, 65536, 1, &rb);
     printf("%-34s %10.2f GB/s %9.2f GB/s %8.2f\n", "64 KiB Send stream", sb / 1e9, rb / 1e9,

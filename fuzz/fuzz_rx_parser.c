@@ -84,6 +84,11 @@ static int f_read_req(void *c, const struct sndk_rx_seg *s, const struct sndk_re
 static void f_terminate(void *c, const struct sndk_rx_seg *s, const struct sndk_term *t)
 {
     (void)sndk_term_code_name(t->layer, t->etype, t->code);
+    /* the inbound table reads the peer's bytes too: what it names stays inside them */
+    struct sndk_term_target named;
+    sndk_term_target(t, &named);
+    if (named.names == SNDK_TERM_NAMES_NONE && (named.msn || named.stag || named.to))
+        abort();
 }
 
 /* The stream in pieces of at most step bytes through want/advance, resuming a held Send (no

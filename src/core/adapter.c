@@ -124,10 +124,22 @@ static const NDK_ADAPTER_DISPATCH adapter_dispatch = {
     .NdkReleaseLAM = sndk_lam_release,
 };
 
-static const struct sndk_obj_ops adapter_ops = {.type = NdkObjectTypeAdapter};
-
-void sndk_adapter_track(struct sndk_adapter *a, struct sndk_obj *o)
+/* The adapter's last reference went: its close is waiting for that. */
+static void adapter_released(struct sndk_obj *o)
 {
+    struct sndk_adapter *a = sndk_container_of(o, struct sndk_adapter, base);
+    pthread_mutex_lock(&a->lock);
+    a->released = true;
+    pthread_cond_broadcast(&a->released_cond);
+    pthread_mutex_unlock(&a->lock);
+}
+
+static const struct sndk_obj_ops adapter_ops = {.type = NdkObjectTypeAdapter,
+                                                .last_ref = adapter_released};
+
+static void track(struct sndk_obj_tracker *t, struct sndk_obj *o)
+{
+    struct sndk_adapter *a = sndk_container_of(t, struct sndk_adapter, objects);
     pthread_mutex_lock(&a->lock);
     o->live_prev = NULL;
     o->live_next = a->live;
@@ -138,8 +150,9 @@ void sndk_adapter_track(struct sndk_adapter *a, struct sndk_obj *o)
     pthread_mutex_unlock(&a->lock);
 }
 
-void sndk_adapter_untrack(struct sndk_adapter *a, struct sndk_obj *o)
+static void untrack(struct sndk_obj_tracker *t, struct sndk_obj *o)
 {
+    struct sndk_adapter *a = sndk_container_of(t, struct sndk_adapter, objects);
     pthread_mutex_lock(&a->lock);
     if (o->live_prev)
         o->live_prev->live_next = o->live_next;
@@ -148,14 +161,6 @@ void sndk_adapter_untrack(struct sndk_adapter *a, struct sndk_obj *o)
     if (o->live_next)
         o->live_next->live_prev = o->live_prev;
     a->live_count[o->ops->type]--;
-    pthread_mutex_unlock(&a->lock);
-}
-
-void sndk_adapter_released(struct sndk_adapter *a)
-{
-    pthread_mutex_lock(&a->lock);
-    a->released = true;
-    pthread_cond_broadcast(&a->released_cond);
     pthread_mutex_unlock(&a->lock);
 }
 
@@ -250,6 +255,8 @@ NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OP
     if (a->dev->threads > 1 && !cfg.flags_given)
         a->info.AdapterFlags |= NDK_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED;
     sndk_obj_init(&a->base, a, &adapter_ops, &adapter_dispatch);
+    /* from now on, not before: the adapter is the root, not on its own list */
+    a->objects = (struct sndk_obj_tracker){.track = track, .untrack = untrack};
     a->seq = atomic_fetch_add(&adapter_seq, 1);
     clock_gettime(CLOCK_MONOTONIC, &a->opened);
     sndk_counters_init(&a->ctrs);
@@ -411,7 +418,3 @@ NTSTATUS SoftNdkQuerySemantics(NDK_ADAPTER *pNdkAdapter, SOFTNDK_SEMANTICS *Sema
     return STATUS_SUCCESS;
 }
 
-const char *SoftNdkVersionString(void)
-{
-    return SOFTNDK_VERSION_STRING;
-}

@@ -26,6 +26,7 @@ struct sndk_adapter {
     /* live objects, for diagnostics and the wait in SoftNdkCloseAdapter */
     pthread_mutex_t lock; /* guards live, live_count, released */
     pthread_cond_t released_cond;
+    struct sndk_obj_tracker objects; /* keeps live: the objects created under this adapter */
     struct sndk_obj *live;
     unsigned live_count[NdkObjectTypeMax];
     bool released; /* refs reached zero */
@@ -45,11 +46,6 @@ static inline struct sndk_adapter *sndk_adapter_from(NDK_ADAPTER *pub)
     struct sndk_obj *o = sndk_obj_check(pub, NdkObjectTypeAdapter);
     return o ? sndk_container_of(o, struct sndk_adapter, base) : NULL;
 }
-
-void sndk_adapter_track(struct sndk_adapter *a, struct sndk_obj *o);
-void sndk_adapter_untrack(struct sndk_adapter *a, struct sndk_obj *o);
-/* The adapter's last reference went (its close is waiting for that). */
-void sndk_adapter_released(struct sndk_adapter *a);
 
 /* Dispatch slots implemented in the object files. */
 NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,

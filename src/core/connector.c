@@ -24,6 +24,7 @@
 #include <netinet/tcp.h>
 #include <unistd.h>
 
+#include "core/errno_status.h"
 #include "core/link.h"
 #include "faults/faults.h"
 #include "core/listener.h"
@@ -411,31 +412,10 @@ static void deliver_fn(struct sndk_work *w)
 /* ------------------------------------------------------------------------------------------ */
 /* Handshake socket plumbing */
 
+/* The active side's socket errors, connect() and MPA Request/Reply I/O alike. */
 static NTSTATUS status_from_errno(int err)
 {
-    switch (err) {
-    case ECONNREFUSED:
-    case ECONNRESET:
-    case EPIPE:
-    case 0: /* end of stream */
-        return STATUS_CONNECTION_REFUSED;
-    case ENETUNREACH:
-    case ENETDOWN:
-        return STATUS_NETWORK_UNREACHABLE;
-    case EHOSTUNREACH:
-    case EHOSTDOWN:
-        return STATUS_HOST_UNREACHABLE;
-    case ETIMEDOUT:
-        return STATUS_IO_TIMEOUT;
-    case EADDRNOTAVAIL:
-    case EADDRINUSE:
-        return STATUS_ADDRESS_ALREADY_EXISTS;
-    case ENOMEM:
-    case ENOBUFS:
-        return STATUS_INSUFFICIENT_RESOURCES;
-    default:
-        return STATUS_UNSUCCESSFUL;
-    }
+    return sndk_status_from_errno(SNDK_CALL_CONNECT, err);
 }
 
 static void timer_stop_locked(struct sndk_connector *c)
@@ -777,11 +757,7 @@ static void establish(struct sndk_connector *c)
     if (rc != 0) {
         c->linked = false;
         atomic_fetch_sub_explicit(&c->base.refs, 1, memory_order_acq_rel);
-        fail_locked(c,
-                    rc == -EBUSY       ? STATUS_CONNECTION_ACTIVE
-                    : rc == -ECANCELED ? STATUS_CANCELLED
-                                       : STATUS_INSUFFICIENT_RESOURCES,
-                    "QP attach failed");
+        fail_locked(c, sndk_status_from_errno(SNDK_CALL_QP_ATTACH, -rc), "QP attach failed");
         return;
     }
     c->fd = -1; /* the QP's now */
@@ -1281,25 +1257,37 @@ static uint32_t cap_limit(ULONG asked, ULONG adapter_max)
     return v > SNDK_MPA_V2_IRDORD_MAX ? SNDK_MPA_V2_IRDORD_MAX : v;
 }
 
-static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
-                              const struct sockaddr *src, ULONG srclen,
-                              struct sndk_shared_endpoint *se, const struct sockaddr *dst,
-                              ULONG dstlen, ULONG ird, ULONG ord, const void *pd, ULONG pdlen,
-                              NDK_FN_REQUEST_COMPLETION cb, PVOID ctx)
+/* What NdkConnect and NdkConnectWithSharedEndpoint ask for (src/srclen without a shared
+ * endpoint, se with one). */
+struct connect_args {
+    NDK_QP *qp;
+    const struct sockaddr *src;
+    ULONG srclen;
+    struct sndk_shared_endpoint *se;
+    const struct sockaddr *dst;
+    ULONG dstlen;
+    ULONG ird, ord;
+    const void *pd;
+    ULONG pdlen;
+    NDK_FN_REQUEST_COMPLETION cb;
+    PVOID ctx;
+};
+
+static NTSTATUS start_connect(struct sndk_connector *c, const struct connect_args *r)
 {
     const NDK_ADAPTER_INFO *info = &c->base.adapter->info;
-    if (pdlen > info->MaxCallerData)
+    if (r->pdlen > info->MaxCallerData)
         return STATUS_INVALID_BUFFER_SIZE;
-    if (pdlen && !pd)
+    if (r->pdlen && !r->pd)
         return STATUS_INVALID_PARAMETER;
     struct sndk_addr peer, local;
-    if (sndk_addr_from(&peer, dst, dstlen) != STATUS_SUCCESS || sndk_addr_port(&peer) == 0 ||
+    if (sndk_addr_from(&peer, r->dst, r->dstlen) != STATUS_SUCCESS || sndk_addr_port(&peer) == 0 ||
         sndk_addr_is_wildcard(&peer))
         return STATUS_INVALID_PARAMETER;
-    if (se) {
-        local = *sndk_endpoint_addr(se->ep);
+    if (r->se) {
+        local = *sndk_endpoint_addr(r->se->ep);
     } else {
-        NTSTATUS st = sndk_addr_from(&local, src, srclen);
+        NTSTATUS st = sndk_addr_from(&local, r->src, r->srclen);
         if (st != STATUS_SUCCESS)
             return st;
     }
@@ -1311,32 +1299,32 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
         enum sndk_conn_state was = c->state;
         pthread_mutex_unlock(&c->lock);
         if (sndk_verify_on(c->base.adapter))
-            sndk_verify_report(&c->base, SoftNdkVerifyConnectorState, ctx,
+            sndk_verify_report(&c->base, SoftNdkVerifyConnectorState, r->ctx,
                                "NdkConnect on a connector in state %s: a connector serves one "
                                "connection, a failed one included (CONN-3)",
                                conn_state_names[was]);
         return STATUS_INVALID_DEVICE_STATE; /* a connector is used for one connection */
     }
     struct sndk_qp *qp;
-    NTSTATUS st = claim_qp(c, pNdkQp, &qp);
+    NTSTATUS st = claim_qp(c, r->qp, &qp);
     if (st != STATUS_SUCCESS) {
         pthread_mutex_unlock(&c->lock);
         return st;
     }
     int fd = -1;
     uint16_t want_port = 0;
-    if (se) {
-        int added = sndk_endpoint_add_peer(se->ep, &peer);
+    if (r->se) {
+        int added = sndk_endpoint_add_peer(r->se->ep, &peer);
         if (added != 0) {
-            st = added == -EEXIST ? STATUS_ADDRESS_ALREADY_EXISTS : STATUS_INSUFFICIENT_RESOURCES;
+            st = sndk_status_from_errno(SNDK_CALL_SHARED_PEER, -added);
         } else {
             c->se_peer = true;
-            st = sndk_endpoint_socket(se->ep, &fd);
+            st = sndk_endpoint_socket(r->se->ep, &fd);
             if (st == STATUS_SUCCESS) {
-                sndk_endpoint_get(se->ep);
-                c->ep = se->ep;
+                sndk_endpoint_get(r->se->ep);
+                c->ep = r->se->ep;
             } else {
-                sndk_endpoint_del_peer(se->ep, &peer);
+                sndk_endpoint_del_peer(r->se->ep, &peer);
                 c->se_peer = false;
             }
         }
@@ -1359,12 +1347,12 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
         char pb[64];
         sndk_trace_emit("api.NdkConnect", "connector", c,
                         "\"qp\":\"%p\",\"peer\":\"%s\",\"ird\":%u,\"ord\":%u,\"pd_len\":%u",
-                        (void *)qp, sndk_addr_str(&peer, pb, sizeof pb), ird, ord, pdlen);
+                        (void *)qp, sndk_addr_str(&peer, pb, sizeof pb), r->ird, r->ord, r->pdlen);
     }
-    c->want_ird = cap_limit(ird, info->MaxInboundReadLimit);
-    c->want_ord = cap_limit(ord, info->MaxOutboundReadLimit);
+    c->want_ird = cap_limit(r->ird, info->MaxInboundReadLimit);
+    c->want_ord = cap_limit(r->ord, info->MaxOutboundReadLimit);
     struct sndk_mpa_policy pol = policy_of(c);
-    sndk_mpa_request_params(&pol, pd, (uint16_t)pdlen, &c->req);
+    sndk_mpa_request_params(&pol, r->pd, (uint16_t)r->pdlen, &c->req);
     int len = sndk_mpa_build(c->tx, sizeof c->tx, false, &c->req);
     if (len < 0) {
         sndk_obj_unbind(&qp->base, c);
@@ -1375,14 +1363,14 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
     c->tx_off = 0;
     sndk_mpa_rx_init(&c->mpa, true, SNDK_MPA_PD_MAX_RFC); /* RFC 5044: up to 512 */
     sndk_obj_hold(&c->base, &qp->base);
-    if (se)
-        sndk_obj_hold(&c->base, &se->base);
+    if (r->se)
+        sndk_obj_hold(&c->base, &r->se->base);
 
     int rc = connect(fd, &peer.sa, peer.len);
     /* A port drawn for us (source port 0) whose 4-tuple to this peer still waits in TIME_WAIT
      * (the kernel says EADDRNOTAVAIL): draw another rather than fail a churning consumer. */
-    for (unsigned tries = 0;
-         rc != 0 && errno == EADDRNOTAVAIL && !se && want_port == 0 && tries < CONNECT_PORT_TRIES;
+    for (unsigned tries = 0; rc != 0 && errno == EADDRNOTAVAIL && !r->se && want_port == 0 &&
+                             tries < CONNECT_PORT_TRIES;
          tries++) {
         struct sndk_endpoint *old_ep = c->ep;
         int old_fd = fd;
@@ -1421,7 +1409,7 @@ static NTSTATUS start_connect(struct sndk_connector *c, NDK_QP *pNdkQp,
         pthread_mutex_unlock(&c->lock);
         return st;
     }
-    start_request_locked(c, cb, ctx);
+    start_request_locked(c, r->cb, r->ctx);
     set_state(c, SNDK_CONN_CONNECTING);
     timer_start_locked(c);
     pthread_mutex_unlock(&c->lock);
@@ -1444,7 +1432,18 @@ static NTSTATUS connector_connect(NDK_CONNECTOR *pub, NDK_QP *qp, const struct s
     struct sndk_connector *c = connector_from(pub);
     if (!c || !qp_given(c, qp, "NdkConnect") || !src || !dst || !cb)
         return STATUS_INVALID_PARAMETER;
-    return start_connect(c, qp, src, srclen, NULL, dst, dstlen, ird, ord, pd, pdlen, cb, ctx);
+    struct connect_args r = {.qp = qp,
+                             .src = src,
+                             .srclen = srclen,
+                             .dst = dst,
+                             .dstlen = dstlen,
+                             .ird = ird,
+                             .ord = ord,
+                             .pd = pd,
+                             .pdlen = pdlen,
+                             .cb = cb,
+                             .ctx = ctx};
+    return start_connect(c, &r);
 }
 
 static NTSTATUS connector_connect_se(NDK_CONNECTOR *pub, NDK_QP *qp, NDK_SHARED_ENDPOINT *sepub,
@@ -1461,7 +1460,17 @@ static NTSTATUS connector_connect_se(NDK_CONNECTOR *pub, NDK_QP *qp, NDK_SHARED_
     if (!c || !qp_given(c, qp, "NdkConnectWithSharedEndpoint") || !se || !dst || !cb ||
         !sndk_obj_usable(&se->base, c->base.adapter))
         return STATUS_INVALID_PARAMETER;
-    return start_connect(c, qp, NULL, 0, se, dst, dstlen, ird, ord, pd, pdlen, cb, ctx);
+    struct connect_args r = {.qp = qp,
+                             .se = se,
+                             .dst = dst,
+                             .dstlen = dstlen,
+                             .ird = ird,
+                             .ord = ord,
+                             .pd = pd,
+                             .pdlen = pdlen,
+                             .cb = cb,
+                             .ctx = ctx};
+    return start_connect(c, &r);
 }
 
 static NTSTATUS complete_connect(struct sndk_connector *c, NDK_FN_DISCONNECT_EVENT_CALLBACK ev,
@@ -1514,22 +1523,32 @@ static NTSTATUS connector_complete_ex(NDK_CONNECTOR *pub, NDK_FN_DISCONNECT_EVEN
     return complete_connect(c, NULL, ev, evctx, cb, ctx);
 }
 
-static NTSTATUS accept_common(struct sndk_connector *c, NDK_QP *pNdkQp, ULONG ird, ULONG ord,
-                              const void *pd, ULONG pdlen, NDK_FN_DISCONNECT_EVENT_CALLBACK ev,
-                              NDK_FN_DISCONNECT_EVENT_CALLBACK_EX ev_ex, PVOID evctx,
-                              NDK_FN_REQUEST_COMPLETION cb, PVOID ctx)
+/* What NdkAccept and NdkAcceptEx ask for (ev or ev_ex, the other NULL). */
+struct accept_args {
+    NDK_QP *qp;
+    ULONG ird, ord;
+    const void *pd;
+    ULONG pdlen;
+    NDK_FN_DISCONNECT_EVENT_CALLBACK ev;
+    NDK_FN_DISCONNECT_EVENT_CALLBACK_EX ev_ex;
+    PVOID evctx;
+    NDK_FN_REQUEST_COMPLETION cb;
+    PVOID ctx;
+};
+
+static NTSTATUS accept_common(struct sndk_connector *c, const struct accept_args *r)
 {
     const NDK_ADAPTER_INFO *info = &c->base.adapter->info;
-    if (pdlen > info->MaxCalleeData)
+    if (r->pdlen > info->MaxCalleeData)
         return STATUS_INVALID_BUFFER_SIZE;
-    if (pdlen && !pd)
+    if (r->pdlen && !r->pd)
         return STATUS_INVALID_PARAMETER;
     pthread_mutex_lock(&c->lock);
     if (c->state != SNDK_CONN_INCOMING || c->req_active) {
         enum sndk_conn_state was = c->state;
         pthread_mutex_unlock(&c->lock);
         if (was != SNDK_CONN_CLOSED && sndk_verify_on(c->base.adapter))
-            sndk_verify_report(&c->base, SoftNdkVerifyConnectorState, ctx,
+            sndk_verify_report(&c->base, SoftNdkVerifyConnectorState, r->ctx,
                                "NdkAccept in state %s: only a connector delivered by a connect "
                                "event is accepted, once (CONN-4)",
                                conn_state_names[was]);
@@ -1542,23 +1561,23 @@ static NTSTATUS accept_common(struct sndk_connector *c, NDK_QP *pNdkQp, ULONG ir
         return STATUS_CONNECTION_ABORTED;
     }
     struct sndk_qp *qp;
-    NTSTATUS st = claim_qp(c, pNdkQp, &qp);
+    NTSTATUS st = claim_qp(c, r->qp, &qp);
     if (st != STATUS_SUCCESS) {
         pthread_mutex_unlock(&c->lock);
         return st;
     }
-    c->want_ird = cap_limit(ird, info->MaxInboundReadLimit);
-    c->want_ord = cap_limit(ord, info->MaxOutboundReadLimit);
+    c->want_ird = cap_limit(r->ird, info->MaxInboundReadLimit);
+    c->want_ord = cap_limit(r->ord, info->MaxOutboundReadLimit);
     struct sndk_mpa_policy pol = policy_of(c);
     struct sndk_mpa_params reply;
     struct sndk_mpa_result res;
-    int rc = sndk_mpa_accept(sndk_mpa_rx_frame(&c->mpa), &pol, pd, (uint16_t)pdlen, &reply, &res);
+    int rc =
+        sndk_mpa_accept(sndk_mpa_rx_frame(&c->mpa), &pol, r->pd, (uint16_t)r->pdlen, &reply, &res);
     int len = rc == 0 ? sndk_mpa_build(c->tx, sizeof c->tx, true, &reply) : -1;
     if (len < 0) {
         sndk_obj_unbind(&qp->base, c);
         pthread_mutex_unlock(&c->lock);
-        return rc == -EMSGSIZE || len == -EMSGSIZE ? STATUS_INVALID_BUFFER_SIZE
-                                                   : STATUS_INVALID_PARAMETER;
+        return sndk_status_from_errno(SNDK_CALL_MPA_REPLY, rc < 0 ? -rc : -len);
     }
     c->qp = qp;
     sndk_obj_hold(&c->base, &qp->base);
@@ -1571,13 +1590,13 @@ static NTSTATUS accept_common(struct sndk_connector *c, NDK_QP *pNdkQp, ULONG ir
     c->peer_pd_len = keep_len;
     c->tx_len = (size_t)len;
     c->tx_off = 0;
-    set_disconnect_event_locked(c, ev, ev_ex, evctx);
-    start_request_locked(c, cb, ctx);
+    set_disconnect_event_locked(c, r->ev, r->ev_ex, r->evctx);
+    start_request_locked(c, r->cb, r->ctx);
     struct sndk_rx_config rcfg = {.crc = c->crc};
     sndk_rx_init(&c->rtr_rx, &rcfg, &rtr_ops, c);
     SNDK_TRACE("api.NdkAccept", "connector", c,
-               "\"qp\":\"%p\",\"ird\":%u,\"ord\":%u,\"pd_len\":%u,\"rtr\":%s", (void *)qp, ird,
-               ord, pdlen, c->p2p ? "true" : "false");
+               "\"qp\":\"%p\",\"ird\":%u,\"ord\":%u,\"pd_len\":%u,\"rtr\":%s", (void *)qp, r->ird,
+               r->ord, r->pdlen, c->p2p ? "true" : "false");
     set_state(c, SNDK_CONN_ACCEPTING);
     timer_start_locked(c);
     /* The socket's events run the rest (Reply out, RTR in) on its progress thread. */
@@ -1593,7 +1612,16 @@ static NTSTATUS connector_accept(NDK_CONNECTOR *pub, NDK_QP *qp, ULONG ird, ULON
     struct sndk_connector *c = connector_from(pub);
     if (!c || !qp_given(c, qp, "NdkAccept") || !cb)
         return STATUS_INVALID_PARAMETER;
-    return accept_common(c, qp, ird, ord, pd, pdlen, ev, NULL, evctx, cb, ctx);
+    struct accept_args r = {.qp = qp,
+                            .ird = ird,
+                            .ord = ord,
+                            .pd = pd,
+                            .pdlen = pdlen,
+                            .ev = ev,
+                            .evctx = evctx,
+                            .cb = cb,
+                            .ctx = ctx};
+    return accept_common(c, &r);
 }
 
 static NTSTATUS connector_accept_ex(NDK_CONNECTOR *pub, NDK_QP *qp, ULONG ird, ULONG ord,
@@ -1604,7 +1632,16 @@ static NTSTATUS connector_accept_ex(NDK_CONNECTOR *pub, NDK_QP *qp, ULONG ird, U
     struct sndk_connector *c = connector_from(pub);
     if (!c || !qp_given(c, qp, "NdkAcceptEx") || !cb)
         return STATUS_INVALID_PARAMETER;
-    return accept_common(c, qp, ird, ord, pd, pdlen, NULL, ev, evctx, cb, ctx);
+    struct accept_args r = {.qp = qp,
+                            .ird = ird,
+                            .ord = ord,
+                            .pd = pd,
+                            .pdlen = pdlen,
+                            .ev_ex = ev,
+                            .evctx = evctx,
+                            .cb = cb,
+                            .ctx = ctx};
+    return accept_common(c, &r);
 }
 
 /* Send the reject Reply (best effort: a small frame on an idle socket) and close. */

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/errno_status.h"
 #include "util/log.h"
 
 NTSTATUS sndk_addr_from(struct sndk_addr *a, const struct sockaddr *sa, ULONG len)
@@ -252,7 +253,7 @@ static NTSTATUS bind_socket(enum sndk_ep_kind kind, const struct sndk_addr *addr
 {
     int fd = socket(addr->sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return STATUS_INSUFFICIENT_RESOURCES;
+        return sndk_status_from_errno(SNDK_CALL_SOCKET, errno);
     int one = 1;
     /* Listeners restart while old connections sit in TIME_WAIT; shared endpoints need it for
      * several connections from one port; NdkConnect's endpoints need it because the active
@@ -265,16 +266,12 @@ static NTSTATUS bind_socket(enum sndk_ep_kind kind, const struct sndk_addr *addr
     if (bind(fd, &addr->sa, addr->len) != 0) {
         int err = errno;
         close(fd);
-        if (err == EADDRINUSE)
-            return STATUS_SHARING_VIOLATION;
-        if (err == EADDRNOTAVAIL)
-            return STATUS_INVALID_ADDRESS;
-        return STATUS_INSUFFICIENT_RESOURCES;
+        return sndk_status_from_errno(SNDK_CALL_BIND, err);
     }
     if (kind == SNDK_EP_LISTEN && listen(fd, SOMAXCONN) != 0) {
         int err = errno;
         close(fd);
-        return err == EADDRINUSE ? STATUS_SHARING_VIOLATION : STATUS_INSUFFICIENT_RESOURCES;
+        return sndk_status_from_errno(SNDK_CALL_LISTEN, err);
     }
     *out = fd;
     return STATUS_SUCCESS;

@@ -51,8 +51,9 @@ void sndk_obj_init(struct sndk_obj *o, struct sndk_adapter *a, const struct sndk
     o->live_next = o->live_prev = NULL;
     atomic_init(&o->bound_to, NULL);
     atomic_init(&o->verify_reported, 0);
-    if (ops->type != NdkObjectTypeAdapter) {
-        sndk_adapter_track(a, o);
+    o->tracker = a->objects.track ? &a->objects : NULL;
+    if (o->tracker) {
+        o->tracker->track(o->tracker, o);
         SNDK_TRACE("object.create", sndk_obj_type_name(ops->type), o, "\"adapter\":\"%p\"",
                    (void *)a);
     }
@@ -83,8 +84,8 @@ static void free_obj(struct sndk_obj *o)
     struct sndk_obj *holds[SNDK_OBJ_MAX_HOLDS];
     unsigned nholds = o->nholds;
     memcpy(holds, o->holds, sizeof holds);
-    struct sndk_adapter *a = o->adapter;
-    sndk_adapter_untrack(a, o);
+    if (o->tracker)
+        o->tracker->untrack(o->tracker, o);
     o->magic = 0;
     free(o);
     for (unsigned i = nholds; i-- > 0;)
@@ -119,8 +120,8 @@ void sndk_obj_put(struct sndk_obj *o)
         return;
     /* Only close drops the open reference, so the object is closing: its close returned
      * STATUS_PENDING and the completion is ours to deliver, outside the caller's context. */
-    if (o->ops->type == NdkObjectTypeAdapter) {
-        sndk_adapter_released(o->adapter);
+    if (o->ops->last_ref) {
+        o->ops->last_ref(o);
         return;
     }
     sndk_engine_queue(o->adapter->engine, &o->close_work);
@@ -129,7 +130,7 @@ void sndk_obj_put(struct sndk_obj *o)
 NTSTATUS sndk_obj_close(NDK_OBJECT_HEADER *hdr, NDK_FN_CLOSE_COMPLETION cb, void *ctx)
 {
     struct sndk_obj *o = sndk_obj_check(hdr, NdkObjectTypeUndefined);
-    if (!o || o->ops->type == NdkObjectTypeAdapter) {
+    if (!o || o->ops->last_ref) {
         sndk_err("object", "close of %p: not a softndk object", (void *)hdr);
         return STATUS_INVALID_PARAMETER;
     }

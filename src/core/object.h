@@ -35,6 +35,14 @@ enum sndk_obj_state {
     SNDK_OBJ_CLOSING = 1, /* close called; finishing when the last reference goes */
 };
 
+/* Where the live objects of a tree are kept. The root of the tree (the adapter) registers one
+ * for the objects created under it, after its own init, so it is not on its own list and the
+ * base object needs to know no object type (docs/lifecycle.md). */
+struct sndk_obj_tracker {
+    void (*track)(struct sndk_obj_tracker *t, struct sndk_obj *o);
+    void (*untrack)(struct sndk_obj_tracker *t, struct sndk_obj *o);
+};
+
 struct sndk_obj_ops {
     NDK_OBJECT_TYPE type;
     /* Called by close before the open reference is dropped: cancel what is pending (flush a
@@ -42,6 +50,10 @@ struct sndk_obj_ops {
     void (*close_begin)(struct sndk_obj *o);
     /* Release type-specific resources. Holds are still valid; the object is freed after. */
     void (*destroy)(struct sndk_obj *o);
+    /* An object closed through an entry point of its own, which waits in place for the last
+     * reference (the adapter: SoftNdkCloseAdapter): called when that reference goes, instead
+     * of queueing the close work; sndk_obj_close refuses such an object. NULL for the others. */
+    void (*last_ref)(struct sndk_obj *o);
 };
 
 struct sndk_obj {
@@ -68,7 +80,8 @@ struct sndk_obj {
     struct sndk_obj *holds[SNDK_OBJ_MAX_HOLDS];
     unsigned nholds;
     struct sndk_work close_work;
-    struct sndk_obj *live_next, *live_prev; /* adapter's live-object list, under its lock */
+    struct sndk_obj_tracker *tracker;       /* the tree's, NULL for its root */
+    struct sndk_obj *live_next, *live_prev; /* the tracker's live-object list, under its lock */
     /* QP: the connector it is bound to (NULL: free). Claimed with a compare-and-swap so that
      * one QP never serves two connections (STATUS_CONNECTION_ACTIVE). */
     _Atomic(void *) bound_to;
@@ -80,7 +93,8 @@ struct sndk_obj {
 _Static_assert(offsetof(struct sndk_obj, pub) == 0, "public object first");
 
 /* Set up a new object of adapter a: header (negotiated version, type, zeroed reserved block),
- * dispatch table, one open reference, on the adapter's live list. Does not hold anything yet. */
+ * dispatch table, one open reference, on the tracker the adapter registered (none for the
+ * adapter itself). Does not hold anything yet. */
 void sndk_obj_init(struct sndk_obj *o, struct sndk_adapter *a, const struct sndk_obj_ops *ops,
                    const void *dispatch);
 

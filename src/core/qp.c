@@ -19,7 +19,7 @@
 
 #include "core/access.h"
 #include "core/link.h"
-#include "datapath/qp_io.h"
+#include "datapath/dp_seams.h"
 #include "util/log.h"
 
 static const char *const qp_state_names[SNDK_QP_STATE_COUNT] = {
@@ -207,11 +207,7 @@ void sndk_qp_retire_head(struct sndk_qp *qp, NTSTATUS st, ULONG code)
         };
         sndk_cq_post(qp->icq, &r, false);
     }
-    if (qp->io && qp->io->crec) {
-        sndk_cc_add(qp->io->crec, SNDK_CC_SQ_RETIRED, 1);
-        if (st == STATUS_CANCELLED)
-            sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_FLUSHED);
-    }
+    sndk_seam_sq_retired(qp, st);
     /* Release: the poster reads sq_head without the lock to find free slots. */
     atomic_store_explicit(&qp->sq_head, idx + 1, memory_order_release);
 }
@@ -377,8 +373,7 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
         sndk_tx_terminate(qp, &f->term);
     if (f->send_term || f->graceful) {
         shutdown(io->fd, SHUT_WR); /* FIN right behind the Terminate / the last FPDU */
-        if (io->crec)
-            sndk_pcap_fin(io->crec->pcap, true);
+        sndk_seam_tx_fin(qp);
     }
     /* from here only src_done touches the socket */
     sndk_conn_phase_set(qp, SNDK_PHASE_ENDED, f->graceful ? "shutdown finished" : "failed");
@@ -996,8 +991,6 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     sndk_timer_init(&io->rx_stall_timer, rx_stall_timer_fn);
     sndk_timer_init(&io->rnr_timer, rnr_timer_fn);
     sndk_work_init(&io->rnr_work, rnr_work_fn);
-    io->fc = sndk_fault_conn_new(qp->base.adapter, p->active, p->crc);
-    io->rx_fault_checked = UINT64_MAX;
     io->rconn.qp = io->iconn.qp = qp;
     io->crec = p->rec;
     sndk_conn_rec_get(io->crec);
@@ -1006,17 +999,10 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     sndk_tx_init(io, p->crc, fpdu_size_for(p->fd), p->ird, p->ord);
     if (p->await_initiator)
         sndk_tx_gate_await(io);
-    if (qp->base.adapter->cfg.source_check) {
-        io->src_iov = calloc(SNDK_TX_IOV, sizeof *io->src_iov);
-        if (!io->src_iov)
-            sndk_warn("qp",
-                      "QP %p: no memory for the source check: this connection is not "
-                      "checked",
-                      (void *)qp);
-    }
     sndk_rx_io_init(io, p->crc);
     if (p->rx_read_msn > 1)
         io->rx.msn_expect[SNDK_QN_READ_REQ] = p->rx_read_msn;
+    sndk_dp_hooks_attach(io, p); /* before the connection's first byte */
     qp->io = io; /* published to the other threads by the locks they take before using it */
     /* Connected before anything a consumer can observe: once the QP is on its CQs, a polling
      * consumer receives on it and may answer at once, and that NdkSend must find the QP
@@ -1284,8 +1270,7 @@ static NTSTATUS sq_publish(struct sndk_qp *qp, ULONG flags)
         return STATUS_CONNECTION_INVALID;
     }
     qp->sq_tail++;
-    if (io->crec)
-        sndk_cc_add(io->crec, SNDK_CC_SQ_POSTED, 1);
+    sndk_seam_sq_posted(io);
     enum sndk_tx_result res = SNDK_TX_DRAINED;
     /* DEFER: the chain waits for the request that ends it. A blocked socket: the progress
      * thread sends everything queued when it drains. READ_FENCE and ORD hold the queue in
@@ -1563,8 +1548,7 @@ static void qp_destroy(struct sndk_obj *o)
         free(qp->io->cur);
         free(qp->io->cur_iov);
         free(qp->io->resp_iov);
-        free(qp->io->src_iov);
-        sndk_fault_conn_free(qp->io->fc);
+        sndk_dp_hooks_detach(qp->io);
         free(qp->io);
     }
     free(qp->sq);
@@ -1580,27 +1564,36 @@ static void qp_destroy(struct sndk_obj *o)
 static const struct sndk_obj_ops qp_ops = {
     .type = NdkObjectTypeQp, .close_begin = qp_close_begin, .destroy = qp_destroy};
 
-static NTSTATUS qp_create_common(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pInitiatorCq,
-                                 NDK_SRQ *pSrq, bool with_srq, PVOID QPContext,
-                                 ULONG ReceiveQueueDepth, ULONG InitiatorQueueDepth,
-                                 ULONG MaxReceiveRequestSge, ULONG MaxInitiatorRequestSge,
-                                 ULONG InlineDataSize, NDK_QP **ppNdkQp)
+/* What NdkCreateQp and NdkCreateQpWithSrq ask for (no SRQ: with_srq false, the receive queue
+ * fields used; with one: they are ignored). */
+struct qp_create_args {
+    NDK_PD *pd;
+    NDK_CQ *receive_cq, *initiator_cq;
+    NDK_SRQ *srq;
+    bool with_srq;
+    PVOID context;
+    ULONG receive_depth, initiator_depth;
+    ULONG receive_max_sge, initiator_max_sge;
+    ULONG inline_size;
+};
+
+static NTSTATUS qp_create_common(const struct qp_create_args *q, NDK_QP **ppNdkQp)
 {
-    struct sndk_pd *pd = sndk_pd_from(pNdkPd);
-    struct sndk_cq *rcq = sndk_cq_from(pReceiveCq);
-    struct sndk_cq *icq = sndk_cq_from(pInitiatorCq);
-    struct sndk_srq *srq = with_srq ? sndk_srq_from(pSrq) : NULL;
+    struct sndk_pd *pd = sndk_pd_from(q->pd);
+    struct sndk_cq *rcq = sndk_cq_from(q->receive_cq);
+    struct sndk_cq *icq = sndk_cq_from(q->initiator_cq);
+    struct sndk_srq *srq = q->with_srq ? sndk_srq_from(q->srq) : NULL;
     if (pd && sndk_verify_on(pd->base.adapter)) {
-        const char *call = with_srq ? "NdkCreateQpWithSrq" : "NdkCreateQp";
+        const char *call = q->with_srq ? "NdkCreateQpWithSrq" : "NdkCreateQp";
         if (!rcq || !sndk_obj_usable(&rcq->base, pd->base.adapter))
-            sndk_verify_bad_handle(&pd->base, call, "the receive CQ", pReceiveCq, NdkObjectTypeCq);
+            sndk_verify_bad_handle(&pd->base, call, "the receive CQ", q->receive_cq, NdkObjectTypeCq);
         if (!icq || !sndk_obj_usable(&icq->base, pd->base.adapter))
-            sndk_verify_bad_handle(&pd->base, call, "the initiator CQ", pInitiatorCq,
+            sndk_verify_bad_handle(&pd->base, call, "the initiator CQ", q->initiator_cq,
                                    NdkObjectTypeCq);
-        if (with_srq && (!srq || !sndk_obj_usable(&srq->base, pd->base.adapter)))
-            sndk_verify_bad_handle(&pd->base, call, "the SRQ", pSrq, NdkObjectTypeSrq);
+        if (q->with_srq && (!srq || !sndk_obj_usable(&srq->base, pd->base.adapter)))
+            sndk_verify_bad_handle(&pd->base, call, "the SRQ", q->srq, NdkObjectTypeSrq);
     }
-    if (!pd || !rcq || !icq || !ppNdkQp || (with_srq && !srq))
+    if (!pd || !rcq || !icq || !ppNdkQp || (q->with_srq && !srq))
         return STATUS_INVALID_PARAMETER;
     struct sndk_adapter *a = pd->base.adapter;
     /* Antecedents must be of this adapter (and the SRQ of this PD) and open. */
@@ -1608,12 +1601,12 @@ static NTSTATUS qp_create_common(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pIn
         (srq && (!sndk_obj_usable(&srq->base, a) || srq->base.holds[0] != &pd->base)))
         return STATUS_INVALID_PARAMETER;
     const NDK_ADAPTER_INFO *info = &a->info;
-    if (InitiatorQueueDepth == 0 || InitiatorQueueDepth > info->MaxInitiatorQueueDepth ||
-        MaxInitiatorRequestSge > info->MaxInitiatorRequestSge ||
-        InlineDataSize > info->MaxInlineDataSize)
+    if (q->initiator_depth == 0 || q->initiator_depth > info->MaxInitiatorQueueDepth ||
+        q->initiator_max_sge > info->MaxInitiatorRequestSge ||
+        q->inline_size > info->MaxInlineDataSize)
         return STATUS_INVALID_PARAMETER;
-    if (!with_srq && (ReceiveQueueDepth == 0 || ReceiveQueueDepth > info->MaxReceiveQueueDepth ||
-                      MaxReceiveRequestSge > info->MaxReceiveRequestSge))
+    if (!q->with_srq && (q->receive_depth == 0 || q->receive_depth > info->MaxReceiveQueueDepth ||
+                         q->receive_max_sge > info->MaxReceiveRequestSge))
         return STATUS_INVALID_PARAMETER;
     if (sndk_obj_closing(&pd->base))
         return STATUS_INVALID_DEVICE_STATE;
@@ -1623,17 +1616,16 @@ static NTSTATUS qp_create_common(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pIn
     if (!qp)
         return STATUS_INSUFFICIENT_RESOURCES;
     /* Reads may use up to MaxReadRequestSge SGEs (it overrides the initiator limit, [POST-6]). */
-    qp->sq_iov_stride = MaxInitiatorRequestSge > info->MaxReadRequestSge
-                            ? MaxInitiatorRequestSge
-                            : info->MaxReadRequestSge;
+    qp->sq_iov_stride = q->initiator_max_sge > info->MaxReadRequestSge ? q->initiator_max_sge
+                                                                       : info->MaxReadRequestSge;
     if (qp->sq_iov_stride == 0)
         qp->sq_iov_stride = 1;
-    qp->sq = calloc(InitiatorQueueDepth, sizeof *qp->sq);
-    qp->sq_iov = calloc((size_t)InitiatorQueueDepth * qp->sq_iov_stride, sizeof *qp->sq_iov);
-    qp->sq_inline = InlineDataSize ? malloc((size_t)InitiatorQueueDepth * InlineDataSize) : NULL;
-    if (!qp->sq || !qp->sq_iov || (InlineDataSize && !qp->sq_inline) ||
-        !sndk_recv_ring_init(&qp->rq, with_srq ? 0 : ReceiveQueueDepth,
-                             with_srq ? 0 : MaxReceiveRequestSge)) {
+    qp->sq = calloc(q->initiator_depth, sizeof *qp->sq);
+    qp->sq_iov = calloc((size_t)q->initiator_depth * qp->sq_iov_stride, sizeof *qp->sq_iov);
+    qp->sq_inline = q->inline_size ? malloc((size_t)q->initiator_depth * q->inline_size) : NULL;
+    if (!qp->sq || !qp->sq_iov || (q->inline_size && !qp->sq_inline) ||
+        !sndk_recv_ring_init(&qp->rq, q->with_srq ? 0 : q->receive_depth,
+                             q->with_srq ? 0 : q->receive_max_sge)) {
         free(qp->sq);
         free(qp->sq_iov);
         free(qp->sq_inline);
@@ -1644,11 +1636,11 @@ static NTSTATUS qp_create_common(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pIn
     qp->rcq = rcq;
     qp->icq = icq;
     qp->srq = srq;
-    qp->context = QPContext;
-    qp->initiator_depth = InitiatorQueueDepth;
-    qp->initiator_max_sge = MaxInitiatorRequestSge;
-    qp->inline_size = InlineDataSize;
-    qp->recv_max_sge = srq ? srq->ring.max_sge : MaxReceiveRequestSge;
+    qp->context = q->context;
+    qp->initiator_depth = q->initiator_depth;
+    qp->initiator_max_sge = q->initiator_max_sge;
+    qp->inline_size = q->inline_size;
+    qp->recv_max_sge = srq ? srq->ring.max_sge : q->receive_max_sge;
     atomic_init(&qp->state, SNDK_QP_IDLE);
     atomic_init(&qp->sq_head, 0);
     sndk_mutex_init_ranked(&qp->state_lock, SNDK_LOCK_QP_STATE);
@@ -1674,9 +1666,16 @@ NTSTATUS sndk_qp_create(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pInitiatorCq
 {
     (void)CreateCompletion; /* creates complete inline */
     (void)RequestContext;
-    return qp_create_common(pNdkPd, pReceiveCq, pInitiatorCq, NULL, false, QPContext,
-                            ReceiveQueueDepth, InitiatorQueueDepth, MaxReceiveRequestSge,
-                            MaxInitiatorRequestSge, InlineDataSize, ppNdkQp);
+    struct qp_create_args q = {.pd = pNdkPd,
+                               .receive_cq = pReceiveCq,
+                               .initiator_cq = pInitiatorCq,
+                               .context = QPContext,
+                               .receive_depth = ReceiveQueueDepth,
+                               .initiator_depth = InitiatorQueueDepth,
+                               .receive_max_sge = MaxReceiveRequestSge,
+                               .initiator_max_sge = MaxInitiatorRequestSge,
+                               .inline_size = InlineDataSize};
+    return qp_create_common(&q, ppNdkQp);
 }
 
 NTSTATUS sndk_qp_create_with_srq(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pInitiatorCq,
@@ -1687,7 +1686,14 @@ NTSTATUS sndk_qp_create_with_srq(NDK_PD *pNdkPd, NDK_CQ *pReceiveCq, NDK_CQ *pIn
 {
     (void)CreateCompletion;
     (void)RequestContext;
-    return qp_create_common(pNdkPd, pReceiveCq, pInitiatorCq, pSrq, true, QPContext, 0,
-                            InitiatorQueueDepth, 0, MaxInitiatorRequestSge, InlineDataSize,
-                            ppNdkQp);
+    struct qp_create_args q = {.pd = pNdkPd,
+                               .receive_cq = pReceiveCq,
+                               .initiator_cq = pInitiatorCq,
+                               .srq = pSrq,
+                               .with_srq = true,
+                               .context = QPContext,
+                               .initiator_depth = InitiatorQueueDepth,
+                               .initiator_max_sge = MaxInitiatorRequestSge,
+                               .inline_size = InlineDataSize};
+    return qp_create_common(&q, ppNdkQp);
 }

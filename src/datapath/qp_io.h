@@ -7,6 +7,7 @@
 #include "core/access.h"
 #include "core/link.h"
 #include "core/qp.h"
+#include "datapath/dp_hooks.h"
 #include "iwarp/fpdu.h"
 #include "iwarp/parser.h"
 #include "observe/counters.h"
@@ -199,6 +200,7 @@ struct sndk_qp_io {
     struct sndk_timer shut_timer;  /* sndk_qp_shutdown's bound; holds a reference */
     struct sndk_timer park_timer;  /* while parked: safety net; holds a reference */
     struct sndk_cq_conn rconn, iconn;
+    struct sndk_dp_hooks hooks;    /* attached at the seams of dp_seams.h (set before publication) */
     struct sndk_fault_conn *fc;    /* fault rules of this connection (docs/faults.md), or NULL */
     struct sndk_timer tx_stall_timer, rx_stall_timer; /* injected stalls; each holds a reference */
     struct sndk_timer rnr_timer; /* the receiver-not-ready bound; holds a reference */

@@ -21,8 +21,8 @@
 
 #include "core/access.h"
 #include "core/srq.h"
+#include "datapath/dp_seams.h"
 #include "verify/verify.h"
-#include "datapath/qp_io.h"
 #include "util/log.h"
 
 /* Payload still due in the current segment at which a direct read pays off. */
@@ -449,47 +449,41 @@ static int rx_read_req(void *ctx, const struct sndk_rx_seg *seg, const struct sn
     return 0;
 }
 
+/* A received Terminate's verdict in NDK terms: the request kind it names and the status that
+ * request completes with (a token refused: an access violation; anything else the peer could
+ * not take: remote resources). */
+static const uint8_t term_names_sq_kind[] = {
+    [SNDK_TERM_NAMES_NONE] = 0,
+    [SNDK_TERM_NAMES_SEND] = SNDK_SQ_SEND,
+    [SNDK_TERM_NAMES_READ] = SNDK_SQ_READ,
+    [SNDK_TERM_NAMES_WRITE] = SNDK_SQ_WRITE,
+};
+static const NTSTATUS term_blame_status[] = {
+    [SNDK_TERM_BLAME_RESOURCES] = STATUS_REMOTE_RESOURCES,
+    [SNDK_TERM_BLAME_ACCESS] = STATUS_ACCESS_VIOLATION,
+};
+
 static void rx_terminate(void *ctx, const struct sndk_rx_seg *seg, const struct sndk_term *t)
 {
     (void)seg;
     struct sndk_qp *qp = ctx;
     struct sndk_qp_io *io = qp->io;
     struct sndk_fail *f = &io->rx_fail;
-    sndk_counters_term(&qp->base.adapter->ctrs, false, t->layer, t->etype, t->code);
-    SNDK_TRACE("term.received", "QP", qp, "\"layer\":%u,\"etype\":%u,\"code\":%u",
-               (unsigned)t->layer, (unsigned)t->etype, (unsigned)t->code);
+    sndk_seam_rx_term_received(qp, t);
     f->link_status = STATUS_CONNECTION_ABORTED;
     f->reason = SNDK_REASON_TERM(SNDK_REASON_TERM_RECV, t->layer, t->etype, t->code);
     f->notify = true;
     f->rst = true;
-    /* A Terminate that carries the header of one of our Sends, Reads or Writes names the
-     * request the peer refused; if still outstanding it completes with: a Send
-     * STATUS_REMOTE_RESOURCES; a Read or Write STATUS_ACCESS_VIOLATION for a protection error
-     * other than bounds (invalid token, rights, PD, TO wrap), else STATUS_REMOTE_RESOURCES
-     * (bounds: [RDMA-2] "read beyond the remote memory"; IRD overflow and other remote errors). */
-    bool tagged_prot = t->layer == SNDK_TERM_LAYER_DDP && t->etype == 1 && t->code != 0x01;
-    bool rdmap_prot = t->layer == SNDK_TERM_LAYER_RDMAP && t->etype == 1 && t->code != 0x01;
-    f->named_status = tagged_prot || rdmap_prot ? STATUS_ACCESS_VIOLATION : STATUS_REMOTE_RESOURCES;
-    if (t->ddp_hdr_len == SNDK_DDP_UNTAGGED_HDR_LEN && !(t->ddp_hdr[0] & SNDK_DDP_TAGGED)) {
-        uint32_t qn = sndk_get_be32(t->ddp_hdr + 6);
-        if (qn == SNDK_QN_SEND || qn == SNDK_QN_READ_REQ) {
-            f->named = true;
-            f->named_kind = qn == SNDK_QN_SEND ? SNDK_SQ_SEND : SNDK_SQ_READ;
-            f->named_msn = sndk_get_be32(t->ddp_hdr + 10);
-            /* A refused Read is named more surely by the sink STag of its included Read
-             * Request (Linux siw puts the read size where the MSN belongs) */
-            if (qn == SNDK_QN_READ_REQ && t->rdmap_hdr_present)
-                f->named_stag = sndk_get_be32(t->rdmap_hdr);
-            if (qn == SNDK_QN_SEND)
-                f->named_status = STATUS_REMOTE_RESOURCES;
-        }
-    } else if (t->ddp_hdr_len == SNDK_DDP_TAGGED_HDR_LEN && (t->ddp_hdr[0] & SNDK_DDP_TAGGED) &&
-               (t->ddp_hdr[1] & 0x0f) == SNDK_OP_WRITE) {
-        f->named = true;
-        f->named_kind = SNDK_SQ_WRITE;
-        f->named_stag = sndk_get_be32(t->ddp_hdr + 2);
-        f->named_to = sndk_get_be64(t->ddp_hdr + 6);
-    }
+    /* A Terminate that carries the header of one of our requests names the request the peer
+     * refused; if still outstanding it completes with its blame's status (sndk_term_target). */
+    struct sndk_term_target named;
+    sndk_term_target(t, &named);
+    f->named = named.names != SNDK_TERM_NAMES_NONE;
+    f->named_kind = term_names_sq_kind[named.names];
+    f->named_msn = named.msn;
+    f->named_stag = named.stag;
+    f->named_to = named.to;
+    f->named_status = term_blame_status[named.blame];
     io->rx_failed = true;
     sndk_debug("rx", "QP %p: Terminate received: %s / %s / %s%s", (void *)qp,
                sndk_term_layer_name(t->layer), sndk_term_etype_name(t->layer, t->etype),
@@ -555,8 +549,8 @@ static int feed_stage(struct sndk_qp_io *io)
         int rc = sndk_rx_advance(&io->rx, copied);
         if (rc != 0)
             return rc; /* a fault, or SNDK_RX_TERMINATED */
-        if (io->fc && io->rx.fpdus != io->rx_fault_checked)
-            return 0; /* an FPDU ended: the fault rules look at the next one first */
+        if (sndk_seam_rx_fpdu_ended(io))
+            return 0; /* an FPDU ended: the hooks look at the next one first */
     }
     return 0;
 }
@@ -667,73 +661,6 @@ static bool rx_held(struct sndk_qp *qp, struct sndk_fail *fail, enum sndk_rx_res
 
 static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail);
 
-enum fault_verdict { FAULT_GO_ON, FAULT_STOP, FAULT_FAIL };
-
-/* An injected fault acts on the receive stream here. */
-static enum fault_verdict fault_act(struct sndk_qp *qp, enum sndk_fault_action a, uint32_t ms,
-                                    struct sndk_fail *fail)
-{
-    struct sndk_qp_io *io = qp->io;
-    switch (a) {
-    case SNDK_FACT_CRC:
-        io->rx.fault_crc_at = io->rx.fpdus + 1;
-        return FAULT_GO_ON;
-    case SNDK_FACT_STALL:
-        sndk_mutex_lock(&qp->tx_lock);
-        if (!sndk_conn_stopped(io)) {
-            io->rx_stalled = true;
-            sndk_tx_update_events(io);
-            sndk_qp_stall_timer(qp, SNDK_FDIR_RX, ms);
-        }
-        sndk_mutex_unlock(&qp->tx_lock);
-        return FAULT_STOP;
-    case SNDK_FACT_DROP:
-    case SNDK_FACT_TERMINATE: /* not offered for rx; treated as a drop */
-        reset_end(fail);
-        return FAULT_FAIL;
-    default:
-        return FAULT_GO_ON;
-    }
-}
-
-/* At an FPDU boundary: do the fault rules act on the next FPDU? */
-static enum fault_verdict fault_fpdu_point(struct sndk_qp *qp, struct sndk_fail *fail)
-{
-    struct sndk_qp_io *io = qp->io;
-    if (!io->fc || io->rx.fpdus == io->rx_fault_checked)
-        return FAULT_GO_ON;
-    io->rx_fault_checked = io->rx.fpdus;
-    io->fc->d[SNDK_FDIR_RX].fpdus = io->rx.fpdus;
-    uint32_t ms = 0;
-    enum sndk_fault_action a = sndk_fault_fpdu(io->fc, SNDK_FDIR_RX, qp, &ms, NULL);
-    return fault_act(qp, a, ms, fail);
-}
-
-/* How many bytes the next read may take (an after_bytes rule stops the stream at its byte);
- * 0 with *v set when a rule acts right here. */
-static size_t fault_read_cap(struct sndk_qp *qp, struct sndk_fail *fail, enum fault_verdict *v)
-{
-    struct sndk_qp_io *io = qp->io;
-    *v = FAULT_GO_ON;
-    if (!io->fc)
-        return SIZE_MAX;
-    struct sndk_fault_dirstate *d = &io->fc->d[SNDK_FDIR_RX];
-    while (d->byte_mark != UINT64_MAX && d->byte_mark == d->bytes) {
-        uint8_t b;
-        if (recv(io->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
-            (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 0; /* acts when the byte after the mark arrives (or the end shows) */
-        uint32_t ms = 0;
-        enum sndk_fault_action a = sndk_fault_bytes(io->fc, SNDK_FDIR_RX, qp, &ms);
-        *v = fault_act(qp, a, ms, fail);
-        if (*v != FAULT_GO_ON)
-            return 0;
-    }
-    if (d->byte_mark == UINT64_MAX)
-        return SIZE_MAX;
-    return (size_t)(d->byte_mark - d->bytes);
-}
-
 static int clamp_iov(struct iovec *iov, int n, size_t cap)
 {
     int k = 0;
@@ -775,10 +702,7 @@ enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
         io->rx_ended = true;
         io->rx_end = *fail;
     }
-    if (io->crec && io->rx.fpdus != io->rx_fpdus_seen) {
-        sndk_cc_add(io->crec, SNDK_CC_RX_FPDUS, io->rx.fpdus - io->rx_fpdus_seen);
-        io->rx_fpdus_seen = io->rx.fpdus;
-    }
+    sndk_seam_rx_fpdus(qp);
     return r;
 }
 
@@ -794,13 +718,13 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
     bool drained = false;
     /* Bounded, so one busy connection cannot hold a progress thread forever. */
     for (int budget = 64; budget > 0; budget--) {
-        enum fault_verdict v;
+        enum sndk_seam_verdict v;
         if (io->stage_pos < io->stage_len) {
             /* An FPDU starts in staged bytes whenever one ends (go_direct is false at a
              * boundary), so the rules see every next FPDU here, once its bytes are in. */
-            v = fault_fpdu_point(qp, fail);
-            if (v != FAULT_GO_ON)
-                return v == FAULT_FAIL ? SNDK_RXR_FAIL : SNDK_RXR_OK;
+            v = sndk_seam_rx_fpdu_next(qp, fail);
+            if (v != SNDK_SEAM_GO_ON)
+                return v == SNDK_SEAM_FAIL ? SNDK_RXR_FAIL : SNDK_RXR_OK;
             rc = feed_stage(io);
             if (rc != 0) /* a fault, the peer's Terminate, a held Send */
                 return rx_stop(qp, rc, fail);
@@ -811,9 +735,10 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
             return SNDK_RXR_OK;
         }
         ssize_t got;
-        size_t cap = fault_read_cap(qp, fail, &v);
-        if (v != FAULT_GO_ON)
-            return v == FAULT_FAIL ? SNDK_RXR_FAIL : SNDK_RXR_OK;
+        size_t cap;
+        v = sndk_seam_rx_read_cap(qp, fail, &cap);
+        if (v != SNDK_SEAM_GO_ON)
+            return v == SNDK_SEAM_FAIL ? SNDK_RXR_FAIL : SNDK_RXR_OK;
         if (cap == 0)
             return SNDK_RXR_OK; /* at a byte mark, nothing beyond it arrived yet */
         if (go_direct(&io->rx)) {
@@ -826,13 +751,8 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
             got = readv(io->fd, iov, n);
             if (got > 0)
                 drained = (size_t)got < sndk_iov_len(iov, n);
-            if (got > 0 && io->crec) {
-                sndk_cc_add(io->crec, SNDK_CC_RX_OCTETS, (uint64_t)got);
-                sndk_pcap_iov(io->crec->pcap, false, iov, n, (size_t)got);
-            }
-            if (got > 0 && io->fc)
-                io->fc->d[SNDK_FDIR_RX].bytes += (uint64_t)got;
             if (got > 0) {
+                sndk_seam_rx_read(qp, iov, n, (size_t)got);
                 rc = sndk_rx_advance(&io->rx, (size_t)got);
                 if (rc != 0)
                     return rx_stop(qp, rc, fail);
@@ -841,13 +761,8 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
         } else {
             got = recv(io->fd, io->stage, cap < sizeof io->stage ? cap : sizeof io->stage,
                        MSG_DONTWAIT);
-            if (got > 0 && io->crec) {
-                sndk_cc_add(io->crec, SNDK_CC_RX_OCTETS, (uint64_t)got);
-                sndk_pcap_buf(io->crec->pcap, false, io->stage, (size_t)got);
-            }
-            if (got > 0 && io->fc)
-                io->fc->d[SNDK_FDIR_RX].bytes += (uint64_t)got;
             if (got > 0) {
+                sndk_seam_rx_read(qp, &(struct iovec){io->stage, (size_t)got}, 1, (size_t)got);
                 io->stage_len = (uint32_t)got;
                 io->stage_pos = 0;
                 drained = (size_t)got < (cap < sizeof io->stage ? cap : sizeof io->stage);
@@ -860,8 +775,7 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
             return SNDK_RXR_FAIL;
         }
         if (got == 0) {
-            if (io->crec)
-                sndk_pcap_fin(io->crec->pcap, false);
+            sndk_seam_rx_fin(qp);
             rc = sndk_rx_eof(&io->rx);
             if (rc < 0)
                 return protocol_end(qp, rc, fail);
@@ -880,9 +794,9 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
     /* Budget spent: staged bytes are not in the socket any more, so nothing would report them
      * (a Read Request in them would wait forever). Hand them to the parser now. */
     while (io->stage_pos < io->stage_len) {
-        enum fault_verdict v = fault_fpdu_point(qp, fail);
-        if (v != FAULT_GO_ON) /* a stall: its timer runs a pass for the staged bytes */
-            return v == FAULT_FAIL ? SNDK_RXR_FAIL : SNDK_RXR_OK;
+        enum sndk_seam_verdict v = sndk_seam_rx_fpdu_next(qp, fail);
+        if (v != SNDK_SEAM_GO_ON) /* a stall: its timer runs a pass for the staged bytes */
+            return v == SNDK_SEAM_FAIL ? SNDK_RXR_FAIL : SNDK_RXR_OK;
         rc = feed_stage(io);
         if (rc != 0)
             return rx_stop(qp, rc, fail);

@@ -16,9 +16,9 @@
 #include <sys/socket.h>
 
 #include "core/adapter.h"
-#include "verify/verify.h"
+#include "datapath/dp_seams.h"
 #include "iwarp/crc32c.h"
-#include "datapath/qp_io.h"
+#include "verify/verify.h"
 #include "util/log.h"
 #include "observe/trace.h"
 
@@ -268,80 +268,6 @@ static bool start_response(struct sndk_qp *qp)
     return true;
 }
 
-/* The FPDU about to be cut: does a fault rule (docs/faults.md) act on it? True: the batch
- * stops in front of it and io->tx_fault says what happens once the batch is out. *corrupt:
- * cut it with a wrong CRC. */
-static bool fault_point(struct sndk_qp_io *io, bool *corrupt)
-{
-    uint32_t ms = 0;
-    const struct sndk_fault_rule *r = NULL;
-    enum sndk_fault_action a = sndk_fault_fpdu(io->fc, SNDK_FDIR_TX, io->qp, &ms, &r);
-    if (a == SNDK_FACT_CRC)
-        *corrupt = true;
-    if (a == SNDK_FACT_NONE || a == SNDK_FACT_CRC)
-        return false;
-    io->tx_fault = a;
-    io->tx_fault_ms = ms;
-    io->tx_fault_rule = r;
-    return true;
-}
-
-/* One more FPDU is in the batch (for the fault rules' counts). */
-static void cut_one(struct sndk_qp_io *io, int rec, bool corrupt)
-{
-    if (!io->fc)
-        return;
-    io->fc->d[SNDK_FDIR_TX].fpdus++;
-    if (corrupt) /* the CRC is the trailer's last 4 bytes, sent from here */
-        io->fp[rec].trailer[io->fp[rec].trailer_len - 1] ^= 0xffu;
-}
-
-/* Source check (SOFTNDK_OPTIONS.SourceCheck): the FPDU's payload is out[1 .. n-2] (header
- * first, pad + CRC last); checksum it as it is now. */
-static void source_note(struct sndk_qp_io *io, struct sndk_tx_rec *r, int first, int n)
-{
-    r->pay_first = (uint16_t)(first + 1);
-    r->pay_n = (uint16_t)(n - 2);
-    r->pay_sum = sndk_crc32c_iov(0, io->iov + r->pay_first, r->pay_n);
-}
-
-/* The FPDU is in TCP: its source must still be what was checksummed when it was built. A
- * difference is the consumer's bug (NDK: a source belongs to the provider until the request
- * completes), which CRC makes the peer see as a CRC error and CRC off hides entirely. */
-static void source_check(struct sndk_qp *qp, const struct sndk_tx_rec *r)
-{
-    struct sndk_qp_io *io = qp->io;
-    if (sndk_crc32c_iov(0, io->src_iov + r->pay_first, r->pay_n) == r->pay_sum)
-        return;
-    sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_SOURCE_MODIFIED);
-    size_t len = sndk_iov_len(io->src_iov + r->pay_first, r->pay_n);
-    if (r->resp) {
-        sndk_err("tx",
-                 "QP %p: the source of an RDMA Read Response changed while it was sent "
-                 "(%zu bytes): the local memory the peer reads was modified",
-                 (void *)qp, len);
-        SNDK_TRACE("tx.source_modified", "qp", qp, "\"what\":\"read_response\",\"bytes\":%zu", len);
-        if (sndk_verify_on(qp->base.adapter))
-            sndk_verify_report(&qp->base, SoftNdkVerifySourceModified, NULL,
-                               "the memory a peer's RDMA Read reads (%zu bytes) changed while "
-                               "the response was sent",
-                               len);
-    } else {
-        void *ctx = slot(qp, r->req)->context;
-        sndk_err("tx",
-                 "QP %p: the source of request %p changed between its posting and its "
-                 "completion (an FPDU of %zu bytes went out different from what was posted)",
-                 (void *)qp, ctx, len);
-        SNDK_TRACE("tx.source_modified", "qp", qp, "\"request_context\":\"%p\",\"bytes\":%zu", ctx,
-                   len);
-        if (sndk_verify_on(qp->base.adapter))
-            sndk_verify_report(&qp->base, SoftNdkVerifySourceModified, ctx,
-                               "an FPDU of %zu bytes went out different from what was posted "
-                               "(SourceCheck)",
-                               len);
-    }
-}
-
 /* Gather the next batch of FPDUs: Read Responses first (they answer the peer), then the
  * initiator queue in order. Stops before a request that failed its local checks (the ones
  * before it must be out and retired first so that completions stay in order), before a Read
@@ -364,12 +290,12 @@ static void fill_batch(struct sndk_qp *qp)
             if (fence_due(qp)) {
                 if (io->orq_count >= io->ord)
                     goto stall; /* no ORD credit: Writes wait for their fence */
-                if (io->fc && fault_point(io, &corrupt))
+                if (sndk_seam_tx_fpdu_next(qp, &corrupt))
                     goto stall; /* the fault rules see the fence as any FPDU */
                 int n = cut_fence(qp, nrec, io->iov + niov, room);
                 if (n <= 0)
                     goto stall; /* cannot be built: cannot happen with room >= 3 */
-                cut_one(io, nrec, corrupt);
+                sndk_seam_tx_fpdu_cut(qp, nrec, niov, n, corrupt);
                 corrupt = false;
                 nrec++;
                 niov += n;
@@ -397,7 +323,7 @@ static void fill_batch(struct sndk_qp *qp)
             case SNDK_SQ_READ: {
                 if (io->orq_count >= io->ord)
                     goto stall; /* ORD Reads outstanding: the queue waits ([IW-ORDER]) */
-                if (io->fc && fault_point(io, &corrupt))
+                if (sndk_seam_tx_fpdu_next(qp, &corrupt))
                     goto stall;
                 e->msn = io->msn_read++;
                 /* Private sink STag: names this Read for the responses; never in the table. */
@@ -417,7 +343,7 @@ static void fill_batch(struct sndk_qp *qp)
                 io->orq_count++;
                 io->rec[nrec] =
                     (struct sndk_tx_rec){.wire_len = io->fp[nrec].wire_len, .ends = SNDK_REC_NONE};
-                cut_one(io, nrec, corrupt);
+                sndk_seam_tx_fpdu_cut(qp, nrec, niov, n, corrupt);
                 corrupt = false;
                 nrec++;
                 niov += n;
@@ -450,7 +376,7 @@ static void fill_batch(struct sndk_qp *qp)
             io->msg_ends = SNDK_REC_REQ;
             io->msg_req = qp->sq_sent;
         }
-        if (io->fc && fault_point(io, &corrupt))
+        if (sndk_seam_tx_fpdu_next(qp, &corrupt))
             break;
         int n = sndk_tx_msg_next(&io->msg, &io->fp[nrec], io->iov + niov, room);
         if (n <= 0) { /* cannot happen with room >= 3 and an unfinished message */
@@ -467,9 +393,7 @@ static void fill_batch(struct sndk_qp *qp)
             io->rec[nrec].ends = SNDK_REC_NONE; /* done when placed: a Read behind it says */
             io->writes_unfenced++;
         }
-        if (io->src_iov && io->fp[nrec].payload_len)
-            source_note(io, &io->rec[nrec], niov, n);
-        cut_one(io, nrec, corrupt);
+        sndk_seam_tx_fpdu_cut(qp, nrec, niov, n, corrupt);
         corrupt = false;
         nrec++;
         niov += n;
@@ -482,8 +406,7 @@ static void fill_batch(struct sndk_qp *qp)
         }
     }
 stall:
-    if (io->src_iov)
-        memcpy(io->src_iov, io->iov, (size_t)niov * sizeof *io->iov);
+    sndk_seam_tx_batch_built(qp, niov);
     io->nrec = nrec;
     io->rec_i = 0;
     io->rec_done = 0;
@@ -510,8 +433,7 @@ static void consumed(struct sndk_qp *qp, size_t n)
         io->rec_done = 0;
         io->rec_i++;
         fpdus++;
-        if (io->src_iov && r->pay_n)
-            source_check(qp, r);
+        sndk_seam_tx_fpdu_out(qp, r);
         if (r->ends == SNDK_REC_REQ) {
             slot(qp, r->req)->done = true;
             retire = true;
@@ -521,42 +443,9 @@ static void consumed(struct sndk_qp *qp, size_t n)
             io->irq_built--;
         }
     }
-    if (io->crec)
-        sndk_cc_add(io->crec, SNDK_CC_TX_FPDUS, fpdus);
+    sndk_seam_tx_fpdus_out(qp, fpdus);
     if (retire)
         sndk_qp_retire_done(qp);
-}
-
-/* An injected fault acts where the stream stands now (everything before it is out). */
-static enum sndk_tx_result fault_act(struct sndk_qp *qp, enum sndk_fault_action a, uint32_t ms,
-                                     const struct sndk_fault_rule *r)
-{
-    struct sndk_qp_io *io = qp->io;
-    io->tx_fault = SNDK_FACT_NONE;
-    if (a == SNDK_FACT_STALL) {
-        io->tx_stalled = true;
-        io->tx_blocked = true; /* postings queue meanwhile */
-        sndk_tx_update_events(io);
-        sndk_qp_stall_timer(qp, SNDK_FDIR_TX, ms);
-        return SNDK_TX_BLOCKED;
-    }
-    struct sndk_fail *f = &io->tx_fail;
-    memset(f, 0, sizeof *f);
-    f->notify = true;
-    if (a == SNDK_FACT_TERMINATE && r) {
-        f->send_term = true;
-        f->term.layer = r->layer;
-        f->term.etype = r->etype;
-        f->term.code = r->code;
-        f->link_status = STATUS_CONNECTION_ABORTED;
-        f->reason = SNDK_REASON_TERM(SNDK_REASON_TERM_SENT, r->layer, r->etype, r->code);
-    } else { /* drop: as if the network reset the connection */
-        f->link_status = STATUS_CONNECTION_RESET;
-        f->reason = SNDK_REASON_RESET;
-        f->rst = true;
-    }
-    io->tx_failed = true;
-    return SNDK_TX_LOCAL_ERR;
 }
 
 /* Copy the first `cap` bytes of iov[0..n) into out (at most SNDK_TX_IOV pieces). */
@@ -591,25 +480,23 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
             fill_batch(qp);
             if (io->iov_left == 0) {
                 if (io->tx_fault != SNDK_FACT_NONE)
-                    return fault_act(qp, io->tx_fault, io->tx_fault_ms, io->tx_fault_rule);
+                    return sndk_seam_tx_stopped(qp);
                 break;
             }
         }
         struct msghdr mh = {.msg_iov = io->iov_cur,
                             .msg_iovlen = (size_t)(io->iov_left < IOV_MAX ? io->iov_left : IOV_MAX)};
         struct iovec clamped[SNDK_TX_IOV];
-        if (io->fc && io->fc->d[SNDK_FDIR_TX].byte_mark != UINT64_MAX) {
-            /* an after_bytes rule: the stream stops exactly at its byte */
-            struct sndk_fault_dirstate *d = &io->fc->d[SNDK_FDIR_TX];
-            if (d->byte_mark == d->bytes) {
-                uint32_t ms = 0;
-                enum sndk_fault_action a = sndk_fault_bytes(io->fc, SNDK_FDIR_TX, qp, &ms);
-                if (a != SNDK_FACT_NONE)
-                    return fault_act(qp, a, ms, NULL);
-                continue;
-            }
-            mh.msg_iovlen = (size_t)clamp_iov(mh.msg_iov, (int)mh.msg_iovlen,
-                                              d->byte_mark - d->bytes, clamped);
+        uint64_t cap;
+        enum sndk_tx_result stop = SNDK_TX_DRAINED;
+        enum sndk_seam_verdict v = sndk_seam_tx_write_cap(qp, &cap, &stop);
+        if (v != SNDK_SEAM_GO_ON) {
+            if (v == SNDK_SEAM_STOP)
+                return stop;
+            continue;
+        }
+        if (cap != UINT64_MAX) {
+            mh.msg_iovlen = (size_t)clamp_iov(mh.msg_iov, (int)mh.msg_iovlen, cap, clamped);
             mh.msg_iov = clamped;
         }
         ssize_t w = sendmsg(io->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -627,12 +514,7 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
             atomic_store_explicit(&io->sock_failed, true, memory_order_release);
             return SNDK_TX_IO_ERR;
         }
-        if (io->crec) {
-            sndk_cc_add(io->crec, SNDK_CC_TX_OCTETS, (uint64_t)w);
-            sndk_pcap_iov(io->crec->pcap, true, mh.msg_iov, (int)mh.msg_iovlen, (size_t)w);
-        }
-        if (io->fc)
-            io->fc->d[SNDK_FDIR_TX].bytes += (uint64_t)w;
+        sndk_seam_tx_wrote(qp, mh.msg_iov, (int)mh.msg_iovlen, (size_t)w);
         consumed(qp, (size_t)w);
     }
     if (io->tx_blocked) {
@@ -647,8 +529,7 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
         /* sndk_qp_shutdown: everything posted before it is out; now our FIN. */
         shutdown(io->fd, SHUT_WR);
         sndk_conn_phase_set(qp, SNDK_PHASE_FIN_SENT, "last request out");
-        if (io->crec)
-            sndk_pcap_fin(io->crec->pcap, true);
+        sndk_seam_tx_fin(qp);
         sndk_debug("tx", "QP %p: FIN sent", (void *)qp);
     }
     return SNDK_TX_DRAINED;
@@ -672,17 +553,8 @@ void sndk_tx_terminate(struct sndk_qp *qp, const struct sndk_term *t)
         return;
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
     ssize_t w = sendmsg(io->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w > 0 && io->crec) {
-        sndk_cc_add(io->crec, SNDK_CC_TX_OCTETS, (uint64_t)w);
-        if ((size_t)w == f.wire_len)
-            sndk_cc_add(io->crec, SNDK_CC_TX_FPDUS, 1);
-        sndk_pcap_iov(io->crec->pcap, true, iov, n, (size_t)w);
-    }
-    if (w > 0) {
-        sndk_counters_term(&qp->base.adapter->ctrs, true, t->layer, t->etype, t->code);
-        SNDK_TRACE("term.sent", "QP", qp, "\"layer\":%u,\"etype\":%u,\"code\":%u",
-                   (unsigned)t->layer, (unsigned)t->etype, (unsigned)t->code);
-    }
+    if (w > 0)
+        sndk_seam_tx_term_sent(qp, t, iov, n, (size_t)w, f.wire_len);
     sndk_debug("tx", "QP %p: Terminate %s/%s/%s sent (%zd of %u bytes)", (void *)qp,
                sndk_term_layer_name(t->layer), sndk_term_etype_name(t->layer, t->etype),
                sndk_term_code_name(t->layer, t->etype, t->code), w, f.wire_len);

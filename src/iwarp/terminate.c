@@ -313,3 +313,63 @@ void sndk_term_from_fault(struct sndk_term *t, const struct sndk_wire_fault *f)
         memcpy(t->rdmap_hdr, f->rreq, SNDK_RDMAP_READ_REQ_LEN);
     }
 }
+
+/* Inbound blame, first matching row wins; SNDK_TERM_ANY_CODE matches every code of its etype.
+ * Protection errors are the token refused, except base-or-bounds: RDMAP's verbs name reading
+ * beyond the remote memory a remote resources error. */
+#define SNDK_TERM_ANY_CODE 0x100
+static const struct {
+    uint8_t layer, etype;
+    uint16_t code;
+    enum sndk_term_blame blame;
+} blame_table[] = {
+    {SNDK_TERM_LAYER_DDP, SNDK_TERM_DDP_TAGGED, SNDK_TERM_DDP_T_BASE_BOUNDS,
+     SNDK_TERM_BLAME_RESOURCES},
+    {SNDK_TERM_LAYER_DDP, SNDK_TERM_DDP_TAGGED, SNDK_TERM_ANY_CODE, SNDK_TERM_BLAME_ACCESS},
+    {SNDK_TERM_LAYER_RDMAP, SNDK_TERM_RDMAP_REMOTE_PROT, SNDK_TERM_RDMAP_BASE_BOUNDS,
+     SNDK_TERM_BLAME_RESOURCES},
+    {SNDK_TERM_LAYER_RDMAP, SNDK_TERM_RDMAP_REMOTE_PROT, SNDK_TERM_ANY_CODE,
+     SNDK_TERM_BLAME_ACCESS},
+};
+
+static enum sndk_term_blame term_blame(const struct sndk_term *t)
+{
+    for (size_t i = 0; i < sizeof blame_table / sizeof blame_table[0]; i++)
+        if (blame_table[i].layer == t->layer && blame_table[i].etype == t->etype &&
+            (blame_table[i].code == SNDK_TERM_ANY_CODE || blame_table[i].code == t->code))
+            return blame_table[i].blame;
+    return SNDK_TERM_BLAME_RESOURCES;
+}
+
+void sndk_term_target(const struct sndk_term *t, struct sndk_term_target *out)
+{
+    memset(out, 0, sizeof *out);
+    out->blame = term_blame(t);
+    struct sndk_ddp_ctrl ctrl = {t->ddp_hdr[0], t->ddp_hdr[1]};
+    if (t->ddp_hdr_len == SNDK_DDP_UNTAGGED_HDR_LEN && !sndk_ddp_tagged(&ctrl)) {
+        struct sndk_ddp_untagged_hdr h;
+        memcpy(&h, t->ddp_hdr, sizeof h);
+        uint32_t qn = sndk_get_be32(h.qn);
+        if (qn == SNDK_QN_SEND) {
+            out->names = SNDK_TERM_NAMES_SEND;
+            out->blame = SNDK_TERM_BLAME_RESOURCES;
+        } else if (qn == SNDK_QN_READ_REQ) {
+            out->names = SNDK_TERM_NAMES_READ;
+            if (t->rdmap_hdr_present) {
+                struct sndk_rdmap_read_req rr;
+                memcpy(&rr, t->rdmap_hdr, sizeof rr);
+                out->stag = sndk_get_be32(rr.sink_stag);
+            }
+        } else {
+            return;
+        }
+        out->msn = sndk_get_be32(h.msn);
+    } else if (t->ddp_hdr_len == SNDK_DDP_TAGGED_HDR_LEN && sndk_ddp_tagged(&ctrl) &&
+               sndk_rdmap_opcode(&ctrl) == SNDK_OP_WRITE) {
+        struct sndk_ddp_tagged_hdr h;
+        memcpy(&h, t->ddp_hdr, sizeof h);
+        out->names = SNDK_TERM_NAMES_WRITE;
+        out->stag = sndk_get_be32(h.stag);
+        out->to = sndk_get_be64(h.to);
+    }
+}

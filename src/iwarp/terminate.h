@@ -111,4 +111,35 @@ int sndk_term_decode(struct sndk_term *t, const uint8_t *body, size_t len);
  * DDP Segment Length = the offending ULPDU_Length (RFC 5040: DDP header + payload). */
 void sndk_term_from_fault(struct sndk_term *t, const struct sndk_wire_fault *f);
 
+/* ---- Inbound: what a received Terminate says about the request it refused ---- */
+
+/* Why the peer refused the request a Terminate names. */
+enum sndk_term_blame {
+    SNDK_TERM_BLAME_RESOURCES, /* it could not take it: bounds, IRD, a Send, anything else */
+    SNDK_TERM_BLAME_ACCESS,    /* it refused the token: invalid STag, rights, PD, TO wrap */
+};
+
+/* Which of our requests a Terminate's included DDP header names. */
+enum sndk_term_names {
+    SNDK_TERM_NAMES_NONE,  /* no header, or one of no request of ours */
+    SNDK_TERM_NAMES_SEND,  /* an untagged header on queue 0: by MSN */
+    SNDK_TERM_NAMES_READ,  /* an untagged header on queue 1: by sink STag, else by MSN */
+    SNDK_TERM_NAMES_WRITE, /* a tagged Write header: by data sink STag and TO */
+};
+
+struct sndk_term_target {
+    enum sndk_term_names names;
+    uint32_t msn;  /* SEND, READ: the header's MSN */
+    uint32_t stag; /* READ: the included Read Request's sink STag (0: none included; Linux siw
+                      puts the read size where the MSN belongs, so the STag names it surer);
+                      WRITE: the data sink STag */
+    uint64_t to;   /* WRITE: the refused segment's tagged offset */
+    enum sndk_term_blame blame;
+};
+
+/* Decode what a received Terminate names and why (the inbound table, docs/iwarp-notes.md
+ * [IW-TERM-IN]): a Send is always BLAME_RESOURCES; a Read or Write BLAME_ACCESS for a DDP tagged
+ * or RDMAP remote protection error other than base-or-bounds, else BLAME_RESOURCES. */
+void sndk_term_target(const struct sndk_term *t, struct sndk_term_target *out);
+
 #endif

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
+#include "objects.h"
 
 /* ---- version negotiation (decision 2) -------------------------------------------------- */
 

@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "objects.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* helpers */
@@ -125,10 +125,10 @@ static void side_init(struct side *s, NDK_ADAPTER *a)
 static void side_close(struct side *s)
 {
     if (s->conn)
-        conf_close_wait(&s->conn->Header);
-    conf_close_wait(&s->qp->Header);
+        fixture_close_wait(&s->conn->Header);
+    fixture_close_wait(&s->qp->Header);
     conf_cq_destroy(&s->cq);
-    conf_close_wait(&s->pd->Header);
+    fixture_close_wait(&s->pd->Header);
 }
 
 /* Churn loops skip the one fixed-window check of establish(). */
@@ -151,7 +151,7 @@ static void establish(struct side *cl, struct side *sv, struct server *srv, cons
                                                  (struct sockaddr *)&dst, dlen, 4, 8, hello,
                                                  sizeof hello, ndk_req_done, &r);
     CHECK_STATUS(st, STATUS_PENDING);
-    CHECK_MSG(harness_event_wait(&srv->ev, before + 1, CONF_WAIT_MS), "no connect event");
+    CHECK_MSG(harness_event_wait(&srv->ev, before + 1, FIXTURE_WAIT_MS), "no connect event");
     sv->conn = srv->incoming[before % 128];
 
     /* passive: what the request said */
@@ -243,7 +243,7 @@ static bool poll_once(void *arg)
 static bool poll_result(NDK_CQ *cq, NDK_RESULT_EX *out)
 {
     struct poll_arg p = {cq, out};
-    return harness_wait_until(poll_once, &p, CONF_WAIT_MS);
+    return harness_wait_until(poll_once, &p, FIXTURE_WAIT_MS);
 }
 
 static void full_cycle(const char *ip)
@@ -276,20 +276,20 @@ static void full_cycle(const char *ip)
     struct ndk_req rd;
     ndk_req_init(&rd);
     NTSTATUS st = cl.conn->Dispatch->NdkDisconnect(cl.conn, ndk_req_done, &rd);
-    CHECK_MSG(harness_event_wait(&sv.disc.ev, 1, CONF_WAIT_MS), "no disconnect event");
+    CHECK_MSG(harness_event_wait(&sv.disc.ev, 1, FIXTURE_WAIT_MS), "no disconnect event");
     struct ndk_req rs;
     ndk_req_init(&rs);
     NTSTATUS st2 = sv.conn->Dispatch->NdkDisconnect(sv.conn, ndk_req_done, &rs);
     CHECK_STATUS(ndk_req_wait(&rs, st2), STATUS_SUCCESS);
     CHECK_STATUS(ndk_req_wait(&rd, st), STATUS_SUCCESS);
-    CHECK(!harness_event_wait(&cl.disc.ev, 1, CONF_QUIET_MS));
+    CHECK(!harness_event_wait(&cl.disc.ev, 1, FIXTURE_QUIET_MS));
     CHECK_EQ_U64(atomic_load(&sv.disc.n), 1);
     /* a disconnected QP refuses initiator requests */
     CHECK_STATUS(cl.qp->Dispatch->NdkSend(cl.qp, NULL, NULL, 0, 0), STATUS_CONNECTION_INVALID);
 
     side_close(&cl);
     side_close(&sv);
-    conf_close_wait(&srv.listener->Header);
+    fixture_close_wait(&srv.listener->Header);
     ndk_close_adapter(ac);
     ndk_close_adapter(as);
 }
@@ -327,9 +327,9 @@ TEST(listen_port_in_use_by_listener_or_process_is_sharing_violation)
     listen_on(a, &s2, "127.0.0.1", port, STATUS_SHARING_VIOLATION, NULL);
     /* wildcard on the same port collides too */
     listen_on(a, &s3, "0.0.0.0", port, STATUS_SHARING_VIOLATION, NULL);
-    conf_close_wait(&s3.listener->Header);
-    conf_close_wait(&s2.listener->Header);
-    conf_close_wait(&s1.listener->Header);
+    fixture_close_wait(&s3.listener->Header);
+    fixture_close_wait(&s2.listener->Header);
+    fixture_close_wait(&s1.listener->Header);
 
     /* another process's socket (here: a plain socket of ours, outside softndk) */
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -339,7 +339,7 @@ TEST(listen_port_in_use_by_listener_or_process_is_sharing_violation)
     getsockname(fd, (struct sockaddr *)&sa, &sl);
     struct server s4;
     listen_on(a, &s4, "127.0.0.1", ntohs(sa.sin_port), STATUS_SHARING_VIOLATION, NULL);
-    conf_close_wait(&s4.listener->Header);
+    fixture_close_wait(&s4.listener->Header);
     close(fd);
     ndk_close_adapter(a);
 }
@@ -349,7 +349,7 @@ TEST(listen_address_not_of_adapter_is_invalid_address)
     NDK_ADAPTER *a = conf_open();
     struct server s;
     listen_on(a, &s, "192.0.2.1", 0, STATUS_INVALID_ADDRESS, NULL); /* TEST-NET-1 */
-    conf_close_wait(&s.listener->Header);
+    fixture_close_wait(&s.listener->Header);
     ndk_close_adapter(a);
 }
 
@@ -383,9 +383,9 @@ TEST(listen_ephemeral_range_exhausted_is_too_many_addresses)
     listen_on(a, &s2, "127.0.0.1", 0, STATUS_SUCCESS, &p2);
     CHECK(p1 != p2 && p1 >= base && p1 <= base + 1 && p2 >= base && p2 <= base + 1);
     listen_on(a, &s3, "127.0.0.1", 0, STATUS_TOO_MANY_ADDRESSES, NULL);
-    conf_close_wait(&s3.listener->Header);
-    conf_close_wait(&s2.listener->Header);
-    conf_close_wait(&s1.listener->Header);
+    fixture_close_wait(&s3.listener->Header);
+    fixture_close_wait(&s2.listener->Header);
+    fixture_close_wait(&s1.listener->Header);
     ndk_close_adapter(a);
 }
 
@@ -404,7 +404,7 @@ TEST(listen_twice_and_address_buffer_protocol)
     CHECK_STATUS(s.listener->Dispatch->NdkGetLocalAddress(s.listener, (struct sockaddr *)&ss, &small),
                  STATUS_BUFFER_TOO_SMALL);
     CHECK_EQ_U64(small, sizeof(struct sockaddr_in));
-    conf_close_wait(&s.listener->Header);
+    fixture_close_wait(&s.listener->Header);
     ndk_close_adapter(a);
 }
 
@@ -465,7 +465,7 @@ TEST(connect_rejected_with_private_data_is_refused)
                                                 (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
                                                 ndk_req_done, &r);
     CHECK_STATUS(st, STATUS_PENDING);
-    CHECK(harness_event_wait(&srv.ev, 1, CONF_WAIT_MS));
+    CHECK(harness_event_wait(&srv.ev, 1, FIXTURE_WAIT_MS));
     NDK_CONNECTOR *in = srv.incoming[0];
     CHECK_STATUS(in->Dispatch->NdkReject(in, "no", 3), STATUS_SUCCESS);
     CHECK_STATUS(ndk_req_wait(&r, STATUS_PENDING), STATUS_CONNECTION_REFUSED);
@@ -478,9 +478,9 @@ TEST(connect_rejected_with_private_data_is_refused)
     CHECK_MEM(why, "no", 3);
     /* a rejected request cannot be accepted any more */
     CHECK_STATUS(in->Dispatch->NdkReject(in, NULL, 0), STATUS_INVALID_DEVICE_STATE);
-    conf_close_wait(&in->Header);
+    fixture_close_wait(&in->Header);
     side_close(&cl);
-    conf_close_wait(&srv.listener->Header);
+    fixture_close_wait(&srv.listener->Header);
     ndk_close_adapter(a);
 }
 
@@ -497,7 +497,7 @@ TEST(connect_to_paused_listener_is_refused_then_served_after_resume)
     CHECK_STATUS(connect_to(a, cl.qp, &cl.conn, "127.0.0.1", port, NULL, 0, &r),
                  STATUS_CONNECTION_REFUSED);
     CHECK_EQ_U64(atomic_load(&srv.n), 0);
-    conf_close_wait(&cl.conn->Header);
+    fixture_close_wait(&cl.conn->Header);
     cl.conn = NULL;
     srv.listener->Dispatch->NdkControlConnectEvents(srv.listener, FALSE);
     struct side sv;
@@ -505,7 +505,7 @@ TEST(connect_to_paused_listener_is_refused_then_served_after_resume)
     establish(&cl, &sv, &srv, "127.0.0.1", port);
     side_close(&cl);
     side_close(&sv);
-    conf_close_wait(&srv.listener->Header);
+    fixture_close_wait(&srv.listener->Header);
     ndk_close_adapter(a);
 }
 
@@ -604,7 +604,7 @@ TEST(garbage_client_gets_no_connect_event_and_listener_keeps_serving)
         char b;
         struct pollfd p = {fd, POLLIN, 0};
         if (kind == 0)
-            CHECK(poll(&p, 1, CONF_WAIT_MS) == 1 && read(fd, &b, 1) <= 0); /* closed on us */
+            CHECK(poll(&p, 1, FIXTURE_WAIT_MS) == 1 && read(fd, &b, 1) <= 0); /* closed on us */
         close(fd);
     }
     CHECK_EQ_U64(atomic_load(&srv.n), 0);
@@ -615,7 +615,7 @@ TEST(garbage_client_gets_no_connect_event_and_listener_keeps_serving)
     establish(&cl, &sv, &srv, "127.0.0.1", port);
     side_close(&cl);
     side_close(&sv);
-    conf_close_wait(&srv.listener->Header);
+    fixture_close_wait(&srv.listener->Header);
     ndk_close_adapter(a);
 }
 
@@ -668,13 +668,13 @@ TEST(connect_argument_statuses)
                                           (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
                                           ndk_request_never, NULL),
                  STATUS_CONNECTION_ACTIVE);
-    conf_close_wait(&c2->Header);
+    fixture_close_wait(&c2->Header);
     /* the incoming side: close the request without answering = reject */
-    CHECK(harness_event_wait(&srv.ev, 1, CONF_WAIT_MS));
-    conf_close_wait(&srv.incoming[0]->Header);
+    CHECK(harness_event_wait(&srv.ev, 1, FIXTURE_WAIT_MS));
+    fixture_close_wait(&srv.incoming[0]->Header);
     CHECK_STATUS(ndk_req_wait(&r, STATUS_PENDING), STATUS_CONNECTION_REFUSED);
     side_close(&cl);
-    conf_close_wait(&srv.listener->Header);
+    fixture_close_wait(&srv.listener->Header);
     ndk_close_adapter(a);
 }
 
@@ -699,19 +699,19 @@ TEST(close_connector_while_connecting_cancels_connect)
                  STATUS_PENDING);
     struct harness_event closed;
     harness_event_init(&closed);
-    NTSTATUS st = ndk_close_any(&cl.conn->Header, conf_close_signal, &closed);
+    NTSTATUS st = ndk_close_any(&cl.conn->Header, fixture_close_signal, &closed);
     /* Usually pending (the socket leaves the progress engine on its thread); STATUS_SUCCESS
      * when that thread finished first, which a loaded machine shows (lifecycle.md: both are
      * the close's legal answers). Either way the connect completed, cancelled, first. */
     CHECK_MSG(st == STATUS_PENDING || st == STATUS_SUCCESS, "close: %s", SoftNdkStatusName(st));
     if (st == STATUS_SUCCESS)
         CHECK(harness_event_count(&r.ev) == 1);
-    CHECK(harness_event_wait(&r.ev, 1, CONF_WAIT_MS));
+    CHECK(harness_event_wait(&r.ev, 1, FIXTURE_WAIT_MS));
     CHECK_STATUS(r.status, STATUS_CANCELLED);
     if (st == STATUS_PENDING)
-        CHECK(harness_event_wait(&closed, 1, CONF_WAIT_MS));
+        CHECK(harness_event_wait(&closed, 1, FIXTURE_WAIT_MS));
     else
-        CHECK(!harness_event_wait(&closed, 1, CONF_QUIET_MS)); /* no callback after SUCCESS */
+        CHECK(!harness_event_wait(&closed, 1, FIXTURE_QUIET_MS)); /* no callback after SUCCESS */
     cl.conn = NULL;
     side_close(&cl);
     ndk_close_adapter(a);
@@ -733,7 +733,8 @@ TEST(listener_close_keeps_port_until_connectors_close)
     establish(&cl, &sv, &srv, "127.0.0.1", port);
     struct harness_event lclosed;
     harness_event_init(&lclosed);
-    CHECK_STATUS(ndk_close_any(&srv.listener->Header, conf_close_signal, &lclosed), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&srv.listener->Header, fixture_close_signal, &lclosed),
+                 STATUS_PENDING);
     /* refuses new connections at once */
     struct side c2;
     side_init(&c2, a);
@@ -743,13 +744,13 @@ TEST(listener_close_keeps_port_until_connectors_close)
     /* the endpoint is still taken */
     struct server again;
     listen_on(a, &again, "127.0.0.1", port, STATUS_SHARING_VIOLATION, NULL);
-    conf_close_wait(&again.listener->Header);
-    CHECK(!harness_event_wait(&lclosed, 1, CONF_QUIET_MS));
+    fixture_close_wait(&again.listener->Header);
+    CHECK(!harness_event_wait(&lclosed, 1, FIXTURE_QUIET_MS));
     side_close(&sv); /* the accepted connector closes: the listener's close completes */
-    CHECK(harness_event_wait(&lclosed, 1, CONF_WAIT_MS));
+    CHECK(harness_event_wait(&lclosed, 1, FIXTURE_WAIT_MS));
     struct server fresh;
     listen_on(a, &fresh, "127.0.0.1", port, STATUS_SUCCESS, NULL);
-    conf_close_wait(&fresh.listener->Header);
+    fixture_close_wait(&fresh.listener->Header);
     side_close(&c2);
     side_close(&cl);
     ndk_close_adapter(a);
@@ -796,7 +797,7 @@ TEST(shared_endpoint_connects_to_distinct_peers)
                          cl[i]->conn, cl[i]->qp, se, (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
                          ndk_req_done, &r),
                      STATUS_PENDING);
-        CHECK(harness_event_wait(&srv[i]->ev, 1, CONF_WAIT_MS));
+        CHECK(harness_event_wait(&srv[i]->ev, 1, FIXTURE_WAIT_MS));
         sv[i]->conn = srv[i]->incoming[0];
         struct sockaddr_storage peer;
         ULONG plen = sizeof peer;
@@ -829,15 +830,15 @@ TEST(shared_endpoint_connects_to_distinct_peers)
     /* the shared endpoint's close waits for its connectors */
     struct harness_event seclosed;
     harness_event_init(&seclosed);
-    CHECK_STATUS(ndk_close_any(&se->Header, conf_close_signal, &seclosed), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&se->Header, fixture_close_signal, &seclosed), STATUS_PENDING);
     side_close(&c3);
     side_close(&c1);
     side_close(&c2);
-    CHECK(harness_event_wait(&seclosed, 1, CONF_WAIT_MS));
+    CHECK(harness_event_wait(&seclosed, 1, FIXTURE_WAIT_MS));
     side_close(&v1);
     side_close(&v2);
-    conf_close_wait(&s1.listener->Header);
-    conf_close_wait(&s2.listener->Header);
+    fixture_close_wait(&s1.listener->Header);
+    fixture_close_wait(&s2.listener->Header);
     ndk_close_adapter(a);
 }
 
@@ -898,7 +899,7 @@ TEST_T(listener_serves_100_concurrent_clients, 120)
         side_close(&cl[i]);
         side_close(&sv[i]);
     }
-    conf_close_wait(&srv.listener->Header);
+    fixture_close_wait(&srv.listener->Header);
     ndk_close_adapter(ac);
     ndk_close_adapter(as);
 }
@@ -919,7 +920,7 @@ TEST_T(connect_accept_disconnect_2000_cycles_no_leak, 240)
         struct ndk_req rd, rs;
         ndk_req_init(&rd);
         NTSTATUS st = cl.conn->Dispatch->NdkDisconnect(cl.conn, ndk_req_done, &rd);
-        CHECK(harness_event_wait(&sv.disc.ev, 1, CONF_WAIT_MS));
+        CHECK(harness_event_wait(&sv.disc.ev, 1, FIXTURE_WAIT_MS));
         ndk_req_init(&rs);
         NTSTATUS st2 = sv.conn->Dispatch->NdkDisconnect(sv.conn, ndk_req_done, &rs);
         CHECK_STATUS(ndk_req_wait(&rs, st2), STATUS_SUCCESS);
@@ -934,7 +935,7 @@ TEST_T(connect_accept_disconnect_2000_cycles_no_leak, 240)
     /* sockets closed by the provider may take a progress-thread turn to go */
     int fds_after = harness_open_fds();
     CHECK_MSG(fds_after <= fds_before, "fd count grew from %d to %d", fds_before, fds_after);
-    conf_close_wait(&srv.listener->Header);
+    fixture_close_wait(&srv.listener->Header);
     ndk_close_adapter(a);
 }
 
@@ -959,8 +960,8 @@ TEST(flush_of_connected_qp_aborts_without_local_disconnect_event)
         CHECK(res.RequestContext == (void *)(10 + i));
     }
     /* the peer learns the connection is gone; we are not told of our own action */
-    CHECK_MSG(harness_event_wait(&sv.disc.ev, 1, CONF_WAIT_MS), "peer saw no disconnect");
-    CHECK(!harness_event_wait(&cl.disc.ev, 1, CONF_QUIET_MS));
+    CHECK_MSG(harness_event_wait(&sv.disc.ev, 1, FIXTURE_WAIT_MS), "peer saw no disconnect");
+    CHECK(!harness_event_wait(&cl.disc.ev, 1, FIXTURE_QUIET_MS));
     CHECK_STATUS(cl.qp->Dispatch->NdkSend(cl.qp, NULL, NULL, 0, 0), STATUS_CONNECTION_INVALID);
     /* disconnecting a connection that is already down completes at once */
     CHECK_STATUS(cl.conn->Dispatch->NdkDisconnect(cl.conn, ndk_request_never, NULL),
@@ -978,11 +979,11 @@ TEST(flush_of_connected_qp_aborts_without_local_disconnect_event)
                                              (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
                                              ndk_request_never, NULL),
                  STATUS_INVALID_DEVICE_STATE);
-    CHECK(!harness_event_wait(&srv.ev, events + 1, CONF_QUIET_MS));
-    conf_close_wait(&again->Header);
+    CHECK(!harness_event_wait(&srv.ev, events + 1, FIXTURE_QUIET_MS));
+    fixture_close_wait(&again->Header);
     side_close(&cl);
     side_close(&sv);
-    conf_close_wait(&srv.listener->Header);
+    fixture_close_wait(&srv.listener->Header);
     ndk_close_adapter(a);
 }
 
@@ -1031,7 +1032,7 @@ TEST(send_right_after_complete_connect_reaches_the_passive_qp)
                                                    (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
                                                    ndk_req_done, &r),
                      STATUS_PENDING);
-        CHECK(harness_event_wait(&srv.ev, before + 1, CONF_WAIT_MS));
+        CHECK(harness_event_wait(&srv.ev, before + 1, FIXTURE_WAIT_MS));
         sv.conn = srv.incoming[before % 128];
         conf_post_recvs(sv.qp, 1, 5); /* before Accept: the Send may come with the RTR */
         ndk_req_init(&ra);
@@ -1056,7 +1057,7 @@ TEST(send_right_after_complete_connect_reaches_the_passive_qp)
         harness_event_destroy(&ra.ev);
         harness_event_destroy(&rc.ev);
     }
-    conf_close_wait(&srv.listener->Header);
+    fixture_close_wait(&srv.listener->Header);
     ndk_close_adapter(a);
 }
 
@@ -1112,16 +1113,16 @@ TEST(instances_of_one_interface_share_the_device)
 
     /* Each instance keeps its own accounting: P closes once its own objects are closed,
      * while the CQ it used (L's) is still open. */
-    conf_close_wait(&sv.conn->Header);
-    conf_close_wait(&sv.qp->Header);
-    conf_close_wait(&sv.pd->Header);
+    fixture_close_wait(&sv.conn->Header);
+    fixture_close_wait(&sv.qp->Header);
+    fixture_close_wait(&sv.pd->Header);
     harness_event_destroy(&sv.disc.ev);
     ndk_close_adapter(ip);
     side_close(&cl);
     ndk_close_adapter(ic);
     ndk_close_adapter(iq);
     conf_cq_destroy(&sv.cq);
-    conf_close_wait(&srv.listener->Header);
+    fixture_close_wait(&srv.listener->Header);
     ndk_close_adapter(il);
 }
 
@@ -1149,7 +1150,7 @@ TEST(instance_connects_with_shared_endpoint_of_another_instance)
                                                                  (struct sockaddr *)&dst, dlen, 1,
                                                                  1, NULL, 0, ndk_req_done, &r),
                  STATUS_PENDING);
-    CHECK(harness_event_wait(&srv.ev, 1, CONF_WAIT_MS));
+    CHECK(harness_event_wait(&srv.ev, 1, FIXTURE_WAIT_MS));
     sv.conn = srv.incoming[0];
     ndk_req_init(&ra);
     CHECK_STATUS(
@@ -1162,8 +1163,8 @@ TEST(instance_connects_with_shared_endpoint_of_another_instance)
     CHECK_STATUS(ndk_req_wait(&ra, STATUS_PENDING), STATUS_SUCCESS);
     side_close(&cl);
     side_close(&sv);
-    conf_close_wait(&se->Header);
-    conf_close_wait(&srv.listener->Header);
+    fixture_close_wait(&se->Header);
+    fixture_close_wait(&srv.listener->Header);
     ndk_close_adapter(ib);
     ndk_close_adapter(ia);
     harness_event_destroy(&r.ev);
@@ -1260,7 +1261,7 @@ TEST(adapter_on_lo_owns_every_loopback_address)
     side_close(&sv);
     /* not delivered locally (TEST-NET-2): refused */
     listen_on(a, &bad, "198.51.100.7", 0, STATUS_INVALID_ADDRESS, NULL);
-    conf_close_wait(&bad.listener->Header);
+    fixture_close_wait(&bad.listener->Header);
     /* an address another interface lists is that interface's, though it too is delivered via
      * lo */
     struct ifaddrs *list;
@@ -1274,12 +1275,12 @@ TEST(adapter_on_lo_owns_every_loopback_address)
         inet_ntop(AF_INET, &sin.sin_addr, ip, sizeof ip);
         struct server other;
         listen_on(a, &other, ip, 0, STATUS_INVALID_ADDRESS, NULL);
-        conf_close_wait(&other.listener->Header);
+        fixture_close_wait(&other.listener->Header);
         break;
     }
     freeifaddrs(list);
-    conf_close_wait(&s1.listener->Header);
-    conf_close_wait(&s2.listener->Header);
+    fixture_close_wait(&s1.listener->Header);
+    fixture_close_wait(&s2.listener->Header);
     ndk_close_adapter(a);
 }
 
@@ -1324,7 +1325,7 @@ static void close_then_relisten(NDK_OBJECT_HEADER *h, struct relisten *r)
     CHECK_MSG(st == STATUS_PENDING || st == STATUS_SUCCESS, "close: %s", SoftNdkStatusName(st));
     if (st == STATUS_SUCCESS)
         relisten_in_close_completion(r);
-    CHECK(harness_event_wait(&r->done, 1, CONF_WAIT_MS));
+    CHECK(harness_event_wait(&r->done, 1, FIXTURE_WAIT_MS));
     CHECK_STATUS(r->status, STATUS_SUCCESS);
 }
 
@@ -1344,7 +1345,7 @@ TEST(listener_port_is_free_inside_its_close_completion)
     establish(&cl, &sv, &next, "127.0.0.1", port);
     side_close(&cl);
     side_close(&sv);
-    conf_close_wait(&next.listener->Header);
+    fixture_close_wait(&next.listener->Header);
     ndk_close_adapter(a);
 }
 
@@ -1365,12 +1366,12 @@ TEST(shared_endpoint_port_is_free_inside_its_close_completion)
     /* taken while it lives */
     struct server busy;
     listen_on(a, &busy, "127.0.0.1", port, STATUS_SHARING_VIOLATION, NULL);
-    conf_close_wait(&busy.listener->Header);
+    fixture_close_wait(&busy.listener->Header);
     struct server next;
     struct relisten r;
     relisten_init(&r, a, &next, port);
     close_then_relisten(&se->Header, &r);
-    conf_close_wait(&next.listener->Header);
+    fixture_close_wait(&next.listener->Header);
     ndk_close_adapter(a);
 }
 
@@ -1406,22 +1407,22 @@ TEST(shared_endpoint_port_is_free_inside_its_pending_close_completion)
                                                                  (struct sockaddr *)&dst, dlen, 1,
                                                                  1, NULL, 0, ndk_req_done, &r),
                  STATUS_PENDING);
-    CHECK(harness_event_wait(&srv.ev, 1, CONF_WAIT_MS));
-    conf_close_wait(&srv.incoming[0]->Header);
+    CHECK(harness_event_wait(&srv.ev, 1, FIXTURE_WAIT_MS));
+    fixture_close_wait(&srv.incoming[0]->Header);
     CHECK_STATUS(ndk_req_wait(&r, STATUS_PENDING), STATUS_CONNECTION_REFUSED);
     /* the endpoint's close waits for that connector */
     struct server next;
     struct relisten rl;
     relisten_init(&rl, a, &next, port);
     CHECK_STATUS(ndk_close_any(&se->Header, relisten_in_close_completion, &rl), STATUS_PENDING);
-    CHECK(!harness_event_wait(&rl.done, 1, CONF_QUIET_MS));
-    conf_close_wait(&cl.conn->Header);
+    CHECK(!harness_event_wait(&rl.done, 1, FIXTURE_QUIET_MS));
+    fixture_close_wait(&cl.conn->Header);
     cl.conn = NULL;
-    CHECK(harness_event_wait(&rl.done, 1, CONF_WAIT_MS));
+    CHECK(harness_event_wait(&rl.done, 1, FIXTURE_WAIT_MS));
     CHECK_STATUS(rl.status, STATUS_SUCCESS);
     side_close(&cl);
-    conf_close_wait(&next.listener->Header);
-    conf_close_wait(&srv.listener->Header);
+    fixture_close_wait(&next.listener->Header);
+    fixture_close_wait(&srv.listener->Header);
     harness_event_destroy(&r.ev);
     ndk_close_adapter(a);
 }
@@ -1450,8 +1451,8 @@ TEST(connector_port_is_free_inside_its_close_completion)
     cl.conn = NULL;
     side_close(&cl);
     side_close(&sv);
-    conf_close_wait(&next.listener->Header);
-    conf_close_wait(&srv.listener->Header);
+    fixture_close_wait(&next.listener->Header);
+    fixture_close_wait(&srv.listener->Header);
     ndk_close_adapter(a);
 }
 
@@ -1479,7 +1480,7 @@ TEST(failed_accept_completes_posted_receives_cancelled)
                                                (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
                                                ndk_req_done, &r),
                  STATUS_PENDING);
-    CHECK(harness_event_wait(&srv.ev, 1, CONF_WAIT_MS));
+    CHECK(harness_event_wait(&srv.ev, 1, FIXTURE_WAIT_MS));
     sv.conn = srv.incoming[0];
     conf_post_recvs(sv.qp, 2, 40);
     ndk_req_init(&ra);
@@ -1488,7 +1489,7 @@ TEST(failed_accept_completes_posted_receives_cancelled)
         STATUS_PENDING);
     CHECK_STATUS(ndk_req_wait(&r, STATUS_PENDING), STATUS_SUCCESS);
     /* the active side leaves instead of NdkCompleteConnect: no RTR comes */
-    conf_close_wait(&cl.conn->Header);
+    fixture_close_wait(&cl.conn->Header);
     cl.conn = NULL;
     CHECK_STATUS(ndk_req_wait(&ra, STATUS_PENDING), STATUS_CONNECTION_ABORTED);
     /* both receives are on the CQ by the time the accept completion ran, in posting order */
@@ -1508,7 +1509,7 @@ TEST(failed_accept_completes_posted_receives_cancelled)
     CHECK_STATUS(sv.qp->Dispatch->NdkSend(sv.qp, NULL, NULL, 0, 0), STATUS_CONNECTION_INVALID);
     side_close(&cl);
     side_close(&sv);
-    conf_close_wait(&srv.listener->Header);
+    fixture_close_wait(&srv.listener->Header);
     harness_event_destroy(&r.ev);
     harness_event_destroy(&ra.ev);
     ndk_close_adapter(a);

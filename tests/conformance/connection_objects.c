@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "common.h"
+#include "objects.h"
 
 static NDK_LISTENER *make_listener(NDK_ADAPTER *a)
 {
@@ -41,8 +41,8 @@ TEST(listener_create_close)
     l->Dispatch->NdkControlConnectEvents(l, FALSE);
     struct harness_event ev;
     harness_event_init(&ev);
-    CHECK_STATUS(ndk_close_any(&l->Header, conf_close_signal, &ev), STATUS_SUCCESS);
-    CHECK(!harness_event_wait(&ev, 1, CONF_QUIET_MS));
+    CHECK_STATUS(ndk_close_any(&l->Header, fixture_close_signal, &ev), STATUS_SUCCESS);
+    CHECK(!harness_event_wait(&ev, 1, FIXTURE_QUIET_MS));
     harness_event_destroy(&ev);
     ndk_close_adapter(a);
 }
@@ -56,8 +56,8 @@ TEST(connector_create_close)
     CHECK_EQ_U64(c->Header.ObjectType, NdkObjectTypeConnector);
     struct harness_event ev;
     harness_event_init(&ev);
-    CHECK_STATUS(ndk_close_any(&c->Header, conf_close_signal, &ev), STATUS_SUCCESS);
-    CHECK(!harness_event_wait(&ev, 1, CONF_QUIET_MS));
+    CHECK_STATUS(ndk_close_any(&c->Header, fixture_close_signal, &ev), STATUS_SUCCESS);
+    CHECK(!harness_event_wait(&ev, 1, FIXTURE_QUIET_MS));
     harness_event_destroy(&ev);
     ndk_close_adapter(a);
 }
@@ -153,8 +153,8 @@ TEST(shared_endpoint_create_close)
               o.EphemeralPortHigh);
     struct harness_event ev;
     harness_event_init(&ev);
-    CHECK_STATUS(ndk_close_any(&se->Header, conf_close_signal, &ev), STATUS_SUCCESS);
-    CHECK(!harness_event_wait(&ev, 1, CONF_QUIET_MS));
+    CHECK_STATUS(ndk_close_any(&se->Header, fixture_close_signal, &ev), STATUS_SUCCESS);
+    CHECK(!harness_event_wait(&ev, 1, FIXTURE_QUIET_MS));
     harness_event_destroy(&ev);
     ndk_close_adapter(a);
 }

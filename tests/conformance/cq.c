@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "common.h"
+#include "objects.h"
 
 struct cq_env {
     NDK_ADAPTER *a;
@@ -323,7 +323,7 @@ TEST(cq_callbacks_never_overlap)
         conf_cq_arm(&c, NDK_CQ_NOTIFY_ANY);
         flush_n(&e, &c, 1, ctx++);
         /* Next arm + completion while this callback is still running. */
-        CHECK(harness_wait_until(callback_running, &c, CONF_WAIT_MS) || atomic_load(&c.n) > 0);
+        CHECK(harness_wait_until(callback_running, &c, FIXTURE_WAIT_MS) || atomic_load(&c.n) > 0);
     }
     CHECK(conf_cq_wait(&c, 2)); /* the notification that became due meanwhile is not lost */
     /* Let the last one finish. */

@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "objects.h"
 
 #define SERVER_FD_LIMIT 256
 #define FLOOD                                                                                      \
@@ -95,8 +95,8 @@ static void srv_obj_close(NDK_OBJECT_HEADER *h)
 {
     struct harness_event ev;
     harness_event_init(&ev);
-    if (ndk_close_any(h, conf_close_signal, &ev) == STATUS_PENDING)
-        harness_event_wait(&ev, 1, CONF_WAIT_MS);
+    if (ndk_close_any(h, fixture_close_signal, &ev) == STATUS_PENDING)
+        harness_event_wait(&ev, 1, FIXTURE_WAIT_MS);
     harness_event_destroy(&ev);
 }
 
@@ -259,10 +259,10 @@ static uint64_t good_client(NDK_ADAPTER *a, uint16_t port)
     st = conn->Dispatch->NdkCompleteConnect(conn, NULL, NULL, ndk_req_done, &rc);
     CHECK_STATUS(ndk_req_wait(&rc, st), STATUS_SUCCESS);
     uint64_t took = now_ms() - t0;
-    conf_close_wait(&conn->Header);
-    conf_close_wait(&qp->Header);
+    fixture_close_wait(&conn->Header);
+    fixture_close_wait(&qp->Header);
     conf_cq_destroy(&cq);
-    conf_close_wait(&pd->Header);
+    fixture_close_wait(&pd->Header);
     return took;
 }
 

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "common.h"
+#include "objects.h"
 
 static NDK_MR *make_mr(NDK_PD *pd)
 {
@@ -24,10 +24,10 @@ TEST(lifecycle_close_without_successors_success_no_callback)
     NDK_MR *mr = make_mr(pd);
     struct conf_cq c;
     conf_cq_create(a, &c, 4);
-    CHECK_STATUS(ndk_close_any(&mr->Header, conf_close_signal, &ev), STATUS_SUCCESS);
-    CHECK_STATUS(ndk_close_any(&pd->Header, conf_close_signal, &ev), STATUS_SUCCESS);
-    CHECK_STATUS(ndk_close_any(&c.cq->Header, conf_close_signal, &ev), STATUS_SUCCESS);
-    CHECK_MSG(!harness_event_wait(&ev, 1, CONF_QUIET_MS),
+    CHECK_STATUS(ndk_close_any(&mr->Header, fixture_close_signal, &ev), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_close_any(&pd->Header, fixture_close_signal, &ev), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_close_any(&c.cq->Header, fixture_close_signal, &ev), STATUS_SUCCESS);
+    CHECK_MSG(!harness_event_wait(&ev, 1, FIXTURE_QUIET_MS),
               "close completion after close returned STATUS_SUCCESS");
     harness_event_destroy(&c.ev);
     ndk_close_adapter(a);
@@ -42,8 +42,8 @@ TEST(lifecycle_pd_close_pends_until_mr_closed)
     NDK_MR *mr = make_mr(pd);
     struct harness_event ev;
     harness_event_init(&ev);
-    CHECK_STATUS(ndk_close_any(&pd->Header, conf_close_signal, &ev), STATUS_PENDING);
-    CHECK_MSG(!harness_event_wait(&ev, 1, CONF_QUIET_MS), "PD close completed with an MR open");
+    CHECK_STATUS(ndk_close_any(&pd->Header, fixture_close_signal, &ev), STATUS_PENDING);
+    CHECK_MSG(!harness_event_wait(&ev, 1, FIXTURE_QUIET_MS), "PD close completed with an MR open");
     /* A closing PD takes no new children. */
     NDK_MR *mr2 = NULL;
     CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, FALSE, ndk_create_never, NULL, &mr2),
@@ -56,8 +56,8 @@ TEST(lifecycle_pd_close_pends_until_mr_closed)
                  STATUS_SUCCESS);
     CHECK_EQ_U64(harness_event_count(&ev), 0);
     conf_close(&mr->Header);
-    CHECK_MSG(harness_event_wait(&ev, 1, CONF_WAIT_MS), "PD close never completed");
-    CHECK(!harness_event_wait(&ev, 2, CONF_QUIET_MS));
+    CHECK_MSG(harness_event_wait(&ev, 1, FIXTURE_WAIT_MS), "PD close never completed");
+    CHECK(!harness_event_wait(&ev, 2, FIXTURE_QUIET_MS));
     ndk_close_adapter(a);
     harness_event_destroy(&ev);
 }
@@ -75,15 +75,15 @@ TEST(lifecycle_cq_close_pends_while_qp_uses_it)
     harness_event_init(&iev);
     atomic_store(&rcq.closed, true);
     atomic_store(&icq.closed, true);
-    CHECK_STATUS(ndk_close_any(&rcq.cq->Header, conf_close_signal, &rev), STATUS_PENDING);
-    CHECK_STATUS(ndk_close_any(&icq.cq->Header, conf_close_signal, &iev), STATUS_PENDING);
-    CHECK(!harness_event_wait(&rev, 1, CONF_QUIET_MS));
+    CHECK_STATUS(ndk_close_any(&rcq.cq->Header, fixture_close_signal, &rev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&icq.cq->Header, fixture_close_signal, &iev), STATUS_PENDING);
+    CHECK(!harness_event_wait(&rev, 1, FIXTURE_QUIET_MS));
     CHECK_EQ_U64(harness_event_count(&iev), 0);
     /* The QP still works on its closing CQs. */
     conf_post_recvs(qp, 2, 1);
     conf_close(&qp->Header);
-    CHECK(harness_event_wait(&rev, 1, CONF_WAIT_MS));
-    CHECK(harness_event_wait(&iev, 1, CONF_WAIT_MS));
+    CHECK(harness_event_wait(&rev, 1, FIXTURE_WAIT_MS));
+    CHECK(harness_event_wait(&iev, 1, FIXTURE_WAIT_MS));
     CHECK(!atomic_load(&rcq.after_close) && !atomic_load(&icq.after_close));
     conf_close(&pd->Header);
     ndk_close_adapter(a);
@@ -110,17 +110,17 @@ TEST(lifecycle_srq_close_pends_while_qp_uses_it)
                  STATUS_SUCCESS);
     struct harness_event ev;
     harness_event_init(&ev);
-    CHECK_STATUS(ndk_close_any(&srq->Header, conf_close_signal, &ev), STATUS_PENDING);
-    CHECK(!harness_event_wait(&ev, 1, CONF_QUIET_MS));
+    CHECK_STATUS(ndk_close_any(&srq->Header, fixture_close_signal, &ev), STATUS_PENDING);
+    CHECK(!harness_event_wait(&ev, 1, FIXTURE_QUIET_MS));
     /* A closing SRQ takes no new QPs. */
     NDK_QP *qp2 = NULL;
     NTSTATUS st = pd->Dispatch->NdkCreateQpWithSrq(pd, c.cq, c.cq, srq, NULL, 2, 1, 0,
                                                    ndk_create_never, NULL, &qp2);
     CHECK_MSG(st != STATUS_SUCCESS, "QP created on a closing SRQ");
     conf_close(&qp->Header);
-    CHECK(harness_event_wait(&ev, 1, CONF_WAIT_MS));
+    CHECK(harness_event_wait(&ev, 1, FIXTURE_WAIT_MS));
     /* The SRQ releases the PD only after its close completion returned: may pend briefly. */
-    conf_close_wait(&pd->Header);
+    fixture_close_wait(&pd->Header);
     conf_cq_destroy(&c);
     ndk_close_adapter(a);
     harness_event_destroy(&ev);
@@ -134,11 +134,12 @@ TEST(lifecycle_double_close_of_pending_object)
     NDK_MR *mr = make_mr(pd);
     struct harness_event ev;
     harness_event_init(&ev);
-    CHECK_STATUS(ndk_close_any(&pd->Header, conf_close_signal, &ev), STATUS_PENDING);
-    CHECK_STATUS(ndk_close_any(&pd->Header, conf_close_signal, &ev), STATUS_INVALID_DEVICE_STATE);
+    CHECK_STATUS(ndk_close_any(&pd->Header, fixture_close_signal, &ev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&pd->Header, fixture_close_signal, &ev),
+                 STATUS_INVALID_DEVICE_STATE);
     conf_close(&mr->Header);
-    CHECK(harness_event_wait(&ev, 1, CONF_WAIT_MS));
-    CHECK_MSG(!harness_event_wait(&ev, 2, CONF_QUIET_MS), "two close completions");
+    CHECK(harness_event_wait(&ev, 1, FIXTURE_WAIT_MS));
+    CHECK_MSG(!harness_event_wait(&ev, 2, FIXTURE_QUIET_MS), "two close completions");
     ndk_close_adapter(a);
     harness_event_destroy(&ev);
 }
@@ -159,10 +160,10 @@ TEST(lifecycle_no_cq_notification_after_close)
     struct harness_event ev;
     harness_event_init(&ev);
     atomic_store(&c.closed, true);
-    CHECK_STATUS(ndk_close_any(&c.cq->Header, conf_close_signal, &ev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&c.cq->Header, fixture_close_signal, &ev), STATUS_PENDING);
     conf_close(&qp->Header);
-    CHECK(harness_event_wait(&ev, 1, CONF_WAIT_MS));
-    CHECK_MSG(!harness_event_wait(&c.ev, 1, CONF_QUIET_MS), "CQ notified after close");
+    CHECK(harness_event_wait(&ev, 1, FIXTURE_WAIT_MS));
+    CHECK_MSG(!harness_event_wait(&c.ev, 1, FIXTURE_QUIET_MS), "CQ notified after close");
     CHECK_EQ_U64(atomic_load(&c.n), 0);
     conf_close(&pd->Header);
     ndk_close_adapter(a);
@@ -202,13 +203,13 @@ TEST(lifecycle_cq_close_waits_for_running_notification)
     c.delay_ms = 150;
     conf_cq_arm(&c, NDK_CQ_NOTIFY_ANY);
     conf_flush_into(pd, &c, &icq, 1, 1);
-    CHECK(harness_wait_until(cb_running, &c, CONF_WAIT_MS));
+    CHECK(harness_wait_until(cb_running, &c, FIXTURE_WAIT_MS));
     struct running_close rc = {.c = &c};
     harness_event_init(&rc.ev);
     NTSTATUS st = ndk_close_any(&c.cq->Header, running_close_cb, &rc);
     /* the close itself must not block on the running callback */
     CHECK_STATUS(st, STATUS_PENDING);
-    CHECK(harness_event_wait(&rc.ev, 1, CONF_WAIT_MS));
+    CHECK(harness_event_wait(&rc.ev, 1, FIXTURE_WAIT_MS));
     CHECK_EQ_U64(rc.n_at_close, 1);
     CHECK_EQ_U64(rc.inside_at_close, 0);
     conf_cq_destroy(&icq);
@@ -235,12 +236,12 @@ TEST(lifecycle_cq_close_cancels_held_back_notification)
     struct harness_event ev;
     harness_event_init(&ev);
     atomic_store(&c.closed, true);
-    NTSTATUS st = ndk_close_any(&c.cq->Header, conf_close_signal, &ev);
+    NTSTATUS st = ndk_close_any(&c.cq->Header, fixture_close_signal, &ev);
     if (st == STATUS_PENDING)
         CHECK_MSG(harness_event_wait(&ev, 1, 500), "close waited for the moderation timer");
     else
         CHECK_STATUS(st, STATUS_SUCCESS);
-    CHECK(!harness_event_wait(&c.ev, 1, CONF_QUIET_MS));
+    CHECK(!harness_event_wait(&c.ev, 1, FIXTURE_QUIET_MS));
     conf_cq_destroy(&icq);
     conf_close(&pd->Header);
     ndk_close_adapter(a);
@@ -288,9 +289,9 @@ TEST(lifecycle_close_parent_from_close_completion)
                  STATUS_SUCCESS);
     CHECK_STATUS(ndk_close_any(&srq->Header, nested_srq_closed, &n), STATUS_PENDING);
     conf_close(&qp->Header);
-    CHECK(harness_event_wait(&n.srq_closed, 1, CONF_WAIT_MS));
+    CHECK(harness_event_wait(&n.srq_closed, 1, FIXTURE_WAIT_MS));
     if (n.pd_status == STATUS_PENDING)
-        CHECK_MSG(harness_event_wait(&n.pd_closed, 1, CONF_WAIT_MS), "PD close never completed");
+        CHECK_MSG(harness_event_wait(&n.pd_closed, 1, FIXTURE_WAIT_MS), "PD close never completed");
     else
         CHECK_STATUS(n.pd_status, STATUS_SUCCESS);
     conf_cq_destroy(&c);
@@ -357,13 +358,14 @@ TEST(lifecycle_close_adapter_blocks_until_last_object_closed)
     pthread_t t;
     CHECK(pthread_create(&t, NULL, closer_thread, &cl) == 0);
     /* The adapter close has begun once new creates are refused. */
-    CHECK(harness_wait_until(adapter_closing, cl.a, CONF_WAIT_MS));
-    CHECK_MSG(!harness_event_wait(&cl.returned, 1, CONF_QUIET_MS), "returned with 3 objects open");
+    CHECK(harness_wait_until(adapter_closing, cl.a, FIXTURE_WAIT_MS));
+    CHECK_MSG(!harness_event_wait(&cl.returned, 1, FIXTURE_QUIET_MS),
+              "returned with 3 objects open");
     conf_close(&qp->Header); /* the CQ's close completes now */
-    CHECK_MSG(!harness_event_wait(&cl.returned, 1, CONF_QUIET_MS), "returned with the PD open");
+    CHECK_MSG(!harness_event_wait(&cl.returned, 1, FIXTURE_QUIET_MS), "returned with the PD open");
     CHECK(atomic_load(&cl.cq_close_done));
     conf_close(&pd->Header); /* the last object */
-    CHECK_MSG(harness_event_wait(&cl.returned, 1, CONF_WAIT_MS), "did not return");
+    CHECK_MSG(harness_event_wait(&cl.returned, 1, FIXTURE_WAIT_MS), "did not return");
     CHECK(atomic_load(&cl.cq_done_at_return));
     pthread_join(t, NULL);
     harness_event_destroy(&cl.returned);
@@ -384,12 +386,12 @@ TEST(lifecycle_close_adapter_waits_for_close_completion_callback)
     CHECK_STATUS(ndk_close_any(&c.cq->Header, closer_cq_closed_slowly, &cl), STATUS_PENDING);
     struct harness_event pdev;
     harness_event_init(&pdev);
-    CHECK_STATUS(ndk_close_any(&pd->Header, conf_close_signal, &pdev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&pd->Header, fixture_close_signal, &pdev), STATUS_PENDING);
     pthread_t t;
     CHECK(pthread_create(&t, NULL, closer_thread, &cl) == 0);
-    CHECK(harness_wait_until(adapter_closing, cl.a, CONF_WAIT_MS));
+    CHECK(harness_wait_until(adapter_closing, cl.a, FIXTURE_WAIT_MS));
     conf_close(&qp->Header);
-    CHECK(harness_event_wait(&cl.returned, 1, CONF_WAIT_MS));
+    CHECK(harness_event_wait(&cl.returned, 1, FIXTURE_WAIT_MS));
     CHECK(atomic_load(&cl.cq_done_at_return));
     CHECK_EQ_U64(harness_event_count(&pdev), 1);
     pthread_join(t, NULL);
@@ -418,13 +420,13 @@ TEST(lifecycle_last_close_races_adapter_close)
         CHECK_STATUS(ndk_close_any(&c.cq->Header, closer_cq_closed, &cl), STATUS_PENDING);
         pthread_t t;
         CHECK(pthread_create(&t, NULL, closer_thread, &cl) == 0);
-        CHECK(harness_wait_until(adapter_closing, cl.a, CONF_WAIT_MS));
+        CHECK(harness_wait_until(adapter_closing, cl.a, FIXTURE_WAIT_MS));
         struct harness_event pdev;
         harness_event_init(&pdev);
         /* pending: the QP holds it ... */
-        CHECK_STATUS(ndk_close_any(&pd->Header, conf_close_signal, &pdev), STATUS_PENDING);
+        CHECK_STATUS(ndk_close_any(&pd->Header, fixture_close_signal, &pdev), STATUS_PENDING);
         conf_close(&qp->Header); /* ... until this last close, from this thread */
-        CHECK(harness_event_wait(&cl.returned, 1, CONF_WAIT_MS));
+        CHECK(harness_event_wait(&cl.returned, 1, FIXTURE_WAIT_MS));
         CHECK_EQ_U64(harness_event_count(&pdev), 1);
         pthread_join(t, NULL);
         harness_event_destroy(&pdev);

@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "objects.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* helpers */
@@ -100,15 +100,16 @@ static bool collect_step(void *p)
 static void collect(NDK_CQ *cq, NDK_RESULT_EX *out, unsigned n)
 {
     struct collect c = {cq, out, n, 0};
-    CHECK_MSG(harness_wait_until(collect_step, &c, CONF_WAIT_MS), "%u of %u completions", c.got, n);
+    CHECK_MSG(harness_wait_until(collect_step, &c, FIXTURE_WAIT_MS), "%u of %u completions", c.got,
+              n);
 }
 
-/* Nothing more on cq for CONF_QUIET_MS (polling, so that progress is driven meanwhile). */
+/* Nothing more on cq for FIXTURE_QUIET_MS (polling, so that progress is driven meanwhile). */
 static bool cq_stays_empty(NDK_CQ *cq)
 {
     NDK_RESULT_EX x;
     struct collect c = {cq, &x, 1, 0};
-    return !harness_wait_until(collect_step, &c, CONF_QUIET_MS);
+    return !harness_wait_until(collect_step, &c, FIXTURE_QUIET_MS);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -174,7 +175,7 @@ static void pair_begin(struct pair *p, const SOFTNDK_OPTIONS *o, ULONG sq_depth,
                                                 sizeof src, (struct sockaddr *)&sin, sizeof sin, 4,
                                                 4, NULL, 0, ndk_req_done, &p->rc),
                  STATUS_PENDING);
-    CHECK_MSG(harness_event_wait(&p->incoming_ev, 1, CONF_WAIT_MS), "no connect event");
+    CHECK_MSG(harness_event_wait(&p->incoming_ev, 1, FIXTURE_WAIT_MS), "no connect event");
     p->sconn = p->incoming;
 }
 
@@ -204,18 +205,18 @@ static void pair_open(struct pair *p, const SOFTNDK_OPTIONS *o, ULONG sq_depth, 
 static void pair_close(struct pair *p)
 {
     if (p->cconn)
-        conf_close_wait(&p->cconn->Header);
-    conf_close_wait(&p->sconn->Header);
+        fixture_close_wait(&p->cconn->Header);
+    fixture_close_wait(&p->sconn->Header);
     if (p->cqp)
-        conf_close_wait(&p->cqp->Header);
-    conf_close_wait(&p->sqp->Header);
+        fixture_close_wait(&p->cqp->Header);
+    fixture_close_wait(&p->sqp->Header);
     if (!p->listener_closed)
-        conf_close_wait(&p->l->Header);
+        fixture_close_wait(&p->l->Header);
     conf_cq_destroy(&p->scq);
     if (p->own_icq)
         conf_cq_destroy(&p->cicq);
     conf_cq_destroy(&p->crcq);
-    conf_close_wait(&p->pd->Header);
+    fixture_close_wait(&p->pd->Header);
     ndk_close_adapter(p->a);
     harness_event_destroy(&p->rc.ev);
     harness_event_destroy(&p->incoming_ev);
@@ -253,14 +254,14 @@ static void zoo_open(struct zoo *z)
  * fail its close, or leave SoftNdkCloseAdapter waiting). */
 static void zoo_close(struct zoo *z)
 {
-    conf_close_wait(&z->se->Header);
-    conf_close_wait(&z->l->Header);
-    conf_close_wait(&z->conn->Header);
-    conf_close_wait(&z->qp->Header);
-    conf_close_wait(&z->srq->Header);
+    fixture_close_wait(&z->se->Header);
+    fixture_close_wait(&z->l->Header);
+    fixture_close_wait(&z->conn->Header);
+    fixture_close_wait(&z->qp->Header);
+    fixture_close_wait(&z->srq->Header);
     conf_close(&z->mw->Header);
     conf_close(&z->mr->Header);
-    conf_close_wait(&z->pd->Header);
+    fixture_close_wait(&z->pd->Header);
     conf_cq_destroy(&z->c);
     ndk_close_adapter(z->a);
 }
@@ -329,7 +330,7 @@ static void call_every_method(const struct zoo *z, const struct bad_this *x)
 
     /* PD */
     const NDK_PD_DISPATCH *pd = z->pd->Dispatch;
-    CHECK_STATUS(pd->NdkClosePd(x->hdr, conf_close_signal, NULL), IP);
+    CHECK_STATUS(pd->NdkClosePd(x->hdr, fixture_close_signal, NULL), IP);
     CHECK_STATUS(pd->NdkCreateMr(x->pd, FALSE, ndk_create_never, NULL, (NDK_MR **)&out), IP);
     CHECK_STATUS(pd->NdkCreateMw(x->pd, ndk_create_never, NULL, (NDK_MW **)&out), IP);
     CHECK_STATUS(pd->NdkCreateSrq(x->pd, 4, 1, 0, NULL, NULL, NULL, ndk_create_never, NULL,
@@ -348,7 +349,7 @@ static void call_every_method(const struct zoo *z, const struct bad_this *x)
 
     /* CQ */
     const NDK_CQ_DISPATCH *cq = z->c.cq->Dispatch;
-    CHECK_STATUS(cq->NdkCloseCq(x->hdr, conf_close_signal, NULL), IP);
+    CHECK_STATUS(cq->NdkCloseCq(x->hdr, fixture_close_signal, NULL), IP);
     CHECK_STATUS(cq->NdkResizeCq(x->cq, 8, ndk_request_never, NULL), IP);
     cq->NdkArmCq(x->cq, NDK_CQ_NOTIFY_ANY);
     NDK_RESULT r[2];
@@ -359,7 +360,7 @@ static void call_every_method(const struct zoo *z, const struct bad_this *x)
 
     /* MR */
     const NDK_MR_DISPATCH *mr = z->mr->Dispatch;
-    CHECK_STATUS(mr->NdkCloseMr(x->hdr, conf_close_signal, NULL), IP);
+    CHECK_STATUS(mr->NdkCloseMr(x->hdr, fixture_close_signal, NULL), IP);
     CHECK_STATUS(mr->NdkRegisterMr(x->mr, &mdl, sizeof buf, 0, ndk_request_never, NULL), IP);
     CHECK_STATUS(mr->NdkDeregisterMr(x->mr, ndk_request_never, NULL), IP);
     CHECK_STATUS(mr->NdkInitializeFastRegisterMr(x->mr, 4, FALSE, ndk_request_never, NULL), IP);
@@ -368,19 +369,19 @@ static void call_every_method(const struct zoo *z, const struct bad_this *x)
 
     /* MW */
     const NDK_MW_DISPATCH *mw = z->mw->Dispatch;
-    CHECK_STATUS(mw->NdkCloseMw(x->hdr, conf_close_signal, NULL), IP);
+    CHECK_STATUS(mw->NdkCloseMw(x->hdr, fixture_close_signal, NULL), IP);
     CHECK_EQ_U64(mw->NdkGetRemoteTokenFromMw(x->mw), 0);
 
     /* SRQ */
     const NDK_SRQ_DISPATCH *srq = z->srq->Dispatch;
-    CHECK_STATUS(srq->NdkCloseSrq(x->hdr, conf_close_signal, NULL), IP);
+    CHECK_STATUS(srq->NdkCloseSrq(x->hdr, fixture_close_signal, NULL), IP);
     CHECK_STATUS(srq->NdkModifySrq(x->srq, 8, 1, ndk_request_never, NULL), IP);
     CHECK_STATUS(srq->NdkSrqReceive(x->srq, NULL, &sge, 1), IP);
 
     /* QP */
     const NDK_QP_DISPATCH *qp = z->qp->Dispatch;
     NDK_LOGICAL_ADDRESS page = {.QuadPart = (int64_t)(uintptr_t)buf};
-    CHECK_STATUS(qp->NdkCloseQp(x->hdr, conf_close_signal, NULL), IP);
+    CHECK_STATUS(qp->NdkCloseQp(x->hdr, fixture_close_signal, NULL), IP);
     qp->NdkFlush(x->qp);
     CHECK_STATUS(qp->NdkSend(x->qp, NULL, &sge, 1, 0), IP);
     CHECK_STATUS(qp->NdkReceive(x->qp, NULL, &sge, 1), IP);
@@ -395,7 +396,7 @@ static void call_every_method(const struct zoo *z, const struct bad_this *x)
     /* connector */
     const NDK_CONNECTOR_DISPATCH *cn = z->conn->Dispatch;
     ULONG ird = 5, ord = 5, pdlen = 0;
-    CHECK_STATUS(cn->NdkCloseConnector(x->hdr, conf_close_signal, NULL), IP);
+    CHECK_STATUS(cn->NdkCloseConnector(x->hdr, fixture_close_signal, NULL), IP);
     CHECK_STATUS(cn->NdkConnect(x->conn, z->qp, (struct sockaddr *)&sin, sizeof sin,
                                 (struct sockaddr *)&dst, sizeof dst, 1, 1, NULL, 0,
                                 ndk_request_never, NULL),
@@ -421,7 +422,7 @@ static void call_every_method(const struct zoo *z, const struct bad_this *x)
 
     /* listener */
     const NDK_LISTENER_DISPATCH *ld = z->l->Dispatch;
-    CHECK_STATUS(ld->NdkCloseListener(x->hdr, conf_close_signal, NULL), IP);
+    CHECK_STATUS(ld->NdkCloseListener(x->hdr, fixture_close_signal, NULL), IP);
     sin = ndk_loopback4(0);
     CHECK_STATUS(ld->NdkListen(x->l, (struct sockaddr *)&sin, sizeof sin, ndk_request_never, NULL),
                  IP);
@@ -430,7 +431,7 @@ static void call_every_method(const struct zoo *z, const struct bad_this *x)
 
     /* shared endpoint */
     const NDK_SHARED_ENDPOINT_DISPATCH *sd = z->se->Dispatch;
-    CHECK_STATUS(sd->NdkCloseSharedEndpoint(x->hdr, conf_close_signal, NULL), IP);
+    CHECK_STATUS(sd->NdkCloseSharedEndpoint(x->hdr, fixture_close_signal, NULL), IP);
     CHECK_STATUS(sd->NdkGetLocalAddress(x->se, (struct sockaddr *)&sin, &alen), IP);
 }
 
@@ -536,7 +537,7 @@ TEST(misuse_wrong_object_type_in_arguments)
     conf_close(&bpd->Header);
     ndk_close_adapter(b);
     /* The connector holds the QP since its NdkConnect: close it first. */
-    conf_close_wait(&z.conn->Header);
+    fixture_close_wait(&z.conn->Header);
     z.conn = make_connector(z.a);
     zoo_close(&z);
     harness_event_destroy(&r.ev);
@@ -729,7 +730,7 @@ TEST(misuse_null_in_and_out_arguments)
         STATUS_SUCCESS);
     z.l->Dispatch->NdkControlConnectEvents(z.l, 2); /* any non-zero BOOLEAN pauses */
     /* a listener that listened pends its close until its socket left the progress engine */
-    conf_close_wait(&z.l->Header);
+    fixture_close_wait(&z.l->Header);
     z.l = make_listener(z.a);
     zoo_close(&z);
 }
@@ -782,8 +783,9 @@ TEST(misuse_pd_close_with_every_kind_of_child_pends)
     pd->Dispatch->NdkGetPrivilegedMemoryRegionToken(pd, &priv);
     struct harness_event ev;
     harness_event_init(&ev);
-    CHECK_STATUS(ndk_close_any(&pd->Header, conf_close_signal, &ev), STATUS_PENDING);
-    CHECK_STATUS(ndk_close_any(&pd->Header, conf_close_signal, &ev), STATUS_INVALID_DEVICE_STATE);
+    CHECK_STATUS(ndk_close_any(&pd->Header, fixture_close_signal, &ev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&pd->Header, fixture_close_signal, &ev),
+                 STATUS_INVALID_DEVICE_STATE);
     const NTSTATUS DS = STATUS_INVALID_DEVICE_STATE;
     void *out = (void *)0x1;
     CHECK_STATUS(pd->Dispatch->NdkCreateMw(pd, ndk_create_never, NULL, (NDK_MW **)&out), DS);
@@ -806,11 +808,11 @@ TEST(misuse_pd_close_with_every_kind_of_child_pends)
     CHECK(mw->Dispatch->NdkGetRemoteTokenFromMw(mw) != 0);
     conf_close(&qp->Header);
     conf_close(&sqp->Header);
-    conf_close_wait(&srq->Header);
-    CHECK_MSG(!harness_event_wait(&ev, 1, CONF_QUIET_MS), "PD close completed with an MW open");
+    fixture_close_wait(&srq->Header);
+    CHECK_MSG(!harness_event_wait(&ev, 1, FIXTURE_QUIET_MS), "PD close completed with an MW open");
     conf_close(&mw->Header);
-    CHECK_MSG(harness_event_wait(&ev, 1, CONF_WAIT_MS), "PD close never completed");
-    CHECK(!harness_event_wait(&ev, 2, CONF_QUIET_MS));
+    CHECK_MSG(harness_event_wait(&ev, 1, FIXTURE_WAIT_MS), "PD close never completed");
+    CHECK(!harness_event_wait(&ev, 2, FIXTURE_QUIET_MS));
     conf_cq_destroy(&c);
     ndk_close_adapter(a);
     harness_event_destroy(&ev);
@@ -847,11 +849,12 @@ TEST(misuse_calls_on_closing_cq_and_srq)
     harness_event_init(&cev);
     harness_event_init(&sev);
     atomic_store(&c.closed, true);
-    CHECK_STATUS(ndk_close_any(&c.cq->Header, conf_close_signal, &cev), STATUS_PENDING);
-    CHECK_STATUS(ndk_close_any(&c.cq->Header, conf_close_signal, &cev),
+    CHECK_STATUS(ndk_close_any(&c.cq->Header, fixture_close_signal, &cev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&c.cq->Header, fixture_close_signal, &cev),
                  STATUS_INVALID_DEVICE_STATE);
-    CHECK_STATUS(ndk_close_any(&srq->Header, conf_close_signal, &sev), STATUS_PENDING);
-    CHECK_STATUS(ndk_close_any(&srq->Header, conf_close_signal, &sev), STATUS_INVALID_DEVICE_STATE);
+    CHECK_STATUS(ndk_close_any(&srq->Header, fixture_close_signal, &sev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&srq->Header, fixture_close_signal, &sev),
+                 STATUS_INVALID_DEVICE_STATE);
     NDK_QP *q2 = NULL;
     CHECK_STATUS(
         pd->Dispatch->NdkCreateQp(pd, c.cq, c.cq, NULL, 4, 4, 1, 1, 0, ndk_create_never, NULL, &q2),
@@ -871,15 +874,15 @@ TEST(misuse_calls_on_closing_cq_and_srq)
     /* the closing SRQ: a threshold above the count would notify, but not any more */
     CHECK_STATUS(srq->Dispatch->NdkSrqReceive(srq, NULL, NULL, 0), STATUS_SUCCESS);
     CHECK_STATUS(srq->Dispatch->NdkModifySrq(srq, 0, 4, ndk_request_never, NULL), STATUS_SUCCESS);
-    CHECK(!harness_event_wait(&sn, 1, CONF_QUIET_MS));
+    CHECK(!harness_event_wait(&sn, 1, FIXTURE_QUIET_MS));
     CHECK_EQ_U64(atomic_load(&c.n), 0);
     conf_close(&qp->Header);
     conf_close(&sqp->Header);
-    CHECK(harness_event_wait(&cev, 1, CONF_WAIT_MS));
-    CHECK(harness_event_wait(&sev, 1, CONF_WAIT_MS));
-    CHECK(!harness_event_wait(&cev, 2, CONF_QUIET_MS) && harness_event_count(&sev) == 1);
+    CHECK(harness_event_wait(&cev, 1, FIXTURE_WAIT_MS));
+    CHECK(harness_event_wait(&sev, 1, FIXTURE_WAIT_MS));
+    CHECK(!harness_event_wait(&cev, 2, FIXTURE_QUIET_MS) && harness_event_count(&sev) == 1);
     conf_cq_destroy(&other);
-    conf_close_wait(&pd->Header);
+    fixture_close_wait(&pd->Header);
     ndk_close_adapter(a);
     harness_event_destroy(&cev);
     harness_event_destroy(&sev);
@@ -917,10 +920,12 @@ TEST(misuse_qp_and_shared_endpoint_held_by_a_refused_connector)
     struct harness_event qev, sev;
     harness_event_init(&qev);
     harness_event_init(&sev);
-    CHECK_STATUS(ndk_close_any(&se->Header, conf_close_signal, &sev), STATUS_PENDING);
-    CHECK_STATUS(ndk_close_any(&se->Header, conf_close_signal, &sev), STATUS_INVALID_DEVICE_STATE);
-    CHECK_STATUS(ndk_close_any(&qp->Header, conf_close_signal, &qev), STATUS_PENDING);
-    CHECK_STATUS(ndk_close_any(&qp->Header, conf_close_signal, &qev), STATUS_INVALID_DEVICE_STATE);
+    CHECK_STATUS(ndk_close_any(&se->Header, fixture_close_signal, &sev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&se->Header, fixture_close_signal, &sev),
+                 STATUS_INVALID_DEVICE_STATE);
+    CHECK_STATUS(ndk_close_any(&qp->Header, fixture_close_signal, &qev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&qp->Header, fixture_close_signal, &qev),
+                 STATUS_INVALID_DEVICE_STATE);
     /* the closing SE: still answers its address, takes no new connection */
     struct sockaddr_in got;
     ULONG len = sizeof got;
@@ -949,17 +954,17 @@ TEST(misuse_qp_and_shared_endpoint_held_by_a_refused_connector)
     NDK_RESULT_EX x[2];
     unsigned n = 0;
     struct collect col = {c.cq, x, 1, 0};
-    if (harness_wait_until(collect_step, &col, CONF_QUIET_MS))
+    if (harness_wait_until(collect_step, &col, FIXTURE_QUIET_MS))
         n = col.got;
     conf_close(&conn2->Header);
     conf_close(&qp2->Header);
-    conf_close_wait(&conn->Header);
-    CHECK(harness_event_wait(&qev, 1, CONF_WAIT_MS));
-    CHECK(harness_event_wait(&sev, 1, CONF_WAIT_MS));
-    CHECK(!harness_event_wait(&qev, 2, CONF_QUIET_MS) && harness_event_count(&sev) == 1);
+    fixture_close_wait(&conn->Header);
+    CHECK(harness_event_wait(&qev, 1, FIXTURE_WAIT_MS));
+    CHECK(harness_event_wait(&sev, 1, FIXTURE_WAIT_MS));
+    CHECK(!harness_event_wait(&qev, 2, FIXTURE_QUIET_MS) && harness_event_count(&sev) == 1);
     close(rfd);
     conf_cq_destroy(&c);
-    conf_close_wait(&pd->Header);
+    fixture_close_wait(&pd->Header);
     ndk_close_adapter(a);
     harness_event_destroy(&qev);
     harness_event_destroy(&sev);
@@ -986,8 +991,8 @@ TEST(misuse_posting_after_connected_qp_close_began)
     conf_post_recvs(p.cqp, 2, 0x100);
     struct harness_event qev;
     harness_event_init(&qev);
-    CHECK_STATUS(ndk_close_any(&p.cqp->Header, conf_close_signal, &qev), STATUS_PENDING);
-    CHECK_STATUS(ndk_close_any(&p.cqp->Header, conf_close_signal, &qev),
+    CHECK_STATUS(ndk_close_any(&p.cqp->Header, fixture_close_signal, &qev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&p.cqp->Header, fixture_close_signal, &qev),
                  STATUS_INVALID_DEVICE_STATE);
     NDK_RESULT_EX x[4];
     collect(p.crcq.cq, x, 2); /* the close flushed the two receives */
@@ -1006,9 +1011,9 @@ TEST(misuse_posting_after_connected_qp_close_began)
     CHECK(x[0].RequestContext == (void *)0x200);
     d->NdkFlush(p.cqp); /* nothing left */
     CHECK(cq_stays_empty(p.crcq.cq));
-    CHECK_MSG(!harness_event_wait(&qev, 1, CONF_QUIET_MS), "QP close completed, connector open");
-    conf_close_wait(&p.cconn->Header);
-    CHECK(harness_event_wait(&qev, 1, CONF_WAIT_MS));
+    CHECK_MSG(!harness_event_wait(&qev, 1, FIXTURE_QUIET_MS), "QP close completed, connector open");
+    fixture_close_wait(&p.cconn->Header);
+    CHECK(harness_event_wait(&qev, 1, FIXTURE_WAIT_MS));
     p.cconn = NULL; /* both closed: pair_close must not touch them */
     p.cqp = NULL;
     pair_close(&p);
@@ -1121,7 +1126,7 @@ TEST(misuse_initiator_sge_length_and_flag_limits)
     conf_post_recvs(p.sqp, 1, 0x500);
     CHECK_STATUS(d->NdkSend(q, (void *)0x43, NULL, 0, 0), STATUS_SUCCESS);
     collect(p.crcq.cq, x, 1);
-    CHECK(!harness_event_wait(&p.crcq.ev, 1, CONF_QUIET_MS));
+    CHECK(!harness_event_wait(&p.crcq.ev, 1, FIXTURE_QUIET_MS));
     pair_close(&p);
 }
 
@@ -1207,8 +1212,9 @@ TEST(misuse_wrong_objects_in_initiator_requests)
     CHECK_STATUS(x[0].Status, STATUS_SUCCESS);
     struct harness_event mev;
     harness_event_init(&mev);
-    CHECK_STATUS(ndk_close_any(&mr->Header, conf_close_signal, &mev), STATUS_PENDING);
-    CHECK_STATUS(ndk_close_any(&mr->Header, conf_close_signal, &mev), STATUS_INVALID_DEVICE_STATE);
+    CHECK_STATUS(ndk_close_any(&mr->Header, fixture_close_signal, &mev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&mr->Header, fixture_close_signal, &mev),
+                 STATUS_INVALID_DEVICE_STATE);
     const NTSTATUS DS = STATUS_INVALID_DEVICE_STATE;
     CHECK_STATUS(mr->Dispatch->NdkDeregisterMr(mr, ndk_request_never, NULL), DS);
     CHECK_STATUS(mr->Dispatch->NdkRegisterMr(mr, &mdl, sizeof buf, 0, ndk_request_never, NULL), DS);
@@ -1218,7 +1224,7 @@ TEST(misuse_wrong_objects_in_initiator_requests)
     CHECK(cq_stays_empty(p.crcq.cq));
     conf_close(&mw3->Header);
     conf_close(&mw->Header); /* unbinds: the MR's close completes */
-    CHECK(harness_event_wait(&mev, 1, CONF_WAIT_MS));
+    CHECK(harness_event_wait(&mev, 1, FIXTURE_WAIT_MS));
     conf_close(&fmr2->Header);
     conf_close(&mw2->Header);
     conf_close(&pd2->Header);
@@ -1272,8 +1278,9 @@ TEST(misuse_connector_calls_out_of_order)
     /* the listener closes first: pends while the connector it delivered is open */
     struct harness_event lev;
     harness_event_init(&lev);
-    CHECK_STATUS(ndk_close_any(&p.l->Header, conf_close_signal, &lev), STATUS_PENDING);
-    CHECK_STATUS(ndk_close_any(&p.l->Header, conf_close_signal, &lev), STATUS_INVALID_DEVICE_STATE);
+    CHECK_STATUS(ndk_close_any(&p.l->Header, fixture_close_signal, &lev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&p.l->Header, fixture_close_signal, &lev),
+                 STATUS_INVALID_DEVICE_STATE);
     p.listener_closed = true;
     struct sockaddr_in any = ndk_loopback4(0);
     CHECK_STATUS(
@@ -1314,7 +1321,7 @@ TEST(misuse_connector_calls_out_of_order)
     CHECK_STATUS(cd->NdkDisconnect(p.cconn, ndk_request_never, NULL), STATUS_SUCCESS);
     conf_close(&spare->Header);
     pair_close(&p);
-    CHECK(harness_event_wait(&lev, 1, CONF_WAIT_MS));
+    CHECK(harness_event_wait(&lev, 1, FIXTURE_WAIT_MS));
     harness_event_destroy(&lev);
     harness_event_destroy(&rd.ev);
     harness_event_destroy(&rd2.ev);
@@ -1377,13 +1384,13 @@ TEST(misuse_qp_closed_during_handshake_does_not_connect)
     CHECK_STATUS(ndk_req_wait(&p.rc, STATUS_PENDING), STATUS_SUCCESS);
     struct harness_event qev;
     harness_event_init(&qev);
-    CHECK_STATUS(ndk_close_any(&p.cqp->Header, conf_close_signal, &qev), STATUS_PENDING);
+    CHECK_STATUS(ndk_close_any(&p.cqp->Header, fixture_close_signal, &qev), STATUS_PENDING);
     NTSTATUS st = p.cconn->Dispatch->NdkCompleteConnect(p.cconn, NULL, NULL, ndk_req_done, &rcc);
     NTSTATUS done = ndk_req_wait(&rcc, st);
     NTSTATUS send = p.cqp->Dispatch->NdkSend(p.cqp, NULL, NULL, 0, 0);
     (void)ndk_req_wait(&ra, STATUS_PENDING); /* the passive side learns it as it may */
-    conf_close_wait(&p.cconn->Header);
-    CHECK(harness_event_wait(&qev, 1, CONF_WAIT_MS));
+    fixture_close_wait(&p.cconn->Header);
+    CHECK(harness_event_wait(&qev, 1, FIXTURE_WAIT_MS));
     p.cconn = NULL;
     p.cqp = NULL;
     pair_close(&p);
@@ -1456,7 +1463,7 @@ TEST(misuse_adapter_close_from_callback_and_twice)
     cq->Dispatch->NdkArmCq(cq, NDK_CQ_NOTIFY_ANY);
     conf_post_recvs(qp, 1, 1);
     conf_flush(qp);
-    CHECK(harness_event_wait(&cc.ev, 1, CONF_WAIT_MS));
+    CHECK(harness_event_wait(&cc.ev, 1, FIXTURE_WAIT_MS));
     NDK_RESULT r;
     CHECK_EQ_U64(cq->Dispatch->NdkGetCqResults(cq, &r, 1), 1);
     conf_close(&qp->Header);
@@ -1468,7 +1475,7 @@ TEST(misuse_adapter_close_from_callback_and_twice)
     harness_event_init(&sc.returned);
     pthread_t t;
     CHECK(pthread_create(&t, NULL, first_close_thread, &sc) == 0);
-    CHECK(harness_wait_until(adapter_refuses_creates, sc.a, CONF_WAIT_MS));
+    CHECK(harness_wait_until(adapter_refuses_creates, sc.a, FIXTURE_WAIT_MS));
     SoftNdkCloseAdapter(sc.a); /* returns at once */
     const NDK_ADAPTER_DISPATCH *ad = sc.a->Dispatch;
     void *out = (void *)0x1;
@@ -1486,9 +1493,9 @@ TEST(misuse_adapter_close_from_callback_and_twice)
                  DS);
     CHECK(out == (void *)0x1);
     CHECK_EQ_U64(cq->Dispatch->NdkGetCqResults(cq, &r, 1), 0); /* the open CQ still answers */
-    CHECK_MSG(!harness_event_wait(&sc.returned, 1, CONF_QUIET_MS), "returned with a CQ open");
+    CHECK_MSG(!harness_event_wait(&sc.returned, 1, FIXTURE_QUIET_MS), "returned with a CQ open");
     conf_close(&cq->Header);
-    CHECK_MSG(harness_event_wait(&sc.returned, 1, CONF_WAIT_MS), "did not return");
+    CHECK_MSG(harness_event_wait(&sc.returned, 1, FIXTURE_WAIT_MS), "did not return");
     pthread_join(t, NULL);
     harness_event_destroy(&sc.returned);
     harness_event_destroy(&cc.ev);

@@ -4,7 +4,7 @@
  * (docs/ndk-rules.md#srq, decisions "SRQ arming"). */
 #include <string.h>
 
-#include "common.h"
+#include "objects.h"
 
 struct qp_env {
     NDK_ADAPTER *a;
@@ -341,7 +341,7 @@ TEST(qp_close_cancels_outstanding_receives)
     NDK_QP *qp = conf_qp(e.pd, e.rcq.cq, e.icq.cq, (void *)0xD00D, 8);
     conf_post_recvs(qp, 6, 0x300);
     conf_cq_arm(&e.rcq, NDK_CQ_NOTIFY_ANY);
-    conf_close_wait(&qp->Header);
+    fixture_close_wait(&qp->Header);
     CHECK(conf_cq_wait(&e.rcq, 1));
     CHECK_STATUS(conf_cq_status(&e.rcq, 0), STATUS_SUCCESS);
     NDK_RESULT_EX x[16];
@@ -456,22 +456,22 @@ TEST(srq_threshold_notification)
         CHECK_STATUS(srq->Dispatch->NdkSrqReceive(srq, (void *)k, NULL, 0), STATUS_SUCCESS);
     /* Threshold not above the queued count: armed, nothing to report. */
     CHECK_STATUS(mod(srq, 0, 3, ndk_request_never, NULL), STATUS_SUCCESS);
-    CHECK(!harness_event_wait(&note.ev, 1, CONF_QUIET_MS));
+    CHECK(!harness_event_wait(&note.ev, 1, FIXTURE_QUIET_MS));
     /* Above the queued count: notifies once at once ([SRQ-4]). */
     CHECK_STATUS(mod(srq, 0, 5, ndk_request_never, NULL), STATUS_SUCCESS);
-    CHECK(harness_event_wait(&note.ev, 1, CONF_WAIT_MS));
+    CHECK(harness_event_wait(&note.ev, 1, FIXTURE_WAIT_MS));
     CHECK_STATUS(note.last, STATUS_SUCCESS);
-    CHECK(!harness_event_wait(&note.ev, 2, CONF_QUIET_MS));
+    CHECK(!harness_event_wait(&note.ev, 2, FIXTURE_QUIET_MS));
     /* Threshold 0 keeps the state: disarmed stays disarmed; a depth change alone neither. */
     CHECK_STATUS(mod(srq, 0, 0, ndk_request_never, NULL), STATUS_SUCCESS);
     CHECK_STATUS(mod(srq, 16, 0, ndk_request_never, NULL), STATUS_SUCCESS);
-    CHECK(!harness_event_wait(&note.ev, 2, CONF_QUIET_MS));
+    CHECK(!harness_event_wait(&note.ev, 2, FIXTURE_QUIET_MS));
     /* Re-armed above the count: once more. */
     CHECK_STATUS(mod(srq, 0, 4, ndk_request_never, NULL), STATUS_SUCCESS);
-    CHECK(harness_event_wait(&note.ev, 2, CONF_WAIT_MS));
+    CHECK(harness_event_wait(&note.ev, 2, FIXTURE_WAIT_MS));
     CHECK_STATUS(note.last, STATUS_SUCCESS);
-    CHECK(!harness_event_wait(&note.ev, 3, CONF_QUIET_MS));
-    conf_close_wait(&srq->Header);
+    CHECK(!harness_event_wait(&note.ev, 3, FIXTURE_QUIET_MS));
+    fixture_close_wait(&srq->Header);
     harness_event_destroy(&note.ev);
     env_close(&e);
 }
@@ -505,12 +505,12 @@ TEST(srq_rearm_from_notification_notifies_again)
         CHECK_STATUS(r.srq->Dispatch->NdkSrqReceive(r.srq, (void *)k, NULL, 0), STATUS_SUCCESS);
     CHECK_STATUS(r.srq->Dispatch->NdkModifySrq(r.srq, 0, 5, ndk_request_never, NULL),
                  STATUS_SUCCESS);
-    CHECK(harness_event_wait(&r.ev, 1, CONF_WAIT_MS));
+    CHECK(harness_event_wait(&r.ev, 1, FIXTURE_WAIT_MS));
     CHECK_STATUS(r.modify_status, STATUS_SUCCESS);
-    CHECK_MSG(harness_event_wait(&r.ev, 2, CONF_WAIT_MS),
+    CHECK_MSG(harness_event_wait(&r.ev, 2, FIXTURE_WAIT_MS),
               "re-arming from inside the SRQ notification (3 queued < threshold 5) was lost");
-    CHECK(!harness_event_wait(&r.ev, 3, CONF_QUIET_MS));
-    conf_close_wait(&r.srq->Header);
+    CHECK(!harness_event_wait(&r.ev, 3, FIXTURE_QUIET_MS));
+    fixture_close_wait(&r.srq->Header);
     harness_event_destroy(&r.ev);
     env_close(&e);
 }

@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fcommon.h"
+#include "conn.h"
 
 #define ROUNDS          10
 #define MAXM            16            /* messages per round at most: 2 FPDUs each */
@@ -124,7 +124,7 @@ static void stream_post(struct round *r, struct fx_pair *p, struct stream *st, u
         ULONG flags = push ? 0 : NDK_OP_FLAG_DEFER;
         unsigned k = q / 2;
         if (q == 0)
-            st->t0 = fx_now_us();
+            st->t0 = fixture_now_us();
         NTSTATUS s = q % 2 ? fx_try_send(&p->cl, QB + q, k * st->s, st->s, flags)
                            : fx_try_write(&p->cl, QB + q, WOFF + k * st->w, st->w, &p->sv,
                                           WOFF + k * st->w, flags);
@@ -151,9 +151,9 @@ enum mode {
 static unsigned stream_check(struct round *r, struct fx_pair *p, struct stream *st, enum mode mode,
                              unsigned f, bool partial)
 {
-    unsigned got = fx_collect(&p->sv, st->m, FX_WAIT_MS);
+    unsigned got = fx_collect(&p->sv, st->m, FIXTURE_WAIT_MS);
     EXPECT(r, BAD_COMPLETED, got == st->m, "%u of %u receives completed", got, st->m);
-    got = fx_collect(&p->cl, st->posted, FX_WAIT_MS);
+    got = fx_collect(&p->cl, st->posted, FIXTURE_WAIT_MS);
     EXPECT(r, BAD_COMPLETED, got == st->posted, "%u of %u requests completed", got, st->posted);
     if (mode == M_ALL)
         EXPECT(r, BAD_COMPLETED, st->posted == 2 * st->m, "only %u of %u requests accepted",
@@ -221,7 +221,7 @@ static unsigned stream_check(struct round *r, struct fx_pair *p, struct stream *
 
 static void expect_disc(struct round *r, struct fx_side *s, const char *who, ULONG reason)
 {
-    bool came = harness_event_wait(&s->disc_ev, 1, FX_WAIT_MS);
+    bool came = harness_event_wait(&s->disc_ev, 1, FIXTURE_WAIT_MS);
     EXPECT(r, BAD_COMPLETED, came, "%s: no disconnect event", who);
     if (came)
         EXPECT(r, BAD_VERIFIED, atomic_load(&s->disc_reason) == reason,
@@ -252,7 +252,8 @@ static void pair_close(struct round *r, struct fx_pair *p)
            "more than one disconnect event (%u, %u)", atomic_load(&p->cl.disc_n),
            atomic_load(&p->sv.disc_n));
     fx_server_close(&p->srv);
-    if (!ndk_try_close_adapter(p->ac, FX_WAIT_MS) || !ndk_try_close_adapter(p->as, FX_WAIT_MS))
+    if (!ndk_try_close_adapter(p->ac, FIXTURE_WAIT_MS) ||
+        !ndk_try_close_adapter(p->as, FIXTURE_WAIT_MS))
         miss(r, BAD_LEAK, "SoftNdkCloseAdapter did not return");
     free(p);
 }
@@ -337,7 +338,7 @@ static void round_crc(struct round *r, int variant)
     if (variant == 2) {
         /* the firing point is the generator's: learn it from the receives, then check as for a
          * fixed point (Send k failed: F = 2k+1; Write k+1 failed: F = 2k+2) */
-        fx_collect(&p->sv, st.m, FX_WAIT_MS);
+        fx_collect(&p->sv, st.m, FIXTURE_WAIT_MS);
         unsigned k = 0;
         while (k < fx_count(&p->sv, true) && fx_nth(&p->sv, true, k)->status == STATUS_SUCCESS)
             k++;
@@ -526,7 +527,7 @@ static void round_mpa_reject(struct round *r)
            (unsigned long long)c.MpaRejectsReceived, (unsigned long long)c.Connect,
            (unsigned long long)s.Accept);
     fx_server_close(&p->srv);
-    if (!ndk_try_close_adapter(ac, FX_WAIT_MS) || !ndk_try_close_adapter(as, FX_WAIT_MS))
+    if (!ndk_try_close_adapter(ac, FIXTURE_WAIT_MS) || !ndk_try_close_adapter(as, FIXTURE_WAIT_MS))
         miss(r, BAD_LEAK, "SoftNdkCloseAdapter did not return");
     free(p);
 }
@@ -590,17 +591,17 @@ static void round_cq_overrun(struct round *r)
     for (unsigned k = 0; k <= after; k++) {
         stream_post(r, p, &st, 2 * k, 2 * k + 2);
         if (k < after) {
-            unsigned got = fx_collect(&p->sv, k + 1, FX_WAIT_MS);
+            unsigned got = fx_collect(&p->sv, k + 1, FIXTURE_WAIT_MS);
             EXPECT(r, BAD_COMPLETED, got == k + 1, "receive %u did not complete", k);
         }
     }
-    bool told = harness_event_wait(&p->sv.cq_ev, 1, FX_WAIT_MS);
+    bool told = harness_event_wait(&p->sv.cq_ev, 1, FIXTURE_WAIT_MS);
     EXPECT(r, BAD_VERIFIED, told && p->sv.cq_status[0] == STATUS_BUFFER_OVERFLOW,
            "no STATUS_BUFFER_OVERFLOW notification at receive %u", after);
     expect_disc(r, &p->sv, "server", FX_REASON_SENT(FX_TERM(0, 0, 0)));
     expect_disc(r, &p->cl, "client", FX_REASON_RECVD(FX_TERM(0, 0, 0)));
     /* every request left before the overrun: all succeeded */
-    unsigned got = fx_collect(&p->cl, st.posted, FX_WAIT_MS);
+    unsigned got = fx_collect(&p->cl, st.posted, FIXTURE_WAIT_MS);
     EXPECT(r, BAD_COMPLETED, got == 2 * (after + 1) && st.posted == got,
            "%u of %u requests completed", got, 2 * (after + 1));
     for (unsigned i = 0; i < got; i++)
@@ -668,13 +669,13 @@ static int run_round(const struct cls *c, unsigned no)
         fflush(stdout);
         _exit(ROUND_FINISHED | (int)r.bad);
     }
-    uint64_t end = fx_now_us() + ROUND_TIMEOUT_S * 1000000ull;
+    uint64_t end = fixture_now_us() + ROUND_TIMEOUT_S * 1000000ull;
     int status = 0;
     for (;;) {
         pid_t w = waitpid(pid, &status, WNOHANG);
         if (w == pid)
             break;
-        if (fx_now_us() >= end) {
+        if (fixture_now_us() >= end) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             fx_note("    %s round %u: timed out after %d s\n", c->name, no, ROUND_TIMEOUT_S);
@@ -702,7 +703,7 @@ TEST_T(fault_matrix, 150)
     tl += (size_t)snprintf(table + tl, sizeof table - tl, "%-12s %5s %10s %9s %10s\n", "class",
                            "runs", "completed", "verified", "leak-free");
     bool all = true;
-    uint64_t t0 = fx_now_us();
+    uint64_t t0 = fixture_now_us();
     const char *only = getenv("SOFTNDK_FAULT_CLASS"); /* one class (debugging) */
     for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
         if (only && *only && strcmp(only, classes[i].name) != 0)
@@ -722,7 +723,8 @@ TEST_T(fault_matrix, 150)
         fx_note("%s", table + tl);
         tl += (size_t)n;
     }
-    fx_note("\n%s(%u rounds per class, %.1f s)\n", table, rounds, (double)(fx_now_us() - t0) / 1e6);
+    fx_note("\n%s(%u rounds per class, %.1f s)\n", table, rounds,
+            (double)(fixture_now_us() - t0) / 1e6);
     /* beside the executable: running it from a source checkout leaves nothing there */
     char path[4096];
     ssize_t pl = readlink("/proc/self/exe", path, sizeof path - 32);

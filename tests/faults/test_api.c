@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "fcommon.h"
+#include "conn.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* syntax */
@@ -154,7 +154,7 @@ TEST(env_var_used_when_the_option_is_null)
                  STATUS_INSUFFICIENT_RESOURCES);
     CHECK(pd == NULL);
     CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
-    fx_close_wait(&pd->Header);
+    fixture_close_wait(&pd->Header);
     CHECK_EQ_U64(fx_injected(a), 1);
     ndk_close_adapter(a);
 }
@@ -168,7 +168,7 @@ TEST(env_var_used_with_the_v2_options_layout)
     NDK_ADAPTER *a = fx_open_with(&o);
     NDK_PD *pd = NULL;
     CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
-    fx_close_wait(&pd->Header);
+    fixture_close_wait(&pd->Header);
     NDK_CQ *cq = NULL;
     CHECK_STATUS(
         a->Dispatch->NdkCreateCq(a, 4, ndk_request_never, NULL, NULL, ndk_create_never, NULL, &cq),
@@ -183,7 +183,7 @@ TEST(option_wins_over_env_var_and_empty_means_none)
     NDK_ADAPTER *a = fx_open("fail:call=cq");
     NDK_PD *pd = NULL;
     CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
-    fx_close_wait(&pd->Header);
+    fixture_close_wait(&pd->Header);
     NDK_CQ *cq = NULL;
     CHECK_STATUS(
         a->Dispatch->NdkCreateCq(a, 4, ndk_request_never, NULL, NULL, ndk_create_never, NULL, &cq),
@@ -191,7 +191,7 @@ TEST(option_wins_over_env_var_and_empty_means_none)
     ndk_close_adapter(a);
     a = fx_open("");
     CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
-    fx_close_wait(&pd->Header);
+    fixture_close_wait(&pd->Header);
     CHECK_EQ_U64(fx_injected(a), 0);
     ndk_close_adapter(a);
 }
@@ -309,7 +309,7 @@ static uint64_t fail_p_pattern(unsigned seed)
         NDK_PD *pd = NULL;
         NTSTATUS st = a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd);
         if (st == STATUS_SUCCESS) {
-            fx_close_wait(&pd->Header);
+            fixture_close_wait(&pd->Header);
         } else {
             CHECK_STATUS(st, STATUS_INSUFFICIENT_RESOURCES);
             CHECK(pd == NULL);
@@ -339,13 +339,13 @@ TEST(fail_rules_and_counts_are_per_adapter)
     NDK_PD *pd = NULL;
     /* a's first, c's first, b's first succeed; a's second and b's second fail */
     CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
-    fx_close_wait(&pd->Header);
+    fixture_close_wait(&pd->Header);
     for (int i = 0; i < 3; i++) {
         CHECK_STATUS(c->Dispatch->NdkCreatePd(c, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
-        fx_close_wait(&pd->Header);
+        fixture_close_wait(&pd->Header);
     }
     CHECK_STATUS(b->Dispatch->NdkCreatePd(b, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
-    fx_close_wait(&pd->Header);
+    fixture_close_wait(&pd->Header);
     pd = NULL;
     CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd),
                  STATUS_INSUFFICIENT_RESOURCES);
@@ -451,7 +451,7 @@ static void ocq_create(NDK_ADAPTER *a, struct ocq *c)
 
 static void ocq_close(struct ocq *c)
 {
-    fx_close_wait(&c->cq->Header);
+    fixture_close_wait(&c->cq->Header);
     harness_event_destroy(&c->ev);
 }
 
@@ -466,7 +466,7 @@ static void flush_into(NDK_PD *pd, struct ocq *c, unsigned n)
         CHECK_STATUS(qp->Dispatch->NdkReceive(qp, (void *)(uintptr_t)(i + 1), NULL, 0),
                      STATUS_SUCCESS);
     qp->Dispatch->NdkFlush(qp);
-    fx_close_wait(&qp->Header);
+    fixture_close_wait(&qp->Header);
 }
 
 static unsigned drain(struct ocq *c)
@@ -494,7 +494,7 @@ TEST(cq_overrun_cq1_after3_overruns_at_the_fourth_completion)
     /* completions 1-3: delivered */
     flush_into(pd, &c1, 3);
     CHECK_EQ_U64(drain(&c1), 3);
-    CHECK_MSG(!harness_event_wait(&c1.ev, 1, FX_QUIET_MS),
+    CHECK_MSG(!harness_event_wait(&c1.ev, 1, FIXTURE_QUIET_MS),
               "an error notification before the overrun");
     SOFTNDK_COUNTERS k;
     fx_counters(a, &k);
@@ -502,14 +502,14 @@ TEST(cq_overrun_cq1_after3_overruns_at_the_fourth_completion)
     CHECK_EQ_U64(k.InjectedFaults, 0);
     /* completion 4: the CQ overruns, the armed CQ is told so */
     flush_into(pd, &c1, 1);
-    CHECK_MSG(harness_event_wait(&c1.ev, 1, FX_WAIT_MS), "no notification of the overrun");
+    CHECK_MSG(harness_event_wait(&c1.ev, 1, FIXTURE_WAIT_MS), "no notification of the overrun");
     CHECK_STATUS(c1.st[0], STATUS_BUFFER_OVERFLOW);
     CHECK_EQ_U64(drain(&c1), 0);
     /* the CQ is dead: more completions are lost, a later arm is told at once */
     flush_into(pd, &c1, 2);
     CHECK_EQ_U64(drain(&c1), 0);
     c1.cq->Dispatch->NdkArmCq(c1.cq, NDK_CQ_NOTIFY_ANY);
-    CHECK_MSG(harness_event_wait(&c1.ev, 2, FX_WAIT_MS), "a dead CQ's arm was not satisfied");
+    CHECK_MSG(harness_event_wait(&c1.ev, 2, FIXTURE_WAIT_MS), "a dead CQ's arm was not satisfied");
     CHECK_STATUS(c1.st[1], STATUS_BUFFER_OVERFLOW);
     fx_counters(a, &k);
     CHECK_EQ_U64(k.CQError, 1);
@@ -518,11 +518,11 @@ TEST(cq_overrun_cq1_after3_overruns_at_the_fourth_completion)
     c2.cq->Dispatch->NdkArmCq(c2.cq, NDK_CQ_NOTIFY_ERRORS);
     flush_into(pd, &c2, 10);
     CHECK_EQ_U64(drain(&c2), 10);
-    CHECK(!harness_event_wait(&c2.ev, 1, FX_QUIET_MS));
+    CHECK(!harness_event_wait(&c2.ev, 1, FIXTURE_QUIET_MS));
     fx_counters(a, &k);
     CHECK_EQ_U64(k.CQError, 1);
     CHECK_EQ_U64(k.InjectedFaults, 1);
-    fx_close_wait(&pd->Header);
+    fixture_close_wait(&pd->Header);
     ocq_close(&c1);
     ocq_close(&c2);
     ndk_close_adapter(a);
@@ -542,14 +542,14 @@ TEST(cq_overrun_cq2_spares_cq1)
     CHECK_EQ_U64(drain(&c2), 0);
     /* not armed: the next arm learns of the overrun at once */
     c2.cq->Dispatch->NdkArmCq(c2.cq, NDK_CQ_NOTIFY_SOLICITED);
-    CHECK_MSG(harness_event_wait(&c2.ev, 1, FX_WAIT_MS), "no notification of the overrun");
+    CHECK_MSG(harness_event_wait(&c2.ev, 1, FIXTURE_WAIT_MS), "no notification of the overrun");
     CHECK_STATUS(c2.st[0], STATUS_BUFFER_OVERFLOW);
-    CHECK(!harness_event_wait(&c1.ev, 1, FX_QUIET_MS));
+    CHECK(!harness_event_wait(&c1.ev, 1, FIXTURE_QUIET_MS));
     SOFTNDK_COUNTERS k;
     fx_counters(a, &k);
     CHECK_EQ_U64(k.CQError, 1);
     CHECK_EQ_U64(k.InjectedFaults, 1);
-    fx_close_wait(&pd->Header);
+    fixture_close_wait(&pd->Header);
     ocq_close(&c1);
     ocq_close(&c2);
     ndk_close_adapter(a);
@@ -566,7 +566,8 @@ TEST(cq_overrun_default_hits_every_cq_at_its_first_completion)
     for (int i = 0; i < 3; i++) {
         c[i].cq->Dispatch->NdkArmCq(c[i].cq, NDK_CQ_NOTIFY_ANY);
         flush_into(pd, &c[i], 1);
-        CHECK_MSG(harness_event_wait(&c[i].ev, 1, FX_WAIT_MS), "CQ %d: no notification", i + 1);
+        CHECK_MSG(harness_event_wait(&c[i].ev, 1, FIXTURE_WAIT_MS), "CQ %d: no notification",
+                  i + 1);
         CHECK_STATUS(c[i].st[0], STATUS_BUFFER_OVERFLOW);
         CHECK_EQ_U64(drain(&c[i]), 0);
     }
@@ -574,7 +575,7 @@ TEST(cq_overrun_default_hits_every_cq_at_its_first_completion)
     fx_counters(a, &k);
     CHECK_EQ_U64(k.CQError, 3);
     CHECK_EQ_U64(k.InjectedFaults, 3);
-    fx_close_wait(&pd->Header);
+    fixture_close_wait(&pd->Header);
     for (int i = 0; i < 3; i++)
         ocq_close(&c[i]);
     ndk_close_adapter(a);
@@ -592,12 +593,12 @@ TEST(cq_overrun_point_never_reached_does_not_fire)
     CHECK_EQ_U64(drain(&c1), 10);
     flush_into(pd, &c1, 10);
     CHECK_EQ_U64(drain(&c1), 10);
-    CHECK(!harness_event_wait(&c1.ev, 1, FX_QUIET_MS));
+    CHECK(!harness_event_wait(&c1.ev, 1, FIXTURE_QUIET_MS));
     SOFTNDK_COUNTERS k;
     fx_counters(a, &k);
     CHECK_EQ_U64(k.CQError, 0);
     CHECK_EQ_U64(k.InjectedFaults, 0);
-    fx_close_wait(&pd->Header);
+    fixture_close_wait(&pd->Header);
     ocq_close(&c1);
     ndk_close_adapter(a);
 }
@@ -636,7 +637,7 @@ static void reject_case(const char *srule, const char *crule, unsigned n, unsign
             check_reject_data(cl);
             refused++;
             /* the refused QP is left as it was: a new connector can use it */
-            fx_close_wait(&cl->conn->Header);
+            fixture_close_wait(&cl->conn->Header);
             cl->conn = NULL;
         } else {
             fx_side_init(sv, as, 4096, 4, 4);
@@ -648,7 +649,7 @@ static void reject_case(const char *srule, const char *crule, unsigned n, unsign
         free(cl);
         free(sv);
     }
-    CHECK_MSG(!harness_event_wait(&srv.ev, n - refused + 1, FX_QUIET_MS),
+    CHECK_MSG(!harness_event_wait(&srv.ev, n - refused + 1, FIXTURE_QUIET_MS),
               "the listener's consumer saw a rejected request");
     /* MpaRejectsSent is bumped after the Reject is on the wire: the client may know first */
     FX_WAIT_COUNTER(as, MpaRejectsSent, refused);
@@ -704,7 +705,7 @@ TEST(mpa_reject_then_same_qp_connects_with_a_new_connector)
     fx_side_init(sv, as, 4096, 4, 4);
     fx_connect_refused(cl, &srv, STATUS_CONNECTION_REFUSED);
     check_reject_data(cl);
-    fx_close_wait(&cl->conn->Header);
+    fixture_close_wait(&cl->conn->Header);
     cl->conn = NULL;
     fx_establish(cl, sv, &srv);
     fx_post_recv(sv, 1, 0, 64);

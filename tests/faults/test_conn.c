@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fcommon.h"
+#include "conn.h"
 
 #define KIB   1024u
 #define RBASE 100u /* receive contexts */
@@ -30,7 +30,7 @@ static uint64_t send_stream(struct fx_pair *p, unsigned nrecv, unsigned nsend, s
     for (unsigned i = 0; i < nsend; i++) {
         bool last = i + 1 == nsend;
         if (last)
-            t0 = fx_now_us();
+            t0 = fixture_now_us();
         fx_post_send(&p->cl, SBASE + i, (size_t)i * size, size, last ? 0 : NDK_OP_FLAG_DEFER);
     }
     return t0;
@@ -302,7 +302,7 @@ static void stall_case(const char *cf, const char *sf, unsigned at, bool on_clie
 {
     struct fx_pair *p = fx_pair_open(cf, sf);
     uint64_t t0 = send_stream(p, 10, 10, KIB);
-    uint64_t posted = fx_now_us() - t0;
+    uint64_t posted = fixture_now_us() - t0;
     CHECK_MSG(posted < 100000, "the posting call took %llu us: a tx stall must only queue",
               (unsigned long long)posted);
     fx_expect(&p->sv, 10);
@@ -629,17 +629,17 @@ TEST(stall_tx_postings_queue_during_the_stall)
         fx_post_recv(&p->sv, RBASE + i, i * KIB, KIB);
     for (unsigned i = 0; i < 8; i++)
         fx_fill_slot(&p->cl, i, KIB);
-    uint64_t t0 = fx_now_us();
+    uint64_t t0 = fixture_now_us();
     fx_post_send(&p->cl, SBASE, 0, KIB, NDK_OP_FLAG_DEFER);
     fx_post_send(&p->cl, SBASE + 1, KIB, KIB, 0); /* pushes: 1 leaves, the stall begins */
-    CHECK(fx_collect(&p->sv, 1, FX_WAIT_MS) == 1);
+    CHECK(fx_collect(&p->sv, 1, FIXTURE_WAIT_MS) == 1);
     for (unsigned i = 2; i < 8; i++) {
-        uint64_t t = fx_now_us();
+        uint64_t t = fixture_now_us();
         fx_post_send(&p->cl, SBASE + i, i * KIB, KIB, 0);
-        CHECK_MSG(fx_now_us() - t < 50000, "NdkSend blocked %llu us during a tx stall",
-                  (unsigned long long)(fx_now_us() - t));
+        CHECK_MSG(fixture_now_us() - t < 50000, "NdkSend blocked %llu us during a tx stall",
+                  (unsigned long long)(fixture_now_us() - t));
     }
-    CHECK_MSG(fx_now_us() - t0 < 250000, "posting took the stall's time: it must only queue");
+    CHECK_MSG(fixture_now_us() - t0 < 250000, "posting took the stall's time: it must only queue");
     fx_expect(&p->sv, 8);
     fx_check_receives(&p->sv, &p->cl, 8, 8, KIB, RBASE);
     CHECK_MSG(fx_nth(&p->sv, true, 1)->t_us - t0 >= 295000, "message 2 did not wait for the stall");
@@ -810,15 +810,15 @@ static void fin_behind_held_data(const char *rule, unsigned n, bool polling)
               SoftNdkStatusName(st));
     if (polling) {
         /* a polling consumer (it receives itself) that stops at the event */
-        uint64_t end = fx_now_us() + FX_WAIT_MS * 1000ull;
-        while (atomic_load(&p->sv.disc_n) == 0 && fx_now_us() < end)
+        uint64_t end = fixture_now_us() + FIXTURE_WAIT_MS * 1000ull;
+        while (atomic_load(&p->sv.disc_n) == 0 && fixture_now_us() < end)
             fx_collect(&p->sv, n + 1, 1);
     }
     /* (not polling: the server's progress thread receives) */
-    CHECK_MSG(harness_event_wait(&p->sv.disc_ev, 1, FX_WAIT_MS), "no disconnect event");
+    CHECK_MSG(harness_event_wait(&p->sv.disc_ev, 1, FIXTURE_WAIT_MS), "no disconnect event");
     CHECK_EQ_U64(atomic_load(&p->sv.disc_reason), 0);
     unsigned at_event = fx_collect(&p->sv, n, 0);
-    unsigned got = fx_collect(&p->sv, n, FX_WAIT_MS);
+    unsigned got = fx_collect(&p->sv, n, FIXTURE_WAIT_MS);
     fx_note("  \"%s\"%s: %u of %u receives had completed when the disconnect event fired, %u "
             "in the end\n",
             rule, polling ? " (polling)" : "", at_event, n, got);
@@ -876,20 +876,20 @@ static void end_during_stall(const char *cf, const char *sf, bool flush)
     /* message 1 arrives, then the stall holds the rest (a delay may hold message 1 already:
      * see delay_holds_every_fpdu_ms_before_it_goes) */
     if (!strstr(cf, "delay"))
-        CHECK(fx_collect(&p->sv, 1, FX_WAIT_MS) == 1);
-    uint64_t t0 = fx_now_us();
+        CHECK(fx_collect(&p->sv, 1, FIXTURE_WAIT_MS) == 1);
+    uint64_t t0 = fixture_now_us();
     if (flush) {
         p->cl.qp->Dispatch->NdkFlush(p->cl.qp);
         fx_expect(&p->cl, 6);
         fx_check_initiator(&p->cl, 6, 1, 6, SBASE);
-        uint64_t took = fx_now_us() - t0;
+        uint64_t took = fixture_now_us() - t0;
         CHECK_MSG(took < 1000000, "NdkFlush during a 4 s stall completed after %llu us",
                   (unsigned long long)took);
         fx_expect_disconnect(&p->sv, FX_REASON_RESET);
     }
-    t0 = fx_now_us();
+    t0 = fixture_now_us();
     fx_pair_close(p);
-    uint64_t took = fx_now_us() - t0;
+    uint64_t took = fixture_now_us() - t0;
     fx_note("  closing everything during the stall took %.1f ms\n", (double)took / 1000);
     CHECK_MSG(took < 2000000, "closing during a 4 s stall took %llu us: the stall held the close",
               (unsigned long long)took);
@@ -925,13 +925,13 @@ TEST(delay_holds_every_fpdu_ms_before_it_goes)
     for (unsigned i = 0; i < 2; i++)
         fx_fill_slot(&p->cl, i, KIB);
     CHECK(!harness_event_wait(&p->cl.disc_ev, 1, 400)); /* idle 400 ms > 300 ms */
-    uint64_t t0 = fx_now_us();
+    uint64_t t0 = fixture_now_us();
     fx_post_send(&p->cl, SBASE, 0, KIB, 0);
-    CHECK(fx_collect(&p->sv, 1, FX_WAIT_MS) == 1);
-    uint64_t first = fx_now_us() - t0;
+    CHECK(fx_collect(&p->sv, 1, FIXTURE_WAIT_MS) == 1);
+    uint64_t first = fixture_now_us() - t0;
     fx_post_send(&p->cl, SBASE + 1, KIB, KIB, 0);
-    CHECK(fx_collect(&p->sv, 2, FX_WAIT_MS) == 2);
-    uint64_t second = fx_now_us() - t0 - first;
+    CHECK(fx_collect(&p->sv, 2, FIXTURE_WAIT_MS) == 2);
+    uint64_t second = fixture_now_us() - t0 - first;
     fx_note("  delay 300 ms after 400 ms idle: message 1 after %.1f ms, message 2 %.1f ms later\n",
             (double)first / 1000, (double)second / 1000);
     fx_check_receives(&p->sv, &p->cl, 2, 2, KIB, RBASE);
@@ -1116,7 +1116,7 @@ TEST(verify_disconnect_with_initiator_requests_outstanding)
     struct ndk_req rd, rs;
     ndk_req_init(&rd);
     NTSTATUS st = p->cl.conn->Dispatch->NdkDisconnect(p->cl.conn, ndk_req_done, &rd);
-    CHECK(harness_event_wait(&p->sv.disc_ev, 1, FX_WAIT_MS));
+    CHECK(harness_event_wait(&p->sv.disc_ev, 1, FIXTURE_WAIT_MS));
     ndk_req_init(&rs);
     NTSTATUS st2 = p->sv.conn->Dispatch->NdkDisconnect(p->sv.conn, ndk_req_done, &rs);
     ndk_req_wait(&rs, st2);
@@ -1146,7 +1146,7 @@ TEST(verify_early_send_is_named_on_the_side_without_a_receive)
                                      sizeof(ULONG64) * SoftNdkVerifyNoReceivePosted,
                                  1),
                  1);
-    CHECK(harness_event_wait(&p->cl.disc_ev, 1, FX_WAIT_MS)); /* the Terminate reached it */
+    CHECK(harness_event_wait(&p->cl.disc_ev, 1, FIXTURE_WAIT_MS)); /* the Terminate reached it */
     verify_expect(p->as, SoftNdkVerifyNoReceivePosted, 1);
     verify_expect(p->ac, SoftNdkVerifyRuleCount, 0);
     fx_pair_close(p);
@@ -1204,10 +1204,10 @@ TEST(verify_stale_fast_register_token_is_named_on_the_owner)
                                      sizeof(ULONG64) * SoftNdkVerifyStaleToken,
                                  1),
                  1);
-    CHECK(harness_event_wait(&p->cl.disc_ev, 1, FX_WAIT_MS)); /* terminated, as before */
+    CHECK(harness_event_wait(&p->cl.disc_ev, 1, FIXTURE_WAIT_MS)); /* terminated, as before */
     verify_expect(p->as, SoftNdkVerifyStaleToken, 1);
     verify_expect(p->ac, SoftNdkVerifyRuleCount, 0);
-    fx_close_wait(&m->Header);
+    fixture_close_wait(&m->Header);
     fx_pair_close(p);
     char *log = fx_capture_end(&cap);
     char want[96];
@@ -1230,7 +1230,7 @@ TEST(verify_fast_register_of_a_valid_mr)
     fx_expect(&p->sv, 3);
     verify_expect(p->as, SoftNdkVerifyFastRegisterValid, 1);
     fx_disconnect(&p->cl, &p->sv);
-    fx_close_wait(&m->Header);
+    fixture_close_wait(&m->Header);
     fx_pair_close(p);
     char *log = fx_capture_end(&cap);
     CHECK_EQ_U64(fx_count_lines(log, "[fast_register_valid]", "RequestContext 0xa2",
@@ -1267,9 +1267,9 @@ TEST(verify_two_threads_polling_one_cq)
     pthread_t t;
     CHECK(pthread_create(&t, NULL, verify_poll_thread, &v) == 0);
     /* Both threads poll (and this one arms) until the overlap is seen: bounded. */
-    uint64_t end = fx_now_us() + 5000000u;
+    uint64_t end = fixture_now_us() + 5000000u;
     NDK_RESULT r[4];
-    while (verify_count(a, SoftNdkVerifyCqConcurrent) == 0 && fx_now_us() < end) {
+    while (verify_count(a, SoftNdkVerifyCqConcurrent) == 0 && fixture_now_us() < end) {
         s->cq->Dispatch->NdkGetCqResults(s->cq, r, 4);
         s->cq->Dispatch->NdkArmCq(s->cq, NDK_CQ_NOTIFY_ERRORS);
     }
@@ -1297,9 +1297,9 @@ TEST(verify_strict_aborts_with_the_report)
         _exit(0);
     }
     int status = 0;
-    uint64_t end = fx_now_us() + 10000000u;
+    uint64_t end = fixture_now_us() + 10000000u;
     pid_t w;
-    while ((w = waitpid(pid, &status, WNOHANG)) == 0 && fx_now_us() < end) {
+    while ((w = waitpid(pid, &status, WNOHANG)) == 0 && fixture_now_us() < end) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
@@ -1331,7 +1331,7 @@ TEST(verify_qp_reused_for_a_second_connection)
     verify_expect(p->ac, SoftNdkVerifyConnectorState, 1);
     verify_expect(p->as, SoftNdkVerifyRuleCount, 0);
     harness_event_destroy(&r.ev);
-    fx_close_wait(&c2->Header);
+    fixture_close_wait(&c2->Header);
     fx_pair_close(p);
     char *log = fx_capture_end(&cap);
     CHECK_EQ_U64(fx_count_lines(log, "[connector_state]", "a QP that served a connection",

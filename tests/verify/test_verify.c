@@ -10,9 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../faults/fcommon.h"
+#include "conn.h"
+#include "fixture.h"
 #include "harness.h"
-#include "ndk_objects.h"
 
 static struct fx_pair *pair(SOFTNDK_VERIFY_MODE mode)
 {
@@ -122,18 +122,18 @@ static void rig_fire(struct cb_rig *r)
                    .MemoryRegionToken = r->mr->Dispatch->NdkGetLocalTokenFromMr(r->mr)};
     CHECK_STATUS(r->qp->Dispatch->NdkReceive(r->qp, (void *)0x4242, &sge, 1), STATUS_SUCCESS);
     r->qp->Dispatch->NdkFlush(r->qp);
-    CHECK(harness_event_wait(&r->done, 1, FX_WAIT_MS));
+    CHECK(harness_event_wait(&r->done, 1, FIXTURE_WAIT_MS));
 }
 
 static void rig_close(struct cb_rig *r)
 {
-    fx_close_wait(&r->qp->Header);
-    fx_close_wait(&r->mr->Header);
+    fixture_close_wait(&r->qp->Header);
+    fixture_close_wait(&r->mr->Header);
     if (!r->cq_closed_inside)
-        fx_close_wait(&r->cq->Header);
+        fixture_close_wait(&r->cq->Header);
     else
-        CHECK(harness_event_wait(&r->cq_closed, 1, FX_WAIT_MS));
-    fx_close_wait(&r->pd->Header);
+        CHECK(harness_event_wait(&r->cq_closed, 1, FIXTURE_WAIT_MS));
+    fixture_close_wait(&r->pd->Header);
     ndk_close_adapter(r->a);
     harness_event_destroy(&r->done);
     harness_event_destroy(&r->cq_closed);
@@ -184,7 +184,7 @@ TEST(issue2_receives_posted_after_accept)
     fx_post_send(&p->cl, 0x2222, 0, 256, 0); /* the peer sends at once */
     CHECK_EQ_U64(wait_rule(p->as, SoftNdkVerifyNoReceivePosted), 1);
     fx_post_recv(&p->sv, 0x2223, 0, 4096);                    /* too late */
-    CHECK(harness_event_wait(&p->cl.disc_ev, 1, FX_WAIT_MS)); /* iWARP: a Terminate */
+    CHECK(harness_event_wait(&p->cl.disc_ev, 1, FIXTURE_WAIT_MS)); /* iWARP: a Terminate */
     expect_only(p->as, SoftNdkVerifyNoReceivePosted, 1);
     expect_only(p->ac, SoftNdkVerifyRuleCount, 0);
     char obj[48];
@@ -213,7 +213,7 @@ struct publish {
 static void *creator(void *arg)
 {
     struct publish *pub = arg;
-    CHECK(harness_event_wait(&pub->read, 1, FX_WAIT_MS)); /* loses the race */
+    CHECK(harness_event_wait(&pub->read, 1, FIXTURE_WAIT_MS)); /* loses the race */
     NDK_QP *qp = NULL;
     CHECK_STATUS(pub->pd->Dispatch->NdkCreateQp(pub->pd, pub->cq, pub->cq, NULL, 4, 4, 1, 1, 0,
                                                 ndk_create_never, NULL, &qp),
@@ -248,10 +248,10 @@ TEST(issue3_object_used_before_another_thread_published_it)
                  STATUS_INVALID_PARAMETER);
     pthread_join(t, NULL);
     expect_only(a, SoftNdkVerifyHandleInvalid, 1);
-    fx_close_wait(&c->Header);
-    fx_close_wait(&atomic_load(&pub.qp)->Header);
-    fx_close_wait(&pub.cq->Header);
-    fx_close_wait(&pub.pd->Header);
+    fixture_close_wait(&c->Header);
+    fixture_close_wait(&atomic_load(&pub.qp)->Header);
+    fixture_close_wait(&pub.cq->Header);
+    fixture_close_wait(&pub.pd->Header);
     fx_server_close(&srv);
     ndk_close_adapter(a);
     harness_event_destroy(&pub.read);
@@ -288,8 +288,8 @@ TEST(issue3_object_used_after_another_thread_closed_it)
     CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, FALSE, ndk_create_never, NULL, &mr2),
                  STATUS_INVALID_DEVICE_STATE); /* once per object and rule */
     expect_only(a, SoftNdkVerifyUseAfterClose, 1);
-    fx_close_wait(&mr->Header);
-    CHECK(harness_event_wait(&closed, 1, FX_WAIT_MS));
+    fixture_close_wait(&mr->Header);
+    CHECK(harness_event_wait(&closed, 1, FIXTURE_WAIT_MS));
     ndk_close_adapter(a);
     harness_event_destroy(&closed);
     char *log = fx_capture_end(&cap);
@@ -332,10 +332,10 @@ TEST(issue4_stale_fast_register_token)
                                               (UINT64)(uintptr_t)frbuf, before, 0),
                  STATUS_SUCCESS);
     CHECK_EQ_U64(wait_rule(p->as, SoftNdkVerifyStaleToken), 1);
-    CHECK(harness_event_wait(&p->cl.disc_ev, 1, FX_WAIT_MS));
+    CHECK(harness_event_wait(&p->cl.disc_ev, 1, FIXTURE_WAIT_MS));
     expect_only(p->as, SoftNdkVerifyStaleToken, 1);
     expect_only(p->ac, SoftNdkVerifyRuleCount, 0);
-    fx_close_wait(&m->Header);
+    fixture_close_wait(&m->Header);
     fx_pair_close(p);
     char *log = fx_capture_end(&cap);
     char want[96], obj[48];
@@ -544,7 +544,7 @@ TEST(clean_consumer_gets_no_report)
     fx_post_write(&p->cl, 300, 0, 1024, &p->sv, 32768, 0);
     fx_expect(&p->cl, 5);
     fx_expect(&p->sv, 4);
-    CHECK(harness_event_wait(&p->sv.cq_ev, 1, FX_WAIT_MS));
+    CHECK(harness_event_wait(&p->sv.cq_ev, 1, FIXTURE_WAIT_MS));
     fx_disconnect(&p->cl, &p->sv);
     expect_only(p->ac, SoftNdkVerifyRuleCount, 0);
     expect_only(p->as, SoftNdkVerifyRuleCount, 0);

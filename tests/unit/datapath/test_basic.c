@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
+#include "datapath.h"
 #include "core/adapter.h"
 
 #define XCTX ((void *)0x1001)
@@ -31,9 +31,9 @@ TEST(send_receive_completions_are_exact)
     dp_post_recv(&p.x, (void *)0xa2, 8192, 64);
     dp_post_send(&p.y, (void *)0xb2, 4096, 64, 0);
     NDK_RESULT rr;
-    uint64_t end = dp_now_ms() + DP_TIMEOUT_MS;
+    uint64_t end = fixture_now_ms() + DP_TIMEOUT_MS;
     unsigned got = 0;
-    while (got < 1 && dp_now_ms() < end)
+    while (got < 1 && fixture_now_ms() < end)
         got += p.x.cq->Dispatch->NdkGetCqResults(p.x.cq, &rr, 1);
     CHECK_EQ_U64(got, 1);
     CHECK(rr.RequestContext == (void *)0xa2);
@@ -368,8 +368,8 @@ TEST(receive_posting_concurrent_with_send_posting)
     pthread_create(&tr, NULL, y_receiver, &c);
     pthread_create(&ts, NULL, y_sender, &c);
     unsigned xs = 0, xr_posted = 0, xr_done = 0, yr_done = 0;
-    uint64_t end = dp_now_ms() + 30000;
-    while ((xr_done < c.n || yr_done < c.n) && dp_now_ms() < end) {
+    uint64_t end = fixture_now_ms() + 30000;
+    while ((xr_done < c.n || yr_done < c.n) && fixture_now_ms() < end) {
         while (xr_posted < c.n && xr_posted - xr_done < 32) {
             dp_post_recv(&p.x, NULL, 4096 + (xr_posted % 64) * 8, 8);
             xr_posted++;

@@ -2,7 +2,7 @@
  * unconnected QP. */
 #include <string.h>
 
-#include "common.h"
+#include "datapath.h"
 #include "core/access.h"
 
 #define XCTX ((void *)0x1001)

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "common.h"
+#include "datapath.h"
 #include "core/adapter.h"
 #include "core/mr.h"
 #include "iwarp/crc32c.h"
@@ -343,9 +343,9 @@ TEST(send_and_invalidate_invalidates_before_the_receive_completion)
                                                          NDK_OP_FLAG_SEND_AND_SOLICIT_EVENT, mwtok),
                  STATUS_SUCCESS);
     NDK_RESULT rr;
-    uint64_t end = dp_now_ms() + DP_TIMEOUT_MS;
+    uint64_t end = fixture_now_ms() + DP_TIMEOUT_MS;
     unsigned got = 0;
-    while (!got && dp_now_ms() < end)
+    while (!got && fixture_now_ms() < end)
         got = p.y.cq->Dispatch->NdkGetCqResults(p.y.cq, &rr, 1);
     CHECK_EQ_U64(got, 1);
     CHECK_EQ_U64(rr.Status, STATUS_SUCCESS);

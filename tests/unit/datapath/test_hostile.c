@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "datapath.h"
 #include "iwarp/crc32c.h"
 
 #define QPCTX ((void *)0x3003)

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "datapath.h"
 
 #define XCTX ((void *)0x1001)
 #define KiB  1024u

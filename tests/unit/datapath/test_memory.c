@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
+#include "datapath.h"
 #include "core/adapter.h"
 #include "core/mr.h"
 

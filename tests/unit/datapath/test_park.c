@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "common.h"
+#include "datapath.h"
 #include "core/cq.h"
 
 #define YCTX ((void *)0x2002) /* dp_pair_open's QP context of y */

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
+#include "datapath.h"
 
 #define XCTX ((void *)0x1001)
 #define YCTX ((void *)0x2002)

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "datapath.h"
 
 #define XCTX ((void *)0x1001)
 #define YCTX ((void *)0x2002)
@@ -26,8 +26,8 @@ static SOFTNDK_COUNTERS counters(NDK_ADAPTER *a)
 /* Poll y's adapter until its RnrWaits reaches n, bounded. */
 static bool wait_rnr(NDK_ADAPTER *a, uint64_t n, unsigned timeout_ms)
 {
-    uint64_t end = dp_now_ms() + timeout_ms;
-    while (dp_now_ms() < end) {
+    uint64_t end = fixture_now_ms() + timeout_ms;
+    while (fixture_now_ms() < end) {
         if (counters(a).RnrWaits >= n)
             return true;
         usleep(1000);
@@ -123,10 +123,10 @@ TEST(rnr_timeout_is_the_same_terminate_after_the_bound)
 {
     struct dp_pair p;
     open_pair(&p, "roce", "200");
-    uint64_t t0 = dp_now_ms();
+    uint64_t t0 = fixture_now_ms();
     dp_post_send(&p.x, (void *)4, 0, 10, 0);
     CHECK(harness_event_wait(&p.y.link.aborted, 1, DP_TIMEOUT_MS));
-    uint64_t took = dp_now_ms() - t0;
+    uint64_t took = fixture_now_ms() - t0;
     CHECK_MSG(took >= 190, "the wait ended after %llu ms, before its 200 ms bound",
               (unsigned long long)took);
     CHECK(harness_event_wait(&p.x.link.aborted, 1, DP_TIMEOUT_MS));
@@ -166,11 +166,11 @@ TEST(rnr_close_of_the_waiting_qp_ends_the_wait_at_once)
     open_pair(&p, "roce", "5000");
     dp_post_send(&p.x, (void *)4, 0, 10, 0);
     CHECK(wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
-    uint64_t t0 = dp_now_ms();
+    uint64_t t0 = fixture_now_ms();
     dp_close_qp(p.y.qp);
     p.y.qp = NULL;
-    CHECK_MSG(dp_now_ms() - t0 < 2000, "the close waited %llu ms for the bound",
-              (unsigned long long)(dp_now_ms() - t0));
+    CHECK_MSG(fixture_now_ms() - t0 < 2000, "the close waited %llu ms for the bound",
+              (unsigned long long)(fixture_now_ms() - t0));
     /* the peer learns it from the socket, long before the 5 s bound */
     CHECK(harness_event_wait(&p.x.link.aborted, 1, 3000));
     CHECK_EQ_U64(counters(p.ay).RnrTimeouts, 0);
@@ -185,13 +185,13 @@ TEST(rnr_peer_disconnect_during_the_wait_ends_it_within_the_bound)
     CHECK(wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
     /* the sender disconnects gracefully: its FIN sits behind the held Send, so y does not
      * see it; the bound ends y's wait with the Terminate, x's disconnect completes */
-    uint64_t t0 = dp_now_ms();
+    uint64_t t0 = fixture_now_ms();
     sndk_qp_shutdown((struct sndk_qp *)p.x.qp, 5000);
     CHECK(harness_event_wait(&p.y.link.aborted, 1, DP_TIMEOUT_MS));
     CHECK_EQ_U64(p.y.link.abort_reason, SENT(1u, 2u, 2u));
     CHECK(harness_event_wait(&p.x.link.shutdown_done, 1, DP_TIMEOUT_MS));
-    CHECK_MSG(dp_now_ms() - t0 < 5000, "the disconnect took %llu ms",
-              (unsigned long long)(dp_now_ms() - t0));
+    CHECK_MSG(fixture_now_ms() - t0 < 5000, "the disconnect took %llu ms",
+              (unsigned long long)(fixture_now_ms() - t0));
     CHECK_EQ_U64(counters(p.ay).RnrTimeouts, 1);
     dp_pair_close(&p);
 }

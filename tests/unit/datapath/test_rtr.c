@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "datapath.h"
 #include "iwarp/mpa.h"
 
 #define QPCTX ((void *)0x7007)

@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "datapath.h"
 
 #define QPCTX ((void *)0x5005)
 #define MSG   (512u * 1024u)
@@ -75,14 +75,14 @@ static size_t drain_until_complete(struct host *h, uint8_t *sink, size_t cap)
 {
     bool completed = false;
     size_t got = 0;
-    uint64_t end = dp_now_ms() + DP_TIMEOUT_MS;
+    uint64_t end = fixture_now_ms() + DP_TIMEOUT_MS;
     while (!completed || got < WIRE_LEN) {
         NDK_RESULT_EX r;
         if (!completed && h->s.cq->Dispatch->NdkGetCqResultsEx(h->s.cq, &r, 1) == 1) {
             dp_check_result(&r, STATUS_SUCCESS, MSG, QPCTX, (void *)7, NdkOperationTypeSend);
             completed = true;
         }
-        CHECK_MSG(dp_now_ms() < end, "Send %s, %zu of %u bytes read",
+        CHECK_MSG(fixture_now_ms() < end, "Send %s, %zu of %u bytes read",
                   completed ? "completed" : "not completed", got, (unsigned)WIRE_LEN);
         size_t want = cap - got < 4096 ? cap - got : 4096;
         ssize_t n = recv(h->raw, sink + got, want, MSG_DONTWAIT);

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "datapath.h"
 #include "iwarp/wire.h"
 
 #define XCTX      ((void *)0x1001)

@@ -4,7 +4,7 @@
 #include <netinet/in.h>
 #include <string.h>
 
-#include "common.h"
+#include "objects.h"
 
 /* 1 once the data path (datapath/tx.c, rx.c) counts its FPDUs; until then only the connection
  * layer's share (handshake, RTR) is checked. */
@@ -28,7 +28,7 @@ static NTSTATUS req_wait(struct req *r, NTSTATUS st)
 {
     if (st != STATUS_PENDING)
         return st;
-    CHECK_MSG(harness_event_wait(&r->ev, 1, CONF_WAIT_MS), "request never completed");
+    CHECK_MSG(harness_event_wait(&r->ev, 1, FIXTURE_WAIT_MS), "request never completed");
     return r->status;
 }
 
@@ -66,7 +66,7 @@ static bool poll_once(void *arg)
 static bool poll_result(NDK_CQ *cq, NDK_RESULT_EX *out)
 {
     struct poll_arg p = {cq, out};
-    return harness_wait_until(poll_once, &p, CONF_WAIT_MS);
+    return harness_wait_until(poll_once, &p, FIXTURE_WAIT_MS);
 }
 
 #define SENDS       10u
@@ -114,7 +114,7 @@ TEST(counters_exact_for_a_scripted_exchange)
                                           (struct sockaddr *)&sa, sizeof sa, 4, 4, hello,
                                           sizeof hello, req_done, &r),
                  STATUS_PENDING);
-    CHECK_MSG(harness_event_wait(&srv.ev, 1, CONF_WAIT_MS), "no connect event");
+    CHECK_MSG(harness_event_wait(&srv.ev, 1, FIXTURE_WAIT_MS), "no connect event");
     CHECK_STATUS(srv.incoming->Dispatch->NdkAccept(srv.incoming, qps, 4, 4, welcome,
                                                    sizeof welcome, NULL, NULL, req_done, &ra),
                  STATUS_PENDING);
@@ -174,8 +174,8 @@ TEST(counters_exact_for_a_scripted_exchange)
     CHECK_STATUS(req_wait(&rd, s1), STATUS_SUCCESS);
     if (s2 != STATUS_CONNECTION_INVALID)
         CHECK_STATUS(req_wait(&rs, s2), STATUS_SUCCESS);
-    conf_close_wait(&cc->Header);
-    conf_close_wait(&srv.incoming->Header);
+    fixture_close_wait(&cc->Header);
+    fixture_close_wait(&srv.incoming->Header);
     counters_of(ac, &c);
     CHECK_EQ_U64(c.ActiveConnection, 0);
     CHECK_EQ_U64(c.ConnectionError, 0);
@@ -199,11 +199,11 @@ TEST(counters_exact_for_a_scripted_exchange)
                                            (struct sockaddr *)&sa, sizeof sa, 4, 4, NULL, 0,
                                            req_done, &r2),
                  STATUS_PENDING);
-    CHECK_MSG(harness_event_wait(&srv.ev, 2, CONF_WAIT_MS), "no second connect event");
+    CHECK_MSG(harness_event_wait(&srv.ev, 2, FIXTURE_WAIT_MS), "no second connect event");
     CHECK_STATUS(srv.incoming->Dispatch->NdkReject(srv.incoming, NULL, 0), STATUS_SUCCESS);
     CHECK_STATUS(req_wait(&r2, STATUS_PENDING), STATUS_CONNECTION_REFUSED);
-    conf_close_wait(&srv.incoming->Header);
-    conf_close_wait(&cc2->Header);
+    fixture_close_wait(&srv.incoming->Header);
+    fixture_close_wait(&cc2->Header);
     counters_of(ac, &c);
     CHECK_EQ_U64(c.ConnectFailure, 1);
     CHECK_EQ_U64(c.MpaRejectsReceived, 1);
@@ -236,14 +236,14 @@ TEST(counters_exact_for_a_scripted_exchange)
     conf_cq_destroy(&tiny);
 #endif
 
-    conf_close_wait(&qpc2->Header);
-    conf_close_wait(&qpc->Header);
-    conf_close_wait(&qps->Header);
+    fixture_close_wait(&qpc2->Header);
+    fixture_close_wait(&qpc->Header);
+    fixture_close_wait(&qps->Header);
     conf_cq_destroy(&cqc);
     conf_cq_destroy(&cqs);
-    conf_close_wait(&pdc->Header);
-    conf_close_wait(&pds->Header);
-    conf_close_wait(&l->Header);
+    fixture_close_wait(&pdc->Header);
+    fixture_close_wait(&pds->Header);
+    fixture_close_wait(&l->Header);
     ndk_close_adapter(ac);
     ndk_close_adapter(as);
 }
