@@ -421,6 +421,7 @@ static void send_uring(int fd, enum workload w)
 
 struct result {
     double mbps, cpu_tx_per_gb, cpu_rx_per_gb;
+    double sndbuf_kib, rcvbuf_kib; /* read back after the transfer: what autotuning reached */
     bool ok;
 };
 
@@ -480,12 +481,19 @@ static struct result measure(enum variant v, enum workload w, uint64_t wire_tota
     }
     double ctx = thread_cpu_s() - c0;
     pthread_join(th, NULL);
+    int sb = 0, rb = 0;
+    socklen_t sl = sizeof sb;
+    getsockopt(cfd, SOL_SOCKET, SO_SNDBUF, &sb, &sl);
+    sl = sizeof rb;
+    getsockopt(afd, SOL_SOCKET, SO_RCVBUF, &rb, &sl);
     close(cfd);
     close(afd);
     double gb = (double)wire_total / 1e9;
     struct result res = {.mbps = (double)wire_total / 1e6 / (r.end - t0),
                          .cpu_tx_per_gb = ctx / gb,
                          .cpu_rx_per_gb = r.cpu / gb,
+                         .sndbuf_kib = sb / 1024.0,
+                         .rcvbuf_kib = rb / 1024.0,
                          .ok = r.got == wire_total && r.mismatch_at == UINT64_MAX};
     if (!res.ok)
         fprintf(stderr, "%s / %s: received %llu of %llu bytes, first wrong byte at %lld\n",
@@ -556,7 +564,8 @@ int main(int argc, char **argv)
     if (opt.rounds > MAXR)
         opt.rounds = MAXR;
     static double mbps[W_COUNT][V_COUNT][MAXR], ratio[W_COUNT][V_COUNT][MAXR],
-        ctx[W_COUNT][V_COUNT][MAXR], crx[W_COUNT][V_COUNT][MAXR];
+        ctx[W_COUNT][V_COUNT][MAXR], crx[W_COUNT][V_COUNT][MAXR], sbuf[W_COUNT][V_COUNT][MAXR],
+        rbuf[W_COUNT][V_COUNT][MAXR];
     uint64_t wire[W_COUNT];
     for (int w = 0; w < W_COUNT; w++)
         wire[w] = stream_wire_total((enum workload)w);
@@ -573,6 +582,8 @@ int main(int argc, char **argv)
                 mbps[w][v][r] = res.mbps;
                 ctx[w][v][r] = res.cpu_tx_per_gb;
                 crx[w][v][r] = res.cpu_rx_per_gb;
+                sbuf[w][v][r] = res.sndbuf_kib;
+                rbuf[w][v][r] = res.rcvbuf_kib;
                 if (v == V_ZEROCOPY) {
                     zc_notes += zc_last.notes;
                     zc_copied += zc_last.copied;
@@ -586,15 +597,19 @@ int main(int argc, char **argv)
     printf("send_paths: %d rounds, %llu MiB per measurement, CRC %s%s, io_uring depth %d\n",
            opt.rounds, (unsigned long long)(opt.bytes >> 20), opt.crc ? "on" : "off",
            opt.verify ? ", every byte verified" : "", opt.depth);
-    printf("| workload | variant | MB/s | × writev | CPU s/GB sender | CPU s/GB reader |\n");
-    printf("|---|---|---|---|---|---|\n");
+    printf("| workload | variant | MB/s | × writev | × writev min–max | CPU s/GB sender | "
+           "CPU s/GB reader | SO_SNDBUF / SO_RCVBUF after (KiB) |\n");
+    printf("|---|---|---|---|---|---|---|---|\n");
     for (int w = 0; w < W_COUNT; w++)
         for (int v = 0; v < V_COUNT; v++) {
             if (!variant_available((enum variant)v))
                 continue;
-            printf("| %s | %s | %.0f | %.2f | %.3f | %.3f |\n", workload_name[w], variant_name[v],
-                   median(mbps[w][v], opt.rounds), median(ratio[w][v], opt.rounds),
-                   median(ctx[w][v], opt.rounds), median(crx[w][v], opt.rounds));
+            double rmed = median(ratio[w][v], opt.rounds); /* sorts: min and max at the ends */
+            printf("| %s | %s | %.0f | %.2f | %.2f–%.2f | %.3f | %.3f | %.0f / %.0f |\n",
+                   workload_name[w], variant_name[v], median(mbps[w][v], opt.rounds), rmed,
+                   ratio[w][v][0], ratio[w][v][opt.rounds - 1], median(ctx[w][v], opt.rounds),
+                   median(crx[w][v], opt.rounds), median(sbuf[w][v], opt.rounds),
+                   median(rbuf[w][v], opt.rounds));
         }
     printf("zerocopy notifications: %llu, sends reported copied (no zero-copy): %llu\n",
            (unsigned long long)zc_notes, (unsigned long long)zc_copied);
