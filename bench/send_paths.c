@@ -295,7 +295,7 @@ static void send_writev(int fd, enum workload w)
 }
 
 struct zc_stats {
-    uint64_t notes, copied;
+    uint64_t sends, notes, copied;
 };
 
 /* Reap zerocopy notifications; returns the highest completed id + 1 so far. */
@@ -357,6 +357,7 @@ static void send_zerocopy(int fd, enum workload w)
         if (done < next_id)
             wait_fd(fd, 0);
     }
+    st.sends = next_id;
     zc_last = st;
 }
 
@@ -570,7 +571,7 @@ int main(int argc, char **argv)
     for (int w = 0; w < W_COUNT; w++)
         wire[w] = stream_wire_total((enum workload)w);
     bool all_ok = true;
-    uint64_t zc_notes = 0, zc_copied = 0;
+    uint64_t zc_sends = 0, zc_notes = 0, zc_copied = 0;
     for (int r = 0; r < opt.rounds; r++) {
         for (int w = 0; w < W_COUNT; w++) {
             for (int k = 0; k < V_COUNT; k++) {
@@ -585,6 +586,7 @@ int main(int argc, char **argv)
                 sbuf[w][v][r] = res.sndbuf_kib;
                 rbuf[w][v][r] = res.rcvbuf_kib;
                 if (v == V_ZEROCOPY) {
+                    zc_sends += zc_last.sends;
                     zc_notes += zc_last.notes;
                     zc_copied += zc_last.copied;
                 }
@@ -611,8 +613,9 @@ int main(int argc, char **argv)
                    median(crx[w][v], opt.rounds), median(sbuf[w][v], opt.rounds),
                    median(rbuf[w][v], opt.rounds));
         }
-    printf("zerocopy notifications: %llu, sends reported copied (no zero-copy): %llu\n",
-           (unsigned long long)zc_notes, (unsigned long long)zc_copied);
+    printf("zerocopy: %llu sends, %llu notifications, %llu sends reported copied (not zero-copy)\n",
+           (unsigned long long)zc_sends, (unsigned long long)zc_notes,
+           (unsigned long long)zc_copied);
 #ifndef SOFTNDK_HAVE_LIBURING
     printf("uring: not built (liburing not found)\n");
 #endif
