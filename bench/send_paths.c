@@ -1,5 +1,5 @@
 /* send_paths: which way of handing large messages to the socket moves them fastest and at the
- * least CPU per GB (issue 18, "Send at the socket's speed"; docs/datapath.md#the-send-choice).
+ * least CPU per GB (docs/datapath.md#the-send-choice).
  *
  * One sender writes the FPDU stream softndk puts on the wire — built by the same encoder
  * (sndk_tx_send / sndk_tx_write + sndk_tx_msg_next), 65480-byte FPDUs, batches of up to 64 FPDUs /
