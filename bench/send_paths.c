@@ -234,7 +234,10 @@ static void *reader_main(void *arg)
                 size_t k =
                     (size_t)n - off < exp_len - exp_off ? (size_t)n - off : exp_len - exp_off;
                 if (memcmp(buf + off, exp + exp_off, k) != 0) {
-                    r->mismatch_at = r->got + off;
+                    size_t i = 0;
+                    while (buf[off + i] == exp[exp_off + i])
+                        i++;
+                    r->mismatch_at = r->got + off + i;
                     break;
                 }
                 off += k;
