@@ -14,6 +14,8 @@ set -u
 guest=${1:?usage: run.sh GUESTDIR NDKRPING [ROW-REGEX]}
 NDKRPING=${2:?usage: run.sh GUESTDIR NDKRPING [ROW-REGEX]}
 only=${3:-${SOFTNDK_INTEROP_ROWS:-.}}
+# ndkperf (for the perftest rows): $NDKPERF, else beside ndkrping in the build tree
+NDKPERF=${NDKPERF:-$(cd "$(dirname "$NDKRPING")/.." && pwd)/ndkperf/ndkperf}
 # Rows start only while the matrix is within its time budget (seconds); the rest are reported
 # as not run, never failed, so a slow machine cannot make the suite exceed its bound.
 # SOFTNDK_INTEROP_DEADLINE (epoch seconds) shortens it to end before that moment.
@@ -302,6 +304,96 @@ sleep 0.5; echo SNDK-READY; wait" "$siw" "$siwopt" "$hp"
     report "$row" $ok "${why:-$what; $neg}" "$canary"
 }
 
+# pt ROW DIR SIW SIWOPT TEST EXPECT CANARY — perftest's `ib_TEST -R` against
+# `ndkperf TEST --perftest`: DIR g2h (perftest's client in the guest, ndkperf the server) or h2g
+# (perftest's server in the guest). -n 200, perftest's default sizes (BW 65536, latency 2 bytes).
+# Checks both sides' figures: ndkperf's summary (iterations, every completion STATUS_SUCCESS,
+# the received messages checked) and perftest's exit status and its result row (#bytes
+# #iterations). EXPECT: ok, held (ndkperf as Responder must not write first without an RTR:
+# write_lat's server writes first, so against siw's Initiator nothing moves).
+pt_iters=200
+pt() {
+    local row=$1 d=$2 siw=$3 siwopt=$4 t=$5 expect=$6 canary=${7:-}
+    local dir="$work/$row" ok=1 why="" hst=1 try hp n=$pt_iters size
+    case $t in *_bw) size=65536 ;; *) size=2 ;; esac
+    mkdir -p "$dir"
+    local hw=70
+    [ "$expect" = held ] && hw=45
+    if [ "$d" = g2h ]; then
+        for try in 1 2; do
+            hp=$(free_port)
+            SOFTNDK_LOG=${log:-info} timeout $((hw + 10)) "$NDKPERF" "$t" --perftest -n $n -p "$hp" \
+                --timeout $hw >"$dir/host.out" 2>"$dir/host.err" &
+            local hpid=$!
+            pids+=($hpid)
+            wait_for "$dir/host.err" 'listening' 10 || { ok=0; why="ndkperf --perftest did not listen"; }
+            boot "$dir" "timeout $((hw - 20)) ib_$t -R -n $n -p $hp 10.0.2.2; echo PT-RC=\$?" \
+                "$siw" "$siwopt" "$(free_port)"
+            if wait_for "$dir/console" 'SNDK-GUEST up' 90; then break; fi
+            stop_guest "$dir"
+            kill $hpid 2>/dev/null
+            [ $try = 2 ] && { ok=0; why="the guest did not come up (twice)"; }
+        done
+        wait $hpid 2>/dev/null
+        hst=$?
+        stop_guest "$dir"
+    else
+        for try in 1 2; do
+            hp=$(free_port)
+            boot "$dir" "(timeout $hw ib_$t -R -n $n -p 7174; echo PT-RC=\$?) &
+sleep 0.5; echo SNDK-READY; wait" "$siw" "$siwopt" "$hp"
+            if wait_for "$dir/console" 'SNDK-READY' 90; then break; fi
+            stop_guest "$dir"
+            [ $try = 2 ] && { ok=0; why="the guest did not come up (twice)"; }
+        done
+        if [ $ok = 1 ]; then
+            SOFTNDK_LOG=info timeout $((hw - 10)) "$NDKPERF" "$t" --perftest -n $n -p "$hp" \
+                --timeout $((hw - 15)) 127.0.0.1 >"$dir/host.out" 2>"$dir/host.err"
+            hst=$?
+        fi
+        stop_guest "$dir"
+    fi
+    local grc prow what role
+    grc=$(sed -n 's/^PT-RC=\([0-9]*\).*/\1/p' "$dir/console" | head -n 1)
+    prow=$(grep -Em1 "^ *$size +$n +[0-9]" "$dir/console" | tr -s ' ' | cut -c1-80)
+    [ "$d" = g2h ] && role=server || role=client
+    if [ $ok = 1 ] && [ "$expect" = held ]; then
+        [ "$hst" != 0 ] || { ok=0; why="ndkperf --perftest exited 0, expected a held write_lat"; }
+        grep -q "perftest $t server: the peer left\|timeout: no result" "$dir/host.err" ||
+            { ok=0; why="${why:-ndkperf did not end held: $(grep '^ndkperf:' "$dir/host.err" | tail -n 1)}"; }
+        grep -q 'ResponderHeld\|tx.gate_held' "$dir/host.err" "$dir/host.out" || true
+        what="ndkperf as Responder held its first Write (RFC 5044): perftest's write_lat server writes first, siw's Initiator asks for no RTR"
+    elif [ $ok = 1 ]; then
+        [ "$hst" = 0 ] || { ok=0; why="ndkperf --perftest exited $hst: $(grep '^ndkperf:' "$dir/host.err" | tail -n 1)"; }
+        grep -q "ndkperf: perftest $t $role: peer perftest [0-9.]*, [0-9]* communication messages" "$dir/host.out" ||
+            { ok=0; why="${why:-ndkperf did not finish the perftest exchange}"; }
+        case "$role:$t" in
+        server:write_bw | server:read_bw)
+            grep -q "perftest $t server: the client reports $n iterations of $size bytes" "$dir/host.out" ||
+                { ok=0; why="${why:-the perftest client did not report $n iterations of $size bytes}"; }
+            ;;
+        server:read_lat) ;;
+        *)
+            grep -q "perftest $t $role: $n iterations of $size bytes, every completion STATUS_SUCCESS" "$dir/host.out" ||
+                { ok=0; why="${why:-ndkperf did not complete $n iterations}"; }
+            ;;
+        esac
+        [ "$grc" = 0 ] || { ok=0; why="${why:-ib_$t exited ${grc:-?}}"; }
+        # perftest prints its result row where it measured: its client always, its server for send
+        case "$d:$t" in
+        g2h:* | h2g:send_bw)
+            [ -n "$prow" ] || { ok=0; why="${why:-ib_$t printed no result row for $size bytes x $n}"; } ;;
+        esac
+        local chk
+        chk=$(grep -o "[0-9]* received messages checked[^;]*" "$dir/host.out" | head -n 1)
+        what="ib_$t -R $([ $d = g2h ] && echo client || echo server) vs ndkperf --perftest $role: $n x $size B${chk:+; $chk}${prow:+; perftest: $prow}"
+    fi
+    local neg
+    neg=$(grep -o 'MPA rev [12], CRC o[nf]*, IRD [0-9]*, ORD [0-9]*[^)]*' "$dir/host.err" | tail -n 1)
+    check_neg "$dir" || { ok=0; why="${why:-negotiated '$neg', expected '$want_neg'}"; }
+    report "$row" $ok "${why:-$what; $neg}" "$canary"
+}
+
 # The negotiation a row expects, as softndk's connect log line says it (want_neg: a regex).
 want_neg=""
 check_neg() { [ -z "$want_neg" ] || grep -Eq -- "$want_neg" "$1/host.err"; }
@@ -342,6 +434,19 @@ row h2g-bad-stag-softndk-refuses ''                         h2g h2g-bad-stag-sof
 row g2h-ucmatose-responder-holds 'MPA rev 2'                   ucma g2h-ucmatose-responder-holds g2h stock "" held
 row g2h-ucmatose-siw-peer-to-peer 'RTR'                        ucma g2h-ucmatose-siw-peer-to-peer g2h patched "peer_to_peer=1" ok
 row h2g-ucmatose                'RTR'                           ucma h2g-ucmatose h2g patched "" ok
+
+row g2h-perftest-send-bw      'MPA rev 2'                         pt g2h-perftest-send-bw g2h stock "" send_bw ok
+row h2g-perftest-send-bw      'RTR'                               pt h2g-perftest-send-bw h2g patched "" send_bw ok
+row g2h-perftest-write-bw     'MPA rev 2'                         pt g2h-perftest-write-bw g2h stock "" write_bw ok
+row h2g-perftest-write-bw     'RTR'                               pt h2g-perftest-write-bw h2g patched "" write_bw ok
+row g2h-perftest-read-bw      'MPA rev 2'                         pt g2h-perftest-read-bw g2h stock "" read_bw ok
+row h2g-perftest-read-bw      'RTR'                               pt h2g-perftest-read-bw h2g patched "" read_bw ok
+row g2h-perftest-send-lat     'MPA rev 2'                         pt g2h-perftest-send-lat g2h stock "" send_lat ok
+row h2g-perftest-send-lat     'RTR'                               pt h2g-perftest-send-lat h2g patched "" send_lat ok
+row g2h-perftest-write-lat-p2p 'RTR'                              pt g2h-perftest-write-lat-p2p g2h patched "peer_to_peer=1" write_lat ok
+row h2g-perftest-write-lat    'RTR'                               pt h2g-perftest-write-lat h2g patched "" write_lat ok
+row g2h-perftest-read-lat     'MPA rev 2'                         pt g2h-perftest-read-lat g2h stock "" read_lat ok
+row h2g-perftest-read-lat     'RTR'                               pt h2g-perftest-read-lat h2g patched "" read_lat ok
 
 echo
 echo "interop matrix ($((SECONDS - start)) s):"

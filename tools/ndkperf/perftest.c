@@ -143,6 +143,9 @@ struct pt {
     uint8_t stash[PT_SLOT];
     uint32_t stash_len;
     bool stashed;
+    /* send_bw server: receives met while waiting for a credit Write's completion */
+    NDK_RESULT_EX *held; /* rq_depth entries */
+    unsigned held_n;
 };
 
 /* ------------------------------------------------------------------------------------------ */
@@ -304,10 +307,11 @@ static void pt_open(struct pt *p)
                                           created, NULL, &p->cq)) != STATUS_SUCCESS)
         die_status("NdkCreateCq (data)", st, NULL);
     make_data_qp(p);
+    p->held = calloc(p->rq_depth, sizeof *p->held);
     p->land_len = 2 * (size_t)(size > PT_CYCLE_BUFFER ? size : PT_CYCLE_BUFFER);
     p->land = calloc(1, p->land_len);
     p->local = calloc(3, size);
-    if (!p->comm_buf || !p->land || !p->local)
+    if (!p->comm_buf || !p->land || !p->local || !p->held)
         die(EXIT_FAIL, "out of memory");
     /* what an ndkperf peer checks with -c; write_lat's buffers stay zero (the peer polls the
      * last byte and perftest sends zeros before it) */
@@ -317,8 +321,8 @@ static void pt_open(struct pt *p)
         for (size_t i = 0; i < size; i++)
             p->local[i] = pattern_byte(i);
     }
-    if (o->test == T_WRITE_BW)
-        memset(p->land, 0, p->land_len); /* the peer's writes fill it */
+    if (o->test == T_WRITE_BW || test_is_send(o->test))
+        memset(p->land, 0, p->land_len); /* the peer's writes fill it (send_bw: the credit) */
     p->comm_mr = reg(p, p->comm_buf, (PT_COMM_RECVS + 1) * PT_SLOT, NDK_MR_FLAG_ALLOW_LOCAL_WRITE,
                      &p->comm_tok, NULL);
     p->land_mr = reg(p, p->land, p->land_len,
@@ -365,6 +369,7 @@ static void pt_teardown(struct pt *p)
     free(p->comm_buf);
     free(p->land);
     free(p->local);
+    free(p->held);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -735,6 +740,15 @@ static void post_data_recv(struct pt *p)
     p->recvs_posted++;
 }
 
+static void hold_receive(struct pt *p, const NDK_RESULT_EX *r)
+{
+    if (r->Type != NdkOperationTypeReceive || p->held_n == p->rq_depth)
+        die(EXIT_FAIL, "perftest send_bw server: a completion of type %d during a credit Write",
+            (int)r->Type);
+    /* kept in reverse order; only counts and lengths matter, every receive has one buffer */
+    p->held[p->held_n++] = *r;
+}
+
 static void check_pattern(struct pt *p, const uint8_t *b, uint32_t len, uint64_t iter,
                           const char *what)
 {
@@ -797,6 +811,28 @@ static void finish_bw(struct pt *p, uint64_t n, uint64_t t0, uint64_t t1)
     p->res.msg_rate = (double)n / secs;
 }
 
+static uint32_t credit_of(struct pt *p)
+{
+    return __atomic_load_n((const uint32_t *)(const void *)p->land, __ATOMIC_ACQUIRE);
+}
+
+/* send_bw server: RDMA Write the count of messages received into the client's credit word. */
+static void write_credit(struct pt *p, uint32_t count)
+{
+    uint8_t *word = p->local + 2 * (size_t)p->o->size; /* unused by send_bw otherwise */
+    memcpy(word, &count, 4); /* perftest's host order: both ends x86 in practice */
+    NDK_SGE g = {.VirtualAddress = word, .Length = 4, .MemoryRegionToken = p->local_tok};
+    NTSTATUS st = p->qp->Dispatch->NdkWrite(p->qp, NULL, &g, 1, p->peer.vaddr, p->peer.rkey, 0);
+    if (st != STATUS_SUCCESS)
+        die_status("NdkWrite (credit)", st, NULL);
+    for (;;) { /* one at a time: the word is reused */
+        NDK_RESULT_EX r = data_completion(p, "a credit Write");
+        if (r.Type == NdkOperationTypeWrite)
+            return;
+        hold_receive(p, &r);
+    }
+}
+
 static void run_bw_client(struct pt *p)
 {
     const uint64_t iters = p->o->iters;
@@ -808,10 +844,21 @@ static void run_bw_client(struct pt *p)
     const char *what = read                       ? "an RDMA Read"
                        : test_is_send(p->o->test) ? "a Send"
                                                   : "an RDMA Write";
+    /* send_bw over iWARP (no RNR retry): perftest's client sends only while fewer than its
+     * receive depth are unacknowledged by the credit (the server's count of receives, 4 bytes
+     * RDMA-Written into the client's destination) */
+    bool credits = p->o->test == T_SEND_BW;
+    uint64_t peer_rx = p->o->rx_depth < iters ? p->o->rx_depth : iters;
     while (done < iters) {
-        while (posted < iters && posted - done < window) {
+        while (posted < iters && posted - done < window &&
+               (!credits || posted + 1 - credit_of(p) < peer_rx)) {
             post_one(p);
             posted++;
+        }
+        if (credits && posted == done) {
+            if (atomic_load(&p->data.peer_gone))
+                die(EXIT_FAIL, "perftest send_bw client: the peer left while we waited for credit");
+            continue; /* waiting for the server's credit */
         }
         NDK_RESULT_EX r = data_completion(p, what);
         if (r.BytesTransferred != p->o->size && r.Type != NdkOperationTypeWrite &&
@@ -829,8 +876,13 @@ static void run_send_bw_server(struct pt *p)
 {
     const uint64_t iters = p->o->iters;
     uint64_t got = 0, t0 = 0;
+    uint32_t every = p->rq_depth / 3 < 8 ? (p->rq_depth / 3 ? p->rq_depth / 3 : 1) : 8;
     while (got < iters) {
-        NDK_RESULT_EX r = data_completion(p, "a receive");
+        NDK_RESULT_EX r;
+        if (p->held_n)
+            r = p->held[--p->held_n];
+        else
+            r = data_completion(p, "a receive");
         if (r.Type != NdkOperationTypeReceive)
             die(EXIT_FAIL, "perftest send_bw server: a completion of type %d", (int)r.Type);
         if (got == 0)
@@ -845,6 +897,8 @@ static void run_send_bw_server(struct pt *p)
         got++;
         if (p->recvs_posted < iters)
             post_data_recv(p);
+        if (got % every == 0 && got < iters)
+            write_credit(p, (uint32_t)got);
     }
     finish_bw(p, got, t0, now_ns());
 }
