@@ -304,94 +304,115 @@ sleep 0.5; echo SNDK-READY; wait" "$siw" "$siwopt" "$hp"
     report "$row" $ok "${why:-$what; $neg}" "$canary"
 }
 
-# pt ROW DIR SIW SIWOPT TEST EXPECT CANARY — perftest's `ib_TEST -R` against
-# `ndkperf TEST --perftest`: DIR g2h (perftest's client in the guest, ndkperf the server) or h2g
-# (perftest's server in the guest). -n 200, perftest's default sizes (BW 65536, latency 2 bytes).
-# Checks both sides' figures: ndkperf's summary (iterations, every completion STATUS_SUCCESS,
-# the received messages checked) and perftest's exit status and its result row (#bytes
-# #iterations). EXPECT: ok, held (ndkperf as Responder must not write first without an RTR:
-# write_lat's server writes first, so against siw's Initiator nothing moves).
+# perftest's `ib_TEST -R` against `ndkperf TEST --perftest`, both directions: g2h (perftest's
+# clients in the guest, ndkperf servers here) and h2g (perftest's servers in the guest, ndkperf
+# clients here). To keep the stage short, one boot runs a batch of tests one after the other,
+# each reported as its own row. -n 200, perftest's default sizes (BW 65536, latency 2 bytes).
+# A row checks both sides' figures: ndkperf's summary (the exchange finished, the iterations,
+# every completion STATUS_SUCCESS, the received messages checked; for write/read_bw the
+# figures perftest's client reported over the exchange) and perftest's exit status and its
+# result row (#bytes #iterations ...).
 pt_iters=200
-pt() {
-    local row=$1 d=$2 siw=$3 siwopt=$4 t=$5 expect=$6 canary=${7:-}
-    local dir="$work/$row" ok=1 why="" hst=1 try hp n=$pt_iters size
-    case $t in *_bw) size=65536 ;; *) size=2 ;; esac
+pt_size() { case $1 in *_bw) echo 65536 ;; *) echo 2 ;; esac; }
+# pt_eval BATCHDIR DIR TEST HOST-STATUS: the row "DIR-perftest-TEST" of a batch
+pt_eval() {
+    local bdir=$1 d=$2 t=$3 hst=$4 ok=1 why="" n=$pt_iters size role what
+    local row="$d-perftest-${t//_/-}${pt_row_suffix:-}"
+    local dir="$work/$row"
+    size=$(pt_size "$t")
     mkdir -p "$dir"
-    local hw=70
-    [ "$expect" = held ] && hw=45
-    if [ "$d" = g2h ]; then
-        for try in 1 2; do
-            hp=$(free_port)
-            SOFTNDK_LOG=${log:-info} timeout $((hw + 10)) "$NDKPERF" "$t" --perftest -n $n -p "$hp" \
-                --timeout $hw >"$dir/host.out" 2>"$dir/host.err" &
-            local hpid=$!
-            pids+=($hpid)
-            wait_for "$dir/host.err" 'listening' 10 || { ok=0; why="ndkperf --perftest did not listen"; }
-            boot "$dir" "timeout $((hw - 20)) ib_$t -R -n $n -p $hp 10.0.2.2; echo PT-RC=\$?" \
-                "$siw" "$siwopt" "$(free_port)"
-            if wait_for "$dir/console" 'SNDK-GUEST up' 90; then break; fi
-            stop_guest "$dir"
-            kill $hpid 2>/dev/null
-            [ $try = 2 ] && { ok=0; why="the guest did not come up (twice)"; }
-        done
-        wait $hpid 2>/dev/null
-        hst=$?
-        stop_guest "$dir"
-    else
-        for try in 1 2; do
-            hp=$(free_port)
-            boot "$dir" "(timeout $hw ib_$t -R -n $n -p 7174; echo PT-RC=\$?) &
-sleep 0.5; echo SNDK-READY; wait" "$siw" "$siwopt" "$hp"
-            if wait_for "$dir/console" 'SNDK-READY' 90; then break; fi
-            stop_guest "$dir"
-            [ $try = 2 ] && { ok=0; why="the guest did not come up (twice)"; }
-        done
-        if [ $ok = 1 ]; then
-            SOFTNDK_LOG=info timeout $((hw - 10)) "$NDKPERF" "$t" --perftest -n $n -p "$hp" \
-                --timeout $((hw - 15)) 127.0.0.1 >"$dir/host.out" 2>"$dir/host.err"
-            hst=$?
-        fi
-        stop_guest "$dir"
-    fi
-    local grc prow what role
-    grc=$(sed -n 's/^PT-RC=\([0-9]*\).*/\1/p' "$dir/console" | head -n 1)
-    prow=$(grep -Em1 "^ *$size +$n +[0-9]" "$dir/console" | tr -s ' ' | cut -c1-80)
+    [ -f "$bdir/$t.out" ] && mv "$bdir/$t.out" "$dir/host.out"
+    [ -f "$bdir/$t.err" ] && mv "$bdir/$t.err" "$dir/host.err"
+    touch "$dir/host.out" "$dir/host.err"
+    tr -d '\r' <"$bdir/console" | sed -n "/^PT-BEGIN $t\$/,/^PT-RC-$t=/p" >"$dir/console"
+    local grc prow
+    grc=$(sed -n "s/^PT-RC-$t=\([0-9]*\).*/\1/p" "$dir/console" | head -n 1)
+    prow=$(grep -Em1 "^ *$size +$n +[0-9]" "$dir/console" | tr -s ' \t' ' ' | cut -c1-70)
     [ "$d" = g2h ] && role=server || role=client
-    if [ $ok = 1 ] && [ "$expect" = held ]; then
-        [ "$hst" != 0 ] || { ok=0; why="ndkperf --perftest exited 0, expected a held write_lat"; }
-        grep -q "perftest $t server: the peer left\|timeout: no result" "$dir/host.err" ||
-            { ok=0; why="${why:-ndkperf did not end held: $(grep '^ndkperf:' "$dir/host.err" | tail -n 1)}"; }
-        grep -q 'ResponderHeld\|tx.gate_held' "$dir/host.err" "$dir/host.out" || true
-        what="ndkperf as Responder held its first Write (RFC 5044): perftest's write_lat server writes first, siw's Initiator asks for no RTR"
-    elif [ $ok = 1 ]; then
-        [ "$hst" = 0 ] || { ok=0; why="ndkperf --perftest exited $hst: $(grep '^ndkperf:' "$dir/host.err" | tail -n 1)"; }
-        grep -q "ndkperf: perftest $t $role: peer perftest [0-9.]*, [0-9]* communication messages" "$dir/host.out" ||
-            { ok=0; why="${why:-ndkperf did not finish the perftest exchange}"; }
-        case "$role:$t" in
-        server:write_bw | server:read_bw)
-            grep -q "perftest $t server: the client reports $n iterations of $size bytes" "$dir/host.out" ||
-                { ok=0; why="${why:-the perftest client did not report $n iterations of $size bytes}"; }
-            ;;
-        server:read_lat) ;;
-        *)
-            grep -q "perftest $t $role: $n iterations of $size bytes, every completion STATUS_SUCCESS" "$dir/host.out" ||
-                { ok=0; why="${why:-ndkperf did not complete $n iterations}"; }
-            ;;
-        esac
-        [ "$grc" = 0 ] || { ok=0; why="${why:-ib_$t exited ${grc:-?}}"; }
-        # perftest prints its result row where it measured: its client always, its server for send
-        case "$d:$t" in
-        g2h:* | h2g:send_bw)
-            [ -n "$prow" ] || { ok=0; why="${why:-ib_$t printed no result row for $size bytes x $n}"; } ;;
-        esac
-        local chk
-        chk=$(grep -o "[0-9]* received messages checked[^;]*" "$dir/host.out" | head -n 1)
-        what="ib_$t -R $([ $d = g2h ] && echo client || echo server) vs ndkperf --perftest $role: $n x $size B${chk:+; $chk}${prow:+; perftest: $prow}"
-    fi
-    local neg
+    [ "$hst" = 0 ] || { ok=0; why="ndkperf --perftest exited $hst: $(grep '^ndkperf:' "$dir/host.err" | tail -n 1)"; }
+    grep -q "ndkperf: perftest $t $role: peer perftest [0-9.]*, [0-9]* communication messages" "$dir/host.out" ||
+        { ok=0; why="${why:-ndkperf did not finish the perftest exchange}"; }
+    case "$role:$t" in
+    server:write_bw | server:read_bw)
+        grep -q "perftest $t server: the client reports $n iterations of $size bytes" "$dir/host.out" ||
+            { ok=0; why="${why:-the perftest client did not report $n iterations of $size bytes}"; } ;;
+    server:read_lat) ;;
+    *)
+        grep -q "perftest $t $role: $n iterations of $size bytes, every completion STATUS_SUCCESS" "$dir/host.out" ||
+            { ok=0; why="${why:-ndkperf did not complete $n iterations}"; } ;;
+    esac
+    [ "$grc" = 0 ] || { ok=0; why="${why:-ib_$t exited ${grc:-?}}"; }
+    # perftest prints its result row where it measured: its client always, its server for send_bw
+    case "$d:$t" in
+    g2h:* | h2g:send_bw)
+        [ -n "$prow" ] || { ok=0; why="${why:-ib_$t printed no result row for $size bytes x $n}"; } ;;
+    esac
+    local chk neg
+    chk=$(grep -o "[1-9][0-9]* received messages checked[^;]*" "$dir/host.out" | head -n 1)
+    what="ib_$t -R $([ "$d" = g2h ] && echo client || echo server), $n x $size B${chk:+; ndkperf: $chk}${prow:+; perftest:$prow}"
     neg=$(grep -o 'MPA rev [12], CRC o[nf]*, IRD [0-9]*, ORD [0-9]*[^)]*' "$dir/host.err" | tail -n 1)
     check_neg "$dir" || { ok=0; why="${why:-negotiated '$neg', expected '$want_neg'}"; }
-    report "$row" $ok "${why:-$what; $neg}" "$canary"
+    report "$row" $ok "${why:-$what; $neg}" ""
+}
+
+# pt_g2h BATCH SIW SIWOPT "TESTS": one ndkperf --perftest server per test here (each on its
+# own port), the guest runs perftest's clients against them in turn.
+pt_g2h() {
+    local batch=$1 siw=$2 siwopt=$3 tests=$4 bdir="$work/$1" try t hp script
+    local hw=$((25 + 20 * $(echo $tests | wc -w)))
+    mkdir -p "$bdir"
+    local -A port hpid
+    for try in 1 2; do
+        script=""
+        for t in $tests; do
+            port[$t]=$(free_port)
+            SOFTNDK_LOG=info timeout $((hw + 10)) "$NDKPERF" "$t" --perftest -n $pt_iters -p "${port[$t]}" \
+                --timeout $hw >"$bdir/$t.out" 2>"$bdir/$t.err" &
+            hpid[$t]=$!
+            pids+=($!)
+            script+="echo PT-BEGIN $t; timeout 30 ib_$t -R -n $pt_iters -p ${port[$t]} 10.0.2.2; echo PT-RC-$t=\$?
+"
+        done
+        for t in $tests; do wait_for "$bdir/$t.err" 'listening' 10; done
+        boot "$bdir" "$script" "$siw" "$siwopt" "$(free_port)"
+        if wait_for "$bdir/console" 'SNDK-GUEST up' 90; then break; fi
+        stop_guest "$bdir"
+        for t in $tests; do kill "${hpid[$t]}" 2>/dev/null; wait "${hpid[$t]}" 2>/dev/null; done
+        [ $try = 2 ] && { for t in $tests; do pt_eval "$bdir" g2h "$t" "guest did not come up"; done; return; }
+    done
+    wait_for "$bdir/console" 'SNDK-EXIT' $hw
+    stop_guest "$bdir"
+    for t in $tests; do
+        wait "${hpid[$t]}" 2>/dev/null
+        pt_eval "$bdir" g2h "$t" $?
+    done
+}
+
+# pt_h2g BATCH SIW SIWOPT "TESTS": the guest runs perftest's servers in turn on its port 7174,
+# an ndkperf --perftest client here connects to each (retrying while the next one starts).
+pt_h2g() {
+    local batch=$1 siw=$2 siwopt=$3 tests=$4 bdir="$work/$1" try t hp script=""
+    mkdir -p "$bdir"
+    for t in $tests; do
+        script+="echo PT-BEGIN $t; timeout 40 ib_$t -R -n $pt_iters -p 7174; echo PT-RC-$t=\$?; "
+    done
+    for try in 1 2; do
+        hp=$(free_port)
+        boot "$bdir" "($script) &
+sleep 0.5; echo SNDK-READY; wait" "$siw" "$siwopt" "$hp"
+        if wait_for "$bdir/console" 'SNDK-READY' 90; then break; fi
+        stop_guest "$bdir"
+        [ $try = 2 ] && { for t in $tests; do pt_eval "$bdir" h2g "$t" "guest did not come up"; done; return; }
+    done
+    local -A hst
+    for t in $tests; do
+        SOFTNDK_LOG=info timeout 45 "$NDKPERF" "$t" --perftest -n $pt_iters -p "$hp" --timeout 40 \
+            127.0.0.1 >"$bdir/$t.out" 2>"$bdir/$t.err"
+        hst[$t]=$?
+    done
+    wait_for "$bdir/console" 'SNDK-EXIT' 30
+    stop_guest "$bdir"
+    for t in $tests; do pt_eval "$bdir" h2g "$t" "${hst[$t]}"; done
 }
 
 # The negotiation a row expects, as softndk's connect log line says it (want_neg: a regex).
@@ -435,18 +456,10 @@ row g2h-ucmatose-responder-holds 'MPA rev 2'                   ucma g2h-ucmatose
 row g2h-ucmatose-siw-peer-to-peer 'RTR'                        ucma g2h-ucmatose-siw-peer-to-peer g2h patched "peer_to_peer=1" ok
 row h2g-ucmatose                'RTR'                           ucma h2g-ucmatose h2g patched "" ok
 
-row g2h-perftest-send-bw      'MPA rev 2'                         pt g2h-perftest-send-bw g2h stock "" send_bw ok
-row h2g-perftest-send-bw      'RTR'                               pt h2g-perftest-send-bw h2g patched "" send_bw ok
-row g2h-perftest-write-bw     'MPA rev 2'                         pt g2h-perftest-write-bw g2h stock "" write_bw ok
-row h2g-perftest-write-bw     'RTR'                               pt h2g-perftest-write-bw h2g patched "" write_bw ok
-row g2h-perftest-read-bw      'MPA rev 2'                         pt g2h-perftest-read-bw g2h stock "" read_bw ok
-row h2g-perftest-read-bw      'RTR'                               pt h2g-perftest-read-bw h2g patched "" read_bw ok
-row g2h-perftest-send-lat     'MPA rev 2'                         pt g2h-perftest-send-lat g2h stock "" send_lat ok
-row h2g-perftest-send-lat     'RTR'                               pt h2g-perftest-send-lat h2g patched "" send_lat ok
-row g2h-perftest-write-lat-p2p 'RTR'                              pt g2h-perftest-write-lat-p2p g2h patched "peer_to_peer=1" write_lat ok
-row h2g-perftest-write-lat    'RTR'                               pt h2g-perftest-write-lat h2g patched "" write_lat ok
-row g2h-perftest-read-lat     'MPA rev 2'                         pt g2h-perftest-read-lat g2h stock "" read_lat ok
-row h2g-perftest-read-lat     'RTR'                               pt h2g-perftest-read-lat h2g patched "" read_lat ok
+row g2h-perftest             'MPA rev 2'                         pt_g2h g2h-perftest stock "" "send_bw write_bw read_bw send_lat read_lat"
+pt_row_suffix=-siw-peer-to-peer \
+row g2h-perftest-p2p         'RTR'                               pt_g2h g2h-perftest-p2p patched "peer_to_peer=1" "write_lat"
+row h2g-perftest             'RTR'                               pt_h2g h2g-perftest patched "" "send_bw write_bw read_bw send_lat write_lat read_lat"
 
 echo
 echo "interop matrix ($((SECONDS - start)) s):"

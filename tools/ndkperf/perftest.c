@@ -266,6 +266,29 @@ static void make_data_qp(struct pt *p)
         die_status("NdkCreateQp (data)", st, NULL);
 }
 
+/* Discard what a closed QP left in cq (its flushed requests). */
+static void drain(NDK_CQ *cq)
+{
+    NDK_RESULT_EX r;
+    while (cq->Dispatch->NdkGetCqResultsEx(cq, &r, 1) == 1)
+        ;
+}
+
+/* The communication QP with its receives posted (they are posted before connecting). */
+static void make_comm_qp(struct pt *p)
+{
+    NTSTATUS st = p->pd->Dispatch->NdkCreateQp(p->pd, p->comm_cq, p->comm_cq, NULL, PT_COMM_RECVS,
+                                               4, 1, 1, 0, created, NULL, &p->comm_qp);
+    if (st != STATUS_SUCCESS)
+        die_status("NdkCreateQp (communication)", st, NULL);
+    for (unsigned i = 0; i < PT_COMM_RECVS; i++) {
+        uint8_t *slot = p->comm_buf + i * PT_SLOT;
+        NDK_SGE g = {.VirtualAddress = slot, .Length = PT_SLOT, .MemoryRegionToken = p->comm_tok};
+        if ((st = p->comm_qp->Dispatch->NdkReceive(p->comm_qp, slot, &g, 1)) != STATUS_SUCCESS)
+            die_status("NdkReceive (communication)", st, NULL);
+    }
+}
+
 /* The pattern of -c: what an ndkperf peer sends, writes or offers to read. */
 static uint8_t pattern_byte(size_t i)
 {
@@ -289,9 +312,6 @@ static void pt_open(struct pt *p)
     if ((st = p->a->Dispatch->NdkCreateCq(p->a, 4 * PT_COMM_RECVS, on_cq, NULL, NULL, created, NULL,
                                           &p->comm_cq)) != STATUS_SUCCESS)
         die_status("NdkCreateCq (communication)", st, NULL);
-    if ((st = p->pd->Dispatch->NdkCreateQp(p->pd, p->comm_cq, p->comm_cq, NULL, PT_COMM_RECVS, 4, 1,
-                                           1, 0, created, NULL, &p->comm_qp)) != STATUS_SUCCESS)
-        die_status("NdkCreateQp (communication)", st, NULL);
     p->comm_buf = calloc(PT_COMM_RECVS + 1, PT_SLOT);
     /* the data QP */
     uint32_t size = o->size;
@@ -331,12 +351,7 @@ static void pt_open(struct pt *p)
                      &p->land_tok, &p->land_rtok);
     p->local_mr =
         reg(p, p->local, 3 * (size_t)size, NDK_MR_FLAG_ALLOW_LOCAL_WRITE, &p->local_tok, NULL);
-    for (unsigned i = 0; i < PT_COMM_RECVS; i++) {
-        uint8_t *slot = p->comm_buf + i * PT_SLOT;
-        NDK_SGE g = {.VirtualAddress = slot, .Length = PT_SLOT, .MemoryRegionToken = p->comm_tok};
-        if ((st = p->comm_qp->Dispatch->NdkReceive(p->comm_qp, slot, &g, 1)) != STATUS_SUCCESS)
-            die_status("NdkReceive (communication)", st, NULL);
-    }
+    make_comm_qp(p);
 }
 
 static void disconnect_quietly(struct pt_conn *pc)
@@ -477,6 +492,7 @@ static void pt_connect_data(struct pt *p)
         vlog(p, "data connection attempt %u: %s; retrying", i + 1, SoftNdkStatusName(why));
         /* a failed connect leaves the QP unusable: a new one for the next attempt */
         pt_close(p->qp->Dispatch->NdkCloseQp, &p->qp->Header);
+        drain(p->cq);
         make_data_qp(p);
         nap_us(100000);
     }
@@ -1151,8 +1167,18 @@ int perftest_main(const struct opts *o)
     } else {
         NTSTATUS why = STATUS_SUCCESS;
         set_phase("perftest client: connecting the communication connection");
-        if (!pt_try_connect(&p, &p.comm, p.comm_qp, 1, &why))
-            die_status("NdkConnect (communication)", why, "is a perftest server listening?");
+        /* a server started just now may not listen yet: retry for a while, as perftest does */
+        unsigned i = 0;
+        while (!pt_try_connect(&p, &p.comm, p.comm_qp, 1, &why)) {
+            if (++i == PT_CONNECT_TRIES)
+                die_status("NdkConnect (communication)", why, "is a perftest server listening?");
+            vlog(&p, "communication connection attempt %u: %s; retrying", i,
+                 SoftNdkStatusName(why));
+            pt_close(p.comm_qp->Dispatch->NdkCloseQp, &p.comm_qp->Header);
+            drain(p.comm_cq); /* the old QP's receives, flushed */
+            make_comm_qp(&p);
+            nap_us(100000);
+        }
     }
     walk(&p, script_of(o->test));
     if (p.server && o->verify && o->test == T_WRITE_BW)
