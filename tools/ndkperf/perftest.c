@@ -345,10 +345,12 @@ static void pt_open(struct pt *p)
         memset(p->land, 0, p->land_len); /* the peer's writes fill it (send_bw: the credit) */
     p->comm_mr = reg(p, p->comm_buf, (PT_COMM_RECVS + 1) * PT_SLOT, NDK_MR_FLAG_ALLOW_LOCAL_WRITE,
                      &p->comm_tok, NULL);
-    p->land_mr = reg(p, p->land, p->land_len,
-                     NDK_MR_FLAG_ALLOW_LOCAL_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ |
-                         NDK_MR_FLAG_ALLOW_REMOTE_WRITE,
-                     &p->land_tok, &p->land_rtok);
+    /* the one right the test needs on the only memory the peer reaches: Reads read it, Writes
+     * (and send_bw's credit) write it, send_lat needs none */
+    ULONG rights = o->test == T_READ_BW || o->test == T_READ_LAT ? NDK_MR_FLAG_ALLOW_REMOTE_READ
+                   : o->test == T_SEND_LAT                       ? NDK_MR_FLAG_ALLOW_LOCAL_WRITE
+                                                                 : NDK_MR_FLAG_ALLOW_REMOTE_WRITE;
+    p->land_mr = reg(p, p->land, p->land_len, rights, &p->land_tok, &p->land_rtok);
     p->local_mr =
         reg(p, p->local, 3 * (size_t)size, NDK_MR_FLAG_ALLOW_LOCAL_WRITE, &p->local_tok, NULL);
     make_comm_qp(p);
@@ -422,8 +424,13 @@ static void pt_listen(struct pt *p)
     if ((st = pw_wait(&w, p->listener->Dispatch->NdkListen(p->listener, (struct sockaddr *)&sa, len,
                                                            pw_cb, &w))) != STATUS_SUCCESS)
         die_status("NdkListen", st, NULL);
-    fprintf(stderr, "ndkperf: perftest %s: listening on port %u\n", test_name(p->o->test),
-            p->o->port);
+    struct sockaddr_storage here;
+    ULONG hlen = sizeof here;
+    unsigned port = p->o->port;
+    if (p->listener->Dispatch->NdkGetLocalAddress(p->listener, (struct sockaddr *)&here, &hlen) ==
+        STATUS_SUCCESS)
+        port = ntohs(((struct sockaddr_in *)&here)->sin_port); /* the same place in both families */
+    fprintf(stderr, "ndkperf: perftest %s: listening on port %u\n", test_name(p->o->test), port);
 }
 
 /* Server: the next incoming connector, accepted on qp. */
@@ -928,42 +935,46 @@ static void lat_result(struct pt *p, uint64_t *samples, size_t n)
         lat_stats(samples, n, &p->res);
 }
 
+/* send_lat: one completion of the ping-pong, counted (a receive may come before the completion
+ * of the Send it answers). */
+static void lat_reap(struct pt *p, uint64_t *recvs, uint64_t *sends)
+{
+    NDK_RESULT_EX r = data_completion(p, "a ping-pong message");
+    if (r.Type == NdkOperationTypeSend) {
+        ++*sends;
+        return;
+    }
+    if (r.BytesTransferred != p->o->size)
+        die(EXIT_FAIL, "perftest send_lat %s: message %" PRIu64 " has %u bytes, expected %u",
+            p->role, *recvs, r.BytesTransferred, p->o->size);
+    if (p->o->verify)
+        check_pattern(p, p->local + p->o->size, p->o->size, *recvs, "message");
+    else
+        p->checked++;
+    ++*recvs;
+    if (p->recvs_posted < p->o->iters)
+        post_data_recv(p);
+}
+
 static void run_send_lat(struct pt *p)
 {
     const uint64_t iters = p->o->iters;
     uint64_t *rtt = calloc(iters, sizeof *rtt);
     if (!rtt)
         die(EXIT_FAIL, "out of memory");
+    uint64_t recvs = 0, sends = 0;
     for (uint64_t i = 0; i < iters; i++) {
         uint64_t t0 = now_ns();
-        if (!p->server) /* the client sends first */
+        if (!p->server) /* the client sends first, the server answers each message */
             post_one(p);
-        bool got = false, sent = p->server;
-        while (!got || !sent) {
-            NDK_RESULT_EX r = data_completion(p, "a ping-pong message");
-            if (r.Type == NdkOperationTypeSend) {
-                sent = true;
-                continue;
-            }
-            if (r.BytesTransferred != p->o->size)
-                die(EXIT_FAIL,
-                    "perftest send_lat %s: message %" PRIu64 " has %u bytes, "
-                    "expected %u",
-                    p->role, i, r.BytesTransferred, p->o->size);
-            if (p->o->verify)
-                check_pattern(p, p->local + p->o->size, p->o->size, i, "message");
-            else
-                p->checked++;
-            got = true;
-            if (p->recvs_posted < iters)
-                post_data_recv(p);
-            if (p->server) {
-                sent = false;
-                post_one(p);
-            }
-        }
+        while (recvs <= i)
+            lat_reap(p, &recvs, &sends);
+        if (p->server)
+            post_one(p);
         rtt[i] = (now_ns() - t0) / 2; /* one way, as perftest reports it */
     }
+    while (sends < iters)
+        lat_reap(p, &recvs, &sends);
     lat_result(p, rtt, p->server ? 0 : iters);
     free(rtt);
 }
