@@ -106,16 +106,29 @@ report() {
     fi
 }
 
+# tshark's reading of the Terminates in softndk's capture (SOFTNDK_PCAP) of a row:
+# "SRC-PORT>DST-PORT layer/etype/errcode" per Terminate, decoded with docs/iwarp-notes.md's
+# IW-RECIPE. Empty when tshark is missing (the row then says so, and does not fail on it).
+tshark_terms() { # PCAP
+    command -v tshark >/dev/null || return 0
+    timeout 30 tshark -r "$1" -2 --enable-heuristic iwarp_mpa_tcp --disable-heuristic rpcrdma_iwarp \
+        --disable-heuristic smb_direct_iwarp -o tcp.try_heuristic_first:TRUE -Y iwarp_rdma.terminate \
+        -T fields -E separator=/ -e tcp.srcport -e tcp.dstport -e iwarp_rdma.term_layer \
+        -e iwarp_rdma.term_etype -e iwarp_rdma.term_errcode 2>/dev/null |
+        awk -F/ '{printf "%s>%s layer %s etype %s errcode %s; ", $1, $2, $3, $4, $5}'
+}
+
 # g2h ROW SIW SIWOPT COUNT SIZE "HOST-ARGS" "GUEST-ARGS" EXPECT CANARY
 #   the guest's rping client against ndkrping -s on the host.
 #   EXPECT: ok (every ping), srvdisc:K (the host server disconnects after K), reject
 g2h() {
     local row=$1 siw=$2 siwopt=$3 n=$4 size=$5 hargs=$6 gargs=$7 expect=$8 canary=${9:-}
-    local dir="$work/$row" ok=1 why=""
+    local dir="$work/$row" ok=1 why="" terms=""
     mkdir -p "$dir"
     local try hp
     for try in 1 2; do
         hp=$(free_port)
+        SOFTNDK_PCAP=$([ "$expect" = badstag ] && echo "$dir/host.pcap" || echo off) \
         SOFTNDK_LOG=${log:-info} timeout 120 "$NDKRPING" -s -a 127.0.0.1 -p "$hp" -V -v -W 110 $hargs \
             >"$dir/host.out" 2>"$dir/host.err" &
         local hpid=$!
@@ -161,6 +174,14 @@ g2h() {
                 { ok=0; why="${why:-$(grep -o 'completed with [A-Z_]*' "$dir/host.out" | head -n 1), expected STATUS_ACCESS_VIOLATION}"; }
             grep -q 'Terminate received: RDMAP / Remote Protection Error' "$dir/host.err" ||
                 { ok=0; why="${why:-no RDMAP Remote Protection Terminate decoded}"; }
+            # tshark on softndk's capture: siw's Terminate (towards softndk's port), which tshark
+            # reads in the RFC's layout; siw's own layout differs (docs/interop.md), the row
+            # reports what tshark makes of it
+            terms=$(tshark_terms "$dir/host.pcap")
+            if command -v tshark >/dev/null; then
+                echo "$terms" | grep -q ">$hp layer" ||
+                    { ok=0; why="${why:-tshark decoded no Terminate from siw in the capture}"; }
+            fi
             ;;
         reject)
             grep -q 'server rejected the connection' "$dir/host.out" || { ok=0; why="the host did not reject"; }
@@ -177,7 +198,7 @@ g2h() {
     case $expect in
     srvdisc:*) what="${expect#srvdisc:} pings checked both sides, then softndk disconnected first" ;;
     reject) what="softndk rejected with private data, rping saw REJECTED" ;;
-    badstag) what="siw refused the bad STag; softndk decoded its Terminate: STATUS_ACCESS_VIOLATION" ;;
+    badstag) what="siw refused the bad STag; softndk decoded its Terminate: STATUS_ACCESS_VIOLATION; tshark: ${terms:-no tshark}" ;;
     esac
     report "$row" $ok "${why:-$what; $neg}" "$canary"
 }
@@ -202,6 +223,7 @@ sleep 0.5; echo SNDK-READY; wait" "$siw" "$siwopt" "$hp"
     if [ $ok = 1 ]; then
         local w=40
         [ -n "$canary" ] && w=15 # a known stall needs no long wait
+        SOFTNDK_PCAP=$([ "$expect" = badstag ] && echo "$dir/host.pcap" || echo off) \
         SOFTNDK_LOG=info timeout $((w + 10)) "$NDKRPING" -c -a 127.0.0.1 -p "$hp" -C "$n" -S "$size" -V -W $w \
             $hargs >"$dir/host.out" 2>"$dir/host.err"
         hst=$?
@@ -227,7 +249,15 @@ sleep 0.5; echo SNDK-READY; wait" "$siw" "$siwopt" "$hp"
         grep -q 'wait for RDMA_READ_COMPLETE state 10' "$dir/console" ||
             { ok=0; why="${why:-rping -s did not end with its Read outstanding at the disconnect}"; }
         [ "$lines" = 0 ] || { ok=0; why="${why:-rping served a ping with a bad STag}"; }
-        what="softndk refused siw's Read of a bad STag with an RDMAP Terminate; siw flushed its Read and disconnected"
+        # tshark on softndk's capture: softndk's Terminate, in the RFC's layout: RDMAP (1),
+        # Remote Protection (0), invalid STag (0)
+        local terms
+        terms=$(tshark_terms "$dir/host.pcap")
+        if command -v tshark >/dev/null; then
+            echo "$terms" | grep -q "layer 1 etype 0 errcode 0" ||
+                { ok=0; why="${why:-tshark did not read the softndk Terminate as RDMAP / Remote Protection / invalid STag: ${terms:-none}}"; }
+        fi
+        what="softndk refused siw's Read of a bad STag with an RDMAP Terminate; siw flushed its Read and disconnected; tshark: ${terms:-no tshark}"
     fi
     local neg
     neg=$(grep -o 'MPA rev [12], CRC o[nf]*, IRD [0-9]*, ORD [0-9]*[^)]*' "$dir/host.err" | head -n 1)
