@@ -118,7 +118,10 @@ struct pt {
     size_t land_len;
     NDK_MR *land_mr;
     UINT32 land_tok, land_rtok;
-    uint8_t *local; /* source [0, size), sink [size, 2 size), first read [2 size, 3 size) */
+    uint8_t *local; /* source, first Read, credit word (8 bytes), then the sink slots */
+    size_t local_len;
+    uint32_t rx_slots, read_slots; /* sink slots of the receives (-c: one per receive) / Reads */
+    uint64_t reads_posted;
     NDK_MR *local_mr;
     UINT32 local_tok;
     /* the server's incoming connectors, in arrival order */
@@ -316,7 +319,11 @@ static void pt_open(struct pt *p)
     /* the data QP */
     uint32_t size = o->size;
     bool send = test_is_send(o->test);
-    p->rq_depth = send ? (o->iters < PT_MAX_RECV_DEPTH ? o->iters : PT_MAX_RECV_DEPTH) : 1;
+    /* as perftest: -r receives posted (capped at -n); send_bw's client keeps within it */
+    uint32_t rx = o->rx_depth < 2                   ? 2
+                  : o->rx_depth > PT_MAX_RECV_DEPTH ? PT_MAX_RECV_DEPTH
+                                                    : o->rx_depth;
+    p->rq_depth = send ? (o->iters < rx ? o->iters : rx) : 1;
     if (send && p->rq_depth < 2)
         p->rq_depth = 2;
     p->sq_depth = o->tx_depth < 1 ? 1 : o->tx_depth;
@@ -330,7 +337,17 @@ static void pt_open(struct pt *p)
     p->held = calloc(p->rq_depth, sizeof *p->held);
     p->land_len = 2 * (size_t)(size > PT_CYCLE_BUFFER ? size : PT_CYCLE_BUFFER);
     p->land = calloc(1, p->land_len);
-    p->local = calloc(3, size);
+    /* a slot per receive or Read in flight whose bytes are read here: the next message must
+     * not land where this one is being checked */
+    bool read = o->test == T_READ_BW || o->test == T_READ_LAT;
+    p->rx_slots = send && o->verify ? p->rq_depth : 1;
+    p->read_slots = !read                      ? 1
+                    : o->test == T_READ_LAT    ? 1
+                    : p->sq_depth < p->ird_ord ? p->sq_depth
+                                               : p->ird_ord;
+    uint32_t slots = p->rx_slots > p->read_slots ? p->rx_slots : p->read_slots;
+    p->local_len = 2 * (size_t)size + 8 + (size_t)slots * size;
+    p->local = calloc(1, p->local_len);
     if (!p->comm_buf || !p->land || !p->local || !p->held)
         die(EXIT_FAIL, "out of memory");
     /* what an ndkperf peer checks with -c; write_lat's buffers stay zero (the peer polls the
@@ -352,7 +369,7 @@ static void pt_open(struct pt *p)
                                                                  : NDK_MR_FLAG_ALLOW_REMOTE_WRITE;
     p->land_mr = reg(p, p->land, p->land_len, rights, &p->land_tok, &p->land_rtok);
     p->local_mr =
-        reg(p, p->local, 3 * (size_t)size, NDK_MR_FLAG_ALLOW_LOCAL_WRITE, &p->local_tok, NULL);
+        reg(p, p->local, p->local_len, NDK_MR_FLAG_ALLOW_LOCAL_WRITE, &p->local_tok, NULL);
     make_comm_qp(p);
 }
 
@@ -752,12 +769,18 @@ static NDK_RESULT_EX data_completion(struct pt *p, const char *what)
     }
 }
 
-static void post_data_recv(struct pt *p)
+static uint8_t *sink_slot(struct pt *p, uint32_t slot)
+{
+    return p->local + 2 * (size_t)p->o->size + 8 + (size_t)slot * p->o->size;
+}
+
+/* A receive into sink slot `slot` (its request context: slot + 1). */
+static void post_data_recv(struct pt *p, uint32_t slot)
 {
     uint32_t size = p->o->size;
-    uint8_t *sink = p->local + size;
-    NDK_SGE g = {.VirtualAddress = sink, .Length = size, .MemoryRegionToken = p->local_tok};
-    NTSTATUS st = p->qp->Dispatch->NdkReceive(p->qp, NULL, &g, 1);
+    NDK_SGE g = {
+        .VirtualAddress = sink_slot(p, slot), .Length = size, .MemoryRegionToken = p->local_tok};
+    NTSTATUS st = p->qp->Dispatch->NdkReceive(p->qp, (void *)(uintptr_t)(slot + 1), &g, 1);
     if (st != STATUS_SUCCESS)
         die_status("NdkReceive (data)", st, NULL);
     p->recvs_posted++;
@@ -770,6 +793,11 @@ static void hold_receive(struct pt *p, const NDK_RESULT_EX *r)
             (int)r->Type);
     /* kept in reverse order; only counts and lengths matter, every receive has one buffer */
     p->held[p->held_n++] = *r;
+}
+
+static uint32_t slot_of(const NDK_RESULT_EX *r)
+{
+    return (uint32_t)((uintptr_t)r->RequestContext - 1);
 }
 
 static void check_pattern(struct pt *p, const uint8_t *b, uint32_t len, uint64_t iter,
@@ -788,8 +816,10 @@ static void post_one(struct pt *p)
     uint32_t size = p->o->size;
     NTSTATUS st;
     if (p->o->test == T_READ_BW || p->o->test == T_READ_LAT) {
-        NDK_SGE g = {
-            .VirtualAddress = p->local + size, .Length = size, .MemoryRegionToken = p->local_tok};
+        /* Reads complete in order: the k-th completion is slot k % read_slots */
+        NDK_SGE g = {.VirtualAddress = sink_slot(p, (uint32_t)(p->reads_posted++ % p->read_slots)),
+                     .Length = size,
+                     .MemoryRegionToken = p->local_tok};
         st = p->qp->Dispatch->NdkRead(p->qp, NULL, &g, 1, p->peer.vaddr, p->peer.rkey, 0);
         if (st != STATUS_SUCCESS)
             die_status("NdkRead", st, NULL);
@@ -809,7 +839,7 @@ static void post_one(struct pt *p)
 static void check_read(struct pt *p, uint64_t i)
 {
     uint32_t size = p->o->size;
-    uint8_t *sink = p->local + size, *first = p->local + 2 * (size_t)size;
+    uint8_t *sink = sink_slot(p, (uint32_t)(i % p->read_slots)), *first = p->local + size;
     if (p->o->verify) {
         check_pattern(p, sink, size, i, "Read");
         return;
@@ -842,7 +872,7 @@ static uint32_t credit_of(struct pt *p)
 /* send_bw server: RDMA Write the count of messages received into the client's credit word. */
 static void write_credit(struct pt *p, uint32_t count)
 {
-    uint8_t *word = p->local + 2 * (size_t)p->o->size; /* unused by send_bw otherwise */
+    uint8_t *word = p->local + 2 * (size_t)p->o->size;
     memcpy(word, &count, 4); /* perftest's host order: both ends x86 in practice */
     NDK_SGE g = {.VirtualAddress = word, .Length = 4, .MemoryRegionToken = p->local_tok};
     NTSTATUS st = p->qp->Dispatch->NdkWrite(p->qp, NULL, &g, 1, p->peer.vaddr, p->peer.rkey, 0);
@@ -914,12 +944,12 @@ static void run_send_bw_server(struct pt *p)
             die(EXIT_FAIL, "perftest send_bw server: message %" PRIu64 " has %u bytes, expected %u",
                 got, r.BytesTransferred, p->o->size);
         if (p->o->verify)
-            check_pattern(p, p->local + p->o->size, p->o->size, got, "message");
+            check_pattern(p, sink_slot(p, slot_of(&r)), p->o->size, got, "message");
         else
             p->checked++; /* its length */
         got++;
         if (p->recvs_posted < iters)
-            post_data_recv(p);
+            post_data_recv(p, slot_of(&r));
         if (got % every == 0 && got < iters)
             write_credit(p, (uint32_t)got);
     }
@@ -948,12 +978,12 @@ static void lat_reap(struct pt *p, uint64_t *recvs, uint64_t *sends)
         die(EXIT_FAIL, "perftest send_lat %s: message %" PRIu64 " has %u bytes, expected %u",
             p->role, *recvs, r.BytesTransferred, p->o->size);
     if (p->o->verify)
-        check_pattern(p, p->local + p->o->size, p->o->size, *recvs, "message");
+        check_pattern(p, sink_slot(p, slot_of(&r)), p->o->size, *recvs, "message");
     else
         p->checked++;
     ++*recvs;
     if (p->recvs_posted < p->o->iters)
-        post_data_recv(p);
+        post_data_recv(p, slot_of(&r));
 }
 
 static void run_send_lat(struct pt *p)
@@ -1117,7 +1147,7 @@ static void walk(struct pt *p, const enum pt_step *script)
             break;
         case PT_POST_RECEIVES:
             for (uint32_t k = 0; k < p->rq_depth && p->recvs_posted < p->o->iters; k++)
-                post_data_recv(p);
+                post_data_recv(p, k % p->rx_slots);
             break;
         case PT_RUN:
             run(p);
