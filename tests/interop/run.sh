@@ -106,16 +106,20 @@ report() {
     fi
 }
 
-# tshark's reading of the Terminates in softndk's capture (SOFTNDK_PCAP) of a row:
-# "SRC-PORT>DST-PORT layer/etype/errcode" per Terminate, decoded with docs/iwarp-notes.md's
-# IW-RECIPE. Empty when tshark is missing (the row then says so, and does not fail on it).
+# tshark's reading of the Terminates in softndk's capture (SOFTNDK_PCAP) of a row, one
+# "SRC>DST LAYER / ETYPE / ERRCODE; " each as tshark names them, decoded with
+# docs/iwarp-notes.md's IW-RECIPE. Empty when tshark is missing (the row says so, and does not
+# fail on it).
 tshark_terms() { # PCAP
     command -v tshark >/dev/null || return 0
     timeout 30 tshark -r "$1" -2 --enable-heuristic iwarp_mpa_tcp --disable-heuristic rpcrdma_iwarp \
         --disable-heuristic smb_direct_iwarp -o tcp.try_heuristic_first:TRUE -Y iwarp_rdma.terminate \
-        -T fields -E separator=/ -e tcp.srcport -e tcp.dstport -e iwarp_rdma.term_layer \
-        -e iwarp_rdma.term_etype -e iwarp_rdma.term_errcode 2>/dev/null |
-        awk -F/ '{printf "%s>%s layer %s etype %s errcode %s; ", $1, $2, $3, $4, $5}'
+        -O iwarp_ddp_rdmap -V 2>/dev/null |
+        awk '/^Transmission Control Protocol, Src Port:/ { sub(/.*Src Port: /, ""); src = $1; sub(/,$/, "", src)
+                                                          sub(/.*Dst Port: /, ""); dst = $1; sub(/,$/, "", dst) }
+             /= Layer: / { sub(/.*Layer: /, ""); layer = $0 }
+             /Error Types/ { sub(/.*: /, ""); etype = $0 }
+             /Error Code/ { sub(/.*: /, ""); printf "%s>%s %s / %s / %s; ", src, dst, layer, etype, $0 }'
 }
 
 # g2h ROW SIW SIWOPT COUNT SIZE "HOST-ARGS" "GUEST-ARGS" EXPECT CANARY
@@ -179,7 +183,7 @@ g2h() {
             # reports what tshark makes of it
             terms=$(tshark_terms "$dir/host.pcap")
             if command -v tshark >/dev/null; then
-                echo "$terms" | grep -q ">$hp layer" ||
+                echo "$terms" | grep -q ">$hp " ||
                     { ok=0; why="${why:-tshark decoded no Terminate from siw in the capture}"; }
             fi
             ;;
@@ -198,7 +202,7 @@ g2h() {
     case $expect in
     srvdisc:*) what="${expect#srvdisc:} pings checked both sides, then softndk disconnected first" ;;
     reject) what="softndk rejected with private data, rping saw REJECTED" ;;
-    badstag) what="siw refused the bad STag; softndk decoded its Terminate: STATUS_ACCESS_VIOLATION; tshark: ${terms:-no tshark}" ;;
+    badstag) what="siw refused the bad STag; softndk decoded its Terminate: STATUS_ACCESS_VIOLATION; tshark, reading siw's Terminate in the RFC's layout (siw means RDMAP / Remote Protection): ${terms:-no tshark}" ;;
     esac
     report "$row" $ok "${why:-$what; $neg}" "$canary"
 }
@@ -249,12 +253,12 @@ sleep 0.5; echo SNDK-READY; wait" "$siw" "$siwopt" "$hp"
         grep -q 'wait for RDMA_READ_COMPLETE state 10' "$dir/console" ||
             { ok=0; why="${why:-rping -s did not end with its Read outstanding at the disconnect}"; }
         [ "$lines" = 0 ] || { ok=0; why="${why:-rping served a ping with a bad STag}"; }
-        # tshark on softndk's capture: softndk's Terminate, in the RFC's layout: RDMAP (1),
-        # Remote Protection (0), invalid STag (0)
+        # tshark on softndk's capture: softndk's Terminate, in the RFC's layout: Layer RDMAP (0),
+        # EType Remote Protection (1), invalid STag (0)
         local terms
         terms=$(tshark_terms "$dir/host.pcap")
         if command -v tshark >/dev/null; then
-            echo "$terms" | grep -q "layer 1 etype 0 errcode 0" ||
+            echo "$terms" | grep -q "RDMA (0x0) / Remote Protection Error (0x1) / Invalid STag (0x00)" ||
                 { ok=0; why="${why:-tshark did not read the softndk Terminate as RDMAP / Remote Protection / invalid STag: ${terms:-none}}"; }
         fi
         what="softndk refused siw's Read of a bad STag with an RDMAP Terminate; siw flushed its Read and disconnected; tshark: ${terms:-no tshark}"
