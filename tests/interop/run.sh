@@ -491,11 +491,11 @@ row g2h-ucmatose-responder-holds 'MPA rev 2'                   ucma g2h-ucmatose
 row g2h-ucmatose-siw-peer-to-peer 'RTR'                        ucma g2h-ucmatose-siw-peer-to-peer g2h patched "peer_to_peer=1" ok
 row h2g-ucmatose                'RTR'                           ucma h2g-ucmatose h2g patched "" ok
 
-row_reserve=60 \
+row_reserve=55 \
 row g2h-perftest             'MPA rev 2'                         pt_g2h g2h-perftest stock "" "send_bw write_bw read_bw send_lat read_lat"
 pt_row_suffix=-siw-peer-to-peer \
 row g2h-perftest-p2p         'RTR'                               pt_g2h g2h-perftest-p2p patched "peer_to_peer=1" "write_lat"
-row_reserve=75 \
+row_reserve=65 \
 row h2g-perftest             'RTR'                               pt_h2g h2g-perftest patched "" "send_bw write_bw read_bw send_lat write_lat read_lat"
 
 echo
