@@ -14,6 +14,8 @@ set -u
 guest=${1:?usage: run.sh GUESTDIR NDKRPING [ROW-REGEX]}
 NDKRPING=${2:?usage: run.sh GUESTDIR NDKRPING [ROW-REGEX]}
 only=${3:-${SOFTNDK_INTEROP_ROWS:-.}}
+# ndkperf (for the perftest rows): $NDKPERF, else beside ndkrping in the build tree
+NDKPERF=${NDKPERF:-$(cd "$(dirname "$NDKRPING")/.." && pwd)/ndkperf/ndkperf}
 # Rows start only while the matrix is within its time budget (seconds); the rest are reported
 # as not run, never failed, so a slow machine cannot make the suite exceed its bound.
 # SOFTNDK_INTEROP_DEADLINE (epoch seconds) shortens it to end before that moment.
@@ -104,16 +106,33 @@ report() {
     fi
 }
 
+# tshark's reading of the Terminates in softndk's capture (SOFTNDK_PCAP) of a row, one
+# "SRC>DST LAYER / ETYPE / ERRCODE; " each as tshark names them, decoded with
+# docs/iwarp-notes.md's IW-RECIPE. Empty when tshark is missing (the row says so, and does not
+# fail on it).
+tshark_terms() { # PCAP
+    command -v tshark >/dev/null || return 0
+    timeout 30 tshark -r "$1" -2 --enable-heuristic iwarp_mpa_tcp --disable-heuristic rpcrdma_iwarp \
+        --disable-heuristic smb_direct_iwarp -o tcp.try_heuristic_first:TRUE -Y iwarp_rdma.terminate \
+        -O iwarp_ddp_rdmap -V 2>/dev/null |
+        awk '/^Transmission Control Protocol, Src Port:/ { sub(/.*Src Port: /, ""); src = $1; sub(/,$/, "", src)
+                                                          sub(/.*Dst Port: /, ""); dst = $1; sub(/,$/, "", dst) }
+             /= Layer: / { sub(/.*Layer: /, ""); layer = $0 }
+             /Error Types/ { sub(/.*: /, ""); etype = $0 }
+             /Error Code/ { sub(/.*: /, ""); printf "%s>%s %s / %s / %s; ", src, dst, layer, etype, $0 }'
+}
+
 # g2h ROW SIW SIWOPT COUNT SIZE "HOST-ARGS" "GUEST-ARGS" EXPECT CANARY
 #   the guest's rping client against ndkrping -s on the host.
 #   EXPECT: ok (every ping), srvdisc:K (the host server disconnects after K), reject
 g2h() {
     local row=$1 siw=$2 siwopt=$3 n=$4 size=$5 hargs=$6 gargs=$7 expect=$8 canary=${9:-}
-    local dir="$work/$row" ok=1 why=""
+    local dir="$work/$row" ok=1 why="" terms=""
     mkdir -p "$dir"
     local try hp
     for try in 1 2; do
         hp=$(free_port)
+        SOFTNDK_PCAP=$([ "$expect" = badstag ] && echo "$dir/host.pcap" || echo off) \
         SOFTNDK_LOG=${log:-info} timeout 120 "$NDKRPING" -s -a 127.0.0.1 -p "$hp" -V -v -W 110 $hargs \
             >"$dir/host.out" 2>"$dir/host.err" &
         local hpid=$!
@@ -159,6 +178,14 @@ g2h() {
                 { ok=0; why="${why:-$(grep -o 'completed with [A-Z_]*' "$dir/host.out" | head -n 1), expected STATUS_ACCESS_VIOLATION}"; }
             grep -q 'Terminate received: RDMAP / Remote Protection Error' "$dir/host.err" ||
                 { ok=0; why="${why:-no RDMAP Remote Protection Terminate decoded}"; }
+            # tshark on softndk's capture: siw's Terminate (towards softndk's port), which tshark
+            # reads in the RFC's layout; siw's own layout differs (docs/interop.md), the row
+            # reports what tshark makes of it
+            terms=$(tshark_terms "$dir/host.pcap")
+            if command -v tshark >/dev/null; then
+                echo "$terms" | grep -q ">$hp " ||
+                    { ok=0; why="${why:-tshark decoded no Terminate from siw in the capture}"; }
+            fi
             ;;
         reject)
             grep -q 'server rejected the connection' "$dir/host.out" || { ok=0; why="the host did not reject"; }
@@ -175,7 +202,7 @@ g2h() {
     case $expect in
     srvdisc:*) what="${expect#srvdisc:} pings checked both sides, then softndk disconnected first" ;;
     reject) what="softndk rejected with private data, rping saw REJECTED" ;;
-    badstag) what="siw refused the bad STag; softndk decoded its Terminate: STATUS_ACCESS_VIOLATION" ;;
+    badstag) what="siw refused the bad STag; softndk decoded its Terminate: STATUS_ACCESS_VIOLATION; tshark, reading siw's Terminate in the RFC's layout (siw means RDMAP / Remote Protection): ${terms:-no tshark}" ;;
     esac
     report "$row" $ok "${why:-$what; $neg}" "$canary"
 }
@@ -200,6 +227,7 @@ sleep 0.5; echo SNDK-READY; wait" "$siw" "$siwopt" "$hp"
     if [ $ok = 1 ]; then
         local w=40
         [ -n "$canary" ] && w=15 # a known stall needs no long wait
+        SOFTNDK_PCAP=$([ "$expect" = badstag ] && echo "$dir/host.pcap" || echo off) \
         SOFTNDK_LOG=info timeout $((w + 10)) "$NDKRPING" -c -a 127.0.0.1 -p "$hp" -C "$n" -S "$size" -V -W $w \
             $hargs >"$dir/host.out" 2>"$dir/host.err"
         hst=$?
@@ -225,7 +253,15 @@ sleep 0.5; echo SNDK-READY; wait" "$siw" "$siwopt" "$hp"
         grep -q 'wait for RDMA_READ_COMPLETE state 10' "$dir/console" ||
             { ok=0; why="${why:-rping -s did not end with its Read outstanding at the disconnect}"; }
         [ "$lines" = 0 ] || { ok=0; why="${why:-rping served a ping with a bad STag}"; }
-        what="softndk refused siw's Read of a bad STag with an RDMAP Terminate; siw flushed its Read and disconnected"
+        # tshark on softndk's capture: softndk's Terminate, in the RFC's layout: Layer RDMAP (0),
+        # EType Remote Protection (1), invalid STag (0)
+        local terms
+        terms=$(tshark_terms "$dir/host.pcap")
+        if command -v tshark >/dev/null; then
+            echo "$terms" | grep -q "RDMA (0x0) / Remote Protection Error (0x1) / Invalid STag (0x00)" ||
+                { ok=0; why="${why:-tshark did not read the softndk Terminate as RDMAP / Remote Protection / invalid STag: ${terms:-none}}"; }
+        fi
+        what="softndk refused siw's Read of a bad STag with an RDMAP Terminate; siw flushed its Read and disconnected; tshark: ${terms:-no tshark}"
     fi
     local neg
     neg=$(grep -o 'MPA rev [12], CRC o[nf]*, IRD [0-9]*, ORD [0-9]*[^)]*' "$dir/host.err" | head -n 1)
@@ -302,6 +338,117 @@ sleep 0.5; echo SNDK-READY; wait" "$siw" "$siwopt" "$hp"
     report "$row" $ok "${why:-$what; $neg}" "$canary"
 }
 
+# perftest's `ib_TEST -R` against `ndkperf TEST --perftest`, both directions: g2h (perftest's
+# clients in the guest, ndkperf servers here) and h2g (perftest's servers in the guest, ndkperf
+# clients here). To keep the stage short, one boot runs a batch of tests one after the other,
+# each reported as its own row. -n 200, perftest's default sizes (BW 65536, latency 2 bytes).
+# A row checks both sides' figures: ndkperf's summary (the exchange finished, the iterations,
+# every completion STATUS_SUCCESS, the received messages checked; for write/read_bw the
+# figures perftest's client reported over the exchange) and perftest's exit status and its
+# result row (#bytes #iterations ...).
+pt_iters=200
+pt_size() { case $1 in *_bw) echo 65536 ;; *) echo 2 ;; esac; }
+# pt_eval BATCHDIR DIR TEST HOST-STATUS: the row "DIR-perftest-TEST" of a batch
+pt_eval() {
+    local bdir=$1 d=$2 t=$3 hst=$4 ok=1 why="" n=$pt_iters size role what
+    local row="$d-perftest-${t//_/-}${pt_row_suffix:-}"
+    local dir="$work/$row"
+    size=$(pt_size "$t")
+    mkdir -p "$dir"
+    [ -f "$bdir/$t.out" ] && mv "$bdir/$t.out" "$dir/host.out"
+    [ -f "$bdir/$t.err" ] && mv "$bdir/$t.err" "$dir/host.err"
+    touch "$dir/host.out" "$dir/host.err"
+    tr -d '\r' <"$bdir/console" | sed -n "/^PT-BEGIN $t\$/,/^PT-RC-$t=/p" >"$dir/console"
+    local grc prow
+    grc=$(sed -n "s/^PT-RC-$t=\([0-9]*\).*/\1/p" "$dir/console" | head -n 1)
+    prow=$(grep -Em1 "^ *$size +$n +[0-9]" "$dir/console" | tr -s ' \t' ' ' | cut -c1-70)
+    [ "$d" = g2h ] && role=server || role=client
+    [ "$hst" = 0 ] || { ok=0; why="ndkperf --perftest exited $hst: $(grep '^ndkperf:' "$dir/host.err" | tail -n 1)"; }
+    grep -q "ndkperf: perftest $t $role: peer perftest [0-9.]*, [0-9]* communication messages" "$dir/host.out" ||
+        { ok=0; why="${why:-ndkperf did not finish the perftest exchange}"; }
+    case "$role:$t" in
+    server:write_bw | server:read_bw)
+        grep -q "perftest $t server: the client reports $n iterations of $size bytes" "$dir/host.out" ||
+            { ok=0; why="${why:-the perftest client did not report $n iterations of $size bytes}"; } ;;
+    server:read_lat) ;;
+    *)
+        grep -q "perftest $t $role: $n iterations of $size bytes, every completion STATUS_SUCCESS" "$dir/host.out" ||
+            { ok=0; why="${why:-ndkperf did not complete $n iterations}"; } ;;
+    esac
+    [ "$grc" = 0 ] || { ok=0; why="${why:-ib_$t exited ${grc:-?}}"; }
+    # perftest prints its result row where it measured: its client always, its server for send_bw
+    case "$d:$t" in
+    g2h:* | h2g:send_bw)
+        [ -n "$prow" ] || { ok=0; why="${why:-ib_$t printed no result row for $size bytes x $n}"; } ;;
+    esac
+    local chk neg
+    chk=$(grep -o "[1-9][0-9]* received messages checked[^;]*" "$dir/host.out" | head -n 1)
+    what="ib_$t -R $([ "$d" = g2h ] && echo client || echo server), $n x $size B${chk:+; ndkperf: $chk}${prow:+; perftest:$prow}"
+    neg=$(grep -o 'MPA rev [12], CRC o[nf]*, IRD [0-9]*, ORD [0-9]*[^)]*' "$dir/host.err" | tail -n 1)
+    check_neg "$dir" || { ok=0; why="${why:-negotiated '$neg', expected '$want_neg'}"; }
+    report "$row" $ok "${why:-$what; $neg}" ""
+}
+
+# pt_g2h BATCH SIW SIWOPT "TESTS": one ndkperf --perftest server per test here (each on its
+# own port), the guest runs perftest's clients against them in turn.
+pt_g2h() {
+    local batch=$1 siw=$2 siwopt=$3 tests=$4 bdir="$work/$1" try t hp script
+    local hw=$((25 + 20 * $(echo $tests | wc -w)))
+    mkdir -p "$bdir"
+    local -A port hpid
+    for try in 1 2; do
+        script=""
+        for t in $tests; do
+            port[$t]=$(free_port)
+            SOFTNDK_LOG=info timeout $((hw + 10)) "$NDKPERF" "$t" --perftest -n $pt_iters -p "${port[$t]}" \
+                --timeout $hw >"$bdir/$t.out" 2>"$bdir/$t.err" &
+            hpid[$t]=$!
+            pids+=($!)
+            script+="echo PT-BEGIN $t; timeout 30 ib_$t -R -n $pt_iters -p ${port[$t]} 10.0.2.2; echo PT-RC-$t=\$?
+"
+        done
+        for t in $tests; do wait_for "$bdir/$t.err" 'listening' 10; done
+        boot "$bdir" "$script" "$siw" "$siwopt" "$(free_port)"
+        if wait_for "$bdir/console" 'SNDK-GUEST up' 90; then break; fi
+        stop_guest "$bdir"
+        for t in $tests; do kill "${hpid[$t]}" 2>/dev/null; wait "${hpid[$t]}" 2>/dev/null; done
+        [ $try = 2 ] && { for t in $tests; do pt_eval "$bdir" g2h "$t" "guest did not come up"; done; return; }
+    done
+    wait_for "$bdir/console" 'SNDK-EXIT' $hw
+    stop_guest "$bdir"
+    for t in $tests; do
+        wait "${hpid[$t]}" 2>/dev/null
+        pt_eval "$bdir" g2h "$t" $?
+    done
+}
+
+# pt_h2g BATCH SIW SIWOPT "TESTS": the guest runs perftest's servers in turn on its port 7174,
+# an ndkperf --perftest client here connects to each (retrying while the next one starts).
+pt_h2g() {
+    local batch=$1 siw=$2 siwopt=$3 tests=$4 bdir="$work/$1" try t hp script=""
+    mkdir -p "$bdir"
+    for t in $tests; do
+        script+="echo PT-BEGIN $t; timeout 40 ib_$t -R -n $pt_iters -p 7174; echo PT-RC-$t=\$?; "
+    done
+    for try in 1 2; do
+        hp=$(free_port)
+        boot "$bdir" "($script) &
+sleep 0.5; echo SNDK-READY; wait" "$siw" "$siwopt" "$hp"
+        if wait_for "$bdir/console" 'SNDK-READY' 90; then break; fi
+        stop_guest "$bdir"
+        [ $try = 2 ] && { for t in $tests; do pt_eval "$bdir" h2g "$t" "guest did not come up"; done; return; }
+    done
+    local -A hst
+    for t in $tests; do
+        SOFTNDK_LOG=info timeout 45 "$NDKPERF" "$t" --perftest -n $pt_iters -p "$hp" --timeout 40 \
+            127.0.0.1 >"$bdir/$t.out" 2>"$bdir/$t.err"
+        hst[$t]=$?
+    done
+    wait_for "$bdir/console" 'SNDK-EXIT' 30
+    stop_guest "$bdir"
+    for t in $tests; do pt_eval "$bdir" h2g "$t" "${hst[$t]}"; done
+}
+
 # The negotiation a row expects, as softndk's connect log line says it (want_neg: a regex).
 want_neg=""
 check_neg() { [ -z "$want_neg" ] || grep -Eq -- "$want_neg" "$1/host.err"; }
@@ -311,7 +458,8 @@ row() { # NAME NEG-REGEX g2h|h2g ARGS...: run it when NAME matches the row filte
     want_neg=$2
     shift 2
     [[ $name =~ $only ]] || return 0
-    if [ $((SECONDS - start)) -gt $((budget - 45)) ]; then
+    # a row starts only with row_reserve seconds (default 45: one row) left in the budget
+    if [ $((SECONDS - start)) -gt $((budget - ${row_reserve:-45})) ]; then
         notrun=$((notrun + 1))
         results+=("$(printf '%-28s %-13s %s' "$name" "NOT-RUN" "the matrix's time budget (${budget} s) is spent")")
         echo "ROW $name: NOT-RUN (time budget)"
@@ -342,6 +490,13 @@ row h2g-bad-stag-softndk-refuses ''                         h2g h2g-bad-stag-sof
 row g2h-ucmatose-responder-holds 'MPA rev 2'                   ucma g2h-ucmatose-responder-holds g2h stock "" held
 row g2h-ucmatose-siw-peer-to-peer 'RTR'                        ucma g2h-ucmatose-siw-peer-to-peer g2h patched "peer_to_peer=1" ok
 row h2g-ucmatose                'RTR'                           ucma h2g-ucmatose h2g patched "" ok
+
+row_reserve=55 \
+row g2h-perftest             'MPA rev 2'                         pt_g2h g2h-perftest stock "" "send_bw write_bw read_bw send_lat read_lat"
+pt_row_suffix=-siw-peer-to-peer \
+row g2h-perftest-p2p         'RTR'                               pt_g2h g2h-perftest-p2p patched "peer_to_peer=1" "write_lat"
+row_reserve=65 \
+row h2g-perftest             'RTR'                               pt_h2g h2g-perftest patched "" "send_bw write_bw read_bw send_lat write_lat read_lat"
 
 echo
 echo "interop matrix ($((SECONDS - start)) s):"

@@ -31,6 +31,42 @@ wait_for() { # FILE REGEX SECONDS
 }
 
 case $case_name in
+ndkperf_perftest)
+    # ndkperf --perftest (perftest's -R exchange) against itself: every test, -c (the ndkperf
+    # pattern checked on every received message / Read / the written area), both roles' summary
+    # (under TSan: polling RDMA-written memory is not a race TSan can see through, see the file)
+    export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}suppressions=$(dirname "$0")/tsan-rdma-poll.supp"
+    for t in send_bw write_bw read_bw send_lat write_lat read_lat; do
+        case $t in *_bw) size=4096 ;; *) size=8 ;; esac
+        timeout 60 "$NDKPERF" $t --perftest --bind 127.0.0.1 -p 0 -n 3000 -s $size -c --timeout 50 -r 256 \
+            >"$work/$t.srv" 2>"$work/$t.srv.err" &
+        srv=$!
+        pids+=($srv)
+        port=$(wait_for "$work/$t.srv.err" 'listening on port [0-9]+' 10 | grep -o '[0-9]*$') ||
+            fail "$t: the --perftest server did not listen"
+        timeout 60 "$NDKPERF" $t --perftest -p "$port" -n 3000 -s $size -c --timeout 50 -r 256 \
+            127.0.0.1 >"$work/$t.cli" 2>"$work/$t.cli.err"; st=$?
+        skip_if_unsupported $st "$work/$t.cli.err"
+        [ $st -eq 0 ] || fail "$t: the --perftest client exited $st: $(tail -n 1 "$work/$t.cli.err")"
+        wait $srv; st=$?
+        [ $st -eq 0 ] || fail "$t: the --perftest server exited $st: $(tail -n 1 "$work/$t.srv.err")"
+        for r in srv cli; do
+            expect_line "$work/$t.$r" "^ndkperf: perftest $t (server|client): peer perftest 6.06, [0-9]+ communication messages received" "$t $r"
+        done
+        case $t in
+        write_bw | read_bw) expect_line "$work/$t.srv" "the client reports 3000 iterations of $size bytes" "$t server" ;;
+        *) ;;
+        esac
+        case $t in
+        send_bw) expect_line "$work/$t.srv" "3000 iterations of $size bytes, every completion STATUS_SUCCESS; 3000 received messages checked against the ndkperf pattern" "$t server" ;;
+        write_bw) expect_line "$work/$t.srv" "the written area checked against the ndkperf pattern" "$t server" ;;
+        read_bw | read_lat) expect_line "$work/$t.cli" "3000 received messages checked against the ndkperf pattern" "$t client" ;;
+        send_lat) for r in srv cli; do expect_line "$work/$t.$r" "3000 received messages checked against the ndkperf pattern" "$t $r"; done ;;
+        write_lat) for r in srv cli; do expect_line "$work/$t.$r" "3000 received messages checked \\(perftest's zeros, the last byte its counter\\)" "$t $r"; done ;;
+        esac
+        expect_line "$work/$t.cli" "^ +$size +3000 +[0-9]" "$t client result row"
+    done
+    ;;
 ndkperf_remote_regions)
     # Issue 15: ndkperf registers remote access only on what the peer must reach (the landing
     # area of an RDMA test, with the one right the test needs); tokens differ between runs.

@@ -74,6 +74,8 @@ int main(int argc, char **argv)
     g_opts = &o;
     signal(SIGPIPE, SIG_IGN);
     start_watchdog(o.timeout);
+    if (o.perftest)
+        return perftest_main(&o);
 
     if (o.loopback) {
         static struct side sv, cl;

@@ -6,6 +6,7 @@
  *   loops.c    the test loops (send/write/read, bandwidth/latency)
  *   output.c   header block, perftest tables, statistics, JSON
  *   main.c     server, client and --loopback orchestration
+ *   perftest.c --perftest: perftest's own -R exchange, to run against ib_*_bw/lat -R
  *
  * Wire conventions between the two ndkperf processes (all on the data QPs, no side channel):
  *   - the option block (struct wire_opts, little-endian, versioned) travels as MPA private data,
@@ -79,6 +80,7 @@ struct opts {
     uint32_t mpa_rev;      /* --mpa-rev (0 = provider default) */
     int crc;               /* --crc on|off (0 = provider default, 1 on, 2 off) */
     bool verbose;          /* -v */
+    bool perftest;         /* --perftest: perftest's -R exchange (perftest.c) */
     bool set_size, set_iters, set_tx, set_rx; /* given explicitly */
 };
 
@@ -298,5 +300,9 @@ void write_json(const struct side *s, const struct side *peer);
 
 /* Sizes of the run: -a gives 2..all_max, else the single -s. */
 unsigned run_sizes(const struct opts *o, uint32_t *sizes, unsigned cap);
+
+/* --perftest (perftest.c): the whole run against a perftest peer (or another ndkperf
+ * --perftest); returns the exit status. */
+int perftest_main(const struct opts *o);
 
 #endif

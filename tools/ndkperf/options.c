@@ -63,6 +63,9 @@ static void usage(FILE *f)
             "      --report_gbits      bandwidth in Gb/sec instead of MB/sec\n"
             "      --out_json          also write the results as JSON\n"
             "      --out_json_file F   where (default: stdout)\n"
+            "      --perftest          speak perftest's -R exchange (ib_*_bw -R, ib_*_lat -R):\n"
+            "                          run against perftest, or another ndkperf --perftest;\n"
+            "                          one QP, one size; -c only between two ndkperf\n"
             "  -v, --verbose           more diagnostics on stderr\n"
             "  -V, --version           print the version\n"
             "Exit status: 0 success, 1 failure (one-line reason on stderr), 2 usage,\n"
@@ -122,6 +125,7 @@ void parse_options(int argc, char **argv, struct opts *o)
         O_MPA,
         O_CRC,
         O_MAX_SIZE,
+        O_PERFTEST,
     };
     static const struct option longopts[] = {
         {"size", required_argument, NULL, 's'},
@@ -153,6 +157,7 @@ void parse_options(int argc, char **argv, struct opts *o)
         {"mpa-rev", required_argument, NULL, O_MPA},
         {"crc", required_argument, NULL, O_CRC},
         {"max-size", required_argument, NULL, O_MAX_SIZE},
+        {"perftest", no_argument, NULL, O_PERFTEST},
         {NULL, 0, NULL, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "s:an:D:q:t:r:I:l:o:ebcp:d:vVh", longopts, NULL)) != -1) {
@@ -255,6 +260,9 @@ void parse_options(int argc, char **argv, struct opts *o)
         case O_MAX_SIZE:
             o->all_max = num("--max-size", optarg, 2, 1u << 30);
             break;
+        case O_PERFTEST:
+            o->perftest = true;
+            break;
         default:
             usage(stderr);
             exit(EXIT_USAGE);
@@ -311,6 +319,16 @@ void parse_options(int argc, char **argv, struct opts *o)
         bad("-c with -D is not possible for write_bw (the target must know the count)");
     if (o->duration && o->all)
         bad("-D and -a together are not supported");
+    if (o->perftest) {
+        if (o->loopback)
+            bad("--perftest runs as a server or a client, not --loopback");
+        if (o->all || o->duration || o->num_qps > 1 || o->bidir || o->events || o->post_list > 1 ||
+            o->json)
+            bad("--perftest supports -s, -n, -t, -o, -c, -p, --bind, --timeout, --crc, --mpa-rev, "
+                "-v (not -a, -D, -q, -b, -e, -l, --out_json)");
+        if (o->test == T_WRITE_LAT && o->size < 1)
+            bad("write_lat needs -s 1 or more");
+    }
 }
 
 /* ------------------------------------------------------------------------------------------ */
