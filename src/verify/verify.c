@@ -398,7 +398,7 @@ void sndk_verify_queue_overlap(struct sndk_obj *o, SOFTNDK_VERIFY_RULE rule, con
                                const char *call, const void *ctx)
 {
     sndk_verify_report(o, rule, ctx,
-                       "%s (RequestContext %p) on the %s while another thread was inside a call "
-                       "on the same queue: serialize the calls of each queue",
-                       call, ctx, queue);
+                       "%s on the %s while another thread was inside a call on the same queue: "
+                       "serialize the calls of each queue",
+                       call, queue);
 }
