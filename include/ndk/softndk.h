@@ -70,7 +70,8 @@ typedef enum _SOFTNDK_VERIFY_RULE {
     SoftNdkVerifyUseAfterClose = 12,        /* CLOSE-2 */
     SoftNdkVerifyPostConcurrent = 13,       /* POST-2: two posts on one queue of a QP */
     SoftNdkVerifySrqConcurrent = 14,        /* SRQ-7: two NdkSrqReceive on one SRQ */
-    SoftNdkVerifyRuleCount = 15,
+    SoftNdkVerifyCloseDuringPost = 15,      /* CLOSE-3: a QP/SRQ closed while a post on it runs */
+    SoftNdkVerifyRuleCount = 16,
 } SOFTNDK_VERIFY_RULE;
 #define SOFTNDK_VERIFY_RULE_SLOTS 16 /* VerifyViolations has room for rules to come */
 

@@ -1548,33 +1548,43 @@ static const NDK_QP_DISPATCH qp_dispatch = {
  * itself in on its queue around the real entry, and one that finds another thread inside the
  * same queue reports it (verify/verify.h). Off, the consumer calls the real entries and pays
  * nothing. The handle is only looked up here; the real entry checks and reports it. */
-static atomic_uint *verify_queue_enter(NDK_QP *pub, bool initiator, const char *call,
-                                       const void *ctx)
+static struct sndk_qp *verify_queue_enter(NDK_QP *pub, bool initiator, const char *call,
+                                          const void *ctx)
 {
     struct sndk_obj *o = sndk_obj_lookup(pub, NdkObjectTypeQp);
     if (!o)
         return NULL;
     struct sndk_qp *qp = sndk_container_of(o, struct sndk_qp, base);
-    atomic_uint *callers = initiator ? &qp->verify_sq_callers : &qp->verify_rq_callers;
-    sndk_verify_queue_enter(o, callers, SoftNdkVerifyPostConcurrent,
-                            initiator ? "initiator queue of the QP" : "receive queue of the QP",
-                            call, ctx);
-    return callers;
+    sndk_obj_get(o); /* [CLOSE-3]: a close during the post completes after it */
+    sndk_verify_queue_enter(
+        o, initiator ? &qp->verify_sq_callers : &qp->verify_rq_callers, SoftNdkVerifyPostConcurrent,
+        initiator ? "initiator queue of the QP" : "receive queue of the QP", call, ctx);
+    return qp;
 }
 
-static void verify_queue_leave(atomic_uint *callers)
+static void verify_queue_leave(struct sndk_qp *qp, bool initiator)
 {
-    if (callers)
-        sndk_verify_queue_leave(callers);
+    if (!qp)
+        return;
+    sndk_verify_queue_leave(initiator ? &qp->verify_sq_callers : &qp->verify_rq_callers);
+    sndk_obj_put(&qp->base);
+}
+
+/* From qp_close_begin: posts still running on the QP (verify/verify.h). */
+static void verify_close_begin(struct sndk_qp *qp)
+{
+    if (sndk_verify_on(qp->base.adapter))
+        sndk_verify_close_during_post(&qp->base, atomic_load(&qp->verify_sq_callers) +
+                                                     atomic_load(&qp->verify_rq_callers));
 }
 
 /* The wrapper of entry `fn`, posting on the initiator queue or not, with its NDK arguments. */
 #define VERIFIED_POST(fn, initiator, call, params, args)                                           \
     static NTSTATUS fn##_verified params                                                           \
     {                                                                                              \
-        atomic_uint *callers_ = verify_queue_enter(pNdkQp, (initiator), (call), RequestContext);   \
+        struct sndk_qp *qp_ = verify_queue_enter(pNdkQp, (initiator), (call), RequestContext);     \
         NTSTATUS st_ = fn args;                                                                    \
-        verify_queue_leave(callers_);                                                              \
+        verify_queue_leave(qp_, (initiator));                                                      \
         return st_;                                                                                \
     }
 
@@ -1628,6 +1638,7 @@ static void qp_close_begin(struct sndk_obj *o)
 {
     /* [CLOSE-4]: a close starts cancelling what is pending; the connection goes with it. */
     struct sndk_qp *qp = sndk_container_of(o, struct sndk_qp, base);
+    verify_close_begin(qp);
     sndk_mutex_lock(&qp->state_lock); /* orders against sndk_qp_attach going live */
     enum sndk_qp_state st = qp_state(qp);
     sndk_mutex_unlock(&qp->state_lock);

@@ -211,10 +211,12 @@ static NTSTATUS srq_receive_verified(NDK_SRQ *pNdkSrq, PVOID RequestContext, con
     if (!o)
         return srq_receive(pNdkSrq, RequestContext, pSgl, nSge); /* it reports the handle */
     struct sndk_srq *srq = sndk_container_of(o, struct sndk_srq, base);
+    sndk_obj_get(o); /* [CLOSE-3]: a close during the post completes after it */
     sndk_verify_queue_enter(o, &srq->verify_callers, SoftNdkVerifySrqConcurrent, "SRQ",
                             "NdkSrqReceive", RequestContext);
     NTSTATUS st = srq_receive(pNdkSrq, RequestContext, pSgl, nSge);
     sndk_verify_queue_leave(&srq->verify_callers);
+    sndk_obj_put(o);
     return st;
 }
 
@@ -235,6 +237,8 @@ static const NDK_SRQ_DISPATCH srq_dispatch = {
 static void srq_close_begin(struct sndk_obj *o)
 {
     struct sndk_srq *srq = sndk_container_of(o, struct sndk_srq, base);
+    if (sndk_verify_on(o->adapter)) /* [CLOSE-3] (verify/verify.h) */
+        sndk_verify_close_during_post(o, atomic_load(&srq->verify_callers));
     sndk_mutex_lock(&srq->lock);
     srq->armed = false;
     sndk_mutex_unlock(&srq->lock);

@@ -82,6 +82,11 @@ const struct sndk_verify_rule_info sndk_verify_rules[SoftNdkVerifyRuleCount] = {
                                     "two threads in NdkSrqReceive of one SRQ at once",
                                     "\"NDK_FN_SRQ_RECEIVE\"; \"NDKPI Work Request Posting "
                                     "Requirements\""},
+    [SoftNdkVerifyCloseDuringPost] = {"close_during_post", "CLOSE-3",
+                                      "a QP or SRQ closed while a post on it was running",
+                                      "\"NDK_FN_CLOSE_OBJECT\"; \"NDKPI Object Lifetime "
+                                      "Requirements\" (no close while a call on the object "
+                                      "runs)"},
 };
 
 void sndk_verify_report(struct sndk_obj *o, SOFTNDK_VERIFY_RULE rule, const void *ctx,
@@ -401,4 +406,14 @@ void sndk_verify_queue_overlap(struct sndk_obj *o, SOFTNDK_VERIFY_RULE rule, con
                        "%s on the %s while another thread was inside a call on the same queue: "
                        "serialize the calls of each queue",
                        call, queue);
+}
+
+void sndk_verify_close_during_post(struct sndk_obj *o, unsigned inside)
+{
+    if (inside)
+        sndk_verify_report(o, SoftNdkVerifyCloseDuringPost, NULL,
+                           "closed while %u post(s) on it were running on other threads: let "
+                           "every call on an object return before closing it (softndk: the "
+                           "close completes when they have)",
+                           inside);
 }

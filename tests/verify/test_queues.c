@@ -355,3 +355,71 @@ TEST(two_threads_posting_to_two_qps_are_not_named)
     free(s2);
     ndk_close_adapter(ad);
 }
+
+/* [CLOSE-3] for posts: the QP is closed by another thread while a Receive on it is held inside
+ * the provider. close_during_post on the QP; the close waits for the post (the verifier holds
+ * the QP for the post's duration) and completes after it, and the receive is flushed. The
+ * close runs on its own thread: it takes the receive queue's lock, which the held post has. */
+struct closer {
+    NDK_QP *qp;
+    struct harness_event done;
+    pthread_t thread;
+    NTSTATUS status;
+};
+
+static void closer_done(void *ctx)
+{
+    harness_event_signal(ctx);
+}
+
+static void *closer_thread(void *arg)
+{
+    struct closer *c = arg;
+    c->status = ndk_close_any(&c->qp->Header, closer_done, &c->done);
+    return NULL;
+}
+
+TEST(qp_closed_while_a_post_on_it_runs)
+{
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    SOFTNDK_OPTIONS opt;
+    fx_options(&opt, NULL);
+    opt.Verify = SoftNdkVerifyWarn;
+    NDK_ADAPTER *ad = fx_open_with(&opt);
+    struct fx_side *s = calloc(1, sizeof *s);
+    fx_side_init(s, ad, 8192, 4, 4);
+    struct held_post h = {
+        .kind = HELD_RECEIVE, .qp = s->qp, .ctx = (void *)0x9001, .sge = fx_sge(s, 0, 4096)};
+    held_post_begin(&h);
+    struct closer c = {.qp = s->qp};
+    harness_event_init(&c.done);
+    CHECK(pthread_create(&c.thread, NULL, closer_thread, &c) == 0);
+    CHECK_EQ_U64(wait_rule(ad, SoftNdkVerifyCloseDuringPost), 1);
+    CHECK(!harness_event_wait(&c.done, 1, 100)); /* not while the post runs */
+    CHECK_STATUS(held_post_end(&h), STATUS_SUCCESS);
+    pthread_join(c.thread, NULL);
+    CHECK_STATUS(c.status, STATUS_PENDING);
+    CHECK(harness_event_wait(&c.done, 1, FX_WAIT_MS));
+    CHECK_EQ_U64(fx_collect(s, 1, FX_WAIT_MS), 1);
+    CHECK_EQ_U64(s->res[0].ctx, 0x9001);
+    CHECK_STATUS(s->res[0].status, STATUS_CANCELLED);
+    expect_only(ad, SoftNdkVerifyCloseDuringPost, 1);
+    char obj[48];
+    snprintf(obj, sizeof obj, "QP %p:", (void *)s->qp);
+    harness_event_destroy(&c.done);
+    fx_close_wait(&s->mr->Header);
+    fx_close_wait(&s->cq->Header);
+    fx_close_wait(&s->pd->Header);
+    free(s->buf);
+    harness_event_destroy(&s->disc_ev);
+    harness_event_destroy(&s->cq_ev);
+    free(s);
+    ndk_close_adapter(ad);
+    char *log = fx_capture_end(&cap);
+    CHECK_EQ_U64(fx_count_lines(log, "verify: [close_during_post]", obj,
+                                "closed while 1 post(s) on it were running", "CLOSE-3", NULL),
+                 1);
+    CHECK_EQ_U64(fx_count_lines(log, "verify: [", NULL), 1);
+    free(log);
+}
