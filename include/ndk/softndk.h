@@ -68,7 +68,10 @@ typedef enum _SOFTNDK_VERIFY_RULE {
     SoftNdkVerifyCallbackCall = 10,         /* CLOSE-9, ASYNC-1: a call callbacks may not make */
     SoftNdkVerifyHandleInvalid = 11,        /* OBJ-6, LIFE-1: not a live object of this adapter */
     SoftNdkVerifyUseAfterClose = 12,        /* CLOSE-2 */
-    SoftNdkVerifyRuleCount = 13,
+    SoftNdkVerifyPostConcurrent = 13,       /* POST-2: two posts on one queue of a QP */
+    SoftNdkVerifySrqConcurrent = 14,        /* SRQ-7: two NdkSrqReceive on one SRQ */
+    SoftNdkVerifyCloseDuringPost = 15,      /* CLOSE-3: a QP/SRQ closed while a post on it runs */
+    SoftNdkVerifyRuleCount = 16,
 } SOFTNDK_VERIFY_RULE;
 #define SOFTNDK_VERIFY_RULE_SLOTS 16 /* VerifyViolations has room for rules to come */
 

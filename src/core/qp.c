@@ -1527,10 +1527,103 @@ static const NDK_QP_DISPATCH qp_dispatch = {
     .NdkSendAndInvalidate = qp_send_invalidate,
 };
 
+/* ---------------------------------------------------------------- [POST-2] under the verifier */
+
+/* With the verifier on a QP gets this dispatch table instead of qp_dispatch: each post counts
+ * itself in on its queue around the real entry, and one that finds another thread inside the
+ * same queue reports it (verify/verify.h). Off, the consumer calls the real entries and pays
+ * nothing. The handle is only looked up here; the real entry checks and reports it. */
+static struct sndk_qp *verify_queue_enter(NDK_QP *pub, bool initiator, const char *call,
+                                          const void *ctx)
+{
+    struct sndk_obj *o = sndk_obj_lookup(pub, NdkObjectTypeQp);
+    if (!o)
+        return NULL;
+    struct sndk_qp *qp = sndk_container_of(o, struct sndk_qp, base);
+    sndk_obj_get(o); /* [CLOSE-3]: a close during the post completes after it */
+    sndk_verify_queue_enter(
+        o, initiator ? &qp->verify_sq_callers : &qp->verify_rq_callers, SoftNdkVerifyPostConcurrent,
+        initiator ? "initiator queue of the QP" : "receive queue of the QP", call, ctx);
+    return qp;
+}
+
+static void verify_queue_leave(struct sndk_qp *qp, bool initiator)
+{
+    if (!qp)
+        return;
+    sndk_verify_queue_leave(initiator ? &qp->verify_sq_callers : &qp->verify_rq_callers);
+    sndk_obj_put(&qp->base);
+}
+
+/* From qp_close_begin: posts still running on the QP (verify/verify.h). */
+static void verify_close_begin(struct sndk_qp *qp)
+{
+    if (sndk_verify_on(qp->base.adapter))
+        sndk_verify_close_during_post(&qp->base, atomic_load(&qp->verify_sq_callers) +
+                                                     atomic_load(&qp->verify_rq_callers));
+}
+
+/* The wrapper of entry `fn`, posting on the initiator queue or not, with its NDK arguments. */
+#define VERIFIED_POST(fn, initiator, call, params, args)                                           \
+    static NTSTATUS fn##_verified params                                                           \
+    {                                                                                              \
+        struct sndk_qp *qp_ = verify_queue_enter(pNdkQp, (initiator), (call), RequestContext);     \
+        NTSTATUS st_ = fn args;                                                                    \
+        verify_queue_leave(qp_, (initiator));                                                      \
+        return st_;                                                                                \
+    }
+
+VERIFIED_POST(qp_send, true, "NdkSend",
+              (NDK_QP * pNdkQp, PVOID RequestContext, const NDK_SGE *pSgl, ULONG nSge, ULONG Flags),
+              (pNdkQp, RequestContext, pSgl, nSge, Flags))
+VERIFIED_POST(qp_send_invalidate, true, "NdkSendAndInvalidate",
+              (NDK_QP * pNdkQp, PVOID RequestContext, const NDK_SGE *pSgl, ULONG nSge, ULONG Flags,
+               UINT32 RemoteToken),
+              (pNdkQp, RequestContext, pSgl, nSge, Flags, RemoteToken))
+VERIFIED_POST(qp_bind, true, "NdkBind",
+              (NDK_QP * pNdkQp, PVOID RequestContext, NDK_MR *pMr, NDK_MW *pMw,
+               PVOID VirtualAddress, SIZE_T Length, ULONG Flags),
+              (pNdkQp, RequestContext, pMr, pMw, VirtualAddress, Length, Flags))
+VERIFIED_POST(qp_fast_register, true, "NdkFastRegister",
+              (NDK_QP * pNdkQp, PVOID RequestContext, NDK_MR *pMr, ULONG AdapterPageCount,
+               const NDK_LOGICAL_ADDRESS *AdapterPageArray, ULONG FBO, SIZE_T Length,
+               PVOID BaseVirtualAddress, ULONG Flags),
+              (pNdkQp, RequestContext, pMr, AdapterPageCount, AdapterPageArray, FBO, Length,
+               BaseVirtualAddress, Flags))
+VERIFIED_POST(qp_invalidate, true, "NdkInvalidate",
+              (NDK_QP * pNdkQp, PVOID RequestContext, NDK_OBJECT_HEADER *pNdkMrOrMw, ULONG Flags),
+              (pNdkQp, RequestContext, pNdkMrOrMw, Flags))
+VERIFIED_POST(qp_read, true, "NdkRead",
+              (NDK_QP * pNdkQp, PVOID RequestContext, const NDK_SGE *pSgl, ULONG nSge,
+               UINT64 RemoteAddress, UINT32 RemoteToken, ULONG Flags),
+              (pNdkQp, RequestContext, pSgl, nSge, RemoteAddress, RemoteToken, Flags))
+VERIFIED_POST(qp_write, true, "NdkWrite",
+              (NDK_QP * pNdkQp, PVOID RequestContext, const NDK_SGE *pSgl, ULONG nSge,
+               UINT64 RemoteAddress, UINT32 RemoteToken, ULONG Flags),
+              (pNdkQp, RequestContext, pSgl, nSge, RemoteAddress, RemoteToken, Flags))
+VERIFIED_POST(qp_receive, false, "NdkReceive",
+              (NDK_QP * pNdkQp, PVOID RequestContext, const NDK_SGE *pSgl, ULONG nSge),
+              (pNdkQp, RequestContext, pSgl, nSge))
+
+static const NDK_QP_DISPATCH qp_dispatch_verified = {
+    .NdkCloseQp = sndk_obj_close,
+    .NdkQueryExtension = sndk_obj_query_extension,
+    .NdkFlush = qp_flush,
+    .NdkSend = qp_send_verified,
+    .NdkReceive = qp_receive_verified,
+    .NdkBind = qp_bind_verified,
+    .NdkFastRegister = qp_fast_register_verified,
+    .NdkInvalidate = qp_invalidate_verified,
+    .NdkRead = qp_read_verified,
+    .NdkWrite = qp_write_verified,
+    .NdkSendAndInvalidate = qp_send_invalidate_verified,
+};
+
 static void qp_close_begin(struct sndk_obj *o)
 {
     /* [CLOSE-4]: a close starts cancelling what is pending; the connection goes with it. */
     struct sndk_qp *qp = sndk_container_of(o, struct sndk_qp, base);
+    verify_close_begin(qp);
     sndk_mutex_lock(&qp->state_lock); /* orders against sndk_qp_attach going live */
     enum sndk_qp_state st = qp_state(qp);
     sndk_mutex_unlock(&qp->state_lock);
@@ -1647,7 +1740,7 @@ static NTSTATUS qp_create_common(const struct qp_create_args *q, NDK_QP **ppNdkQ
     sndk_mutex_init_ranked(&qp->tx_lock, SNDK_LOCK_QP_TX);
     sndk_mutex_init_ranked(&qp->rx_lock, SNDK_LOCK_QP_RX);
     sndk_mutex_init_ranked(&qp->rq_lock, SNDK_LOCK_QP_RQ);
-    sndk_obj_init(&qp->base, a, &qp_ops, &qp_dispatch);
+    sndk_obj_init(&qp->base, a, &qp_ops, sndk_verify_on(a) ? &qp_dispatch_verified : &qp_dispatch);
     sndk_obj_hold(&qp->base, &pd->base);
     sndk_obj_hold(&qp->base, &rcq->base);
     if (icq != rcq)

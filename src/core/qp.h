@@ -75,6 +75,10 @@ struct sndk_qp {
 
     struct sndk_mutex state_lock; /* transitions; io->ev_*, io->detached */
 
+    /* The consumer verifier's [POST-2] check (verify/verify.h): threads now inside a post on
+     * the initiator queue / the receive queue; only counted with the verifier on. */
+    atomic_uint verify_sq_callers, verify_rq_callers;
+
     /* Initiator queue. Slots [sq_head, sq_tail) are taken (free-running counters, slot =
      * counter % depth). The poster owns sq_tail and the slot at it; sq_head moves under
      * tx_lock and is read by the poster without it (acquire) to see free slots. */

@@ -202,6 +202,31 @@ static NTSTATUS srq_modify(NDK_SRQ *pNdkSrq, ULONG SrqDepth, ULONG NotifyThresho
     return STATUS_SUCCESS;
 }
 
+/* [SRQ-7] under the verifier: with it on an SRQ gets srq_dispatch_verified, whose
+ * NdkSrqReceive counts itself in around the real one (verify/verify.h); off, nothing is paid. */
+static NTSTATUS srq_receive_verified(NDK_SRQ *pNdkSrq, PVOID RequestContext, const NDK_SGE *pSgl,
+                                     ULONG nSge)
+{
+    struct sndk_obj *o = sndk_obj_lookup(pNdkSrq, NdkObjectTypeSrq);
+    if (!o)
+        return srq_receive(pNdkSrq, RequestContext, pSgl, nSge); /* it reports the handle */
+    struct sndk_srq *srq = sndk_container_of(o, struct sndk_srq, base);
+    sndk_obj_get(o); /* [CLOSE-3]: a close during the post completes after it */
+    sndk_verify_queue_enter(o, &srq->verify_callers, SoftNdkVerifySrqConcurrent, "SRQ",
+                            "NdkSrqReceive", RequestContext);
+    NTSTATUS st = srq_receive(pNdkSrq, RequestContext, pSgl, nSge);
+    sndk_verify_queue_leave(&srq->verify_callers);
+    sndk_obj_put(o);
+    return st;
+}
+
+static const NDK_SRQ_DISPATCH srq_dispatch_verified = {
+    .NdkCloseSrq = sndk_obj_close,
+    .NdkQueryExtension = sndk_obj_query_extension,
+    .NdkModifySrq = srq_modify,
+    .NdkSrqReceive = srq_receive_verified,
+};
+
 static const NDK_SRQ_DISPATCH srq_dispatch = {
     .NdkCloseSrq = sndk_obj_close,
     .NdkQueryExtension = sndk_obj_query_extension,
@@ -212,6 +237,8 @@ static const NDK_SRQ_DISPATCH srq_dispatch = {
 static void srq_close_begin(struct sndk_obj *o)
 {
     struct sndk_srq *srq = sndk_container_of(o, struct sndk_srq, base);
+    if (sndk_verify_on(o->adapter)) /* [CLOSE-3] (verify/verify.h) */
+        sndk_verify_close_during_post(o, atomic_load(&srq->verify_callers));
     sndk_mutex_lock(&srq->lock);
     srq->armed = false;
     sndk_mutex_unlock(&srq->lock);
@@ -263,7 +290,8 @@ NTSTATUS sndk_srq_create(NDK_PD *pNdkPd, ULONG SrqDepth, ULONG MaxReceiveRequest
     srq->armed = SrqNotification && NotifyThreshold > 0;
     sndk_mutex_init_ranked(&srq->lock, SNDK_LOCK_SRQ);
     sndk_work_init(&srq->notify_work, srq_notify_work);
-    sndk_obj_init(&srq->base, pd->base.adapter, &srq_ops, &srq_dispatch);
+    sndk_obj_init(&srq->base, pd->base.adapter, &srq_ops,
+                  sndk_verify_on(pd->base.adapter) ? &srq_dispatch_verified : &srq_dispatch);
     sndk_obj_hold(&srq->base, &pd->base);
     *ppNdkSrq = &srq->base.pub.srq;
     return STATUS_SUCCESS;

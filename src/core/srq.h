@@ -46,6 +46,9 @@ struct sndk_srq {
     struct sndk_work notify_work;
     struct sndk_qp_io *rnr_waiters; /* connections waiting for a receive (receiver not ready,
                                        docs/datapath.md); under lock */
+    /* The consumer verifier's [SRQ-7] check (verify/verify.h): threads now inside
+     * NdkSrqReceive; only counted with the verifier on. */
+    atomic_uint verify_callers;
 };
 
 /* Take the oldest queued receive (posting order, whichever QP asks) into *out (room for the

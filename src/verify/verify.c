@@ -74,6 +74,19 @@ const struct sndk_verify_rule_info sndk_verify_rules[SoftNdkVerifyRuleCount] = {
                                     "\"NDK_FN_CLOSE_OBJECT\"; \"NDKPI Object Lifetime "
                                     "Requirements\" (the consumer does not touch an object "
                                     "after closing it)"},
+    [SoftNdkVerifyPostConcurrent] = {"post_concurrent", "POST-2",
+                                     "two threads posting on one queue of a QP at once",
+                                     "\"NDKPI Work Request Posting Requirements\" (the consumer "
+                                     "serializes the calls of each queue)"},
+    [SoftNdkVerifySrqConcurrent] = {"srq_concurrent", "SRQ-7, POST-2",
+                                    "two threads in NdkSrqReceive of one SRQ at once",
+                                    "\"NDK_FN_SRQ_RECEIVE\"; \"NDKPI Work Request Posting "
+                                    "Requirements\""},
+    [SoftNdkVerifyCloseDuringPost] = {"close_during_post", "CLOSE-3",
+                                      "a QP or SRQ closed while a post on it was running",
+                                      "\"NDK_FN_CLOSE_OBJECT\"; \"NDKPI Object Lifetime "
+                                      "Requirements\" (no close while a call on the object "
+                                      "runs)"},
 };
 
 void sndk_verify_report(struct sndk_obj *o, SOFTNDK_VERIFY_RULE rule, const void *ctx,
@@ -384,4 +397,23 @@ void sndk_verify_use_after_close(struct sndk_obj *o)
                        "touch an object after starting its close (a stale pointer kept by "
                        "another thread?)",
                        sndk_obj_type_name(o->ops->type));
+}
+
+void sndk_verify_queue_overlap(struct sndk_obj *o, SOFTNDK_VERIFY_RULE rule, const char *queue,
+                               const char *call, const void *ctx)
+{
+    sndk_verify_report(o, rule, ctx,
+                       "%s on the %s while another thread was inside a call on the same queue: "
+                       "serialize the calls of each queue",
+                       call, queue);
+}
+
+void sndk_verify_close_during_post(struct sndk_obj *o, unsigned inside)
+{
+    if (inside)
+        sndk_verify_report(o, SoftNdkVerifyCloseDuringPost, NULL,
+                           "closed while %u post(s) on it were running on other threads: let "
+                           "every call on an object return before closing it (softndk: the "
+                           "close completes when they have)",
+                           inside);
 }

@@ -10,6 +10,7 @@
 #ifndef SOFTNDK_CORE_VERIFY_H
 #define SOFTNDK_CORE_VERIFY_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -134,5 +135,35 @@ void sndk_verify_bad_handle(struct sndk_obj *caller, const char *call, const cha
 
 /* o is reached by a consumer call after its close started (called by sndk_obj_check). */
 void sndk_verify_use_after_close(struct sndk_obj *o);
+
+/* ---- Queues (post_concurrent, srq_concurrent, close_during_post)
+ * ------------------------------------------ [POST-2], [SRQ-7]: the consumer serializes its calls
+ * on each queue (a QP's initiator queue, its receive queue, an SRQ). Checked like [CQ-3]: an atomic
+ * count of the threads inside a call on the queue; a call that finds another inside reports it.
+ * Only with the verifier on: then a QP or SRQ gets a second dispatch table whose posting entries
+ * wrap the real ones in enter/leave (qp.c, srq.c), so with the verifier off a post runs exactly as
+ * before, not even a branch (decisions.md). `queue` names the queue ("initiator queue of the QP").
+ */
+void sndk_verify_queue_overlap(struct sndk_obj *o, SOFTNDK_VERIFY_RULE rule, const char *queue,
+                               const char *call, const void *ctx);
+
+static inline void sndk_verify_queue_enter(struct sndk_obj *o, atomic_uint *callers,
+                                           SOFTNDK_VERIFY_RULE rule, const char *queue,
+                                           const char *call, const void *ctx)
+{
+    if (atomic_fetch_add_explicit(callers, 1, memory_order_acq_rel) != 0)
+        sndk_verify_queue_overlap(o, rule, queue, call, ctx);
+}
+
+static inline void sndk_verify_queue_leave(atomic_uint *callers)
+{
+    atomic_fetch_sub_explicit(callers, 1, memory_order_acq_rel);
+}
+
+/* [CLOSE-3], for the posts only (close_during_post): the close of o (a QP or SRQ, from its
+ * close_begin) found `inside` posts on it still running (the sum of its queue counts). The
+ * verified posts hold a reference on the object for their duration, so such a close completes
+ * when they have returned instead of freeing the object under them. */
+void sndk_verify_close_during_post(struct sndk_obj *o, unsigned inside);
 
 #endif
