@@ -2,12 +2,14 @@
 #include "core/cq.h"
 #include "core/faults.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <time.h>
+#include <unistd.h>
 
-#include "core/qp.h"
 #include "core/verify.h"
 #include "util/log.h"
 
@@ -94,7 +96,8 @@ static void overrun_work_fn(struct sndk_work *w)
     struct sndk_cq *cq = sndk_container_of(w, struct sndk_cq, overrun_work);
     sndk_mutex_lock(&cq->conn_lock);
     for (struct sndk_cq_conn *c = cq->conns.next; c != &cq->conns; c = c->next)
-        sndk_qp_cq_overrun(c->qp); /* as a polling pass may: the list stays until src_done */
+        c->ops->cq_dead(c); /* as a polling pass may: the node stays linked until its owner
+                               unlinks it */
     sndk_mutex_unlock(&cq->conn_lock);
     sndk_obj_put(&cq->base);
 }
@@ -261,14 +264,35 @@ static ULONG take_locked(struct sndk_cq *cq, ULONG n, NDK_RESULT_EX *out_ex, NDK
     return n;
 }
 
-void sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node)
+/* The readiness set's registration of node: ADD, MOD or DEL by what it has and wants. */
+static void ready_set_update(struct sndk_cq *cq, struct sndk_cq_conn *node, uint32_t events)
 {
+    if (cq->ready_fd < 0 || node->watched == events)
+        return;
+    struct epoll_event ev = {.events = events, .data.ptr = node};
+    int op = events == 0 ? EPOLL_CTL_DEL : node->watched == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+    if (epoll_ctl(cq->ready_fd, op, node->fd, &ev) != 0 && errno != ENOENT)
+        sndk_warn("cq", "CQ %p: readiness set op %d fd %d: errno %d", (void *)cq, op, node->fd,
+                  errno);
+    node->watched = events;
+}
+
+void sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node,
+                      const struct sndk_cq_conn_ops *ops, void *owner, int fd, uint32_t events)
+{
+    node->ops = ops;
+    node->owner = owner;
+    node->fd = fd;
+    node->watched = 0;
     sndk_mutex_lock(&cq->conn_lock);
+    ready_set_update(cq, node, events);
+    atomic_store_explicit(&node->watchable, true, memory_order_release);
     node->next = cq->conns.next;
     node->prev = &cq->conns;
     cq->conns.next->prev = node;
     cq->conns.next = node;
     node->linked = true;
+    cq->nconns++;
     sndk_mutex_unlock(&cq->conn_lock);
 }
 
@@ -276,11 +300,22 @@ void sndk_cq_conn_remove(struct sndk_cq *cq, struct sndk_cq_conn *node)
 {
     sndk_mutex_lock(&cq->conn_lock);
     if (node->linked) {
+        atomic_store_explicit(&node->watchable, false, memory_order_relaxed);
+        ready_set_update(cq, node, 0);
         node->prev->next = node->next;
         node->next->prev = node->prev;
         node->linked = false;
+        cq->nconns--;
     }
     sndk_mutex_unlock(&cq->conn_lock);
+}
+
+void sndk_cq_conn_watch(struct sndk_cq *cq, struct sndk_cq_conn *node, uint32_t events)
+{
+    /* Not under conn_lock: the owner calls this under its own lock (a QP's tx_lock), which
+     * ranks after conn_lock. epoll_ctl is safe beside a concurrent epoll_wait. */
+    if (atomic_load_explicit(&node->watchable, memory_order_acquire))
+        ready_set_update(cq, node, events);
 }
 
 uint64_t sndk_cq_now_ms(void)
@@ -302,8 +337,33 @@ static void unpark_conns(struct sndk_cq *cq)
     atomic_store_explicit(&cq->poll_stamp, 0, memory_order_relaxed);
     sndk_mutex_lock(&cq->conn_lock);
     for (struct sndk_cq_conn *c = cq->conns.next; c != &cq->conns; c = c->next)
-        sndk_qp_unpark_rx(c->qp);
+        c->ops->stop_polling(c);
     sndk_mutex_unlock(&cq->conn_lock);
+}
+
+/* Few connections: ask each (one read each; nothing between the poll and the data). */
+static bool poll_each(struct sndk_cq *cq)
+{
+    bool progress = false;
+    for (struct sndk_cq_conn *c = cq->conns.next; c != &cq->conns; c = c->next)
+        progress |= c->ops->progress(c, EPOLLIN | EPOLLOUT);
+    return progress;
+}
+
+/* Many connections: one look at the readiness set with a zero timeout, then only the
+ * connections it reports. Level-triggered, so what a pass leaves is reported again; epoll
+ * hands out a full ready list round-robin, so a batch never starves the rest. */
+#define READY_BATCH 64
+static bool poll_ready(struct sndk_cq *cq)
+{
+    struct epoll_event evs[READY_BATCH];
+    int n = epoll_wait(cq->ready_fd, evs, READY_BATCH, 0);
+    bool progress = false;
+    for (int i = 0; i < n; i++) {
+        struct sndk_cq_conn *c = evs[i].data.ptr; /* linked: removal takes conn_lock */
+        progress |= c->ops->progress(c, evs[i].events);
+    }
+    return progress;
 }
 
 /* The CQ was empty: send what waits for socket space and receive on the connections feeding it
@@ -311,7 +371,7 @@ static void unpark_conns(struct sndk_cq *cq)
  * Returns true when bytes moved. */
 static bool poll_conns(struct sndk_cq *cq, bool armed)
 {
-    bool progress = false;
+    bool progress;
     /* A poll of an armed CQ is the last look before the consumer blocks (arm, poll once more,
      * wait): it must not mark the CQ as polled, or the progress threads would park its
      * connections while nobody polls, and the next message would wait for the park timer. */
@@ -319,10 +379,10 @@ static bool poll_conns(struct sndk_cq *cq, bool armed)
     if (!armed && atomic_load_explicit(&cq->poll_stamp, memory_order_relaxed) != now)
         atomic_store_explicit(&cq->poll_stamp, now, memory_order_relaxed);
     sndk_mutex_lock(&cq->conn_lock);
-    for (struct sndk_cq_conn *c = cq->conns.next; c != &cq->conns; c = c->next) {
-        progress |= sndk_qp_poll_tx(c->qp);
-        progress |= sndk_qp_poll_rx(c->qp);
-    }
+    if (cq->nconns <= SNDK_CQ_DIRECT_POLL_MAX || cq->ready_fd < 0)
+        progress = poll_each(cq);
+    else
+        progress = poll_ready(cq);
     sndk_mutex_unlock(&cq->conn_lock);
     return progress;
 }
@@ -458,6 +518,8 @@ static void cq_destroy(struct sndk_obj *o)
 {
     struct sndk_cq *cq = sndk_container_of(o, struct sndk_cq, base);
     free(cq->ring);
+    if (cq->ready_fd >= 0)
+        close(cq->ready_fd);
     sndk_mutex_destroy(&cq->lock);
     sndk_mutex_destroy(&cq->conn_lock);
 }
@@ -509,6 +571,10 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
     sndk_mutex_init_ranked(&cq->lock, SNDK_LOCK_CQ);
     sndk_mutex_init_ranked(&cq->conn_lock, SNDK_LOCK_CQ_CONN);
     cq->conns.next = cq->conns.prev = &cq->conns;
+    cq->ready_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (cq->ready_fd < 0)
+        sndk_warn("cq", "CQ %p: no readiness set (errno %d): empty polls ask every connection",
+                  (void *)cq, errno);
     sndk_work_init(&cq->notify_work, notify_work_fn);
     sndk_work_init(&cq->overrun_work, overrun_work_fn);
     sndk_timer_init(&cq->mod_timer, mod_timer_fn);

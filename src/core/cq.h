@@ -15,12 +15,35 @@ struct sndk_cqe {
     NDK_RESULT_EX result;
 };
 
-struct sndk_qp;
+struct sndk_cq_conn;
 
-/* A connected QP feeding this CQ: what a polling consumer drives (docs/datapath.md). */
+/* What a CQ asks of a connection feeding it. The connection registers these with the CQ
+ * (sndk_cq_conn_add), so the CQ drives progress without knowing what a QP is. Each is called
+ * holding conn_lock (the outermost lock) and no other. */
+struct sndk_cq_conn_ops {
+    /* The CQ was polled empty and the connection's socket reported `events` (EPOLLIN,
+     * EPOLLOUT, EPOLLERR, EPOLLHUP) in the CQ's readiness set: move what can move without
+     * waiting. Returns true when bytes moved. */
+    bool (*progress)(struct sndk_cq_conn *c, uint32_t events);
+    /* The consumer armed the CQ: it stops polling, the connection receives on its own again. */
+    void (*stop_polling)(struct sndk_cq_conn *c);
+    /* The CQ overran ([CQ-12]): the connection must end. */
+    void (*cq_dead)(struct sndk_cq_conn *c);
+};
+
+/* A connection feeding this CQ: what a polling consumer drives (docs/datapath.md, "polling
+ * that scales"). The socket is in the CQ's readiness set (an epoll set of its own) with the
+ * events the connection asks for (sndk_cq_conn_watch), so an empty poll costs what the ready
+ * connections cost, not what every connection does. */
 struct sndk_cq_conn {
     struct sndk_cq_conn *next, *prev;
-    struct sndk_qp *qp;
+    const struct sndk_cq_conn_ops *ops;
+    void *owner; /* the connection, for ops */
+    int fd;
+    uint32_t watched; /* events in the readiness set, 0 = not in it; the owner serializes */
+    /* set once the node is in the set (release), so a watch that comes before the link is
+     * dropped: the owner watches again after sndk_cq_conn_add returns */
+    atomic_bool watchable;
     bool linked;
 };
 
@@ -70,6 +93,9 @@ struct sndk_cq {
      * across the receive passes, which take QP locks only with trylock or further in. */
     struct sndk_mutex conn_lock;
     struct sndk_cq_conn conns; /* list head */
+    uint32_t nconns;           /* linked connections, under conn_lock */
+    int ready_fd; /* the readiness set: an epoll set of the linked sockets (-1: none, every
+                     poll walks the list) */
     /* When a consumer last polled this CQ empty (coarse ms; 0 = armed since): while it polls,
      * progress threads leave the receiving to it (docs/datapath.md, "parking"). */
     _Atomic uint64_t poll_stamp;
@@ -93,8 +119,19 @@ static inline struct sndk_cq *sndk_cq_from(const void *pub)
  * NDKPI specifies, and the notification reports STATUS_BUFFER_OVERFLOW). */
 bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicited);
 
-/* Link / unlink a connected QP (node->qp set by the caller). Any thread; takes conn_lock. */
-void sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node);
+/* Up to this many connections an empty poll asks each of them directly (one read each, no
+ * readiness-set system call on the way to the data: the one-connection latency); above, it
+ * asks the readiness set with a zero timeout and drives only the ready ones. */
+#define SNDK_CQ_DIRECT_POLL_MAX 2u
+
+/* Link a connection whose socket is fd, watching `events` (sndk_cq_conn_watch), or unlink it
+ * (before its socket is closed). Any thread; takes conn_lock. */
+void sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node,
+                      const struct sndk_cq_conn_ops *ops, void *owner, int fd, uint32_t events);
 void sndk_cq_conn_remove(struct sndk_cq *cq, struct sndk_cq_conn *node);
+/* The events a linked connection now wants an empty poll to act on (EPOLLIN while it can
+ * receive, EPOLLOUT while it waits for socket space; 0 leaves the set). Called by the owner
+ * under its own serialization, never concurrently for one node; no CQ lock is taken. */
+void sndk_cq_conn_watch(struct sndk_cq *cq, struct sndk_cq_conn *node, uint32_t events);
 
 #endif

@@ -344,10 +344,11 @@ static void src_done_fn(struct sndk_work *w)
         struct linger l = {.l_onoff = 1, .l_linger = 0};
         setsockopt(io->fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
     }
-    close(io->fd);
+    /* out of the CQs' readiness sets before the descriptor can be reused */
     sndk_cq_conn_remove(qp->rcq, &io->rconn);
     if (qp->icq != qp->rcq)
         sndk_cq_conn_remove(qp->icq, &io->iconn);
+    close(io->fd);
     sndk_debug("qp", "QP %p: socket closed%s", (void *)qp, io->close_rst ? " (RST)" : "");
     sndk_obj_put(&qp->base); /* the connection's reference */
 }
@@ -447,7 +448,7 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
                (unsigned)f->link_status, (unsigned)f->reason);
 }
 
-void sndk_qp_cq_overrun(struct sndk_qp *qp)
+static void qp_cq_overrun(struct sndk_qp *qp)
 {
     if (!qp->io)
         return;
@@ -667,7 +668,7 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
     return true;
 }
 
-bool sndk_qp_poll_rx(struct sndk_qp *qp)
+static bool qp_poll_rx(struct sndk_qp *qp)
 {
     struct sndk_qp_io *io = qp->io;
     if (io) {
@@ -682,7 +683,7 @@ bool sndk_qp_poll_rx(struct sndk_qp *qp)
  * on every core, the progress thread that EPOLLOUT would wake may not run for a while, and the
  * stream stalls behind it. Try-lock, like the receive pass: a concurrent sender is already at
  * it. */
-bool sndk_qp_poll_tx(struct sndk_qp *qp)
+static bool qp_poll_tx(struct sndk_qp *qp)
 {
     struct sndk_qp_io *io = qp->io;
     if (!io || !sndk_mutex_trylock(&qp->tx_lock))
@@ -700,6 +701,8 @@ bool sndk_qp_poll_tx(struct sndk_qp *qp)
  * progress thread stops watching EPOLLIN. Otherwise every arriving message would wake it, and
  * the wake-up costs the sender and competes with the consumer for the CPU. Arming the CQ
  * unparks; a timer unparks too once the consumer stopped polling without arming. */
+static void qp_unpark_rx(struct sndk_qp *qp);
+
 static void park_rx(struct sndk_qp *qp)
 {
     struct sndk_qp_io *io = qp->io;
@@ -716,7 +719,7 @@ static void park_rx(struct sndk_qp *qp)
      * before rx_parked was set and found nothing to do. It cleared the stamp before taking
      * tx_lock, so this second look sees that. */
     if (!sndk_cq_polling(qp->rcq)) {
-        sndk_qp_unpark_rx(qp);
+        qp_unpark_rx(qp);
         return;
     }
     sndk_mutex_lock(&qp->state_lock);
@@ -728,7 +731,7 @@ static void park_rx(struct sndk_qp *qp)
     sndk_mutex_unlock(&qp->state_lock);
 }
 
-void sndk_qp_unpark_rx(struct sndk_qp *qp)
+static void qp_unpark_rx(struct sndk_qp *qp)
 {
     struct sndk_qp_io *io = qp->io;
     if (!io)
@@ -747,7 +750,7 @@ static void park_timer_fn(struct sndk_timer *t)
     struct sndk_qp *qp = io->qp;
     bool polling = sndk_cq_polling(qp->rcq);
     if (!polling)
-        sndk_qp_unpark_rx(qp);
+        qp_unpark_rx(qp);
     sndk_mutex_lock(&qp->tx_lock);
     bool parked = io->rx_parked && !sndk_conn_stopped(io);
     sndk_mutex_unlock(&qp->tx_lock);
@@ -760,6 +763,51 @@ static void park_timer_fn(struct sndk_timer *t)
     sndk_mutex_unlock(&qp->state_lock);
     if (!keep)
         sndk_obj_put(&qp->base);
+}
+
+/* ------------------------------------------------- what the QP's CQs drive (cq.h) */
+
+/* An empty poll of a CQ this QP feeds found its socket ready: send what waits for space,
+ * receive what arrived (docs/datapath.md, "polling that scales"). */
+static bool cq_conn_progress(struct sndk_cq_conn *c, uint32_t events)
+{
+    struct sndk_qp *qp = c->owner;
+    bool moved = false;
+    if (events & EPOLLOUT)
+        moved |= qp_poll_tx(qp);
+    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+        moved |= qp_poll_rx(qp);
+    return moved;
+}
+
+static void cq_conn_stop_polling(struct sndk_cq_conn *c)
+{
+    qp_unpark_rx(c->owner);
+}
+
+static void cq_conn_dead(struct sndk_cq_conn *c)
+{
+    qp_cq_overrun(c->owner);
+}
+
+static const struct sndk_cq_conn_ops cq_conn_ops = {
+    .progress = cq_conn_progress,
+    .stop_polling = cq_conn_stop_polling,
+    .cq_dead = cq_conn_dead,
+};
+
+/* What an empty poll of either CQ should act on: receiving while the receive side may read
+ * (parked or not: parking hands the receiving to the polling consumer), sending while the
+ * socket is full. A connection that can do neither leaves the CQs' readiness sets. */
+void sndk_qp_watch_cqs(struct sndk_qp_io *io)
+{
+    struct sndk_qp *qp = io->qp;
+    sndk_assert_held(&qp->tx_lock);
+    uint32_t ev = (io->peer_fin || io->rx_stalled ? 0u : (uint32_t)EPOLLIN) |
+                  (io->tx_blocked && !io->tx_stalled ? (uint32_t)EPOLLOUT : 0u);
+    sndk_cq_conn_watch(qp->rcq, &io->rconn, ev);
+    if (qp->icq != qp->rcq)
+        sndk_cq_conn_watch(qp->icq, &io->iconn, ev);
 }
 
 static void src_fn(struct sndk_source *s, uint32_t events)
@@ -923,7 +971,6 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     sndk_timer_init(&io->rx_stall_timer, rx_stall_timer_fn);
     io->fc = sndk_fault_conn_new(qp->base.adapter, p->active, p->crc);
     io->rx_fault_checked = UINT64_MAX;
-    io->rconn.qp = io->iconn.qp = qp;
     io->crec = p->rec;
     sndk_conn_rec_get(io->crec);
     int one = 1;
@@ -953,9 +1000,9 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
 
     /* Linked before the socket is watched; src_done unlinks them, and it runs only after the
      * source is removed, which needs it added first. */
-    sndk_cq_conn_add(qp->rcq, &io->rconn);
+    sndk_cq_conn_add(qp->rcq, &io->rconn, &cq_conn_ops, qp, p->fd, EPOLLIN);
     if (qp->icq != qp->rcq)
-        sndk_cq_conn_add(qp->icq, &io->iconn);
+        sndk_cq_conn_add(qp->icq, &io->iconn, &cq_conn_ops, qp, p->fd, EPOLLIN);
     sndk_obj_get(&qp->base); /* the connection's reference, dropped by src_done */
 
     int rc = sndk_source_add(io->engine, &io->src, p->fd, EPOLLIN, src_fn, (int)io->thread);

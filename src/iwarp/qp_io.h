@@ -309,6 +309,8 @@ void sndk_tx_gate_open(struct sndk_qp *qp);
 void sndk_tx_terminate(struct sndk_qp *qp, const struct sndk_term *t);
 /* Set the watched events from tx_blocked / peer_fin / parking / stalls. */
 void sndk_tx_update_events(struct sndk_qp_io *io);
+/* qp.c, tx_lock held: the same facts into the CQs' readiness sets (core/cq.h). */
+void sndk_qp_watch_cqs(struct sndk_qp_io *io);
 /* Drop the unwritten batch (the connection is closing). */
 void sndk_tx_discard(struct sndk_qp_io *io);
 
