@@ -373,6 +373,10 @@ int main(int argc, char **argv)
         free(asked);
     }
     double setup_s = (double)(now_ns() - t0) / 1e9;
+    printf("idle_poll softndk %s: %u idle connections on each end's polled CQ\n",
+           SoftNdkVersionString(), g_idle);
+    printf("idle_poll setup %u connections in %.2f s: %.0f/s\n", n, setup_s, n / setup_s);
+    fflush(stdout);
     /* ping-pong on connection 0 */
     uint64_t *rtt = calloc(g_iters, sizeof *rtt);
     for (unsigned k = 0; k < g_iters + g_warmup; k++) {
@@ -388,9 +392,6 @@ int main(int argc, char **argv)
     for (unsigned k = 0; k < g_iters; k++)
         sum += rtt[k];
     qsort(rtt, g_iters, sizeof *rtt, cmp_u64);
-    printf("idle_poll softndk %s: %u idle connections on each end's polled CQ\n",
-           SoftNdkVersionString(), g_idle);
-    printf("idle_poll setup %u connections in %.2f s: %.0f/s\n", n, setup_s, n / setup_s);
     printf("idle_poll 64 B one-way polling: median %.2f us, mean %.2f us (%u round trips)\n",
            rtt[g_iters / 2] / 2000.0, (double)sum / g_iters / 2000.0, g_iters);
     fflush(stdout);

@@ -99,6 +99,9 @@ struct sndk_cq {
     /* When a consumer last polled this CQ empty (coarse ms; 0 = armed since): while it polls,
      * progress threads leave the receiving to it (docs/datapath.md, "parking"). */
     _Atomic uint64_t poll_stamp;
+    /* Connections whose progress thread left the receiving to this CQ's poller (parked):
+     * an arm walks the connections only when there are any. */
+    atomic_uint parked;
 };
 
 /* Coarse monotonic milliseconds, cheap enough for every empty poll. */
@@ -133,5 +136,7 @@ void sndk_cq_conn_remove(struct sndk_cq *cq, struct sndk_cq_conn *node);
  * receive, EPOLLOUT while it waits for socket space; 0 leaves the set). Called by the owner
  * under its own serialization, never concurrently for one node; no CQ lock is taken. */
 void sndk_cq_conn_watch(struct sndk_cq *cq, struct sndk_cq_conn *node, uint32_t events);
+/* A connection feeding cq parked (+1) or unparked (-1) its receive side. Any thread. */
+void sndk_cq_parked(struct sndk_cq *cq, int delta);
 
 #endif

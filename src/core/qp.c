@@ -344,6 +344,12 @@ static void src_done_fn(struct sndk_work *w)
         struct linger l = {.l_onoff = 1, .l_linger = 0};
         setsockopt(io->fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
     }
+    sndk_mutex_lock(&qp->tx_lock);
+    if (io->rx_parked) { /* ended parked: nothing will unpark it */
+        io->rx_parked = false;
+        sndk_cq_parked(qp->rcq, -1);
+    }
+    sndk_mutex_unlock(&qp->tx_lock);
     /* out of the CQs' readiness sets before the descriptor can be reused */
     sndk_cq_conn_remove(qp->rcq, &io->rconn);
     if (qp->icq != qp->rcq)
@@ -708,13 +714,18 @@ static void park_rx(struct sndk_qp *qp)
     struct sndk_qp_io *io = qp->io;
     sndk_mutex_lock(&qp->tx_lock);
     bool was = io->rx_parked;
-    if (!sndk_conn_stopped(io) && !was) {
+    bool now = !sndk_conn_stopped(io) && !was;
+    if (now) {
         io->rx_parked = true;
+        sndk_cq_parked(qp->rcq, +1);
         sndk_tx_update_events(io);
     }
     sndk_mutex_unlock(&qp->tx_lock);
-    if (was)
+    if (!now)
         return;
+    /* counted before the look at the stamp: an arm clears the stamp before it reads the
+     * count (cq.c unpark_conns), so one of the two sees the other */
+    atomic_thread_fence(memory_order_seq_cst);
     /* The consumer may have armed between our look at the CQ and the park: its unpark ran
      * before rx_parked was set and found nothing to do. It cleared the stamp before taking
      * tx_lock, so this second look sees that. */
@@ -739,6 +750,7 @@ static void qp_unpark_rx(struct sndk_qp *qp)
     sndk_mutex_lock(&qp->tx_lock);
     if (io->rx_parked) {
         io->rx_parked = false;
+        sndk_cq_parked(qp->rcq, -1);
         sndk_tx_update_events(io); /* level-triggered: bytes already there report at once */
     }
     sndk_mutex_unlock(&qp->tx_lock);
