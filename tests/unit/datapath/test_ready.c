@@ -168,3 +168,65 @@ TEST(readiness_set_sends_what_waits_for_socket_space)
     release_thread();
     hub_close(&h);
 }
+
+/* Receive without crumbs (docs/datapath.md): a direct read ends with a probe of the next FPDU
+ * sized for a Send's header, read into the staging buffer. Sends and Writes back to back make
+ * every kind of guess: a Send after a Send (the probe is exactly the header), a Write after a
+ * Send (the probe holds a tagged header and 4 payload bytes, copied into place after the
+ * checks), a Send after a Write. Every byte arrives where it belongs and nothing beyond the
+ * Write's region or the receive buffer is touched. */
+TEST(probe_guess_wrong_or_right_places_every_byte_and_no_other)
+{
+    enum { LEN = 200 * 1024, ROUNDS = 6, GUARD = 4096 };
+    struct dp_opts o;
+    dp_opts_default(&o);
+    o.crc = true;
+    o.buf_len = 2 * LEN + 3 * GUARD;
+    struct dp_pair p;
+    dp_pair_open(&p, &o);
+    /* y's buffer: guard | Write target (LEN) | guard | receive buffer (LEN) | guard */
+    uint8_t *wdst = p.y.buf + GUARD, *rdst = p.y.buf + 2 * GUARD + LEN;
+    uint32_t ytok = 0;
+    NDK_MR *ymr = dp_reg(&p.y, GUARD, LEN,
+                         NDK_MR_FLAG_ALLOW_LOCAL_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_WRITE, &ytok);
+    NDK_RESULT_EX r;
+    for (unsigned k = 0; k < ROUNDS; k++) {
+        memset(p.y.buf, 0xee, o.buf_len);
+        dp_fill(p.x.buf, LEN, 2 * k + 1);       /* the Send's source */
+        dp_fill(p.x.buf + LEN, LEN, 2 * k + 2); /* the Write's source */
+        dp_post_recv(&p.y, (void *)(uintptr_t)k, 2 * GUARD + LEN, LEN);
+        NDK_SGE ws = dp_sge(&p.x, LEN, LEN);
+        if (k % 2 == 0) {
+            dp_post_send(&p.x, NULL, 0, LEN, NDK_OP_FLAG_SILENT_SUCCESS);
+            CHECK_EQ_U64(p.x.qp->Dispatch->NdkWrite(p.x.qp, (void *)1, &ws, 1,
+                                                    (uint64_t)(uintptr_t)wdst, ytok, 0),
+                         STATUS_SUCCESS);
+        } else {
+            CHECK_EQ_U64(p.x.qp->Dispatch->NdkWrite(p.x.qp, (void *)1, &ws, 1,
+                                                    (uint64_t)(uintptr_t)wdst, ytok, 0),
+                         STATUS_SUCCESS);
+            dp_post_send(&p.x, NULL, 0, LEN, NDK_OP_FLAG_SILENT_SUCCESS);
+        }
+        dp_expect(p.y.cq, &r, 1, 0); /* polling: y's reads are the direct ones */
+        dp_check_result(&r, STATUS_SUCCESS, LEN, (void *)0x2002, (void *)(uintptr_t)k,
+                        NdkOperationTypeReceive);
+        CHECK_MSG(memcmp(rdst, p.x.buf, LEN) == 0, "round %u: the Send's bytes", k);
+        dp_expect(p.x.cq, &r, 1, 0);
+        dp_check_result(&r, STATUS_SUCCESS, LEN, (void *)0x1001, (void *)1, NdkOperationTypeWrite);
+        if (k % 2 == 0) {
+            /* the Write came after the Send: a Send behind it proves it was placed */
+            dp_post_recv(&p.y, (void *)0x99, 2 * GUARD + LEN, 8);
+            dp_post_send(&p.x, NULL, 0, 8, NDK_OP_FLAG_SILENT_SUCCESS);
+            dp_expect(p.y.cq, &r, 1, 0);
+            dp_check_result(&r, STATUS_SUCCESS, 8, (void *)0x2002, (void *)0x99,
+                            NdkOperationTypeReceive);
+        }
+        CHECK_MSG(memcmp(wdst, p.x.buf + LEN, LEN) == 0, "round %u: the Write's bytes", k);
+        for (size_t i = 0; i < GUARD; i++) {
+            CHECK_MSG(p.y.buf[i] == 0xee && wdst[LEN + i] == 0xee && rdst[LEN + i] == 0xee,
+                      "round %u: a byte outside its region changed (guard offset %zu)", k, i);
+        }
+    }
+    dp_close_mr(ymr);
+    dp_pair_close(&p);
+}
