@@ -596,9 +596,10 @@ static void kick_tx(struct sndk_qp *qp)
         after_tx(qp, res);
 }
 
-#define SNDK_RX_BACKOFF_MIN_DUE      16384u /* less is read at once anyway */
-#define SNDK_RX_BACKOFF_BYTES_PER_NS 8u     /* ~ this machine's loopback TCP at its best */
-#define SNDK_RX_BACKOFF_MAX_NS       8000u
+#define SNDK_RX_BACKOFF_MIN_DUE      2048u /* less: read at once (the direct-read minimum) */
+#define SNDK_RX_BACKOFF_FAST_NS_KIB  128u   /* 8 bytes/ns: this machine's loopback at its best */
+#define SNDK_RX_BACKOFF_SLOW_NS_KIB  1024u  /* 1 byte/ns: the slowest rate it learns */
+#define SNDK_RX_BACKOFF_MAX_NS       64000u
 
 static uint64_t now_ns(void)
 {
@@ -611,17 +612,32 @@ static uint64_t now_ns(void)
  * back when most of the rest can have arrived, not at its next poll: otherwise it reads the
  * payload in crumbs, a system call and a TCP window update each, and on a loopback or a
  * busy core those crumbs cost the sender as much as the receiver. The wait is what the due
- * bytes take at SNDK_RX_BACKOFF_BYTES_PER_NS, at most SNDK_RX_BACKOFF_MAX_NS: a large message
- * is never held longer than its own transfer would take on a fast link. */
+ * bytes take at the rate the connection learnt (rx_backoff_ns_per_kib: from 8 bytes/ns, at
+ * best, to 1 byte/ns), at most SNDK_RX_BACKOFF_MAX_NS. A poll that comes back to nothing new
+ * (a read that says EAGAIN) halves the rate assumed; one that finds the payload's end, or
+ * more than it waited for, raises it by an eighth: on a busy machine the sender is slower than
+ * its link, and a fixed rate made four reads in five of a 1 MiB stream say EAGAIN. */
 static void set_poll_backoff(struct sndk_qp_io *io, uint32_t due)
 {
     uint64_t after = 0;
     if (due >= SNDK_RX_BACKOFF_MIN_DUE) {
-        uint64_t wait = due / SNDK_RX_BACKOFF_BYTES_PER_NS;
+        uint64_t wait = (uint64_t)(due / 1024u) * io->rx_backoff_ns_per_kib;
         after = now_ns() + (wait < SNDK_RX_BACKOFF_MAX_NS ? wait : SNDK_RX_BACKOFF_MAX_NS);
     }
     if (after || atomic_load_explicit(&io->rx_poll_after_ns, memory_order_relaxed))
         atomic_store_explicit(&io->rx_poll_after_ns, after, memory_order_relaxed);
+}
+
+/* A polled pass that followed a back-off: learn from what it found (rx_lock held). */
+static void learn_poll_backoff(struct sndk_qp_io *io, uint64_t fpdus_before, uint32_t pay_before)
+{
+    uint32_t r = io->rx_backoff_ns_per_kib;
+    bool same_fpdu = io->rx.fpdus == fpdus_before;
+    if (same_fpdu && io->rx.pay_got == pay_before)
+        r = r * 2u < SNDK_RX_BACKOFF_SLOW_NS_KIB ? r * 2u : SNDK_RX_BACKOFF_SLOW_NS_KIB;
+    else if (!same_fpdu || !io->rx_dry_mid_payload)
+        r = r - r / 8u > SNDK_RX_BACKOFF_FAST_NS_KIB ? r - r / 8u : SNDK_RX_BACKOFF_FAST_NS_KIB;
+    io->rx_backoff_ns_per_kib = r;
 }
 
 /* One receive pass unless someone else is receiving on this QP right now: the progress thread
@@ -652,7 +668,13 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
         return false;
     }
     struct sndk_fail f;
+    bool backed_off =
+        polled && atomic_load_explicit(&io->rx_poll_after_ns, memory_order_relaxed) != 0;
+    uint64_t fpdus_before = io->rx.fpdus;
+    uint32_t pay_before = io->rx.pay_got;
     enum sndk_rx_result res = sndk_rx_pass(qp, &f);
+    if (backed_off && res == SNDK_RXR_OK)
+        learn_poll_backoff(io, fpdus_before, pay_before);
     bool fin_sent = false;
     if (res == SNDK_RXR_PEER_FIN) {
         /* rx_lock + tx_lock: the receive side stops passes, TX stops watching EPOLLIN */
@@ -944,6 +966,7 @@ static struct sndk_qp_io *io_create(struct sndk_qp *qp)
     }
     io->qp = qp;
     atomic_init(&io->phase, SNDK_PHASE_ATTACHING);
+    io->rx_backoff_ns_per_kib = SNDK_RX_BACKOFF_FAST_NS_KIB;
     return io;
 }
 

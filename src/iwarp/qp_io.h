@@ -183,6 +183,9 @@ struct sndk_qp_io {
      * Set when a pass ended in the middle of a large payload, so the rest is read in one
      * piece rather than in crumbs (docs/datapath.md, "Who receives"). */
     _Atomic uint64_t rx_poll_after_ns;
+    /* under rx_lock: the arrival rate the back-off assumes, as ns per KiB due (qp.c), learnt
+     * from polls that came back too early (nothing new) or in time */
+    uint32_t rx_backoff_ns_per_kib;
 
     /* under qp->state_lock */
     unsigned ev_pending;           /* SNDK_EV_* */
