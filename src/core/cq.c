@@ -264,7 +264,8 @@ static ULONG take_locked(struct sndk_cq *cq, ULONG n, NDK_RESULT_EX *out_ex, NDK
     return n;
 }
 
-/* The readiness set's registration of node: ADD, MOD or DEL by what it has and wants. */
+/* The readiness set's registration of node: ADD, MOD or DEL by what it has and wants. Caller
+ * holds ready_mu. */
 static void ready_set_update(struct sndk_cq *cq, struct sndk_cq_conn *node, uint32_t events)
 {
     if (cq->ready_fd < 0 || node->watched == events)
@@ -283,39 +284,56 @@ void sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node,
     node->ops = ops;
     node->owner = owner;
     node->fd = fd;
-    node->watched = 0;
     sndk_mutex_lock(&cq->conn_lock);
-    ready_set_update(cq, node, events);
-    atomic_store_explicit(&node->watchable, true, memory_order_release);
+    pthread_mutex_lock(&cq->ready_mu);
+    node->wanted = events;
+    node->watched = 0;
+    if (cq->ready_on)
+        ready_set_update(cq, node, events);
     node->next = cq->conns.next;
     node->prev = &cq->conns;
     cq->conns.next->prev = node;
     cq->conns.next = node;
     node->linked = true;
     cq->nconns++;
+    if (!cq->ready_on && cq->nconns > SNDK_CQ_DIRECT_POLL_MAX) {
+        /* from now on empty polls ask the set: fill it with what each connection wants */
+        cq->ready_on = true;
+        for (struct sndk_cq_conn *c = cq->conns.next; c != &cq->conns; c = c->next)
+            ready_set_update(cq, c, c->wanted);
+    }
+    pthread_mutex_unlock(&cq->ready_mu);
     sndk_mutex_unlock(&cq->conn_lock);
 }
 
 void sndk_cq_conn_remove(struct sndk_cq *cq, struct sndk_cq_conn *node)
 {
     sndk_mutex_lock(&cq->conn_lock);
+    pthread_mutex_lock(&cq->ready_mu);
     if (node->linked) {
-        atomic_store_explicit(&node->watchable, false, memory_order_relaxed);
         ready_set_update(cq, node, 0);
         node->prev->next = node->next;
         node->next->prev = node->prev;
         node->linked = false;
         cq->nconns--;
     }
+    pthread_mutex_unlock(&cq->ready_mu);
     sndk_mutex_unlock(&cq->conn_lock);
 }
 
 void sndk_cq_conn_watch(struct sndk_cq *cq, struct sndk_cq_conn *node, uint32_t events)
 {
     /* Not under conn_lock: the owner calls this under its own lock (a QP's tx_lock), which
-     * ranks after conn_lock. epoll_ctl is safe beside a concurrent epoll_wait. */
-    if (atomic_load_explicit(&node->watchable, memory_order_acquire))
-        ready_set_update(cq, node, events);
+     * ranks after conn_lock; ready_mu is innermost. A watch before the link is dropped (the
+     * owner watches again once sndk_cq_conn_add returned). epoll_ctl is safe beside a
+     * concurrent epoll_wait. */
+    pthread_mutex_lock(&cq->ready_mu);
+    if (node->linked) {
+        node->wanted = events;
+        if (cq->ready_on)
+            ready_set_update(cq, node, events);
+    }
+    pthread_mutex_unlock(&cq->ready_mu);
 }
 
 uint64_t sndk_cq_now_ms(void)
@@ -392,7 +410,7 @@ static bool poll_conns(struct sndk_cq *cq, bool armed)
     if (!armed && atomic_load_explicit(&cq->poll_stamp, memory_order_relaxed) != now)
         atomic_store_explicit(&cq->poll_stamp, now, memory_order_relaxed);
     sndk_mutex_lock(&cq->conn_lock);
-    if (cq->nconns <= SNDK_CQ_DIRECT_POLL_MAX || cq->ready_fd < 0)
+    if (cq->nconns <= SNDK_CQ_DIRECT_POLL_MAX || !cq->ready_on || cq->ready_fd < 0)
         progress = poll_each(cq);
     else
         progress = poll_ready(cq);
@@ -533,6 +551,7 @@ static void cq_destroy(struct sndk_obj *o)
     free(cq->ring);
     if (cq->ready_fd >= 0)
         close(cq->ready_fd);
+    pthread_mutex_destroy(&cq->ready_mu);
     sndk_mutex_destroy(&cq->lock);
     sndk_mutex_destroy(&cq->conn_lock);
 }
@@ -584,6 +603,7 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
     sndk_mutex_init_ranked(&cq->lock, SNDK_LOCK_CQ);
     sndk_mutex_init_ranked(&cq->conn_lock, SNDK_LOCK_CQ_CONN);
     cq->conns.next = cq->conns.prev = &cq->conns;
+    pthread_mutex_init(&cq->ready_mu, NULL);
     cq->ready_fd = epoll_create1(EPOLL_CLOEXEC);
     if (cq->ready_fd < 0)
         sndk_warn("cq", "CQ %p: no readiness set (errno %d): empty polls ask every connection",

@@ -40,11 +40,10 @@ struct sndk_cq_conn {
     const struct sndk_cq_conn_ops *ops;
     void *owner; /* the connection, for ops */
     int fd;
-    uint32_t watched; /* events in the readiness set, 0 = not in it; the owner serializes */
-    /* set once the node is in the set (release), so a watch that comes before the link is
-     * dropped: the owner watches again after sndk_cq_conn_add returns */
-    atomic_bool watchable;
-    bool linked;
+    /* under the CQ's ready_mu: */
+    uint32_t wanted;  /* the events the owner last asked for */
+    uint32_t watched; /* events registered in the readiness set, 0 = not in it */
+    bool linked;      /* written holding conn_lock and ready_mu: either may read it */
 };
 
 struct sndk_cq {
@@ -94,6 +93,12 @@ struct sndk_cq {
     struct sndk_mutex conn_lock;
     struct sndk_cq_conn conns; /* list head */
     uint32_t nconns;           /* linked connections, under conn_lock */
+    /* The readiness set is filled only once the CQ has had more than SNDK_CQ_DIRECT_POLL_MAX
+     * connections (ready_on, under conn_lock and ready_mu): before, each socket would wake
+     * one more epoll set at every segment for nothing. ready_mu (innermost, unranked, like
+     * the engine locks) orders the registrations of one node between its owner and the CQ. */
+    pthread_mutex_t ready_mu;
+    bool ready_on;
     int ready_fd; /* the readiness set: an epoll set of the linked sockets (-1: none, every
                      poll walks the list) */
     /* When a consumer last polled this CQ empty (coarse ms; 0 = armed since): while it polls,
@@ -133,8 +138,8 @@ void sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node,
                       const struct sndk_cq_conn_ops *ops, void *owner, int fd, uint32_t events);
 void sndk_cq_conn_remove(struct sndk_cq *cq, struct sndk_cq_conn *node);
 /* The events a linked connection now wants an empty poll to act on (EPOLLIN while it can
- * receive, EPOLLOUT while it waits for socket space; 0 leaves the set). Called by the owner
- * under its own serialization, never concurrently for one node; no CQ lock is taken. */
+ * receive, EPOLLOUT while it waits for socket space; 0 leaves the set). Any thread; takes only
+ * the CQ's innermost ready_mu, so the owner may hold its own locks. */
 void sndk_cq_conn_watch(struct sndk_cq *cq, struct sndk_cq_conn *node, uint32_t events);
 /* A connection feeding cq parked (+1) or unparked (-1) its receive side. Any thread. */
 void sndk_cq_parked(struct sndk_cq *cq, int delta);
