@@ -10,12 +10,18 @@
 
 #include "core/cq.h"
 
-void __real_sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node);
-void __wrap_sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node);
+void __real_sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node,
+                             const struct sndk_cq_conn_ops *ops, void *owner, int fd,
+                             uint32_t events);
+void __wrap_sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node,
+                             const struct sndk_cq_conn_ops *ops, void *owner, int fd,
+                             uint32_t events);
 
-void __wrap_sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node)
+void __wrap_sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node,
+                             const struct sndk_cq_conn_ops *ops, void *owner, int fd,
+                             uint32_t events)
 {
-    __real_sndk_cq_conn_add(cq, node);
+    __real_sndk_cq_conn_add(cq, node, ops, owner, fd, events);
     static long us = -1;
     if (us < 0) {
         const char *v = getenv("CHURN_STALL_LINK_US");

@@ -2,12 +2,14 @@
 #include "core/cq.h"
 #include "faults/faults.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <time.h>
+#include <unistd.h>
 
-#include "core/qp.h"
 #include "verify/verify.h"
 #include "util/log.h"
 
@@ -94,7 +96,8 @@ static void overrun_work_fn(struct sndk_work *w)
     struct sndk_cq *cq = sndk_container_of(w, struct sndk_cq, overrun_work);
     sndk_mutex_lock(&cq->conn_lock);
     for (struct sndk_cq_conn *c = cq->conns.next; c != &cq->conns; c = c->next)
-        sndk_qp_cq_overrun(c->qp); /* as a polling pass may: the list stays until src_done */
+        c->ops->cq_dead(c); /* as a polling pass may: the node stays linked until its owner
+                               unlinks it */
     sndk_mutex_unlock(&cq->conn_lock);
     sndk_obj_put(&cq->base);
 }
@@ -262,26 +265,76 @@ static ULONG take_locked(struct sndk_cq *cq, ULONG n, NDK_RESULT_EX *out_ex, NDK
     return n;
 }
 
-void sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node)
+/* The readiness set's registration of node: ADD, MOD or DEL by what it has and wants. Caller
+ * holds ready_mu. */
+static void ready_set_update(struct sndk_cq *cq, struct sndk_cq_conn *node, uint32_t events)
 {
+    if (cq->ready_fd < 0 || node->watched == events)
+        return;
+    struct epoll_event ev = {.events = events, .data.ptr = node};
+    int op = events == 0 ? EPOLL_CTL_DEL : node->watched == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+    if (epoll_ctl(cq->ready_fd, op, node->fd, &ev) != 0 && errno != ENOENT)
+        sndk_warn("cq", "CQ %p: readiness set op %d fd %d: errno %d", (void *)cq, op, node->fd,
+                  errno);
+    node->watched = events;
+}
+
+void sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node,
+                      const struct sndk_cq_conn_ops *ops, void *owner, int fd, uint32_t events)
+{
+    node->ops = ops;
+    node->owner = owner;
+    node->fd = fd;
     sndk_mutex_lock(&cq->conn_lock);
+    pthread_mutex_lock(&cq->ready_mu);
+    node->wanted = events;
+    node->watched = 0;
+    if (cq->ready_on)
+        ready_set_update(cq, node, events);
     node->next = cq->conns.next;
     node->prev = &cq->conns;
     cq->conns.next->prev = node;
     cq->conns.next = node;
     node->linked = true;
+    cq->nconns++;
+    if (!cq->ready_on && cq->nconns > SNDK_CQ_DIRECT_POLL_MAX) {
+        /* from now on empty polls ask the set: fill it with what each connection wants */
+        cq->ready_on = true;
+        for (struct sndk_cq_conn *c = cq->conns.next; c != &cq->conns; c = c->next)
+            ready_set_update(cq, c, c->wanted);
+    }
+    pthread_mutex_unlock(&cq->ready_mu);
     sndk_mutex_unlock(&cq->conn_lock);
 }
 
 void sndk_cq_conn_remove(struct sndk_cq *cq, struct sndk_cq_conn *node)
 {
     sndk_mutex_lock(&cq->conn_lock);
+    pthread_mutex_lock(&cq->ready_mu);
     if (node->linked) {
+        ready_set_update(cq, node, 0);
         node->prev->next = node->next;
         node->next->prev = node->prev;
         node->linked = false;
+        cq->nconns--;
     }
+    pthread_mutex_unlock(&cq->ready_mu);
     sndk_mutex_unlock(&cq->conn_lock);
+}
+
+void sndk_cq_conn_watch(struct sndk_cq *cq, struct sndk_cq_conn *node, uint32_t events)
+{
+    /* Not under conn_lock: the owner calls this under its own lock (a QP's tx_lock), which
+     * ranks after conn_lock; ready_mu is innermost. A watch before the link is dropped (the
+     * owner watches again once sndk_cq_conn_add returned). epoll_ctl is safe beside a
+     * concurrent epoll_wait. */
+    pthread_mutex_lock(&cq->ready_mu);
+    if (node->linked) {
+        node->wanted = events;
+        if (cq->ready_on)
+            ready_set_update(cq, node, events);
+    }
+    pthread_mutex_unlock(&cq->ready_mu);
 }
 
 uint64_t sndk_cq_now_ms(void)
@@ -297,14 +350,52 @@ bool sndk_cq_polling(const struct sndk_cq *cq)
     return stamp != 0 && sndk_cq_now_ms() - stamp <= SNDK_CQ_POLLING_MS;
 }
 
-/* The consumer armed the CQ: it stops polling, so the progress threads receive again. */
+void sndk_cq_parked(struct sndk_cq *cq, int delta)
+{
+    if (delta > 0)
+        atomic_fetch_add_explicit(&cq->parked, 1, memory_order_relaxed);
+    else
+        atomic_fetch_sub_explicit(&cq->parked, 1, memory_order_relaxed);
+}
+
+/* The consumer armed the CQ: it stops polling, so the progress threads receive again. Only
+ * parked connections have anything to undo; a park that races with this arm looks at the
+ * stamp again after counting itself (qp.c park_rx), so skipping the walk at 0 loses none. */
 static void unpark_conns(struct sndk_cq *cq)
 {
-    atomic_store_explicit(&cq->poll_stamp, 0, memory_order_relaxed);
+    atomic_store_explicit(&cq->poll_stamp, 0, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&cq->parked, memory_order_seq_cst) == 0)
+        return;
     sndk_mutex_lock(&cq->conn_lock);
     for (struct sndk_cq_conn *c = cq->conns.next; c != &cq->conns; c = c->next)
-        sndk_qp_unpark_rx(c->qp);
+        c->ops->stop_polling(c);
     sndk_mutex_unlock(&cq->conn_lock);
+}
+
+/* Few connections: ask each (one read each; nothing between the poll and the data). */
+static bool poll_each(struct sndk_cq *cq)
+{
+    bool progress = false;
+    for (struct sndk_cq_conn *c = cq->conns.next; c != &cq->conns; c = c->next)
+        progress |= c->ops->progress(c, EPOLLIN | EPOLLOUT);
+    return progress;
+}
+
+/* Many connections: one look at the readiness set with a zero timeout, then only the
+ * connections it reports. Level-triggered, so what a pass leaves is reported again; epoll
+ * hands out a full ready list round-robin, so a batch never starves the rest. */
+#define READY_BATCH 64
+static bool poll_ready(struct sndk_cq *cq)
+{
+    struct epoll_event evs[READY_BATCH];
+    int n = epoll_wait(cq->ready_fd, evs, READY_BATCH, 0);
+    bool progress = false;
+    for (int i = 0; i < n; i++) {
+        struct sndk_cq_conn *c = evs[i].data.ptr; /* linked: removal takes conn_lock */
+        progress |= c->ops->progress(c, evs[i].events);
+    }
+    return progress;
 }
 
 /* The CQ was empty: send what waits for socket space and receive on the connections feeding it
@@ -312,7 +403,7 @@ static void unpark_conns(struct sndk_cq *cq)
  * Returns true when bytes moved. */
 static bool poll_conns(struct sndk_cq *cq, bool armed)
 {
-    bool progress = false;
+    bool progress;
     /* A poll of an armed CQ is the last look before the consumer blocks (arm, poll once more,
      * wait): it must not mark the CQ as polled, or the progress threads would park its
      * connections while nobody polls, and the next message would wait for the park timer. */
@@ -320,10 +411,10 @@ static bool poll_conns(struct sndk_cq *cq, bool armed)
     if (!armed && atomic_load_explicit(&cq->poll_stamp, memory_order_relaxed) != now)
         atomic_store_explicit(&cq->poll_stamp, now, memory_order_relaxed);
     sndk_mutex_lock(&cq->conn_lock);
-    for (struct sndk_cq_conn *c = cq->conns.next; c != &cq->conns; c = c->next) {
-        progress |= sndk_qp_poll_tx(c->qp);
-        progress |= sndk_qp_poll_rx(c->qp);
-    }
+    if (cq->nconns <= SNDK_CQ_DIRECT_POLL_MAX || !cq->ready_on || cq->ready_fd < 0)
+        progress = poll_each(cq);
+    else
+        progress = poll_ready(cq);
     sndk_mutex_unlock(&cq->conn_lock);
     return progress;
 }
@@ -459,6 +550,9 @@ static void cq_destroy(struct sndk_obj *o)
 {
     struct sndk_cq *cq = sndk_container_of(o, struct sndk_cq, base);
     free(cq->ring);
+    if (cq->ready_fd >= 0)
+        close(cq->ready_fd);
+    pthread_mutex_destroy(&cq->ready_mu);
     sndk_mutex_destroy(&cq->lock);
     sndk_mutex_destroy(&cq->conn_lock);
 }
@@ -510,11 +604,17 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
     sndk_mutex_init_ranked(&cq->lock, SNDK_LOCK_CQ);
     sndk_mutex_init_ranked(&cq->conn_lock, SNDK_LOCK_CQ_CONN);
     cq->conns.next = cq->conns.prev = &cq->conns;
+    pthread_mutex_init(&cq->ready_mu, NULL);
+    cq->ready_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (cq->ready_fd < 0)
+        sndk_warn("cq", "CQ %p: no readiness set (errno %d): empty polls ask every connection",
+                  (void *)cq, errno);
     sndk_work_init(&cq->notify_work, notify_work_fn);
     sndk_work_init(&cq->overrun_work, overrun_work_fn);
     sndk_timer_init(&cq->mod_timer, mod_timer_fn);
     sndk_obj_init(&cq->base, a, &cq_ops, &cq_dispatch);
     atomic_init(&cq->verify_callers, 0);
+    atomic_init(&cq->parked, 0);
     sndk_obj_hold(&cq->base, &a->base);
     *ppNdkCq = &cq->base.pub.cq;
     return STATUS_SUCCESS;

@@ -15,13 +15,35 @@ struct sndk_cqe {
     NDK_RESULT_EX result;
 };
 
-struct sndk_qp;
+struct sndk_cq_conn;
 
-/* A connected QP feeding this CQ: what a polling consumer drives (docs/datapath.md). */
+/* What a CQ asks of a connection feeding it. The connection registers these with the CQ
+ * (sndk_cq_conn_add), so the CQ drives progress without knowing what a QP is. Each is called
+ * holding conn_lock (the outermost lock) and no other. */
+struct sndk_cq_conn_ops {
+    /* The CQ was polled empty and the connection's socket reported `events` (EPOLLIN,
+     * EPOLLOUT, EPOLLERR, EPOLLHUP) in the CQ's readiness set: move what can move without
+     * waiting. Returns true when bytes moved. */
+    bool (*progress)(struct sndk_cq_conn *c, uint32_t events);
+    /* The consumer armed the CQ: it stops polling, the connection receives on its own again. */
+    void (*stop_polling)(struct sndk_cq_conn *c);
+    /* The CQ overran ([CQ-12]): the connection must end. */
+    void (*cq_dead)(struct sndk_cq_conn *c);
+};
+
+/* A connection feeding this CQ: what a polling consumer drives (docs/datapath.md, "polling
+ * that scales"). The socket is in the CQ's readiness set (an epoll set of its own) with the
+ * events the connection asks for (sndk_cq_conn_watch), so an empty poll costs what the ready
+ * connections cost, not what every connection does. */
 struct sndk_cq_conn {
     struct sndk_cq_conn *next, *prev;
-    struct sndk_qp *qp;
-    bool linked;
+    const struct sndk_cq_conn_ops *ops;
+    void *owner; /* the connection, for ops */
+    int fd;
+    /* under the CQ's ready_mu: */
+    uint32_t wanted;  /* the events the owner last asked for */
+    uint32_t watched; /* events registered in the readiness set, 0 = not in it */
+    bool linked;      /* written holding conn_lock and ready_mu: either may read it */
 };
 
 struct sndk_cq {
@@ -70,9 +92,21 @@ struct sndk_cq {
      * across the receive passes, which take QP locks only with trylock or further in. */
     struct sndk_mutex conn_lock;
     struct sndk_cq_conn conns; /* list head */
+    uint32_t nconns;           /* linked connections, under conn_lock */
+    /* The readiness set is filled only once the CQ has had more than SNDK_CQ_DIRECT_POLL_MAX
+     * connections (ready_on, under conn_lock and ready_mu): before, each socket would wake
+     * one more epoll set at every segment for nothing. ready_mu (innermost, unranked, like
+     * the engine locks) orders the registrations of one node between its owner and the CQ. */
+    pthread_mutex_t ready_mu;
+    bool ready_on;
+    int ready_fd; /* the readiness set: an epoll set of the linked sockets (-1: none, every
+                     poll walks the list) */
     /* When a consumer last polled this CQ empty (coarse ms; 0 = armed since): while it polls,
      * progress threads leave the receiving to it (docs/datapath.md, "parking"). */
     _Atomic uint64_t poll_stamp;
+    /* Connections whose progress thread left the receiving to this CQ's poller (parked):
+     * an arm walks the connections only when there are any. */
+    atomic_uint parked;
 };
 
 /* Coarse monotonic milliseconds, cheap enough for every empty poll. */
@@ -93,8 +127,21 @@ static inline struct sndk_cq *sndk_cq_from(const void *pub)
  * NDKPI specifies, and the notification reports STATUS_BUFFER_OVERFLOW). */
 bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicited);
 
-/* Link / unlink a connected QP (node->qp set by the caller). Any thread; takes conn_lock. */
-void sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node);
+/* Up to this many connections an empty poll asks each of them directly (one read each, no
+ * readiness-set system call on the way to the data: the one-connection latency); above, it
+ * asks the readiness set with a zero timeout and drives only the ready ones. */
+#define SNDK_CQ_DIRECT_POLL_MAX 2u
+
+/* Link a connection whose socket is fd, watching `events` (sndk_cq_conn_watch), or unlink it
+ * (before its socket is closed). Any thread; takes conn_lock. */
+void sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node,
+                      const struct sndk_cq_conn_ops *ops, void *owner, int fd, uint32_t events);
 void sndk_cq_conn_remove(struct sndk_cq *cq, struct sndk_cq_conn *node);
+/* The events a linked connection now wants an empty poll to act on (EPOLLIN while it can
+ * receive, EPOLLOUT while it waits for socket space; 0 leaves the set). Any thread; takes only
+ * the CQ's innermost ready_mu, so the owner may hold its own locks. */
+void sndk_cq_conn_watch(struct sndk_cq *cq, struct sndk_cq_conn *node, uint32_t events);
+/* A connection feeding cq parked (+1) or unparked (-1) its receive side. Any thread. */
+void sndk_cq_parked(struct sndk_cq *cq, int delta);
 
 #endif

@@ -341,10 +341,17 @@ static void src_done_fn(struct sndk_work *w)
         struct linger l = {.l_onoff = 1, .l_linger = 0};
         setsockopt(io->fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
     }
-    close(io->fd);
+    sndk_mutex_lock(&qp->tx_lock);
+    if (io->rx_parked) { /* ended parked: nothing will unpark it */
+        io->rx_parked = false;
+        sndk_cq_parked(qp->rcq, -1);
+    }
+    sndk_mutex_unlock(&qp->tx_lock);
+    /* out of the CQs' readiness sets before the descriptor can be reused */
     sndk_cq_conn_remove(qp->rcq, &io->rconn);
     if (qp->icq != qp->rcq)
         sndk_cq_conn_remove(qp->icq, &io->iconn);
+    close(io->fd);
     sndk_debug("qp", "QP %p: socket closed%s", (void *)qp, io->close_rst ? " (RST)" : "");
     sndk_obj_put(&qp->base); /* the connection's reference */
 }
@@ -449,7 +456,7 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
                (unsigned)f->link_status, (unsigned)f->reason);
 }
 
-void sndk_qp_cq_overrun(struct sndk_qp *qp)
+static void qp_cq_overrun(struct sndk_qp *qp)
 {
     if (!qp->io)
         return;
@@ -591,9 +598,10 @@ static void kick_tx(struct sndk_qp *qp)
         after_tx(qp, res);
 }
 
-#define SNDK_RX_BACKOFF_MIN_DUE      16384u /* less is read at once anyway */
-#define SNDK_RX_BACKOFF_BYTES_PER_NS 8u     /* ~ this machine's loopback TCP at its best */
-#define SNDK_RX_BACKOFF_MAX_NS       8000u
+#define SNDK_RX_BACKOFF_MIN_DUE      2048u /* less: read at once (the direct-read minimum) */
+#define SNDK_RX_BACKOFF_FAST_NS_KIB  128u   /* 8 bytes/ns: this machine's loopback at its best */
+#define SNDK_RX_BACKOFF_SLOW_NS_KIB  1024u  /* 1 byte/ns: the slowest rate it learns */
+#define SNDK_RX_BACKOFF_MAX_NS       64000u
 
 static uint64_t now_ns(void)
 {
@@ -606,17 +614,32 @@ static uint64_t now_ns(void)
  * back when most of the rest can have arrived, not at its next poll: otherwise it reads the
  * payload in crumbs, a system call and a TCP window update each, and on a loopback or a
  * busy core those crumbs cost the sender as much as the receiver. The wait is what the due
- * bytes take at SNDK_RX_BACKOFF_BYTES_PER_NS, at most SNDK_RX_BACKOFF_MAX_NS: a large message
- * is never held longer than its own transfer would take on a fast link. */
+ * bytes take at the rate the connection learnt (rx_backoff_ns_per_kib: from 8 bytes/ns, at
+ * best, to 1 byte/ns), at most SNDK_RX_BACKOFF_MAX_NS. A poll that comes back to nothing new
+ * (a read that says EAGAIN) halves the rate assumed; one that finds the payload's end, or
+ * more than it waited for, raises it by an eighth: on a busy machine the sender is slower than
+ * its link, and a fixed rate made four reads in five of a 1 MiB stream say EAGAIN. */
 static void set_poll_backoff(struct sndk_qp_io *io, uint32_t due)
 {
     uint64_t after = 0;
     if (due >= SNDK_RX_BACKOFF_MIN_DUE) {
-        uint64_t wait = due / SNDK_RX_BACKOFF_BYTES_PER_NS;
+        uint64_t wait = (uint64_t)(due / 1024u) * io->rx_backoff_ns_per_kib;
         after = now_ns() + (wait < SNDK_RX_BACKOFF_MAX_NS ? wait : SNDK_RX_BACKOFF_MAX_NS);
     }
     if (after || atomic_load_explicit(&io->rx_poll_after_ns, memory_order_relaxed))
         atomic_store_explicit(&io->rx_poll_after_ns, after, memory_order_relaxed);
+}
+
+/* A polled pass that followed a back-off: learn from what it found (rx_lock held). */
+static void learn_poll_backoff(struct sndk_qp_io *io, uint64_t fpdus_before, uint32_t pay_before)
+{
+    uint32_t r = io->rx_backoff_ns_per_kib;
+    bool same_fpdu = io->rx.fpdus == fpdus_before;
+    if (same_fpdu && io->rx.pay_got == pay_before)
+        r = r * 2u < SNDK_RX_BACKOFF_SLOW_NS_KIB ? r * 2u : SNDK_RX_BACKOFF_SLOW_NS_KIB;
+    else if (!same_fpdu || !io->rx_dry_mid_payload)
+        r = r - r / 8u > SNDK_RX_BACKOFF_FAST_NS_KIB ? r - r / 8u : SNDK_RX_BACKOFF_FAST_NS_KIB;
+    io->rx_backoff_ns_per_kib = r;
 }
 
 /* One receive pass unless someone else is receiving on this QP right now: the progress thread
@@ -647,7 +670,13 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
         return false;
     }
     struct sndk_fail f;
+    bool backed_off =
+        polled && atomic_load_explicit(&io->rx_poll_after_ns, memory_order_relaxed) != 0;
+    uint64_t fpdus_before = io->rx.fpdus;
+    uint32_t pay_before = io->rx.pay_got;
     enum sndk_rx_result res = sndk_rx_pass(qp, &f);
+    if (backed_off && res == SNDK_RXR_OK)
+        learn_poll_backoff(io, fpdus_before, pay_before);
     bool fin_sent = false;
     if (res == SNDK_RXR_PEER_FIN) {
         /* rx_lock + tx_lock: the receive side stops passes, TX stops watching EPOLLIN */
@@ -669,7 +698,7 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
     return true;
 }
 
-bool sndk_qp_poll_rx(struct sndk_qp *qp)
+static bool qp_poll_rx(struct sndk_qp *qp)
 {
     struct sndk_qp_io *io = qp->io;
     if (io) {
@@ -684,7 +713,7 @@ bool sndk_qp_poll_rx(struct sndk_qp *qp)
  * on every core, the progress thread that EPOLLOUT would wake may not run for a while, and the
  * stream stalls behind it. Try-lock, like the receive pass: a concurrent sender is already at
  * it. */
-bool sndk_qp_poll_tx(struct sndk_qp *qp)
+static bool qp_poll_tx(struct sndk_qp *qp)
 {
     struct sndk_qp_io *io = qp->io;
     if (!io || !sndk_mutex_trylock(&qp->tx_lock))
@@ -702,23 +731,30 @@ bool sndk_qp_poll_tx(struct sndk_qp *qp)
  * progress thread stops watching EPOLLIN. Otherwise every arriving message would wake it, and
  * the wake-up costs the sender and competes with the consumer for the CPU. Arming the CQ
  * unparks; a timer unparks too once the consumer stopped polling without arming. */
+static void qp_unpark_rx(struct sndk_qp *qp);
+
 static void park_rx(struct sndk_qp *qp)
 {
     struct sndk_qp_io *io = qp->io;
     sndk_mutex_lock(&qp->tx_lock);
     bool was = io->rx_parked;
-    if (!sndk_conn_stopped(io) && !was) {
+    bool now = !sndk_conn_stopped(io) && !was;
+    if (now) {
         io->rx_parked = true;
+        sndk_cq_parked(qp->rcq, +1);
         sndk_tx_update_events(io);
     }
     sndk_mutex_unlock(&qp->tx_lock);
-    if (was)
+    if (!now)
         return;
+    /* counted before the look at the stamp: an arm clears the stamp before it reads the
+     * count (cq.c unpark_conns), so one of the two sees the other */
+    atomic_thread_fence(memory_order_seq_cst);
     /* The consumer may have armed between our look at the CQ and the park: its unpark ran
      * before rx_parked was set and found nothing to do. It cleared the stamp before taking
      * tx_lock, so this second look sees that. */
     if (!sndk_cq_polling(qp->rcq)) {
-        sndk_qp_unpark_rx(qp);
+        qp_unpark_rx(qp);
         return;
     }
     sndk_mutex_lock(&qp->state_lock);
@@ -730,7 +766,7 @@ static void park_rx(struct sndk_qp *qp)
     sndk_mutex_unlock(&qp->state_lock);
 }
 
-void sndk_qp_unpark_rx(struct sndk_qp *qp)
+static void qp_unpark_rx(struct sndk_qp *qp)
 {
     struct sndk_qp_io *io = qp->io;
     if (!io)
@@ -738,6 +774,7 @@ void sndk_qp_unpark_rx(struct sndk_qp *qp)
     sndk_mutex_lock(&qp->tx_lock);
     if (io->rx_parked) {
         io->rx_parked = false;
+        sndk_cq_parked(qp->rcq, -1);
         sndk_tx_update_events(io); /* level-triggered: bytes already there report at once */
     }
     sndk_mutex_unlock(&qp->tx_lock);
@@ -749,7 +786,7 @@ static void park_timer_fn(struct sndk_timer *t)
     struct sndk_qp *qp = io->qp;
     bool polling = sndk_cq_polling(qp->rcq);
     if (!polling)
-        sndk_qp_unpark_rx(qp);
+        qp_unpark_rx(qp);
     sndk_mutex_lock(&qp->tx_lock);
     bool parked = io->rx_parked && !sndk_conn_stopped(io);
     sndk_mutex_unlock(&qp->tx_lock);
@@ -762,6 +799,51 @@ static void park_timer_fn(struct sndk_timer *t)
     sndk_mutex_unlock(&qp->state_lock);
     if (!keep)
         sndk_obj_put(&qp->base);
+}
+
+/* ------------------------------------------------- what the QP's CQs drive (cq.h) */
+
+/* An empty poll of a CQ this QP feeds found its socket ready: send what waits for space,
+ * receive what arrived (docs/datapath.md, "polling that scales"). */
+static bool cq_conn_progress(struct sndk_cq_conn *c, uint32_t events)
+{
+    struct sndk_qp *qp = c->owner;
+    bool moved = false;
+    if (events & EPOLLOUT)
+        moved |= qp_poll_tx(qp);
+    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+        moved |= qp_poll_rx(qp);
+    return moved;
+}
+
+static void cq_conn_stop_polling(struct sndk_cq_conn *c)
+{
+    qp_unpark_rx(c->owner);
+}
+
+static void cq_conn_dead(struct sndk_cq_conn *c)
+{
+    qp_cq_overrun(c->owner);
+}
+
+static const struct sndk_cq_conn_ops cq_conn_ops = {
+    .progress = cq_conn_progress,
+    .stop_polling = cq_conn_stop_polling,
+    .cq_dead = cq_conn_dead,
+};
+
+/* What an empty poll of either CQ should act on: receiving while the receive side may read
+ * (parked or not: parking hands the receiving to the polling consumer), sending while the
+ * socket is full. A connection that can do neither leaves the CQs' readiness sets. */
+void sndk_qp_watch_cqs(struct sndk_qp_io *io)
+{
+    struct sndk_qp *qp = io->qp;
+    sndk_assert_held(&qp->tx_lock);
+    uint32_t ev = (io->peer_fin || io->rx_stalled ? 0u : (uint32_t)EPOLLIN) |
+                  (io->tx_blocked && !io->tx_stalled ? (uint32_t)EPOLLOUT : 0u);
+    sndk_cq_conn_watch(qp->rcq, &io->rconn, ev);
+    if (qp->icq != qp->rcq)
+        sndk_cq_conn_watch(qp->icq, &io->iconn, ev);
 }
 
 static void src_fn(struct sndk_source *s, uint32_t events)
@@ -952,6 +1034,7 @@ static struct sndk_qp_io *io_create(struct sndk_qp *qp)
     }
     io->qp = qp;
     atomic_init(&io->phase, SNDK_PHASE_ATTACHING);
+    io->rx_backoff_ns_per_kib = SNDK_RX_BACKOFF_FAST_NS_KIB;
     return io;
 }
 
@@ -1014,9 +1097,9 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
 
     /* Linked before the socket is watched; src_done unlinks them, and it runs only after the
      * source is removed, which needs it added first. */
-    sndk_cq_conn_add(qp->rcq, &io->rconn);
+    sndk_cq_conn_add(qp->rcq, &io->rconn, &cq_conn_ops, qp, p->fd, EPOLLIN);
     if (qp->icq != qp->rcq)
-        sndk_cq_conn_add(qp->icq, &io->iconn);
+        sndk_cq_conn_add(qp->icq, &io->iconn, &cq_conn_ops, qp, p->fd, EPOLLIN);
     sndk_obj_get(&qp->base); /* the connection's reference, dropped by src_done */
 
     int rc = sndk_source_add(io->engine, &io->src, p->fd, EPOLLIN, src_fn, (int)io->thread);

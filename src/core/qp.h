@@ -101,15 +101,4 @@ struct sndk_qp {
 
 const char *sndk_qp_state_name(enum sndk_qp_state s);
 
-/* A consumer polled an empty CQ fed by qp: one non-blocking receive pass if nobody else is
- * receiving on it right now (try-lock). Returns true when it consumed bytes. */
-bool sndk_qp_poll_rx(struct sndk_qp *qp);
-/* Push what waits for socket space (TX blocked): true when it all went out. Try-lock. */
-bool sndk_qp_poll_tx(struct sndk_qp *qp);
-/* Its receive CQ was armed: the progress thread watches the socket again. */
-void sndk_qp_unpark_rx(struct sndk_qp *qp);
-/* A CQ this QP feeds overran (docs/ndk-rules.md [CQ-12]: its QPs are unusable): a connected
- * QP sends a Terminate (RDMAP, local catastrophic) and aborts. Caller holds no QP lock. */
-void sndk_qp_cq_overrun(struct sndk_qp *qp);
-
 #endif

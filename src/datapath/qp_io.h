@@ -211,6 +211,9 @@ struct sndk_qp_io {
      * Set when a pass ended in the middle of a large payload, so the rest is read in one
      * piece rather than in crumbs (docs/datapath.md, "Who receives"). */
     _Atomic uint64_t rx_poll_after_ns;
+    /* under rx_lock: the arrival rate the back-off assumes, as ns per KiB due (qp.c), learnt
+     * from polls that came back too early (nothing new) or in time */
+    uint32_t rx_backoff_ns_per_kib;
 
     /* under qp->state_lock */
     unsigned ev_pending;           /* SNDK_EV_* */
@@ -349,6 +352,8 @@ void sndk_tx_gate_open(struct sndk_qp *qp);
 void sndk_tx_terminate(struct sndk_qp *qp, const struct sndk_term *t);
 /* Set the watched events from tx_blocked / peer_fin / parking / stalls. */
 void sndk_tx_update_events(struct sndk_qp_io *io);
+/* qp.c, tx_lock held: the same facts into the CQs' readiness sets (core/cq.h). */
+void sndk_qp_watch_cqs(struct sndk_qp_io *io);
 /* Drop the unwritten batch (the connection is closing). */
 void sndk_tx_discard(struct sndk_qp_io *io);
 /* RX, a Read Response ended: is the entry at the head of the ORQ a fence? (none: false) */

@@ -555,6 +555,37 @@ static int feed_stage(struct sndk_qp_io *io)
     return 0;
 }
 
+/* The parser ends a direct offer that completes an FPDU with a probe of the next header, sized
+ * for the shortest header (tagged) so that it never takes payload bytes into the header
+ * buffer; a Send's header is 4 bytes longer, and those 4 bytes cost a read of their own per
+ * FPDU before its payload can be read straight into place (the crumbs of docs/datapath.md).
+ * Read the probe into the staging buffer instead, sized for the longest header: the parser
+ * takes the staged bytes as usual (header checks, placement, faults), and when the next FPDU
+ * has a shorter header the few payload bytes read with it are copied into the region the
+ * parser offers for them, after its checks. Returns the probe's index, or -1. */
+#define RX_PROBE_LEN (SNDK_MPA_LEN_SIZE + SNDK_DDP_UNTAGGED_HDR_LEN)
+static int probe_into_stage(struct sndk_qp_io *io, struct iovec *iov, int n)
+{
+    if (n < 2 || iov[n - 1].iov_base != io->rx.hdr || io->rx.state == SNDK_RX_HDR)
+        return -1;
+    iov[n - 1] = (struct iovec){io->stage, RX_PROBE_LEN};
+    return n - 1;
+}
+
+/* After a direct read: the bytes that went into the probe become the staged bytes. Returns
+ * how many bytes the parser's own offer took. */
+static size_t probe_staged(struct sndk_qp_io *io, const struct iovec *iov, int probe, size_t got)
+{
+    if (probe < 0)
+        return got;
+    size_t offered = sndk_iov_len(iov, probe);
+    if (got <= offered)
+        return got;
+    io->stage_len = (uint32_t)(got - offered);
+    io->stage_pos = 0;
+    return offered;
+}
+
 /* Read straight into the parser's offer rather than through the staging buffer? */
 static bool go_direct(const struct sndk_rx *rx)
 {
@@ -746,14 +777,17 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
             int n = sndk_rx_want(&io->rx, iov, (int)(sizeof iov / sizeof iov[0]));
             if (n == 0)
                 return protocol_end(qp, -EPROTO, fail);
+            int probe = probe_into_stage(io, iov, n);
             if (cap != SIZE_MAX)
                 n = clamp_iov(iov, n, cap);
+            if (probe >= n)
+                probe = -1;
             got = readv(io->fd, iov, n);
             if (got > 0)
                 drained = (size_t)got < sndk_iov_len(iov, n);
             if (got > 0) {
                 sndk_seam_rx_read(qp, iov, n, (size_t)got);
-                rc = sndk_rx_advance(&io->rx, (size_t)got);
+                rc = sndk_rx_advance(&io->rx, probe_staged(io, iov, probe, (size_t)got));
                 if (rc != 0)
                     return rx_stop(qp, rc, fail);
                 continue;

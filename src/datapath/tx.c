@@ -146,6 +146,7 @@ void sndk_tx_update_events(struct sndk_qp_io *io)
     int rc = sndk_source_modify(&io->src, ev);
     if (rc < 0 && rc != -ENOENT)
         sndk_warn("tx", "QP %p: epoll modify: %d", (void *)io->qp, rc);
+    sndk_qp_watch_cqs(io);
 }
 
 static struct sndk_sqe *slot(struct sndk_qp *qp, uint32_t idx)
