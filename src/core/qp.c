@@ -1074,7 +1074,6 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     sndk_timer_init(&io->rx_stall_timer, rx_stall_timer_fn);
     sndk_timer_init(&io->rnr_timer, rnr_timer_fn);
     sndk_work_init(&io->rnr_work, rnr_work_fn);
-    io->rconn.qp = io->iconn.qp = qp;
     io->crec = p->rec;
     sndk_conn_rec_get(io->crec);
     int one = 1;

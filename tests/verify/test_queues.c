@@ -60,7 +60,15 @@ static void *held_post_thread(void *arg)
 static void held_post_begin(struct held_post *h)
 {
     h->page_size = sysconf(_SC_PAGESIZE);
-    h->uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+    /* User-mode faults only: the provider reads the SGE list in user mode, and the flag lets an
+     * unprivileged process have a userfaultfd where vm.unprivileged_userfaultfd is 0 (Debian's
+     * default); older kernels without the flag get the plain call. */
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
+    h->uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+    if (h->uffd < 0 && errno == EINVAL)
+        h->uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
     CHECK_MSG(h->uffd >= 0, "userfaultfd: %s", strerror(errno));
     struct uffdio_api api = {.api = UFFD_API};
     CHECK(ioctl(h->uffd, UFFDIO_API, &api) == 0);

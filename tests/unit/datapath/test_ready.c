@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 
-#include "common.h"
+#include "datapath.h"
 #include "core/adapter.h"
 #include "core/cq.h"
 #include "engine/engine.h"
@@ -115,9 +115,9 @@ TEST(readiness_set_reports_only_connections_with_bytes)
         memcpy(h.peer[i].buf + m * 8, &v, 8);
         dp_post_send(&h.peer[i], NULL, (size_t)m * 8, 8, NDK_OP_FLAG_SILENT_SUCCESS);
         /* the bytes are in the hub's socket: exactly that connection reports (bounded wait) */
-        uint64_t end = dp_now_ms() + DP_TIMEOUT_MS;
+        uint64_t end = fixture_now_ms() + DP_TIMEOUT_MS;
         int ready = 0;
-        while ((ready = ready_now(h.hub.cq)) == 0 && dp_now_ms() < end)
+        while ((ready = ready_now(h.hub.cq)) == 0 && fixture_now_ms() < end)
             ;
         CHECK_EQ_I64(ready, 1);
         dp_expect(h.hub.cq, r, 1, 0);
@@ -151,8 +151,8 @@ TEST(readiness_set_sends_what_waits_for_socket_space)
      * peer's polls read its socket, the hub's push the rest when the set says EPOLLOUT */
     NDK_RESULT_EX sent = {0}, recvd = {0};
     unsigned got_sent = 0, got_recvd = 0;
-    uint64_t end = dp_now_ms() + DP_TIMEOUT_MS;
-    while ((!got_sent || !got_recvd) && dp_now_ms() < end) {
+    uint64_t end = fixture_now_ms() + DP_TIMEOUT_MS;
+    while ((!got_sent || !got_recvd) && fixture_now_ms() < end) {
         if (!got_sent)
             got_sent = h.hub.cq->Dispatch->NdkGetCqResultsEx(h.hub.cq, &sent, 1);
         if (!got_recvd)
