@@ -1,7 +1,7 @@
 /* churn_stall: bench/churn with sndk_cq_conn_add held up after it linked a QP to its CQ, which
  * is what a progress thread preempted inside sndk_qp_attach does under load. Linked with
  * -Wl,--wrap=sndk_cq_conn_add; the stall applies only when CHURN_STALL_LINK_US is set
- * (microseconds). It widens issue 14's window (a polling consumer receiving on a QP that is on
+ * (microseconds). It widens the attach race's window (a polling consumer receiving on a QP that is on
  * its CQ but not yet connected) from a few instructions to the whole stall:
  *   CHURN_STALL_LINK_US=2000 build/bench/churn_stall --only answer --answer 300
  * Before the fix that run reported resets (STATUS_CONNECTION_INVALID answers); now none. */

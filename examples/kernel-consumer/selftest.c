@@ -264,7 +264,7 @@ KcServerRdma(_In_ PKC_SERVER Server, _In_ ULONG Mode)
         KcLog(DPFLTR_WARNING_LEVEL,
               "kernel-consumer: SKIP rdma %s region: the provider refused it with 0x%08X%s\n",
               what, exposed,
-              Mode == KC_RDMA_FAST_REGISTER ? " (fast registration: project issue #6)" : "");
+              Mode == KC_RDMA_FAST_REGISTER ? " (fast registration)" : "");
         if (!KC_IS_REFUSAL(exposed)) {
             status = exposed;
         }
@@ -429,7 +429,7 @@ KcClientRdma(_In_ PRDMA_SOCKET Socket, _In_ ULONG Mode, _Out_ PULONG Skipped)
     if (KC_IS_REFUSAL(status)) {
         KcLog(DPFLTR_WARNING_LEVEL,
               "kernel-consumer: SKIP rdma write/read to a %s region: NdkWrite refused with "
-              "0x%08X (RDMA Read/Write: project issue #6)\n",
+              "0x%08X (RDMA Read/Write)\n",
               what, status);
         *Skipped = 1;
         status = STATUS_SUCCESS;
@@ -461,7 +461,7 @@ KcClientRdma(_In_ PRDMA_SOCKET Socket, _In_ ULONG Mode, _Out_ PULONG Skipped)
                                            0);
     if (KC_IS_REFUSAL(status)) {
         KcLog(DPFLTR_WARNING_LEVEL, "kernel-consumer: SKIP rdma read from a %s region: NdkRead "
-                                    "refused with 0x%08X (project issue #6)\n",
+                                    "refused with 0x%08X\n",
               what, status);
         status = STATUS_SUCCESS;
         goto done;

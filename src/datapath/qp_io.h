@@ -136,8 +136,8 @@ enum sndk_rx_result {
  *   attaching | live | shutting-down | fin-sent | failing --sndk_qp_fail (rx_lock + tx_lock)-->
  *       ended
  *
- * Reserved (#20, not implemented here): live-tx-held, "live, but TX held until the peer's
- * first FPDU" (the Responder rule when no RTR was negotiated), between attaching and live.
+ * The Responder rule (no RTR negotiated: TX held until the peer's first FPDU) is no phase of its
+ * own: the TX gate (sndk_tx_gate_*, tx.c) holds the send direction within live.
  * The peer's FIN is the receive direction's own fact (peer_fin): it arrives in any phase
  * before ended and does not change what we may send. */
 enum sndk_conn_phase {

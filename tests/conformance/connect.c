@@ -1238,7 +1238,7 @@ TEST(reply_private_data_of_300_bytes_is_readable_in_full)
 }
 
 /* An address is the adapter's when the host delivers it locally on its interface: lo lists
- * only 127.0.0.1, yet Linux delivers all of 127.0.0.0/8 there (issue 15). An address listed on
+ * only 127.0.0.1, yet Linux delivers all of 127.0.0.0/8 there. An address listed on
  * another interface, or one routed away, stays STATUS_INVALID_ADDRESS. */
 TEST(adapter_on_lo_owns_every_loopback_address)
 {

@@ -179,7 +179,7 @@ TEST(mr_reregister_tokens_distinct)
     env_close(&e);
 }
 
-/* Issue 15: two adapters (as two runs) hand out different tokens for the same registrations,
+/* Unpredictable tokens: two adapters (as two runs) hand out different tokens for the same registrations,
  * and tokens of one adapter are not consecutive. */
 TEST(mr_tokens_differ_between_adapters_and_are_not_sequential)
 {

@@ -5,7 +5,7 @@ Fails (exit 1, one line per finding) on
   1. a reference to a document that is not in the repo (the project's outside specification,
      design and style notes, by folder, name or section; the patterns are OUTSIDE below), a
      bare section sign not named by an RFC, "A.4.4"-style section numbers of an outside
-     document, "Part C";
+     document, "Part C", an item of the issue tracker ("issue 17");
   2. a relative markdown link in docs/**.md or a top-level *.md whose file or #anchor does
      not exist;
   3. a rule ID ([CQ-12], [IW-TERM]) that docs/ndk-rules.md / docs/iwarp-notes.md does not
@@ -31,6 +31,7 @@ OUTSIDE = [
     (re.compile(r"\b(design|style|users|ndkpi|iwarp)[.]md\b"), "an outside document"),
     (re.compile(r"[.][.]/shared\b"), "the steering folder beside the repo"),
     (re.compile(r"\bPart [A-C]\b"), "a part of an outside document"),
+    (re.compile(r"\b[Ii]ssues? #?\d+|\bproject issue\b"), "an item of the issue tracker"),
 ]
 # A section sign is fine only when an RFC (or an MS-XXXX open specification) is named before
 # it on the same line; "A.4.4" / "B.3" only right after an RFC number ("RFC 3720 B.4").

@@ -68,7 +68,7 @@ ndkperf_perftest)
     done
     ;;
 ndkperf_remote_regions)
-    # Issue 15: ndkperf registers remote access only on what the peer must reach (the landing
+    # Least privilege: ndkperf registers remote access only on what the peer must reach (the landing
     # area of an RDMA test, with the one right the test needs); tokens differ between runs.
     for t in send_bw write_bw read_bw; do
         SOFTNDK_TRACE="$work/$t.trace" timeout 90 "$NDKPERF" --loopback $t -s 4096 -n 50 -c \

@@ -1,4 +1,4 @@
-/* The consumer verifier against the mistakes of issue #17's driver (docs/verifier.md): a small
+/* The consumer verifier against the mistakes of a real consumer driver (docs/verifier.md): a small
  * consumer commits each one and gets exactly the report expected, the rule's counter at 1 and
  * no other rule, and the log line with the rule, the NDKPI reference, the object and the
  * RequestContext; a clean consumer gets none under strict. One process per test (ctest), the
@@ -147,7 +147,7 @@ static void drain(struct cb_rig *r)
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Issue #17, failure 1: NdkGetConnectionData after NdkCompleteConnect. */
+/* Failure 1 (docs/verifier.md, "What a provider cannot see"): NdkGetConnectionData after NdkCompleteConnect. */
 
 TEST(issue1_connection_data_after_complete_connect)
 {
