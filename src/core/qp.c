@@ -834,12 +834,16 @@ static const struct sndk_cq_conn_ops cq_conn_ops = {
 
 /* What an empty poll of either CQ should act on: receiving while the receive side may read
  * (parked or not: parking hands the receiving to the polling consumer), sending while the
- * socket is full. A connection that can do neither leaves the CQs' readiness sets. */
+ * socket is full. A connection that can do neither leaves the CQs' readiness sets. A Send held
+ * for a receive (receiver not ready) leaves the peer's bytes in the socket on purpose: watched,
+ * it would be reported by every empty poll, each a pass that can do nothing; the post that
+ * brings the receive resumes it (rnr_work), and the resume watches again. */
 void sndk_qp_watch_cqs(struct sndk_qp_io *io)
 {
     struct sndk_qp *qp = io->qp;
     sndk_assert_held(&qp->tx_lock);
-    uint32_t ev = (io->peer_fin || io->rx_stalled ? 0u : (uint32_t)EPOLLIN) |
+    bool rx_off = io->peer_fin || io->rx_stalled || sndk_rnr_phase(io) == SNDK_RNR_WAITING;
+    uint32_t ev = (rx_off ? 0u : (uint32_t)EPOLLIN) |
                   (io->tx_blocked && !io->tx_stalled ? (uint32_t)EPOLLOUT : 0u);
     sndk_cq_conn_watch(qp->rcq, &io->rconn, ev);
     if (qp->icq != qp->rcq)
