@@ -294,3 +294,147 @@ TEST(rnr_srq_post_through_the_verifier_wrapper_resumes_the_waiting_connection)
     dp_pair_close(&p);
     unsetenv("SOFTNDK_VERIFY");
 }
+
+/* ---------------------------------------------------------------- the fence and the hooks */
+
+#define KiB           1024u
+#define REMOTE_RW     (NDK_MR_FLAG_ALLOW_REMOTE_READ | NDK_MR_FLAG_ALLOW_REMOTE_WRITE)
+#define SENT(l, t, c) (0x01000000u | (l) << 16 | (t) << 8 | (c))
+#define RECV(l, t, c) (0x02000000u | (l) << 16 | (t) << 8 | (c))
+
+/* A placed pair with fault rules on both adapters (each rule is written so that only x's
+ * traffic reaches it: y sends one FPDU, the fence's response). */
+static NDK_MR *fence_pair(struct dp_pair *p, const char *faults, uint32_t *ytok)
+{
+    setenv("SOFTNDK_WRITE_COMPLETION", "placed", 1);
+    if (faults)
+        setenv("SOFTNDK_FAULTS", faults, 1);
+    struct dp_opts o;
+    dp_opts_default(&o);
+    o.crc = true;
+    o.two_adapters = true;
+    o.buf_len = 64 * KiB;
+    dp_pair_open(p, &o);
+    memset(p->y.buf, 0, p->y.len);
+    dp_fill(p->x.buf, 4 * KiB, 31);
+    return dp_reg(&p->y, 0, p->y.len, NDK_MR_FLAG_ALLOW_LOCAL_WRITE | REMOTE_RW, ytok);
+}
+
+static void post_write(struct dp_pair *p, void *ctx, uint32_t ytok, size_t len)
+{
+    NDK_SGE g = dp_sge(&p->x, 0, len);
+    CHECK_EQ_U64(
+        p->x.qp->Dispatch->NdkWrite(p->x.qp, ctx, &g, 1, (uint64_t)(uintptr_t)p->y.buf, ytok, 0),
+        STATUS_SUCCESS);
+}
+
+/* The fence is FPDU 2 of x's stream; a CRC rule corrupts it: y detects the CRC error and
+ * sends its Terminate, the Write was never known placed and completes cancelled. */
+TEST(fence_read_corrupted_by_a_crc_rule_ends_the_connection_and_cancels_the_write)
+{
+    struct dp_pair p;
+    uint32_t ytok = 0;
+    NDK_MR *ymr = fence_pair(&p, "crc:dir=tx,after_fpdus=1", &ytok);
+    post_write(&p, (void *)1, ytok, 100);
+    CHECK(harness_event_wait(&p.y.link.aborted, 1, DP_TIMEOUT_MS));
+    CHECK(harness_event_wait(&p.x.link.aborted, 1, DP_TIMEOUT_MS));
+    CHECK_EQ_U64(p.y.link.abort_reason, SENT(2u, 0u, 2u)); /* MPA / CRC error */
+    CHECK_EQ_U64(p.x.link.abort_reason, RECV(2u, 0u, 2u));
+    NDK_RESULT_EX r;
+    dp_expect(p.x.cq, &r, 1, 20);
+    dp_check_result(&r, STATUS_CANCELLED, 0, XCTX, (void *)1, NdkOperationTypeWrite);
+    CHECK(memcmp(p.y.buf, p.x.buf, 100) == 0); /* the Write itself was good and placed */
+    CHECK_EQ_U64(counters(p.ax).FenceReads, 1);
+    CHECK_EQ_U64(counters(p.ay).CrcErrors, 1);
+    dp_close_mr(ymr);
+    dp_pair_close(&p);
+}
+
+/* A stall rule at the fence: the fence waits, so the Write completes (successfully) only
+ * after the stall. */
+TEST(fence_read_behind_a_stall_rule_completes_the_write_after_the_stall)
+{
+    struct dp_pair p;
+    uint32_t ytok = 0;
+    NDK_MR *ymr = fence_pair(&p, "stall:dir=tx,after_fpdus=1,ms=200", &ytok);
+    uint64_t t0 = fixture_now_ms();
+    post_write(&p, (void *)1, ytok, 100);
+    NDK_RESULT_EX r;
+    dp_expect(p.x.cq, &r, 1, 20);
+    uint64_t took = fixture_now_ms() - t0;
+    dp_check_result(&r, STATUS_SUCCESS, 100, XCTX, (void *)1, NdkOperationTypeWrite);
+    CHECK_MSG(took >= 190, "the Write completed after %llu ms, inside the 200 ms stall",
+              (unsigned long long)took);
+    CHECK(memcmp(p.y.buf, p.x.buf, 100) == 0);
+    CHECK_EQ_U64(harness_event_count(&p.x.link.aborted), 0);
+    /* the connection goes on: a second Write and its fence */
+    post_write(&p, (void *)2, ytok, 200);
+    dp_expect(p.x.cq, &r, 1, 20);
+    dp_check_result(&r, STATUS_SUCCESS, 200, XCTX, (void *)2, NdkOperationTypeWrite);
+    CHECK_EQ_U64(counters(p.ax).FenceReads, 2);
+    dp_close_mr(ymr);
+    dp_pair_close(&p);
+}
+
+/* A terminate rule in place of the fence: x sends the Terminate and aborts; the Write is
+ * cancelled. */
+TEST(fence_read_replaced_by_a_terminate_rule_cancels_the_write)
+{
+    struct dp_pair p;
+    uint32_t ytok = 0;
+    NDK_MR *ymr = fence_pair(&p, "terminate:after_fpdus=1", &ytok);
+    post_write(&p, (void *)1, ytok, 100);
+    CHECK(harness_event_wait(&p.x.link.aborted, 1, DP_TIMEOUT_MS));
+    CHECK(harness_event_wait(&p.y.link.aborted, 1, DP_TIMEOUT_MS));
+    CHECK_EQ_U64(p.x.link.abort_reason, SENT(0u, 0u, 0u)); /* RDMAP / local catastrophic */
+    CHECK_EQ_U64(p.y.link.abort_reason, RECV(0u, 0u, 0u));
+    NDK_RESULT_EX r;
+    dp_expect(p.x.cq, &r, 1, 20);
+    dp_check_result(&r, STATUS_CANCELLED, 0, XCTX, (void *)1, NdkOperationTypeWrite);
+    CHECK_EQ_U64(counters(p.ax).FenceReads, 0); /* never cut */
+    dp_close_mr(ymr);
+    dp_pair_close(&p);
+}
+
+/* A drop rule at the fence: the connection is reset before it; the Write is cancelled. */
+TEST(fence_read_cut_off_by_a_drop_rule_cancels_the_write)
+{
+    struct dp_pair p;
+    uint32_t ytok = 0;
+    NDK_MR *ymr = fence_pair(&p, "drop:dir=tx,after_fpdus=1", &ytok);
+    post_write(&p, (void *)1, ytok, 100);
+    CHECK(harness_event_wait(&p.x.link.aborted, 1, DP_TIMEOUT_MS));
+    CHECK_EQ_U64(p.x.link.abort_status, STATUS_CONNECTION_RESET);
+    NDK_RESULT_EX r;
+    dp_expect(p.x.cq, &r, 1, 20);
+    dp_check_result(&r, STATUS_CANCELLED, 0, XCTX, (void *)1, NdkOperationTypeWrite);
+    CHECK(harness_event_wait(&p.y.link.aborted, 1, DP_TIMEOUT_MS));
+    CHECK_EQ_U64(p.y.link.abort_status, STATUS_CONNECTION_RESET);
+    dp_close_mr(ymr);
+    dp_pair_close(&p);
+}
+
+/* The source check beside the fence: the check attaches to every FPDU record, the fence's
+ * (cut by cut_fence, with no payload of the consumer's) included; untouched sources count
+ * nothing and every placed Write completes with its data at the peer. */
+TEST(fence_read_with_the_source_check_counts_nothing_for_an_untouched_write)
+{
+    setenv("SOFTNDK_SOURCE_CHECK", "on", 1);
+    struct dp_pair p;
+    uint32_t ytok = 0;
+    NDK_MR *ymr = fence_pair(&p, NULL, &ytok);
+    for (int i = 0; i < 5; i++) {
+        post_write(&p, (void *)(uintptr_t)(1 + i), ytok, 1000 + (size_t)i);
+        NDK_RESULT_EX r;
+        dp_expect(p.x.cq, &r, 1, 0);
+        dp_check_result(&r, STATUS_SUCCESS, 1000 + (ULONG)i, XCTX, (void *)(uintptr_t)(1 + i),
+                        NdkOperationTypeWrite);
+        CHECK(memcmp(p.y.buf, p.x.buf, 1000 + (size_t)i) == 0);
+    }
+    SOFTNDK_COUNTERS c = counters(p.ax);
+    CHECK_EQ_U64(c.FenceReads, 5);
+    CHECK_EQ_U64(c.SourceModified, 0);
+    CHECK_EQ_U64(counters(p.ay).CrcErrors, 0);
+    dp_close_mr(ymr);
+    dp_pair_close(&p);
+}
