@@ -9,6 +9,9 @@
 
 #include "datapath.h"
 #include "core/cq.h"
+#include "iwarp/fpdu.h"
+#include "iwarp/terminate.h"
+#include "iwarp/wire.h"
 
 #define XCTX ((void *)0x1001)
 #define YCTX ((void *)0x2002)
@@ -436,5 +439,83 @@ TEST(fence_read_with_the_source_check_counts_nothing_for_an_untouched_write)
     CHECK_EQ_U64(c.SourceModified, 0);
     CHECK_EQ_U64(counters(p.ay).CrcErrors, 0);
     dp_close_mr(ymr);
+    dp_pair_close(&p);
+}
+
+/* The peer's Terminate where the fence's response should be: the Write's placement is not
+ * known, so it completes cancelled (the Terminate names no request of ours), the link sees
+ * the peer's reason. */
+TEST(fence_read_answered_by_the_peers_terminate_cancels_the_write)
+{
+    setenv("SOFTNDK_WRITE_COMPLETION", "placed", 1);
+    struct dp_opts o;
+    dp_opts_default(&o);
+    NDK_ADAPTER *a = dp_open_adapter();
+    struct dp_side s;
+    dp_side_init(&s, a, &o);
+    dp_side_create_qp(&s, &o, XCTX);
+    int fa, raw;
+    dp_tcp_pair(&fa, &raw);
+    dp_attach(&s, fa, true);
+    NDK_SGE g = dp_sge(&s, 0, 10);
+    CHECK_EQ_U64(s.qp->Dispatch->NdkWrite(s.qp, (void *)7, &g, 1, 0x1000, 0x1234, 0),
+                 STATUS_SUCCESS);
+    uint8_t f[256];
+    for (int i = 0; i < 2; i++) { /* the Write, then the fence */
+        CHECK(dp_read_exact(raw, f, 2, DP_TIMEOUT_MS));
+        size_t total = 2 + sndk_get_be16(f);
+        total += (4 - total % 4) % 4 + 4;
+        CHECK(total <= sizeof f);
+        CHECK(dp_read_exact(raw, f + 2, total - 2, DP_TIMEOUT_MS));
+    }
+    CHECK_EQ_U64(f[3] & 0x0f, SNDK_OP_READ_REQ);
+    NDK_RESULT_EX r;
+    CHECK_EQ_U64(dp_poll(s.cq, &r, 1, 30), 0); /* not before the response */
+    struct sndk_term t = {.layer = SNDK_TERM_LAYER_RDMAP,
+                          .etype = SNDK_TERM_RDMAP_REMOTE_OP,
+                          .code = SNDK_TERM_RDMAP_UNSPECIFIED};
+    struct sndk_fpdu tf;
+    struct iovec iov[8];
+    int n = sndk_fpdu_terminate(&tf, 1, &t, true, iov, 8);
+    CHECK(n > 0);
+    for (int i = 0; i < n; i++)
+        dp_write_all(raw, iov[i].iov_base, iov[i].iov_len);
+    CHECK(harness_event_wait(&s.link.aborted, 1, DP_TIMEOUT_MS));
+    CHECK_EQ_U64(s.link.abort_status, STATUS_CONNECTION_ABORTED);
+    CHECK_EQ_U64(s.link.abort_reason, RECV(0u, 2u, 0xffu));
+    dp_expect(s.cq, &r, 1, 20);
+    dp_check_result(&r, STATUS_CANCELLED, 0, XCTX, (void *)7, NdkOperationTypeWrite);
+    dp_side_close(&s);
+    SoftNdkCloseAdapter(a);
+    close(raw);
+}
+
+/* The receive that resumes a held Send names memory that is not there: the receive
+ * completes with an access violation and the connection ends with a Terminate (as without
+ * the wait), within a bounded time, not left in the parser's error state. */
+TEST(rnr_resume_with_a_receive_of_bad_memory_ends_the_connection)
+{
+    setenv("SOFTNDK_PROFILE", "roce", 1);
+    setenv("SOFTNDK_RNR_WAIT_MS", "5000", 1);
+    struct dp_opts o;
+    dp_opts_default(&o);
+    o.two_adapters = true;
+    struct dp_pair p;
+    dp_pair_open(&p, &o);
+    dp_post_send(&p.x, (void *)4, 0, 16, 0);
+    CHECK(wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
+    NDK_SGE g = dp_sge(&p.y, 0, 64);
+    g.MemoryRegionToken ^= 0x00ffff00u; /* no region of y's */
+    uint64_t t0 = fixture_now_ms();
+    CHECK_EQ_U64(p.y.qp->Dispatch->NdkReceive(p.y.qp, (void *)1, &g, 1), STATUS_SUCCESS);
+    CHECK(harness_event_wait(&p.y.link.aborted, 1, DP_TIMEOUT_MS));
+    CHECK_MSG(fixture_now_ms() - t0 < 2000, "the end took %llu ms (the bound is 5000)",
+              (unsigned long long)(fixture_now_ms() - t0));
+    CHECK_EQ_U64(p.y.link.abort_status, STATUS_CONNECTION_ABORTED);
+    NDK_RESULT_EX r;
+    dp_expect(p.y.cq, &r, 1, 20);
+    dp_check_result(&r, STATUS_ACCESS_VIOLATION, 0, YCTX, (void *)1, NdkOperationTypeReceive);
+    CHECK(harness_event_wait(&p.x.link.aborted, 1, DP_TIMEOUT_MS));
+    CHECK_EQ_U64(counters(p.ay).RnrTimeouts, 0);
     dp_pair_close(&p);
 }
