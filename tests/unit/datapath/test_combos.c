@@ -519,3 +519,32 @@ TEST(rnr_resume_with_a_receive_of_bad_memory_ends_the_connection)
     CHECK_EQ_U64(counters(p.ay).RnrTimeouts, 0);
     dp_pair_close(&p);
 }
+
+/* The close of a QP whose connection waits for a receive, under the verifier (warn; strict
+ * would abort at the wait's report, docs/verifier.md): the close is no post, so nothing but
+ * the late receive is reported, and the wait ends with the close, long before its bound. */
+TEST(rnr_close_during_the_wait_under_the_verifier_reports_only_the_late_receive)
+{
+    setenv("SOFTNDK_PROFILE", "roce", 1);
+    setenv("SOFTNDK_RNR_WAIT_MS", "5000", 1);
+    setenv("SOFTNDK_VERIFY", "warn", 1);
+    struct dp_opts o;
+    dp_opts_default(&o);
+    o.two_adapters = true;
+    struct dp_pair p;
+    dp_pair_open(&p, &o);
+    dp_post_send(&p.x, (void *)4, 0, 10, 0);
+    CHECK(wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
+    uint64_t t0 = fixture_now_ms();
+    dp_close_qp(p.y.qp);
+    p.y.qp = NULL;
+    CHECK_MSG(fixture_now_ms() - t0 < 2000, "the close waited %llu ms",
+              (unsigned long long)(fixture_now_ms() - t0));
+    CHECK(harness_event_wait(&p.x.link.aborted, 1, 3000));
+    SOFTNDK_COUNTERS cy = counters(p.ay);
+    for (unsigned rule = 0; rule < SoftNdkVerifyRuleCount; rule++)
+        CHECK_EQ_U64(cy.VerifyViolations[rule], rule == SoftNdkVerifyNoReceivePosted ? 1u : 0u);
+    CHECK_EQ_U64(cy.RnrTimeouts, 0);
+    dp_pair_close(&p);
+    unsetenv("SOFTNDK_VERIFY");
+}
