@@ -3,7 +3,7 @@
 # test, "SUITE.TEST", running `EXE -t TEST` with the suite's labels and timeout. ctest -R picks
 # one; ctest -L and the suite name (ctest -R SUITE) pick them all.
 #   cmake -D EXE=... -D SUITE=... -D OUT=... -D TIMEOUT=s -D LABELS=a,b -D WORKDIR=...
-#         [-D ENV=VAR=value] -P discover.cmake
+#         [-D ENV=VAR=value|VAR=value...] -P discover.cmake
 cmake_minimum_required(VERSION 3.20)
 execute_process(COMMAND "${EXE}" -l RESULT_VARIABLE rc OUTPUT_VARIABLE names ERROR_VARIABLE err
                 TIMEOUT 60)
@@ -27,7 +27,8 @@ foreach(t IN LISTS names)
     string(APPEND text " LABELS [=[${labels}]=]")
   endif()
   if(ENV)
-    string(APPEND text " ENVIRONMENT [=[${ENV}]=]")
+    string(REPLACE "|" ";" env "${ENV}") # VAR=value|VAR=value: a list of ENVIRONMENT entries
+    string(APPEND text " ENVIRONMENT [=[${env}]=]")
   endif()
   string(APPEND text ")\n")
 endforeach()
