@@ -139,6 +139,19 @@ send_lat)
     expect_line "$work/out" '^ #bytes #iterations +t_min\[usec\] +t_max\[usec\] +t_typical\[usec\] +t_avg\[usec\] +t_stdev\[usec\] +99% percentile\[usec\] +99\.9% percentile\[usec\]' "latency table head"
     expect_line "$work/out" '^ 2 +200 +[0-9.]+ +[0-9.]+ +[0-9.]+' "latency row"
     ;;
+send_lat_histogram)
+    # -e (blocking) with --histogram: the 1 us buckets on stderr hold every sample once.
+    timeout 90 "$NDKPERF" --loopback send_lat -s 64 -e -n 300 --histogram --timeout 60 \
+        >"$work/out" 2>"$work/err"; st=$?
+    skip_if_unsupported $st "$work/err"
+    [ $st -eq 0 ] || fail "ndkperf --loopback send_lat -e --histogram exited $st: $(tail -n 1 "$work/err")"
+    expect_line "$work/out" '^ 64 +300 +[0-9.]+ +[0-9.]+ +[0-9.]+' "latency row"
+    expect_line "$work/err" '^hist +[0-9]+\+? us [1-9][0-9]*$' "histogram lines"
+    total=$(awk '/^hist/ {n += $4} END {print n + 0}' "$work/err")
+    [ "$total" -eq 300 ] || fail "histogram buckets sum to $total, want 300"
+    awk '/^hist/ {b = $2 + 0; if (b <= last) exit 1; last = b}' last=-1 "$work/err" ||
+        fail "histogram buckets not in ascending order"
+    ;;
 send_bw_check)
     timeout 90 "$NDKPERF" --loopback send_bw -s 65536 -n 200 -c --timeout 60 \
         --out_json --out_json_file "$work/result.json" >"$work/out" 2>"$work/err"; st=$?

@@ -678,8 +678,11 @@ void run_test(struct side *s)
         } else {
             res->is_lat = true;
             res->iters = o->iters;
-            if (!s->is_server)
+            if (!s->is_server) {
                 lat_stats(samples, o->iters, res);
+                if (o->histogram)
+                    lat_histogram(stderr, samples, o->iters);
+            }
         }
         s->nrounds = r + 1;
         bool has_rows = test_is_bw(o->test) ? res->iters > 0 : !s->is_server;

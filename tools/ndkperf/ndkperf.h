@@ -69,6 +69,7 @@ struct opts {
     bool bidir;            /* -b */
     bool verify;           /* -c */
     bool report_gbits;     /* --report_gbits */
+    bool histogram;        /* --histogram: latency samples per µs on stderr */
     bool json;             /* --out_json */
     const char *json_file; /* --out_json_file */
     uint16_t port;         /* -p (0 = ephemeral, server prints it) */
@@ -291,6 +292,8 @@ size_t pattern_check(const uint8_t *buf, size_t len, uint64_t iter, unsigned qp)
 
 /* Latency statistics over n samples in ns (sorted in place). */
 void lat_stats(uint64_t *samples, size_t n, struct round_result *r);
+/* The sorted samples of lat_stats as counts per 1 µs bucket (the last bucket takes the rest). */
+void lat_histogram(FILE *out, const uint64_t *sorted, size_t n);
 
 void print_header(const struct side *s, const struct side *peer);
 void print_table_head(const struct opts *o);

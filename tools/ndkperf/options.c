@@ -61,6 +61,7 @@ static void usage(FILE *f)
             "      --mpa-rev 1|2       MPA revision to ask for (default: provider's)\n"
             "      --crc on|off        MPA CRC policy (default: provider's)\n"
             "      --report_gbits      bandwidth in Gb/sec instead of MB/sec\n"
+            "      --histogram         latency tests: samples per 1 us bucket on stderr\n"
             "      --out_json          also write the results as JSON\n"
             "      --out_json_file F   where (default: stdout)\n"
             "      --perftest          speak perftest's -R exchange (ib_*_bw -R, ib_*_lat -R):\n"
@@ -115,6 +116,7 @@ void parse_options(int argc, char **argv, struct opts *o)
     bool set_port = false;
     enum {
         O_REPORT_GBITS = 256,
+        O_HISTOGRAM,
         O_JSON,
         O_JSON_FILE,
         O_BIND,
@@ -147,6 +149,7 @@ void parse_options(int argc, char **argv, struct opts *o)
         {"version", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
         {"report_gbits", no_argument, NULL, O_REPORT_GBITS},
+        {"histogram", no_argument, NULL, O_HISTOGRAM},
         {"out_json", no_argument, NULL, O_JSON},
         {"out_json_file", required_argument, NULL, O_JSON_FILE},
         {"bind", required_argument, NULL, O_BIND},
@@ -223,6 +226,9 @@ void parse_options(int argc, char **argv, struct opts *o)
             exit(0);
         case O_REPORT_GBITS:
             o->report_gbits = true;
+            break;
+        case O_HISTOGRAM:
+            o->histogram = true;
             break;
         case O_JSON:
             o->json = true;

@@ -39,6 +39,21 @@ void lat_stats(uint64_t *v, size_t n, struct round_result *r)
     r->t_p999 = (double)v[i999 ? i999 - 1 : 0] / 1e3;
 }
 
+void lat_histogram(FILE *out, const uint64_t *sorted, size_t n)
+{
+    enum { BUCKETS = 100 }; /* µs; the last one counts everything from 99 µs up */
+    size_t i = 0;
+    for (unsigned b = 0; b < BUCKETS && i < n; b++) {
+        size_t count = 0;
+        while (i < n && (b == BUCKETS - 1 || sorted[i] < (uint64_t)(b + 1) * 1000)) {
+            count++;
+            i++;
+        }
+        if (count)
+            fprintf(out, "hist %3u%s us %zu\n", b, b == BUCKETS - 1 ? "+" : "", count);
+    }
+}
+
 /* ------------------------------------------------------------------------------------------ */
 
 static void requested(char *buf, size_t cap, const char *var, unsigned opt, const char *def,
