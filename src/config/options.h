@@ -1,8 +1,8 @@
 /* Resolved adapter configuration: explicit SOFTNDK_OPTIONS, else SOFTNDK_* environment
  * variables, else built-in defaults. Every value is validated; a malformed one is an error
  * naming the option, never silently ignored. */
-#ifndef SOFTNDK_CORE_OPTIONS_H
-#define SOFTNDK_CORE_OPTIONS_H
+#ifndef SOFTNDK_CONFIG_OPTIONS_H
+#define SOFTNDK_CONFIG_OPTIONS_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -107,16 +107,6 @@ static void tx_wrote(struct sndk_qp *qp, const struct iovec *iov, int n, size_t 
 
 /* ---------------------------------------------------------------- RX */
 
-/* The connection is gone under us (an injected drop): no Terminate, RST. */
-static void reset_end(struct sndk_fail *fail)
-{
-    memset(fail, 0, sizeof *fail);
-    fail->link_status = STATUS_CONNECTION_RESET;
-    fail->reason = SNDK_REASON_RESET;
-    fail->notify = true;
-    fail->rst = true;
-}
-
 /* An injected fault acts on the receive stream here. */
 static enum sndk_seam_verdict rx_act(struct sndk_qp *qp, enum sndk_fault_action a, uint32_t ms,
                                      struct sndk_fail *fail)
@@ -137,7 +127,7 @@ static enum sndk_seam_verdict rx_act(struct sndk_qp *qp, enum sndk_fault_action 
         return SNDK_SEAM_STOP;
     case SNDK_FACT_DROP:
     case SNDK_FACT_TERMINATE: /* not offered for rx; treated as a drop */
-        reset_end(fail);
+        sndk_fail_reset(fail);
         return SNDK_SEAM_FAIL;
     default:
         return SNDK_SEAM_GO_ON;

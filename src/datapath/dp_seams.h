@@ -6,8 +6,8 @@
  * A seam is an inline function: its always-on part, then one branch on the connection's hook
  * count, predictable and not taken when nothing is attached; the attached hooks run in the
  * order they were attached (sndk_dp_hooks_attach). docs/datapath.md, "Hooks". */
-#ifndef SOFTNDK_IWARP_DP_SEAMS_H
-#define SOFTNDK_IWARP_DP_SEAMS_H
+#ifndef SOFTNDK_DATAPATH_DP_SEAMS_H
+#define SOFTNDK_DATAPATH_DP_SEAMS_H
 
 #include <stdint.h>
 #include <sys/uio.h>

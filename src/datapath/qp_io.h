@@ -1,8 +1,8 @@
 /* The connection state of a QP and the internal interface between qp.c (objects, states,
  * posting), tx.c (requests -> FPDUs -> socket) and rx.c (socket -> parser -> placement and
  * receive completions). docs/datapath.md explains the design. */
-#ifndef SOFTNDK_IWARP_QP_IO_H
-#define SOFTNDK_IWARP_QP_IO_H
+#ifndef SOFTNDK_DATAPATH_QP_IO_H
+#define SOFTNDK_DATAPATH_QP_IO_H
 
 #include "core/access.h"
 #include "core/link.h"
@@ -14,6 +14,8 @@
 #include "faults/faults.h"
 #include "observe/pcap.h"
 #include "observe/trace.h"
+
+#include <string.h>
 
 #define SNDK_TX_BATCH 64   /* FPDUs gathered into one writev */
 #define SNDK_TX_IOV   512  /* iovecs of one writev (<= IOV_MAX) */
@@ -48,6 +50,17 @@ struct sndk_fail {
 #define SNDK_REASON_TERM(dir, l, t, c) ((dir) | (ULONG)(l) << 16 | (ULONG)(t) << 8 | (ULONG)(c))
 #define SNDK_REASON_RESET     0x03000000u /* TCP reset, I/O error, peer vanished */
 #define SNDK_REASON_LOCAL     0x04000000u /* flush, close, abort by the consumer */
+
+/* The connection is gone under us (a reset, an I/O error, an injected drop): no Terminate, an
+ * RST, the link's event STATUS_CONNECTION_RESET. */
+static inline void sndk_fail_reset(struct sndk_fail *fail)
+{
+    memset(fail, 0, sizeof *fail);
+    fail->link_status = STATUS_CONNECTION_RESET;
+    fail->reason = SNDK_REASON_RESET;
+    fail->notify = true;
+    fail->rst = true;
+}
 
 #define SNDK_RD_MAX 128  /* IRD / ORD ceiling (adapter MaxInbound/OutboundReadLimit) */
 

@@ -596,16 +596,6 @@ static bool go_direct(const struct sndk_rx *rx)
     return false;
 }
 
-/* The connection is gone under us (reset, I/O error, injected drop): no Terminate, RST. */
-static void reset_end(struct sndk_fail *fail)
-{
-    memset(fail, 0, sizeof *fail);
-    fail->link_status = STATUS_CONNECTION_RESET;
-    fail->reason = SNDK_REASON_RESET;
-    fail->notify = true;
-    fail->rst = true;
-}
-
 /* Did a send consume the socket's reset error, so that this end of stream is the reset and not
  * the peer's FIN? That send ran under tx_lock and marked sock_failed before releasing it; the
  * error was consumed before this read, so passing through tx_lock makes the mark visible. A
@@ -805,7 +795,7 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
         }
         if (got == 0 && send_saw_reset(qp)) {
             /* not the peer's FIN: a send saw the reset and consumed the socket's error */
-            reset_end(fail);
+            sndk_fail_reset(fail);
             return SNDK_RXR_FAIL;
         }
         if (got == 0) {
@@ -822,7 +812,7 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
             return SNDK_RXR_OK;
         }
         sndk_debug("rx", "QP %p: receive: errno %d", (void *)qp, errno);
-        reset_end(fail);
+        sndk_fail_reset(fail);
         return SNDK_RXR_FAIL;
     }
     /* Budget spent: staged bytes are not in the socket any more, so nothing would report them

@@ -3,8 +3,8 @@
  * (InjectedFaults), logged at warn level and traced. Everything here is cold unless a rule
  * exists: an adapter without rules has faults == NULL and a connection without a matching rule
  * has no sndk_fault_conn. */
-#ifndef SOFTNDK_CORE_FAULTS_H
-#define SOFTNDK_CORE_FAULTS_H
+#ifndef SOFTNDK_FAULTS_FAULTS_H
+#define SOFTNDK_FAULTS_FAULTS_H
 
 #include <pthread.h>
 #include <stdatomic.h>

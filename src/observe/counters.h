@@ -14,8 +14,8 @@
  * until both its users (the connector, and the QP once attached) have let go: then its counts
  * are folded into the adapter's retired totals under the registry lock, so totals never go
  * backwards. */
-#ifndef SOFTNDK_CORE_COUNTERS_H
-#define SOFTNDK_CORE_COUNTERS_H
+#ifndef SOFTNDK_OBSERVE_COUNTERS_H
+#define SOFTNDK_OBSERVE_COUNTERS_H
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -13,8 +13,8 @@
  * - When both ends of one TCP connection live in this process (loopback), the second one to
  *   open is a mirror of the first and records nothing: the stream appears once.
  * - Segments are at most SNDK_PCAP_MSS bytes; larger writes are cut. */
-#ifndef SOFTNDK_UTIL_PCAP_H
-#define SOFTNDK_UTIL_PCAP_H
+#ifndef SOFTNDK_OBSERVE_PCAP_H
+#define SOFTNDK_OBSERVE_PCAP_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -15,8 +15,8 @@
  *            in_frames=.. hs_out=.. hs_in=..
  *   end
  */
-#ifndef SOFTNDK_CORE_STAT_H
-#define SOFTNDK_CORE_STAT_H
+#ifndef SOFTNDK_OBSERVE_STAT_H
+#define SOFTNDK_OBSERVE_STAT_H
 
 #include <stddef.h>
 

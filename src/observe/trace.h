@@ -10,8 +10,8 @@
  * Line format: {"ts":<CLOCK_REALTIME seconds, ns precision>,"tid":<kernel tid>,"ev":"<name>",
  *               "obj":"<type>:<address>"<, fields given by the caller>}
  */
-#ifndef SOFTNDK_UTIL_TRACE_H
-#define SOFTNDK_UTIL_TRACE_H
+#ifndef SOFTNDK_OBSERVE_TRACE_H
+#define SOFTNDK_OBSERVE_TRACE_H
 
 #include <stdatomic.h>
 #include <stdbool.h>

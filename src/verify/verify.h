@@ -7,8 +7,8 @@
  * Cost when off: every check sits behind sndk_verify_on(), one load of an immutable adapter
  * field and a branch predicted not taken; most checks sit on paths that already fail (a refused
  * call, a Terminate), so the branch is not on the fast path at all. */
-#ifndef SOFTNDK_CORE_VERIFY_H
-#define SOFTNDK_CORE_VERIFY_H
+#ifndef SOFTNDK_VERIFY_VERIFY_H
+#define SOFTNDK_VERIFY_VERIFY_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
