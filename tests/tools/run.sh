@@ -35,7 +35,7 @@ ndkperf_perftest)
     # ndkperf --perftest (perftest's -R exchange) against itself: every test, -c (the ndkperf
     # pattern checked on every received message / Read / the written area), both roles' summary
     # (under TSan: polling RDMA-written memory is not a race TSan can see through, see the file)
-    export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}suppressions=$(dirname "$0")/tsan-rdma-poll.supp"
+    export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}suppressions=$(dirname "$0")/../tsan-rdma-poll.supp"
     for t in send_bw write_bw read_bw send_lat write_lat read_lat; do
         case $t in *_bw) size=4096 ;; *) size=8 ;; esac
         timeout 60 "$NDKPERF" $t --perftest --bind 127.0.0.1 -p 0 -n 3000 -s $size -c --timeout 50 -r 256 \
