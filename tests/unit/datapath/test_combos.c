@@ -16,26 +16,6 @@
 #define XCTX ((void *)0x1001)
 #define YCTX ((void *)0x2002)
 
-static SOFTNDK_COUNTERS counters(NDK_ADAPTER *a)
-{
-    SOFTNDK_COUNTERS c;
-    memset(&c, 0, sizeof c);
-    c.Size = sizeof c;
-    CHECK_EQ_U64(SoftNdkQueryCounters(a, &c), STATUS_SUCCESS);
-    return c;
-}
-
-static bool wait_rnr(NDK_ADAPTER *a, uint64_t n, unsigned timeout_ms)
-{
-    uint64_t end = fixture_now_ms() + timeout_ms;
-    while (fixture_now_ms() < end) {
-        if (counters(a).RnrWaits >= n)
-            return true;
-        usleep(1000);
-    }
-    return false;
-}
-
 /* ---------------------------------------------------------------- the readiness set */
 
 #define CONNS 4 /* > SNDK_CQ_DIRECT_POLL_MAX: empty polls of the hub's CQ use its readiness set */
@@ -86,7 +66,7 @@ TEST(rnr_held_connection_leaves_the_cq_readiness_set_until_a_receive_resumes_it)
     dp_fill(peer[2].buf + BIG, BIG, 3);
     dp_post_send(&peer[2], (void *)0x77, 0, 48, 0);
     dp_post_send(&peer[2], (void *)0x79, BIG, BIG, 0);
-    CHECK(wait_rnr(ah, 1, DP_TIMEOUT_MS));
+    CHECK(dp_wait_rnr(ah, 1, DP_TIMEOUT_MS));
     usleep(20 * 1000); /* the large Send reaches the hub's socket */
     /* bytes are in the socket, yet the set reports nothing, poll after poll */
     for (int k = 0; k < 20; k++) {
@@ -119,7 +99,7 @@ TEST(rnr_held_connection_leaves_the_cq_readiness_set_until_a_receive_resumes_it)
     dp_expect(hub.cq, r, 1, 0);
     dp_check_result(&r[0], STATUS_SUCCESS, 8, (void *)(uintptr_t)0x102, (void *)0x43,
                     NdkOperationTypeReceive);
-    SOFTNDK_COUNTERS c = counters(ah);
+    SOFTNDK_COUNTERS c = dp_counters(ah);
     CHECK(c.RnrWaits >= 1 && c.RnrWaits <= 2); /* the large Send may have waited too */
     CHECK_EQ_U64(c.RnrTimeouts, 0);
     for (int i = 0; i < CONNS; i++) {
@@ -169,7 +149,7 @@ TEST(rnr_hold_from_the_staged_probe_then_a_write_and_a_send_behind_it)
     dp_expect(p.y.cq, r, 1, 0); /* polling: y reads the big payload directly */
     dp_check_result(&r[0], STATUS_SUCCESS, LEN, YCTX, (void *)1, NdkOperationTypeReceive);
     CHECK(memcmp(rdst, p.x.buf, LEN) == 0);
-    CHECK(wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
+    CHECK(dp_wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
     usleep(30 * 1000);
     CHECK_EQ_U64(dp_poll(p.y.cq, r, 1, 20), 0);
     for (size_t i = 0; i < LEN; i++)
@@ -195,7 +175,7 @@ TEST(rnr_hold_from_the_staged_probe_then_a_write_and_a_send_behind_it)
     dp_check_result(&s[1], STATUS_SUCCESS, 40, XCTX, (void *)12, NdkOperationTypeSend);
     dp_check_result(&s[2], STATUS_SUCCESS, LEN, XCTX, (void *)13, NdkOperationTypeWrite);
     dp_check_result(&s[3], STATUS_SUCCESS, 24, XCTX, (void *)14, NdkOperationTypeSend);
-    SOFTNDK_COUNTERS c = counters(p.ay);
+    SOFTNDK_COUNTERS c = dp_counters(p.ay);
     CHECK_EQ_U64(c.RnrTimeouts, 0);
     CHECK_EQ_U64(c.TerminatesSent[1], 0);
     CHECK_EQ_U64(harness_event_count(&p.y.link.aborted), 0);
@@ -229,7 +209,7 @@ TEST(rnr_hold_before_a_placed_write_keeps_the_write_incomplete_until_the_resume)
     CHECK_EQ_U64(p.x.qp->Dispatch->NdkWrite(p.x.qp, (void *)2, &ws, 1,
                                             (uint64_t)(uintptr_t)(p.y.buf + LEN), ytok, 0),
                  STATUS_SUCCESS);
-    CHECK(wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
+    CHECK(dp_wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
     NDK_RESULT_EX r[2];
     usleep(30 * 1000);
     /* the Send went to TCP (it completes: docs/decisions.md); the Write waits for its fence */
@@ -242,8 +222,8 @@ TEST(rnr_hold_before_a_placed_write_keeps_the_write_incomplete_until_the_resume)
     dp_check_result(&r[0], STATUS_SUCCESS, LEN, XCTX, (void *)2, NdkOperationTypeWrite);
     CHECK(memcmp(p.y.buf + LEN, p.x.buf + LEN, LEN) == 0);
     CHECK(memcmp(p.y.buf, p.x.buf, 32) == 0);
-    CHECK_EQ_U64(counters(p.ax).FenceReads, 1);
-    CHECK_EQ_U64(counters(p.ay).RnrTimeouts, 0);
+    CHECK_EQ_U64(dp_counters(p.ax).FenceReads, 1);
+    CHECK_EQ_U64(dp_counters(p.ay).RnrTimeouts, 0);
     dp_close_mr(ymr);
     dp_pair_close(&p);
 }
@@ -275,7 +255,7 @@ TEST(rnr_srq_post_through_the_verifier_wrapper_resumes_the_waiting_connection)
     dp_attach(&p.y, b, o.crc);
     dp_post_send(&p.x, (void *)4, 0, 32, 0);
     dp_post_send(&p.x, (void *)5, 32, 32, 0);
-    CHECK(wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
+    CHECK(dp_wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
     NDK_RESULT_EX r[2];
     for (int i = 0; i < 2; i++) {
         NDK_SGE sge = dp_sge(&p.y, (size_t)i * 100, 100);
@@ -287,7 +267,7 @@ TEST(rnr_srq_post_through_the_verifier_wrapper_resumes_the_waiting_connection)
         CHECK(memcmp(p.y.buf + i * 100, p.x.buf + i * 32, 32) == 0);
     }
     dp_expect(p.x.cq, r, 2, 20);
-    SOFTNDK_COUNTERS cy = counters(p.ay);
+    SOFTNDK_COUNTERS cy = dp_counters(p.ay);
     CHECK_EQ_U64(cy.RnrTimeouts, 0);
     CHECK(cy.RnrWaits >= 1 && cy.RnrWaits <= 2);
     /* once per object and rule (docs/verifier.md), however many waits */
@@ -347,8 +327,8 @@ TEST(fence_read_corrupted_by_a_crc_rule_ends_the_connection_and_cancels_the_writ
     dp_expect(p.x.cq, &r, 1, 20);
     dp_check_result(&r, STATUS_CANCELLED, 0, XCTX, (void *)1, NdkOperationTypeWrite);
     CHECK(memcmp(p.y.buf, p.x.buf, 100) == 0); /* the Write itself was good and placed */
-    CHECK_EQ_U64(counters(p.ax).FenceReads, 1);
-    CHECK_EQ_U64(counters(p.ay).CrcErrors, 1);
+    CHECK_EQ_U64(dp_counters(p.ax).FenceReads, 1);
+    CHECK_EQ_U64(dp_counters(p.ay).CrcErrors, 1);
     dp_close_mr(ymr);
     dp_pair_close(&p);
 }
@@ -374,7 +354,7 @@ TEST(fence_read_behind_a_stall_rule_completes_the_write_after_the_stall)
     post_write(&p, (void *)2, ytok, 200);
     dp_expect(p.x.cq, &r, 1, 20);
     dp_check_result(&r, STATUS_SUCCESS, 200, XCTX, (void *)2, NdkOperationTypeWrite);
-    CHECK_EQ_U64(counters(p.ax).FenceReads, 2);
+    CHECK_EQ_U64(dp_counters(p.ax).FenceReads, 2);
     dp_close_mr(ymr);
     dp_pair_close(&p);
 }
@@ -394,7 +374,7 @@ TEST(fence_read_replaced_by_a_terminate_rule_cancels_the_write)
     NDK_RESULT_EX r;
     dp_expect(p.x.cq, &r, 1, 20);
     dp_check_result(&r, STATUS_CANCELLED, 0, XCTX, (void *)1, NdkOperationTypeWrite);
-    CHECK_EQ_U64(counters(p.ax).FenceReads, 0); /* never cut */
+    CHECK_EQ_U64(dp_counters(p.ax).FenceReads, 0); /* never cut */
     dp_close_mr(ymr);
     dp_pair_close(&p);
 }
@@ -434,10 +414,10 @@ TEST(fence_read_with_the_source_check_counts_nothing_for_an_untouched_write)
                         NdkOperationTypeWrite);
         CHECK(memcmp(p.y.buf, p.x.buf, 1000 + (size_t)i) == 0);
     }
-    SOFTNDK_COUNTERS c = counters(p.ax);
+    SOFTNDK_COUNTERS c = dp_counters(p.ax);
     CHECK_EQ_U64(c.FenceReads, 5);
     CHECK_EQ_U64(c.SourceModified, 0);
-    CHECK_EQ_U64(counters(p.ay).CrcErrors, 0);
+    CHECK_EQ_U64(dp_counters(p.ay).CrcErrors, 0);
     dp_close_mr(ymr);
     dp_pair_close(&p);
 }
@@ -503,7 +483,7 @@ TEST(rnr_resume_with_a_receive_of_bad_memory_ends_the_connection)
     struct dp_pair p;
     dp_pair_open(&p, &o);
     dp_post_send(&p.x, (void *)4, 0, 16, 0);
-    CHECK(wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
+    CHECK(dp_wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
     NDK_SGE g = dp_sge(&p.y, 0, 64);
     g.MemoryRegionToken ^= 0x00ffff00u; /* no region of y's */
     uint64_t t0 = fixture_now_ms();
@@ -516,7 +496,7 @@ TEST(rnr_resume_with_a_receive_of_bad_memory_ends_the_connection)
     dp_expect(p.y.cq, &r, 1, 20);
     dp_check_result(&r, STATUS_ACCESS_VIOLATION, 0, YCTX, (void *)1, NdkOperationTypeReceive);
     CHECK(harness_event_wait(&p.x.link.aborted, 1, DP_TIMEOUT_MS));
-    CHECK_EQ_U64(counters(p.ay).RnrTimeouts, 0);
+    CHECK_EQ_U64(dp_counters(p.ay).RnrTimeouts, 0);
     dp_pair_close(&p);
 }
 
@@ -534,14 +514,14 @@ TEST(rnr_close_during_the_wait_under_the_verifier_reports_only_the_late_receive)
     struct dp_pair p;
     dp_pair_open(&p, &o);
     dp_post_send(&p.x, (void *)4, 0, 10, 0);
-    CHECK(wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
+    CHECK(dp_wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
     uint64_t t0 = fixture_now_ms();
     dp_close_qp(p.y.qp);
     p.y.qp = NULL;
     CHECK_MSG(fixture_now_ms() - t0 < 2000, "the close waited %llu ms",
               (unsigned long long)(fixture_now_ms() - t0));
     CHECK(harness_event_wait(&p.x.link.aborted, 1, 3000));
-    SOFTNDK_COUNTERS cy = counters(p.ay);
+    SOFTNDK_COUNTERS cy = dp_counters(p.ay);
     for (unsigned rule = 0; rule < SoftNdkVerifyRuleCount; rule++)
         CHECK_EQ_U64(cy.VerifyViolations[rule], rule == SoftNdkVerifyNoReceivePosted ? 1u : 0u);
     CHECK_EQ_U64(cy.RnrTimeouts, 0);

@@ -14,27 +14,6 @@
 #define SENT(l, t, c) (0x01000000u | (l) << 16 | (t) << 8 | (c))
 #define RECV(l, t, c) (0x02000000u | (l) << 16 | (t) << 8 | (c))
 
-static SOFTNDK_COUNTERS counters(NDK_ADAPTER *a)
-{
-    SOFTNDK_COUNTERS c;
-    memset(&c, 0, sizeof c);
-    c.Size = sizeof c;
-    CHECK_EQ_U64(SoftNdkQueryCounters(a, &c), STATUS_SUCCESS);
-    return c;
-}
-
-/* Poll y's adapter until its RnrWaits reaches n, bounded. */
-static bool wait_rnr(NDK_ADAPTER *a, uint64_t n, unsigned timeout_ms)
-{
-    uint64_t end = fixture_now_ms() + timeout_ms;
-    while (fixture_now_ms() < end) {
-        if (counters(a).RnrWaits >= n)
-            return true;
-        usleep(1000);
-    }
-    return false;
-}
-
 static void open_pair(struct dp_pair *p, const char *profile, const char *wait_ms)
 {
     setenv("SOFTNDK_PROFILE", profile, 1);
@@ -52,7 +31,7 @@ TEST(rnr_roce_early_send_waits_and_is_delivered_when_the_receive_comes)
     open_pair(&p, "roce", NULL);
     dp_fill(p.x.buf, 64, 7);
     dp_post_send(&p.x, (void *)4, 0, 64, 0);
-    CHECK(wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
+    CHECK(dp_wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
     usleep(50 * 1000); /* within the bound (1000 ms): nothing ends */
     CHECK_EQ_U64(harness_event_count(&p.y.link.aborted), 0);
     CHECK_EQ_U64(harness_event_count(&p.x.link.aborted), 0);
@@ -63,7 +42,7 @@ TEST(rnr_roce_early_send_waits_and_is_delivered_when_the_receive_comes)
     CHECK(memcmp(p.x.buf, p.y.buf, 64) == 0);
     dp_expect(p.x.cq, &r, 1, 20);
     dp_check_result(&r, STATUS_SUCCESS, 64, XCTX, (void *)4, NdkOperationTypeSend);
-    SOFTNDK_COUNTERS c = counters(p.ay);
+    SOFTNDK_COUNTERS c = dp_counters(p.ay);
     CHECK_EQ_U64(c.RnrWaits, 1);
     CHECK_EQ_U64(c.RnrTimeouts, 0);
     CHECK_EQ_U64(c.TerminatesSent[1], 0);
@@ -74,7 +53,7 @@ TEST(rnr_roce_early_send_waits_and_is_delivered_when_the_receive_comes)
     dp_check_result(&r, STATUS_SUCCESS, 10, YCTX, (void *)2, NdkOperationTypeReceive);
     dp_expect(p.x.cq, &r, 1, 0);
     dp_check_result(&r, STATUS_SUCCESS, 10, XCTX, (void *)5, NdkOperationTypeSend);
-    CHECK_EQ_U64(counters(p.ay).RnrWaits, 1);
+    CHECK_EQ_U64(dp_counters(p.ay).RnrWaits, 1);
     dp_pair_close(&p);
 }
 
@@ -86,7 +65,7 @@ TEST(rnr_roce_sends_queued_behind_the_held_one_arrive_in_order)
         p.x.buf[i * 16] = (uint8_t)(0xA0 + i);
         dp_post_send(&p.x, (void *)(uintptr_t)(10 + i), (size_t)i * 16, 16, 0);
     }
-    CHECK(wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
+    CHECK(dp_wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
     for (int i = 0; i < 3; i++) {
         dp_post_recv(&p.y, (void *)(uintptr_t)(20 + i), (size_t)i * 100, 100);
         usleep(5 * 1000); /* one at a time: each later Send waits again */
@@ -99,7 +78,7 @@ TEST(rnr_roce_sends_queued_behind_the_held_one_arrive_in_order)
         CHECK_EQ_U64(p.y.buf[i * 100], 0xA0 + i);
     }
     dp_expect(p.x.cq, r, 3, 20);
-    CHECK_EQ_U64(counters(p.ay).RnrTimeouts, 0);
+    CHECK_EQ_U64(dp_counters(p.ay).RnrTimeouts, 0);
     CHECK_EQ_U64(harness_event_count(&p.y.link.aborted), 0);
     dp_pair_close(&p);
 }
@@ -113,7 +92,7 @@ TEST(rnr_iwarp_send_without_receive_is_the_terminate_at_once)
     CHECK(harness_event_wait(&p.x.link.aborted, 1, DP_TIMEOUT_MS));
     CHECK_EQ_U64(p.y.link.abort_reason, SENT(1u, 2u, 2u)); /* DDP / untagged / no buffer */
     CHECK_EQ_U64(p.x.link.abort_reason, RECV(1u, 2u, 2u));
-    SOFTNDK_COUNTERS c = counters(p.ay);
+    SOFTNDK_COUNTERS c = dp_counters(p.ay);
     CHECK_EQ_U64(c.RnrWaits, 0);
     CHECK_EQ_U64(c.RnrTimeouts, 0);
     dp_pair_close(&p);
@@ -138,7 +117,7 @@ TEST(rnr_timeout_is_the_same_terminate_after_the_bound)
     dp_expect(p.x.cq, &r, 1, 20);
     dp_check_result(&r, STATUS_SUCCESS, 10, XCTX, (void *)4, NdkOperationTypeSend);
     dp_expect(p.y.cq, &r, 0, 20);
-    SOFTNDK_COUNTERS c = counters(p.ay);
+    SOFTNDK_COUNTERS c = dp_counters(p.ay);
     CHECK_EQ_U64(c.RnrWaits, 1);
     CHECK_EQ_U64(c.RnrTimeouts, 1);
     CHECK_EQ_U64(c.TerminatesSent[1], 1);
@@ -156,7 +135,7 @@ TEST(rnr_explicit_off_overrides_the_roce_profile)
     dp_post_send(&p.x, (void *)4, 0, 10, 0);
     CHECK(harness_event_wait(&p.y.link.aborted, 1, DP_TIMEOUT_MS));
     CHECK_EQ_U64(p.y.link.abort_reason, SENT(1u, 2u, 2u));
-    CHECK_EQ_U64(counters(p.ay).RnrWaits, 0);
+    CHECK_EQ_U64(dp_counters(p.ay).RnrWaits, 0);
     dp_pair_close(&p);
 }
 
@@ -165,7 +144,7 @@ TEST(rnr_close_of_the_waiting_qp_ends_the_wait_at_once)
     struct dp_pair p;
     open_pair(&p, "roce", "5000");
     dp_post_send(&p.x, (void *)4, 0, 10, 0);
-    CHECK(wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
+    CHECK(dp_wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
     uint64_t t0 = fixture_now_ms();
     dp_close_qp(p.y.qp);
     p.y.qp = NULL;
@@ -173,7 +152,7 @@ TEST(rnr_close_of_the_waiting_qp_ends_the_wait_at_once)
               (unsigned long long)(fixture_now_ms() - t0));
     /* the peer learns it from the socket, long before the 5 s bound */
     CHECK(harness_event_wait(&p.x.link.aborted, 1, 3000));
-    CHECK_EQ_U64(counters(p.ay).RnrTimeouts, 0);
+    CHECK_EQ_U64(dp_counters(p.ay).RnrTimeouts, 0);
     dp_pair_close(&p);
 }
 
@@ -182,7 +161,7 @@ TEST(rnr_peer_disconnect_during_the_wait_ends_it_within_the_bound)
     struct dp_pair p;
     open_pair(&p, "roce", "300");
     dp_post_send(&p.x, (void *)4, 0, 10, 0);
-    CHECK(wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
+    CHECK(dp_wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
     /* the sender disconnects gracefully: its FIN sits behind the held Send, so y does not
      * see it; the bound ends y's wait with the Terminate, x's disconnect completes */
     uint64_t t0 = fixture_now_ms();
@@ -192,7 +171,7 @@ TEST(rnr_peer_disconnect_during_the_wait_ends_it_within_the_bound)
     CHECK(harness_event_wait(&p.x.link.shutdown_done, 1, DP_TIMEOUT_MS));
     CHECK_MSG(fixture_now_ms() - t0 < 5000, "the disconnect took %llu ms",
               (unsigned long long)(fixture_now_ms() - t0));
-    CHECK_EQ_U64(counters(p.ay).RnrTimeouts, 1);
+    CHECK_EQ_U64(dp_counters(p.ay).RnrTimeouts, 1);
     dp_pair_close(&p);
 }
 
@@ -217,7 +196,7 @@ TEST(rnr_srq_post_resumes_the_waiting_connection)
     dp_attach(&p.x, a, o.crc);
     dp_attach(&p.y, b, o.crc);
     dp_post_send(&p.x, (void *)4, 0, 32, 0);
-    CHECK(wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
+    CHECK(dp_wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
     NDK_SGE sge = dp_sge(&p.y, 0, 100);
     CHECK_EQ_U64(p.y.srq->Dispatch->NdkSrqReceive(p.y.srq, (void *)1, &sge, 1), STATUS_SUCCESS);
     NDK_RESULT_EX r;
@@ -225,7 +204,7 @@ TEST(rnr_srq_post_resumes_the_waiting_connection)
     dp_check_result(&r, STATUS_SUCCESS, 32, YCTX, (void *)1, NdkOperationTypeReceive);
     dp_expect(p.x.cq, &r, 1, 20);
     dp_check_result(&r, STATUS_SUCCESS, 32, XCTX, (void *)4, NdkOperationTypeSend);
-    CHECK_EQ_U64(counters(p.ay).RnrTimeouts, 0);
+    CHECK_EQ_U64(dp_counters(p.ay).RnrTimeouts, 0);
     dp_pair_close(&p);
 }
 
@@ -235,13 +214,13 @@ TEST(rnr_the_verifier_names_the_late_receiver_and_the_connection_survives)
     struct dp_pair p;
     open_pair(&p, "roce", NULL);
     dp_post_send(&p.x, (void *)4, 0, 16, 0);
-    CHECK(wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
+    CHECK(dp_wait_rnr(p.ay, 1, DP_TIMEOUT_MS));
     dp_post_recv(&p.y, (void *)1, 0, 100);
     NDK_RESULT_EX r;
     dp_expect(p.y.cq, &r, 1, 20);
     dp_check_result(&r, STATUS_SUCCESS, 16, YCTX, (void *)1, NdkOperationTypeReceive);
     dp_expect(p.x.cq, &r, 1, 20);
-    SOFTNDK_COUNTERS cy = counters(p.ay), cx = counters(p.ax);
+    SOFTNDK_COUNTERS cy = dp_counters(p.ay), cx = dp_counters(p.ax);
     CHECK_EQ_U64(cy.VerifyViolations[SoftNdkVerifyNoReceivePosted], 1); /* the late side */
     CHECK_EQ_U64(cx.VerifyViolations[SoftNdkVerifyNoReceivePosted], 0);
     CHECK_EQ_U64(cy.RnrWaits, 1);

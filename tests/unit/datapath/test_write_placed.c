@@ -13,15 +13,6 @@
 #define KiB       1024u
 #define REMOTE_RW (NDK_MR_FLAG_ALLOW_REMOTE_READ | NDK_MR_FLAG_ALLOW_REMOTE_WRITE)
 
-static SOFTNDK_COUNTERS counters(NDK_ADAPTER *a)
-{
-    SOFTNDK_COUNTERS c;
-    memset(&c, 0, sizeof c);
-    c.Size = sizeof c;
-    CHECK_EQ_U64(SoftNdkQueryCounters(a, &c), STATUS_SUCCESS);
-    return c;
-}
-
 static void placed_pair(struct dp_pair *p, struct dp_opts *o, const char *mode)
 {
     setenv("SOFTNDK_WRITE_COMPLETION", mode, 1);
@@ -80,7 +71,7 @@ TEST(write_placed_the_fence_read_on_the_wire_and_the_write_waits_for_its_respons
     /* not complete before the response */
     NDK_RESULT_EX r;
     CHECK_EQ_U64(dp_poll(s.cq, &r, 1, 100), 0);
-    CHECK_EQ_U64(counters(a).FenceReads, 1);
+    CHECK_EQ_U64(dp_counters(a).FenceReads, 1);
     /* the zero-length Read Response to its sink STag completes the Write */
     struct sndk_seg_hdr h = {
         .opcode = SNDK_OP_READ_RESP, .last = true, .stag = rr.sink_stag, .to = 0};
@@ -158,7 +149,7 @@ TEST_T(write_placed_the_target_holds_the_data_at_every_completion, 120)
                   "iteration %d: %zu bytes at %zu not placed at the Write's completion", it, len,
                   dst);
     }
-    CHECK_EQ_U64(counters(p.ax).FenceReads, 300);
+    CHECK_EQ_U64(dp_counters(p.ax).FenceReads, 300);
     dp_close_mr(ymr);
     dp_pair_close(&p);
 }
@@ -186,7 +177,7 @@ TEST(write_placed_one_fence_covers_a_batch_and_completions_stay_in_order)
         dp_check_result(&r[i], STATUS_SUCCESS, 100, XCTX, (void *)(uintptr_t)(i + 1),
                         NdkOperationTypeWrite);
     dp_check_result(&r[5], STATUS_SUCCESS, 10, XCTX, (void *)6, NdkOperationTypeSend);
-    CHECK_EQ_U64(counters(p.ax).FenceReads, 1);
+    CHECK_EQ_U64(dp_counters(p.ax).FenceReads, 1);
     dp_expect(p.y.cq, r, 1, 0);
     dp_close_mr(ymr);
     dp_pair_close(&p);
@@ -222,7 +213,7 @@ TEST(write_placed_a_consumer_read_behind_writes_is_their_fence_and_ord_is_shared
     CHECK(memcmp(p.x.buf + 8192, p.x.buf, 64) == 0); /* the Read saw the first Write */
     /* the Read fenced the first Write; the second Write needed a fence of its own, which
      * waited for the Read's credit (ORD 1) */
-    CHECK_EQ_U64(counters(p.ax).FenceReads, 1);
+    CHECK_EQ_U64(dp_counters(p.ax).FenceReads, 1);
     CHECK_EQ_U64(harness_event_count(&p.x.link.aborted), 0);
     dp_close_mr(ymr);
     dp_pair_close(&p);
@@ -260,7 +251,7 @@ TEST(write_handed_completes_without_a_fence)
     NDK_RESULT_EX r;
     dp_expect(p.x.cq, &r, 1, 20);
     dp_check_result(&r, STATUS_SUCCESS, 100, XCTX, (void *)1, NdkOperationTypeWrite);
-    CHECK_EQ_U64(counters(p.ax).FenceReads, 0);
+    CHECK_EQ_U64(dp_counters(p.ax).FenceReads, 0);
     dp_close_mr(ymr);
     dp_pair_close(&p);
 }
@@ -291,7 +282,7 @@ TEST(write_placed_without_ord_falls_back_to_handed)
     NDK_RESULT_EX r;
     dp_expect(x.cq, &r, 1, 20);
     dp_check_result(&r, STATUS_SUCCESS, 100, XCTX, (void *)1, NdkOperationTypeWrite);
-    CHECK_EQ_U64(counters(ax).FenceReads, 0);
+    CHECK_EQ_U64(dp_counters(ax).FenceReads, 0);
     dp_close_mr(ymr);
     dp_side_close(&x);
     dp_side_close(&y);
@@ -327,7 +318,7 @@ TEST(write_placed_disconnect_sends_the_fence_before_its_fin)
     sndk_qp_shutdown((struct sndk_qp *)p.y.qp, 5000);
     CHECK(harness_event_wait(&p.x.link.shutdown_done, 1, DP_TIMEOUT_MS));
     CHECK_EQ_U64(p.x.link.shut_status, STATUS_SUCCESS);
-    CHECK_EQ_U64(counters(p.ax).FenceReads, 1);
+    CHECK_EQ_U64(dp_counters(p.ax).FenceReads, 1);
     dp_close_mr(ymr);
     dp_pair_close(&p);
 }
