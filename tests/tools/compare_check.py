@@ -29,7 +29,7 @@ def main():
         with open(os.path.join(out, "latest.json")) as f:
             d = json.load(f)
     m, cpu, sweep = d["metrics"], d["cpu_per_gb"], d["sweep"]
-    for row in ("bw64k", "bw1m", "bw1m_block", "write_bw1m"):
+    for row in ("bw64k", "bw1m", "bw1m_nocrc", "bw1m_block", "write_bw1m"):
         for system in ("softndk", "rawtcp"):
             v = cpu.get(row, {}).get("median", {}).get(system)
             if not isinstance(v, float) or not v > 0:
@@ -46,7 +46,7 @@ def main():
     sizes = [p["size"] for p in sweep["bw"]]
     if sizes != sorted(sizes) or len(sizes) < 3:
         fail("plot bandwidth sizes %r" % sizes)
-    print("compare_check: CPU per GB for 4 rows, plot points = table medians: ok")
+    print("compare_check: CPU per GB for 5 rows, plot points = table medians: ok")
 
 
 if __name__ == "__main__":
