@@ -602,6 +602,7 @@ static void kick_tx(struct sndk_qp *qp)
 #define SNDK_RX_BACKOFF_FAST_NS_KIB  128u   /* 8 bytes/ns: this machine's loopback at its best */
 #define SNDK_RX_BACKOFF_SLOW_NS_KIB  1024u  /* 1 byte/ns: the slowest rate it learns */
 #define SNDK_RX_BACKOFF_MAX_NS       64000u
+#define SNDK_RX_QUIET_NS             1000u  /* no read after a message emptied the socket */
 
 static uint64_t now_ns(void)
 {
@@ -628,6 +629,22 @@ static void set_poll_backoff(struct sndk_qp_io *io, uint32_t due)
     }
     if (after || atomic_load_explicit(&io->rx_poll_after_ns, memory_order_relaxed))
         atomic_store_explicit(&io->rx_poll_after_ns, after, memory_order_relaxed);
+}
+
+/* A consumer that polls its CQ until it is empty — NDK's usual loop, and ndkperf's — polls again
+ * at once after each message it took. That poll's read can only say EAGAIN when the pass before
+ * emptied the socket between two FPDUs: the peer's next message is a one-way trip away at the
+ * least (3.5 µs on loopback here). It was a system call on the path between a message and the
+ * consumer's answer to it, 0.43 µs of the 64 B one-way latency (docs/datapath.md, "Empty polls
+ * right after a message"). So for SNDK_RX_QUIET_NS after such a pass polls do not read; bytes
+ * that arrive meanwhile are read by the first poll after it, with whatever follows them. The
+ * progress thread is not affected: it reads when epoll reports. rx_lock held. */
+static void set_poll_quiet(struct sndk_qp_io *io, uint64_t fpdus_before)
+{
+    uint64_t until =
+        sndk_rx_emptied_between_fpdus(io, fpdus_before) ? now_ns() + SNDK_RX_QUIET_NS : 0;
+    if (until || atomic_load_explicit(&io->rx_quiet_until_ns, memory_order_relaxed))
+        atomic_store_explicit(&io->rx_quiet_until_ns, until, memory_order_relaxed);
 }
 
 /* A polled pass that followed a back-off: learn from what it found (rx_lock held). */
@@ -686,8 +703,10 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
         fin_sent = sndk_conn_phase(io) == SNDK_PHASE_FIN_SENT;
         sndk_mutex_unlock(&qp->tx_lock);
     }
-    if (polled)
+    if (polled) {
         set_poll_backoff(io, sndk_rx_due_after_pass(io));
+        set_poll_quiet(io, fpdus_before);
+    }
     sndk_mutex_unlock(&qp->rx_lock);
     if (res != SNDK_RXR_FAIL)
         kick_tx(qp);
@@ -703,7 +722,8 @@ static bool qp_poll_rx(struct sndk_qp *qp)
     struct sndk_qp_io *io = qp->io;
     if (io) {
         uint64_t after = atomic_load_explicit(&io->rx_poll_after_ns, memory_order_relaxed);
-        if (after && now_ns() < after)
+        uint64_t quiet = atomic_load_explicit(&io->rx_quiet_until_ns, memory_order_relaxed);
+        if ((after || quiet) && now_ns() < (after > quiet ? after : quiet))
             return false;
     }
     return rx_run(qp, 0, true);

@@ -224,6 +224,9 @@ struct sndk_qp_io {
      * Set when a pass ended in the middle of a large payload, so the rest is read in one
      * piece rather than in crumbs (docs/datapath.md, "Who receives"). */
     _Atomic uint64_t rx_poll_after_ns;
+    /* ... nor before this one (0: none): a polled pass emptied the socket between two FPDUs,
+     * so the polls of the next SNDK_RX_QUIET_NS do not read (qp.c set_poll_quiet) */
+    _Atomic uint64_t rx_quiet_until_ns;
     /* under rx_lock: the arrival rate the back-off assumes, as ns per KiB due (qp.c), learnt
      * from polls that came back too early (nothing new) or in time */
     uint32_t rx_backoff_ns_per_kib;
@@ -298,6 +301,8 @@ struct sndk_qp_io {
     /* under qp->rx_lock */
     struct sndk_rx rx;
     bool rx_dry_mid_payload;       /* the last pass ended short inside a payload */
+    bool rx_emptied;               /* the last pass ended on a read shorter than asked: it
+                                      emptied the socket */
     bool rx_failed;                /* a parser callback recorded rx_fail */
     uint64_t rx_fault_checked;     /* rx.fpdus when the fault rules were last asked */
     bool rx_ended;                 /* a pass decided the connection's end: rx_end says how; the
@@ -382,6 +387,9 @@ enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail);
 /* Payload bytes of the current segment still due when the last pass ended because the socket
  * ran dry in the middle of it; 0 otherwise. */
 uint32_t sndk_rx_due_after_pass(const struct sndk_qp_io *io);
+/* The last pass took n_before..fpdus FPDUs, at least one, and emptied the socket at an FPDU
+ * boundary (not inside a payload, not waiting for a receive). */
+bool sndk_rx_emptied_between_fpdus(const struct sndk_qp_io *io, uint64_t fpdus_before);
 /* Complete the receive being filled, if any, with st. */
 void sndk_rx_cancel_current(struct sndk_qp *qp, NTSTATUS st, ULONG code);
 const char *sndk_rnr_phase_name(enum sndk_rnr_phase p);

@@ -698,6 +698,12 @@ uint32_t sndk_rx_due_after_pass(const struct sndk_qp_io *io)
     return io->rx_dry_mid_payload ? io->rx.seg.len - io->rx.pay_got : 0;
 }
 
+bool sndk_rx_emptied_between_fpdus(const struct sndk_qp_io *io, uint64_t fpdus_before)
+{
+    return io->rx_emptied && io->rx.fpdus != fpdus_before && io->rx.state == SNDK_RX_HDR &&
+           io->stage_pos == io->stage_len;
+}
+
 /* The pass, then the FPDUs it completed into the connection's counters. */
 enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
 {
@@ -709,6 +715,7 @@ enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
         return SNDK_RXR_FAIL;
     }
     io->rx_dry_mid_payload = false;
+    io->rx_emptied = false;
     uint64_t fpdus_before = io->rx.fpdus;
     enum sndk_rx_result r;
     if (!rx_held(qp, fail, &r))
@@ -752,6 +759,7 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
             continue;
         }
         if (drained) {
+            io->rx_emptied = true;
             io->rx_dry_mid_payload = io->rx.state == SNDK_RX_DATA;
             return SNDK_RXR_OK;
         }
@@ -808,6 +816,7 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            io->rx_emptied = true;
             io->rx_dry_mid_payload = io->rx.state == SNDK_RX_DATA;
             return SNDK_RXR_OK;
         }

@@ -1,10 +1,13 @@
 /* Parking (docs/datapath.md, "Who receives"): the progress thread stops reading a connection
  * while its consumer polls, and must never leave it unread once the consumer blocks. */
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "datapath.h"
 #include "core/cq.h"
+#include "datapath/qp_io.h"
 
 #define YCTX ((void *)0x2002) /* dp_pair_open's QP context of y */
 
@@ -67,5 +70,81 @@ TEST(blocking_consumer_receives_multi_fpdu_messages)
                         NdkOperationTypeReceive);
         CHECK(memcmp(p.x.buf, p.y.buf + LEN, LEN) == 0);
     }
+    dp_pair_close(&p);
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t quiet_until(NDK_QP *qp)
+{
+    return atomic_load(&((struct sndk_qp *)qp)->io->rx_quiet_until_ns);
+}
+
+/* Empty polls right after a message (docs/datapath.md): a polled pass that took a message and
+ * emptied the socket between two FPDUs keeps the next polls from reading for
+ * SNDK_RX_QUIET_NS; a pass that emptied it inside a payload sets no quiet window (its back-off
+ * is the payload's); and a poll that keeps polling through the window receives what came
+ * meanwhile: ping-pongs of every size, every byte checked, both ends polling. */
+TEST(poll_after_a_message_waits_a_microsecond_and_loses_nothing)
+{
+    enum { ROUNDS = 200, MAX = 300 * 1024 };
+    struct dp_opts o;
+    dp_opts_default(&o);
+    o.crc = true;
+    o.buf_len = 2 * MAX;
+    struct dp_pair p;
+    dp_pair_open(&p, &o);
+    NDK_RESULT_EX r;
+
+    /* one small message, taken by a poll (the progress thread is held, so no pass of its
+     * own takes it): the window is set, and ends within 1 µs of the pass */
+    dp_hold_progress(p.ay);
+    dp_post_recv(&p.y, (void *)1, 0, 64);
+    uint64_t before = mono_ns();
+    dp_post_send(&p.x, NULL, 0, 64, NDK_OP_FLAG_SILENT_SUCCESS);
+    dp_expect(p.y.cq, &r, 1, 0);
+    dp_check_result(&r, STATUS_SUCCESS, 64, YCTX, (void *)1, NdkOperationTypeReceive);
+    uint64_t q = quiet_until(p.y.qp);
+    uint64_t after = mono_ns();
+    CHECK_MSG(q > before && q <= after + 1000, "quiet until %llu, the poll ran %llu..%llu",
+              (unsigned long long)q, (unsigned long long)before, (unsigned long long)after);
+    /* a 300 KiB message read by polls: its passes end inside payloads (no quiet window) until
+     * the last, which ends between FPDUs */
+    dp_post_recv(&p.y, (void *)2, MAX, MAX);
+    dp_post_send(&p.x, NULL, 0, MAX, NDK_OP_FLAG_SILENT_SUCCESS);
+    unsigned got = 0;
+    uint64_t end = fixture_now_ms() + DP_TIMEOUT_MS;
+    while (!got && fixture_now_ms() < end) {
+        got = p.y.cq->Dispatch->NdkGetCqResultsEx(p.y.cq, &r, 1);
+        /* x's polls push what its full socket held back (its progress thread is held too) */
+        CHECK_EQ_U64(p.x.cq->Dispatch->NdkGetCqResultsEx(p.x.cq, &(NDK_RESULT_EX){0}, 1), 0);
+    }
+    CHECK_EQ_U64(got, 1);
+    dp_check_result(&r, STATUS_SUCCESS, MAX, YCTX, (void *)2, NdkOperationTypeReceive);
+    CHECK(quiet_until(p.y.qp) != 0);
+    dp_release_progress();
+
+    /* ping-pong: sizes from 1 byte to 300 KiB, x and y each answering what it got */
+    for (unsigned i = 0; i < ROUNDS; i++) {
+        size_t len = 1 + ((size_t)i * 7919u * (i % 3 ? 1u : 37u)) % MAX;
+        struct dp_side *from = i % 2 ? &p.y : &p.x, *to = i % 2 ? &p.x : &p.y;
+        dp_fill(from->buf, len, i + 7);
+        memset(to->buf + MAX, 0xee, MAX);
+        dp_post_recv(to, (void *)(uintptr_t)(i + 10), MAX, MAX);
+        dp_post_send(from, NULL, 0, len, NDK_OP_FLAG_SILENT_SUCCESS);
+        dp_expect(to->cq, &r, 1, 0);
+        CHECK_EQ_U64(r.Status, STATUS_SUCCESS);
+        CHECK_EQ_U64(r.BytesTransferred, len);
+        CHECK_EQ_U64((uintptr_t)r.RequestContext, i + 10);
+        CHECK_MSG(memcmp(to->buf + MAX, from->buf, len) == 0, "round %u (%zu bytes)", i, len);
+        CHECK_MSG(len == MAX || to->buf[MAX + len] == 0xee, "round %u: a byte past the message", i);
+    }
+    CHECK_EQ_U64(harness_event_count(&p.x.link.aborted), 0);
+    CHECK_EQ_U64(harness_event_count(&p.y.link.aborted), 0);
     dp_pair_close(&p);
 }

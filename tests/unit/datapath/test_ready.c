@@ -13,40 +13,6 @@
 
 #define CONNS 6 /* > SNDK_CQ_DIRECT_POLL_MAX: the hub's polls use the readiness set */
 
-/* Holds one progress thread until released, so only a polling consumer can move bytes. */
-static pthread_mutex_t stuck_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t stuck_cond = PTHREAD_COND_INITIALIZER;
-static bool stuck_release, stuck_running;
-static void stuck_fn(struct sndk_work *w)
-{
-    (void)w;
-    pthread_mutex_lock(&stuck_lock);
-    stuck_running = true;
-    pthread_cond_broadcast(&stuck_cond);
-    while (!stuck_release)
-        pthread_cond_wait(&stuck_cond, &stuck_lock);
-    pthread_mutex_unlock(&stuck_lock);
-}
-
-static void hold_thread(NDK_ADAPTER *a, struct sndk_work *w)
-{
-    stuck_release = stuck_running = false;
-    sndk_work_init(w, stuck_fn);
-    sndk_engine_queue_on(((struct sndk_adapter *)a)->engine, 0, w);
-    pthread_mutex_lock(&stuck_lock);
-    while (!stuck_running)
-        pthread_cond_wait(&stuck_cond, &stuck_lock);
-    pthread_mutex_unlock(&stuck_lock);
-}
-
-static void release_thread(void)
-{
-    pthread_mutex_lock(&stuck_lock);
-    stuck_release = true;
-    pthread_cond_broadcast(&stuck_cond);
-    pthread_mutex_unlock(&stuck_lock);
-}
-
 /* The connections in the hub CQ's readiness set that report something now. */
 static int ready_now(NDK_CQ *cq)
 {
@@ -101,8 +67,7 @@ TEST(readiness_set_reports_only_connections_with_bytes)
     dp_opts_default(&o);
     struct hub h;
     hub_open(&h, &o);
-    struct sndk_work w;
-    hold_thread(h.ah, &w);
+    dp_hold_progress(h.ah);
     NDK_RESULT_EX r[4];
     CHECK_EQ_U64(h.hub.cq->Dispatch->NdkGetCqResultsEx(h.hub.cq, r, 4), 0);
     CHECK_EQ_I64(ready_now(h.hub.cq), 0);
@@ -127,7 +92,7 @@ TEST(readiness_set_reports_only_connections_with_bytes)
         CHECK_EQ_U64(v, (uint64_t)i << 32 | (uint64_t)m);
         CHECK_EQ_I64(ready_now(h.hub.cq), 0); /* read: nothing left to report */
     }
-    release_thread();
+    dp_release_progress();
     hub_close(&h);
 }
 
@@ -143,8 +108,7 @@ TEST(readiness_set_sends_what_waits_for_socket_space)
     hub_open(&h, &o);
     dp_fill(h.hub.buf, LEN, 7);
     dp_post_recv(&h.peer[3], (void *)0x77, 0, LEN);
-    struct sndk_work w;
-    hold_thread(h.ah, &w);
+    dp_hold_progress(h.ah);
     NDK_SGE g = dp_sge(&h.hub, 0, LEN);
     CHECK_EQ_U64(h.hq[3]->Dispatch->NdkSend(h.hq[3], (void *)0x66, &g, 1, 0), STATUS_SUCCESS);
     /* the progress threads are held (the adapters share them): both consumers poll, the
@@ -165,7 +129,7 @@ TEST(readiness_set_sends_what_waits_for_socket_space)
     dp_check_result(&recvd, STATUS_SUCCESS, LEN, (void *)(uintptr_t)0x503, (void *)0x77,
                     NdkOperationTypeReceive);
     CHECK(memcmp(h.hub.buf, h.peer[3].buf, LEN) == 0);
-    release_thread();
+    dp_release_progress();
     hub_close(&h);
 }
 
