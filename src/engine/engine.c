@@ -128,12 +128,12 @@ static inline uint32_t wc_count(uint64_t v, unsigned gen)
 }
 
 /* The progress thread the caller is, if any (of any engine). */
-static _Thread_local struct sndk_progress *tls_self;
+static SNDK_TLS struct sndk_progress *tls_self;
 /* Generation of the work fn running on this thread, or -1 outside work fns. */
-static _Thread_local int tls_work_gen = -1;
+static SNDK_TLS int tls_work_gen = -1;
 /* Home progress thread index of a non-progress caller (modulo the thread count). */
-static _Thread_local unsigned tls_home;
-static _Thread_local bool tls_home_set;
+static SNDK_TLS unsigned tls_home;
+static SNDK_TLS bool tls_home_set;
 static atomic_uint home_counter;
 
 static uint64_t now_us(void)

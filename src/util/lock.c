@@ -11,7 +11,7 @@ static const char *const rank_names[SNDK_LOCK_RANKS] = {
     [SNDK_LOCK_SRQ] = "srq->lock",           [SNDK_LOCK_CQ] = "cq->lock",
 };
 
-_Thread_local unsigned char sndk_lock_held[SNDK_LOCK_RANKS];
+SNDK_TLS unsigned char sndk_lock_held[SNDK_LOCK_RANKS];
 
 _Noreturn void sndk_lock_order_violation(unsigned r, unsigned held)
 {

@@ -203,7 +203,7 @@ void sndk_verify_summary(struct sndk_adapter *a)
 /* ---- Callbacks ------------------------------------------------------------------------------ */
 
 /* The callback this thread is running (innermost), NULL outside any verified callback. */
-static _Thread_local struct sndk_callback_scope *tls_callback;
+static SNDK_TLS struct sndk_callback_scope *tls_callback;
 
 static const char *const callback_names[SNDK_CB_KIND_COUNT] = {
     [SNDK_CB_CQ_NOTIFICATION] = "CQ notification (NDK_FN_CQ_NOTIFICATION_CALLBACK)",
