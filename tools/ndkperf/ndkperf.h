@@ -78,6 +78,7 @@ struct opts {
     uint32_t timeout;      /* --timeout seconds */
     int cpu;               /* --cpu N (server/client mode), -1 = leave */
     bool no_pin;           /* --no-pin (loopback) */
+    bool one_device;       /* --one-device (loopback): both sides on one interface */
     uint32_t mpa_rev;      /* --mpa-rev (0 = provider default) */
     int crc;               /* --crc on|off (0 = provider default, 1 on, 2 off) */
     bool verbose;          /* -v */

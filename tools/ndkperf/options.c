@@ -58,6 +58,8 @@ static void usage(FILE *f)
             "      --timeout S         give up after S seconds, exit 1 (default 60)\n"
             "      --cpu N             pin this side to CPU N\n"
             "      --no-pin            --loopback: do not pin the two sides to distinct CPUs\n"
+            "      --one-device        --loopback: both sides on one device (one set of\n"
+            "                          progress threads); default: two, as two hosts\n"
             "      --mpa-rev 1|2       MPA revision to ask for (default: provider's)\n"
             "      --crc on|off        MPA CRC policy (default: provider's)\n"
             "      --report_gbits      bandwidth in Gb/sec instead of MB/sec\n"
@@ -124,6 +126,7 @@ void parse_options(int argc, char **argv, struct opts *o)
         O_TIMEOUT,
         O_CPU,
         O_NO_PIN,
+        O_ONE_DEVICE,
         O_MPA,
         O_CRC,
         O_MAX_SIZE,
@@ -157,6 +160,7 @@ void parse_options(int argc, char **argv, struct opts *o)
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"cpu", required_argument, NULL, O_CPU},
         {"no-pin", no_argument, NULL, O_NO_PIN},
+        {"one-device", no_argument, NULL, O_ONE_DEVICE},
         {"mpa-rev", required_argument, NULL, O_MPA},
         {"crc", required_argument, NULL, O_CRC},
         {"max-size", required_argument, NULL, O_MAX_SIZE},
@@ -249,6 +253,9 @@ void parse_options(int argc, char **argv, struct opts *o)
         case O_CPU:
             o->cpu = (int)num("--cpu", optarg, 0, 4095);
             break;
+        case O_ONE_DEVICE:
+            o->one_device = true;
+            break;
         case O_NO_PIN:
             o->no_pin = true;
             break;
@@ -290,6 +297,8 @@ void parse_options(int argc, char **argv, struct opts *o)
         o->server = argv[optind + 1];
     if (o->loopback && o->server)
         bad("--loopback takes no HOST");
+    if (o->one_device && !o->loopback)
+        bad("--one-device goes with --loopback");
     if (o->loopback && !set_port)
         o->port = 0;
     if (!o->loopback && !o->server && o->cpu < 0)
