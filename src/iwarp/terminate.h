@@ -101,7 +101,8 @@ size_t sndk_term_encode(const struct sndk_term *t, uint8_t *body, size_t cap);
  * low nibble of byte 0 and EType in the high one, M/D/R in bits 0/1/2 of byte 2 — where RFC
  * 5040 has reserved bits (and M/D/R in bits 7/6/5). A word with any of those reserved bits 0..2
  * set and all of bits 7..3 and byte 3 clear is read as siw meant it (siw_layout); without any
- * of M/D/R the two layouts cannot be told apart and the RFC's is used (docs/interop.md).
+ * of M/D/R, so too when only siw's reading names a defined code (siw's MPA CRC error has no
+ * flag); when both or neither do, the RFC's layout is used (docs/interop.md).
  * Returns 0, or -EPROTO when len < 4. */
 int sndk_term_decode(struct sndk_term *t, const uint8_t *body, size_t len);
 

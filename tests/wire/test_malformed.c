@@ -609,7 +609,26 @@ TEST(terminate_in_siw_little_endian_layout_is_read_as_siw_meant_it)
     CHECK_EQ_U64(t.hdrct, SNDK_TERM_HDRCT_M);
     CHECK_EQ_U64(t.ddp_seg_len, 28);
 
-    /* siw without any flag: indistinguishable, read in the RFC's layout (nibbles as sent) */
+    /* siw's MPA CRC error, sent without any flag: LLP (2) / MPA (0) / 0x02 in siw's layout is
+     * RDMAP / remote operation / 0x02 in the RFC's, a code RFC 5040 does not define: siw's */
+    body[0] = 0x02;
+    body[1] = 0x02;
+    body[2] = 0x00;
+    CHECK_EQ_I64(sndk_term_decode(&t, body, 4), 0);
+    CHECK(t.siw_layout);
+    CHECK_EQ_U64(t.layer, SNDK_TERM_LAYER_LLP);
+    CHECK_EQ_U64(t.etype, SNDK_TERM_LLP_MPA);
+    CHECK_EQ_U64(t.code, SNDK_TERM_LLP_CRC);
+    CHECK_EQ_U64(t.hdrct, 0);
+    /* the RFC's CRC error (byte 0 = 0x20) is defined as sent: not siw's */
+    body[0] = 0x20;
+    CHECK_EQ_I64(sndk_term_decode(&t, body, 4), 0);
+    CHECK(!t.siw_layout);
+    CHECK_EQ_U64(t.layer, SNDK_TERM_LAYER_LLP);
+    CHECK_EQ_U64(t.code, SNDK_TERM_LLP_CRC);
+    body[1] = 0x00;
+
+    /* siw without any flag, both readings defined: read in the RFC's layout (nibbles as sent) */
     body[0] = 0x10;
     body[2] = 0x00;
     CHECK_EQ_I64(sndk_term_decode(&t, body, 4), 0);
