@@ -35,7 +35,7 @@ if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ] && [ -f "$out/ini
     exit 0
 fi
 
-pkgs=(qemu-system-x86 busybox-static rdma-core ibverbs-providers rdmacm-utils perftest iproute2
+pkgs=(qemu-system-x86 busybox-static rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest iproute2
       cpio kmod xz-utils zstd gzip make gcc patch "linux-headers-$kver" linux-source-6.1)
 missing=()
 for p in "${pkgs[@]}"; do
