@@ -392,7 +392,7 @@ pt_eval() {
     local canary=""
     # Failed once in four CI runs (docs/interop.md): kept as a canary until it is understood.
     [ "$row" = h2g-perftest-write-bw ] &&
-        canary="unexplained: once in four CI runs siw's ib_write_bw server saw a flushed completion (wc status 5) and sent a Terminate during the Writes (docs/interop.md)"
+        canary="unexplained: once in four CI runs siw found an MPA CRC error in one of softndk's Write FPDUs (its Terminate: LLP / MPA / 0x02) and flushed ib_write_bw's queue (wc status 5); which side computed the CRC wrong is not yet known (docs/interop.md)"
     report "$row" $ok "${why:-$what; $neg}" "$canary"
 }
 
