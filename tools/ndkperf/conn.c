@@ -386,10 +386,10 @@ void side_open(struct side *s)
         s->ifindex = if_nametoindex(o->ifname);
         if (!s->ifindex)
             die(EXIT_FAIL, "no network interface named '%s' (-d)", o->ifname);
-    } else if (o->loopback && !o->one_device && s->is_server) {
+    } else if (o->loopback && !o->one_device && !o->bind_addr && s->is_server) {
         /* Two hosts have a device each: adapters of one interface are one device (one set of
-         * progress threads, docs/adapter.md), so the server side opens on lo and the client
-         * on every address, which is another interface. */
+         * progress threads, docs/adapter.md), so the server side opens on lo (it listens on
+         * 127.0.0.1) and the client on every address, which is another interface. */
         s->ifindex = if_nametoindex("lo");
     }
     SOFTNDK_OPTIONS so;
