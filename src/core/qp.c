@@ -602,7 +602,6 @@ static void kick_tx(struct sndk_qp *qp)
 #define SNDK_RX_BACKOFF_FAST_NS_KIB  128u   /* 8 bytes/ns: this machine's loopback at its best */
 #define SNDK_RX_BACKOFF_SLOW_NS_KIB  1024u  /* 1 byte/ns: the slowest rate it learns */
 #define SNDK_RX_BACKOFF_MAX_NS       64000u
-#define SNDK_RX_QUIET_NS             1000u  /* no read after a message emptied the socket */
 
 static uint64_t now_ns(void)
 {
@@ -654,7 +653,7 @@ static void learn_poll_backoff(struct sndk_qp_io *io, uint64_t fpdus_before, uin
     bool same_fpdu = io->rx.fpdus == fpdus_before;
     if (same_fpdu && io->rx.pay_got == pay_before)
         r = r * 2u < SNDK_RX_BACKOFF_SLOW_NS_KIB ? r * 2u : SNDK_RX_BACKOFF_SLOW_NS_KIB;
-    else if (!same_fpdu || !io->rx_dry_mid_payload)
+    else if (!same_fpdu || sndk_rx_due_after_pass(io) == 0)
         r = r - r / 8u > SNDK_RX_BACKOFF_FAST_NS_KIB ? r - r / 8u : SNDK_RX_BACKOFF_FAST_NS_KIB;
     io->rx_backoff_ns_per_kib = r;
 }

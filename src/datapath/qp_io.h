@@ -227,6 +227,7 @@ struct sndk_qp_io {
     /* ... nor before this one (0: none): a polled pass emptied the socket between two FPDUs,
      * so the polls of the next SNDK_RX_QUIET_NS do not read (qp.c set_poll_quiet) */
     _Atomic uint64_t rx_quiet_until_ns;
+#define SNDK_RX_QUIET_NS 1000u /* no read for this long after a message emptied the socket */
     /* under rx_lock: the arrival rate the back-off assumes, as ns per KiB due (qp.c), learnt
      * from polls that came back too early (nothing new) or in time */
     uint32_t rx_backoff_ns_per_kib;
@@ -300,9 +301,9 @@ struct sndk_qp_io {
 
     /* under qp->rx_lock */
     struct sndk_rx rx;
-    bool rx_dry_mid_payload;       /* the last pass ended short inside a payload */
-    bool rx_emptied;               /* the last pass ended on a read shorter than asked: it
-                                      emptied the socket */
+    bool rx_emptied;               /* the last pass ended on a read shorter than asked (or
+                                      EAGAIN): it emptied the socket, inside a payload when the
+                                      parser is in DATA (sndk_rx_due_after_pass) */
     bool rx_failed;                /* a parser callback recorded rx_fail */
     uint64_t rx_fault_checked;     /* rx.fpdus when the fault rules were last asked */
     bool rx_ended;                 /* a pass decided the connection's end: rx_end says how; the

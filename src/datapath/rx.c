@@ -695,7 +695,7 @@ static int clamp_iov(struct iovec *iov, int n, size_t cap)
 
 uint32_t sndk_rx_due_after_pass(const struct sndk_qp_io *io)
 {
-    return io->rx_dry_mid_payload ? io->rx.seg.len - io->rx.pay_got : 0;
+    return io->rx_emptied && io->rx.state == SNDK_RX_DATA ? io->rx.seg.len - io->rx.pay_got : 0;
 }
 
 bool sndk_rx_emptied_between_fpdus(const struct sndk_qp_io *io, uint64_t fpdus_before)
@@ -714,7 +714,6 @@ enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
         *fail = io->rx_end;
         return SNDK_RXR_FAIL;
     }
-    io->rx_dry_mid_payload = false;
     io->rx_emptied = false;
     uint64_t fpdus_before = io->rx.fpdus;
     enum sndk_rx_result r;
@@ -760,7 +759,6 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
         }
         if (drained) {
             io->rx_emptied = true;
-            io->rx_dry_mid_payload = io->rx.state == SNDK_RX_DATA;
             return SNDK_RXR_OK;
         }
         ssize_t got;
@@ -817,7 +815,6 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
             io->rx_emptied = true;
-            io->rx_dry_mid_payload = io->rx.state == SNDK_RX_DATA;
             return SNDK_RXR_OK;
         }
         sndk_debug("rx", "QP %p: receive: errno %d", (void *)qp, errno);

@@ -207,22 +207,20 @@ const char *sndk_term_etype_name(unsigned layer, unsigned etype)
     return "unknown";
 }
 
-static bool term_code_known(unsigned layer, unsigned etype, unsigned code)
-{
-    for (size_t i = 0; i < sizeof code_names / sizeof code_names[0]; i++)
-        if (code_names[i].layer == layer && code_names[i].etype == etype &&
-            code_names[i].code == code)
-            return true;
-    return false;
-}
-
-const char *sndk_term_code_name(unsigned layer, unsigned etype, unsigned code)
+/* The name RFC 5040 / 5044 give the code, or NULL: not a code they define. */
+static const char *term_code_lookup(unsigned layer, unsigned etype, unsigned code)
 {
     for (size_t i = 0; i < sizeof code_names / sizeof code_names[0]; i++)
         if (code_names[i].layer == layer && code_names[i].etype == etype &&
             code_names[i].code == code)
             return code_names[i].name;
-    return "unknown";
+    return NULL;
+}
+
+const char *sndk_term_code_name(unsigned layer, unsigned etype, unsigned code)
+{
+    const char *n = term_code_lookup(layer, etype, code);
+    return n ? n : "unknown";
 }
 
 /* ---------------------------------------------------------------- codec */
@@ -276,8 +274,8 @@ int sndk_term_decode(struct sndk_term *t, const uint8_t *body, size_t len)
         t->hdrct = ((body[2] & 0x01) ? SNDK_TERM_HDRCT_M : 0u) |
                    ((body[2] & 0x02) ? SNDK_TERM_HDRCT_D : 0u) |
                    ((body[2] & 0x04) ? SNDK_TERM_HDRCT_R : 0u);
-    } else if (body[2] == 0 && body[3] == 0 && !term_code_known(t->layer, t->etype, t->code) &&
-               term_code_known(body[0] & 0x0F, body[0] >> 4, t->code)) {
+    } else if (body[2] == 0 && body[3] == 0 && !term_code_lookup(t->layer, t->etype, t->code) &&
+               term_code_lookup(body[0] & 0x0F, body[0] >> 4, t->code)) {
         /* No flag to tell the layouts apart, but only siw's reading names a code RFC 5040 /
          * 5044 define: siw's MPA CRC error (LLP / MPA / 0x02) reads as RDMAP / remote
          * operation / 0x02, which is none */
