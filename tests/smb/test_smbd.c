@@ -499,6 +499,12 @@ TEST_T(smbd_peer_rdma_write_and_read_with_invalidation, 60)
     CHECK_EQ_U64(st.regions_registered, 44);
     CHECK_EQ_U64(st.remote_invalidations, 22);
     CHECK_EQ_U64(st.local_invalidations, 22);
+    /* softndk's own counters of what the peer did to our memory agree */
+    SOFTNDK_COUNTERS ctr;
+    fx_counters(f->ac, &ctr);
+    CHECK_EQ_U64(ctr.InboundWrites, 42);      /* 2 + 40 rounds with 'W' */
+    CHECK_EQ_U64(ctr.InboundReadRequests, 2); /* the 'R' rounds, one descriptor each */
+    CHECK_EQ_U64(ctr.RemoteInvalidations, 22);
     /* a region larger than the negotiated MaxReadWriteSize is refused */
     static uint8_t big[8];
     smb_rdma_region *r;
