@@ -9,10 +9,12 @@
 
 #include "smbd_wire.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -49,7 +51,7 @@ static const unsigned allowed[SMBD_STATE_COUNT] = {
     [SMBD_CLOSED] = 0,
 };
 
-enum op_kind { OP_RECV = 1, OP_SEND, OP_MR };
+enum op_kind { OP_RECV = 1, OP_SEND, OP_MR, OP_RDMA };
 
 struct smbd_op {
     enum op_kind kind;
@@ -104,8 +106,11 @@ struct waiter {
     NTSTATUS st;
 };
 
+enum smbd_role { SMBD_INITIATOR, SMBD_RESPONDER };
+
 struct smbd_conn {
     smb_transport base;
+    enum smbd_role role;
     enum smbd_state state;
     char err[256];
     smbd_params p;
@@ -138,7 +143,17 @@ struct smbd_conn {
     smb_transport_stats st;
     _Atomic unsigned cq_events;
     _Atomic bool peer_gone;
+    /* Responder: RDMA of the peer's buffers */
+    ULONG ord;            /* our RDMA Reads in flight at most (the peer's IRD) */
+    NDK_MR *io_mr;        /* registers the local side of one peer_write/peer_read */
+    unsigned rdma_busy;   /* RDMA Writes and Reads posted, not completed */
+    NTSTATUS rdma_status; /* the first failure among them */
+    struct smbd_op rdma_op;
+    bool negotiate_request_ok; /* Responder: a valid request arrived */
+    struct smbd_negotiate_request peer_req;
 };
+
+static int ndk_err(NTSTATUS st);
 
 static bool smbd_log_on(void)
 {
@@ -392,6 +407,33 @@ static int handle_negotiate_response(struct smbd_conn *c, const uint8_t *buf, si
     return 0;
 }
 
+/* Responder: [MS-SMBD] 3.1.5.6. The answer is sent by the accepting thread; here the request
+ * is only checked and kept. */
+static int handle_negotiate_request(struct smbd_conn *c, const uint8_t *buf, size_t len)
+{
+    const char *why;
+    int rc = smbd_decode_negotiate_request(buf, len, &c->peer_req, &why);
+    if (rc == -EPROTONOSUPPORT) {
+        /* 3.1.5.6: answer STATUS_NOT_SUPPORTED, then disconnect */
+        struct smbd_negotiate_response r = {.min_version = SMBD_VERSION_1,
+                                            .max_version = SMBD_VERSION_1,
+                                            .status = SMBD_STATUS_NOT_SUPPORTED};
+        smbd_encode_negotiate_response(&r, c->send_buf);
+        NDK_SGE sge = {.VirtualAddress = c->send_buf,
+                       .Length = SMBD_NEGOTIATE_RESPONSE_SIZE,
+                       .MemoryRegionToken = c->send_tok};
+        if (c->qp->Dispatch->NdkSend(c->qp, &c->send_ops[0], &sge, 1, 0) == STATUS_SUCCESS) {
+            c->send_busy[0] = true;
+            c->sends_busy++;
+        }
+        return fail(c, -EPROTONOSUPPORT, "%s", why);
+    }
+    if (rc != 0)
+        return fail(c, -EPROTO, "%s", why);
+    c->negotiate_request_ok = true;
+    return 0;
+}
+
 static int find_mr_by_token(struct smbd_conn *c, UINT32 token)
 {
     for (unsigned i = 0; i < c->nmr; i++)
@@ -428,8 +470,9 @@ static int handle_completion(struct smbd_conn *c, const NDK_RESULT_EX *r)
         }
         const uint8_t *buf = c->recv_buf + (size_t)op->index * c->p.max_receive_size;
         size_t len = r->BytesTransferred;
-        int rc = c->state == SMBD_NEGOTIATING ? handle_negotiate_response(c, buf, len)
-                                              : handle_data(c, buf, len);
+        int rc = c->state != SMBD_NEGOTIATING ? handle_data(c, buf, len)
+                 : c->role == SMBD_INITIATOR  ? handle_negotiate_response(c, buf, len)
+                                              : handle_negotiate_request(c, buf, len);
         if (rc != 0)
             return rc;
         c->last_activity_ms = now_ms();
@@ -441,6 +484,11 @@ static int handle_completion(struct smbd_conn *c, const NDK_RESULT_EX *r)
         if (r->Status != STATUS_SUCCESS)
             return fail(c, -EIO, "send completed %s (provider code 0x%x)",
                         SoftNdkStatusName(r->Status), (unsigned)r->ProviderErrorCode);
+        return 0;
+    case OP_RDMA:
+        c->rdma_busy--;
+        if (r->Status != STATUS_SUCCESS && c->rdma_status == STATUS_SUCCESS)
+            c->rdma_status = r->Status;
         return 0;
     case OP_MR: {
         struct mr_slot *m = &c->mrs[op->index];
@@ -519,7 +567,7 @@ static unsigned credits_to_grant(const struct smbd_conn *c)
 /* Sends one Data Transfer message with len bytes of data (0: a credit or keepalive message).
  * Waits for a send credit and a free send buffer. */
 static int send_fragment(struct smbd_conn *c, const uint8_t *data, uint32_t len, uint32_t remaining,
-                         uint16_t flags)
+                         uint16_t flags, UINT32 invalidate)
 {
     for (;;) {
         if (c->state != SMBD_CONNECTED)
@@ -559,9 +607,12 @@ static int send_fragment(struct smbd_conn *c, const uint8_t *data, uint32_t len,
     NDK_SGE sge = {.VirtualAddress = buf,
                    .Length = len ? SMBD_DATA_OFFSET + len : SMBD_DATA_HEADER_MIN,
                    .MemoryRegionToken = c->send_tok};
-    NTSTATUS st = c->qp->Dispatch->NdkSend(c->qp, &c->send_ops[slot], &sge, 1, 0);
+    NTSTATUS st = invalidate ? c->qp->Dispatch->NdkSendAndInvalidate(c->qp, &c->send_ops[slot],
+                                                                     &sge, 1, 0, invalidate)
+                             : c->qp->Dispatch->NdkSend(c->qp, &c->send_ops[slot], &sge, 1, 0);
     if (st != STATUS_SUCCESS)
-        return fail(c, -EIO, "NdkSend: %s", SoftNdkStatusName(st));
+        return fail(c, -EIO, "%s: %s", invalidate ? "NdkSendAndInvalidate" : "NdkSend",
+                    SoftNdkStatusName(st));
     c->send_busy[slot] = true;
     c->sends_busy++;
     c->send_credits--;
@@ -586,7 +637,7 @@ static int maybe_grant(struct smbd_conn *c)
         return 0;
     if (c->send_credits == 1 && grant == 0)
         return 0;
-    return send_fragment(c, NULL, 0, 0, 0);
+    return send_fragment(c, NULL, 0, 0, 0, 0);
 }
 
 /* ---- the transport's operations ------------------------------------------------------------ */
@@ -596,9 +647,8 @@ static struct smbd_conn *conn_of(smb_transport *t)
     return (struct smbd_conn *)t;
 }
 
-static int smbd_send(smb_transport *t, const void *msg, size_t len)
+static int send_message(struct smbd_conn *c, const void *msg, size_t len, UINT32 invalidate)
 {
-    struct smbd_conn *c = conn_of(t);
     if (c->state != SMBD_CONNECTED)
         return c->state == SMBD_FAILED ? -EPIPE : -ENOTCONN;
     if (len == 0 || len > c->n.max_fragmented_send) {
@@ -611,7 +661,9 @@ static int smbd_send(smb_transport *t, const void *msg, size_t len)
     size_t off = 0;
     while (off < len) {
         size_t chunk = len - off < per ? len - off : per;
-        int rc = send_fragment(c, p + off, (uint32_t)chunk, (uint32_t)(len - off - chunk), 0);
+        bool last = off + chunk == len;
+        int rc = send_fragment(c, p + off, (uint32_t)chunk, (uint32_t)(len - off - chunk), 0,
+                               last ? invalidate : 0);
         if (rc != 0)
             return rc;
         off += chunk;
@@ -619,6 +671,139 @@ static int smbd_send(smb_transport *t, const void *msg, size_t len)
     c->st.messages_sent++;
     c->st.bytes_sent += len;
     return 0;
+}
+
+static int smbd_send(smb_transport *t, const void *msg, size_t len)
+{
+    return send_message(conn_of(t), msg, len, 0);
+}
+
+static int smbd_send_invalidate(smb_transport *t, const void *msg, size_t len, uint32_t token)
+{
+    struct smbd_conn *c = conn_of(t);
+    if (token == 0) {
+        snprintf(c->err, sizeof c->err, "Send with Invalidate of token 0");
+        return -EINVAL;
+    }
+    int rc = send_message(c, msg, len, token);
+    if (rc == 0)
+        c->st.send_invalidates++;
+    return rc;
+}
+
+/* Registers [buf, buf+len) for local access by this connection's RDMA (one at a time). */
+static int io_register(struct smbd_conn *c, void *buf, size_t len, UINT32 *tok)
+{
+    if (!c->io_mr) {
+        NTSTATUS st = c->pd->Dispatch->NdkCreateMr(c->pd, FALSE, create_never, NULL, &c->io_mr);
+        if (st != STATUS_SUCCESS)
+            return fail(c, ndk_err(st), "NdkCreateMr: %s", SoftNdkStatusName(st));
+    }
+    MDL mdl;
+    MmInitializeMdl(&mdl, buf, len);
+    struct waiter w = {0};
+    NTSTATUS st = w_wait(&w,
+                         c->io_mr->Dispatch->NdkRegisterMr(
+                             c->io_mr, &mdl, len,
+                             NDK_MR_FLAG_ALLOW_LOCAL_WRITE | NDK_MR_FLAG_RDMA_READ_SINK, w_cb, &w),
+                         10000);
+    if (st != STATUS_SUCCESS)
+        return fail(c, ndk_err(st), "NdkRegisterMr: %s", SoftNdkStatusName(st));
+    *tok = c->io_mr->Dispatch->NdkGetLocalTokenFromMr(c->io_mr);
+    return 0;
+}
+
+static void io_deregister(struct smbd_conn *c)
+{
+    struct waiter w = {0};
+    (void)w_wait(&w, c->io_mr->Dispatch->NdkDeregisterMr(c->io_mr, w_cb, &w), 10000);
+}
+
+/* Waits until at most `most` of our RDMA operations are in flight. */
+static int rdma_wait(struct smbd_conn *c, unsigned most)
+{
+    while (c->rdma_busy > most) {
+        int rc = progress(c, 30000);
+        if (rc == -ETIMEDOUT)
+            return fail(c, -ETIMEDOUT, "RDMA did not complete in 30 s");
+        if (rc != 0)
+            return rc;
+    }
+    if (c->rdma_status != STATUS_SUCCESS) {
+        NTSTATUS st = c->rdma_status;
+        return fail(c,
+                    st == STATUS_ACCESS_VIOLATION || st == STATUS_REMOTE_RESOURCES ? -EACCES : -EIO,
+                    "the peer refused our RDMA: %s", SoftNdkStatusName(st));
+    }
+    return 0;
+}
+
+/* [MS-SMB2] 3.3.5.12 / 3.3.5.13 over SMB Direct: move len bytes between buf and the peer's
+ * buffers the descriptors name, in descriptor order. */
+static int peer_rdma(smb_transport *t, const smb_buffer_desc *desc, unsigned ndesc, void *buf,
+                     size_t len, bool write)
+{
+    struct smbd_conn *c = conn_of(t);
+    if (c->state != SMBD_CONNECTED)
+        return c->state == SMBD_FAILED ? -EPIPE : -ENOTCONN;
+    uint64_t have = 0;
+    for (unsigned k = 0; k < ndesc; k++)
+        have += desc[k].length;
+    if (len == 0 || have < len) {
+        snprintf(c->err, sizeof c->err, "%zu bytes for descriptors of %llu bytes", len,
+                 (unsigned long long)have);
+        return -EINVAL;
+    }
+    if (len > c->n.max_read_write_size) {
+        snprintf(c->err, sizeof c->err, "%zu bytes: above MaxReadWriteSize %u", len,
+                 c->n.max_read_write_size);
+        return -EINVAL;
+    }
+    UINT32 tok = 0;
+    int rc = io_register(c, buf, len, &tok);
+    if (rc != 0)
+        return rc;
+    c->rdma_status = STATUS_SUCCESS;
+    size_t off = 0;
+    for (unsigned k = 0; k < ndesc && off < len && rc == 0; k++) {
+        size_t n = desc[k].length < len - off ? desc[k].length : len - off;
+        if (!write && (rc = rdma_wait(c, c->ord - 1)) != 0)
+            break;
+        NDK_SGE sge = {
+            .VirtualAddress = (uint8_t *)buf + off, .Length = (ULONG)n, .MemoryRegionToken = tok};
+        NTSTATUS st = write ? c->qp->Dispatch->NdkWrite(c->qp, &c->rdma_op, &sge, 1, desc[k].offset,
+                                                        desc[k].token, 0)
+                            : c->qp->Dispatch->NdkRead(c->qp, &c->rdma_op, &sge, 1, desc[k].offset,
+                                                       desc[k].token, 0);
+        if (st != STATUS_SUCCESS) {
+            rc = fail(c, -EIO, "%s: %s", write ? "NdkWrite" : "NdkRead", SoftNdkStatusName(st));
+            break;
+        }
+        c->rdma_busy++;
+        if (write)
+            c->st.rdma_writes++;
+        else
+            c->st.rdma_reads++;
+        off += n;
+    }
+    int wrc = rdma_wait(c, 0);
+    if (rc == 0)
+        rc = wrc;
+    if (c->state == SMBD_CONNECTED || c->rdma_busy == 0)
+        io_deregister(c);
+    return rc;
+}
+
+static int smbd_peer_write(smb_transport *t, const smb_buffer_desc *desc, unsigned ndesc,
+                           const void *src, size_t len)
+{
+    return peer_rdma(t, desc, ndesc, (void *)src, len, true);
+}
+
+static int smbd_peer_read(smb_transport *t, const smb_buffer_desc *desc, unsigned ndesc, void *dst,
+                          size_t len)
+{
+    return peer_rdma(t, desc, ndesc, dst, len, false);
 }
 
 static int smbd_recv(smb_transport *t, void *buf, size_t cap, size_t *len, int timeout_ms)
@@ -638,7 +823,7 @@ static int smbd_recv(smb_transport *t, void *buf, size_t cap, size_t *len, int t
             if (keepalive_sent)
                 return fail(c, -ETIMEDOUT, "peer silent for %u ms after a keepalive",
                             c->p.keepalive_ms);
-            int rc = send_fragment(c, NULL, 0, 0, SMBD_FLAG_RESPONSE_REQUESTED);
+            int rc = send_fragment(c, NULL, 0, 0, SMBD_FLAG_RESPONSE_REQUESTED, 0);
             if (rc != 0)
                 return rc;
             c->st.keepalives_sent++;
@@ -916,6 +1101,8 @@ static void smbd_destroy(smb_transport *t)
         }
         close_obj(c->mrs[i].mr->Dispatch->NdkCloseMr, &c->mrs[i].mr->Header);
     }
+    if (c->io_mr)
+        close_obj(c->io_mr->Dispatch->NdkCloseMr, &c->io_mr->Header);
     if (c->recv_mr)
         close_obj(c->recv_mr->Dispatch->NdkCloseMr, &c->recv_mr->Header);
     if (c->send_mr)
@@ -944,6 +1131,22 @@ static const smb_transport_ops smbd_ops = {
     .recv = smbd_recv,
     .register_buffer = smbd_register_buffer,
     .release_buffer = smbd_release_buffer,
+    .max_message = smbd_max_message,
+    .max_rdma = smbd_max_rdma,
+    .get_stats = smbd_get_stats,
+    .error = smbd_error,
+    .destroy = smbd_destroy,
+};
+
+/* The Responder moves data with its own RDMA into and out of buffers the Initiator offers;
+ * it registers none for the peer. */
+static const smb_transport_ops smbd_responder_ops = {
+    .name = "smbdirect",
+    .send = smbd_send,
+    .recv = smbd_recv,
+    .peer_write = smbd_peer_write,
+    .peer_read = smbd_peer_read,
+    .send_invalidate = smbd_send_invalidate,
     .max_message = smbd_max_message,
     .max_rdma = smbd_max_rdma,
     .get_stats = smbd_get_stats,
@@ -1175,4 +1378,241 @@ int smbd_connect(NDK_ADAPTER *adapter, const struct sockaddr *dst, socklen_t dst
     }
     *out = &c->base;
     return 0;
+}
+
+/* ---- the Responder ------------------------------------------------------------------------- */
+
+#define SMBD_BACKLOG 64
+
+struct smbd_listener {
+    NDK_ADAPTER *adapter;
+    NDK_LISTENER *l;
+    smbd_params p;
+    pthread_mutex_t m;
+    _Atomic unsigned events; /* futex word: bumped per connect event */
+    NDK_CONNECTOR *incoming[SMBD_BACKLOG];
+    unsigned head, count;
+    bool paused; /* connect events paused: the backlog was full */
+    uint16_t port;
+};
+
+static void on_connect_event(void *ctx, NDK_CONNECTOR *conn)
+{
+    struct smbd_listener *l = ctx;
+    pthread_mutex_lock(&l->m);
+    /* the listener pauses before the backlog can overflow, so there is always room */
+    assert(l->count < SMBD_BACKLOG);
+    l->incoming[(l->head + l->count++) % SMBD_BACKLOG] = conn;
+    bool full = l->count == SMBD_BACKLOG && !l->paused;
+    if (full)
+        l->paused = true;
+    pthread_mutex_unlock(&l->m);
+    /* NDK's flow control: a paused listener refuses new requests (the peer sees
+     * STATUS_CONNECTION_REFUSED) until smbd_accept drains the backlog */
+    if (full)
+        l->l->Dispatch->NdkControlConnectEvents(l->l, TRUE);
+    atomic_fetch_add_explicit(&l->events, 1, memory_order_release);
+    futex_wake(&l->events);
+}
+
+int smbd_listen(NDK_ADAPTER *adapter, const struct sockaddr *addr, socklen_t addr_len,
+                const smbd_params *params, smbd_listener **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    struct smbd_listener *l = calloc(1, sizeof *l);
+    if (!l) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    l->adapter = adapter;
+    if (params)
+        l->p = *params;
+    defaults(&l->p);
+    pthread_mutex_init(&l->m, NULL);
+    NTSTATUS st = adapter->Dispatch->NdkCreateListener(adapter, on_connect_event, l, create_never,
+                                                       NULL, &l->l);
+    if (st != STATUS_SUCCESS) {
+        snprintf(err, errlen, "NdkCreateListener: %s", SoftNdkStatusName(st));
+        pthread_mutex_destroy(&l->m);
+        free(l);
+        return ndk_err(st);
+    }
+    struct waiter w = {0};
+    st = w_wait(&w, l->l->Dispatch->NdkListen(l->l, addr, addr_len, w_cb, &w), 10000);
+    if (st != STATUS_SUCCESS) {
+        snprintf(err, errlen, "NdkListen: %s", SoftNdkStatusName(st));
+        close_obj(l->l->Dispatch->NdkCloseListener, &l->l->Header);
+        pthread_mutex_destroy(&l->m);
+        free(l);
+        return st == STATUS_ADDRESS_ALREADY_EXISTS || st == STATUS_SHARING_VIOLATION ? -EADDRINUSE
+                                                                                     : ndk_err(st);
+    }
+    struct sockaddr_storage got;
+    ULONG glen = sizeof got;
+    if (l->l->Dispatch->NdkGetLocalAddress(l->l, (struct sockaddr *)&got, &glen) == STATUS_SUCCESS)
+        l->port = ntohs(got.ss_family == AF_INET ? ((struct sockaddr_in *)&got)->sin_port
+                                                 : ((struct sockaddr_in6 *)&got)->sin6_port);
+    *out = l;
+    return 0;
+}
+
+uint16_t smbd_listener_port(const smbd_listener *l)
+{
+    return l->port;
+}
+
+static NDK_CONNECTOR *take_incoming(struct smbd_listener *l)
+{
+    NDK_CONNECTOR *c = NULL;
+    pthread_mutex_lock(&l->m);
+    bool resume = false;
+    if (l->count) {
+        c = l->incoming[l->head];
+        l->head = (l->head + 1) % SMBD_BACKLOG;
+        l->count--;
+        resume = l->paused && l->count <= SMBD_BACKLOG / 2;
+        if (resume)
+            l->paused = false;
+    }
+    pthread_mutex_unlock(&l->m);
+    if (resume)
+        l->l->Dispatch->NdkControlConnectEvents(l->l, FALSE);
+    return c;
+}
+
+/* The Responder's side of [MS-SMBD] 3.1.5.6: the response to a valid request. */
+static int send_negotiate_response(struct smbd_conn *c)
+{
+    const struct smbd_negotiate_request *q = &c->peer_req;
+    c->n.max_receive_size = q->preferred_send_size < c->p.max_receive_size ? q->preferred_send_size
+                                                                           : c->p.max_receive_size;
+    c->n.max_send_size =
+        q->max_receive_size < c->p.max_send_size ? q->max_receive_size : c->p.max_send_size;
+    if (c->n.max_send_size <= SMBD_DATA_OFFSET || c->n.max_receive_size < SMBD_MIN_RECEIVE_SIZE)
+        return fail(c, -EPROTO, "the peer's sizes (send %u, receive %u) leave no room for data",
+                    q->preferred_send_size, q->max_receive_size);
+    c->n.max_fragmented_send = q->max_fragmented_size;
+    c->n.max_fragmented_receive = c->p.max_fragmented_size;
+    c->n.max_read_write_size = c->p.max_read_write_size;
+    c->n.receive_credit_target = q->credits_requested;
+    c->n.send_credit_target = c->p.send_credit_target;
+    /* the Initiator gives us credits with its first data message */
+    c->send_credits = 0;
+    unsigned grant = credits_to_grant(c);
+    struct smbd_negotiate_response r = {
+        .min_version = SMBD_VERSION_1,
+        .max_version = SMBD_VERSION_1,
+        .negotiated_version = SMBD_VERSION_1,
+        .credits_requested = c->p.send_credit_target,
+        .credits_granted = (uint16_t)grant,
+        .max_read_write_size = c->n.max_read_write_size,
+        .preferred_send_size = c->n.max_send_size,
+        .max_receive_size = c->n.max_receive_size,
+        .max_fragmented_size = c->n.max_fragmented_receive,
+    };
+    unsigned slot = 0;
+    while (c->send_busy[slot])
+        slot++;
+    uint8_t *buf = c->send_buf + (size_t)slot * c->p.max_send_size;
+    smbd_encode_negotiate_response(&r, buf);
+    NDK_SGE sge = {.VirtualAddress = buf,
+                   .Length = SMBD_NEGOTIATE_RESPONSE_SIZE,
+                   .MemoryRegionToken = c->send_tok};
+    NTSTATUS st = c->qp->Dispatch->NdkSend(c->qp, &c->send_ops[slot], &sge, 1, 0);
+    if (st != STATUS_SUCCESS)
+        return fail(c, -EIO, "NdkSend: %s", SoftNdkStatusName(st));
+    c->send_busy[slot] = true;
+    c->sends_busy++;
+    c->recv_granted += grant;
+    c->st.credits_granted_to_peer += grant;
+    set_state(c, SMBD_CONNECTED, "negotiate response sent");
+    return 0;
+}
+
+static int accept_one(struct smbd_listener *l, NDK_CONNECTOR *conn, struct smbd_conn *c)
+{
+    c->conn = conn;
+    int rc = setup_objects(c);
+    if (rc != 0)
+        return rc;
+    ULONG peer_ird = 0, peer_ord = 0, pdl = 0;
+    NTSTATUS st = conn->Dispatch->NdkGetConnectionData(conn, &peer_ird, &peer_ord, NULL, &pdl);
+    if (st != STATUS_SUCCESS && st != STATUS_BUFFER_TOO_SMALL)
+        return fail(c, -EIO, "NdkGetConnectionData: %s", SoftNdkStatusName(st));
+    /* our RDMA Reads in flight: what the peer takes (its IRD), at most 16 */
+    c->ord = peer_ird < 16 ? peer_ird : 16;
+    if (c->ord == 0)
+        c->ord = 1;
+    set_state(c, SMBD_CONNECTING, "NdkAccept");
+    struct waiter w = {0};
+    st = w_wait(
+        &w, conn->Dispatch->NdkAccept(conn, c->qp, 1, c->ord, NULL, 0, on_disconnect, c, w_cb, &w),
+        30000);
+    if (st != STATUS_SUCCESS)
+        return fail(c, ndk_err(st), "NdkAccept: %s", SoftNdkStatusName(st));
+    set_state(c, SMBD_NEGOTIATING, "waiting for the negotiate request");
+    uint64_t end = now_ms() + c->p.negotiate_timeout_ms;
+    while (!c->negotiate_request_ok) {
+        if (c->state == SMBD_FAILED)
+            return -EPROTO;
+        uint64_t now = now_ms();
+        if (now >= end)
+            return fail(c, -ETIMEDOUT, "no negotiate request in %u ms", c->p.negotiate_timeout_ms);
+        rc = progress(c, (int)(end - now));
+        if (rc != 0 && rc != -ETIMEDOUT)
+            return rc;
+    }
+    return send_negotiate_response(c);
+}
+
+int smbd_accept(smbd_listener *l, smb_transport **out, int timeout_ms, char *err, size_t errlen)
+{
+    *out = NULL;
+    uint64_t end = timeout_ms < 0 ? UINT64_MAX : now_ms() + (uint64_t)timeout_ms;
+    NDK_CONNECTOR *conn;
+    for (;;) {
+        unsigned seen = atomic_load_explicit(&l->events, memory_order_acquire);
+        if ((conn = take_incoming(l)) != NULL)
+            break;
+        uint64_t now = now_ms();
+        if (now >= end) {
+            snprintf(err, errlen, "no connection in %d ms", timeout_ms);
+            return -ETIMEDOUT;
+        }
+        uint64_t left = end - now;
+        futex_wait_ms(&l->events, seen, left > 1000 ? 1000 : (unsigned)left);
+    }
+    struct smbd_conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        close_obj(conn->Dispatch->NdkCloseConnector, &conn->Header);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    c->base.ops = &smbd_responder_ops;
+    c->role = SMBD_RESPONDER;
+    c->adapter = l->adapter;
+    c->p = l->p;
+    c->state = SMBD_CREATED;
+    c->rdma_op = (struct smbd_op){OP_RDMA, 0};
+    c->last_activity_ms = now_ms();
+    int rc = accept_one(l, conn, c);
+    if (rc != 0) {
+        snprintf(err, errlen, "%s", c->err[0] ? c->err : strerror(-rc));
+        smbd_destroy(&c->base);
+        return rc;
+    }
+    *out = &c->base;
+    return 0;
+}
+
+void smbd_listener_close(smbd_listener *l)
+{
+    close_obj(l->l->Dispatch->NdkCloseListener, &l->l->Header);
+    NDK_CONNECTOR *conn;
+    while ((conn = take_incoming(l)) != NULL) {
+        conn->Dispatch->NdkReject(conn, NULL, 0);
+        close_obj(conn->Dispatch->NdkCloseConnector, &conn->Header);
+    }
+    pthread_mutex_destroy(&l->m);
+    free(l);
 }

@@ -688,3 +688,124 @@ TEST(smbd_no_listener)
     CHECK(strstr(err, "STATUS_CONNECTION_REFUSED") != NULL);
     SoftNdkCloseAdapter(a);
 }
+
+/* ---- our own Responder ------------------------------------------------------------------- */
+
+struct responder {
+    smbd_listener *l;
+    pthread_t th;
+    int accept_rc;
+    smb_transport_stats st;
+};
+
+/* Serves one connection: "E..." echoes, "W"/"R" + flag + descriptors moves data by RDMA (the
+ * same requests as the fake server's), until the client disconnects. */
+static void *responder_main(void *arg)
+{
+    struct responder *r = arg;
+    smb_transport *t = NULL;
+    char err[256] = "";
+    r->accept_rc = smbd_accept(r->l, &t, 10000, err, sizeof err);
+    if (r->accept_rc != 0) {
+        fx_note("smbd_accept: %s\n", err);
+        return NULL;
+    }
+    static uint8_t msg[1u << 20], data[1u << 20];
+    size_t len;
+    while (t->ops->recv(t, msg, sizeof msg, &len, 20000) == 0) {
+        if (msg[0] == 'E') {
+            CHECK_EQ_I64(t->ops->send(t, msg, len), 0);
+            continue;
+        }
+        CHECK(len >= 2 + 16 && (len - 2) % 16 == 0);
+        unsigned nd = (unsigned)((len - 2) / 16);
+        smb_buffer_desc d[16];
+        size_t total = 0;
+        for (unsigned k = 0; k < nd; k++) {
+            const uint8_t *p = msg + 2 + 16 * k;
+            d[k].offset = 0;
+            d[k].token = 0;
+            d[k].length = 0;
+            for (int b = 0; b < 8; b++)
+                d[k].offset |= (uint64_t)p[b] << (8 * b);
+            for (int b = 0; b < 4; b++) {
+                d[k].token |= (uint32_t)p[8 + b] << (8 * b);
+                d[k].length |= (uint32_t)p[12 + b] << (8 * b);
+            }
+            total += d[k].length;
+        }
+        uint8_t reply[2] = {'o', 'k'};
+        if (msg[0] == 'W') {
+            fx_fill(data, total, 77);
+            CHECK_EQ_I64(t->ops->peer_write(t, d, nd, data, total), 0);
+        } else {
+            memset(data, 0, total);
+            CHECK_EQ_I64(t->ops->peer_read(t, d, nd, data, total), 0);
+            uint8_t *want = malloc(total);
+            CHECK(want);
+            fx_fill(want, total, 500);
+            if (memcmp(want, data, total) != 0)
+                reply[0] = 'n', reply[1] = 'o';
+            free(want);
+        }
+        if (msg[1] == 'I')
+            CHECK_EQ_I64(t->ops->send_invalidate(t, reply, 2, d[0].token), 0);
+        else
+            CHECK_EQ_I64(t->ops->send(t, reply, 2), 0);
+    }
+    t->ops->get_stats(t, &r->st);
+    t->ops->destroy(t);
+    return NULL;
+}
+
+TEST_T(smbd_initiator_against_our_responder, 60)
+{
+    NDK_ADAPTER *as = fx_open(NULL), *ac = fx_open(NULL);
+    struct responder r = {0};
+    struct sockaddr_in any = ndk_loopback4(0);
+    char err[256] = "";
+    CHECK_EQ_I64(smbd_listen(as, (struct sockaddr *)&any, sizeof any, NULL, &r.l, err, sizeof err),
+                 0);
+    CHECK(smbd_listener_port(r.l) != 0);
+    CHECK(pthread_create(&r.th, NULL, responder_main, &r) == 0);
+    struct sockaddr_in dst = ndk_loopback4(smbd_listener_port(r.l));
+    smb_transport *t = NULL;
+    CHECK_EQ_I64(smbd_connect(ac, (struct sockaddr *)&dst, sizeof dst, NULL, &t, err, sizeof err),
+                 0);
+    smbd_negotiated n;
+    smbd_get_negotiated(t, &n);
+    CHECK_EQ_U64(n.max_send_size, 1364);
+    CHECK_EQ_U64(n.max_read_write_size, 8u << 20);
+    CHECK_EQ_U64(n.max_fragmented_send, 1u << 20);
+    /* echo: many fragments both ways, the credits flowing in both directions */
+    static uint8_t out[500000], in[500000];
+    for (unsigned k = 0; k < 6; k++) {
+        size_t len = k == 0 ? 1 : k * 97531;
+        fx_fill(out, len, k);
+        out[0] = 'E';
+        CHECK_EQ_I64(t->ops->send(t, out, len), 0);
+        size_t got = 0;
+        CHECK_EQ_I64(t->ops->recv(t, in, sizeof in, &got, 10000), 0);
+        CHECK_EQ_U64(got, len);
+        CHECK_MEM(in, out, len);
+    }
+    rdma_round(t, 4096, SMB_RDMA_PEER_WRITES, true, SMB_RDMA_RELEASED_BY_PEER);
+    rdma_round(t, 1u << 20, SMB_RDMA_PEER_WRITES, false, SMB_RDMA_RELEASED_LOCALLY);
+    rdma_round(t, 777777, SMB_RDMA_PEER_READS, true, SMB_RDMA_RELEASED_BY_PEER);
+    rdma_round(t, 5000, SMB_RDMA_PEER_READS, false, SMB_RDMA_RELEASED_LOCALLY);
+    t->ops->destroy(t);
+    pthread_join(r.th, NULL);
+    CHECK_EQ_I64(r.accept_rc, 0);
+    CHECK_EQ_U64(r.st.rdma_writes, 2);
+    CHECK_EQ_U64(r.st.rdma_reads, 2);
+    CHECK_EQ_U64(r.st.send_invalidates, 2);
+    CHECK_EQ_U64(r.st.messages_received, 10);
+    SOFTNDK_COUNTERS c;
+    fx_counters(ac, &c);
+    CHECK_EQ_U64(c.InboundWrites, 2);
+    CHECK_EQ_U64(c.InboundReadRequests, 2);
+    CHECK_EQ_U64(c.RemoteInvalidations, 2);
+    smbd_listener_close(r.l);
+    SoftNdkCloseAdapter(as);
+    SoftNdkCloseAdapter(ac);
+}

@@ -51,6 +51,8 @@ typedef struct smb_transport_stats {
     uint64_t local_invalidations;  /* regions this side invalidated itself */
     uint64_t credits_granted_to_peer, credits_granted_by_peer;
     uint64_t keepalives_sent, keepalives_received;
+    /* the Responder's own RDMA into and out of the peer's buffers */
+    uint64_t rdma_writes, rdma_reads, send_invalidates;
 } smb_transport_stats;
 
 typedef struct smb_transport smb_transport;

@@ -44,6 +44,21 @@ typedef struct smbd_negotiated {
 } smbd_negotiated;
 void smbd_get_negotiated(smb_transport *t, smbd_negotiated *out);
 
+/* The Responder: a listener on addr (port 0: any; 5445 is SMB Direct's iWARP port) whose
+ * connect requests smbd_accept answers one at a time, each with its own transport (used by one
+ * thread; several connections may run on several threads). smbd_listen: 0, -EADDRINUSE, or an
+ * NDK failure named in err. smbd_accept: 0; -ETIMEDOUT when no request came in timeout_ms (-1:
+ * no bound); for a request that failed on its way in (the peer's negotiate request failed
+ * 3.1.5.6: -EPROTO, or -EPROTONOSUPPORT after answering STATUS_NOT_SUPPORTED; it vanished:
+ * -ECONNRESET) the error names it and the caller simply accepts again. */
+typedef struct smbd_listener smbd_listener;
+int smbd_listen(NDK_ADAPTER *adapter, const struct sockaddr *addr, socklen_t addr_len,
+                const smbd_params *params, smbd_listener **out, char *err, size_t errlen);
+uint16_t smbd_listener_port(const smbd_listener *l);
+int smbd_accept(smbd_listener *l, smb_transport **out, int timeout_ms, char *err, size_t errlen);
+/* Stops listening, refuses what is still waiting, frees. */
+void smbd_listener_close(smbd_listener *l);
+
 #ifdef __cplusplus
 }
 #endif
