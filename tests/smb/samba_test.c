@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "rdma_proxy.h"
 #include "samba_fixture.h"
 #include "smb/direct_tcp.h"
 #include "smb/smb2_client.h"
@@ -309,4 +310,93 @@ TEST_T(samba_rdma_channel_on_tcp, 60)
     CHECK_EQ_I64(rc, -EINVAL);
     CHECK_MSG(strstr(err, "RDMA channel on the tcp transport"), "err: %s", err);
     samba_stop(&s);
+}
+
+/* The RDMA channels end to end, with the RDMA emulated by rdma_proxy above Direct TCP: the
+ * requests' channel info is checked by the proxy, transfers below the inline threshold go
+ * inline, and release_buffer's answer is counted (by the peer for RDMA_V1_INVALIDATE, locally
+ * for RDMA_V1). */
+static void rdma_case(enum smb2_channel ch, uint16_t dialect)
+{
+    struct samba s;
+    samba_start(&s, "default");
+    smb2_client_options o;
+    opts_init(&o, dialect, 4);
+    o.channel = ch;
+    char err[256];
+    smb_transport *tcp;
+    CHECK_MSG(smb_direct_tcp_connect("127.0.0.1", s.port, &tcp, err, sizeof(err)) == 0, "%s", err);
+    smb_transport *t = rdma_proxy_new(tcp, 1024 * 1024);
+    smb2_client *c;
+    int rc = smb2_client_connect(t, &o, "127.0.0.1", SAMBA_SHARE, &c, err, sizeof(err));
+    CHECK_MSG(rc == 0, "connect: %d %s", rc, err);
+    static const size_t sizes[] = {1, 4095, 4096, 65537, 8 * 1024 * 1024 + 7};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        size_t n = sizes[i];
+        uint8_t *data = malloc(n);
+        CHECK(data != NULL);
+        fill(data, n, (uint32_t)(n * 3 + ch));
+        char name[64];
+        snprintf(name, sizeof(name), "rdma_%zu.bin", n);
+        struct rdma_proxy_counts before, after;
+        rdma_proxy_counts(t, &before);
+        int in = memfd_with(data, n);
+        smb2_io_stats st;
+        rc = smb2_put(c, in, name, &st);
+        close(in);
+        CHECK_MSG(rc == 0, "put %zu: %d %s", n, rc, smb2_client_error(c));
+        CHECK_EQ_U64(st.bytes, n);
+        /* 1 MiB requests: the last one may fall below the threshold and go inline */
+        uint64_t full = n / (1024 * 1024), tail = n % (1024 * 1024);
+        uint64_t want_rdma = full + (tail >= 4096), want_inline = tail && tail < 4096;
+        CHECK_EQ_U64(st.rdma_requests, want_rdma);
+        CHECK_EQ_U64(st.inline_requests, want_inline);
+        CHECK_EQ_U64(st.remote_invalidations + st.local_invalidations, want_rdma);
+        CHECK_EQ_U64(st.remote_invalidations, ch == SMB2_IO_RDMA_INVALIDATE ? want_rdma : 0);
+        rdma_proxy_counts(t, &after);
+        CHECK_EQ_U64(after.rdma_writes - before.rdma_writes, want_rdma);
+        CHECK_EQ_U64(after.inline_writes - before.inline_writes, want_inline);
+        char path[512];
+        snprintf(path, sizeof(path), "%s/%s", s.share, name);
+        int sfd = open(path, O_RDONLY);
+        CHECK(sfd >= 0);
+        size_t sn;
+        uint8_t *sdata = slurp_fd(sfd, &sn);
+        close(sfd);
+        CHECK_EQ_U64(sn, n);
+        CHECK_MEM(sdata, data, n);
+        free(sdata);
+        int out = memfd_create("smb-get", 0);
+        rdma_proxy_counts(t, &before);
+        rc = smb2_get(c, name, out, &st);
+        CHECK_MSG(rc == 0, "get %zu: %d %s", n, rc, smb2_client_error(c));
+        CHECK_EQ_U64(st.rdma_requests, want_rdma);
+        CHECK_EQ_U64(st.inline_requests, want_inline);
+        CHECK_EQ_U64(st.remote_invalidations, ch == SMB2_IO_RDMA_INVALIDATE ? want_rdma : 0);
+        CHECK_EQ_U64(st.local_invalidations, ch == SMB2_IO_RDMA ? want_rdma : 0);
+        rdma_proxy_counts(t, &after);
+        CHECK_EQ_U64(after.rdma_reads - before.rdma_reads, want_rdma);
+        CHECK_EQ_U64(after.inline_reads - before.inline_reads, want_inline);
+        size_t gn;
+        uint8_t *got = slurp_fd(out, &gn);
+        close(out);
+        CHECK_EQ_U64(gn, n);
+        CHECK_MEM(got, data, n);
+        free(got);
+        free(data);
+        CHECK_EQ_U64(rdma_proxy_live(t), 0);
+    }
+    smb2_client_disconnect(c);
+    t->ops->destroy(t);
+    samba_stop(&s);
+}
+
+TEST_T(samba_rdma_v1_emulated, 60)
+{
+    rdma_case(SMB2_IO_RDMA, 0x0311);
+}
+
+TEST_T(samba_rdma_v1_invalidate_emulated, 60)
+{
+    rdma_case(SMB2_IO_RDMA_INVALIDATE, 0x0302);
 }
