@@ -355,7 +355,7 @@ static uint64_t filetime_now(void)
 }
 
 static int session_step(struct smb2_client *c, const uint8_t *blob, size_t blob_len,
-                        struct smb2_hdr *h, uint8_t **msgp)
+                        struct smb2_hdr *h)
 {
     size_t cap = SMB2_HDR_LEN + SMB2_SESSION_SETUP_REQ_FIXED + blob_len;
     uint8_t *msg = malloc(cap);
@@ -372,7 +372,6 @@ static int session_step(struct smb2_client *c, const uint8_t *blob, size_t blob_
     if (!rc && c->dialect == 0x0311)
         smb2_preauth_update(c->preauth, msg, len);
     free(msg);
-    *msgp = NULL;
     if (rc)
         return rc;
     rc = recv_response(c, h);
@@ -388,7 +387,6 @@ static int session_setup(struct smb2_client *c, const smb2_client_options *o)
 {
     char why[160];
     struct smb2_hdr h;
-    uint8_t *unused;
     /* 1: NEGOTIATE_MESSAGE in a NegTokenInit */
     const uint32_t flags =
         NTLMSSP_NEGOTIATE_UNICODE | NTLMSSP_REQUEST_TARGET | NTLMSSP_NEGOTIATE_SIGN |
@@ -399,7 +397,7 @@ static int session_setup(struct smb2_client *c, const smb2_client_options *o)
     size_t nl = ntlm_negotiate_msg(ntlm_neg, sizeof(ntlm_neg), flags);
     size_t bl = spnego_init(blob, sizeof(blob), ntlm_neg, nl);
     assert(nl && bl);
-    int rc = session_step(c, blob, bl, &h, &unused);
+    int rc = session_step(c, blob, bl, &h);
     if (rc)
         return rc;
     if (h.status != STATUS_MORE_PROCESSING_REQUIRED) {
@@ -457,7 +455,7 @@ static int session_setup(struct smb2_client *c, const smb2_client_options *o)
         free(blob2);
         return broken(c, -ENOMEM, "SESSION_SETUP: out of memory");
     }
-    rc = session_step(c, blob2, bl2, &h, &unused);
+    rc = session_step(c, blob2, bl2, &h);
     free(blob2);
     if (rc)
         return rc;
