@@ -72,8 +72,7 @@ struct smb2_client {
     uint32_t credits; /* granted and not yet spent */
     uint64_t session_id;
     uint32_t tree_id;
-    int signing;  /* sign requests and require signed responses */
-    int have_key; /* signing_key derived */
+    int signing; /* sign requests and require signed responses */
     uint8_t signing_key[16];
     uint8_t preauth[64]; /* 3.1.1: the connection's, then the session's hash */
     uint8_t *rbuf;
@@ -88,6 +87,13 @@ static void set_state(struct smb2_client *c, enum smb2_client_state to, const ch
     if (smb2_log_enabled())
         smb2_log("client %s => %s (%s)", cs_names[c->state], cs_names[to], why);
     c->state = to;
+}
+
+/* The signing key exists from SESSION on (and in DISCONNECTING, for TREE_DISCONNECT and
+ * LOGOFF); BROKEN sends and checks nothing more. */
+static int key_ready(const struct smb2_client *c)
+{
+    return c->state == CS_SESSION || c->state == CS_TREE || c->state == CS_DISCONNECTING;
 }
 
 static int fail(struct smb2_client *c, int rc, const char *fmt, ...)
@@ -190,7 +196,7 @@ static int send_request(struct smb2_client *c, uint8_t *msg, size_t len, uint16_
     smb2_hdr_encode(msg, &h);
     /* [MS-SMB2] 3.2.4.1.1: sign when the session requires it, and TREE_CONNECT always in the
      * SMB 3.x dialects (the server rejects an unsigned one on an unencrypted session) */
-    if (c->have_key && (c->signing || cmd == SMB2_TREE_CONNECT) && cmd != SMB2_NEGOTIATE &&
+    if (key_ready(c) && (c->signing || cmd == SMB2_TREE_CONNECT) && cmd != SMB2_NEGOTIATE &&
         cmd != SMB2_SESSION_SETUP)
         smb2_sign_message(c->signing_key, msg, len);
     c->next_message_id += charge;
@@ -235,7 +241,7 @@ static int recv_response(struct smb2_client *c, struct smb2_hdr *h)
         if (h->message_id >= c->next_message_id)
             return broken(c, -EPROTO, "%s: response to MessageId %llu, never sent",
                           smb2_command_name(h->command), (unsigned long long)h->message_id);
-        if (c->have_key && h->session_id == c->session_id && c->session_id) {
+        if (key_ready(c) && h->session_id == c->session_id && c->session_id) {
             if (h->flags & SMB2_FLAGS_SIGNED) {
                 if (!smb2_verify_message(c->signing_key, c->rbuf, len))
                     return broken(c, -EBADMSG, "%s: the response's signature is wrong",
@@ -484,7 +490,6 @@ static int session_setup(struct smb2_client *c, const smb2_client_options *o)
         static const uint8_t label[] = "SMB2AESCMAC", ctx[] = "SmbSign";
         smb2_kdf(exported, label, sizeof(label), ctx, sizeof(ctx), c->signing_key);
     }
-    c->have_key = 1;
     /* The final SESSION_SETUP response is signed with the new key ([MS-SMB2] 3.3.5.5.3). */
     if (h.flags & SMB2_FLAGS_SIGNED) {
         if (!smb2_verify_message(c->signing_key, c->rbuf, c->rlen))
@@ -752,8 +757,22 @@ static int query_size(struct smb2_client *c, const uint8_t fid[16], uint64_t *si
 
 /* --- the READ / WRITE engine --- */
 
+/* A READ / WRITE buffer's life: FREE, IN_FLIGHT (its request sent), DONE (a READ's data
+ * waiting for the earlier ones to reach the fd), FREE again. */
+enum io_slot_state { SLOT_FREE, SLOT_IN_FLIGHT, SLOT_DONE, SLOT_COUNT };
+static const char *const slot_names[SLOT_COUNT] = {
+    [SLOT_FREE] = "FREE",
+    [SLOT_IN_FLIGHT] = "IN_FLIGHT",
+    [SLOT_DONE] = "DONE",
+};
+static const unsigned slot_allowed[SLOT_COUNT] = {
+    [SLOT_FREE] = 1u << SLOT_IN_FLIGHT,
+    [SLOT_IN_FLIGHT] = (1u << SLOT_DONE) | (1u << SLOT_FREE),
+    [SLOT_DONE] = 1u << SLOT_FREE,
+};
+
 struct io_slot {
-    int busy, done;
+    enum io_slot_state state;
     uint64_t mid;
     uint64_t offset;
     uint32_t len;
@@ -778,6 +797,16 @@ struct io_job {
     unsigned nslots, inflight;
     smb2_io_stats st;
 };
+
+static void slot_set(struct io_slot *s, enum io_slot_state to, const char *why)
+{
+    assert(s->state < SLOT_COUNT && to < SLOT_COUNT);
+    assert(slot_allowed[s->state] & (1u << to));
+    if (smb2_log_enabled())
+        smb2_log("slot at offset %llu: %s => %s (%s)", (unsigned long long)s->offset,
+                 slot_names[s->state], slot_names[to], why);
+    s->state = to;
+}
 
 static uint32_t io_chunk(struct smb2_client *c, int is_write)
 {
@@ -850,7 +879,8 @@ static int release_region(struct io_job *j, struct io_slot *s)
     return 0;
 }
 
-/* Issues the next request in slot s; 0 and s busy, 0 and nothing to issue (EOF), or < 0. */
+/* Issues the next request in the free slot s; 0 and s IN_FLIGHT, 0 and s still FREE (EOF), or
+ * < 0. */
 static int io_issue(struct io_job *j, struct io_slot *s)
 {
     struct smb2_client *c = j->c;
@@ -904,8 +934,7 @@ static int io_issue(struct io_job *j, struct io_slot *s)
     int rc = send_request(c, msg, len, cmd, credit_charge(c, n), &s->mid);
     if (rc)
         return rc;
-    s->busy = 1;
-    s->done = 0;
+    slot_set(s, SLOT_IN_FLIGHT, j->is_write ? "WRITE sent" : "READ sent");
     j->issued += n;
     j->inflight++;
     if (j->is_write)
@@ -930,7 +959,7 @@ static int io_flush(struct io_job *j)
     for (;;) {
         struct io_slot *next = NULL;
         for (unsigned i = 0; i < j->nslots; i++)
-            if (j->slots[i].busy && j->slots[i].done && j->slots[i].offset == j->written)
+            if (j->slots[i].state == SLOT_DONE && j->slots[i].offset == j->written)
                 next = &j->slots[i];
         if (!next)
             return 0;
@@ -938,7 +967,7 @@ static int io_flush(struct io_job *j)
         if (rc)
             return fail(j->c, rc, "write of the local file: %s", strerror(-rc));
         j->written += next->len;
-        next->busy = 0;
+        slot_set(next, SLOT_FREE, "data written to the fd");
     }
 }
 
@@ -952,13 +981,13 @@ static int io_complete(struct io_job *j)
         return rc;
     struct io_slot *s = NULL;
     for (unsigned i = 0; i < j->nslots; i++)
-        if (j->slots[i].busy && !j->slots[i].done && j->slots[i].mid == h.message_id)
+        if (j->slots[i].state == SLOT_IN_FLIGHT && j->slots[i].mid == h.message_id)
             s = &j->slots[i];
     uint16_t cmd = j->is_write ? SMB2_WRITE : SMB2_READ;
     if (!s || h.command != cmd)
         return broken(c, -EPROTO, "%s response MessageId %llu matches no request in flight",
                       smb2_command_name(h.command), (unsigned long long)h.message_id);
-    s->done = 1;
+    slot_set(s, j->is_write ? SLOT_FREE : SLOT_DONE, smb2_status_name(h.status));
     j->inflight--;
     rc = release_region(j, s);
     if (rc)
@@ -976,7 +1005,6 @@ static int io_complete(struct io_job *j)
         if (count != s->len)
             return fail(c, -EIO, "WRITE at offset %llu: %u of %u bytes written",
                         (unsigned long long)s->offset, count, s->len);
-        s->busy = 0;
         j->st.bytes += s->len;
         return 0;
     }
@@ -1041,7 +1069,7 @@ static int io_run(struct io_job *j)
                 break;
             struct io_slot *s = NULL;
             for (unsigned i = 0; i < j->nslots && !s; i++)
-                if (!j->slots[i].busy)
+                if (j->slots[i].state == SLOT_FREE)
                     s = &j->slots[i];
             if (!s)
                 break; /* READ: every buffer waits for an earlier one to reach the fd */
@@ -1075,8 +1103,8 @@ static void io_cleanup(struct io_job *j)
         if (recv_response(c, &h))
             break;
         for (unsigned i = 0; i < j->nslots; i++)
-            if (j->slots[i].busy && !j->slots[i].done && j->slots[i].mid == h.message_id) {
-                j->slots[i].done = 1;
+            if (j->slots[i].state == SLOT_IN_FLIGHT && j->slots[i].mid == h.message_id) {
+                slot_set(&j->slots[i], SLOT_FREE, "answered after the transfer failed");
                 j->inflight--;
             }
     }
