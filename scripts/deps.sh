@@ -9,13 +9,14 @@
 #            iproute2  every net_* test (network namespaces, veth, tc)
 #            nftables  net_loss1, net_loss5, net_rdma_loss5, net_blackhole
 #            liburing-dev  bench_send_paths_smoke's io_uring variant (built only with it)
+#            samba     test_smb's integration tests (an smbd on loopback)
 #          Not root, it names them and goes on (the net_* tests need root anyway).
 #   --ci   what only CI needs: clang and its sanitizer/fuzzer runtimes (.ci/run).
 # The interop suite (ctest -L interop, cmake -DSOFTNDK_INTEROP=ON) installs its own packages
 # (QEMU, a guest kernel) when it runs; it is opt-in and not listed here.
 set -eu
-build="cmake ninja-build gcc g++ pkg-config python3"
-test="tshark iproute2 nftables liburing-dev"
+build="cmake ninja-build gcc g++ pkg-config python3 nettle-dev"
+test="tshark iproute2 nftables liburing-dev samba"
 ci=""
 if [ "${1:-}" = "--ci" ]; then
   ci="clang libclang-rt-14-dev"
@@ -31,6 +32,17 @@ missing_of() {
 missing_build=$(missing_of $build $ci)
 # shellcheck disable=SC2086
 missing_test=$(missing_of $test)
+# Debian's samba conflicts with ksmbd-tools (the interop guest build's): installing it would
+# remove ksmbd-tools, so it is left out then and test_smb_samba skips, or runs with
+# SOFTNDK_SMBD naming an unpacked smbd (docs/smbdirect.md).
+case " $missing_test " in
+*" samba "*)
+  if [ -z "$(missing_of ksmbd-tools)" ]; then
+    missing_test=$(echo "$missing_test" | sed 's/ samba\b//')
+    echo "not installing samba: it conflicts with the installed ksmbd-tools" >&2
+  fi
+  ;;
+esac
 missing="$missing_build$missing_test"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
