@@ -342,7 +342,7 @@ killed() {
 }
 
 # pcap: one put and get of 1 MiB + 1 over rdma-inv with softndk's capture, decoded by tshark
-# as MPA/DDP/RDMAP on the forwarded port: ksmbd's RDMA Read Requests (the put), RDMA Writes
+# as MPA/DDP/RDMAP (RFC 5044, 5041, 5040) on the forwarded port: ksmbd's RDMA Read Requests (the put), RDMA Writes
 # (the get) and Sends with Invalidate must be there
 opname() {
     case $1 in
@@ -372,8 +372,10 @@ pcap() {
         local f op n src
         for f in put get; do
             [ -s "$dir/$f.pcap" ] || { ok=0; why="${why:-softndk wrote no capture for the $f}"; continue; }
-            # one "SRCPORT OPCODE" per RDMAP message; decode-as names the forwarded port's MPA
-            timeout 60 tshark -r "$dir/$f.pcap" -d "tcp.port==$hp,iwarp_mpa" -Y iwarp_rdma \
+            # one "SRCPORT OPCODE..." per frame, MPA found as run.sh's rows find it (tshark 4.0
+            # offers no decode-as of a TCP port as MPA: its heuristic, tried first)
+            timeout 60 tshark -r "$dir/$f.pcap" -2 --enable-heuristic iwarp_mpa_tcp \
+                --disable-heuristic rpcrdma_iwarp -o tcp.try_heuristic_first:TRUE -Y "iwarp_rdma && tcp.port == $hp" \
                 -T fields -e tcp.srcport -e iwarp_rdma.opcode -E occurrence=a -E aggregator=' ' \
                 >"$dir/$f.tshark" 2>"$dir/$f.tshark.err" || { ok=0; why="${why:-tshark -r $f.pcap failed: $(tail -n 1 "$dir/$f.tshark.err")}"; }
         done
