@@ -8,13 +8,15 @@
 # softndk-test), starts ksmbd.mountd, which makes ksmbd listen on TCP 445 and, siw being an
 # iWARP device, on SMB Direct's iWARP port 5445; writes guest-written.bin (3 MiB + 5 bytes of
 # random) into the share and prints its sha256; prints "SNDK-SMB READY"; then waits (at most
-# sndk.smbwait= seconds, default 600) for a file DONE in the share, which the host's client
-# writes last, or for a connection to its port 7174 (the host's way when its client failed);
-# prints the sha256 and size of every file in the share ("SNDK-SHA HASH SIZE NAME") and the
-# kernel's ksmbd/cifs/siw complaints, and returns (init powers off).
+# sndk.smbwait= seconds, default 600; 0: no wait) for a file DONE in the share, which the
+# host's client writes last, or for a connection to its port 7174 (the host's way when its
+# client failed); prints the sha256 and size of every file in the share ("SNDK-SHA HASH SIZE
+# NAME") and the kernel's ksmbd/cifs/siw complaints, and returns (init powers off).
 #
-# sndk.smbself=1: first a self-test with no host client: the guest's own cifs.ko mounts the
-# share over SMB Direct (siw0, 10.0.2.15) and copies a file each way, checked by sha256.
+# sndk.smbself=1: first (before READY) a self-test that needs no client on the host: the
+# guest's own cifs.ko mounts the share over SMB Direct (siw0, to its own address 10.0.2.15)
+# and copies a file each way, checked by sha256 ("SNDK-SMB selftest PASS|FAIL"). With
+# sndk.smbwait=0 that is the whole run.
 say() { echo "SNDK-SMB $*"; }
 arg() { tr ' ' '\n' </proc/cmdline | sed -n "s/^sndk\.$1=//p"; }
 share=/srv/share
@@ -96,7 +98,6 @@ if [ "$(arg smbself)" = 1 ]; then
     fi
     say "selftest $st"
     [ $st = PASS ] || rc=1
-    : >"$share/DONE"
 fi
 
 # the host's other way to say it is done, whatever its client managed: a connection to 7174
@@ -104,7 +105,7 @@ fi
 say READY
 wait_s=$(arg smbwait)
 n=0
-while [ ! -e "$share/DONE" ] && [ ! -e /tmp/host-done ]; do
+while [ "${wait_s:-600}" != 0 ] && [ ! -e "$share/DONE" ] && [ ! -e /tmp/host-done ]; do
     n=$((n + 1))
     [ $n -le "${wait_s:-600}" ] || { say "no DONE in the share after ${wait_s:-600} s"; rc=1; break; }
     sleep 1

@@ -12,7 +12,8 @@
 # buffers: SMB2 READ), "peer_rdma_reads" (SMB2 WRITE), "remote_invalidations",
 # "local_invalidations"; on a failure it exits non-zero with an "ndksmb: error: ..." line.
 #
-# Rows: put then get of each size with each channel (data compared here by sha256, and in the
+# Rows: the guest's own cifs.ko against its ksmbd over SMB Direct (no host client: it tells a
+# server problem from a client one); put then get of each size with each channel (data compared here by sha256, and in the
 # guest's closing sha256 listing of the share), the counters checked (an RDMA channel moves
 # >= 4096 bytes by RDMA: a get shows peer_rdma_writes >= 1, a put peer_rdma_reads >= 1;
 # rdma-inv on dialect 3.0.2 or later shows remote_invalidations >= 1; inline shows no RDMA);
@@ -118,7 +119,7 @@ for try in 1 2; do
     : >"$gdir/console"
     timeout $((budget + 150)) qemu-system-x86_64 -accel tcg -cpu max -m 1024 -smp 1 -nodefaults \
         -kernel "$guest/vmlinuz" -initrd "$guest/initrd.gz" \
-        -append "console=ttyS0 quiet panic=-1 sndk.siw=stock sndk.mode=smb sndk.smbwait=$smbwait sndk.smbshare_mb=640" \
+        -append "console=ttyS0 quiet panic=-1 sndk.siw=stock sndk.mode=smb sndk.smbself=1 sndk.smbwait=$smbwait sndk.smbshare_mb=640" \
         -display none -serial "file:$gdir/console" -monitor none -no-reboot \
         -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$hp-10.0.2.15:5445,hostfwd=tcp:127.0.0.1:$hp445-10.0.2.15:445,hostfwd=tcp:127.0.0.1:$hp_done-10.0.2.15:7174" \
         -device virtio-net-pci,netdev=n0 >"$gdir/qemu.log" 2>&1 &
@@ -135,6 +136,16 @@ if [ -z "$hp" ]; then
     tail -n 30 "$gdir/console"
 else
     report guest-ready 1 "ksmbd with SMB Direct on siw0 in $((SECONDS - start)) s; 127.0.0.1:$hp -> 5445; $(con | grep -o 'ksmbd [^ ]* listening.*' | head -n 1)"
+fi
+# the guest's own check of its server, before READY: cifs.ko over SMB Direct to its own ksmbd
+if [ -n "$hp" ] && [[ guest-cifs-selftest =~ $only ]]; then
+    st=$(con | sed -n 's/^SNDK-SMB selftest \(PASS\|FAIL\)$/\1/p' | head -n 1)
+    what="the guest's cifs.ko mounted its ksmbd over SMB Direct (siw0), put 2 MiB + 3 and got 3 MiB + 5, sha256 equal; $(con | sed -n 's/^SNDK-SMB selftest cifs: //p' | head -n 1)"
+    if [ "$st" = PASS ]; then
+        report guest-cifs-selftest 1 "$what"
+    else
+        report guest-cifs-selftest 0 "the guest's cifs.ko over SMB Direct to its ksmbd: ${st:-no result}: $(con | grep -E '^SNDK-SMB selftest (put|get|mount)' | tr '\n' ' ')"
+    fi
 fi
 gsha=$(con | sed -n 's/^SNDK-SMB written \([0-9a-f]*\) .*/\1/p' | head -n 1)
 
