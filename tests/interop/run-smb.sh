@@ -124,7 +124,7 @@ for try in 1 2; do
         -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$hp-10.0.2.15:5445,hostfwd=tcp:127.0.0.1:$hp445-10.0.2.15:445,hostfwd=tcp:127.0.0.1:$hp_done-10.0.2.15:7174" \
         -device virtio-net-pci,netdev=n0 >"$gdir/qemu.log" 2>&1 &
     qpid=$!
-    pids+=($qpid)
+    pids+=("$qpid")
     wait_for "$gdir/console" 'SNDK-SMB (READY|FAIL)|SNDK-EXIT' 120 && grep -q 'SNDK-SMB READY' "$gdir/console" && break
     kill $qpid 2>/dev/null
     wait $qpid 2>/dev/null
@@ -259,7 +259,8 @@ guest_file() {
         [ "$(sha "$dir/g.bin")" = "$gsha" ] || { ok=0; why="got $(wc -c <"$dir/g.bin") B sha256 $(sha "$dir/g.bin"), the guest wrote 3145733 B $gsha"; }
         [ $ok = 0 ] || check_json "$dir/get.out" get 3145733 rdma-inv || ok=0
     fi
-    local what="3145733 B the guest wrote, sha256 equal to the one it printed; $(figures "$dir/get.out")"
+    local what
+    what="3145733 B the guest wrote, sha256 equal to the one it printed; $(figures "$dir/get.out")"
     report get-guest-written $ok "${why:-$what}" "$dir"
 }
 
@@ -442,7 +443,7 @@ if [ -n "$hp" ]; then
     dir="$work/done"
     mkdir -p "$dir"
     : >"$dir/DONE"
-    smb "$dir" done 30 --channel rdma-inv //127.0.0.1/share put "$dir/DONE" DONE || true
+    smb "$dir" put-done 30 --channel rdma-inv //127.0.0.1/share put "$dir/DONE" DONE || true
     # whatever the client did, a connection to the guest's port 7174 says the host is done
     (exec 3<>"/dev/tcp/127.0.0.1/$hp_done") 2>/dev/null || true
     wait_for "$gdir/console" 'SNDK-EXIT' 40
