@@ -13,7 +13,8 @@
 #          Not root, it names them and goes on (the net_* tests need root anyway).
 #   --ci   what only CI needs: clang and its sanitizer/fuzzer runtimes (.ci/run).
 # The interop suite (ctest -L interop, cmake -DSOFTNDK_INTEROP=ON) installs its own packages
-# (QEMU, a guest kernel) when it runs; it is opt-in and not listed here.
+# (QEMU, a guest kernel, the kernel source, ksmbd-tools) when it runs; it is opt-in and not
+# listed here.
 set -eu
 build="cmake ninja-build gcc g++ pkg-config python3 nettle-dev"
 test="tshark iproute2 nftables liburing-dev samba"
