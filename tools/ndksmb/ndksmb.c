@@ -116,14 +116,49 @@ static double now_s(void)
 
 struct listing {
     unsigned n;
+    char *json; /* the entries as a JSON array's members, for --json */
+    size_t len, cap;
 };
+
+static void json_append(struct listing *l, const char *s, size_t n)
+{
+    if (l->len + n + 1 > l->cap) {
+        size_t cap = (l->cap ? l->cap * 2 : 256) + n;
+        char *j = realloc(l->json, cap);
+        if (!j)
+            die("out of memory");
+        l->json = j;
+        l->cap = cap;
+    }
+    memcpy(l->json + l->len, s, n);
+    l->len += n;
+    l->json[l->len] = 0;
+}
 
 static int print_entry(void *ctx, const char *name, uint64_t size, int is_dir)
 {
     struct listing *l = ctx;
-    l->n++;
-    if (!opt.json)
+    if (!opt.json) {
         printf("%c %12llu %s\n", is_dir ? 'd' : '-', (unsigned long long)size, name);
+        l->n++;
+        return 0;
+    }
+    char head[64];
+    int n = snprintf(head, sizeof head, "%s{\"size\":%llu,\"dir\":%s,\"name\":\"", l->n ? "," : "",
+                     (unsigned long long)size, is_dir ? "true" : "false");
+    json_append(l, head, (size_t)n);
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        char e[8];
+        if (*p == '"' || *p == '\\')
+            n = snprintf(e, sizeof e, "\\%c", *p);
+        else if (*p < 0x20)
+            n = snprintf(e, sizeof e, "\\u%04x", *p);
+        else
+            n = snprintf(e, sizeof e, "%c", *p);
+        json_append(l, e, (size_t)n);
+    }
+    json_append(l, "\"}", 2);
+    l->n++;
     return 0;
 }
 
@@ -352,13 +387,14 @@ int main(int argc, char **argv)
                "\"channel\":\"%s\",\"dialect\":\"%s\",\"requests\":%llu,\"rdma_requests\":%llu,"
                "\"inline_requests\":%llu,\"peer_rdma_writes\":%llu,\"peer_rdma_reads\":%llu,"
                "\"remote_invalidations\":%llu,\"local_invalidations\":%llu,\"entries\":%u,"
-               "\"smbd_messages_sent\":%llu,\"smbd_messages_received\":%llu}\n",
+               "\"smbd_messages_sent\":%llu,\"smbd_messages_received\":%llu,\"list\":[%s]}\n",
                cmd, (unsigned long long)io.bytes, secs, mbps, tcp ? "tcp" : "smbdirect",
                opt.channel_name, dial, (unsigned long long)(io.requests_read + io.requests_write),
                (unsigned long long)io.rdma_requests, (unsigned long long)io.inline_requests,
                (unsigned long long)pw, (unsigned long long)pr, (unsigned long long)ri,
                (unsigned long long)ts.local_invalidations, l.n,
-               (unsigned long long)ts.messages_sent, (unsigned long long)ts.messages_received);
+               (unsigned long long)ts.messages_sent, (unsigned long long)ts.messages_received,
+               l.json ? l.json : "");
     } else if (strcmp(cmd, "ls") != 0) {
         printf("%s %llu bytes in %.3f s, %.1f MB/s (SMB %s over %s, channel %s)\n", cmd,
                (unsigned long long)io.bytes, secs, mbps, dial, tcp ? "TCP" : "SMB Direct",
@@ -370,5 +406,6 @@ int main(int argc, char **argv)
                (unsigned long long)pw, (unsigned long long)pr, (unsigned long long)ri,
                (unsigned long long)ts.local_invalidations);
     }
+    free(l.json);
     return 0;
 }
