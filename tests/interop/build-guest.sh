@@ -50,7 +50,8 @@ if have "$cache"; then
 fi
 
 pkgs=(qemu-system-x86 busybox-static rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest iproute2
-      cpio kmod xz-utils zstd gzip make gcc binutils patch "linux-headers-$kver" linux-source-6.1 ksmbd-tools)
+      cpio kmod xz-utils zstd gzip make gcc binutils patch "linux-headers-$kver" linux-source-6.1
+      libglib2.0-0 libnl-3-200 libnl-genl-3-200)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -113,8 +114,7 @@ chmod +x "$root/init" "$root/smb.sh"
 # Binaries and the libraries ldd finds for them (plus the verbs providers they dlopen).
 bins=(/usr/bin/rping /usr/bin/ucmatose /usr/bin/rdma /usr/bin/ib_send_bw /usr/bin/ib_write_bw
       /usr/bin/ib_read_bw /usr/bin/ib_send_lat /usr/bin/ib_write_lat /usr/bin/ib_read_lat
-      /usr/bin/ibv_devices /usr/bin/ibv_devinfo
-      /usr/sbin/ksmbd.mountd /usr/sbin/ksmbd.adduser /usr/sbin/ksmbd.addshare /usr/sbin/ksmbd.control)
+      /usr/bin/ibv_devices /usr/bin/ibv_devinfo)
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
 provdir="/usr/lib/$multiarch/libibverbs"
 libs=("$provdir"/libsiw-rdmav*.so)
@@ -123,8 +123,19 @@ for b in "${bins[@]}"; do
     [ -x "$b" ] || { log "missing $b"; exit 1; }
     copy_with_path "$b"
 done
-for f in "${bins[@]}" "${libs[@]}"; do
-    copy_with_path "$f"
+# ksmbd-tools, unpacked (not installed: Debian's samba, which the host's tests use, conflicts
+# with it); one binary that acts by the name it is called by, so it goes in under each name
+kt="$work/ksmbd-tools"
+(cd "$work" && timeout 300 apt-get download -qq ksmbd-tools >/dev/null) ||
+    { log "apt-get download ksmbd-tools failed"; exit 1; }
+timeout 120 dpkg-deb -x "$work"/ksmbd-tools_*.deb "$kt"
+[ -x "$kt/usr/libexec/ksmbd.tools" ] || { log "ksmbd-tools has no usr/libexec/ksmbd.tools"; exit 1; }
+for n in mountd adduser addshare control; do
+    mkdir -p "$root/usr/sbin"
+    cp "$kt/usr/libexec/ksmbd.tools" "$root/usr/sbin/ksmbd.$n"
+done
+for f in "${bins[@]}" "${libs[@]}" "$kt/usr/libexec/ksmbd.tools"; do
+    [ "$f" = "$kt/usr/libexec/ksmbd.tools" ] || copy_with_path "$f"
     ldd "$f" | awk '/=> \//{print $3} /^\t\/[^ ]+ \(/{print $1}' | while read -r l; do
         [ -e "$root$l" ] || copy_with_path "$l"
     done

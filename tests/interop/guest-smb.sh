@@ -27,10 +27,14 @@ for m in $(cat /mods/smb-order) ksmbd.ko cifs.ko; do
 done
 [ -d /sys/module/ksmbd ] && [ -d /sys/module/cifs ] || { say "FAIL: ksmbd or cifs did not load"; exit 1; }
 
-mkdir -p "$share" /etc/ksmbd /var /mnt/smb
+mkdir -p /srv /etc/ksmbd /var /mnt/smb
 [ -e /var/run ] || ln -s /run /var/run
 mb=$(arg smbshare_mb) # the share's size in MiB (default 640, of the guest's memory)
-mount -t tmpfs -o "size=${mb:-640}m" tmpfs "$share" || { say "FAIL: tmpfs on $share"; exit 1; }
+# the share is a folder inside the tmpfs, not its root: ksmbd 6.1 lists only "." and ".." in a
+# share that is the root of a tmpfs mount (Samba's smbclient sees the same), files it holds
+# or not
+mount -t tmpfs -o "size=${mb:-640}m" tmpfs /srv || { say "FAIL: tmpfs on /srv"; exit 1; }
+mkdir -p "$share"
 chmod 0777 "$share"
 cat >/etc/ksmbd/ksmbd.conf <<'EOF'
 [global]

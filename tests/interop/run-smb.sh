@@ -122,9 +122,12 @@ for try in 1 2; do
     [ $try = 2 ] && [ $((SECONDS - start)) -gt $((budget - 150)) ] && break
     hp=$(free_port) hp445=$(free_port) hp_done=$(free_port)
     : >"$gdir/console"
+    # patched siw: the SMB Direct Initiator speaks first (its Negotiate Request right after the
+    # RTR), which is what stock siw's accept race loses (docs/interop.md); against stock siw the
+    # first connection is cut during the negotiation
     timeout $((budget + 150)) qemu-system-x86_64 -accel tcg -cpu max -m 1024 -smp 1 -nodefaults \
         -kernel "$guest/vmlinuz" -initrd "$guest/initrd.gz" \
-        -append "console=ttyS0 quiet panic=-1 sndk.siw=stock sndk.mode=smb sndk.smbself=1 sndk.smbwait=$smbwait sndk.smbshare_mb=640" \
+        -append "console=ttyS0 quiet panic=-1 sndk.siw=patched sndk.mode=smb sndk.smbself=1 sndk.smbwait=$smbwait sndk.smbshare_mb=640" \
         -display none -serial "file:$gdir/console" -monitor none -no-reboot \
         -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$hp-10.0.2.15:5445,hostfwd=tcp:127.0.0.1:$hp445-10.0.2.15:445,hostfwd=tcp:127.0.0.1:$hp_done-10.0.2.15:7174" \
         -device virtio-net-pci,netdev=n0 >"$gdir/qemu.log" 2>&1 &
