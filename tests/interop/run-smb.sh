@@ -442,6 +442,8 @@ for size in 1 1341 4096 1048577; do
     row "inline-$size" "$(res "$size")" xfer "inline-$size" inline "$size"
 done
 row rdma-inv-io-size-65536-depth-4 40 xfer rdma-inv-io-size-65536-depth-4 rdma-inv 8388615 "--io-size 65536 --depth 4"
+row rdma-inv-dialect-3.0.2 40 xfer rdma-inv-dialect-3.0.2 rdma-inv 1048577 "--dialect 3.0.2"
+row rdma-dialect-3.0.2-depth-1 40 xfer rdma-dialect-3.0.2-depth-1 rdma 1048577 "--dialect 3.0.2 --depth 1 --io-size 262144"
 row parallel-4-clients 60 parallel 4 8388615
 row killed-mid-transfer 80 killed
 row pcap-tshark 40 pcap
