@@ -430,6 +430,24 @@ int smb2_verify_message(const uint8_t key[16], const uint8_t *msg, size_t len)
     return diff == 0;
 }
 
+int smb2_verify_message_with_length_prefix(const uint8_t key[16], const uint8_t *msg, size_t len)
+{
+    static const uint8_t zero_sig[16];
+    uint8_t prefix[4] = {0, (uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len};
+    uint8_t sig[16];
+    struct cmac_aes128_ctx c;
+    cmac_aes128_set_key(&c, key);
+    cmac_aes128_update(&c, 4, prefix);
+    cmac_aes128_update(&c, 48, msg);
+    cmac_aes128_update(&c, 16, zero_sig);
+    cmac_aes128_update(&c, len - 64, msg + 64);
+    cmac_aes128_digest(&c, 16, sig);
+    uint8_t diff = 0;
+    for (int i = 0; i < 16; i++)
+        diff |= (uint8_t)(sig[i] ^ msg[48 + i]);
+    return diff == 0;
+}
+
 void smb2_preauth_update(uint8_t hash[64], const uint8_t *msg, size_t len)
 {
     struct sha512_ctx s;

@@ -83,6 +83,10 @@ void smb2_sign_cmac(const uint8_t key[16], const uint8_t *msg, size_t len, uint8
 void smb2_sign_message(const uint8_t key[16], uint8_t *msg, size_t len);
 /* 1 when the Signature of msg is the CMAC of msg with the signing key. */
 int smb2_verify_message(const uint8_t key[16], const uint8_t *msg, size_t len);
+/* The same signature computed over the message behind its 4-byte Direct TCP length prefix
+ * (big-endian): what Linux ksmbd 6.1 signs for an SMB2 READ response whose data went by RDMA
+ * (it signs the iovec before the response, which there is the length prefix). */
+int smb2_verify_message_with_length_prefix(const uint8_t key[16], const uint8_t *msg, size_t len);
 /* [MS-SMB2] 3.2.5.2: H = SHA-512(H || msg) */
 void smb2_preauth_update(uint8_t hash[64], const uint8_t *msg, size_t len);
 

@@ -2,6 +2,7 @@
  * AES-128-CMAC (RFC 4493) and the preauth hash, the READ / WRITE channel encoding, and the
  * codec's rejection of malformed responses and NTLMSSP / SPNEGO tokens. */
 #include <errno.h>
+#include <nettle/cmac.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -481,4 +482,30 @@ TEST(utf8_utf16)
     CHECK(strcmp(s, "a\xc3\xa9\xf0\x9f\x98\x80") == 0);
     CHECK_EQ_I64(smb2_utf16le_to_utf8(le, 7, s, sizeof(s)), -1);
     CHECK_EQ_I64(smb2_utf16le_to_utf8(le, 8, s, 5), -1);
+}
+
+/* Linux ksmbd 6.1 signs an RDMA READ response over its 4-byte length prefix too: the variant
+ * is a full AES-CMAC of every byte, told apart from the plain signature, and changes to the
+ * message still break it. */
+TEST(signature_over_length_prefix)
+{
+    uint8_t key[16], msg[80], buf[84];
+    for (int i = 0; i < 16; i++)
+        key[i] = (uint8_t)(0x40 + i);
+    for (size_t i = 0; i < sizeof msg; i++)
+        msg[i] = (uint8_t)(i * 7 + 1);
+    memset(msg + 48, 0, 16);
+    buf[0] = 0, buf[1] = 0, buf[2] = 0, buf[3] = sizeof msg; /* big-endian 80 */
+    memcpy(buf + 4, msg, sizeof msg);
+    struct cmac_aes128_ctx c;
+    cmac_aes128_set_key(&c, key);
+    cmac_aes128_update(&c, sizeof buf, buf);
+    cmac_aes128_digest(&c, 16, msg + 48);
+    CHECK_EQ_I64(smb2_verify_message_with_length_prefix(key, msg, sizeof msg), 1);
+    CHECK_EQ_I64(smb2_verify_message(key, msg, sizeof msg), 0);
+    msg[70] ^= 1;
+    CHECK_EQ_I64(smb2_verify_message_with_length_prefix(key, msg, sizeof msg), 0);
+    msg[70] ^= 1;
+    key[0] ^= 1;
+    CHECK_EQ_I64(smb2_verify_message_with_length_prefix(key, msg, sizeof msg), 0);
 }
