@@ -281,8 +281,10 @@ size_t smb2_build_write(uint8_t *out, size_t cap, const uint8_t file_id[16], uin
     uint8_t *b = B(out);
     memset(b, 0, SMB2_WRITE_REQ_FIXED);
     smb2_put16(b, 49);
-    smb2_put16(b + 2, SMB2_WRITE_DATA_OFFSET);
-    smb2_put32(b + 4, rdma ? 0 : data_len); /* Length: 0 when the server reads by RDMA */
+    /* DataOffset and Length: 0 when the server reads the data by RDMA (no data in the
+     * message; ksmbd refuses anything else) */
+    smb2_put16(b + 2, rdma ? 0 : SMB2_WRITE_DATA_OFFSET);
+    smb2_put32(b + 4, rdma ? 0 : data_len);
     smb2_put64(b + 8, offset);
     memcpy(b + 16, file_id, 16);
     smb2_put32(b + 32, channel);

@@ -138,7 +138,7 @@ size_t smb2_build_read(uint8_t *out, size_t cap, const uint8_t file_id[16], uint
                        uint32_t length, uint32_t channel, const smb_buffer_desc *desc,
                        unsigned ndesc);
 /* WRITE: inline data (channel NONE: data_len bytes, already at out + 112 when data is NULL),
- * or descriptors for an RDMA channel (Length 0, RemainingBytes data_len). */
+ * or descriptors for an RDMA channel (DataOffset 0, Length 0, RemainingBytes data_len). */
 size_t smb2_build_write(uint8_t *out, size_t cap, const uint8_t file_id[16], uint64_t offset,
                         const void *data, uint32_t data_len, uint32_t channel,
                         const smb_buffer_desc *desc, unsigned ndesc);

@@ -158,7 +158,7 @@ TEST(rdma_channel_encoding)
     len = smb2_build_write(msg, sizeof(msg), fid, 4096, NULL, 0x10000, SMB2_CHANNEL_RDMA_V1, d, 1);
     CHECK_EQ_U64(len, 64 + 48 + 16);
     CHECK_EQ_U64(smb2_get16(b), 49);
-    CHECK_EQ_U64(smb2_get16(b + 2), 112);      /* DataOffset */
+    CHECK_EQ_U64(smb2_get16(b + 2), 0);        /* DataOffset: no data inline */
     CHECK_EQ_U64(smb2_get32(b + 4), 0);        /* Length */
     CHECK_EQ_U64(smb2_get64(b + 8), 4096);     /* Offset */
     CHECK_EQ_U64(smb2_get32(b + 32), 1);       /* Channel: RDMA_V1 */
@@ -169,6 +169,7 @@ TEST(rdma_channel_encoding)
     /* inline WRITE: the data at DataOffset, Length its size */
     len = smb2_build_write(msg, sizeof(msg), fid, 0, "hello", 5, SMB2_CHANNEL_NONE, NULL, 0);
     CHECK_EQ_U64(len, 64 + 48 + 5);
+    CHECK_EQ_U64(smb2_get16(b + 2), 112);
     CHECK_EQ_U64(smb2_get32(b + 4), 5);
     CHECK_EQ_U64(smb2_get32(b + 32), 0);
     CHECK_EQ_U64(smb2_get32(b + 36), 0);
