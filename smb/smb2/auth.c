@@ -337,6 +337,8 @@ int spnego_parse_resp(const uint8_t *blob, size_t len, const uint8_t **tok, size
     *tok = NULL;
     *tok_len = 0;
     *neg_state = -1;
+    if (!blob || len == 0)
+        return smb2_err(err, errlen, "SPNEGO: empty security blob");
     if (len >= 8 && memcmp(blob, ntlmssp_sig, 8) == 0) {
         *tok = blob;
         *tok_len = len;
