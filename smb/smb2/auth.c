@@ -104,6 +104,7 @@ int ntlm_v2_response(const uint8_t response_key[16], const uint8_t server_challe
 
 void ntlm_v2_free(struct ntlm_v2 *v)
 {
+    explicit_bzero(v->session_base_key, sizeof(v->session_base_key));
     free(v->nt_resp);
     v->nt_resp = NULL;
 }

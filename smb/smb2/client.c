@@ -439,6 +439,7 @@ static int session_setup(struct smb2_client *c, const smb2_client_options *o)
     rc = ntlm_v2_response(key, ch.server_challenge, cc,
                           ch.has_timestamp ? ch.timestamp : filetime_now(), ch.target_info,
                           ch.target_info_len, &v);
+    explicit_bzero(key, sizeof(key));
     if (rc)
         return broken(c, rc, "out of memory");
     uint32_t aflags = flags & ch.flags;
@@ -490,6 +491,7 @@ static int session_setup(struct smb2_client *c, const smb2_client_options *o)
         static const uint8_t label[] = "SMB2AESCMAC", ctx[] = "SmbSign";
         smb2_kdf(exported, label, sizeof(label), ctx, sizeof(ctx), c->signing_key);
     }
+    explicit_bzero(exported, sizeof(exported));
     /* The final SESSION_SETUP response is signed with the new key ([MS-SMB2] 3.3.5.5.3). */
     if (h.flags & SMB2_FLAGS_SIGNED) {
         if (!smb2_verify_message(c->signing_key, c->rbuf, c->rlen))
@@ -643,6 +645,7 @@ void smb2_client_disconnect(smb2_client *c)
     }
     if (c->state != CS_CLOSED)
         set_state(c, CS_CLOSED, "freed");
+    explicit_bzero(c->signing_key, sizeof(c->signing_key));
     free(c->rbuf);
     free(c);
 }

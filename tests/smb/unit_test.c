@@ -451,6 +451,7 @@ TEST(malformed_ntlm_and_spnego)
         CHECK_MSG(rc == -EPROTO || (rc == 0 && tok == NULL),
                   "a NegTokenResp cut at %zu of %zu: rc %d", cut, bl, rc);
     }
+    EXPECT_BAD(spnego_parse_resp(NULL, 0, &tok, &tl, &st, ERR), "empty security blob");
     static const uint8_t reject[] = {0xa1, 0x07, 0x30, 0x05, 0xa0, 0x03, 0x0a, 0x01, 0x02};
     EXPECT_BAD(spnego_parse_resp(reject, sizeof(reject), &tok, &tl, &st, ERR), "reject");
     static const uint8_t huge_len[] = {0xa1, 0x84, 0xff, 0xff, 0xff, 0xff, 0x30};
