@@ -1192,7 +1192,7 @@ int smb2_list(smb2_client *c, const char *dir, smb2_list_cb cb, void *ctx)
     uint32_t out_len = DIR_OUT_LEN < c->max_transact ? DIR_OUT_LEN : c->max_transact;
     while (!rc && !stop) {
         size_t len = smb2_build_query_directory(
-            msg, sizeof(msg), cr.file_id, SMB2_FILE_DIRECTORY_INFORMATION, flags, star, 1, out_len);
+            msg, sizeof(msg), cr.file_id, 0x25, flags, star, 1, out_len);
         flags = 0;
         struct smb2_hdr h;
         rc = transact(c, msg, len, SMB2_QUERY_DIRECTORY, credit_charge(c, out_len), &h);

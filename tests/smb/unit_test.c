@@ -158,7 +158,7 @@ TEST(rdma_channel_encoding)
     len = smb2_build_write(msg, sizeof(msg), fid, 4096, NULL, 0x10000, SMB2_CHANNEL_RDMA_V1, d, 1);
     CHECK_EQ_U64(len, 64 + 48 + 16);
     CHECK_EQ_U64(smb2_get16(b), 49);
-    CHECK_EQ_U64(smb2_get16(b + 2), 0);        /* DataOffset: no data inline */
+    CHECK_EQ_U64(smb2_get16(b + 2), 0); /* DataOffset: no data in the message (as ksmbd requires) */
     CHECK_EQ_U64(smb2_get32(b + 4), 0);        /* Length */
     CHECK_EQ_U64(smb2_get64(b + 8), 4096);     /* Offset */
     CHECK_EQ_U64(smb2_get32(b + 32), 1);       /* Channel: RDMA_V1 */
@@ -364,28 +364,35 @@ TEST(malformed_bodies)
     EXPECT_BAD(smb2_parse_error(rsp, len, ERR), "StructureSize 2 is not 9");
 }
 
+/* FileIdBothDirectoryInformation ([MS-FSCC] 2.4.17): 104 fixed bytes, then the name */
 TEST(malformed_directory_entries)
 {
-    uint8_t buf[256] = {0};
+    uint8_t buf[512] = {0};
     char ok[200];
-    /* two entries: "a" (2 bytes) then "bc" */
-    smb2_put32(buf, 72);
+    /* two entries: "a" (2 bytes) at 0, then "bc" at 112 */
+    smb2_put32(buf, 112);
     smb2_put64(buf + 40, 5);
+    smb2_put32(buf + 56, 0x10);
     smb2_put32(buf + 60, 2);
-    buf[64] = 'a';
-    smb2_put32(buf + 72 + 60, 4);
-    buf[72 + 64] = 'b';
-    buf[72 + 66] = 'c';
-    size_t len = 72 + 68, off = 0;
+    buf[104] = 'a';
+    smb2_put64(buf + 112 + 40, 7);
+    smb2_put32(buf + 112 + 60, 4);
+    buf[112 + 104] = 'b';
+    buf[112 + 106] = 'c';
+    size_t len = 112 + 108, off = 0;
     struct smb2_dir_entry e;
     CHECK_EQ_I64(smb2_dir_next(buf, len, &off, &e, ok, sizeof(ok)), 1);
     CHECK_EQ_U64(e.end_of_file, 5);
+    CHECK_EQ_U64(e.attributes, 0x10);
     CHECK_EQ_U64(e.name_bytes, 2);
+    CHECK(e.name == buf + 104);
     CHECK_EQ_I64(smb2_dir_next(buf, len, &off, &e, ok, sizeof(ok)), 1);
+    CHECK_EQ_U64(e.end_of_file, 7);
     CHECK_EQ_U64(e.name_bytes, 4);
+    CHECK(e.name == buf + 112 + 104);
     CHECK_EQ_I64(smb2_dir_next(buf, len, &off, &e, ok, sizeof(ok)), 0);
     off = 0;
-    EXPECT_BAD(smb2_dir_next(buf, 60, &off, &e, ERR), "truncated");
+    EXPECT_BAD(smb2_dir_next(buf, 103, &off, &e, ERR), "truncated");
     smb2_put32(buf + 60, 200); /* name past the buffer */
     off = 0;
     EXPECT_BAD(smb2_dir_next(buf, len, &off, &e, ERR), "name of 200 bytes");
@@ -393,15 +400,14 @@ TEST(malformed_directory_entries)
     smb2_put32(buf, 500); /* next entry past the buffer */
     off = 0;
     EXPECT_BAD(smb2_dir_next(buf, len, &off, &e, ERR), "NextEntryOffset");
-    smb2_put32(buf, 8); /* next entry inside this one */
+    smb2_put32(buf, 64); /* next entry inside this one */
     off = 0;
     EXPECT_BAD(smb2_dir_next(buf, len, &off, &e, ERR), "NextEntryOffset");
-    smb2_put32(buf, 72);
+    /* the second entry cut inside its fixed part */
+    smb2_put32(buf, 112);
     off = 0;
-    EXPECT_BAD(smb2_dir_next(buf, 72 + 63, &off, &e, ok, sizeof(ok)) == 1
-                   ? smb2_dir_next(buf, 72 + 63, &off, &e, ERR)
-                   : -1,
-               "truncated");
+    CHECK_EQ_I64(smb2_dir_next(buf, 112 + 100, &off, &e, ok, sizeof(ok)), 1);
+    EXPECT_BAD(smb2_dir_next(buf, 112 + 100, &off, &e, ERR), "truncated");
 }
 
 TEST(malformed_ntlm_and_spnego)
