@@ -13,7 +13,9 @@
 #          Not root, it names them and goes on (the net_* tests need root anyway).
 #   --ci   what only CI needs: clang and its sanitizer/fuzzer runtimes (.ci/run).
 # The interop suite (ctest -L interop, cmake -DSOFTNDK_INTEROP=ON) installs its own packages
-# (QEMU, a guest kernel) when it runs; it is opt-in and not listed here.
+# (QEMU, a guest kernel, the kernel source; ksmbd-tools only unpacked, since it conflicts with
+# samba) when it runs; it is opt-in and not
+# listed here.
 set -eu
 build="cmake ninja-build gcc g++ pkg-config python3 nettle-dev"
 test="tshark iproute2 nftables liburing-dev samba"
@@ -32,17 +34,6 @@ missing_of() {
 missing_build=$(missing_of $build $ci)
 # shellcheck disable=SC2086
 missing_test=$(missing_of $test)
-# Debian's samba conflicts with ksmbd-tools (the interop guest build's): installing it would
-# remove ksmbd-tools, so it is left out then and test_smb_samba skips, or runs with
-# SOFTNDK_SMBD naming an unpacked smbd (docs/smbdirect.md).
-case " $missing_test " in
-*" samba "*)
-  if [ -z "$(missing_of ksmbd-tools)" ]; then
-    missing_test=$(echo "$missing_test" | sed 's/ samba\b//')
-    echo "not installing samba: it conflicts with the installed ksmbd-tools" >&2
-  fi
-  ;;
-esac
 missing="$missing_build$missing_test"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then

@@ -274,6 +274,10 @@ typedef struct _SOFTNDK_COUNTERS {
                             (DDP untagged, no buffer) */
     ULONG64 FenceReads;  /* WriteCompletion placed: zero-length Reads sent behind Writes to
                             learn they are placed (a consumer Read behind them needs none) */
+    /* What the peers did to this adapter's memory (an SMB Direct server's RDMA, say) */
+    ULONG64 InboundWrites;       /* RDMA Write messages placed (counted at their last FPDU) */
+    ULONG64 InboundReadRequests; /* RDMA Read Requests accepted for a response */
+    ULONG64 RemoteInvalidations; /* tokens invalidated by a received Send with Invalidate */
 } SOFTNDK_COUNTERS;
 
 SOFTNDK_API NTSTATUS SoftNdkQueryCounters(NDK_ADAPTER *pNdkAdapter, SOFTNDK_COUNTERS *Counters);

@@ -391,8 +391,13 @@ static int rx_msg_done(void *ctx, const struct sndk_rx_seg *seg, uint64_t msg_le
     struct sndk_qp_io *io = qp->io;
     if (seg->opcode == SNDK_OP_READ_RESP)
         return read_resp_done(qp, seg, msg_len);
-    if (seg->tagged || !io->cur_active)
-        return 0; /* an RDMA Write completes nothing at the target */
+    if (seg->tagged) {
+        /* an RDMA Write completes nothing at the target; it is counted */
+        sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_INBOUND_WRITES);
+        return 0;
+    }
+    if (!io->cur_active)
+        return 0;
     NDK_RESULT_EX r = {
         .Status = STATUS_SUCCESS,
         .BytesTransferred = (ULONG)msg_len,
@@ -411,6 +416,7 @@ static int rx_msg_done(void *ctx, const struct sndk_rx_seg *seg, uint64_t msg_le
         }
         r.Type = NdkOperationTypeReceiveAndInvalidate;
         r.TypeSpecificCompletionOutput = seg->inval_stag;
+        sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_REMOTE_INVAL);
     }
     io->cur_active = false;
     /* What a consumer can observe must find the QP connected: a consumer that answers this
@@ -446,6 +452,7 @@ static int rx_read_req(void *ctx, const struct sndk_rx_seg *seg, const struct sn
     io->irq_count++;
     io->tx_kick = true;
     sndk_mutex_unlock(&qp->tx_lock);
+    sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_INBOUND_READS);
     return 0;
 }
 

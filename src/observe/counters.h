@@ -50,6 +50,9 @@ enum sndk_ctr {
     SNDK_CTR_RNR_WAITS,         /* Sends that found no receive and waited (RnrWaitMs) */
     SNDK_CTR_RNR_TIMEOUTS,      /* ... whose wait expired: the connection was terminated */
     SNDK_CTR_FENCE_READS,       /* zero-length Reads behind Writes (WriteCompletion placed) */
+    SNDK_CTR_INBOUND_WRITES,    /* RDMA Write messages the peers placed in our memory */
+    SNDK_CTR_INBOUND_READS,     /* RDMA Read Requests of the peers accepted for a response */
+    SNDK_CTR_REMOTE_INVAL,      /* tokens invalidated by a peer's Send with Invalidate */
     SNDK_CTR_COUNT
 };
 

@@ -152,6 +152,9 @@ char *sndk_stat_snapshot(struct sndk_adapter *a, size_t *len)
     C(RnrWaits);
     C(RnrTimeouts);
     C(FenceReads);
+    C(InboundWrites);
+    C(InboundReadRequests);
+    C(RemoteInvalidations);
     C(HandshakeInOctets);
     C(HandshakeOutOctets);
     C(MpaRejectsSent);

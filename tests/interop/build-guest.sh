@@ -4,10 +4,15 @@
 # matching headers (Debian's kernel has CONFIG_RDMA_SIW unset), and an initramfs with busybox,
 # rdma-core's tools (rping, ucmatose, perftest, rdma) and their libraries, and the RDMA and
 # virtio-net modules. Everything comes from Debian packages installed with apt-get.
+# For the guest's "smb" mode (guest-smb.sh, docs/interop.md): ksmbd.ko and cifs.ko with SMB
+# Direct (build-smb-modules.sh), ksmbd-tools with its libraries and glibc's UTF-16 converters,
+# and the crypto, netfs and dns_resolver modules SMB3 asks for by name (there is no modprobe).
 #
 # Writes OUTDIR/vmlinuz, OUTDIR/initrd.gz, OUTDIR/kver; a rerun with the same kernel and the
-# same script returns at once (OUTDIR/stamp). Exit 0 built, 77 cannot be built here (with the
-# reason), 1 failed. Every step is bounded by `timeout`.
+# same scripts and patches returns at once (OUTDIR/stamp). A copy is kept, keyed the same way,
+# in SOFTNDK_INTEROP_CACHE (default /var/cache/softndk-interop, when writable): a fresh
+# clone's build on the same machine copies it instead of building. Exit 0 built, 77 cannot be
+# built here (with the reason), 1 failed. Every step is bounded by `timeout`.
 set -euo pipefail
 out=${1:?usage: build-guest.sh OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,15 +33,25 @@ if [ -z "$kpkg" ]; then
 fi
 [ -n "$kpkg" ] || skip "apt knows no linux-image-amd64"
 kver=${kpkg#linux-image-}
-stamp="$kver $(cat "$0" "$here/guest-init.sh" "$here/siw-test.patch" | sha256sum | cut -c1-16)"
-if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ] && [ -f "$out/initrd.gz" ] &&
-   [ -f "$out/vmlinuz" ]; then
+stamp="$kver $(cat "$0" "$here/guest-init.sh" "$here/guest-smb.sh" "$here/siw-test.patch" \
+    "$here/build-smb-modules.sh" "$here/ksmbd-test.patch" | sha256sum | cut -c1-16)"
+have() { [ -f "$1/stamp" ] && [ "$(cat "$1/stamp")" = "$stamp" ] && [ -f "$1/initrd.gz" ] && [ -f "$1/vmlinuz" ]; }
+if have "$out"; then
     log "cached guest for $kver in $out"
+    exit 0
+fi
+cache_root=${SOFTNDK_INTEROP_CACHE:-/var/cache/softndk-interop}
+cache="$cache_root/guest-${stamp// /-}"
+if have "$cache"; then
+    cp "$cache/vmlinuz" "$cache/initrd.gz" "$cache/kver" "$out/"
+    echo "$stamp" >"$out/stamp"
+    log "guest for $kver copied from $cache"
     exit 0
 fi
 
 pkgs=(qemu-system-x86 busybox-static rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest iproute2
-      cpio kmod xz-utils zstd gzip make gcc patch "linux-headers-$kver" linux-source-6.1)
+      cpio kmod xz-utils zstd gzip make gcc binutils patch "linux-headers-$kver" linux-source-6.1
+      libglib2.0-0 libnl-3-200 libnl-genl-3-200)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -82,12 +97,19 @@ timeout 60 patch -s -p1 -d "$patched" <"$here/siw-test.patch" || { log "siw-test
 build_siw "$siwdir"
 build_siw "$patched"
 
+# ksmbd.ko and cifs.ko with SMB Direct (cached on their own: they take minutes)
+rc=0
+timeout 900 bash "$here/build-smb-modules.sh" "$kver" "$out/smb-modules" || rc=$?
+[ $rc = 77 ] && skip "the SMB modules cannot be built here"
+[ $rc = 0 ] || { log "build-smb-modules.sh failed ($rc)"; exit 1; }
+
 # The initramfs.
 root="$work/root"
 mkdir -p "$root"/{bin,sbin,lib,lib64,etc,proc,sys,dev,tmp,run,mods,usr/lib,usr/bin}
 cp /bin/busybox "$root/bin/busybox"
 cp "$here/guest-init.sh" "$root/init"
-chmod +x "$root/init"
+cp "$here/guest-smb.sh" "$root/smb.sh"
+chmod +x "$root/init" "$root/smb.sh"
 
 # Binaries and the libraries ldd finds for them (plus the verbs providers they dlopen).
 bins=(/usr/bin/rping /usr/bin/ucmatose /usr/bin/rdma /usr/bin/ib_send_bw /usr/bin/ib_write_bw
@@ -101,8 +123,19 @@ for b in "${bins[@]}"; do
     [ -x "$b" ] || { log "missing $b"; exit 1; }
     copy_with_path "$b"
 done
-for f in "${bins[@]}" "${libs[@]}"; do
-    copy_with_path "$f"
+# ksmbd-tools, unpacked (not installed: Debian's samba, which the host's tests use, conflicts
+# with it); one binary that acts by the name it is called by, so it goes in under each name
+kt="$work/ksmbd-tools"
+(cd "$work" && timeout 300 apt-get download -qq ksmbd-tools >/dev/null) ||
+    { log "apt-get download ksmbd-tools failed"; exit 1; }
+timeout 120 dpkg-deb -x "$work"/ksmbd-tools_*.deb "$kt"
+[ -x "$kt/usr/libexec/ksmbd.tools" ] || { log "ksmbd-tools has no usr/libexec/ksmbd.tools"; exit 1; }
+for n in mountd adduser addshare control; do
+    mkdir -p "$root/usr/sbin"
+    cp "$kt/usr/libexec/ksmbd.tools" "$root/usr/sbin/ksmbd.$n"
+done
+for f in "${bins[@]}" "${libs[@]}" "$kt/usr/libexec/ksmbd.tools"; do
+    [ "$f" = "$kt/usr/libexec/ksmbd.tools" ] || copy_with_path "$f"
     ldd "$f" | awk '/=> \//{print $3} /^\t\/[^ ]+ \(/{print $1}' | while read -r l; do
         [ -e "$root$l" ] || copy_with_path "$l"
     done
@@ -113,6 +146,15 @@ mkdir -p "$root/etc/libibverbs.d"
 cp /etc/libibverbs.d/siw.driver "$root/etc/libibverbs.d/"
 # the dynamic loader under its ABI path
 [ -e "$root/lib64/ld-linux-x86-64.so.2" ] || cp -L /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
+# ksmbd.mountd converts names to and from UTF-16 with iconv: glibc's gconv modules for it
+gconv="/usr/lib/$multiarch/gconv"
+for f in gconv-modules UTF-16.so UTF-32.so UNICODE.so; do
+    [ -f "$gconv/$f" ] || { log "missing $gconv/$f"; exit 1; }
+    copy_with_path "$gconv/$f"
+done
+# the users ksmbd maps sessions to (smbtest owns what the client writes)
+printf 'root:x:0:0:root:/:/bin/sh\nsmbtest:x:1000:1000:smbtest:/:/bin/false\n' >"$root/etc/passwd"
+printf 'root:x:0:\nsmbtest:x:1000:\n' >"$root/etc/group"
 
 # Modules: the ones named, with their dependencies from modules.dep, in load order.
 want=(virtio_pci virtio_net ib_core ib_uverbs iw_cm rdma_cm rdma_ucm)
@@ -137,8 +179,19 @@ for m in "${want[@]}"; do add_mod "$m"; done
 if grep -qE '/crc32c[-_]generic\.ko' "$mods/modules.dep"; then add_mod crc32c_generic; fi
 # siw needs what its own modinfo says, from the guest's tree
 for d in $(modinfo -F depends "$siwdir/siw.ko" | tr , ' '); do add_mod "${d//-/_}"; done
+nbase=${#order[@]}
+# the smb mode's (mods/smb-order, loaded by guest-smb.sh only): the algorithms SMB3 signing,
+# encryption and NTLM ask the crypto API for by name, then what ksmbd.ko and cifs.ko link to
+for m in cmac sha512_generic ecb ccm gcm ctr gf128mul ghash_generic libdes des_generic seqiv \
+    cifs_arc4 cifs_md4 netfs fscache dns_resolver; do
+    add_mod "$m"
+done
+for ko in ksmbd cifs; do
+    for d in $(modinfo -F depends "$out/smb-modules/$ko.ko" | tr , ' '); do add_mod "${d//-/_}"; done
+done
 i=0
 : >"$root/mods/order"
+: >"$root/mods/smb-order"
 for rel in "${order[@]}"; do
     name=$(printf '%02d-%s' $i "$(basename "$rel")")
     case $rel in
@@ -147,12 +200,13 @@ for rel in "${order[@]}"; do
     *.gz) gzip -dc "$mods/$rel" >"$root/mods/${name%.gz}"; name=${name%.gz} ;;
     *) cp "$mods/$rel" "$root/mods/$name" ;;
     esac
-    echo "$name" >>"$root/mods/order"
+    if [ $i -lt $nbase ]; then echo "$name" >>"$root/mods/order"; else echo "$name" >>"$root/mods/smb-order"; fi
     i=$((i + 1))
 done
+cp "$out/smb-modules/ksmbd.ko" "$out/smb-modules/cifs.ko" "$root/mods/"
 cp "$siwdir/siw.ko" "$root/mods/siw-stock.ko"
 cp "$patched/siw.ko" "$root/mods/siw-patched.ko"
-log "modules: $(tr '\n' ' ' <"$root/mods/order")"
+log "modules: $(tr '\n' ' ' <"$root/mods/order"); smb mode: $(tr '\n' ' ' <"$root/mods/smb-order")"
 
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$out/initrd.gz.new"
 mv "$out/initrd.gz.new" "$out/initrd.gz"
@@ -160,4 +214,12 @@ mv "$out/vmlinuz.new" "$out/vmlinuz"
 echo "$kver" >"$out/kver"
 echo "$stamp" >"$out/stamp"
 rm -rf "$work"
+if mkdir -p "$cache_root" 2>/dev/null && [ -w "$cache_root" ]; then
+    tmp=$(mktemp -d "$cache_root/.guest.XXXXXX")
+    cp "$out/vmlinuz" "$out/initrd.gz" "$out/kver" "$out/stamp" "$tmp/"
+    rm -rf "$cache"
+    mv "$tmp" "$cache" || rm -rf "$tmp"
+    chmod 755 "$cache"
+    log "cached in $cache"
+fi
 log "guest for $kver ready in $out ($(du -h "$out/initrd.gz" | cut -f1) initrd)"

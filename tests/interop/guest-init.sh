@@ -2,7 +2,8 @@
 # /init of the interop guest (tests/interop/build-guest.sh puts it there): mount, load the RDMA
 # modules, bring up eth0 on QEMU's user-mode network (10.0.2.15, host = 10.0.2.2), add siw0
 # on it, then run the scenario script the host passed as base64 in sndk.run= on the kernel
-# command line, print "SNDK-EXIT <status>" and power off.
+# command line (or, with sndk.mode=smb, the SMB server of guest-smb.sh), print
+# "SNDK-EXIT <status>" and power off.
 /bin/busybox --install -s /bin
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 mount -t proc proc /proc
@@ -26,7 +27,12 @@ ip addr add 10.0.2.15/24 dev eth0
 rdma link add siw0 type siw netdev eth0 || say "rdma link add failed"
 say "up: $(rdma link show 2>&1 | tr '\n' ' ')"
 run=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^sndk.run=//p')
-if [ -n "$run" ]; then
+mode=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^sndk.mode=//p')
+if [ "$mode" = smb ]; then
+    # sndk.mode=smb: ksmbd with SMB Direct for a client on the host (/smb.sh, guest-smb.sh)
+    sh /smb.sh
+    rc=$?
+elif [ -n "$run" ]; then
     echo "$run" | base64 -d >/tmp/run.sh
     sh /tmp/run.sh
     rc=$?

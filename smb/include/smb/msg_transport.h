@@ -51,6 +51,8 @@ typedef struct smb_transport_stats {
     uint64_t local_invalidations;  /* regions this side invalidated itself */
     uint64_t credits_granted_to_peer, credits_granted_by_peer;
     uint64_t keepalives_sent, keepalives_received;
+    /* the Responder's own RDMA into and out of the peer's buffers */
+    uint64_t rdma_writes, rdma_reads, send_invalidates;
 } smb_transport_stats;
 
 typedef struct smb_transport smb_transport;
@@ -73,6 +75,20 @@ typedef struct smb_transport_ops {
      * invalidated it (a Send with Invalidate naming its token), nothing more is needed;
      * otherwise it is invalidated locally. *how says which (may be NULL). */
     int (*release_buffer)(smb_transport *t, smb_rdma_region *region, enum smb_rdma_release *how);
+    /* The Responder's RDMA ([MS-SMB2] 3.3.5.12 READ, 3.3.5.13 WRITE over SMB Direct); NULL on
+     * an Initiator and where the transport has none. peer_write moves len bytes from src into
+     * the peer's buffers the descriptors name, in order (an RDMA Write each); peer_read fills
+     * dst from them (RDMA Reads, at most the negotiated read depth in flight). Both return when
+     * the data has moved: -EACCES where the peer refused a token or range (the connection is
+     * then gone, as the transport's error says), -EINVAL where the descriptors hold fewer than
+     * len bytes. */
+    int (*peer_write)(smb_transport *t, const smb_buffer_desc *desc, unsigned ndesc,
+                      const void *src, size_t len);
+    int (*peer_read)(smb_transport *t, const smb_buffer_desc *desc, unsigned ndesc, void *dst,
+                     size_t len);
+    /* As send(), the message's last fragment a Send with Invalidate of the peer's token
+     * ([MS-SMBD] 3.1.4.1, SMB2_CHANNEL_RDMA_V1_INVALIDATE); NULL where there is none. */
+    int (*send_invalidate)(smb_transport *t, const void *msg, size_t len, uint32_t token);
     /* The largest message send()/recv() carry, and the largest RDMA region (0: no RDMA). */
     size_t (*max_message)(smb_transport *t);
     size_t (*max_rdma)(smb_transport *t);
