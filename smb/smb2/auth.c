@@ -104,6 +104,7 @@ int ntlm_v2_response(const uint8_t response_key[16], const uint8_t server_challe
 
 void ntlm_v2_free(struct ntlm_v2 *v)
 {
+    explicit_bzero(v->session_base_key, sizeof(v->session_base_key));
     free(v->nt_resp);
     v->nt_resp = NULL;
 }
@@ -337,6 +338,8 @@ int spnego_parse_resp(const uint8_t *blob, size_t len, const uint8_t **tok, size
     *tok = NULL;
     *tok_len = 0;
     *neg_state = -1;
+    if (!blob || len == 0)
+        return smb2_err(err, errlen, "SPNEGO: empty security blob");
     if (len >= 8 && memcmp(blob, ntlmssp_sig, 8) == 0) {
         *tok = blob;
         *tok_len = len;

@@ -462,6 +462,7 @@ static int session_setup(struct smb2_client *c, const smb2_client_options *o)
     rc = ntlm_v2_response(key, ch.server_challenge, cc,
                           ch.has_timestamp ? ch.timestamp : filetime_now(), ch.target_info,
                           ch.target_info_len, &v);
+    explicit_bzero(key, sizeof(key));
     if (rc)
         return broken(c, rc, "out of memory");
     uint32_t aflags = flags & ch.flags;
@@ -513,6 +514,7 @@ static int session_setup(struct smb2_client *c, const smb2_client_options *o)
         static const uint8_t label[] = "SMB2AESCMAC", ctx[] = "SmbSign";
         smb2_kdf(exported, label, sizeof(label), ctx, sizeof(ctx), c->signing_key);
     }
+    explicit_bzero(exported, sizeof(exported));
     /* The final SESSION_SETUP response is signed with the new key ([MS-SMB2] 3.3.5.5.3). */
     if (h.flags & SMB2_FLAGS_SIGNED) {
         if (!smb2_verify_message(c->signing_key, c->rbuf, c->rlen))
@@ -666,6 +668,7 @@ void smb2_client_disconnect(smb2_client *c)
     }
     if (c->state != CS_CLOSED)
         set_state(c, CS_CLOSED, "freed");
+    explicit_bzero(c->signing_key, sizeof(c->signing_key));
     free(c->rbuf);
     free(c);
 }
@@ -1212,7 +1215,7 @@ int smb2_list(smb2_client *c, const char *dir, smb2_list_cb cb, void *ctx)
     uint32_t out_len = DIR_OUT_LEN < c->max_transact ? DIR_OUT_LEN : c->max_transact;
     while (!rc && !stop) {
         size_t len = smb2_build_query_directory(
-            msg, sizeof(msg), cr.file_id, SMB2_FILE_DIRECTORY_INFORMATION, flags, star, 1, out_len);
+            msg, sizeof(msg), cr.file_id, 0x25, flags, star, 1, out_len);
         flags = 0;
         struct smb2_hdr h;
         rc = transact(c, msg, len, SMB2_QUERY_DIRECTORY, credit_charge(c, out_len), &h);

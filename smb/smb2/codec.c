@@ -523,23 +523,23 @@ int smb2_dir_next(const uint8_t *buf, size_t len, size_t *off, struct smb2_dir_e
     if (*off == SIZE_MAX || *off >= len)
         return 0;
     size_t o = *off;
-    if (len - o < 64)
+    if (len - o < 104)
         return smb2_err(err, errlen, "QUERY_DIRECTORY: entry at %zu of %zu bytes is truncated", o,
                         len);
     const uint8_t *p = buf + o;
     uint32_t next = smb2_get32(p);
     uint32_t nb = smb2_get32(p + 60);
-    if (nb > len - o - 64)
+    if (nb > len - o - 104)
         return smb2_err(err, errlen,
                         "QUERY_DIRECTORY: name of %u bytes at %zu passes the %zu-byte "
                         "buffer",
                         nb, o, len);
-    if (next != 0 && (next < 64 + nb || next > len - o))
+    if (next != 0 && (next < 104 + nb || next > len - o))
         return smb2_err(err, errlen, "QUERY_DIRECTORY: NextEntryOffset %u at %zu is out of range",
                         next, o);
     e->end_of_file = smb2_get64(p + 40);
     e->attributes = smb2_get32(p + 56);
-    e->name = p + 64;
+    e->name = p + 104;
     e->name_bytes = nb;
     *off = next ? o + next : SIZE_MAX;
     return 1;

@@ -138,7 +138,7 @@ size_t smb2_build_read(uint8_t *out, size_t cap, const uint8_t file_id[16], uint
                        uint32_t length, uint32_t channel, const smb_buffer_desc *desc,
                        unsigned ndesc);
 /* WRITE: inline data (channel NONE: data_len bytes, already at out + 112 when data is NULL),
- * or descriptors for an RDMA channel (Length 0, RemainingBytes data_len). */
+ * or descriptors for an RDMA channel (DataOffset 0, Length 0, RemainingBytes data_len). */
 size_t smb2_build_write(uint8_t *out, size_t cap, const uint8_t file_id[16], uint64_t offset,
                         const void *data, uint32_t data_len, uint32_t channel,
                         const smb_buffer_desc *desc, unsigned ndesc);
@@ -193,10 +193,10 @@ int smb2_parse_empty(const uint8_t *msg, size_t len, uint16_t command, char *err
 /* An error response ([MS-SMB2] 2.2.2): StructureSize 9. */
 int smb2_parse_error(const uint8_t *msg, size_t len, char *err, size_t errlen);
 
-/* FileDirectoryInformation ([MS-FSCC] 2.4.10) entries, one at a time: *off the entry to read
- * (0 first), advanced to the next; returns 1 with an entry, 0 at the end, -EPROTO when
- * malformed. name points into buf (UTF-16LE, name_bytes long). */
-#define SMB2_FILE_DIRECTORY_INFORMATION 0x01
+/* FileIdBothDirectoryInformation (0x25, [MS-FSCC] 2.4.17: 104 fixed bytes, then the name)
+ * entries, one at a time: *off the entry to read (0 first), advanced to the next; returns 1
+ * with an entry, 0 at the end, -EPROTO when malformed. name points into buf (UTF-16LE,
+ * name_bytes long). */
 struct smb2_dir_entry {
     uint64_t end_of_file;
     uint32_t attributes;

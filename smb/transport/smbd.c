@@ -1282,17 +1282,19 @@ static int connect_and_negotiate(struct smbd_conn *c, const struct sockaddr *dst
     socklen_t src_len;
     if (dst->sa_family == AF_INET) {
         struct sockaddr_in *s = (struct sockaddr_in *)&src;
-        const struct sockaddr_in *d = (const struct sockaddr_in *)dst;
+        struct sockaddr_in d; /* copied: dst may be less aligned than a sockaddr_in */
+        memcpy(&d, dst, sizeof d);
         s->sin_family = AF_INET;
         /* a loopback peer is reached from the loopback address, as the kernel would choose */
-        if ((ntohl(d->sin_addr.s_addr) >> 24) == 127)
+        if ((ntohl(d.sin_addr.s_addr) >> 24) == 127)
             s->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         src_len = sizeof *s;
     } else {
         struct sockaddr_in6 *s = (struct sockaddr_in6 *)&src;
         s->sin6_family = AF_INET6;
-        const struct sockaddr_in6 *d = (const struct sockaddr_in6 *)dst;
-        if (IN6_IS_ADDR_LOOPBACK(&d->sin6_addr))
+        struct sockaddr_in6 d;
+        memcpy(&d, dst, sizeof d);
+        if (IN6_IS_ADDR_LOOPBACK(&d.sin6_addr))
             s->sin6_addr = in6addr_loopback;
         src_len = sizeof *s;
     }

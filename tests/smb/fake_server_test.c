@@ -497,3 +497,25 @@ TEST(fake_silent_server)
 {
     hostile(F_SILENT, -ETIMEDOUT, "no message within the timeout");
 }
+
+/* Options the client refuses before it sends anything. */
+TEST(fake_bad_options)
+{
+    struct fake *f = fake_new(F_NONE, 1);
+    smb2_client *c = NULL;
+    char err[256] = "";
+    smb2_client_options o = {.user = "u", .password = "p", .depth = 1, .max_dialect = 0x0300};
+    CHECK_EQ_I64(smb2_client_connect(&f->base, &o, "s", "x", &c, err, sizeof(err)), -EINVAL);
+    CHECK_MSG(strstr(err, "max_dialect 0x0300") != NULL, "err: %s", err);
+    o.max_dialect = 0;
+    o.channel = SMB2_IO_RDMA_INVALIDATE;
+    CHECK_EQ_I64(smb2_client_connect(&f->base, &o, "s", "x", &c, err, sizeof(err)), -EINVAL);
+    CHECK_MSG(strstr(err, "RDMA channel on the fake transport") != NULL, "err: %s", err);
+    o.channel = SMB2_IO_INLINE;
+    o.password = NULL;
+    CHECK_EQ_I64(smb2_client_connect(&f->base, &o, "s", "x", &c, err, sizeof(err)), -EINVAL);
+    CHECK(c == NULL);
+    CHECK_EQ_U64(f->qn, 0); /* nothing was sent */
+    CHECK_EQ_U64(f->window_end, 1);
+    fake_destroy(&f->base);
+}

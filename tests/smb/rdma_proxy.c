@@ -191,8 +191,9 @@ static int proxy_send(smb_transport *base, const void *vmsg, size_t len)
         return p->inner->ops->send(p->inner, p->scratch, 64 + 49);
     }
     rc = parse_descs(p, msg, len, g16(b + 40), g16(b + 42), SMB_RDMA_PEER_READS, pd, &total);
-    if (!rc && g32(b + 4) != 0)
-        rc = perr(p, -EPROTO, "WRITE over RDMA with Length %u, not 0", g32(b + 4));
+    if (!rc && (g32(b + 4) != 0 || g16(b + 2) != 0))
+        rc = perr(p, -EPROTO, "WRITE over RDMA with Length %u and DataOffset %u, not 0", g32(b + 4),
+                  g16(b + 2));
     if (!rc && g32(b + 36) != total)
         rc = perr(p, -EPROTO, "WRITE RemainingBytes %u, descriptors cover %llu", g32(b + 36),
                   (unsigned long long)total);

@@ -2,11 +2,11 @@
  * client's RDMA channel can be checked end to end against a server that has none: it hands
  * out registrations (two descriptors for buffers above 64 KiB), checks every READ / WRITE
  * with an RDMA channel ([MS-SMB2] 2.2.19 / 2.2.21: the descriptors name live registrations
- * with the right access and cover Length / RemainingBytes, WRITE's Length is 0), performs the
- * transfer itself (the peer's RDMA Read or Write) and forwards the request inline; for
- * RDMA_V1_INVALIDATE it invalidates the registration as the server's Send with Invalidate
- * would. Signed READ / WRITE requests are not rewritten (it would break their signature):
- * such a request is an error. */
+ * with the right access and cover Length / RemainingBytes; WRITE's Length and DataOffset are
+ * 0), performs the transfer itself (the peer's RDMA Read or Write) and forwards the request
+ * inline; for RDMA_V1_INVALIDATE it invalidates the registration as the server's Send with
+ * Invalidate would. Signed READ / WRITE requests are not rewritten (it would break their
+ * signature): such a request is an error. */
 #ifndef SOFTNDK_TESTS_RDMA_PROXY_H
 #define SOFTNDK_TESTS_RDMA_PROXY_H
 

@@ -400,3 +400,105 @@ TEST_T(samba_rdma_v1_invalidate_emulated, 60)
 {
     rdma_case(SMB2_IO_RDMA_INVALIDATE, 0x0302);
 }
+
+/* A transport over Direct TCP that flips the last byte of the first successful READ response:
+ * on a signed session the client must refuse it by its signature. */
+struct tamper {
+    smb_transport base;
+    smb_transport *inner;
+    int done;
+};
+
+static int tamper_send(smb_transport *t, const void *m, size_t n)
+{
+    struct tamper *x = (struct tamper *)t;
+    return x->inner->ops->send(x->inner, m, n);
+}
+
+static int tamper_recv(smb_transport *t, void *buf, size_t cap, size_t *len, int timeout_ms)
+{
+    struct tamper *x = (struct tamper *)t;
+    int rc = x->inner->ops->recv(x->inner, buf, cap, len, timeout_ms);
+    uint8_t *b = buf;
+    if (!rc && !x->done && *len > 80 && b[12] == 0x08 && b[13] == 0 && b[8] == 0 && b[9] == 0 &&
+        b[10] == 0 && b[11] == 0) {
+        b[*len - 1] ^= 0x01;
+        x->done = 1;
+    }
+    return rc;
+}
+
+static size_t tamper_max_message(smb_transport *t)
+{
+    struct tamper *x = (struct tamper *)t;
+    return x->inner->ops->max_message(x->inner);
+}
+
+static size_t tamper_max_rdma(smb_transport *t)
+{
+    return 0;
+}
+
+static void tamper_stats(smb_transport *t, smb_transport_stats *s)
+{
+    struct tamper *x = (struct tamper *)t;
+    x->inner->ops->get_stats(x->inner, s);
+}
+
+static const char *tamper_error(smb_transport *t)
+{
+    struct tamper *x = (struct tamper *)t;
+    return x->inner->ops->error(x->inner);
+}
+
+static void tamper_destroy(smb_transport *t)
+{
+    struct tamper *x = (struct tamper *)t;
+    x->inner->ops->destroy(x->inner);
+}
+
+static const smb_transport_ops tamper_ops = {
+    .name = "tamper",
+    .send = tamper_send,
+    .recv = tamper_recv,
+    .max_message = tamper_max_message,
+    .max_rdma = tamper_max_rdma,
+    .get_stats = tamper_stats,
+    .error = tamper_error,
+    .destroy = tamper_destroy,
+};
+
+TEST_T(samba_signed_response_tampered, 60)
+{
+    struct samba s;
+    samba_start(&s, "mandatory");
+    char path[512];
+    snprintf(path, sizeof(path), "%s/t.bin", s.share);
+    int fd = open(path, O_CREAT | O_WRONLY, 0666);
+    CHECK(fd >= 0);
+    uint8_t data[5000];
+    fill(data, sizeof(data), 5);
+    CHECK(write(fd, data, sizeof(data)) == (ssize_t)sizeof(data));
+    close(fd);
+    smb2_client_options o;
+    opts_init(&o, 0x0311, 1);
+    char err[256];
+    struct tamper x = {.base.ops = &tamper_ops};
+    CHECK_MSG(smb_direct_tcp_connect("127.0.0.1", s.port, &x.inner, err, sizeof(err)) == 0, "%s",
+              err);
+    smb2_client *c;
+    int rc = smb2_client_connect(&x.base, &o, "127.0.0.1", SAMBA_SHARE, &c, err, sizeof(err));
+    CHECK_MSG(rc == 0, "connect: %s", err);
+    int out = memfd_create("smb-get", 0);
+    rc = smb2_get(c, "t.bin", out, NULL);
+    CHECK_EQ_I64(rc, -EBADMSG);
+    CHECK_MSG(strcmp(smb2_client_error(c), "READ: the response's signature is wrong") == 0,
+              "err: %s", smb2_client_error(c));
+    CHECK(x.done);
+    /* the connection is not trusted any more */
+    CHECK_EQ_I64(smb2_get(c, "t.bin", out, NULL), -ENOTCONN);
+    close(out);
+    smb2_client_disconnect(c);
+    x.base.ops->destroy(&x.base);
+    samba_stop(&s);
+}

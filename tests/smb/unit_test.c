@@ -170,6 +170,7 @@ TEST(rdma_channel_encoding)
     /* inline WRITE: the data at DataOffset, Length its size */
     len = smb2_build_write(msg, sizeof(msg), fid, 0, "hello", 5, SMB2_CHANNEL_NONE, NULL, 0);
     CHECK_EQ_U64(len, 64 + 48 + 5);
+    CHECK_EQ_U64(smb2_get16(b + 2), 112);
     CHECK_EQ_U64(smb2_get32(b + 4), 5);
     CHECK_EQ_U64(smb2_get32(b + 32), 0);
     CHECK_EQ_U64(smb2_get32(b + 36), 0);
@@ -364,28 +365,35 @@ TEST(malformed_bodies)
     EXPECT_BAD(smb2_parse_error(rsp, len, ERR), "StructureSize 2 is not 9");
 }
 
+/* FileIdBothDirectoryInformation ([MS-FSCC] 2.4.17): 104 fixed bytes, then the name */
 TEST(malformed_directory_entries)
 {
-    uint8_t buf[256] = {0};
+    uint8_t buf[512] = {0};
     char ok[200];
-    /* two entries: "a" (2 bytes) then "bc" */
-    smb2_put32(buf, 72);
+    /* two entries: "a" (2 bytes) at 0, then "bc" at 112 */
+    smb2_put32(buf, 112);
     smb2_put64(buf + 40, 5);
+    smb2_put32(buf + 56, 0x10);
     smb2_put32(buf + 60, 2);
-    buf[64] = 'a';
-    smb2_put32(buf + 72 + 60, 4);
-    buf[72 + 64] = 'b';
-    buf[72 + 66] = 'c';
-    size_t len = 72 + 68, off = 0;
+    buf[104] = 'a';
+    smb2_put64(buf + 112 + 40, 7);
+    smb2_put32(buf + 112 + 60, 4);
+    buf[112 + 104] = 'b';
+    buf[112 + 106] = 'c';
+    size_t len = 112 + 108, off = 0;
     struct smb2_dir_entry e;
     CHECK_EQ_I64(smb2_dir_next(buf, len, &off, &e, ok, sizeof(ok)), 1);
     CHECK_EQ_U64(e.end_of_file, 5);
+    CHECK_EQ_U64(e.attributes, 0x10);
     CHECK_EQ_U64(e.name_bytes, 2);
+    CHECK(e.name == buf + 104);
     CHECK_EQ_I64(smb2_dir_next(buf, len, &off, &e, ok, sizeof(ok)), 1);
+    CHECK_EQ_U64(e.end_of_file, 7);
     CHECK_EQ_U64(e.name_bytes, 4);
+    CHECK(e.name == buf + 112 + 104);
     CHECK_EQ_I64(smb2_dir_next(buf, len, &off, &e, ok, sizeof(ok)), 0);
     off = 0;
-    EXPECT_BAD(smb2_dir_next(buf, 60, &off, &e, ERR), "truncated");
+    EXPECT_BAD(smb2_dir_next(buf, 103, &off, &e, ERR), "truncated");
     smb2_put32(buf + 60, 200); /* name past the buffer */
     off = 0;
     EXPECT_BAD(smb2_dir_next(buf, len, &off, &e, ERR), "name of 200 bytes");
@@ -393,15 +401,14 @@ TEST(malformed_directory_entries)
     smb2_put32(buf, 500); /* next entry past the buffer */
     off = 0;
     EXPECT_BAD(smb2_dir_next(buf, len, &off, &e, ERR), "NextEntryOffset");
-    smb2_put32(buf, 8); /* next entry inside this one */
+    smb2_put32(buf, 64); /* next entry inside this one */
     off = 0;
     EXPECT_BAD(smb2_dir_next(buf, len, &off, &e, ERR), "NextEntryOffset");
-    smb2_put32(buf, 72);
+    /* the second entry cut inside its fixed part */
+    smb2_put32(buf, 112);
     off = 0;
-    EXPECT_BAD(smb2_dir_next(buf, 72 + 63, &off, &e, ok, sizeof(ok)) == 1
-                   ? smb2_dir_next(buf, 72 + 63, &off, &e, ERR)
-                   : -1,
-               "truncated");
+    CHECK_EQ_I64(smb2_dir_next(buf, 112 + 100, &off, &e, ok, sizeof(ok)), 1);
+    EXPECT_BAD(smb2_dir_next(buf, 112 + 100, &off, &e, ERR), "truncated");
 }
 
 TEST(malformed_ntlm_and_spnego)
@@ -451,6 +458,7 @@ TEST(malformed_ntlm_and_spnego)
         CHECK_MSG(rc == -EPROTO || (rc == 0 && tok == NULL),
                   "a NegTokenResp cut at %zu of %zu: rc %d", cut, bl, rc);
     }
+    EXPECT_BAD(spnego_parse_resp(NULL, 0, &tok, &tl, &st, ERR), "empty security blob");
     static const uint8_t reject[] = {0xa1, 0x07, 0x30, 0x05, 0xa0, 0x03, 0x0a, 0x01, 0x02};
     EXPECT_BAD(spnego_parse_resp(reject, sizeof(reject), &tok, &tl, &st, ERR), "reject");
     static const uint8_t huge_len[] = {0xa1, 0x84, 0xff, 0xff, 0xff, 0xff, 0x30};
