@@ -444,6 +444,8 @@ done
 row rdma-inv-io-size-65536-depth-4 40 xfer rdma-inv-io-size-65536-depth-4 rdma-inv 8388615 "--io-size 65536 --depth 4"
 row rdma-inv-dialect-3.0.2 40 xfer rdma-inv-dialect-3.0.2 rdma-inv 1048577 "--dialect 3.0.2"
 row rdma-dialect-3.0.2-depth-1 40 xfer rdma-dialect-3.0.2-depth-1 rdma 1048577 "--dialect 3.0.2 --depth 1 --io-size 262144"
+row rdma-inv-signed 40 xfer rdma-inv-signed rdma-inv 1048577 "--sign"
+row rdma-signed-3.0.2 40 xfer rdma-signed-3.0.2 rdma 1048577 "--sign --dialect 3.0.2"
 row parallel-4-clients 60 parallel 4 8388615
 row killed-mid-transfer 80 killed
 row pcap-tshark 40 pcap
