@@ -121,6 +121,7 @@ int SoftNdkWdkRunDriver(PDRIVER_INITIALIZE DriverInit, const SOFTNDK_WDK_RUN *Ru
         return 2;
     }
     SoftNdkWdkEnterDriverThread();
+    SoftNdkWdkInstallCrashReport(NULL); /* a bugcheck report on a fatal signal (crash.c) */
 
     /* The objects the I/O manager would build. */
     DRIVER_OBJECT *drv = calloc(1, sizeof *drv);
@@ -161,7 +162,10 @@ int SoftNdkWdkRunDriver(PDRIVER_INITIALIZE DriverInit, const SOFTNDK_WDK_RUN *Ru
     ULONG items_before = SoftNdkWdkQueryWorkItems(NULL);
 
     say("DriverEntry(\\Driver\\%s, %s)", name, text);
+    struct wdk_context doing;
+    wdk_context_enter(&doing, WDK_CTX_DRIVER_ENTRY, (const void *)DriverInit, drv);
     NTSTATUS st = DriverInit(drv, &registry);
+    wdk_context_leave(&doing);
     /* The registry path is the driver's only during DriverEntry (a driver keeps a copy). */
     free(registry.Buffer);
     registry.Buffer = NULL;
@@ -179,7 +183,10 @@ int SoftNdkWdkRunDriver(PDRIVER_INITIALIZE DriverInit, const SOFTNDK_WDK_RUN *Ru
         } else {
             set_phase("DriverUnload");
             say("DriverUnload");
+            wdk_context_enter(&doing, WDK_CTX_DRIVER_UNLOAD, (const void *)drv->DriverUnload,
+                              drv);
             drv->DriverUnload(drv);
+            wdk_context_leave(&doing);
             if (KeGetCurrentIrql() != PASSIVE_LEVEL) {
                 problem("FAIL: DriverUnload returned at IRQL %u", KeGetCurrentIrql());
                 ok = false;

@@ -1,0 +1,122 @@
+/* A driver with deliberate bugs, for the bugcheck reports (docs/wdk.md, "Bugcheck reports").
+ * SOFTNDK_WDK_TEST_BUG picks one:
+ *   null      DriverEntry registers a buffer on a socket that was never published (NULL): a
+ *             read of the field at offset 0x18 of a NULL pointer;
+ *   uaf       a work item completes a work request after the completion path freed it: it reads
+ *             the request's `Next` pointer (the free fill) and follows it;
+ *   overrun   DriverEntry writes one element past the end of a pool array;
+ *   assert    NT_ASSERT(FALSE) in DriverUnload;
+ *   divide    a division by zero in DriverEntry;
+ *   none      a clean load and unload.
+ * The lines the reports must name are marked BUG-... for the test to find. */
+#include <ntddk.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#define CRASH_TAG 'hsrC' /* "Crsh" */
+
+typedef struct _CRASH_SOCKET {
+    LIST_ENTRY Link;    /* 0x00 */
+    ULONG State;        /* 0x10 */
+    ULONG Flags;        /* 0x14 */
+    PVOID BufferRegion; /* 0x18 */
+} CRASH_SOCKET, *PCRASH_SOCKET;
+
+typedef struct _CRASH_WR {
+    struct _CRASH_WR *Next;
+    ULONG Length;
+    UCHAR Payload[296];
+} CRASH_WR, *PCRASH_WR;
+
+static PCRASH_SOCKET volatile CrashServerSocket; /* published by a thread that never ran */
+static PIO_WORKITEM CrashItem;
+static KEVENT CrashDone;
+static PDEVICE_OBJECT CrashDevice;
+
+DECLSPEC_NOINLINE static PVOID CrashRegisterBuffer(PCRASH_SOCKET Socket)
+{
+    return Socket->BufferRegion; /* BUG-NULL */
+}
+
+DECLSPEC_NOINLINE static PCRASH_WR CrashAllocateWr(void)
+{
+    PCRASH_WR wr = ExAllocatePoolZero(NonPagedPoolNx, sizeof(CRASH_WR), CRASH_TAG);
+    if (wr)
+        wr->Next = wr;
+    return wr;
+}
+
+DECLSPEC_NOINLINE static void CrashFreeWr(PCRASH_WR Wr)
+{
+    ExFreePoolWithTag(Wr, CRASH_TAG);
+}
+
+DECLSPEC_NOINLINE static ULONG CrashCompleteWr(PCRASH_WR volatile Wr)
+{
+    CrashFreeWr(Wr);
+    return Wr->Next->Length; /* BUG-UAF */
+}
+
+static void CrashWorker(PDEVICE_OBJECT Device, PVOID Context)
+{
+    UNREFERENCED_PARAMETER(Device);
+    PCRASH_WR wr = Context;
+    ULONG n = CrashCompleteWr(wr);
+    DbgPrint("crash-driver: completed %lu bytes\n", n);
+    KeSetEvent(&CrashDone, 0, FALSE);
+}
+
+DECLSPEC_NOINLINE static void CrashOverrun(void)
+{
+    ULONG count = 8;
+    PULONG64 a = ExAllocatePoolZero(NonPagedPoolNx, count * sizeof(ULONG64), CRASH_TAG);
+    if (!a)
+        return;
+    for (ULONG i = 0; i <= count; i++)
+        ((ULONG64 volatile *)a)[i] = i; /* BUG-OVERRUN */
+    ExFreePoolWithTag(a, CRASH_TAG);
+}
+
+static DRIVER_UNLOAD CrashUnload;
+static void CrashUnload(PDRIVER_OBJECT DriverObject)
+{
+    UNREFERENCED_PARAMETER(DriverObject);
+    const char *bug = getenv("SOFTNDK_WDK_TEST_BUG");
+    if (bug && !strcmp(bug, "assert"))
+        NT_ASSERT(CrashDevice == NULL); /* BUG-ASSERT */
+    if (CrashItem)
+        IoFreeWorkItem(CrashItem);
+    if (CrashDevice)
+        IoDeleteDevice(CrashDevice);
+}
+
+NTSTATUS DriverEntry(PDRIVER_OBJECT DriverObject, PUNICODE_STRING RegistryPath)
+{
+    UNREFERENCED_PARAMETER(RegistryPath);
+    const char *bug = getenv("SOFTNDK_WDK_TEST_BUG");
+    bug = bug ? bug : "none";
+    DriverObject->DriverUnload = CrashUnload;
+    NTSTATUS status =
+        IoCreateDevice(DriverObject, 0, NULL, FILE_DEVICE_UNKNOWN, 0, FALSE, &CrashDevice);
+    if (!NT_SUCCESS(status))
+        return status;
+    if (!strcmp(bug, "null")) {
+        PVOID region = CrashRegisterBuffer(CrashServerSocket);
+        DbgPrint("crash-driver: region %p\n", region);
+    } else if (!strcmp(bug, "uaf")) {
+        KeInitializeEvent(&CrashDone, NotificationEvent, FALSE);
+        CrashItem = IoAllocateWorkItem(CrashDevice);
+        PCRASH_WR wr = CrashAllocateWr();
+        if (!CrashItem || !wr)
+            return STATUS_INSUFFICIENT_RESOURCES;
+        IoQueueWorkItem(CrashItem, CrashWorker, DelayedWorkQueue, wr);
+        KeWaitForSingleObject(&CrashDone, Executive, KernelMode, FALSE, NULL);
+    } else if (!strcmp(bug, "overrun")) {
+        CrashOverrun();
+    } else if (!strcmp(bug, "divide")) {
+        volatile ULONG zero = 0;
+        DbgPrint("crash-driver: %lu\n", 100 / zero); /* BUG-DIVIDE */
+    }
+    return STATUS_SUCCESS;
+}
