@@ -120,10 +120,37 @@ static bool special_full_logged;
 struct special_freed {
     struct pool_hdr h; /* the header as it was at the free (h.base: the mapping) */
     void *user;
-    struct special_freed *prev, *next;
+    struct special_freed *prev, *next; /* the special quarantine, oldest first */
+    struct special_freed *hnext;       /* its hash chain, by user */
 };
 static struct special_freed special_q = {.prev = &special_q, .next = &special_q};
 static size_t special_q_blocks;
+#define SPECIAL_HASH 16384u
+static struct special_freed *special_hash[SPECIAL_HASH];
+
+static unsigned special_bucket(const void *user)
+{
+    return (unsigned)(((uintptr_t)user >> 4) % SPECIAL_HASH);
+}
+
+static void special_hash_remove(struct special_freed *f)
+{
+    for (struct special_freed **pp = &special_hash[special_bucket(f->user)]; *pp;
+         pp = &(*pp)->hnext)
+        if (*pp == f) {
+            *pp = f->hnext;
+            return;
+        }
+}
+
+/* The freed special block whose address is exactly user (a second free), or NULL. */
+static struct special_freed *special_freed_exact_locked(const void *user)
+{
+    for (struct special_freed *f = special_hash[special_bucket(user)]; f; f = f->hnext)
+        if (f->user == user)
+            return f;
+    return NULL;
+}
 
 NTSTATUS SoftNdkWdkSetSpecialPool(PCSTR Tags)
 {
@@ -214,11 +241,15 @@ static struct special_freed *special_free_locked(struct pool_hdr *h, void *user)
     f->next = &special_q;
     special_q.prev->next = f;
     special_q.prev = f;
+    unsigned b = special_bucket(user);
+    f->hnext = special_hash[b];
+    special_hash[b] = f;
     if (++special_q_blocks <= SPECIAL_QUARANTINE_BLOCKS)
         return NULL;
     struct special_freed *old = special_q.next;
     old->prev->next = old->next;
     old->next->prev = old->prev;
+    special_hash_remove(old);
     special_q_blocks--;
     return old;
 }
@@ -367,9 +398,9 @@ void wdk_pool_free(PVOID p, ULONG tag, bool check_tag, void *caller)
         wdk_bugcheck_msg(BAD_POOL_CALLER, "ExFreePool(NULL) from %p", caller);
     struct pool_hdr *h = (struct pool_hdr *)(void *)((char *)p - POOL_HDR_SIZE);
     pthread_mutex_lock(&pool_lock);
-    if (special_q_blocks && special_freed_find_locked(p, false)) {
+    struct special_freed *f = special_q_blocks ? special_freed_exact_locked(p) : NULL;
+    if (f) {
         /* its header is on a no-access page now: name it from the record */
-        struct special_freed *f = special_freed_find_locked(p, false);
         void *alloc = f->h.caller, *freer = f->h.freer;
         pthread_mutex_unlock(&pool_lock);
         wdk_bugcheck_msg(BAD_POOL_CALLER,
@@ -476,6 +507,7 @@ ULONG SoftNdkWdkCheckFreedPool(BOOLEAN Release)
         struct special_freed *f = special_q.next;
         f->prev->next = f->next;
         f->next->prev = f->prev;
+        special_hash_remove(f);
         special_q_blocks--;
         special_release(f);
         checked++;

@@ -87,7 +87,7 @@ void wdk_context_leave(struct wdk_context *c);
 /* A thread of the harness starts (a worker): its alternate signal stack, when installed. */
 void wdk_crash_thread_start(void);
 /* The explanation of the bugcheck about to be raised (wdk_bugcheck_msg). */
-void wdk_crash_set_message(const char *fmt, va_list ap);
+__attribute__((format(printf, 1, 0))) void wdk_crash_set_message(const char *fmt, va_list ap);
 void wdk_crash_message(const char *msg);
 /* KeBugCheckEx: the report, then the caller aborts. */
 void wdk_crash_bugcheck(ULONG code, ULONG_PTR p1, ULONG_PTR p2, ULONG_PTR p3, ULONG_PTR p4);
