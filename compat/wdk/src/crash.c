@@ -16,6 +16,7 @@
 #include "wdk_internal.h"
 
 #define UNW_LOCAL_ONLY
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -240,15 +241,33 @@ static void symbolize(void *pc, bool exact, struct frame_info *fi)
         fi->function = name;
         fi->offset = (unsigned long)off + (exact ? 0 : 1);
     }
+    const char *file = NULL;
+    int line = 0;
     Dwfl_Line *l = dwfl_module_getsrc(m, a);
     if (l) {
-        int line = 0;
-        const char *file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
-        if (file) {
-            const char *slash = strrchr(file, '/');
-            fi->file = slash ? slash + 1 : file;
-            fi->line = line;
+        file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
+    } else {
+        /* No .debug_aranges (clang emits none, and libdw 0.188 finds no unit without it):
+         * ask each unit whether it has the address. */
+        Dwarf_Addr bias = 0;
+        Dwarf *dw = dwfl_module_getdwarf(m, &bias);
+        Dwarf_CU *cu = NULL;
+        Dwarf_Die cudie;
+        while (dw && dwarf_get_units(dw, cu, &cu, NULL, NULL, &cudie, NULL) == 0) {
+            if (dwarf_haspc(&cudie, a - bias) <= 0)
+                continue;
+            Dwarf_Line *dl = dwarf_getsrc_die(&cudie, a - bias);
+            if (dl) {
+                file = dwarf_linesrc(dl, NULL, NULL);
+                dwarf_lineno(dl, &line);
+            }
+            break;
         }
+    }
+    if (file) {
+        const char *slash = strrchr(file, '/');
+        fi->file = slash ? slash + 1 : file;
+        fi->line = line;
     }
 }
 
@@ -372,10 +391,11 @@ static void handler(int sig, siginfo_t *si, void *ucv);
 static void install_alt_stack(void)
 {
     /* a stack overflow leaves no stack to report on: each driver thread gets its own */
+    size_t size = 4u << 20; /* libdw and a sanitizer's allocator run on it: pages touched only */
     stack_t cur;
-    if (sigaltstack(NULL, &cur) == 0 && !(cur.ss_flags & SS_DISABLE))
+    /* a sanitizer's own (tens of KiB) is too small for the report */
+    if (sigaltstack(NULL, &cur) == 0 && !(cur.ss_flags & SS_DISABLE) && cur.ss_size >= size)
         return;
-    size_t size = 256 * 1024;
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return;

@@ -32,5 +32,6 @@ set_tests_properties(wdk_case_aliases PROPERTIES LABELS wdk TIMEOUT 60)
 # and a report naming the bugcheck and the driver's line (crash_reports.sh).
 add_test(NAME wdk_crash_reports
   COMMAND sh ${SOFTNDK_WDK_TEST_DIR}/crash_reports.sh $<TARGET_FILE:softndk-wdkrun>
-    $<TARGET_FILE:wdk_crash_driver> ${SOFTNDK_WDK_TEST_DIR}/crash_driver.c)
+    $<TARGET_FILE:wdk_crash_driver> ${SOFTNDK_WDK_TEST_DIR}/crash_driver.c "${SOFTNDK_SANITIZE}"
+    ${CMAKE_C_COMPILER_ID})
 set_tests_properties(wdk_crash_reports PROPERTIES LABELS wdk TIMEOUT 300)
