@@ -7,6 +7,7 @@
  *   overrun   DriverEntry writes one element past the end of a pool array;
  *   assert    NT_ASSERT(FALSE) in DriverUnload;
  *   divide    a division by zero in DriverEntry;
+ *   fail      DriverEntry fails (after deleting its device): the runner frees what it made;
  *   none      a clean load and unload.
  * The lines the reports must name are marked BUG-... for the test to find. */
 #include <ntddk.h>
@@ -114,6 +115,10 @@ NTSTATUS DriverEntry(PDRIVER_OBJECT DriverObject, PUNICODE_STRING RegistryPath)
         KeWaitForSingleObject(&CrashDone, Executive, KernelMode, FALSE, NULL);
     } else if (!strcmp(bug, "overrun")) {
         CrashOverrun();
+    } else if (!strcmp(bug, "fail")) {
+        IoDeleteDevice(CrashDevice);
+        CrashDevice = NULL;
+        return STATUS_INSUFFICIENT_RESOURCES;
     } else if (!strcmp(bug, "divide")) {
         volatile ULONG zero = 0;
         DbgPrint("crash-driver: %lu\n", 100 / zero); /* BUG-DIVIDE */

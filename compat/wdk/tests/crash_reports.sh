@@ -73,6 +73,11 @@ check assert assert - 4 "*** KERNEL_SECURITY_CHECK_FAILURE" "CLASS:   assertion"
   "assertion failed at" "crash_driver.c:$(line_of BUG-ASSERT)" "DOING:   DriverUnload: CrashUnload"
 check divide divide - 11 "*** KMODE_EXCEPTION_NOT_HANDLED" "CLASS:   arithmetic" \
   "integer division by zero" "crash_driver.c:$(line_of BUG-DIVIDE)"
+# A DriverEntry that fails: exit 1, no report, and (under ASan) nothing of the runner's leaks.
+SOFTNDK_WDK_TEST_BUG=fail timeout 60 "$run" -t 30 "$drv" > "$work/out" 2> "$work/err"
+rc=$?
+case=entry_fails
+if [ $rc -ne 1 ] || grep -q "STOP:\|LeakSanitizer" "$work/err"; then fail "exit $rc"; else echo "ok $case"; fi
 # A clean run under special pool: no report, exit 0.
 SOFTNDK_WDK_TEST_BUG=none timeout 60 "$run" -t 30 --special-pool=all "$drv" > "$work/out" 2> "$work/err"
 rc=$?
