@@ -7,10 +7,14 @@
  *   overrun   DriverEntry writes one element past the end of a pool array;
  *   assert    NT_ASSERT(FALSE) in DriverUnload;
  *   divide    a division by zero in DriverEntry;
+ *   callback  a CQ notification callback (DISPATCH_LEVEL, a softndk progress thread) follows a
+ *             NULL pointer;
  *   fail      DriverEntry fails (after deleting its device): the runner frees what it made;
  *   none      a clean load and unload.
  * The lines the reports must name are marked BUG-... for the test to find. */
 #include <ntddk.h>
+#include <netioapi.h>
+#include <wskndk.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +83,77 @@ DECLSPEC_NOINLINE static void CrashOverrun(void)
     ExFreePoolWithTag(a, CRASH_TAG);
 }
 
+/* ---- "callback": an adapter through WSK, a CQ whose notification callback crashes */
+
+static const WSK_CLIENT_DISPATCH CrashWskDispatch = {MAKE_WSK_VERSION(1, 0), 0, NULL};
+static WSK_REGISTRATION CrashWskRegistration;
+static WSK_PROVIDER_NPI CrashWskProvider;
+
+typedef struct _CRASH_QUEUE {
+    PCRASH_SOCKET Socket; /* never set */
+} CRASH_QUEUE;
+static CRASH_QUEUE CrashQueue;
+
+static void CrashCqNotify(PVOID Context, NTSTATUS Status)
+{
+    CRASH_QUEUE *q = Context;
+    UNREFERENCED_PARAMETER(Status);
+    DbgPrint("crash-driver: notified, state %lu\n", q->Socket->State); /* BUG-CALLBACK */
+}
+
+static void CrashCreated(PVOID Context, NTSTATUS Status, NDK_OBJECT_HEADER *Object)
+{
+    UNREFERENCED_PARAMETER(Context);
+    UNREFERENCED_PARAMETER(Status);
+    UNREFERENCED_PARAMETER(Object);
+}
+
+static NTSTATUS CrashInCallback(void)
+{
+    WSK_CLIENT_NPI npi = {NULL, &CrashWskDispatch};
+    WSK_PROVIDER_NDK_DISPATCH ndk;
+    NET_LUID luid;
+    NET_IFINDEX index = 0;
+    NDK_ADAPTER *adapter = NULL;
+    NDK_CQ *cq = NULL;
+    NDK_PD *pd = NULL;
+    NDK_QP *qp = NULL;
+    NTSTATUS status = WskRegister(&npi, &CrashWskRegistration);
+    if (NT_SUCCESS(status))
+        status = WskCaptureProviderNPI(&CrashWskRegistration, WSK_INFINITE_WAIT, &CrashWskProvider);
+    if (NT_SUCCESS(status))
+        status = CrashWskProvider.Dispatch->WskControlClient(
+            CrashWskProvider.Client, WSKNDK_GET_WSK_PROVIDER_NDK_DISPATCH, 0, NULL, sizeof(ndk),
+            &ndk, NULL, NULL);
+    if (NT_SUCCESS(status))
+        status = ConvertInterfaceAliasToLuid(L"lo", &luid);
+    if (NT_SUCCESS(status))
+        status = ConvertInterfaceLuidToIndex(&luid, &index);
+    if (NT_SUCCESS(status)) {
+        NDK_VERSION version = {2, 0};
+        status = ndk.WskOpenNdkAdapter(CrashWskProvider.Client, version, index, &adapter);
+    }
+    if (NT_SUCCESS(status))
+        status = adapter->Dispatch->NdkCreateCq(adapter, 16, CrashCqNotify, &CrashQueue, NULL,
+                                                CrashCreated, NULL, &cq);
+    if (NT_SUCCESS(status))
+        status = adapter->Dispatch->NdkCreatePd(adapter, CrashCreated, NULL, &pd);
+    if (NT_SUCCESS(status))
+        status = pd->Dispatch->NdkCreateQp(pd, cq, cq, NULL, 4, 4, 1, 1, 0, CrashCreated, NULL,
+                                           &qp);
+    if (!NT_SUCCESS(status))
+        return status;
+    /* a receive flushed: a completion, and the armed CQ calls back */
+    cq->Dispatch->NdkArmCq(cq, NDK_CQ_NOTIFY_ANY);
+    status = qp->Dispatch->NdkReceive(qp, NULL, NULL, 0);
+    if (!NT_SUCCESS(status))
+        return status;
+    qp->Dispatch->NdkFlush(qp);
+    LARGE_INTEGER wait = {.QuadPart = -10 * 1000 * 1000 * 10}; /* the crash ends the run */
+    KeDelayExecutionThread(KernelMode, FALSE, &wait);
+    return STATUS_UNSUCCESSFUL;
+}
+
 static DRIVER_UNLOAD CrashUnload;
 static void CrashUnload(PDRIVER_OBJECT DriverObject)
 {
@@ -115,6 +190,8 @@ NTSTATUS DriverEntry(PDRIVER_OBJECT DriverObject, PUNICODE_STRING RegistryPath)
         KeWaitForSingleObject(&CrashDone, Executive, KernelMode, FALSE, NULL);
     } else if (!strcmp(bug, "overrun")) {
         CrashOverrun();
+    } else if (!strcmp(bug, "callback")) {
+        return CrashInCallback();
     } else if (!strcmp(bug, "fail")) {
         IoDeleteDevice(CrashDevice);
         CrashDevice = NULL;

@@ -69,6 +69,11 @@ check uaf_special uaf Crsh 6 "*** DRIVER_PAGE_FAULT_IN_FREED_SPECIAL_POOL" \
 check overrun_special overrun all 7 "*** DRIVER_PAGE_FAULT_BEYOND_END_OF_ALLOCATION" \
   "CLASS:   pool_overrun" "write 1 byte(s) past the end of a pool block" \
   "crash_driver.c:$(line_of BUG-OVERRUN)" "64 bytes (special pool)" "allocated by CrashOverrun"
+# In an NDK callback: DISPATCH_LEVEL on a softndk progress thread, so 0xD1.
+check callback callback - 5 "*** DRIVER_IRQL_NOT_LESS_OR_EQUAL" "CLASS:   null_pointer" \
+  "IRQL:    2 (DISPATCH_LEVEL)" \
+  "DOING:   an NDK CQ notification callback (NDK_FN_CQ_NOTIFICATION_CALLBACK): CrashCqNotify" \
+  "crash_driver.c:$(line_of BUG-CALLBACK)" "notify_work_fn+"
 check assert assert - 4 "*** KERNEL_SECURITY_CHECK_FAILURE" "CLASS:   assertion" \
   "assertion failed at" "crash_driver.c:$(line_of BUG-ASSERT)" "DOING:   DriverUnload: CrashUnload"
 check divide divide - 11 "*** KMODE_EXCEPTION_NOT_HANDLED" "CLASS:   arithmetic" \
