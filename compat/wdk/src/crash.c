@@ -339,11 +339,11 @@ static void stack_summary(void *const *pc, unsigned n, char *out, size_t cap)
 /* ------------------------------------------------------------------------------------------ */
 /* Bugcheck codes (Windows' numbers and names). */
 
-#define BC_KMODE_EXCEPTION_NOT_HANDLED              0x0000001Eu
-#define BC_PAGE_FAULT_IN_NONPAGED_AREA              0x00000050u
-#define BC_SYSTEM_THREAD_EXCEPTION_NOT_HANDLED      0x0000007Eu
-#define BC_UNEXPECTED_KERNEL_MODE_TRAP              0x0000007Fu
-#define BC_DRIVER_PAGE_FAULT_IN_FREED_SPECIAL_POOL  0x000000D5u
+#define BC_KMODE_EXCEPTION_NOT_HANDLED                0x0000001Eu
+#define BC_PAGE_FAULT_IN_NONPAGED_AREA                0x00000050u
+#define BC_SYSTEM_THREAD_EXCEPTION_NOT_HANDLED        0x0000007Eu
+#define BC_UNEXPECTED_KERNEL_MODE_TRAP                0x0000007Fu
+#define BC_DRIVER_PAGE_FAULT_IN_FREED_SPECIAL_POOL    0x000000D5u
 #define BC_DRIVER_PAGE_FAULT_BEYOND_END_OF_ALLOCATION 0x000000D6u
 
 struct pending_bugcheck {
@@ -387,13 +387,15 @@ static int slot_of(int sig)
 }
 
 static void handler(int sig, siginfo_t *si, void *ucv);
+static void *report_stack; /* the reports' own stack (on_report_stack) */
+#define REPORT_STACK_SIZE ((size_t)4 << 20)
 
 static void install_alt_stack(void)
 {
     /* a stack overflow leaves no stack to report on: each driver thread gets its own */
-    size_t size = 4u << 20; /* libdw and a sanitizer's allocator run on it: pages touched only */
+    size_t size = 256u << 10; /* the handler's entry; the report itself has its own stack */
     stack_t cur;
-    /* a sanitizer's own (tens of KiB) is too small for the report */
+    /* a sanitizer's own (tens of KiB) may be too small even for that */
     if (sigaltstack(NULL, &cur) == 0 && !(cur.ss_flags & SS_DISABLE) && cur.ss_size >= size)
         return;
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -416,6 +418,9 @@ VOID SoftNdkWdkInstallCrashReport(PCSTR ReportPath)
         snprintf(report_path, sizeof report_path, "%s", ReportPath);
     if (atomic_exchange(&installed, true))
         return;
+    void *st =
+        mmap(NULL, REPORT_STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    report_stack = st == MAP_FAILED ? NULL : st;
     install_alt_stack();
     for (unsigned i = 0; i < NFATAL; i++) {
         struct sigaction sa;
@@ -476,11 +481,12 @@ static void describe_block(const struct wdk_pool_hit *h, char *out, size_t cap)
         snprintf(freed, sizeof freed, "%p", h->free_caller);
     uint64_t now = wdk_now_ns();
     if (h->freed)
-        snprintf(out, cap,
-                 "freed pool block %p, tag '%s', %zu bytes%s; allocated by %s; freed by %s, %.3f ms "
-                 "before",
-                 h->user, tag, h->size, h->special ? " (special pool)" : "", alloc, freed,
-                 (double)(now - h->free_ns) / 1e6);
+        snprintf(
+            out, cap,
+            "freed pool block %p, tag '%s', %zu bytes%s; allocated by %s; freed by %s, %.3f ms "
+            "before",
+            h->user, tag, h->size, h->special ? " (special pool)" : "", alloc, freed,
+            (double)(now - h->free_ns) / 1e6);
     else
         snprintf(out, cap, "pool block %p, tag '%s', %zu bytes%s; allocated by %s, %.3f ms before",
                  h->user, tag, h->size, h->special ? " (special pool)" : "", alloc,
@@ -580,8 +586,9 @@ static void classify_fault(struct fault *f, const siginfo_t *si, int irql)
         } else if (hit.before) {
             f->exit_class = SOFTNDK_WDK_EXIT_POOL_OVERRUN;
             f->code = BC_DRIVER_PAGE_FAULT_BEYOND_END_OF_ALLOCATION;
-            snprintf(f->what, sizeof f->what, "%s before the start of a pool block at %p (underrun)",
-                     access_name(access), (void *)addr);
+            snprintf(f->what, sizeof f->what,
+                     "%s before the start of a pool block at %p (underrun)", access_name(access),
+                     (void *)addr);
         } else {
             f->exit_class = SOFTNDK_WDK_EXIT_BAD_ADDRESS;
             f->code = BC_PAGE_FAULT_IN_NONPAGED_AREA;
@@ -611,7 +618,7 @@ static void classify_fault(struct fault *f, const siginfo_t *si, int irql)
     } else {
         f->exit_class = SOFTNDK_WDK_EXIT_BAD_ADDRESS;
         snprintf(f->what, sizeof f->what, "%s of %s address %p", access_name(access),
-                 f->sig == SIGBUS                ? "a bad (bus error)"
+                 f->sig == SIGBUS             ? "a bad (bus error)"
                  : si->si_code == SEGV_ACCERR ? "a protected"
                                               : "an unmapped",
                  (void *)addr);
@@ -715,8 +722,8 @@ static void write_report(const struct fault *f)
     if (f->block[0])
         put(&text, "BLOCK:   %s\n", f->block);
     put(&text, "IRQL:    %d (%s)\n", irql,
-        irql == PASSIVE_LEVEL ? "PASSIVE_LEVEL"
-        : irql == APC_LEVEL   ? "APC_LEVEL"
+        irql == PASSIVE_LEVEL    ? "PASSIVE_LEVEL"
+        : irql == APC_LEVEL      ? "APC_LEVEL"
         : irql == DISPATCH_LEVEL ? "DISPATCH_LEVEL"
                                  : "above DISPATCH_LEVEL");
     put(&json, "{\"code\":\"0x%08X\",\"name\":", f->code);
@@ -738,9 +745,9 @@ static void write_report(const struct fault *f)
     unw_cursor_t cur;
     unw_context_t here;
     bool from_signal = f->uc != NULL;
-    int ok = from_signal ? unw_init_local2(&cur, (unw_context_t *)(uintptr_t)f->uc,
-                                           UNW_INIT_SIGNAL_FRAME)
-                         : (unw_getcontext(&here), unw_init_local(&cur, &here));
+    int ok = from_signal
+                 ? unw_init_local2(&cur, (unw_context_t *)(uintptr_t)f->uc, UNW_INIT_SIGNAL_FRAME)
+                 : (unw_getcontext(&here), unw_init_local(&cur, &here));
     if (ok == 0) {
         do {
             unw_word_t ip = 0;
@@ -817,7 +824,7 @@ void wdk_crash_bugcheck(ULONG code, ULONG_PTR p1, ULONG_PTR p2, ULONG_PTR p3, UL
     f.code = code;
     f.p[0] = p1, f.p[1] = p2, f.p[2] = p3, f.p[3] = p4;
     f.exit_class = code == KERNEL_SECURITY_CHECK_FAILURE && p1 == 0x2c ? SOFTNDK_WDK_EXIT_ASSERTION
-                                                                      : SOFTNDK_WDK_EXIT_BUGCHECK;
+                                                                       : SOFTNDK_WDK_EXIT_BUGCHECK;
     pthread_mutex_lock(&pending_lock);
     snprintf(f.what, sizeof f.what, "%s",
              pending.message[0] ? pending.message : "KeBugCheckEx called by the driver");
@@ -835,14 +842,79 @@ static void finish(int sig, int exit_class)
 {
     int s = slot_of(sig);
     struct sigaction *old = s >= 0 ? &previous[s] : NULL;
-    bool chain = old && (old->sa_flags & SA_SIGINFO ? old->sa_sigaction != NULL
-                                                    : old->sa_handler != SIG_DFL &&
-                                                          old->sa_handler != SIG_IGN);
+    bool chain = old && (old->sa_flags & SA_SIGINFO
+                             ? old->sa_sigaction != NULL
+                             : old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN);
     if (chain) {
         sigaction(sig, old, NULL);
         return; /* a fault re-executes the instruction; abort raises again below */
     }
     _exit(exit_class);
+}
+
+/* The report of a signal, on the report stack: one reporter at a time (begin_report). */
+static struct {
+    int sig;
+    siginfo_t *si;
+    struct fault f;
+} job;
+
+static void fault_report(void)
+{
+    symbols_open(); /* before the classification: it names the pool block's stacks */
+    int irql = KeGetCurrentIrql();
+    switch (job.sig) {
+    case SIGSEGV:
+    case SIGBUS:
+        classify_fault(&job.f, job.si, irql);
+        break;
+    case SIGILL:
+        job.f.exit_class = SOFTNDK_WDK_EXIT_ILLEGAL_INSTRUCTION;
+        job.f.code = BC_KMODE_EXCEPTION_NOT_HANDLED;
+        job.f.p[0] = 0xC000001Du; /* STATUS_ILLEGAL_INSTRUCTION */
+        job.f.p[1] = (ULONG_PTR)job.si->si_addr;
+        snprintf(job.f.what, sizeof job.f.what, "illegal instruction at %p", job.si->si_addr);
+        break;
+    case SIGFPE:
+        job.f.exit_class = SOFTNDK_WDK_EXIT_ARITHMETIC;
+        job.f.code = BC_KMODE_EXCEPTION_NOT_HANDLED;
+        job.f.p[0] = job.si->si_code == FPE_INTDIV ? 0xC0000094u : 0xC0000095u;
+        job.f.p[1] = (ULONG_PTR)job.si->si_addr;
+        snprintf(job.f.what, sizeof job.f.what, "%s at %p",
+                 job.si->si_code == FPE_INTDIV ? "integer division by zero"
+                                               : "arithmetic exception",
+                 job.si->si_addr);
+        break;
+    default:
+        job.f.exit_class = SOFTNDK_WDK_EXIT_ABORT;
+        job.f.code = BC_KMODE_EXCEPTION_NOT_HANDLED;
+        job.f.p[0] = 0x40000015u; /* STATUS_FATAL_APP_EXIT: abort() on Windows */
+        snprintf(job.f.what, sizeof job.f.what,
+                 "abort() outside a bugcheck (an assert() or a check of a library, e.g. the NDK "
+                 "consumer verifier under SOFTNDK_VERIFY=strict: its report is above)");
+        break;
+    }
+    write_report(&job.f);
+}
+
+/* The report runs on a stack of its own: the thread's may be exhausted (a stack overflow) or
+ * be a sanitizer's small alternate stack, and libdw needs room. The fault's context is in
+ * job.f.uc, so the unwinder starts there whatever stack the report runs on. */
+static ucontext_t report_ctx, report_return;
+
+static void on_report_stack(void)
+{
+    if (!report_stack) {
+        fault_report();
+        return;
+    }
+    getcontext(&report_ctx);
+    report_ctx.uc_stack.ss_sp = report_stack;
+    report_ctx.uc_stack.ss_size = REPORT_STACK_SIZE;
+    report_ctx.uc_link = &report_return;
+    makecontext(&report_ctx, fault_report, 0);
+    if (swapcontext(&report_return, &report_ctx) != 0)
+        fault_report();
 }
 
 static void handler(int sig, siginfo_t *si, void *ucv)
@@ -857,42 +929,13 @@ static void handler(int sig, siginfo_t *si, void *ucv)
         signal(sig, SIG_DFL);
         return;
     }
-    symbols_open(); /* before the classification: it names the pool block's stacks */
-    struct fault f;
-    memset(&f, 0, sizeof f);
-    f.sig = sig;
-    f.uc = uc;
-    int irql = KeGetCurrentIrql();
-    switch (sig) {
-    case SIGSEGV:
-    case SIGBUS: classify_fault(&f, si, irql); break;
-    case SIGILL:
-        f.exit_class = SOFTNDK_WDK_EXIT_ILLEGAL_INSTRUCTION;
-        f.code = BC_KMODE_EXCEPTION_NOT_HANDLED;
-        f.p[0] = 0xC000001Du; /* STATUS_ILLEGAL_INSTRUCTION */
-        f.p[1] = (ULONG_PTR)si->si_addr;
-        snprintf(f.what, sizeof f.what, "illegal instruction at %p", si->si_addr);
-        break;
-    case SIGFPE:
-        f.exit_class = SOFTNDK_WDK_EXIT_ARITHMETIC;
-        f.code = BC_KMODE_EXCEPTION_NOT_HANDLED;
-        f.p[0] = si->si_code == FPE_INTDIV ? 0xC0000094u : 0xC0000095u;
-        f.p[1] = (ULONG_PTR)si->si_addr;
-        snprintf(f.what, sizeof f.what, "%s at %p",
-                 si->si_code == FPE_INTDIV ? "integer division by zero" : "arithmetic exception",
-                 si->si_addr);
-        break;
-    default:
-        f.exit_class = SOFTNDK_WDK_EXIT_ABORT;
-        f.code = BC_KMODE_EXCEPTION_NOT_HANDLED;
-        f.p[0] = 0x40000015u; /* STATUS_FATAL_APP_EXIT: abort() on Windows */
-        snprintf(f.what, sizeof f.what,
-                 "abort() outside a bugcheck (an assert() or a check of a library, e.g. the NDK "
-                 "consumer verifier under SOFTNDK_VERIFY=strict: its report is above)");
-        break;
-    }
-    write_report(&f);
-    finish(sig, f.exit_class);
+    job.sig = sig;
+    job.si = si;
+    memset(&job.f, 0, sizeof job.f);
+    job.f.sig = sig;
+    job.f.uc = uc;
+    on_report_stack();
+    finish(sig, job.f.exit_class);
     if (sig == SIGABRT || si->si_code <= 0)
         raise(sig); /* sent, not a fault: deliver it again to the previous handler */
 }

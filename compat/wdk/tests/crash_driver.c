@@ -7,6 +7,7 @@
  *   overrun   DriverEntry writes one element past the end of a pool array;
  *   assert    NT_ASSERT(FALSE) in DriverUnload;
  *   divide    a division by zero in DriverEntry;
+ *   stack     a recursion without end in a work item (the stack guard);
  *   callback  a CQ notification callback (DISPATCH_LEVEL, a softndk progress thread) follows a
  *             NULL pointer;
  *   fail      DriverEntry fails (after deleting its device): the runner frees what it made;
@@ -139,8 +140,8 @@ static NTSTATUS CrashInCallback(void)
     if (NT_SUCCESS(status))
         status = adapter->Dispatch->NdkCreatePd(adapter, CrashCreated, NULL, &pd);
     if (NT_SUCCESS(status))
-        status = pd->Dispatch->NdkCreateQp(pd, cq, cq, NULL, 4, 4, 1, 1, 0, CrashCreated, NULL,
-                                           &qp);
+        status =
+            pd->Dispatch->NdkCreateQp(pd, cq, cq, NULL, 4, 4, 1, 1, 0, CrashCreated, NULL, &qp);
     if (!NT_SUCCESS(status))
         return status;
     /* a receive flushed: a completion, and the armed CQ calls back */
@@ -152,6 +153,25 @@ static NTSTATUS CrashInCallback(void)
     LARGE_INTEGER wait = {.QuadPart = -10 * 1000 * 1000 * 10}; /* the crash ends the run */
     KeDelayExecutionThread(KernelMode, FALSE, &wait);
     return STATUS_UNSUCCESSFUL;
+}
+
+static volatile ULONG CrashDepthLimit = 0xFFFFFFFF; /* "a limit": never reached */
+
+DECLSPEC_NOINLINE static ULONG CrashRecurse(ULONG Depth)
+{
+    volatile UCHAR frame[512];
+    frame[0] = (UCHAR)Depth;
+    if (Depth == CrashDepthLimit)
+        return 0;
+    return CrashRecurse(Depth + 1) + frame[0]; /* BUG-STACK */
+}
+
+static void CrashStackWorker(PDEVICE_OBJECT Device, PVOID Context)
+{
+    UNREFERENCED_PARAMETER(Device);
+    UNREFERENCED_PARAMETER(Context);
+    DbgPrint("crash-driver: %lu\n", CrashRecurse(0));
+    KeSetEvent(&CrashDone, 0, FALSE);
 }
 
 static DRIVER_UNLOAD CrashUnload;
@@ -190,6 +210,13 @@ NTSTATUS DriverEntry(PDRIVER_OBJECT DriverObject, PUNICODE_STRING RegistryPath)
         KeWaitForSingleObject(&CrashDone, Executive, KernelMode, FALSE, NULL);
     } else if (!strcmp(bug, "overrun")) {
         CrashOverrun();
+    } else if (!strcmp(bug, "stack")) {
+        KeInitializeEvent(&CrashDone, NotificationEvent, FALSE);
+        CrashItem = IoAllocateWorkItem(CrashDevice);
+        if (!CrashItem)
+            return STATUS_INSUFFICIENT_RESOURCES;
+        IoQueueWorkItem(CrashItem, CrashStackWorker, DelayedWorkQueue, NULL);
+        KeWaitForSingleObject(&CrashDone, Executive, KernelMode, FALSE, NULL);
     } else if (!strcmp(bug, "callback")) {
         return CrashInCallback();
     } else if (!strcmp(bug, "fail")) {

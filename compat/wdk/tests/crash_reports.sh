@@ -77,6 +77,9 @@ check callback callback - 5 "*** DRIVER_IRQL_NOT_LESS_OR_EQUAL" "CLASS:   null_p
   "IRQL:    2 (DISPATCH_LEVEL)" \
   "DOING:   an NDK CQ notification callback (NDK_FN_CQ_NOTIFICATION_CALLBACK): CrashCqNotify" \
   "crash_driver.c:$(line_of BUG-CALLBACK)" "notify_work_fn+"
+check stack stack - 8 "*** UNEXPECTED_KERNEL_MODE_TRAP" "CLASS:   stack_overflow" \
+  "in the guard page below this thread's stack" "DOING:   a work item: CrashStackWorker" \
+  "crash_driver.c:$(line_of BUG-STACK)"
 check assert assert - 4 "*** KERNEL_SECURITY_CHECK_FAILURE" "CLASS:   assertion" \
   "assertion failed at" "crash_driver.c:$(line_of BUG-ASSERT)" "DOING:   DriverUnload: CrashUnload"
 check divide divide - 11 "*** KMODE_EXCEPTION_NOT_HANDLED" "CLASS:   arithmetic" \
