@@ -225,3 +225,76 @@ TEST(write_whose_completion_callback_posts_again_is_not_named)
     }
     fx_pair_close(w.p);
 }
+
+/* [POST-2], the receive queue: a receive posted on a QP in its error state (NdkFlush of the
+ * live connection put it there) completes at once, flushed, from inside NdkReceive; the
+ * callback polls it and posts the next receive on the same queue while the first NdkReceive may
+ * not have returned. */
+static void receive_again(struct fx_side *s, void *arg)
+{
+    struct write_rig *w = arg;
+    NDK_RESULT res[4];
+    uint64_t until = fixture_now_us() + REENTRY_SPIN_US;
+    bool overlapped = false, posted = false;
+    do {
+        w->results += s->cq->Dispatch->NdkGetCqResults(s->cq, res, 4);
+        if (!atomic_load(&w->caller_inside))
+            break;
+        overlapped = true;
+        if (!posted) {
+            NDK_SGE g = fx_sge(s, 0, 64);
+            CHECK_STATUS(s->qp->Dispatch->NdkReceive(s->qp, (void *)0x5151, &g, 1), STATUS_SUCCESS);
+            posted = true;
+            w->posts++;
+        }
+    } while (fixture_now_us() < until);
+    w->overlaps += overlapped;
+}
+
+TEST(receive_whose_completion_callback_posts_again_is_not_named)
+{
+    CHECK(setenv("SOFTNDK_VERIFY_CALLBACK_MS", "1000", 1) == 0);
+    one_cpu();
+    SOFTNDK_OPTIONS oc, os;
+    fx_options(&oc, NULL);
+    fx_options(&os, NULL);
+    oc.Verify = os.Verify = SoftNdkVerifyStrict;
+    struct write_rig w = {.p = fx_pair_open_with(&oc, &os, 1u << 16, 16, 16)};
+    struct fx_side *sv = &w.p->sv;
+    sv->qp->Dispatch->NdkFlush(sv->qp); /* the error state: receives complete at once */
+    NDK_RESULT res[4];
+    sv->on_notify_arg = &w;
+    sv->on_notify = receive_again;
+    unsigned base = harness_event_count(&sv->cq_ev);
+    uint64_t t0 = fixture_now_ms();
+    for (unsigned i = 0; i < REENTRY_ROUNDS; i++) {
+        unsigned n;
+        while ((n = sv->cq->Dispatch->NdkGetCqResults(sv->cq, res, 4)) > 0)
+            w.results += n;
+        sv->cq->Dispatch->NdkArmCq(sv->cq, NDK_CQ_NOTIFY_ANY);
+        NDK_SGE g = fx_sge(sv, 0, 64);
+        atomic_store(&w.caller_inside, true);
+        NTSTATUS st = sv->qp->Dispatch->NdkReceive(sv->qp, (void *)(uintptr_t)(i + 1), &g, 1);
+        atomic_store(&w.caller_inside, false);
+        CHECK_STATUS(st, STATUS_SUCCESS);
+        CHECK_MSG(harness_event_wait(&sv->cq_ev, base + i + 1, FIXTURE_WAIT_MS),
+                  "round %u: no notification", i);
+        CHECK_MSG(fixture_now_ms() - t0 < REENTRY_BOUND_MS, "round %u: past the bound", i);
+    }
+    unsigned n;
+    while ((n = sv->cq->Dispatch->NdkGetCqResults(sv->cq, res, 4)) > 0)
+        w.results += n;
+    CHECK_EQ_U64(w.results, REENTRY_ROUNDS + w.posts);
+    fprintf(stderr,
+            "%u rounds, %u receive(s) posted by callbacks while NdkReceive had not returned\n",
+            REENTRY_ROUNDS, w.posts);
+    sv->on_notify = NULL;
+    SOFTNDK_COUNTERS c;
+    for (int side = 0; side < 2; side++) {
+        fx_counters(side ? w.p->as : w.p->ac, &c);
+        for (int i = 0; i < SOFTNDK_VERIFY_RULE_SLOTS; i++)
+            CHECK_MSG(c.VerifyViolations[i] == 0, "side %d: VerifyViolations[%d] = %llu", side, i,
+                      (unsigned long long)c.VerifyViolations[i]);
+    }
+    fx_pair_close(w.p);
+}
