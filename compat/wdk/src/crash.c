@@ -348,6 +348,7 @@ static void stack_summary(void *const *pc, unsigned n, char *out, size_t cap)
 
 struct pending_bugcheck {
     char message[1024]; /* the harness's explanation of its own bugcheck */
+    const void *block;  /* the pool block it is about, or NULL */
 };
 static struct pending_bugcheck pending;
 static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -356,6 +357,13 @@ void wdk_crash_set_message(const char *fmt, va_list ap)
 {
     pthread_mutex_lock(&pending_lock);
     vsnprintf(pending.message, sizeof pending.message, fmt, ap);
+    pthread_mutex_unlock(&pending_lock);
+}
+
+void wdk_crash_block(const void *block)
+{
+    pthread_mutex_lock(&pending_lock);
+    pending.block = block;
     pthread_mutex_unlock(&pending_lock);
 }
 
@@ -767,6 +775,15 @@ static void write_report(const struct fault *f)
                                 !strcmp(fi.function, "wdk_bugcheck_msg")))
                 first = i + 1;
         }
+        /* and the harness's routine that found the fault (wdk_pool_free...): the driver's
+         * call of it is the first frame worth reading */
+        while (first + 1 < n) {
+            struct frame_info fi;
+            symbolize(pc[first], false, &fi);
+            if (!fi.module || !strstr(fi.module, "libsoftndk-wdk"))
+                break;
+            first++;
+        }
         if (first >= n)
             first = 0;
     }
@@ -828,9 +845,16 @@ void wdk_crash_bugcheck(ULONG code, ULONG_PTR p1, ULONG_PTR p2, ULONG_PTR p3, UL
     pthread_mutex_lock(&pending_lock);
     snprintf(f.what, sizeof f.what, "%s",
              pending.message[0] ? pending.message : "KeBugCheckEx called by the driver");
+    const void *block = pending.block;
     pthread_mutex_unlock(&pending_lock);
     if (!begin_report())
         return;
+    struct wdk_pool_hit hit;
+    if (block) {
+        symbols_open();
+        if (wdk_pool_find(block, &hit))
+            describe_block(&hit, f.block, sizeof f.block);
+    }
     write_report(&f);
     reported_class = f.exit_class;
     atomic_store(&reported, true);

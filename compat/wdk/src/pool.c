@@ -68,6 +68,7 @@ static long first_written(const struct pool_hdr *h)
 
 static __attribute__((noreturn)) void report_write_after_free(const struct pool_hdr *h, long at)
 {
+    wdk_crash_block((const char *)h + POOL_HDR_SIZE);
     char tag[5];
     SoftNdkWdkFormatTag(h->tag, tag);
     const unsigned char *u = (const unsigned char *)h + POOL_HDR_SIZE;
@@ -403,6 +404,7 @@ void wdk_pool_free(PVOID p, ULONG tag, bool check_tag, void *caller)
         /* its header is on a no-access page now: name it from the record */
         void *alloc = f->h.caller, *freer = f->h.freer;
         pthread_mutex_unlock(&pool_lock);
+        wdk_crash_block(p);
         wdk_bugcheck_msg(BAD_POOL_CALLER,
                          "special pool block %p freed twice (second free from %p; allocated from "
                          "%p, first freed from %p)",
@@ -411,9 +413,11 @@ void wdk_pool_free(PVOID p, ULONG tag, bool check_tag, void *caller)
     uint64_t magic = h->magic;
     if (magic != POOL_LIVE) {
         pthread_mutex_unlock(&pool_lock);
-        if (magic == POOL_DEAD)
+        if (magic == POOL_DEAD) {
+            wdk_crash_block(p);
             wdk_bugcheck_msg(BAD_POOL_CALLER, "pool block %p freed twice (second free from %p)",
                              p, caller);
+        }
         wdk_bugcheck_msg(BAD_POOL_CALLER, "ExFreePool(%p) from %p: not a pool allocation", p,
                          caller);
     }
@@ -431,6 +435,7 @@ void wdk_pool_free(PVOID p, ULONG tag, bool check_tag, void *caller)
     pthread_mutex_lock(&pool_lock);
     if (h->magic != POOL_LIVE) { /* freed by another thread meanwhile */
         pthread_mutex_unlock(&pool_lock);
+        wdk_crash_block(p);
         wdk_bugcheck_msg(BAD_POOL_CALLER, "pool block %p freed twice (second free from %p)", p,
                          caller);
     }

@@ -89,6 +89,8 @@ void wdk_crash_thread_start(void);
 /* The explanation of the bugcheck about to be raised (wdk_bugcheck_msg). */
 __attribute__((format(printf, 1, 0))) void wdk_crash_set_message(const char *fmt, va_list ap);
 void wdk_crash_message(const char *msg);
+/* The pool block the bugcheck about to be raised is about: the report names it (BLOCK). */
+void wdk_crash_block(const void *block);
 /* KeBugCheckEx: the report, then the caller aborts. */
 void wdk_crash_bugcheck(ULONG code, ULONG_PTR p1, ULONG_PTR p2, ULONG_PTR p3, ULONG_PTR p4);
 

@@ -6,6 +6,7 @@
  *             the request's `Next` pointer (the free fill) and follows it;
  *   overrun   DriverEntry writes one element past the end of a pool array;
  *   assert    NT_ASSERT(FALSE) in DriverUnload;
+ *   twice     a work request freed twice (a harness bugcheck: BAD_POOL_CALLER);
  *   divide    a division by zero in DriverEntry;
  *   stack     a recursion without end in a work item (the stack guard);
  *   callback  a CQ notification callback (DISPATCH_LEVEL, a softndk progress thread) follows a
@@ -210,6 +211,12 @@ NTSTATUS DriverEntry(PDRIVER_OBJECT DriverObject, PUNICODE_STRING RegistryPath)
         KeWaitForSingleObject(&CrashDone, Executive, KernelMode, FALSE, NULL);
     } else if (!strcmp(bug, "overrun")) {
         CrashOverrun();
+    } else if (!strcmp(bug, "twice")) {
+        PCRASH_WR wr = CrashAllocateWr();
+        if (!wr)
+            return STATUS_INSUFFICIENT_RESOURCES;
+        CrashFreeWr(wr);
+        CrashFreeWr(wr); /* BUG-TWICE */
     } else if (!strcmp(bug, "stack")) {
         KeInitializeEvent(&CrashDone, NotificationEvent, FALSE);
         CrashItem = IoAllocateWorkItem(CrashDevice);

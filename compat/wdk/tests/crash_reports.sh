@@ -80,6 +80,11 @@ check callback callback - 5 "*** DRIVER_IRQL_NOT_LESS_OR_EQUAL" "CLASS:   null_p
 check stack stack - 8 "*** UNEXPECTED_KERNEL_MODE_TRAP" "CLASS:   stack_overflow" \
   "in the guard page below this thread's stack" "DOING:   a work item: CrashStackWorker" \
   "crash_driver.c:$(line_of BUG-STACK)"
+check twice twice - 3 "*** BAD_POOL_CALLER" "CLASS:   bugcheck" "freed twice" \
+  "DOING:   DriverEntry" "#0  CrashFreeWr+" "crash_driver.c:$(line_of BUG-TWICE)" \
+  "freed by CrashFreeWr" "allocated by CrashAllocateWr"
+check twice_special twice Crsh 3 "*** BAD_POOL_CALLER" "CLASS:   bugcheck" \
+  "special pool block" "freed twice" "crash_driver.c:$(line_of BUG-TWICE)" "(special pool)"
 check assert assert - 4 "*** KERNEL_SECURITY_CHECK_FAILURE" "CLASS:   assertion" \
   "assertion failed at" "crash_driver.c:$(line_of BUG-ASSERT)" "DOING:   DriverUnload: CrashUnload"
 check divide divide - 11 "*** KMODE_EXCEPTION_NOT_HANDLED" "CLASS:   arithmetic" \
