@@ -3,7 +3,8 @@
 # missing. As root it installs; otherwise it prints the command to run.
 #   scripts/deps.sh [--ci]
 # Three sets:
-#   build  what the build needs: without it, this script fails.
+#   build  what the build needs: without it, this script fails (libunwind-dev and libdw-dev:
+#          the WDK harness's bugcheck reports unwind and symbolize with them).
 #   test   what some tests need; without it they skip (exit 77) with the reason:
 #            tshark    wire_oracle, wire_pcap_ndkperf, test_obs_units (the Wireshark decode)
 #            iproute2  every net_* test (network namespaces, veth, tc)
@@ -14,10 +15,9 @@
 #   --ci   what only CI needs: clang and its sanitizer/fuzzer runtimes (.ci/run).
 # The interop suite (ctest -L interop, cmake -DSOFTNDK_INTEROP=ON) installs its own packages
 # (QEMU, a guest kernel, the kernel source; ksmbd-tools only unpacked, since it conflicts with
-# samba) when it runs; it is opt-in and not
-# listed here.
+# samba) when it runs; it is opt-in and not listed here.
 set -eu
-build="cmake ninja-build gcc g++ pkg-config python3 nettle-dev"
+build="cmake ninja-build gcc g++ pkg-config python3 nettle-dev libunwind-dev libdw-dev"
 test="tshark iproute2 nftables liburing-dev samba"
 ci=""
 if [ "${1:-}" = "--ci" ]; then

@@ -184,17 +184,27 @@ bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicite
 /* [CQ-3] under the verifier: the consumer serializes poll, poll-Ex and arm of one CQ. A call
  * that finds another inside reports it; the counter costs two atomics per call, paid only with
  * the verifier on (callers branch here once). */
-static void verify_enter(struct sndk_cq *cq, const char *call)
+static void verify_enter(struct sndk_verify_call *c, struct sndk_cq *cq, const char *call)
 {
-    if (atomic_fetch_add_explicit(&cq->verify_callers, 1, memory_order_acq_rel) != 0)
+    if (sndk_verify_call_enter(c, &cq->verify_callers) != 0)
         sndk_verify_report(&cq->base, SoftNdkVerifyCqConcurrent, NULL,
                            "%s while another thread was inside NdkGetCqResults(Ex)/NdkArmCq of "
                            "this CQ: serialize them",
                            call);
 }
-static void verify_leave(struct sndk_cq *cq)
+static void verify_leave(struct sndk_verify_call *c)
 {
-    atomic_fetch_sub_explicit(&cq->verify_callers, 1, memory_order_acq_rel);
+    sndk_verify_call_leave(c);
+}
+
+/* The arm is recorded (cq->lock held): from here on a notification it makes due may run, and
+ * its callback poll, before NdkArmCq returns; the arm is out of the CQ-3 count before the lock
+ * that orders the callback after it is released (verify.h, struct sndk_verify_call). */
+static void arm_unlock(struct sndk_cq *cq)
+{
+    if (sndk_verify_on(cq->base.adapter))
+        sndk_verify_call_commit(&cq->verify_callers);
+    sndk_mutex_unlock(&cq->lock);
 }
 
 static void arm(struct sndk_cq *cq, ULONG Type);
@@ -207,9 +217,10 @@ static VOID cq_arm(NDK_CQ *pNdkCq, ULONG Type)
         return;
     }
     if (sndk_verify_on(cq->base.adapter)) {
-        verify_enter(cq, "NdkArmCq");
+        struct sndk_verify_call vc;
+        verify_enter(&vc, cq, "NdkArmCq");
         arm(cq, Type);
-        verify_leave(cq);
+        verify_leave(&vc);
         return;
     }
     arm(cq, Type);
@@ -219,13 +230,13 @@ static void arm(struct sndk_cq *cq, ULONG Type)
 {
     sndk_mutex_lock(&cq->lock);
     if (sndk_obj_closing(&cq->base)) {
-        sndk_mutex_unlock(&cq->lock);
+        arm_unlock(cq);
         return;
     }
     if (cq->dead != STATUS_SUCCESS) {
         /* CQ errors satisfy an arm of any type. */
         fire_locked(cq, cq->dead);
-        sndk_mutex_unlock(&cq->lock);
+        arm_unlock(cq);
         return;
     }
     cq->armed = cq->armed == SNDK_CQ_UNARMED ? (int)Type : arm_merge[cq->armed][Type];
@@ -239,7 +250,7 @@ static void arm(struct sndk_cq *cq, ULONG Type)
             (cq->armed == NDK_CQ_NOTIFY_SOLICITED && fresh_solicited))
             satisfy_locked(cq);
     }
-    sndk_mutex_unlock(&cq->lock);
+    arm_unlock(cq);
     unpark_conns(cq);
 }
 
@@ -441,9 +452,10 @@ static ULONG cq_get_results(NDK_CQ *pNdkCq, NDK_RESULT Results[], ULONG nResults
     if (!cq || (!Results && nResults))
         return 0;
     if (sndk_verify_on(cq->base.adapter)) {
-        verify_enter(cq, "NdkGetCqResults");
+        struct sndk_verify_call vc;
+        verify_enter(&vc, cq, "NdkGetCqResults");
         ULONG n = get_results(cq, nResults, NULL, Results);
-        verify_leave(cq);
+        verify_leave(&vc);
         return n;
     }
     return get_results(cq, nResults, NULL, Results);
@@ -455,9 +467,10 @@ static ULONG cq_get_results_ex(NDK_CQ *pNdkCq, NDK_RESULT_EX Results[], ULONG nR
     if (!cq || (!Results && nResults))
         return 0;
     if (sndk_verify_on(cq->base.adapter)) {
-        verify_enter(cq, "NdkGetCqResultsEx");
+        struct sndk_verify_call vc;
+        verify_enter(&vc, cq, "NdkGetCqResultsEx");
         ULONG n = get_results(cq, nResults, Results, NULL);
-        verify_leave(cq);
+        verify_leave(&vc);
         return n;
     }
     return get_results(cq, nResults, Results, NULL);

@@ -1375,6 +1375,10 @@ static NTSTATUS sq_publish(struct sndk_qp *qp, ULONG flags)
         return STATUS_CONNECTION_INVALID;
     }
     qp->sq_tail++;
+    /* Published: the push below may complete it, and its completion callback may post on
+     * this queue before we return (verify.h, struct sndk_verify_call). */
+    if (sndk_verify_on(qp->base.adapter))
+        sndk_verify_call_commit(&qp->verify_sq_callers);
     sndk_seam_sq_posted(io);
     enum sndk_tx_result res = SNDK_TX_DRAINED;
     /* DEFER: the chain waits for the request that ends it. A blocked socket: the progress
@@ -1593,6 +1597,10 @@ static NTSTATUS qp_receive(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *
     sndk_mutex_lock(&qp->rq_lock);
     NTSTATUS st = sndk_recv_ring_push(&qp->rq, RequestContext, pSgl, nSge,
                                       qp->base.adapter->info.MaxTransferLength);
+    /* Queued: a Send may fill it and its completion callback post again before we return
+     * (verify.h, struct sndk_verify_call). */
+    if (st == STATUS_SUCCESS && sndk_verify_on(qp->base.adapter))
+        sndk_verify_call_commit(&qp->verify_rq_callers);
     sndk_mutex_unlock(&qp->rq_lock);
     /* A QP in its final state, or whose close began, will never fill it: it completes at
      * once, as flushed (the close flushed the earlier ones; docs/misuse.md). */
@@ -1638,8 +1646,8 @@ static const NDK_QP_DISPATCH qp_dispatch = {
  * itself in on its queue around the real entry, and one that finds another thread inside the
  * same queue reports it (verify/verify.h). Off, the consumer calls the real entries and pays
  * nothing. The handle is only looked up here; the real entry checks and reports it. */
-static struct sndk_qp *verify_queue_enter(NDK_QP *pub, bool initiator, const char *call,
-                                          const void *ctx)
+static struct sndk_qp *verify_queue_enter(struct sndk_verify_call *c, NDK_QP *pub, bool initiator,
+                                          const char *call, const void *ctx)
 {
     struct sndk_obj *o = sndk_obj_lookup(pub, NdkObjectTypeQp);
     if (!o)
@@ -1647,16 +1655,17 @@ static struct sndk_qp *verify_queue_enter(NDK_QP *pub, bool initiator, const cha
     struct sndk_qp *qp = sndk_container_of(o, struct sndk_qp, base);
     sndk_obj_get(o); /* [CLOSE-3]: a close during the post completes after it */
     sndk_verify_queue_enter(
-        o, initiator ? &qp->verify_sq_callers : &qp->verify_rq_callers, SoftNdkVerifyPostConcurrent,
+        c, o, initiator ? &qp->verify_sq_callers : &qp->verify_rq_callers,
+        SoftNdkVerifyPostConcurrent,
         initiator ? "initiator queue of the QP" : "receive queue of the QP", call, ctx);
     return qp;
 }
 
-static void verify_queue_leave(struct sndk_qp *qp, bool initiator)
+static void verify_queue_leave(struct sndk_verify_call *c, struct sndk_qp *qp)
 {
     if (!qp)
         return;
-    sndk_verify_queue_leave(initiator ? &qp->verify_sq_callers : &qp->verify_rq_callers);
+    sndk_verify_queue_leave(c);
     sndk_obj_put(&qp->base);
 }
 
@@ -1672,9 +1681,10 @@ static void verify_close_begin(struct sndk_qp *qp)
 #define VERIFIED_POST(fn, initiator, call, params, args)                                           \
     static NTSTATUS fn##_verified params                                                           \
     {                                                                                              \
-        struct sndk_qp *qp_ = verify_queue_enter(pNdkQp, (initiator), (call), RequestContext);     \
+        struct sndk_verify_call vc_;                                                               \
+        struct sndk_qp *qp_ = verify_queue_enter(&vc_, pNdkQp, (initiator), (call), RequestContext); \
         NTSTATUS st_ = fn args;                                                                    \
-        verify_queue_leave(qp_, (initiator));                                                      \
+        verify_queue_leave(&vc_, qp_);                                                             \
         return st_;                                                                                \
     }
 

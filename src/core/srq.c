@@ -160,6 +160,10 @@ static NTSTATUS srq_receive(NDK_SRQ *pNdkSrq, PVOID RequestContext, const NDK_SG
     sndk_mutex_lock(&srq->lock);
     NTSTATUS st = sndk_recv_ring_push(&srq->ring, RequestContext, pSgl, nSge,
                                       srq->base.adapter->info.MaxTransferLength);
+    /* Queued: a Send may fill it and its completion callback post again before we return
+     * (verify.h, struct sndk_verify_call). */
+    if (st == STATUS_SUCCESS && sndk_verify_on(srq->base.adapter))
+        sndk_verify_call_commit(&srq->verify_callers);
     if (st == STATUS_SUCCESS && srq->rnr_waiters)
         srq_rnr_kick_locked(srq);
     sndk_mutex_unlock(&srq->lock);
@@ -212,10 +216,11 @@ static NTSTATUS srq_receive_verified(NDK_SRQ *pNdkSrq, PVOID RequestContext, con
         return srq_receive(pNdkSrq, RequestContext, pSgl, nSge); /* it reports the handle */
     struct sndk_srq *srq = sndk_container_of(o, struct sndk_srq, base);
     sndk_obj_get(o); /* [CLOSE-3]: a close during the post completes after it */
-    sndk_verify_queue_enter(o, &srq->verify_callers, SoftNdkVerifySrqConcurrent, "SRQ",
+    struct sndk_verify_call vc;
+    sndk_verify_queue_enter(&vc, o, &srq->verify_callers, SoftNdkVerifySrqConcurrent, "SRQ",
                             "NdkSrqReceive", RequestContext);
     NTSTATUS st = srq_receive(pNdkSrq, RequestContext, pSgl, nSge);
-    sndk_verify_queue_leave(&srq->verify_callers);
+    sndk_verify_queue_leave(&vc);
     sndk_obj_put(o);
     return st;
 }

@@ -1063,9 +1063,17 @@ int sndk_engine_create(const struct sndk_engine_options *opt, struct sndk_engine
     }
 
     /* Threads inherit the creator's signal mask: block everything while creating them so that
-     * the host's signals are never delivered on our threads, and give the caller its mask back. */
+     * the host's signals are never delivered on our threads, and give the caller its mask back.
+     * Not the signals of a fault: one raised while blocked kills the process before any handler
+     * (a sanitizer's, the WDK harness's bugcheck report) can say where a consumer callback
+     * crashed. */
     sigset_t all, saved;
     sigfillset(&all);
+    sigdelset(&all, SIGSEGV);
+    sigdelset(&all, SIGBUS);
+    sigdelset(&all, SIGILL);
+    sigdelset(&all, SIGFPE);
+    sigdelset(&all, SIGABRT);
     pthread_sigmask(SIG_SETMASK, &all, &saved);
     unsigned started = 0;
     for (; started < n; started++) {

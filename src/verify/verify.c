@@ -1,6 +1,7 @@
 /* The consumer verifier (verify/verify.h, docs/verifier.md). */
 #include "verify/verify.h"
 
+#include <assert.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -416,4 +417,37 @@ void sndk_verify_close_during_post(struct sndk_obj *o, unsigned inside)
                            "every call on an object return before closing it (softndk: the "
                            "close completes when they have)",
                            inside);
+}
+
+/* The verified calls of this thread, innermost first (verify.h, struct sndk_verify_call). */
+static _Thread_local struct sndk_verify_call *tls_call;
+
+unsigned sndk_verify_call_enter(struct sndk_verify_call *c, atomic_uint *callers)
+{
+    c->callers = callers;
+    c->committed = false;
+    c->outer = tls_call;
+    tls_call = c;
+    return atomic_fetch_add_explicit(callers, 1, memory_order_acq_rel);
+}
+
+void sndk_verify_call_commit(atomic_uint *callers)
+{
+    for (struct sndk_verify_call *c = tls_call; c; c = c->outer) {
+        if (c->callers != callers)
+            continue;
+        if (!c->committed) {
+            c->committed = true;
+            atomic_fetch_sub_explicit(callers, 1, memory_order_acq_rel);
+        }
+        return;
+    }
+}
+
+void sndk_verify_call_leave(struct sndk_verify_call *c)
+{
+    assert(tls_call == c);
+    tls_call = c->outer;
+    if (!c->committed)
+        atomic_fetch_sub_explicit(c->callers, 1, memory_order_acq_rel);
 }

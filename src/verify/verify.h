@@ -147,21 +147,49 @@ void sndk_verify_use_after_close(struct sndk_obj *o);
 void sndk_verify_queue_overlap(struct sndk_obj *o, SOFTNDK_VERIFY_RULE rule, const char *queue,
                                const char *call, const void *ctx);
 
-static inline void sndk_verify_queue_enter(struct sndk_obj *o, atomic_uint *callers,
-                                           SOFTNDK_VERIFY_RULE rule, const char *queue,
-                                           const char *call, const void *ctx)
+/* A verified call in progress on this thread (on the caller's stack): the count it is in.
+ *
+ * A call is counted from its entry until it **commits**: the point where its effect is published
+ * under the object's lock (the arm recorded, the request in its queue). From then on nothing the
+ * call still does is the consumer's to serialize, and a callback the call itself makes due (a
+ * completion the inline send produced, a notification the arm fires at once because a
+ * completion was already queued) can run on a progress thread before the caller has returned.
+ * Such a callback polling the CQ or posting on the queue is the ordinary NDK pattern, not an
+ * overlap: the commit drops the count before the lock that orders the callback after it is
+ * released, so the callback never finds the call still counted. A call that returns without
+ * committing (refused, or with nothing to publish) leaves the count at its return. */
+struct sndk_verify_call {
+    atomic_uint *callers;
+    bool committed;
+    struct sndk_verify_call *outer;
+};
+
+/* Count this thread in on `callers` (c on the caller's stack until sndk_verify_call_leave);
+ * returns the count found (0: nobody else inside). */
+unsigned sndk_verify_call_enter(struct sndk_verify_call *c, atomic_uint *callers);
+/* The call of this thread counted on `callers` commits (no-op when this thread is in no such
+ * call, or it committed already). Call only with sndk_verify_on(). */
+void sndk_verify_call_commit(atomic_uint *callers);
+/* The call returns: out of the count unless it committed. */
+void sndk_verify_call_leave(struct sndk_verify_call *c);
+
+static inline void sndk_verify_queue_enter(struct sndk_verify_call *c, struct sndk_obj *o,
+                                           atomic_uint *callers, SOFTNDK_VERIFY_RULE rule,
+                                           const char *queue, const char *call, const void *ctx)
 {
-    if (atomic_fetch_add_explicit(callers, 1, memory_order_acq_rel) != 0)
+    if (sndk_verify_call_enter(c, callers) != 0)
         sndk_verify_queue_overlap(o, rule, queue, call, ctx);
 }
 
-static inline void sndk_verify_queue_leave(atomic_uint *callers)
+static inline void sndk_verify_queue_leave(struct sndk_verify_call *c)
 {
-    atomic_fetch_sub_explicit(callers, 1, memory_order_acq_rel);
+    sndk_verify_call_leave(c);
 }
 
 /* [CLOSE-3], for the posts only (close_during_post): the close of o (a QP or SRQ, from its
- * close_begin) found `inside` posts on it still running (the sum of its queue counts). The
+ * close_begin) found `inside` posts on it still running and not yet committed (the sum of its
+ * queue counts: a close from the completion callback of a post that has not returned yet is
+ * not one). The
  * verified posts hold a reference on the object for their duration, so such a close completes
  * when they have returned instead of freeing the object under them. */
 void sndk_verify_close_during_post(struct sndk_obj *o, unsigned inside);

@@ -74,6 +74,34 @@ typedef struct _SOFTNDK_WDK_RUN {
 } SOFTNDK_WDK_RUN;
 SOFTNDK_WDK_API int SoftNdkWdkRunDriver(PDRIVER_INITIALIZE DriverInit, const SOFTNDK_WDK_RUN *Run);
 
+/* Bugcheck reports (docs/wdk.md, "Bugcheck reports"): from now on every fatal signal (SIGSEGV,
+ * SIGBUS, SIGILL, SIGFPE, SIGABRT) and every harness bugcheck writes a report to stderr — the
+ * Windows bugcheck code and name, the address and access, its classification (NULL page, freed
+ * pool block with its allocating and freeing stacks, past the end of a block, stack guard,
+ * unmapped), the IRQL, what the thread was doing, a symbolized stack — and, when ReportPath is
+ * not NULL, to ReportPath (text) and ReportPath.json. Then the previous handler of the signal
+ * runs (a sanitizer's report follows ours) or, if there was none, the process exits with the
+ * class's status below. SoftNdkWdkRunDriver installs it (without a file) if not done before. */
+#define SOFTNDK_WDK_EXIT_BUGCHECK            3  /* KeBugCheckEx, a harness check */
+#define SOFTNDK_WDK_EXIT_ASSERTION           4  /* a failed NT_ASSERT / ASSERT */
+#define SOFTNDK_WDK_EXIT_NULL_POINTER        5  /* an access in the NULL page */
+#define SOFTNDK_WDK_EXIT_FREED_POOL          6  /* freed pool, or a pointer read from it */
+#define SOFTNDK_WDK_EXIT_POOL_OVERRUN        7  /* past the end (or before the start) of a block */
+#define SOFTNDK_WDK_EXIT_STACK_OVERFLOW      8
+#define SOFTNDK_WDK_EXIT_BAD_ADDRESS         9  /* unmapped, protected or non-canonical */
+#define SOFTNDK_WDK_EXIT_ILLEGAL_INSTRUCTION 10
+#define SOFTNDK_WDK_EXIT_ARITHMETIC          11 /* division by zero */
+#define SOFTNDK_WDK_EXIT_ABORT               12 /* abort() outside a bugcheck */
+SOFTNDK_WDK_API VOID SoftNdkWdkInstallCrashReport(PCSTR ReportPath);
+
+/* Special pool (docs/wdk.md, "Special pool"), as Driver Verifier's: each allocation with one of
+ * the chosen tags ("Tag1,Tag2", as written in memory order, e.g. "Rdma"; "all": every tag; NULL
+ * or "": none) gets its own pages, ending at a no-access guard page, and its pages are no-access
+ * while it sits in the quarantine after its free: a read or write past its end or after its free
+ * faults at the instruction. Call before the driver allocates. STATUS_INVALID_PARAMETER for a
+ * tag that is not four characters. */
+SOFTNDK_WDK_API NTSTATUS SoftNdkWdkSetSpecialPool(PCSTR Tags);
+
 #ifdef __cplusplus
 }
 #endif

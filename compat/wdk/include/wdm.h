@@ -314,10 +314,24 @@ SOFTNDK_WDK_API SOFTNDK_WDK_NORETURN VOID KeBugCheck(ULONG BugCheckCode);
 SOFTNDK_WDK_API SOFTNDK_WDK_NORETURN VOID SoftNdkWdkAssertFailed(PCSTR Expression, PCSTR Message,
                                                                   PCSTR File, ULONG Line);
 
-#define NT_FRE_ASSERT(exp)                                                                         \
-    ((!(exp)) ? (SoftNdkWdkAssertFailed(#exp, NULL, __FILE__, __LINE__), FALSE) : TRUE)
+/* The assertions are expressions (TRUE when they hold, as the WDK's), and also statements that
+ * draw no -Wunused-value (NT_ASSERT(FALSE); is common): the test is a call, whose unused result
+ * compilers accept. */
+static inline BOOLEAN SoftNdkWdkAssertCheck(int Holds, PCSTR Expression, PCSTR Message, PCSTR File,
+                                            ULONG Line)
+{
+    if (!Holds)
+        SoftNdkWdkAssertFailed(Expression, Message, File, Line);
+    return TRUE;
+}
+/* A free build's NT_VERIFY: the expression's truth, as a call (no -Wunused-value). */
+static inline BOOLEAN SoftNdkWdkVerifyValue(int Holds)
+{
+    return Holds ? TRUE : FALSE;
+}
+#define NT_FRE_ASSERT(exp) SoftNdkWdkAssertCheck((exp) ? 1 : 0, #exp, NULL, __FILE__, __LINE__)
 #define NT_FRE_ASSERTMSG(msg, exp)                                                                 \
-    ((!(exp)) ? (SoftNdkWdkAssertFailed(#exp, (msg), __FILE__, __LINE__), FALSE) : TRUE)
+    SoftNdkWdkAssertCheck((exp) ? 1 : 0, #exp, (msg), __FILE__, __LINE__)
 #if DBG
 #define NT_ASSERT(exp) NT_FRE_ASSERT(exp)
 #define NT_ASSERTMSG(msg, exp) NT_FRE_ASSERTMSG(msg, exp)
@@ -330,8 +344,8 @@ SOFTNDK_WDK_API SOFTNDK_WDK_NORETURN VOID SoftNdkWdkAssertFailed(PCSTR Expressio
 #define NT_ASSERT(exp) ((VOID)0)
 #define NT_ASSERTMSG(msg, exp) ((VOID)0)
 #define NT_ASSERT_ASSUME(exp) ((VOID)0)
-#define NT_VERIFY(exp) ((exp) ? TRUE : FALSE)
-#define NT_VERIFYMSG(msg, exp) ((exp) ? TRUE : FALSE)
+#define NT_VERIFY(exp) SoftNdkWdkVerifyValue((exp) ? 1 : 0)
+#define NT_VERIFYMSG(msg, exp) SoftNdkWdkVerifyValue((exp) ? 1 : 0)
 #define ASSERT(exp) ((VOID)0)
 #define ASSERTMSG(msg, exp) ((VOID)0)
 #endif

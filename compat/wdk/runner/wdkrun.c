@@ -1,15 +1,19 @@
 /* softndk-wdkrun — load an NDK consumer driver built as a shared object and run it as Windows
  * would: DriverEntry, then DriverUnload, then a leak report (SoftNdkWdkRunDriver).
  *
- *   softndk-wdkrun [-n NAME] [-r REGISTRY_PATH] [-t SECONDS] [-q] DRIVER.so
+ *   softndk-wdkrun [-n NAME] [-r REGISTRY_PATH] [-t SECONDS] [-q] [--report FILE]
+ *                  [--special-pool[=TAGS|all]] DRIVER.so
  *
  * Exit status: 0 = loaded, unloaded, nothing leaked; 1 = DriverEntry failed, something leaked,
- * or a timeout; 2 = usage or load error. The last line on stdout says PASS or FAIL. */
+ * or a timeout; 2 = usage or load error; 3 to 12 = the driver crashed, by class
+ * (SOFTNDK_WDK_EXIT_*, with a bugcheck report on stderr). The last line on stdout says PASS or
+ * FAIL (not after a crash). */
 #include "softndk_wdk.h"
 
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,26 +84,46 @@ out:
 static void usage(void)
 {
     fprintf(stderr, "usage: softndk-wdkrun [-n NAME] [-r REGISTRY_PATH] [-t SECONDS] [-q] "
-                    "DRIVER.so\n"
+                    "[--report FILE] [--special-pool[=TAGS|all]] DRIVER.so\n"
                     "  -n NAME           driver name (default: the file name, without lib and .so)\n"
                     "  -r REGISTRY_PATH  the RegistryPath passed to DriverEntry\n"
                     "  -t SECONDS        fail if DriverEntry or DriverUnload hangs this long\n"
-                    "  -q                report problems only\n");
+                    "  -q                report problems only\n"
+                    "  --report FILE     a fatal signal's bugcheck report also to FILE (text) "
+                    "and FILE.json\n"
+                    "  --special-pool[=TAGS|all]  special pool for these pool tags (Rdma,Tag2; "
+                    "default all)\n");
 }
 
 int main(int argc, char **argv)
 {
     SOFTNDK_WDK_RUN run = {sizeof run, NULL, NULL, 0, FALSE};
+    static const struct option longopts[] = {
+        {"report", required_argument, NULL, 'R'},
+        {"special-pool", optional_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *report = NULL;
     int c;
-    while ((c = getopt(argc, argv, "n:r:t:qh")) != -1) {
+    while ((c = getopt_long(argc, argv, "n:r:t:qh", longopts, NULL)) != -1) {
         switch (c) {
         case 'n': run.DriverName = optarg; break;
         case 'r': run.RegistryPath = optarg; break;
         case 't': run.TimeoutSeconds = (ULONG)strtoul(optarg, NULL, 10); break;
         case 'q': run.Quiet = TRUE; break;
+        case 'R': report = optarg; break;
+        case 'S':
+            if (SoftNdkWdkSetSpecialPool(optarg ? optarg : "all") != STATUS_SUCCESS) {
+                fprintf(stderr, "wdkrun: --special-pool=%s: tags of 1 to 4 characters, "
+                                "comma-separated, or all\n", optarg);
+                return 2;
+            }
+            break;
         default: usage(); return c == 'h' ? 0 : 2;
         }
     }
+    SoftNdkWdkInstallCrashReport(report);
     if (optind != argc - 1) {
         usage();
         return 2;

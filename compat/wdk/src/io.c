@@ -148,6 +148,7 @@ static void *worker_main(void *arg)
     (void)arg;
     pthread_setname_np(pthread_self(), "wdk-worker");
     SoftNdkWdkEnterDriverThread();
+    wdk_crash_thread_start();
     pthread_mutex_lock(&wq_lock);
     for (;;) {
         while (IsListEmpty(&wq_head))
@@ -160,10 +161,13 @@ static void *worker_main(void *arg)
         PIO_WORKITEM_ROUTINE r = w->routine;
         PIO_WORKITEM_ROUTINE_EX rx = w->routine_ex;
         pthread_mutex_unlock(&wq_lock);
+        struct wdk_context doing;
+        wdk_context_enter(&doing, WDK_CTX_WORK_ITEM, rx ? (const void *)rx : (const void *)r, w);
         if (rx)
             rx(obj, ctx, w);
         else
             r((PDEVICE_OBJECT)obj, ctx);
+        wdk_context_leave(&doing);
         KIRQL irql = KeGetCurrentIrql();
         if (irql != PASSIVE_LEVEL)
             wdk_bugcheck_msg(WORKER_THREAD_RETURNED_AT_BAD_IRQL,
@@ -553,7 +557,11 @@ VOID IofCompleteRequest(PIRP Irp, CCHAR PriorityBoost)
          * touched here). Pool blocks stay readable in the quarantine, so a free without that
          * status is still recognised below. */
         Irp->SoftNdkState = IRP_ALLOCATED;
-        if (routine(dev, Irp, context) == STATUS_MORE_PROCESSING_REQUIRED)
+        struct wdk_context doing;
+        wdk_context_enter(&doing, WDK_CTX_IRP_COMPLETION, (const void *)routine, Irp);
+        NTSTATUS rst = routine(dev, Irp, context);
+        wdk_context_leave(&doing);
+        if (rst == STATUS_MORE_PROCESSING_REQUIRED)
             return;
         if (Irp->SoftNdkState != IRP_ALLOCATED)
             wdk_bugcheck_msg(DRIVER_VERIFIER_DETECTED_VIOLATION,
@@ -591,7 +599,11 @@ NTSTATUS IofCallDriver(PDEVICE_OBJECT DeviceObject, PIRP Irp)
         IofCompleteRequest(Irp, IO_NO_INCREMENT);
         return STATUS_INVALID_DEVICE_REQUEST;
     }
-    return fn(DeviceObject, Irp);
+    struct wdk_context doing;
+    wdk_context_enter(&doing, WDK_CTX_IRP_DISPATCH, (const void *)fn, Irp);
+    NTSTATUS st = fn(DeviceObject, Irp);
+    wdk_context_leave(&doing);
+    return st;
 }
 
 static KSPIN_LOCK cancel_lock;

@@ -3,7 +3,6 @@
 #include "ntstrsafe.h"
 
 #include <errno.h>
-#include <execinfo.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,9 +102,16 @@ VOID SoftNdkWdkPagedCode(PCSTR File, ULONG Line)
 
 /* ------------------------------------------------------------------------------------------ */
 /* Bugchecks */
-static const char *bugcheck_name(ULONG code)
+const char *wdk_bugcheck_name(ULONG code)
 {
     switch (code) {
+    case 0x0000001E: return "KMODE_EXCEPTION_NOT_HANDLED";
+    case 0x00000050: return "PAGE_FAULT_IN_NONPAGED_AREA";
+    case 0x0000007E: return "SYSTEM_THREAD_EXCEPTION_NOT_HANDLED";
+    case 0x0000007F: return "UNEXPECTED_KERNEL_MODE_TRAP";
+    case 0x000000C5: return "DRIVER_CORRUPTED_EXPOOL";
+    case 0x000000D5: return "DRIVER_PAGE_FAULT_IN_FREED_SPECIAL_POOL";
+    case 0x000000D6: return "DRIVER_PAGE_FAULT_BEYOND_END_OF_ALLOCATION";
     case IRQL_NOT_GREATER_OR_EQUAL: return "IRQL_NOT_GREATER_OR_EQUAL";
     case IRQL_NOT_LESS_OR_EQUAL: return "IRQL_NOT_LESS_OR_EQUAL";
     case SPIN_LOCK_ALREADY_OWNED: return "SPIN_LOCK_ALREADY_OWNED";
@@ -132,16 +138,17 @@ static const char *bugcheck_name(ULONG code)
 
 VOID KeBugCheckEx(ULONG BugCheckCode, ULONG_PTR P1, ULONG_PTR P2, ULONG_PTR P3, ULONG_PTR P4)
 {
-    fprintf(stderr,
-            "\n*** STOP: 0x%08X (0x%016llX, 0x%016llX, 0x%016llX, 0x%016llX)\n*** %s\n",
-            BugCheckCode, (unsigned long long)P1, (unsigned long long)P2, (unsigned long long)P3,
-            (unsigned long long)P4, bugcheck_name(BugCheckCode));
-    void *frames[48];
-    int n = backtrace(frames, 48);
     fflush(stderr);
-    backtrace_symbols_fd(frames, n, 2);
-    /* abort() and not exit(): the process state at the failure is what a core file keeps. */
+    /* The report (crash.c): code, name, parameters, IRQL, what the thread did, the stack. */
+    wdk_crash_bugcheck(BugCheckCode, P1, P2, P3, P4);
+    /* abort() and not exit(): the process state at the failure is what a core file keeps (the
+     * report's handler, when installed, ends the process with the class's status). */
     abort();
+}
+
+bool wdk_is_driver_thread(void)
+{
+    return tls_driver;
 }
 
 VOID KeBugCheck(ULONG BugCheckCode)
@@ -156,6 +163,9 @@ void wdk_bugcheck_msg(ULONG code, const char *fmt, ...)
     fputs("softndk-wdk: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
+    va_end(ap);
+    va_start(ap, fmt);
+    wdk_crash_set_message(fmt, ap);
     va_end(ap);
     KeBugCheckEx(code, 0, 0, 0, 0);
 }
@@ -174,6 +184,10 @@ VOID SoftNdkWdkAssertFailed(PCSTR Expression, PCSTR Message, PCSTR File, ULONG L
 {
     fprintf(stderr, "softndk-wdk: assertion failed at %s:%u: %s%s%s\n", File, Line, Expression,
             Message ? ": " : "", Message ? Message : "");
+    char msg[768];
+    snprintf(msg, sizeof msg, "assertion failed at %s:%u: %s%s%s", File, Line, Expression,
+             Message ? ": " : "", Message ? Message : "");
+    wdk_crash_message(msg);
     KeBugCheckEx(KERNEL_SECURITY_CHECK_FAILURE, 0x2c /* an assertion, FAST_FAIL_ASSERTION */,
                  (ULONG_PTR)Line, 0, 0);
 }

@@ -90,6 +90,13 @@ static void *watchdog(void *arg)
     return NULL;
 }
 
+/* Drivers that could not be unloaded, or left something behind: still referenced (wd_lock). */
+struct kept_driver {
+    DRIVER_OBJECT *drv;
+    struct kept_driver *next;
+};
+static struct kept_driver *kept_drivers;
+
 static void set_phase(const char *phase)
 {
     pthread_mutex_lock(&wd_lock);
@@ -114,20 +121,23 @@ int SoftNdkWdkRunDriver(PDRIVER_INITIALIZE DriverInit, const SOFTNDK_WDK_RUN *Ru
         return 2;
     }
     SoftNdkWdkEnterDriverThread();
-
-    pthread_t wd;
-    bool have_wd = false;
-    if (opts.TimeoutSeconds) {
-        wd_seconds = opts.TimeoutSeconds;
-        have_wd = pthread_create(&wd, NULL, watchdog, NULL) == 0;
-    }
+    SoftNdkWdkInstallCrashReport(NULL); /* a bugcheck report on a fatal signal (crash.c) */
 
     /* The objects the I/O manager would build. */
     DRIVER_OBJECT *drv = calloc(1, sizeof *drv);
     DRIVER_EXTENSION *ext = calloc(1, sizeof *ext);
     if (!drv || !ext) {
         problem("out of memory");
+        free(drv);
+        free(ext);
         return 1;
+    }
+
+    pthread_t wd;
+    bool have_wd = false;
+    if (opts.TimeoutSeconds) {
+        wd_seconds = opts.TimeoutSeconds;
+        have_wd = pthread_create(&wd, NULL, watchdog, NULL) == 0;
     }
     char text[512];
     snprintf(text, sizeof text, "\\Driver\\%s", name);
@@ -152,7 +162,13 @@ int SoftNdkWdkRunDriver(PDRIVER_INITIALIZE DriverInit, const SOFTNDK_WDK_RUN *Ru
     ULONG items_before = SoftNdkWdkQueryWorkItems(NULL);
 
     say("DriverEntry(\\Driver\\%s, %s)", name, text);
+    struct wdk_context doing;
+    wdk_context_enter(&doing, WDK_CTX_DRIVER_ENTRY, (const void *)DriverInit, drv);
     NTSTATUS st = DriverInit(drv, &registry);
+    wdk_context_leave(&doing);
+    /* The registry path is the driver's only during DriverEntry (a driver keeps a copy). */
+    free(registry.Buffer);
+    registry.Buffer = NULL;
     bool ok = NT_SUCCESS(st);
     say("DriverEntry returned %s (0x%08X)", SoftNdkStatusName(st), (unsigned)st);
     if (KeGetCurrentIrql() != PASSIVE_LEVEL) {
@@ -167,7 +183,10 @@ int SoftNdkWdkRunDriver(PDRIVER_INITIALIZE DriverInit, const SOFTNDK_WDK_RUN *Ru
         } else {
             set_phase("DriverUnload");
             say("DriverUnload");
+            wdk_context_enter(&doing, WDK_CTX_DRIVER_UNLOAD, (const void *)drv->DriverUnload,
+                              drv);
             drv->DriverUnload(drv);
+            wdk_context_leave(&doing);
             if (KeGetCurrentIrql() != PASSIVE_LEVEL) {
                 problem("FAIL: DriverUnload returned at IRQL %u", KeGetCurrentIrql());
                 ok = false;
@@ -243,13 +262,22 @@ int SoftNdkWdkRunDriver(PDRIVER_INITIALIZE DriverInit, const SOFTNDK_WDK_RUN *Ru
         say("driver %s loaded, ran and unloaded: no leaks", name);
     else if (leaks)
         problem("FAIL: %u kind(s) of leak after unload", leaks);
-    /* The driver object is freed only when nothing of the driver can still refer to it. */
-    if (rc == 0) {
+    /* The driver object is freed when nothing of the driver can still refer to it: unloaded (or
+     * never loaded: DriverEntry failed) and nothing left behind. Otherwise it stays reachable
+     * (kept_drivers), as a driver that cannot be unloaded stays in memory on Windows. */
+    if (rc != 2 && leaks == 0 && !drv->DeviceObject) {
         free(drv->DriverName.Buffer);
         free(ext->ServiceKeyName.Buffer);
-        free(registry.Buffer);
         free(ext);
         free(drv);
+    } else {
+        struct kept_driver *k = malloc(sizeof *k);
+        if (k) {
+            pthread_mutex_lock(&wd_lock);
+            *k = (struct kept_driver){drv, kept_drivers};
+            kept_drivers = k;
+            pthread_mutex_unlock(&wd_lock);
+        }
     }
     return rc;
 }

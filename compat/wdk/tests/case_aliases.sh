@@ -1,7 +1,8 @@
 #!/bin/sh
 # softndk-wdk-case-aliases: a driver written for a case-insensitive file system (#include
 # "lam.h" for Lam.h, "../Common/Defs.h" for common/defs.h) builds once the alias directory is
-# on the include path, and the helper says what it aliased.
+# on the include path, the helper says what it aliased, and the aliases are forwarding headers
+# through which clang (when installed) gives no -Wnonportable-include-path.
 # usage: case_aliases.sh SCRIPT CC "CFLAGS"
 set -eu
 script=$1 cc=$2 cflags=$3
@@ -31,4 +32,13 @@ grep -q 'alias: common.sub.h -> ' "$work/out" || { cat "$work/out"; fail "common
 # shellcheck disable=SC2086
 $cc $cflags -I"$work/alias" -c "$work/drv/src/driver.c" -o "$work/d.o" 2> "$work/err1" \
   || { cat "$work/out" "$work/err1"; fail "does not compile with the alias directory"; }
+# forwarding headers, not links: clang warns about a mis-cased name reached through a link
+for a in "$work/alias/lam.h" "$work/alias/Common/Defs.h"; do
+  [ -f "$a" ] && [ ! -L "$a" ] || fail "$a is not a forwarding header"
+done
+if command -v clang > /dev/null 2>&1; then
+  # shellcheck disable=SC2086
+  clang $cflags -Werror -Wnonportable-include-path -I"$work/alias" -c "$work/drv/src/driver.c" \
+    -o "$work/d2.o" 2> "$work/err2" || { cat "$work/err2"; fail "clang warns through the aliases"; }
+fi
 echo "PASS wdk_case_aliases"

@@ -456,3 +456,26 @@ TEST(wdk_interlocked_return_values)
     CHECK(InterlockedExchangePointer(&p, NULL) == &y);
     CHECK(p == NULL);
 }
+
+/* NT_ASSERT and friends as statements (NT_ASSERT(FALSE); is common in drivers): no
+ * -Wunused-value under -Werror (this file is built with the project's warnings); as
+ * expressions they are TRUE when they hold; a failed one bugchecks naming the expression. */
+static void assert_false(void *arg)
+{
+    (void)arg;
+    NT_ASSERT(FALSE);
+}
+
+TEST(wdk_nt_assert_is_a_statement_and_an_expression)
+{
+    int x = 1;
+    NT_ASSERT(x == 1);
+    NT_ASSERTMSG("x is one", x == 1);
+    NT_VERIFY(x == 1);
+    NT_VERIFYMSG("x is one", x == 1);
+    ASSERT(x);
+    CHECK(NT_VERIFY(x == 1) == TRUE);
+    CHECK(NT_ASSERT(x != 0) == TRUE);
+    CHECK(wdk_bugchecks(assert_false, NULL, "assertion failed"));
+    CHECK(wdk_bugchecks(assert_false, NULL, "KERNEL_SECURITY_CHECK_FAILURE"));
+}

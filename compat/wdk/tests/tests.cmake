@@ -28,3 +28,10 @@ add_test(NAME wdk_case_aliases
     ${PROJECT_SOURCE_DIR}/compat/wdk/scripts/softndk-wdk-case-aliases ${CMAKE_C_COMPILER}
     "-I${PROJECT_SOURCE_DIR}/compat/wdk/include -I${PROJECT_SOURCE_DIR}/include ${SOFTNDK_WDK_TEST_CFLAGS}")
 set_tests_properties(wdk_case_aliases PROPERTIES LABELS wdk TIMEOUT 60)
+# Bugcheck reports: a driver with deliberate bugs, each run ending with its class's exit status
+# and a report naming the bugcheck and the driver's line (crash_reports.sh).
+add_test(NAME wdk_crash_reports
+  COMMAND sh ${SOFTNDK_WDK_TEST_DIR}/crash_reports.sh $<TARGET_FILE:softndk-wdkrun>
+    $<TARGET_FILE:wdk_crash_driver> ${SOFTNDK_WDK_TEST_DIR}/crash_driver.c "${SOFTNDK_SANITIZE}"
+    ${CMAKE_C_COMPILER_ID})
+set_tests_properties(wdk_crash_reports PROPERTIES LABELS wdk TIMEOUT 300)
