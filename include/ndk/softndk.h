@@ -274,6 +274,10 @@ typedef struct _SOFTNDK_COUNTERS {
                             (DDP untagged, no buffer) */
     ULONG64 FenceReads;  /* WriteCompletion placed: zero-length Reads sent behind Writes to
                             learn they are placed (a consumer Read behind them needs none) */
+    /* Connection setup (docs/connector.md) */
+    ULONG64 SetupsAbandoned; /* connections whose peer reset or closed while they waited for the
+                                consumer (NdkAccept / NdkReject after the connect event,
+                                NdkCompleteConnect after NdkConnect completed) */
 } SOFTNDK_COUNTERS;
 
 SOFTNDK_API NTSTATUS SoftNdkQueryCounters(NDK_ADAPTER *pNdkAdapter, SOFTNDK_COUNTERS *Counters);

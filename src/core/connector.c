@@ -959,8 +959,9 @@ static void io_wait_request(struct sndk_connector *c, uint32_t ev)
 
 static void io_watch_abandon(struct sndk_connector *c, uint32_t ev)
 {
-    if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+    if ((ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && !c->abandoned) {
         sndk_info("connector", "%p: peer gave up during connection setup", (void *)c);
+        sndk_ctr_inc(ctrs_of(c), SNDK_CTR_SETUP_ABANDONED);
         c->abandoned = true;
     }
 }
@@ -1554,17 +1555,25 @@ static NTSTATUS accept_common(struct sndk_connector *c, const struct accept_args
                                conn_state_names[was]);
         return STATUS_INVALID_DEVICE_STATE;
     }
-    if (c->abandoned) {
-        set_state(c, SNDK_CONN_CLOSED);
-        io_stop_locked(c);
-        pthread_mutex_unlock(&c->lock);
-        return STATUS_CONNECTION_ABORTED;
-    }
+    /* A QP that is not this call's to take is refused before anything changes: the connector
+     * stays incoming, the QP as it was (it may serve another connection). */
     struct sndk_qp *qp;
     NTSTATUS st = claim_qp(c, r->qp, &qp);
     if (st != STATUS_SUCCESS) {
         pthread_mutex_unlock(&c->lock);
         return st;
+    }
+    if (c->abandoned) {
+        /* The peer left before this call: the accept fails inline, and its QP ends as after a
+         * failed completion (decisions.md 14c): error, what was posted STATUS_CANCELLED on the
+         * CQ before the call returns. The QP stays bound to c until then, so that no other
+         * connector takes it meanwhile. */
+        set_state_why(c, SNDK_CONN_CLOSED, "NdkAccept after the peer left");
+        io_stop_locked(c);
+        pthread_mutex_unlock(&c->lock);
+        sndk_qp_connect_failed(qp);
+        sndk_obj_unbind(&qp->base, c);
+        return STATUS_CONNECTION_ABORTED;
     }
     c->want_ird = cap_limit(r->ird, info->MaxInboundReadLimit);
     c->want_ord = cap_limit(r->ord, info->MaxOutboundReadLimit);

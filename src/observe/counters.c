@@ -153,6 +153,7 @@ void sndk_counters_read(struct sndk_adapter_ctrs *a, SOFTNDK_COUNTERS *out)
     c.RnrWaits = ld(&a->v[SNDK_CTR_RNR_WAITS]);
     c.RnrTimeouts = ld(&a->v[SNDK_CTR_RNR_TIMEOUTS]);
     c.FenceReads = ld(&a->v[SNDK_CTR_FENCE_READS]);
+    c.SetupsAbandoned = ld(&a->v[SNDK_CTR_SETUP_ABANDONED]);
     for (int i = 0; i < SOFTNDK_VERIFY_RULE_SLOTS; i++)
         c.VerifyViolations[i] = ld(&a->verify[i]);
     if (size > sizeof c)

@@ -50,6 +50,7 @@ enum sndk_ctr {
     SNDK_CTR_RNR_WAITS,         /* Sends that found no receive and waited (RnrWaitMs) */
     SNDK_CTR_RNR_TIMEOUTS,      /* ... whose wait expired: the connection was terminated */
     SNDK_CTR_FENCE_READS,       /* zero-length Reads behind Writes (WriteCompletion placed) */
+    SNDK_CTR_SETUP_ABANDONED,   /* peers gone while their connection waited for the consumer */
     SNDK_CTR_COUNT
 };
 

@@ -152,6 +152,7 @@ char *sndk_stat_snapshot(struct sndk_adapter *a, size_t *len)
     C(RnrWaits);
     C(RnrTimeouts);
     C(FenceReads);
+    C(SetupsAbandoned);
     C(HandshakeInOctets);
     C(HandshakeOutOctets);
     C(MpaRejectsSent);
