@@ -1524,17 +1524,17 @@ TEST(failed_accept_completes_posted_receives_cancelled)
 
 /* A valid MPA Request (RFC 5044 section 7.1, RFC 6581 section 9.1): key, enhanced flag, Rev 2,
  * PD_Length 4, the IRD/ORD word with IRD 1, ORD 1 and no peer-to-peer bit. */
-static const unsigned char good_request[24] = {
-    'M', 'P', 'A', ' ', 'I', 'D', ' ', 'R', 'e', 'q', ' ', 'F', 'r', 'a', 'm', 'e',
-    0x10, 2, 0x00, 0x04, 0x00, 0x01, 0x00, 0x01};
+static const unsigned char good_request[24] = {'M',  'P', 'A',  ' ',  'I',  'D',  ' ',  'R',
+                                               'e',  'q', ' ',  'F',  'r',  'a',  'm',  'e',
+                                               0x10, 2,   0x00, 0x04, 0x00, 0x01, 0x00, 0x01};
 
 /* A raw TCP client of 127.0.0.1:port that sends a valid MPA Request. */
 static int raw_requester(uint16_t port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     CHECK(fd >= 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in sa = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     CHECK(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
     CHECK(send(fd, good_request, sizeof good_request, MSG_NOSIGNAL) == sizeof good_request);
     return fd;
@@ -1686,9 +1686,9 @@ TEST(accept_refused_arguments_leave_qp_and_connector_as_they_were)
     CHECK_STATUS(sv.conn->Dispatch->NdkAccept(sv.conn, sv.qp, 1, 1, big, info.MaxCalleeData + 1,
                                               NULL, NULL, ndk_req_done, &ra),
                  STATUS_INVALID_BUFFER_SIZE);
-    CHECK_STATUS(sv.conn->Dispatch->NdkAccept(sv.conn, sv.qp, 1, 1, NULL, 4, NULL, NULL,
-                                              ndk_req_done, &ra),
-                 STATUS_INVALID_PARAMETER);
+    CHECK_STATUS(
+        sv.conn->Dispatch->NdkAccept(sv.conn, sv.qp, 1, 1, NULL, 4, NULL, NULL, ndk_req_done, &ra),
+        STATUS_INVALID_PARAMETER);
     /* the active side's QP, bound to its connector: someone else's */
     CHECK_STATUS(
         sv.conn->Dispatch->NdkAccept(sv.conn, cl.qp, 1, 1, NULL, 0, NULL, NULL, ndk_req_done, &ra),
@@ -1787,9 +1787,9 @@ TEST(connect_with_shared_endpoint_inline_failure_leaves_qp_idle_with_its_receive
     NDK_CONNECTOR *failed;
     CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &failed),
                  STATUS_SUCCESS);
-    CHECK_STATUS(failed->Dispatch->NdkConnectWithSharedEndpoint(
-                     failed, cl.qp, se, (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
-                     ndk_request_never, NULL),
+    CHECK_STATUS(failed->Dispatch->NdkConnectWithSharedEndpoint(failed, cl.qp, se,
+                                                                (struct sockaddr *)&dst, dlen, 1, 1,
+                                                                NULL, 0, ndk_request_never, NULL),
                  STATUS_ADDRESS_ALREADY_EXISTS);
     check_cq_empty(cl.cq.cq);
     conf_post_recvs(cl.qp, 1, 72);
