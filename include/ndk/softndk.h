@@ -278,6 +278,9 @@ typedef struct _SOFTNDK_COUNTERS {
     ULONG64 SetupsAbandoned; /* connections whose peer reset or closed while they waited for the
                                 consumer (NdkAccept / NdkReject after the connect event,
                                 NdkCompleteConnect after NdkConnect completed) */
+    ULONG64 LogLinesSuppressed; /* log lines a peer could repeat at will (a bad MPA frame, a
+                                   failed handshake, ...) left out by their limit of one line a
+                                   second per kind (docs/observability.md, "Logs") */
 } SOFTNDK_COUNTERS;
 
 SOFTNDK_API NTSTATUS SoftNdkQueryCounters(NDK_ADAPTER *pNdkAdapter, SOFTNDK_COUNTERS *Counters);

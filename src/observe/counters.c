@@ -154,6 +154,7 @@ void sndk_counters_read(struct sndk_adapter_ctrs *a, SOFTNDK_COUNTERS *out)
     c.RnrTimeouts = ld(&a->v[SNDK_CTR_RNR_TIMEOUTS]);
     c.FenceReads = ld(&a->v[SNDK_CTR_FENCE_READS]);
     c.SetupsAbandoned = ld(&a->v[SNDK_CTR_SETUP_ABANDONED]);
+    c.LogLinesSuppressed = ld(&a->v[SNDK_CTR_LOG_SUPPRESSED]);
     for (int i = 0; i < SOFTNDK_VERIFY_RULE_SLOTS; i++)
         c.VerifyViolations[i] = ld(&a->verify[i]);
     if (size > sizeof c)

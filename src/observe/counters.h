@@ -51,6 +51,7 @@ enum sndk_ctr {
     SNDK_CTR_RNR_TIMEOUTS,      /* ... whose wait expired: the connection was terminated */
     SNDK_CTR_FENCE_READS,       /* zero-length Reads behind Writes (WriteCompletion placed) */
     SNDK_CTR_SETUP_ABANDONED,   /* peers gone while their connection waited for the consumer */
+    SNDK_CTR_LOG_SUPPRESSED,    /* log lines on a peer's path left out by their rate limit */
     SNDK_CTR_COUNT
 };
 
@@ -138,6 +139,12 @@ static inline void sndk_cc_set(struct sndk_conn_rec *r, enum sndk_conn_ctr i, ui
 static inline uint64_t sndk_cc_get(const struct sndk_conn_rec *r, enum sndk_conn_ctr i)
 {
     return atomic_load_explicit(&((struct sndk_conn_rec *)r)->c[i], memory_order_relaxed);
+}
+
+/* Where a peer's rate-limited log lines count the ones left out (util/log.h). */
+static inline _Atomic uint64_t *sndk_ctr_log_suppressed(struct sndk_adapter_ctrs *a)
+{
+    return &a->v[SNDK_CTR_LOG_SUPPRESSED];
 }
 
 static inline void sndk_ctr_inc(struct sndk_adapter_ctrs *a, enum sndk_ctr i)
