@@ -3,7 +3,8 @@
  * (<ndk/ndkpi.h>, <ndk/softndk.h>); a figure, never a pass/fail on time (docs/datapath.md,
  * "polling that scales").
  *
- *   idle_poll [--idle N] [--iters K] [--idle-secs S] [--touch] [--addr IP] [--timeout S]
+ *   idle_poll [--idle N] [--iters K] [--idle-secs S] [--touch] [--arm] [--addr IP]
+ *             [--timeout S]
  *
  * Two processes (the client forks the server), so each end has one socket per connection and
  * 10,000 connections fit a 20,000 descriptor limit. Each end puts N + 1 connections on one CQ
@@ -16,7 +17,8 @@
  * for S seconds while each end's consumer polls its CQ every 200 µs: printed, each process's
  * CPU as a percentage of one core, split into the polling thread (the consumer) and the rest
  * (the provider's progress threads). --touch first sends one zero-length message each way on
- * every idle connection, so that they idle after traffic, as a consumer's connections do.
+ * every idle connection, so that they idle after traffic, as a consumer's connections do;
+ * --arm makes the idle phase's consumer arm its CQ after each empty poll (poll, arm, sleep).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -46,6 +48,7 @@ static unsigned g_idle = 0, g_iters = 20000, g_warmup = 1000;
 static unsigned g_timeout_s = 120;
 static unsigned g_idle_secs = 3;
 static bool g_touch;
+static bool g_arm; /* the idle phase arms the CQ after each empty poll (--arm) */
 static const char *g_addr = "127.0.0.1";
 
 static void die(const char *what, NTSTATUS st)
@@ -242,6 +245,8 @@ static struct idle_cpu idle_phase(struct end *e)
     while (now_ns() < end) {
         if (poll_once(e, NULL) != 0)
             die("a completion while idle", STATUS_UNSUCCESSFUL);
+        if (g_arm)
+            e->cq->Dispatch->NdkArmCq(e->cq, NDK_CQ_NOTIFY_ANY);
         nanosleep(&nap, NULL);
     }
     r.wall = now_ns() - w0;
@@ -435,13 +440,15 @@ int main(int argc, char **argv)
             g_addr = v, i++;
         else if (!strcmp(argv[i], "--touch"))
             g_touch = true;
+        else if (!strcmp(argv[i], "--arm"))
+            g_arm = true;
         else if (!strcmp(argv[i], "--idle-secs") && v)
             g_idle_secs = (unsigned)strtoul(v, NULL, 0), i++;
         else if (!strcmp(argv[i], "--timeout") && v)
             g_timeout_s = (unsigned)strtoul(v, NULL, 0), i++;
         else {
             fprintf(stderr, "usage: idle_poll [--idle N] [--iters K] [--idle-secs S] [--touch] "
-                            "[--addr IPv4] [--timeout S]\n");
+                            "[--arm] [--addr IPv4] [--timeout S]\n");
             return 2;
         }
     }
