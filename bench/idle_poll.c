@@ -3,7 +3,8 @@
  * (<ndk/ndkpi.h>, <ndk/softndk.h>); a figure, never a pass/fail on time (docs/datapath.md,
  * "polling that scales").
  *
- *   idle_poll [--idle N] [--iters K] [--addr IP] [--timeout S]
+ *   idle_poll [--idle N] [--iters K] [--idle-secs S] [--touch] [--arm] [--addr IP]
+ *             [--timeout S]
  *
  * Two processes (the client forks the server), so each end has one socket per connection and
  * 10,000 connections fit a 20,000 descriptor limit. Each end puts N + 1 connections on one CQ
@@ -11,7 +12,13 @@
  * completes each connect as its completion arrives; the server accepts each connect event), and
  * then while connection 0 ping-pongs K 64 B Sends, the N others idle. Printed: the setup rate
  * (connections per second, at the client, first NdkConnect to last NdkCompleteConnect
- * completion) and the ping-pong's one-way latency (median and mean of round trip / 2).
+ * completion, and per thousand connections) and the ping-pong's one-way latency (median and
+ * mean of round trip / 2). Then, with --idle-secs S (default 3; 0 skips it), nothing is sent
+ * for S seconds while each end's consumer polls its CQ every 200 µs: printed, each process's
+ * CPU as a percentage of one core, split into the polling thread (the consumer) and the rest
+ * (the provider's progress threads). --touch first sends one zero-length message each way on
+ * every idle connection, so that they idle after traffic, as a consumer's connections do;
+ * --arm makes the idle phase's consumer arm its CQ after each empty poll (poll, arm, sleep).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -39,6 +46,9 @@
 
 static unsigned g_idle = 0, g_iters = 20000, g_warmup = 1000;
 static unsigned g_timeout_s = 120;
+static unsigned g_idle_secs = 3;
+static bool g_touch;
+static bool g_arm; /* the idle phase arms the CQ after each empty poll (--arm) */
 static const char *g_addr = "127.0.0.1";
 
 static void die(const char *what, NTSTATUS st)
@@ -98,9 +108,11 @@ struct end {
     NDK_QP **qp;
     NDK_CONNECTOR **conn;
     struct req *r1, *r2; /* client: connect, complete; server: accept */
+    bool server;
+    unsigned touched; /* zero-length messages received on the idle connections */
 };
 
-static void end_open(struct end *e, unsigned n)
+static void end_open(struct end *e, unsigned n, bool server)
 {
     memset(e, 0, sizeof *e);
     e->n = n;
@@ -111,7 +123,14 @@ static void end_open(struct end *e, unsigned n)
     if (!e->qp || !e->conn || !e->r1 || !e->r2)
         die("calloc", STATUS_NO_MEMORY);
     NDK_VERSION v = {2, 0};
-    NTSTATUS st = SoftNdkOpenAdapter(0, v, NULL, &e->a);
+    /* The server's door takes a whole batch from the one client address: the default
+     * per-peer limit (64) would evict connections of a batch before their Request is read
+     * (docs/listener.md, "Handshake limits"). */
+    SOFTNDK_OPTIONS o;
+    SoftNdkInitOptions(&o);
+    o.HandshakeLimit = 2 * BATCH;
+    o.HandshakePerPeerLimit = 2 * BATCH;
+    NTSTATUS st = SoftNdkOpenAdapter(0, v, server ? &o : NULL, &e->a);
     if (st != STATUS_SUCCESS)
         die("SoftNdkOpenAdapter", st);
     if ((st = e->a->Dispatch->NdkCreatePd(e->a, create_never, NULL, &e->pd)) != STATUS_SUCCESS)
@@ -131,7 +150,9 @@ static void end_open(struct end *e, unsigned n)
     if (st != STATUS_SUCCESS)
         die("NdkRegisterMr", st);
     e->token = e->mr->Dispatch->NdkGetLocalTokenFromMr(e->mr);
-    if ((st = e->a->Dispatch->NdkCreateCq(e->a, 4096, on_cq, e, NULL, create_never, NULL,
+    /* --touch: each idle connection's receive and Send completions may wait together */
+    ULONG depth = g_touch && 2 * n + 64 > 4096 ? 2 * n + 64 : 4096;
+    if ((st = e->a->Dispatch->NdkCreateCq(e->a, depth, on_cq, e, NULL, create_never, NULL,
                                           &e->cq)) != STATUS_SUCCESS)
         die("NdkCreateCq", st);
 }
@@ -144,6 +165,9 @@ static NDK_QP *make_qp(struct end *e, unsigned i)
                                                depth, 1, 1, 0, create_never, NULL, &qp);
     if (st != STATUS_SUCCESS)
         die("NdkCreateQp", st);
+    /* an idle connection takes one zero-length message each way once set up (--touch) */
+    if (i != 0 && (st = qp->Dispatch->NdkReceive(qp, NULL, NULL, 0)) != STATUS_SUCCESS)
+        die("NdkReceive (idle)", st);
     return qp;
 }
 
@@ -174,6 +198,17 @@ static unsigned poll_once(struct end *e, unsigned *recv_ctx)
     for (ULONG j = 0; j < m; j++) {
         if (res[j].Status != STATUS_SUCCESS)
             die("completion", res[j].Status);
+        unsigned qi = (unsigned)(uintptr_t)res[j].QPContext;
+        if (res[j].Type == NdkOperationTypeReceive && qi != 0) {
+            /* an idle connection's one message: the server answers it */
+            e->touched++;
+            if (e->server) {
+                NTSTATUS st = e->qp[qi]->Dispatch->NdkSend(e->qp[qi], NULL, NULL, 0, 0);
+                if (st != STATUS_SUCCESS)
+                    die("NdkSend (idle)", st);
+            }
+            continue;
+        }
         if (res[j].Type == NdkOperationTypeReceive) {
             if (res[j].BytesTransferred != MSG_LEN)
                 die("receive length", STATUS_DATA_OVERRUN);
@@ -183,6 +218,101 @@ static unsigned poll_once(struct end *e, unsigned *recv_ctx)
         }
     }
     return got;
+}
+
+static uint64_t cpu_ns(clockid_t which)
+{
+    struct timespec ts;
+    clock_gettime(which, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* What one end burnt while idle: the polling thread and the whole process, in ns. */
+struct idle_cpu {
+    uint64_t wall, consumer, process;
+};
+
+/* Poll the CQ every 200 µs for g_idle_secs, nothing sent; any completion is an error. */
+static struct idle_cpu idle_phase(struct end *e)
+{
+    struct idle_cpu r = {0, 0, 0};
+    if (g_idle_secs == 0)
+        return r;
+    uint64_t w0 = now_ns(), t0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID),
+             p0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
+    uint64_t end = w0 + (uint64_t)g_idle_secs * 1000000000u;
+    struct timespec nap = {0, 200 * 1000};
+    while (now_ns() < end) {
+        if (poll_once(e, NULL) != 0)
+            die("a completion while idle", STATUS_UNSUCCESSFUL);
+        if (g_arm)
+            e->cq->Dispatch->NdkArmCq(e->cq, NDK_CQ_NOTIFY_ANY);
+        nanosleep(&nap, NULL);
+    }
+    r.wall = now_ns() - w0;
+    r.consumer = cpu_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
+    r.process = cpu_ns(CLOCK_PROCESS_CPUTIME_ID) - p0;
+    if (r.process < r.consumer) /* the two clocks tick apart */
+        r.process = r.consumer;
+    return r;
+}
+
+static void print_idle(const char *who, const struct idle_cpu *c)
+{
+    if (!c->wall)
+        return;
+    printf("idle_poll idle %s %u connections, %.1f s: process %.1f %% of a core (consumer "
+           "polling thread %.1f %%, provider threads %.1f %%)\n",
+           who, g_idle + 1, c->wall / 1e9, 100.0 * c->process / c->wall,
+           100.0 * c->consumer / c->wall, 100.0 * (c->process - c->consumer) / c->wall);
+}
+
+/* Teardown: close every connector (an abortive disconnect, the endpoint released), then every
+ * QP, draining the CQ meanwhile (flushed receives); returns the seconds the connectors took. */
+static atomic_uint g_closed;
+static VOID on_closed(PVOID ctx)
+{
+    (void)ctx;
+    atomic_fetch_add(&g_closed, 1);
+}
+
+static void drain(struct end *e)
+{
+    NDK_RESULT_EX res[64];
+    while (e->cq->Dispatch->NdkGetCqResultsEx(e->cq, res, 64) > 0)
+        ;
+}
+
+static void close_all(struct end *e, NDK_OBJECT_HEADER *(*obj)(struct end *, unsigned),
+                      const char *what)
+{
+    atomic_store(&g_closed, 0);
+    unsigned sync = 0;
+    for (unsigned i = 0; i < e->n; i++) {
+        NDK_OBJECT_HEADER *h = obj(e, i);
+        NTSTATUS st = h->ObjectType == NdkObjectTypeConnector
+                          ? ((NDK_CONNECTOR *)h)->Dispatch->NdkCloseConnector(h, on_closed, NULL)
+                          : ((NDK_QP *)h)->Dispatch->NdkCloseQp(h, on_closed, NULL);
+        if (st == STATUS_SUCCESS)
+            sync++;
+        else if (st != STATUS_PENDING)
+            die(what, st);
+        if (i % 64 == 0)
+            drain(e);
+    }
+    while (atomic_load(&g_closed) + sync < e->n) {
+        check_time(what);
+        drain(e);
+    }
+}
+
+static NDK_OBJECT_HEADER *conn_of(struct end *e, unsigned i)
+{
+    return &e->conn[i]->Header;
+}
+static NDK_OBJECT_HEADER *qp_of(struct end *e, unsigned i)
+{
+    return &e->qp[i]->Header;
 }
 
 /* ---------------------------------------------------------------- server */
@@ -199,10 +329,11 @@ static VOID on_connect_event(PVOID ctx, NDK_CONNECTOR *c)
     pthread_mutex_unlock(&g_inq_mu);
 }
 
-static void server(unsigned n, int port_fd, int done_fd)
+static void server(unsigned n, int port_fd, int done_fd, int cpu_fd)
 {
     struct end e;
-    end_open(&e, n);
+    end_open(&e, n, true);
+    e.server = true;
     g_inq = calloc(n + 16, sizeof *g_inq);
     NDK_LISTENER *l;
     NTSTATUS st =
@@ -249,15 +380,23 @@ static void server(unsigned n, int port_fd, int done_fd)
     }
     /* echo every message of connection 0 */
     unsigned echoed = 0, ctx[16];
+    struct timespec nap = {0, 200 * 1000};
     while (echoed < g_iters + g_warmup) {
         check_time("server echo");
         unsigned got = poll_once(&e, ctx);
+        /* the idle connections' messages come to a consumer that polls every 200 µs, as the
+         * idle phase's does: the progress threads see them first */
+        if (got == 0 && echoed == 0 && g_touch && e.touched < n - 1)
+            nanosleep(&nap, NULL);
         for (unsigned j = 0; j < got; j++) {
             post_recv(&e, ctx[j]);
             post_send(&e);
         }
         echoed += got;
     }
+    struct idle_cpu ic = idle_phase(&e);
+    if (write(cpu_fd, &ic, sizeof ic) != sizeof ic)
+        die("write idle CPU", STATUS_UNSUCCESSFUL);
     char c;
     while (read(done_fd, &c, 1) < 0 && errno == EINTR)
         ;
@@ -299,37 +438,49 @@ int main(int argc, char **argv)
             g_iters = (unsigned)strtoul(v, NULL, 0), i++;
         else if (!strcmp(argv[i], "--addr") && v)
             g_addr = v, i++;
+        else if (!strcmp(argv[i], "--touch"))
+            g_touch = true;
+        else if (!strcmp(argv[i], "--arm"))
+            g_arm = true;
+        else if (!strcmp(argv[i], "--idle-secs") && v)
+            g_idle_secs = (unsigned)strtoul(v, NULL, 0), i++;
         else if (!strcmp(argv[i], "--timeout") && v)
             g_timeout_s = (unsigned)strtoul(v, NULL, 0), i++;
         else {
-            fprintf(stderr, "usage: idle_poll [--idle N] [--iters K] [--addr IPv4] "
-                            "[--timeout S]\n");
+            fprintf(stderr, "usage: idle_poll [--idle N] [--iters K] [--idle-secs S] [--touch] "
+                            "[--arm] [--addr IPv4] [--timeout S]\n");
             return 2;
         }
     }
     unsigned n = g_idle + 1;
     raise_fd_limit(n);
     g_deadline = now_ns() + (uint64_t)g_timeout_s * 1000000000u;
-    int port_pipe[2], done_pipe[2];
-    if (pipe(port_pipe) != 0 || pipe(done_pipe) != 0)
+    int port_pipe[2], done_pipe[2], cpu_pipe[2];
+    if (pipe(port_pipe) != 0 || pipe(done_pipe) != 0 || pipe(cpu_pipe) != 0)
         return 1;
     pid_t pid = fork();
     if (pid < 0)
         return 1;
     if (pid == 0) {
         close(done_pipe[1]);
-        server(n, port_pipe[1], done_pipe[0]);
+        server(n, port_pipe[1], done_pipe[0], cpu_pipe[1]);
     }
     close(done_pipe[0]);
     uint16_t port = 0;
     if (read(port_pipe[0], &port, sizeof port) != sizeof port)
         die("server did not start", STATUS_UNSUCCESSFUL);
     struct end e;
-    end_open(&e, n);
+    end_open(&e, n, false);
     struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = port};
     inet_pton(AF_INET, g_addr, &dst.sin_addr);
-    /* setup: batches of BATCH connects, each completed as its connect completes */
-    uint64_t t0 = now_ns();
+    /* setup: batches of BATCH connects, each completed as its connect completes; the rate of
+     * every thousand is kept */
+    struct mark {
+        unsigned at;
+        double rate;
+    } marks[64];
+    size_t n_marks = 0;
+    uint64_t t0 = now_ns(), t_mark = t0;
     for (unsigned lo = 0; lo < n; lo += BATCH) {
         unsigned hi = lo + BATCH < n ? lo + BATCH : n;
         for (unsigned i = lo; i < hi; i++) {
@@ -371,12 +522,40 @@ int main(int argc, char **argv)
                 established += atomic_load(&e.r2[i].calls) != 0;
         }
         free(asked);
+        if (hi % 1000u == 0 || hi == n) {
+            uint64_t t = now_ns();
+            unsigned since = hi % 1000u ? hi % 1000u : 1000u;
+            if (n_marks < sizeof marks / sizeof marks[0])
+                marks[n_marks++] = (struct mark){hi, since / ((double)(t - t_mark) / 1e9)};
+            t_mark = t;
+        }
     }
     double setup_s = (double)(now_ns() - t0) / 1e9;
     printf("idle_poll softndk %s: %u idle connections on each end's polled CQ\n",
            SoftNdkVersionString(), g_idle);
     printf("idle_poll setup %u connections in %.2f s: %.0f/s\n", n, setup_s, n / setup_s);
+    for (size_t k = 0; k < n_marks; k++)
+        printf("idle_poll setup rate at %u connections: %.0f/s (the last %u)\n", marks[k].at,
+               marks[k].rate, marks[k].at % 1000u ? marks[k].at % 1000u : 1000u);
     fflush(stdout);
+    /* --touch: one zero-length message each way on every idle connection (its QPs have had
+     * traffic, as a consumer's connections usually have) */
+    if (g_touch) {
+        for (unsigned i = 1; i < n; i++) {
+            NTSTATUS st = e.qp[i]->Dispatch->NdkSend(e.qp[i], NULL, NULL, 0, 0);
+            if (st != STATUS_SUCCESS)
+                die("NdkSend (idle)", st);
+            if (i % 64 == 0)
+                poll_once(&e, NULL);
+        }
+        struct timespec nap = {0, 200 * 1000};
+        while (e.touched < n - 1) {
+            check_time("client touch");
+            poll_once(&e, NULL);
+            nanosleep(&nap, NULL);
+        }
+        printf("idle_poll touched %u idle connections (one message each way)\n", n - 1);
+    }
     /* ping-pong on connection 0 */
     uint64_t *rtt = calloc(g_iters, sizeof *rtt);
     for (unsigned k = 0; k < g_iters + g_warmup; k++) {
@@ -388,12 +567,27 @@ int main(int argc, char **argv)
         if (k >= g_warmup)
             rtt[k - g_warmup] = now_ns() - a;
     }
+    struct idle_cpu mine = idle_phase(&e), theirs;
+    if (read(cpu_pipe[0], &theirs, sizeof theirs) != sizeof theirs)
+        die("read the server's idle CPU", STATUS_UNSUCCESSFUL);
     uint64_t sum = 0;
     for (unsigned k = 0; k < g_iters; k++)
         sum += rtt[k];
     qsort(rtt, g_iters, sizeof *rtt, cmp_u64);
     printf("idle_poll 64 B one-way polling: median %.2f us, mean %.2f us (%u round trips)\n",
            rtt[g_iters / 2] / 2000.0, (double)sum / g_iters / 2000.0, g_iters);
+    print_idle("client", &mine);
+    print_idle("server", &theirs);
+    fflush(stdout);
+    /* teardown at the client: as fast as setup, whatever the count */
+    uint64_t c0 = now_ns();
+    close_all(&e, conn_of, "close the connectors");
+    uint64_t c1 = now_ns();
+    close_all(&e, qp_of, "close the QPs");
+    uint64_t c2 = now_ns();
+    printf("idle_poll teardown %u connections: connectors closed in %.2f s (%.0f/s), QPs in "
+           "%.2f s (%.0f/s)\n",
+           n, (c1 - c0) / 1e9, n / ((c1 - c0) / 1e9), (c2 - c1) / 1e9, n / ((c2 - c1) / 1e9));
     fflush(stdout);
     close(done_pipe[1]);
     int status = 0;

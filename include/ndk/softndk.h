@@ -278,6 +278,13 @@ typedef struct _SOFTNDK_COUNTERS {
     ULONG64 InboundWrites;       /* RDMA Write messages placed (counted at their last FPDU) */
     ULONG64 InboundReadRequests; /* RDMA Read Requests accepted for a response */
     ULONG64 RemoteInvalidations; /* tokens invalidated by a received Send with Invalidate */
+    /* Connection setup (docs/connector.md) */
+    ULONG64 SetupsAbandoned; /* connections whose peer reset or closed while they waited for the
+                                consumer (NdkAccept / NdkReject after the connect event,
+                                NdkCompleteConnect after NdkConnect completed) */
+    ULONG64 LogLinesSuppressed; /* log lines a peer could repeat at will (a bad MPA frame, a
+                                   failed handshake, ...) left out by their limit of one line a
+                                   second per kind (docs/observability.md, "Logs") */
 } SOFTNDK_COUNTERS;
 
 SOFTNDK_API NTSTATUS SoftNdkQueryCounters(NDK_ADAPTER *pNdkAdapter, SOFTNDK_COUNTERS *Counters);

@@ -89,6 +89,8 @@ static void door_log(struct sndk_admission *adm, const char *fmt, const char *wh
     uint64_t now = now_us();
     if (adm->log_at_us && now - adm->log_at_us < LOG_EVERY_US) {
         adm->log_suppressed++;
+        atomic_fetch_add_explicit(sndk_ctr_log_suppressed(&listener_of(adm)->base.adapter->ctrs), 1,
+                                  memory_order_relaxed);
         return;
     }
     char buf[64];

@@ -165,6 +165,10 @@ static struct sndk_adapter_ctrs *ctrs_of(struct sndk_connector *c)
     return &c->base.adapter->ctrs;
 }
 
+/* Every line below that a peer can make us write (a handshake it breaks off, a bad frame, a
+ * connection it aborts) goes through the per-site limit of util/log.h. */
+#define peer_log(c) sndk_ctr_log_suppressed(ctrs_of(c))
+
 static bool state_is_up(enum sndk_conn_state s)
 {
     return s == SNDK_CONN_CONNECTED || s == SNDK_CONN_DISCONNECTING;
@@ -457,9 +461,10 @@ static void io_stop_locked(struct sndk_connector *c)
 static void fail_locked(struct sndk_connector *c, NTSTATUS st, const char *why)
 {
     char buf[64];
-    sndk_info("connector", "%p (%s, peer %s): %s: %s", (void *)c, conn_state_names[c->state],
-              c->have_addresses ? sndk_addr_str(&c->peer, buf, sizeof buf) : "?", why,
-              SoftNdkStatusName(st));
+    sndk_info_peer(peer_log(c), "connector", "%p (%s, peer %s): %s: %s", (void *)c,
+                   conn_state_names[c->state],
+                   c->have_addresses ? sndk_addr_str(&c->peer, buf, sizeof buf) : "?", why,
+                   SoftNdkStatusName(st));
     SNDK_TRACE("connector.failed", "connector", c, "\"state\":\"%s\",\"why\":\"%s\",\"status\":\"%s\"",
                conn_state_names[c->state], why, SoftNdkStatusName(st));
     if (!state_is_up(c->state) && c->state != SNDK_CONN_CLOSED)
@@ -624,8 +629,8 @@ static void link_aborted(void *ctx, NTSTATUS status, ULONG reason)
 {
     struct sndk_connector *c = ctx;
     pthread_mutex_lock(&c->lock);
-    sndk_info("connector", "%p: connection aborted: %s (reason %u)", (void *)c,
-              SoftNdkStatusName(status), reason);
+    sndk_info_peer(peer_log(c), "connector", "%p: connection aborted: %s (reason %u)", (void *)c,
+                   SoftNdkStatusName(status), reason);
     SNDK_TRACE("connector.aborted", "connector", c, "\"status\":\"%s\",\"reason\":\"0x%08x\"",
                SoftNdkStatusName(status), reason);
     if (SNDK_LINK_REASON_CLASS(reason) != SNDK_LINK_REASON_LOCAL && c->state != SNDK_CONN_CLOSED)
@@ -764,10 +769,10 @@ static void establish(struct sndk_connector *c)
     if (c->state == SNDK_CONN_ESTABLISHING) {
         set_state(c, SNDK_CONN_CONNECTED);
         char a[64], b[64];
-        sndk_info("connector", "%p connected %s <-> %s (MPA rev %u, CRC %s, IRD %u, ORD %u%s)",
-                  (void *)c, sndk_addr_str(&c->local, a, sizeof a),
-                  sndk_addr_str(&c->peer, b, sizeof b), c->rev, c->crc ? "on" : "off", c->ird,
-                  c->ord, c->p2p ? ", RTR" : "");
+        sndk_info_peer(peer_log(c), "connector",
+                       "%p connected %s <-> %s (MPA rev %u, CRC %s, IRD %u, ORD %u%s)", (void *)c,
+                       sndk_addr_str(&c->local, a, sizeof a), sndk_addr_str(&c->peer, b, sizeof b),
+                       c->rev, c->crc ? "on" : "off", c->ird, c->ord, c->p2p ? ", RTR" : "");
         complete_locked(c, STATUS_SUCCESS);
     } else {
         /* closed while establishing: the close path could not detach yet */
@@ -847,7 +852,8 @@ static void io_req_sent(struct sndk_connector *c, uint32_t ev)
         return;
     if (rc < 0) {
         if (c->mpa.state == SNDK_MPA_RX_ERROR) {
-            sndk_warn("connector", "bad MPA Reply: %s", sndk_mpa_status_name(c->mpa.status));
+            sndk_warn_peer(peer_log(c), "connector", "bad MPA Reply: %s",
+                           sndk_mpa_status_name(c->mpa.status));
             send_llp_terminate(c, sndk_mpa_status_werr(c->mpa.status));
             fail_locked(c, STATUS_CONNECTION_ABORTED, "bad MPA Reply");
         } else if (c->mpa.got > 0) {
@@ -869,7 +875,7 @@ static void io_req_sent(struct sndk_connector *c, uint32_t ev)
         return;
     }
     if (st != 0) {
-        sndk_warn("connector", "MPA Reply refused: %s", sndk_mpa_status_name(st));
+        sndk_warn_peer(peer_log(c), "connector", "MPA Reply refused: %s", sndk_mpa_status_name(st));
         send_llp_terminate(c, sndk_mpa_status_werr(st));
         fail_locked(c, STATUS_CONNECTION_ABORTED, "MPA Reply refused");
         return;
@@ -892,7 +898,8 @@ static void io_wait_request(struct sndk_connector *c, uint32_t ev)
         return;
     if (rc < 0) {
         if (c->mpa.state == SNDK_MPA_RX_ERROR) {
-            sndk_warn("connector", "bad MPA Request: %s", sndk_mpa_status_name(c->mpa.status));
+            sndk_warn_peer(peer_log(c), "connector", "bad MPA Request: %s",
+                           sndk_mpa_status_name(c->mpa.status));
             sndk_ctr_inc(ctrs_of(c), SNDK_CTR_CONNECT_FAILURE);
         }
         SNDK_TRACE("connector.failed", "connector", c, "\"state\":\"%s\",\"why\":\"%s\"",
@@ -913,7 +920,8 @@ static void io_wait_request(struct sndk_connector *c, uint32_t ev)
     struct sndk_mpa_result res;
     int st = sndk_mpa_accept(sndk_mpa_rx_frame(&c->mpa), &pol, NULL, 0, &reply, &res);
     if (st != 0) {
-        sndk_warn("connector", "MPA Request refused: %s", sndk_mpa_status_name(st));
+        sndk_warn_peer(peer_log(c), "connector", "MPA Request refused: %s",
+                       sndk_mpa_status_name(st));
         sndk_ctr_inc(ctrs_of(c), SNDK_CTR_CONNECT_FAILURE);
         sndk_ctr_inc(ctrs_of(c), SNDK_CTR_MPA_REJECT_SENT);
         int len = sndk_mpa_build(c->tx, sizeof c->tx, true, &reply);
@@ -959,8 +967,10 @@ static void io_wait_request(struct sndk_connector *c, uint32_t ev)
 
 static void io_watch_abandon(struct sndk_connector *c, uint32_t ev)
 {
-    if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-        sndk_info("connector", "%p: peer gave up during connection setup", (void *)c);
+    if ((ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && !c->abandoned) {
+        sndk_info_peer(peer_log(c), "connector", "%p: peer gave up during connection setup",
+                       (void *)c);
+        sndk_ctr_inc(ctrs_of(c), SNDK_CTR_SETUP_ABANDONED);
         c->abandoned = true;
     }
 }
@@ -1124,8 +1134,9 @@ static void io_accepting(struct sndk_connector *c, uint32_t ev)
     if (rc == RTR_MORE)
         return;
     if (rc == RTR_FAULT) {
-        sndk_warn("connector", "%p: first FPDU after the Reply is not the RTR: %s", (void *)c,
-                  sndk_wire_err_name(fault.err));
+        sndk_warn_peer(peer_log(c), "connector",
+                       "%p: first FPDU after the Reply is not the RTR: %s", (void *)c,
+                       sndk_wire_err_name(fault.err));
         send_fault_terminate(c, &fault, c->crc);
         fail_locked(c, STATUS_CONNECTION_ABORTED, "first FPDU is not the RTR");
         return;
@@ -1554,17 +1565,25 @@ static NTSTATUS accept_common(struct sndk_connector *c, const struct accept_args
                                conn_state_names[was]);
         return STATUS_INVALID_DEVICE_STATE;
     }
-    if (c->abandoned) {
-        set_state(c, SNDK_CONN_CLOSED);
-        io_stop_locked(c);
-        pthread_mutex_unlock(&c->lock);
-        return STATUS_CONNECTION_ABORTED;
-    }
+    /* A QP that is not this call's to take is refused before anything changes: the connector
+     * stays incoming, the QP as it was (it may serve another connection). */
     struct sndk_qp *qp;
     NTSTATUS st = claim_qp(c, r->qp, &qp);
     if (st != STATUS_SUCCESS) {
         pthread_mutex_unlock(&c->lock);
         return st;
+    }
+    if (c->abandoned) {
+        /* The peer left before this call: the accept fails inline, and its QP ends as after a
+         * failed completion (decisions.md 14c): error, what was posted STATUS_CANCELLED on the
+         * CQ before the call returns. The QP stays bound to c until then, so that no other
+         * connector takes it meanwhile. */
+        set_state_why(c, SNDK_CONN_CLOSED, "NdkAccept after the peer left");
+        io_stop_locked(c);
+        pthread_mutex_unlock(&c->lock);
+        sndk_qp_connect_failed(qp);
+        sndk_obj_unbind(&qp->base, c);
+        return STATUS_CONNECTION_ABORTED;
     }
     c->want_ird = cap_limit(r->ird, info->MaxInboundReadLimit);
     c->want_ord = cap_limit(r->ord, info->MaxOutboundReadLimit);

@@ -40,6 +40,7 @@ static bool interval_governs(const struct sndk_cq *cq)
 static void notify_work_fn(struct sndk_work *w);
 static void unpark_conns(struct sndk_cq *cq);
 static void mod_timer_fn(struct sndk_timer *t);
+static void park_timer_fn(struct sndk_timer *t);
 
 /* Make the callback due and make sure the work runs. Caller holds cq->lock. */
 static void fire_locked(struct sndk_cq *cq, NTSTATUS status)
@@ -363,10 +364,40 @@ bool sndk_cq_polling(const struct sndk_cq *cq)
 
 void sndk_cq_parked(struct sndk_cq *cq, int delta)
 {
-    if (delta > 0)
-        atomic_fetch_add_explicit(&cq->parked, 1, memory_order_relaxed);
-    else
+    if (delta < 0) {
         atomic_fetch_sub_explicit(&cq->parked, 1, memory_order_relaxed);
+        return;
+    }
+    atomic_fetch_add_explicit(&cq->parked, 1, memory_order_relaxed);
+    sndk_mutex_lock(&cq->lock);
+    if (!cq->park_check_ref && !sndk_obj_closing(&cq->base)) {
+        cq->park_check_ref = true;
+        sndk_obj_get(&cq->base);
+        sndk_timer_arm(cq->base.adapter->engine, &cq->park_timer, SNDK_CQ_PARK_CHECK_US);
+    }
+    sndk_mutex_unlock(&cq->lock);
+}
+
+/* The park check, one per CQ however many of its connections are parked: a consumer that
+ * stopped polling without arming (it polls no more, or only armed) gets them all unparked;
+ * while it polls, the check comes again as long as any is parked. Its cost does not grow with
+ * the connections: it walks them only when the consumer stopped, once. */
+static void park_timer_fn(struct sndk_timer *t)
+{
+    struct sndk_cq *cq = sndk_container_of(t, struct sndk_cq, park_timer);
+    if (!sndk_cq_polling(cq))
+        unpark_conns(cq);
+    sndk_mutex_lock(&cq->lock);
+    /* a park after this look arms the check again (it finds park_check_ref false) */
+    bool again =
+        atomic_load_explicit(&cq->parked, memory_order_relaxed) > 0 && !sndk_obj_closing(&cq->base);
+    if (again)
+        sndk_timer_arm(cq->base.adapter->engine, &cq->park_timer, SNDK_CQ_PARK_CHECK_US);
+    else
+        cq->park_check_ref = false;
+    sndk_mutex_unlock(&cq->lock);
+    if (!again)
+        sndk_obj_put(&cq->base);
 }
 
 /* The consumer armed the CQ: it stops polling, so the progress threads receive again. Only
@@ -554,9 +585,16 @@ static void cq_close_begin(struct sndk_obj *o)
         cq->timer_ref = false;
         drop_timer_ref = true;
     }
+    bool drop_park_ref = false;
+    if (cq->park_check_ref && sndk_timer_cancel(&cq->park_timer)) {
+        cq->park_check_ref = false; /* a check running now sees the close and stops */
+        drop_park_ref = true;
+    }
     sndk_mutex_unlock(&cq->lock);
     if (drop_timer_ref)
         atomic_fetch_sub_explicit(&cq->base.refs, 1, memory_order_acq_rel); /* open ref remains */
+    if (drop_park_ref)
+        atomic_fetch_sub_explicit(&cq->base.refs, 1, memory_order_acq_rel);
 }
 
 static void cq_destroy(struct sndk_obj *o)
@@ -625,6 +663,7 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
     sndk_work_init(&cq->notify_work, notify_work_fn);
     sndk_work_init(&cq->overrun_work, overrun_work_fn);
     sndk_timer_init(&cq->mod_timer, mod_timer_fn);
+    sndk_timer_init(&cq->park_timer, park_timer_fn);
     sndk_obj_init(&cq->base, a, &cq_ops, &cq_dispatch);
     atomic_init(&cq->verify_callers, 0);
     atomic_init(&cq->parked, 0);

@@ -107,6 +107,12 @@ struct sndk_cq {
     /* Connections whose progress thread left the receiving to this CQ's poller (parked):
      * an arm walks the connections only when there are any. */
     atomic_uint parked;
+    /* While any is parked, one check every SNDK_CQ_PARK_CHECK_US for all of them: a consumer
+     * that stopped polling without arming gets its connections back to the progress threads
+     * (docs/datapath.md, "parking"). Under cq->lock: park_check_ref (the timer is pending or
+     * running and holds a reference). */
+    bool park_check_ref;
+    struct sndk_timer park_timer;
 };
 
 /* Coarse monotonic milliseconds, cheap enough for every empty poll. */
@@ -141,7 +147,9 @@ void sndk_cq_conn_remove(struct sndk_cq *cq, struct sndk_cq_conn *node);
  * receive, EPOLLOUT while it waits for socket space; 0 leaves the set). Any thread; takes only
  * the CQ's innermost ready_mu, so the owner may hold its own locks. */
 void sndk_cq_conn_watch(struct sndk_cq *cq, struct sndk_cq_conn *node, uint32_t events);
-/* A connection feeding cq parked (+1) or unparked (-1) its receive side. Any thread. */
+/* A connection feeding cq parked (+1) or unparked (-1) its receive side; a park arms the CQ's
+ * one park check if it is not pending. Any thread; takes cq->lock on a park. */
+#define SNDK_CQ_PARK_CHECK_US 5000u
 void sndk_cq_parked(struct sndk_cq *cq, int delta);
 
 #endif

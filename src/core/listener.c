@@ -87,7 +87,8 @@ static void on_listen_ready(struct sndk_source *s, uint32_t events)
                 return;
             }
             if (errno != EAGAIN && errno != EWOULDBLOCK)
-                sndk_warn("listener", "accept: %s", strerror(errno));
+                sndk_warn_peer(sndk_ctr_log_suppressed(&l->base.adapter->ctrs), "listener",
+                               "accept: %s", strerror(errno));
             return;
         }
         peer.len = plen;

@@ -429,11 +429,6 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
         io->shut_timer_ref = false;
         drop_timer_ref = true;
     }
-    bool drop_park_ref = false;
-    if (io->park_timer_ref && sndk_timer_cancel(&io->park_timer)) {
-        io->park_timer_ref = false;
-        drop_park_ref = true;
-    }
     if (was == SNDK_QP_DISCONNECTING || f->graceful) {
         /* sndk_qp_shutdown is waiting: it learns the end, whatever it was. */
         io->ev_shut_status = f->graceful ? f->shut_status : f->link_status;
@@ -447,8 +442,6 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
     if (remove_src)
         sndk_source_remove(&io->src, &io->src_done);
     if (drop_timer_ref)
-        sndk_obj_put(&qp->base);
-    if (drop_park_ref)
         sndk_obj_put(&qp->base);
     while (stall_refs-- > 0)
         sndk_obj_put(&qp->base);
@@ -749,7 +742,8 @@ static bool qp_poll_tx(struct sndk_qp *qp)
 /* Parking (docs/datapath.md): while a consumer polls the receive CQ it receives itself, so the
  * progress thread stops watching EPOLLIN. Otherwise every arriving message would wake it, and
  * the wake-up costs the sender and competes with the consumer for the CPU. Arming the CQ
- * unparks; a timer unparks too once the consumer stopped polling without arming. */
+ * unparks; the CQ's one park check unparks too once the consumer stopped polling without
+ * arming (cq.c park_timer_fn: no timer per connection). */
 static void qp_unpark_rx(struct sndk_qp *qp);
 
 static void park_rx(struct sndk_qp *qp)
@@ -772,17 +766,8 @@ static void park_rx(struct sndk_qp *qp)
     /* The consumer may have armed between our look at the CQ and the park: its unpark ran
      * before rx_parked was set and found nothing to do. It cleared the stamp before taking
      * tx_lock, so this second look sees that. */
-    if (!sndk_cq_polling(qp->rcq)) {
+    if (!sndk_cq_polling(qp->rcq))
         qp_unpark_rx(qp);
-        return;
-    }
-    sndk_mutex_lock(&qp->state_lock);
-    if (!io->park_timer_ref && qp_state(qp) != SNDK_QP_ERROR) {
-        io->park_timer_ref = true;
-        sndk_obj_get(&qp->base);
-        sndk_timer_arm_on(io->engine, io->thread, &io->park_timer, SNDK_PARK_CHECK_US);
-    }
-    sndk_mutex_unlock(&qp->state_lock);
 }
 
 static void qp_unpark_rx(struct sndk_qp *qp)
@@ -797,27 +782,6 @@ static void qp_unpark_rx(struct sndk_qp *qp)
         sndk_tx_update_events(io); /* level-triggered: bytes already there report at once */
     }
     sndk_mutex_unlock(&qp->tx_lock);
-}
-
-static void park_timer_fn(struct sndk_timer *t)
-{
-    struct sndk_qp_io *io = sndk_container_of(t, struct sndk_qp_io, park_timer);
-    struct sndk_qp *qp = io->qp;
-    bool polling = sndk_cq_polling(qp->rcq);
-    if (!polling)
-        qp_unpark_rx(qp);
-    sndk_mutex_lock(&qp->tx_lock);
-    bool parked = io->rx_parked && !sndk_conn_stopped(io);
-    sndk_mutex_unlock(&qp->tx_lock);
-    sndk_mutex_lock(&qp->state_lock);
-    bool keep = parked && qp_state(qp) != SNDK_QP_ERROR;
-    if (keep)
-        sndk_timer_arm_on(io->engine, io->thread, &io->park_timer, SNDK_PARK_CHECK_US);
-    else
-        io->park_timer_ref = false;
-    sndk_mutex_unlock(&qp->state_lock);
-    if (!keep)
-        sndk_obj_put(&qp->base);
 }
 
 /* ------------------------------------------------- what the QP's CQs drive (cq.h) */
@@ -1092,7 +1056,6 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     sndk_work_init(&io->detach_work, detach_work_fn);
     sndk_work_init(&io->end_work, end_work_fn);
     sndk_timer_init(&io->shut_timer, shut_timer_fn);
-    sndk_timer_init(&io->park_timer, park_timer_fn);
     sndk_timer_init(&io->tx_stall_timer, tx_stall_timer_fn);
     sndk_timer_init(&io->rx_stall_timer, rx_stall_timer_fn);
     sndk_timer_init(&io->rnr_timer, rnr_timer_fn);

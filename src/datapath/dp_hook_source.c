@@ -84,10 +84,9 @@ static bool attach(struct sndk_qp_io *io, const struct sndk_link_params *p)
         return false;
     io->src_iov = calloc(SNDK_TX_IOV, sizeof *io->src_iov);
     if (!io->src_iov)
-        sndk_warn("qp",
-                  "QP %p: no memory for the source check: this connection is not "
-                  "checked",
-                  (void *)qp);
+        sndk_warn_peer(sndk_ctr_log_suppressed(&qp->base.adapter->ctrs), "qp",
+                       "QP %p: no memory for the source check: this connection is not checked",
+                       (void *)qp);
     return io->src_iov != NULL;
 }
 

@@ -20,8 +20,7 @@
 #define SNDK_TX_BATCH 64   /* FPDUs gathered into one writev */
 #define SNDK_TX_IOV   512  /* iovecs of one writev (<= IOV_MAX) */
 #define SNDK_TX_SEG_IOV 34 /* iovecs one FPDU may use: header, 32 payload pieces, trailer */
-#define SNDK_RX_STAGE 4096 /* receive staging for headers and small messages, see rx.c */
-#define SNDK_PARK_CHECK_US 5000 /* how often a parked connection checks its consumer polls */
+#define SNDK_RX_STAGE   4096 /* receive staging for headers and small messages, see rx.c */
 
 /* Why a connection ends, gathered where it is found and acted on by sndk_qp_fail(). */
 struct sndk_fail {
@@ -210,8 +209,7 @@ struct sndk_qp_io {
     struct sndk_work end_work;     /* on `thread`: sndk_qp_fail(end_due); holds a reference */
     struct sndk_fail end_due;      /* the end handed over (written with the move to failing) */
     struct sndk_work *detach_done;
-    struct sndk_timer shut_timer;  /* sndk_qp_shutdown's bound; holds a reference */
-    struct sndk_timer park_timer;  /* while parked: safety net; holds a reference */
+    struct sndk_timer shut_timer; /* sndk_qp_shutdown's bound; holds a reference */
     struct sndk_cq_conn rconn, iconn;
     struct sndk_dp_hooks hooks;    /* attached at the seams of dp_seams.h (set before publication) */
     struct sndk_fault_conn *fc;    /* fault rules of this connection (docs/faults.md), or NULL */
@@ -238,7 +236,6 @@ struct sndk_qp_io {
     bool detached;
     bool close_rst;                /* close the socket with RST */
     bool shut_timer_ref;
-    bool park_timer_ref;
     NTSTATUS ev_abort_status, ev_shut_status;
     ULONG ev_abort_reason;
 

@@ -35,10 +35,11 @@ static void fence_init(struct sndk_qp_io *io)
     io->write_placed = io->qp->base.adapter->cfg.write_completion == SoftNdkWriteCompletionPlaced;
     if (io->write_placed && io->ord == 0) {
         io->write_placed = false;
-        sndk_warn("tx",
-                  "QP %p: WriteCompletion placed needs an RDMA Read credit (ORD 0 on this "
-                  "connection): its Writes complete when handed to TCP",
-                  (void *)io->qp);
+        /* per connection, and the peer's IRD decides it */
+        sndk_warn_peer(sndk_ctr_log_suppressed(&io->qp->base.adapter->ctrs), "tx",
+                       "QP %p: WriteCompletion placed needs an RDMA Read credit (ORD 0 on this "
+                       "connection): its Writes complete when handed to TCP",
+                       (void *)io->qp);
     }
 }
 

@@ -156,6 +156,8 @@ void sndk_counters_read(struct sndk_adapter_ctrs *a, SOFTNDK_COUNTERS *out)
     c.InboundWrites = ld(&a->v[SNDK_CTR_INBOUND_WRITES]);
     c.InboundReadRequests = ld(&a->v[SNDK_CTR_INBOUND_READS]);
     c.RemoteInvalidations = ld(&a->v[SNDK_CTR_REMOTE_INVAL]);
+    c.SetupsAbandoned = ld(&a->v[SNDK_CTR_SETUP_ABANDONED]);
+    c.LogLinesSuppressed = ld(&a->v[SNDK_CTR_LOG_SUPPRESSED]);
     for (int i = 0; i < SOFTNDK_VERIFY_RULE_SLOTS; i++)
         c.VerifyViolations[i] = ld(&a->verify[i]);
     if (size > sizeof c)

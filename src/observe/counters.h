@@ -53,6 +53,8 @@ enum sndk_ctr {
     SNDK_CTR_INBOUND_WRITES,    /* RDMA Write messages the peers placed in our memory */
     SNDK_CTR_INBOUND_READS,     /* RDMA Read Requests of the peers accepted for a response */
     SNDK_CTR_REMOTE_INVAL,      /* tokens invalidated by a peer's Send with Invalidate */
+    SNDK_CTR_SETUP_ABANDONED,   /* peers gone while their connection waited for the consumer */
+    SNDK_CTR_LOG_SUPPRESSED,    /* log lines on a peer's path left out by their rate limit */
     SNDK_CTR_COUNT
 };
 
@@ -140,6 +142,12 @@ static inline void sndk_cc_set(struct sndk_conn_rec *r, enum sndk_conn_ctr i, ui
 static inline uint64_t sndk_cc_get(const struct sndk_conn_rec *r, enum sndk_conn_ctr i)
 {
     return atomic_load_explicit(&((struct sndk_conn_rec *)r)->c[i], memory_order_relaxed);
+}
+
+/* Where a peer's rate-limited log lines count the ones left out (util/log.h). */
+static inline _Atomic uint64_t *sndk_ctr_log_suppressed(struct sndk_adapter_ctrs *a)
+{
+    return &a->v[SNDK_CTR_LOG_SUPPRESSED];
 }
 
 static inline void sndk_ctr_inc(struct sndk_adapter_ctrs *a, enum sndk_ctr i)

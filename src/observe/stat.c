@@ -155,6 +155,8 @@ char *sndk_stat_snapshot(struct sndk_adapter *a, size_t *len)
     C(InboundWrites);
     C(InboundReadRequests);
     C(RemoteInvalidations);
+    C(SetupsAbandoned);
+    C(LogLinesSuppressed);
     C(HandshakeInOctets);
     C(HandshakeOutOctets);
     C(MpaRejectsSent);
@@ -268,8 +270,10 @@ static void on_accept(struct sndk_source *src, uint32_t ev)
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) != 0 || cr.uid != geteuid()) {
             static const char msg[] = "error\tpermission denied: not the adapter's user\n";
             (void)!send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-            sndk_warn("stat", "ndkstat client uid %d refused (serving uid %d only)",
-                      crlen == sizeof cr ? (int)cr.uid : -1, (int)geteuid());
+            /* another local user can connect at will */
+            sndk_warn_peer(sndk_ctr_log_suppressed(&s->a->ctrs), "stat",
+                           "ndkstat client uid %d refused (serving uid %d only)",
+                           crlen == sizeof cr ? (int)cr.uid : -1, (int)geteuid());
             close(fd);
             continue;
         }

@@ -39,3 +39,37 @@ void sndk_log_write(enum sndk_log_level level, const char *subsystem, const char
     /* One fprintf per line so that lines from several threads do not interleave. */
     fprintf(stderr, "%s\n", line);
 }
+
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+void sndk_log_limited(struct sndk_log_limit *lim, _Atomic uint64_t *suppressed_ctr,
+                      enum sndk_log_level level, const char *subsystem, const char *fmt, ...)
+{
+    uint64_t now = mono_us();
+    uint64_t next = atomic_load_explicit(&lim->next_us, memory_order_relaxed);
+    /* One writer per window: the thread whose exchange moves the window on. */
+    if (now < next ||
+        !atomic_compare_exchange_strong_explicit(&lim->next_us, &next, now + SNDK_LOG_PEER_EVERY_US,
+                                                 memory_order_relaxed, memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&lim->suppressed, 1, memory_order_relaxed);
+        if (suppressed_ctr)
+            atomic_fetch_add_explicit(suppressed_ctr, 1, memory_order_relaxed);
+        return;
+    }
+    uint64_t left_out = atomic_exchange_explicit(&lim->suppressed, 0, memory_order_relaxed);
+    char msg[896];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (left_out)
+        sndk_log_write(level, subsystem, "%s (%llu similar lines suppressed)", msg,
+                       (unsigned long long)left_out);
+    else
+        sndk_log_write(level, subsystem, "%s", msg);
+}

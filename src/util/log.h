@@ -4,7 +4,9 @@
 #ifndef SOFTNDK_UTIL_LOG_H
 #define SOFTNDK_UTIL_LOG_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 enum sndk_log_level {
     SNDK_LOG_ERROR = 0,
@@ -28,5 +30,30 @@ void sndk_log_write(enum sndk_log_level level, const char *subsystem, const char
 #define sndk_warn(subsys, ...)  sndk_log(SNDK_LOG_WARN, subsys, __VA_ARGS__)
 #define sndk_info(subsys, ...)  sndk_log(SNDK_LOG_INFO, subsys, __VA_ARGS__)
 #define sndk_debug(subsys, ...) sndk_log(SNDK_LOG_DEBUG, subsys, __VA_ARGS__)
+
+/* A line a remote peer can repeat at will (once per connection it opens, per frame it sends):
+ * written at most once a second per call site, the others left out and counted, in
+ * *suppressed_ctr (an adapter's LogLinesSuppressed, or NULL) and in the next line written,
+ * which ends "(N similar lines suppressed)" (docs/observability.md, "Logs"). Error, warn and
+ * info lines on a peer's path all go through here; debug lines are per event by design. */
+#define SNDK_LOG_PEER_EVERY_US 1000000u
+
+struct sndk_log_limit {
+    _Atomic uint64_t next_us;    /* CLOCK_MONOTONIC µs before which the site stays quiet */
+    _Atomic uint64_t suppressed; /* lines left out since the last one written */
+};
+
+void sndk_log_limited(struct sndk_log_limit *lim, _Atomic uint64_t *suppressed_ctr,
+                      enum sndk_log_level level, const char *subsystem, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+#define sndk_log_peer(level, ctr, subsys, ...)                                                     \
+    do {                                                                                           \
+        static struct sndk_log_limit sndk_log_site_;                                               \
+        if (sndk_log_enabled(level))                                                               \
+            sndk_log_limited(&sndk_log_site_, ctr, level, subsys, __VA_ARGS__);                    \
+    } while (0)
+#define sndk_warn_peer(ctr, subsys, ...) sndk_log_peer(SNDK_LOG_WARN, ctr, subsys, __VA_ARGS__)
+#define sndk_info_peer(ctr, subsys, ...) sndk_log_peer(SNDK_LOG_INFO, ctr, subsys, __VA_ARGS__)
 
 #endif

@@ -1514,3 +1514,389 @@ TEST(failed_accept_completes_posted_receives_cancelled)
     harness_event_destroy(&ra.ev);
     ndk_close_adapter(a);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Inline failures of the calls that take a QP (docs/connector.md, decisions.md 14c): a failed
+ * NdkAccept ends its QP (what was posted completes STATUS_CANCELLED before the call returns);
+ * a failed NdkConnect, NdkConnectWithSharedEndpoint or NdkCompleteConnect leaves it idle, its
+ * receives posted for the next connection it is given to; a call refused for its arguments
+ * changes nothing. */
+
+/* A valid MPA Request (RFC 5044 section 7.1, RFC 6581 section 9.1): key, enhanced flag, Rev 2,
+ * PD_Length 4, the IRD/ORD word with IRD 1, ORD 1 and no peer-to-peer bit. */
+static const unsigned char good_request[24] = {'M',  'P', 'A',  ' ',  'I',  'D',  ' ',  'R',
+                                               'e',  'q', ' ',  'F',  'r',  'a',  'm',  'e',
+                                               0x10, 2,   0x00, 0x04, 0x00, 0x01, 0x00, 0x01};
+
+/* A raw TCP client of 127.0.0.1:port that sends a valid MPA Request. */
+static int raw_requester(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_in sa = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    CHECK(send(fd, good_request, sizeof good_request, MSG_NOSIGNAL) == sizeof good_request);
+    return fd;
+}
+
+/* Close with a reset (SO_LINGER 0): the peer gives up abruptly. */
+static void reset_close(int fd)
+{
+    struct linger lg = {1, 0};
+    CHECK(setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) == 0);
+    close(fd);
+}
+
+struct ctr_wait {
+    NDK_ADAPTER *a;
+    ULONG64 want;
+};
+
+static SOFTNDK_COUNTERS counters_of(NDK_ADAPTER *a)
+{
+    SOFTNDK_COUNTERS c;
+    memset(&c, 0, sizeof c);
+    c.Size = sizeof c;
+    CHECK_STATUS(SoftNdkQueryCounters(a, &c), STATUS_SUCCESS);
+    return c;
+}
+
+static bool abandoned_reached(void *arg)
+{
+    struct ctr_wait *w = arg;
+    return counters_of(w->a).SetupsAbandoned >= w->want;
+}
+
+/* Wait (bounded) until the adapter saw `n` peers leave during setup. */
+static bool wait_abandoned(NDK_ADAPTER *a, ULONG64 n)
+{
+    struct ctr_wait w = {a, n};
+    return harness_wait_until(abandoned_reached, &w, FIXTURE_WAIT_MS);
+}
+
+/* No result on the CQ now. */
+static void check_cq_empty(NDK_CQ *cq)
+{
+    NDK_RESULT_EX res;
+    CHECK_EQ_U64(cq->Dispatch->NdkGetCqResultsEx(cq, &res, 1), 0);
+}
+
+/* Over an established connection, sv sends one zero-length message: it lands in cl's oldest
+ * receive, whose RequestContext is `want`. */
+static void check_first_receive_served(struct side *cl, struct side *sv, uintptr_t want)
+{
+    CHECK_STATUS(sv->qp->Dispatch->NdkSend(sv->qp, (void *)7, NULL, 0, 0), STATUS_SUCCESS);
+    NDK_RESULT_EX res;
+    CHECK(poll_result(cl->cq.cq, &res));
+    CHECK_STATUS(res.Status, STATUS_SUCCESS);
+    CHECK_EQ_U64(res.Type, NdkOperationTypeReceive);
+    CHECK(res.RequestContext == (void *)want && res.QPContext == cl);
+    CHECK(poll_result(sv->cq.cq, &res));
+    CHECK_STATUS(res.Status, STATUS_SUCCESS);
+    CHECK(res.RequestContext == (void *)7);
+}
+
+TEST(accept_after_the_peer_reset_fails_inline_and_cancels_posted_receives)
+{
+    NDK_ADAPTER *a = conf_open();
+    struct server srv;
+    uint16_t port;
+    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    struct side sv;
+    memset(&sv, 0, sizeof sv);
+    sv.a = a;
+    sv.pd = conf_pd(a);
+    conf_cq_create(a, &sv.cq, 64);
+    sv.qp = conf_qp(sv.pd, sv.cq.cq, sv.cq.cq, &sv, 64);
+    harness_event_init(&sv.disc.ev);
+    /* the peer sends its Request, then resets before the consumer answers */
+    int fd = raw_requester(port);
+    CHECK(harness_event_wait(&srv.ev, 1, FIXTURE_WAIT_MS));
+    sv.conn = srv.incoming[0];
+    conf_post_recvs(sv.qp, 64, 100);
+    reset_close(fd);
+    CHECK(wait_abandoned(a, 1));
+    struct ndk_req ra;
+    ndk_req_init(&ra);
+    CHECK_STATUS(
+        sv.conn->Dispatch->NdkAccept(sv.conn, sv.qp, 1, 1, NULL, 0, NULL, NULL, ndk_req_done, &ra),
+        STATUS_CONNECTION_ABORTED);
+    /* every receive is on the CQ when the call returns, in posting order */
+    NDK_RESULT_EX res[64];
+    ULONG n = sv.cq.cq->Dispatch->NdkGetCqResultsEx(sv.cq.cq, res, 64);
+    CHECK_EQ_U64(n, 64);
+    for (ULONG i = 0; i < n; i++) {
+        CHECK_STATUS(res[i].Status, STATUS_CANCELLED);
+        CHECK_EQ_U64(res[i].Type, NdkOperationTypeReceive);
+        CHECK(res[i].RequestContext == (void *)(uintptr_t)(100 + i) && res[i].QPContext == &sv);
+    }
+    /* an inline failure has no completion */
+    CHECK(!harness_event_wait(&ra.ev, 1, 50));
+    /* the QP is in error: a later receive completes at once, an initiator request is refused */
+    conf_post_recvs(sv.qp, 1, 200);
+    CHECK_EQ_U64(sv.cq.cq->Dispatch->NdkGetCqResultsEx(sv.cq.cq, res, 4), 1);
+    CHECK_STATUS(res[0].Status, STATUS_CANCELLED);
+    CHECK(res[0].RequestContext == (void *)200);
+    CHECK_STATUS(sv.qp->Dispatch->NdkSend(sv.qp, NULL, NULL, 0, 0), STATUS_CONNECTION_INVALID);
+    /* the connector is closed: nothing to accept or disconnect any more */
+    CHECK_STATUS(
+        sv.conn->Dispatch->NdkAccept(sv.conn, sv.qp, 1, 1, NULL, 0, NULL, NULL, ndk_req_done, &ra),
+        STATUS_INVALID_DEVICE_STATE);
+    CHECK_STATUS(sv.conn->Dispatch->NdkDisconnect(sv.conn, ndk_req_done, &ra),
+                 STATUS_CONNECTION_INVALID);
+    SOFTNDK_COUNTERS c = counters_of(a);
+    CHECK_EQ_U64(c.SetupsAbandoned, 1);
+    CHECK_EQ_U64(c.IncomingUnanswered, 0);
+    CHECK_EQ_U64(c.Accept, 0);
+    side_close(&sv);
+    fixture_close_wait(&srv.listener->Header);
+    harness_event_destroy(&ra.ev);
+    ndk_close_adapter(a);
+}
+
+TEST(accept_refused_arguments_leave_qp_and_connector_as_they_were)
+{
+    NDK_ADAPTER *a = conf_open();
+    NDK_ADAPTER_INFO info;
+    conf_query(a, &info);
+    struct server srv;
+    uint16_t port;
+    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    struct side cl, sv;
+    side_init(&cl, a);
+    side_init(&sv, a);
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &cl.conn),
+                 STATUS_SUCCESS);
+    ULONG slen, dlen;
+    struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
+                            dst = addr_of("127.0.0.1", port, &dlen);
+    struct ndk_req r, ra, rc;
+    ndk_req_init(&r);
+    ndk_req_init(&ra);
+    conf_post_recvs(cl.qp, 1, 30);
+    CHECK_STATUS(cl.conn->Dispatch->NdkConnect(cl.conn, cl.qp, (struct sockaddr *)&src, slen,
+                                               (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
+                                               ndk_req_done, &r),
+                 STATUS_PENDING);
+    CHECK(harness_event_wait(&srv.ev, 1, FIXTURE_WAIT_MS));
+    sv.conn = srv.incoming[0];
+    conf_post_recvs(sv.qp, 2, 40);
+    static char big[1024];
+    CHECK_STATUS(sv.conn->Dispatch->NdkAccept(sv.conn, sv.qp, 1, 1, big, info.MaxCalleeData + 1,
+                                              NULL, NULL, ndk_req_done, &ra),
+                 STATUS_INVALID_BUFFER_SIZE);
+    CHECK_STATUS(
+        sv.conn->Dispatch->NdkAccept(sv.conn, sv.qp, 1, 1, NULL, 4, NULL, NULL, ndk_req_done, &ra),
+        STATUS_INVALID_PARAMETER);
+    /* the active side's QP, bound to its connector: someone else's */
+    CHECK_STATUS(
+        sv.conn->Dispatch->NdkAccept(sv.conn, cl.qp, 1, 1, NULL, 0, NULL, NULL, ndk_req_done, &ra),
+        STATUS_CONNECTION_ACTIVE);
+    /* nothing was completed on either QP, no completion came */
+    check_cq_empty(sv.cq.cq);
+    check_cq_empty(cl.cq.cq);
+    CHECK(!harness_event_wait(&ra.ev, 1, 50));
+    /* the request still awaits its answer: accepted now, the connection works, with the
+     * receives posted before on both sides */
+    CHECK_STATUS(
+        sv.conn->Dispatch->NdkAccept(sv.conn, sv.qp, 1, 1, NULL, 0, NULL, NULL, ndk_req_done, &ra),
+        STATUS_PENDING);
+    CHECK_STATUS(ndk_req_wait(&r, STATUS_PENDING), STATUS_SUCCESS);
+    ndk_req_init(&rc);
+    NTSTATUS st = cl.conn->Dispatch->NdkCompleteConnect(cl.conn, NULL, NULL, ndk_req_done, &rc);
+    CHECK_STATUS(ndk_req_wait(&rc, st), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_req_wait(&ra, STATUS_PENDING), STATUS_SUCCESS);
+    check_first_receive_served(&cl, &sv, 30);
+    check_first_receive_served(&sv, &cl, 40);
+    side_close(&cl);
+    side_close(&sv);
+    fixture_close_wait(&srv.listener->Header);
+    harness_event_destroy(&r.ev);
+    harness_event_destroy(&ra.ev);
+    harness_event_destroy(&rc.ev);
+    ndk_close_adapter(a);
+}
+
+TEST(connect_inline_failure_leaves_qp_idle_with_its_receives)
+{
+    NDK_ADAPTER *a = conf_open();
+    struct server srv;
+    uint16_t port;
+    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    struct side cl, sv;
+    side_init(&cl, a);
+    side_init(&sv, a);
+    conf_post_recvs(cl.qp, 2, 60);
+    /* the QP is taken, then the source port is found held by the listener */
+    NDK_CONNECTOR *failed;
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &failed),
+                 STATUS_SUCCESS);
+    ULONG slen, dlen;
+    struct sockaddr_storage src = addr_of("127.0.0.1", port, &slen),
+                            dst = addr_of("127.0.0.1", port, &dlen);
+    CHECK_STATUS(failed->Dispatch->NdkConnect(failed, cl.qp, (struct sockaddr *)&src, slen,
+                                              (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
+                                              ndk_request_never, NULL),
+                 STATUS_SHARING_VIOLATION);
+    /* nothing completed; the QP is idle (not in error: a new receive stays posted) */
+    check_cq_empty(cl.cq.cq);
+    conf_post_recvs(cl.qp, 1, 62);
+    check_cq_empty(cl.cq.cq);
+    fixture_close_wait(&failed->Header);
+    /* given to another connector, it connects, and the receive posted first is served */
+    establish(&cl, &sv, &srv, "127.0.0.1", port);
+    check_first_receive_served(&cl, &sv, 60);
+    side_close(&cl);
+    side_close(&sv);
+    fixture_close_wait(&srv.listener->Header);
+    ndk_close_adapter(a);
+}
+
+TEST(connect_with_shared_endpoint_inline_failure_leaves_qp_idle_with_its_receives)
+{
+    NDK_ADAPTER *a = conf_open();
+    struct server srv;
+    uint16_t port;
+    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    NDK_SHARED_ENDPOINT *se;
+    ULONG len;
+    struct sockaddr_storage local = addr_of("127.0.0.1", 0, &len);
+    CHECK_STATUS(a->Dispatch->NdkCreateSharedEndpoint(a, (struct sockaddr *)&local, len,
+                                                      ndk_create_never, NULL, &se),
+                 STATUS_SUCCESS);
+    struct side first, cl, sv;
+    side_init(&first, a);
+    side_init(&cl, a);
+    side_init(&sv, a);
+    /* a connector of the endpoint goes to the listener... */
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &first.conn),
+                 STATUS_SUCCESS);
+    ULONG dlen;
+    struct sockaddr_storage dst = addr_of("127.0.0.1", port, &dlen);
+    struct ndk_req r;
+    ndk_req_init(&r);
+    CHECK_STATUS(first.conn->Dispatch->NdkConnectWithSharedEndpoint(
+                     first.conn, first.qp, se, (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
+                     ndk_req_done, &r),
+                 STATUS_PENDING);
+    CHECK(harness_event_wait(&srv.ev, 1, FIXTURE_WAIT_MS));
+    NDK_CONNECTOR *in = srv.incoming[0];
+    /* ...so a second one to the same peer fails inline once it has taken its QP */
+    conf_post_recvs(cl.qp, 2, 70);
+    NDK_CONNECTOR *failed;
+    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &failed),
+                 STATUS_SUCCESS);
+    CHECK_STATUS(failed->Dispatch->NdkConnectWithSharedEndpoint(failed, cl.qp, se,
+                                                                (struct sockaddr *)&dst, dlen, 1, 1,
+                                                                NULL, 0, ndk_request_never, NULL),
+                 STATUS_ADDRESS_ALREADY_EXISTS);
+    check_cq_empty(cl.cq.cq);
+    conf_post_recvs(cl.qp, 1, 72);
+    check_cq_empty(cl.cq.cq);
+    fixture_close_wait(&failed->Header);
+    CHECK_STATUS(in->Dispatch->NdkReject(in, NULL, 0), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_req_wait(&r, STATUS_PENDING), STATUS_CONNECTION_REFUSED);
+    fixture_close_wait(&in->Header);
+    /* the QP serves the next connection, the receive posted first included */
+    establish(&cl, &sv, &srv, "127.0.0.1", port);
+    check_first_receive_served(&cl, &sv, 70);
+    side_close(&first);
+    side_close(&cl);
+    side_close(&sv);
+    fixture_close_wait(&se->Header);
+    fixture_close_wait(&srv.listener->Header);
+    harness_event_destroy(&r.ev);
+    ndk_close_adapter(a);
+}
+
+/* A Responder that answers the Request with a valid Reply (no peer-to-peer mode), then resets
+ * when the test writes to its pipe. */
+struct resetting_peer {
+    int lfd;
+    int go[2];
+};
+
+static void *reply_then_reset_server(void *arg)
+{
+    struct resetting_peer *p = arg;
+    struct pollfd lp = {p->lfd, POLLIN, 0};
+    if (poll(&lp, 1, 5000) <= 0)
+        return NULL;
+    int fd = accept(p->lfd, NULL, NULL);
+    if (fd < 0)
+        return NULL;
+    unsigned char req[24];
+    size_t got = 0;
+    struct pollfd pfd = {fd, POLLIN, 0};
+    while (got < sizeof req && poll(&pfd, 1, 5000) > 0) {
+        ssize_t n = read(fd, req + got, sizeof req - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    unsigned char rep[24];
+    memcpy(rep, "MPA ID Rep Frame", 16);
+    rep[16] = 0x40 | 0x10; /* CRC, enhanced (RFC 6581) */
+    rep[17] = 2;
+    rep[18] = 0;
+    rep[19] = 4;
+    rep[20] = 0x00; /* IRD 1, no peer-to-peer */
+    rep[21] = 0x01;
+    rep[22] = 0x00; /* ORD 1 */
+    rep[23] = 0x01;
+    (void)!write(fd, rep, sizeof rep);
+    struct pollfd gp = {p->go[0], POLLIN, 0};
+    poll(&gp, 1, 5000);
+    struct linger lg = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    close(fd);
+    return NULL;
+}
+
+TEST(complete_connect_after_the_peer_reset_fails_inline_and_leaves_qp_idle)
+{
+    struct resetting_peer peer;
+    uint16_t raw_port;
+    peer.lfd = raw_listener(&raw_port);
+    CHECK(pipe(peer.go) == 0);
+    pthread_t th;
+    pthread_create(&th, NULL, reply_then_reset_server, &peer);
+    NDK_ADAPTER *a = conf_open();
+    struct side cl, sv;
+    side_init(&cl, a);
+    side_init(&sv, a);
+    conf_post_recvs(cl.qp, 2, 80);
+    struct ndk_req r, rc;
+    CHECK_STATUS(connect_to(a, cl.qp, &cl.conn, "127.0.0.1", raw_port, NULL, 0, &r),
+                 STATUS_SUCCESS);
+    CHECK(write(peer.go[1], "x", 1) == 1);
+    CHECK(wait_abandoned(a, 1));
+    ndk_req_init(&rc);
+    CHECK_STATUS(cl.conn->Dispatch->NdkCompleteConnect(cl.conn, NULL, NULL, ndk_req_done, &rc),
+                 STATUS_CONNECTION_ABORTED);
+    CHECK(!harness_event_wait(&rc.ev, 1, 50));
+    /* nothing completed; the QP is idle */
+    check_cq_empty(cl.cq.cq);
+    conf_post_recvs(cl.qp, 1, 82);
+    check_cq_empty(cl.cq.cq);
+    CHECK_EQ_U64(counters_of(a).SetupsAbandoned, 1);
+    fixture_close_wait(&cl.conn->Header);
+    cl.conn = NULL;
+    /* given to another connector, it connects, and the receive posted first is served */
+    struct server srv;
+    uint16_t port;
+    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    establish(&cl, &sv, &srv, "127.0.0.1", port);
+    check_first_receive_served(&cl, &sv, 80);
+    side_close(&cl);
+    side_close(&sv);
+    fixture_close_wait(&srv.listener->Header);
+    pthread_join(th, NULL);
+    close(peer.lfd);
+    close(peer.go[0]);
+    close(peer.go[1]);
+    harness_event_destroy(&r.ev);
+    harness_event_destroy(&rc.ev);
+    ndk_close_adapter(a);
+}

@@ -148,3 +148,65 @@ TEST(poll_after_a_message_waits_a_microsecond_and_loses_nothing)
     CHECK_EQ_U64(harness_event_count(&p.y.link.aborted), 0);
     dp_pair_close(&p);
 }
+
+static bool cq_parked_is(struct sndk_cq *cq, unsigned n)
+{
+    return atomic_load(&cq->parked) == n;
+}
+static bool one_parked(void *arg)
+{
+    return cq_parked_is(arg, 1);
+}
+static bool none_parked(void *arg)
+{
+    return cq_parked_is(arg, 0);
+}
+static bool park_check_pending(struct sndk_cq *cq)
+{
+    sndk_mutex_lock(&cq->lock);
+    bool on = cq->park_check_ref;
+    sndk_mutex_unlock(&cq->lock);
+    return on;
+}
+static bool park_check_stopped(void *arg)
+{
+    return !park_check_pending(arg);
+}
+
+/* A parked connection costs no timer of its own: the CQ's one park check runs while any of its
+ * connections is parked, unparks them all once the consumer stopped polling without arming,
+ * then stops (idle connections cost nothing). */
+TEST(one_park_check_per_cq_unparks_when_the_consumer_stops_polling)
+{
+    struct dp_opts o;
+    dp_opts_default(&o);
+    struct dp_pair p;
+    dp_pair_open(&p, &o);
+    struct sndk_cq *cq = sndk_cq_from(p.y.cq);
+    NDK_RESULT_EX r;
+    CHECK(!park_check_pending(cq));
+    /* the consumer polls (empty), then a message comes: the progress thread receives it while
+     * the CQ counts as polled, and parks the receive side. A progress thread that woke after
+     * the poll stamp went stale (a loaded machine, a sanitizer) receives without parking: the
+     * round is taken again, a bounded number of times. */
+    bool parked = false;
+    for (unsigned round = 1; round <= 20 && !parked; round++) {
+        CHECK_EQ_U64(p.y.cq->Dispatch->NdkGetCqResultsEx(p.y.cq, &r, 1), 0);
+        dp_post_recv(&p.y, (void *)(uintptr_t)round, 0, 64);
+        dp_post_send(&p.x, NULL, 0, 40, NDK_OP_FLAG_SILENT_SUCCESS);
+        parked = harness_wait_until(one_parked, cq, 100);
+        if (parked) {
+            CHECK(park_check_pending(cq));
+            /* the consumer stops polling, without arming: the check unparks (the poll stamp
+             * is stale after SNDK_CQ_POLLING_MS), then, nothing parked, stops */
+            CHECK(harness_wait_until(none_parked, cq, DP_TIMEOUT_MS));
+            CHECK(harness_wait_until(park_check_stopped, cq, DP_TIMEOUT_MS));
+        }
+        dp_expect(p.y.cq, &r, 1, 0);
+        dp_check_result(&r, STATUS_SUCCESS, 40, YCTX, (void *)(uintptr_t)round,
+                        NdkOperationTypeReceive);
+    }
+    CHECK_MSG(parked, "the connection never parked in 20 rounds");
+    CHECK(!park_check_pending(cq));
+    dp_pair_close(&p);
+}
