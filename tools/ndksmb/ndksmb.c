@@ -1,11 +1,14 @@
 /* ndksmb: an SMB client over SMB Direct on softndk (or over TCP, for comparison).
  *
  *   ndksmb [options] //HOST/SHARE put LOCAL REMOTE | get REMOTE LOCAL | ls [DIR]
+ *   ndksmb serve DIR [options]            (serve.c)
  *
  * It prints what moved, how fast, and what the server did to our memory by RDMA (softndk's
  * counters: RDMA Writes placed for SMB2 READ, RDMA Read Requests served for SMB2 WRITE, tokens
  * ended by the server's Send with Invalidate); --json prints one object instead. Any failure
  * exits 1 with one "ndksmb: error: ..." line naming the step and the cause. docs/smbdirect.md. */
+#include "ndksmb.h"
+
 #include <smb/direct_tcp.h>
 #include <smb/smb2_client.h>
 #include <smb/smbd.h>
@@ -69,6 +72,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ndksmb [options] //HOST/SHARE put LOCAL REMOTE | get REMOTE LOCAL | ls [DIR]\n"
+            "       ndksmb serve DIR [--port N] [-U USER%%PASS] [--share NAME] (ndksmb serve -h)\n"
             "  -U, --user USER[%%PASS]   user and password (NTLMv2)\n"
             "  -W, --domain DOMAIN\n"
             "  -p, --port N              SMB Direct 5445 (iWARP), TCP 445\n"
@@ -164,6 +168,8 @@ static int print_entry(void *ctx, const char *name, uint64_t size, int is_dir)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "serve") == 0)
+        return ndksmb_serve(argc - 1, argv + 1);
     enum { O_DIALECT = 256, O_SIGN, O_JSON, O_TIMEOUT, O_CREDITS, O_MAXRW };
     static const struct option lo[] = {{"user", required_argument, 0, 'U'},
                                        {"domain", required_argument, 0, 'W'},

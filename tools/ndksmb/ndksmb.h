@@ -1,0 +1,10 @@
+/* ndksmb's two halves: the client (ndksmb.c) and the server (serve.c). */
+#ifndef SOFTNDK_TOOLS_NDKSMB_H
+#define SOFTNDK_TOOLS_NDKSMB_H
+
+#include <ndk/softndk.h>
+
+/* `ndksmb serve DIR [options]`, argv[0] being "serve": the exit status. */
+int ndksmb_serve(int argc, char **argv);
+
+#endif
