@@ -89,11 +89,14 @@ for i in 1 2 3 4; do [ "$(sha "$work/client/par$i")" = "$(sha "$work/share/par$i
 
 # a client killed mid-transfer: the server goes on
 head -c 67108864 /dev/urandom >"$work/client/big"
-( exec 2>/dev/null; c //127.0.0.1/share put "$work/client/big" big.bin >/dev/null ) &
+# ndksmb itself in the background (not through a function or timeout: kill -9 must reach it)
+"$N" -U smbtest%loop-pass --port "$port" //127.0.0.1/share put "$work/client/big" big.bin \
+    >/dev/null 2>&1 &
 kp=$!
 sleep 0.3
 kill -9 $kp 2>/dev/null
-wait $kp 2>/dev/null || true # killed, as intended
+wait $kp 2>/dev/null
+[ $? = 137 ] && pass "a client killed mid-transfer (SIGKILL)" || fail "the 64 MiB put ended before the kill"
 xfer after-kill 1048577
 
 # refusals name their status
