@@ -9,13 +9,14 @@
 #            iproute2  every net_* test (network namespaces, veth, tc)
 #            nftables  net_loss1, net_loss5, net_rdma_loss5, net_blackhole
 #            liburing-dev  bench_send_paths_smoke's io_uring variant (built only with it)
+#            smbclient     smb_server (Samba's client against the SMB2 server)
 #          Not root, it names them and goes on (the net_* tests need root anyway).
 #   --ci   what only CI needs: clang and its sanitizer/fuzzer runtimes (.ci/run).
 # The interop suite (ctest -L interop, cmake -DSOFTNDK_INTEROP=ON) installs its own packages
 # (QEMU, a guest kernel) when it runs; it is opt-in and not listed here.
 set -eu
-build="cmake ninja-build gcc g++ pkg-config python3"
-test="tshark iproute2 nftables liburing-dev"
+build="cmake ninja-build gcc g++ pkg-config python3 nettle-dev"
+test="tshark iproute2 nftables liburing-dev smbclient"
 ci=""
 if [ "${1:-}" = "--ci" ]; then
   ci="clang libclang-rt-14-dev"

@@ -1,0 +1,188 @@
+/* Paths confined to the share's root (see srv_fs.h). */
+#include "srv_fs.h"
+#include "srv_utf16.h"
+#include "srv_wire.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define STATUS_UNSUCCESSFUL 0xC0000001u
+
+uint32_t srv_path_from_wire(const uint8_t *name, size_t len, int lead_ok, char *out, size_t cap)
+{
+    char tmp[SRV_PATH_MAX * 2];
+    if (len % 2)
+        return STATUS_OBJECT_NAME_INVALID;
+    if (len == 0) {
+        out[0] = 0;
+        return STATUS_SUCCESS;
+    }
+    if (srv_utf16_to_utf8(name, len, tmp, sizeof tmp))
+        return STATUS_OBJECT_NAME_INVALID;
+    const char *p = tmp;
+    if (*p == '\\') {
+        if (!lead_ok)
+            return STATUS_INVALID_PARAMETER;
+        while (*p == '\\')
+            p++;
+    }
+    size_t n = 0;
+    while (*p) {
+        const char *e = strchr(p, '\\');
+        size_t cl = e ? (size_t)(e - p) : strlen(p);
+        if (cl == 0) {
+            if (!e[1]) /* one trailing '\' is accepted ("dir\") */
+                break;
+            return STATUS_OBJECT_NAME_INVALID;
+        }
+        if (cl == 2 && p[0] == '.' && p[1] == '.')
+            return STATUS_ACCESS_DENIED;
+        if (memchr(p, '/', cl) || memchr(p, ':', cl))
+            return STATUS_OBJECT_NAME_INVALID;
+        if (!(cl == 1 && p[0] == '.')) {
+            if (n + cl + 2 > cap || n + cl + 2 > SRV_PATH_MAX)
+                return STATUS_OBJECT_NAME_INVALID;
+            if (n)
+                out[n++] = '/';
+            memcpy(out + n, p, cl);
+            n += cl;
+        }
+        p += cl;
+        if (*p == '\\')
+            p++;
+    }
+    out[n] = 0;
+    return STATUS_SUCCESS;
+}
+
+int srv_open_beneath(int root, const char *rel, int flags, mode_t mode)
+{
+    struct open_how how;
+    memset(&how, 0, sizeof how);
+    how.flags = (uint64_t)(flags | O_CLOEXEC | O_NOCTTY);
+    how.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+    long fd = syscall(SYS_openat2, root, *rel ? rel : ".", &how, sizeof how);
+    return fd < 0 ? -errno : (int)fd;
+}
+
+int srv_open_parent(int root, const char *rel, const char **base)
+{
+    if (!*rel)
+        return -EINVAL;
+    const char *slash = strrchr(rel, '/');
+    char dir[SRV_PATH_MAX];
+    if (slash) {
+        size_t dl = (size_t)(slash - rel);
+        memcpy(dir, rel, dl);
+        dir[dl] = 0;
+        *base = slash + 1;
+    } else {
+        dir[0] = 0;
+        *base = rel;
+    }
+    return srv_open_beneath(root, dir, O_PATH | O_DIRECTORY, 0);
+}
+
+uint32_t srv_errno_status(int err, int parent)
+{
+    switch (err) {
+    case ENOENT:
+        return parent ? STATUS_OBJECT_PATH_NOT_FOUND : STATUS_OBJECT_NAME_NOT_FOUND;
+    case ENOTDIR:
+        return STATUS_OBJECT_PATH_NOT_FOUND;
+    case EXDEV: /* a symlink leading out of the root */
+    case EACCES:
+    case EPERM:
+    case EROFS:
+        return STATUS_ACCESS_DENIED;
+    case EEXIST:
+        return STATUS_OBJECT_NAME_COLLISION;
+    case EISDIR:
+        return STATUS_FILE_IS_A_DIRECTORY;
+    case ENOTEMPTY:
+        return STATUS_DIRECTORY_NOT_EMPTY;
+    case ENOSPC:
+    case EDQUOT:
+        return STATUS_DISK_FULL;
+    case EMFILE:
+    case ENFILE:
+        return STATUS_TOO_MANY_OPENED_FILES;
+    case ENAMETOOLONG:
+    case ELOOP:
+        return STATUS_OBJECT_NAME_INVALID;
+    case EINVAL:
+        return STATUS_INVALID_PARAMETER;
+    case ENOMEM:
+        return STATUS_INSUFFICIENT_RESOURCES;
+    default:
+        return STATUS_UNSUCCESSFUL;
+    }
+}
+
+#define FILETIME_UNIX_EPOCH 116444736000000000ull
+
+uint64_t srv_filetime(const struct timespec *ts)
+{
+    if (ts->tv_sec < -11644473600LL)
+        return 0;
+    return (uint64_t)(ts->tv_sec + 11644473600LL) * 10000000ull + (uint64_t)ts->tv_nsec / 100u;
+}
+
+struct timespec srv_timespec(uint64_t ft)
+{
+    struct timespec ts;
+    if (ft < FILETIME_UNIX_EPOCH) {
+        ts.tv_sec = 0;
+        ts.tv_nsec = 0;
+        return ts;
+    }
+    ft -= FILETIME_UNIX_EPOCH;
+    ts.tv_sec = (time_t)(ft / 10000000u);
+    ts.tv_nsec = (long)(ft % 10000000u) * 100;
+    return ts;
+}
+
+uint32_t srv_attributes(const struct stat *st)
+{
+    uint32_t a = S_ISDIR(st->st_mode) ? 0x10u /* DIRECTORY */ : 0x20u /* ARCHIVE */;
+    if (!(st->st_mode & S_IWUSR))
+        a |= 0x01u; /* READONLY */
+    return a;
+}
+
+int srv_name_match(const char *pat, const char *name)
+{
+    for (;;) {
+        char pc = *pat;
+        if (pc == '<')
+            pc = '*';
+        else if (pc == '>')
+            pc = '?';
+        else if (pc == '"')
+            pc = '.';
+        if (pc == 0)
+            return *name == 0;
+        if (pc == '*') {
+            while (*pat == '*' || *pat == '<')
+                pat++;
+            if (!*pat)
+                return 1;
+            for (const char *s = name; *s; s++)
+                if (srv_name_match(pat, s))
+                    return 1;
+            return srv_name_match(pat, name + strlen(name));
+        }
+        if (!*name)
+            return 0;
+        if (pc != '?' && tolower((unsigned char)pc) != tolower((unsigned char)*name))
+            return 0;
+        pat++;
+        name++;
+    }
+}
