@@ -64,7 +64,7 @@ int srv_open_beneath(int root, const char *rel, int flags, mode_t mode)
 {
     struct open_how how;
     memset(&how, 0, sizeof how);
-    how.flags = (uint64_t)(flags | O_CLOEXEC | O_NOCTTY);
+    how.flags = (uint64_t)(flags | O_CLOEXEC | ((flags & O_PATH) ? 0 : O_NOCTTY));
     how.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
     long fd = syscall(SYS_openat2, root, *rel ? rel : ".", &how, sizeof how);

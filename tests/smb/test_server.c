@@ -89,7 +89,8 @@ static void server_stop(struct server *s)
     fclose(s->cfg.log);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s->root);
-    CHECK(system(cmd) == 0);
+    if (!getenv("SMB_SERVER_TEST_KEEP")) /* set: the directory and server.log stay */
+        CHECK(system(cmd) == 0);
     free((void *)s->cfg.root);
 }
 
