@@ -387,9 +387,15 @@ static int raw_connect(struct server *s)
 
 static void raw_send(int fd, const uint8_t *msg, size_t len)
 {
-    uint8_t hdr[4] = {0, (uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len};
-    CHECK(send(fd, hdr, 4, MSG_NOSIGNAL) == 4);
-    CHECK(send(fd, msg, len, MSG_NOSIGNAL) == (ssize_t)len);
+    /* one send: two would meet Nagle and the delayed ACK, 40 ms a request */
+    static uint8_t buf[4 + (1 << 17)];
+    CHECK(len <= sizeof buf - 4);
+    buf[0] = 0;
+    buf[1] = (uint8_t)(len >> 16);
+    buf[2] = (uint8_t)(len >> 8);
+    buf[3] = (uint8_t)len;
+    memcpy(buf + 4, msg, len);
+    CHECK(send(fd, buf, 4 + len, MSG_NOSIGNAL) == (ssize_t)(4 + len));
 }
 
 static int raw_read(int fd, uint8_t *buf, size_t len, int timeout_ms)
@@ -570,5 +576,422 @@ TEST(malformed_requests)
     CHECK_EQ_U64(status_of(r), STATUS_INVALID_PARAMETER);
     CHECK_EQ_I64(raw_recv(fd, r, sizeof r), -ECONNRESET);
     close(fd);
+    server_stop(&s);
+}
+
+/* ---- a raw authenticated client: NTLMSSP (raw, not SPNEGO), NTLMv2, dialect 3.0.2 ---- */
+
+#include "../../smb/server/srv_auth.h"
+#include "../../smb/server/srv_crypto.h"
+
+#include <nettle/hmac.h>
+
+struct rawc {
+    int fd;
+    uint64_t mid, sid;
+    uint32_t tid;
+    uint8_t key[16];
+    int sign;
+    uint8_t guid[16];
+    uint8_t r[1 << 17];
+    long rl;
+};
+
+/* Sends one request (header built here, body given) and receives the response into c->r;
+ * returns its status. */
+static uint32_t rawc_req(struct rawc *c, uint16_t cmd, const uint8_t *body, size_t blen,
+                         int sign)
+{
+    static uint8_t m[1 << 17];
+    hdr(m, cmd, c->mid++, c->sid);
+    wr32(m + 36, c->tid);
+    memcpy(m + 64, body, blen);
+    if (sign) {
+        wr32(m + 16, SMB2_FLAGS_SIGNED);
+        srv_sign(0x0302, c->key, m, 64 + blen, m + 48);
+    }
+    raw_send(c->fd, m, 64 + blen);
+    c->rl = raw_recv(c->fd, c->r, sizeof c->r);
+    CHECK_MSG(c->rl >= 64 + 2, "no response to command %u: %ld", cmd, c->rl);
+    return status_of(c->r);
+}
+
+static void rawc_login(struct server *s, struct rawc *c, const char *password)
+{
+    memset(c, 0, sizeof *c);
+    c->fd = raw_connect(s);
+    uint8_t b[1024];
+    memset(b, 0, 38);
+    wr16(b, 36);
+    wr16(b + 2, 1);
+    wr16(b + 4, 1); /* signing enabled */
+    memcpy(b + 12, "raw-client-guid!", 16);
+    memcpy(c->guid, b + 12, 16);
+    wr16(b + 36, 0x0302);
+    CHECK_EQ_U64(rawc_req(c, SMB2_NEGOTIATE, b, 38, 0), STATUS_SUCCESS);
+    /* NEGOTIATE_MESSAGE: Unicode, NTLM, extended session security, 128-bit */
+    uint8_t neg[32];
+    memset(neg, 0, sizeof neg);
+    memcpy(neg, "NTLMSSP", 8);
+    wr32(neg + 8, 1);
+    wr32(neg + 12, 0x00000001u | 0x00000004u | 0x00000200u | 0x00080000u | 0x20000000u);
+    memset(b, 0, 24);
+    wr16(b, 25);
+    wr16(b + 12, 64 + 24);
+    wr16(b + 14, sizeof neg);
+    memcpy(b + 24, neg, sizeof neg);
+    CHECK_EQ_U64(rawc_req(c, SMB2_SESSION_SETUP, b, 24 + sizeof neg, 0),
+                 STATUS_MORE_PROCESSING_REQUIRED);
+    c->sid = rd64(c->r + 40);
+    const uint8_t *chal = c->r + rd16(c->r + 64 + 4);
+    CHECK(memcmp(chal, "NTLMSSP", 8) == 0 && rd32(chal + 8) == 2);
+    uint8_t server_chal[8];
+    memcpy(server_chal, chal + 24, 8);
+    size_t til = rd16(chal + 40);
+    const uint8_t *ti = chal + rd32(chal + 44);
+    /* AUTHENTICATE_MESSAGE with an NTLMv2 response */
+    uint8_t owf[16];
+    CHECK(srv_ntowfv2("ALICE", password, "TESTDOM", owf) == 0);
+    uint8_t blob[512];
+    size_t bl = 0;
+    memset(blob, 0, 28);
+    blob[0] = 1;
+    blob[1] = 1;
+    memcpy(blob + 16, "cchal123", 8);
+    bl = 28;
+    memcpy(blob + bl, ti, til);
+    bl += til;
+    memset(blob + bl, 0, 4);
+    bl += 4;
+    uint8_t proof[16];
+    struct hmac_md5_ctx h;
+    hmac_md5_set_key(&h, 16, owf);
+    hmac_md5_update(&h, 8, server_chal);
+    hmac_md5_update(&h, bl, blob);
+    hmac_md5_digest(&h, 16, proof);
+    uint8_t au[1024];
+    memset(au, 0, 72);
+    memcpy(au, "NTLMSSP", 8);
+    wr32(au + 8, 3);
+    size_t p = 72;
+    uint8_t dom[32], usr[32];
+    size_t dl = srv_utf8_to_utf16("TESTDOM", dom, sizeof dom, 0);
+    size_t ul = srv_utf8_to_utf16("alice", usr, sizeof usr, 0);
+    wr16(au + 20, (uint16_t)(16 + bl)); /* NtChallengeResponse */
+    wr16(au + 22, (uint16_t)(16 + bl));
+    wr32(au + 24, (uint32_t)p);
+    memcpy(au + p, proof, 16);
+    memcpy(au + p + 16, blob, bl);
+    p += 16 + bl;
+    wr16(au + 28, (uint16_t)dl);
+    wr16(au + 30, (uint16_t)dl);
+    wr32(au + 32, (uint32_t)p);
+    memcpy(au + p, dom, dl);
+    p += dl;
+    wr16(au + 36, (uint16_t)ul);
+    wr16(au + 38, (uint16_t)ul);
+    wr32(au + 40, (uint32_t)p);
+    memcpy(au + p, usr, ul);
+    p += ul;
+    wr32(au + 12, (uint32_t)p); /* empty LM response, at the end */
+    wr32(au + 44, (uint32_t)p);
+    wr32(au + 52, (uint32_t)p);
+    wr32(au + 60, 0x00000001u | 0x00000200u | 0x00080000u | 0x20000000u);
+    memset(b, 0, 24);
+    wr16(b, 25);
+    wr16(b + 12, 64 + 24);
+    wr16(b + 14, (uint16_t)p);
+    memcpy(b + 24, au, p);
+    uint32_t st = rawc_req(c, SMB2_SESSION_SETUP, b, 24 + p, 0);
+    if (strcmp(password, "Secret-1") != 0) {
+        CHECK_EQ_U64(st, STATUS_LOGON_FAILURE);
+        return;
+    }
+    CHECK_EQ_U64(st, STATUS_SUCCESS);
+    uint8_t base[16];
+    hmac_md5_set_key(&h, 16, owf);
+    hmac_md5_update(&h, 16, proof);
+    hmac_md5_digest(&h, 16, base);
+    srv_kdf(base, "SMB2AESCMAC", 12, "SmbSign", 8, c->key);
+    /* the final SESSION_SETUP response is signed with the key both sides derived */
+    CHECK(rd32(c->r + 16) & SMB2_FLAGS_SIGNED);
+    uint8_t sig[16];
+    srv_sign(0x0302, c->key, c->r, (size_t)c->rl, sig);
+    CHECK_MEM(sig, c->r + 48, 16);
+    c->sign = 1;
+    /* TREE_CONNECT */
+    uint8_t path[64];
+    size_t pl = srv_utf8_to_utf16("\\\\127.0.0.1\\share", path, sizeof path, 0);
+    memset(b, 0, 8);
+    wr16(b, 9);
+    wr16(b + 4, 64 + 8);
+    wr16(b + 6, (uint16_t)pl);
+    memcpy(b + 8, path, pl);
+    CHECK_EQ_U64(rawc_req(c, SMB2_TREE_CONNECT, b, 8 + pl, 1), STATUS_SUCCESS);
+    c->tid = rd32(c->r + 36);
+}
+
+/* CREATE body for name with disposition and options; its length. */
+static size_t create_body(uint8_t *b, const char *name, uint32_t disp, uint32_t opts)
+{
+    memset(b, 0, 56);
+    wr16(b, 57);
+    wr32(b + 24, 0x0012019Fu | 0x00010000u); /* read, write, delete */
+    wr32(b + 32, 7);
+    wr32(b + 36, disp);
+    wr32(b + 40, opts);
+    size_t nl = srv_utf8_to_utf16(name, b + 56, 512, 0);
+    wr16(b + 44, 64 + 56);
+    wr16(b + 46, (uint16_t)nl);
+    if (nl == 0)
+        b[56] = 0;
+    return 56 + (nl ? nl : 1);
+}
+
+TEST(raw_session_requests)
+{
+    struct server s;
+    server_start(&s, 1);
+    struct rawc *c = malloc(sizeof *c);
+    CHECK(c);
+    rawc_login(&s, c, "Secret-1");
+    uint8_t b[4096];
+    /* an unsigned request on a session that requires signing */
+    size_t n = create_body(b, "f", 3, 0);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 0), STATUS_ACCESS_DENIED);
+    /* a signature that does not verify */
+    {
+        static uint8_t m[1024];
+        hdr(m, SMB2_CREATE, c->mid++, c->sid);
+        wr32(m + 36, c->tid);
+        memcpy(m + 64, b, n);
+        wr32(m + 16, SMB2_FLAGS_SIGNED);
+        srv_sign(0x0302, c->key, m, 64 + n, m + 48);
+        m[48] ^= 1;
+        raw_send(c->fd, m, 64 + n);
+        c->rl = raw_recv(c->fd, c->r, sizeof c->r);
+        CHECK(c->rl >= 64 + 9);
+        CHECK_EQ_U64(status_of(c->r), STATUS_ACCESS_DENIED);
+    }
+    /* names that leave the share */
+    n = create_body(b, "..\\etc", 1, 0);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 1), STATUS_ACCESS_DENIED);
+    n = create_body(b, "\\etc", 1, 0);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 1), STATUS_INVALID_PARAMETER);
+    n = create_body(b, "nosuch\\f", 1, 0);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 1), STATUS_OBJECT_PATH_NOT_FOUND);
+    n = create_body(b, "nosuch", 1, 0);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 1), STATUS_OBJECT_NAME_NOT_FOUND);
+    /* a name past the end of the message */
+    n = create_body(b, "f", 3, 0);
+    wr16(b + 46, 400);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 1), STATUS_INVALID_PARAMETER);
+    /* create contexts out of range */
+    n = create_body(b, "f", 3, 0);
+    wr32(b + 48, 64 + 56);
+    wr32(b + 52, 1000);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 1), STATUS_INVALID_PARAMETER);
+    /* a file: create, write, read */
+    n = create_body(b, "f", 3, 0);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 1), STATUS_SUCCESS);
+    CHECK_EQ_U64(rd32(c->r + 64 + 4), 2); /* FILE_CREATED */
+    uint8_t fid[16];
+    memcpy(fid, c->r + 64 + 64, 16);
+    memset(b, 0, 48);
+    wr16(b, 49);
+    wr16(b + 2, 64 + 48);
+    wr32(b + 4, 5);
+    memcpy(b + 16, fid, 16);
+    memcpy(b + 48, "hello", 5);
+    CHECK_EQ_U64(rawc_req(c, SMB2_WRITE, b, 53, 1), STATUS_SUCCESS);
+    CHECK_EQ_U64(rd32(c->r + 64 + 4), 5);
+    wr16(b + 2, 64 + 200); /* data past the end */
+    CHECK_EQ_U64(rawc_req(c, SMB2_WRITE, b, 53, 1), STATUS_INVALID_PARAMETER);
+    memset(b, 0, 49);
+    wr16(b, 49);
+    wr32(b + 4, 100);
+    memcpy(b + 16, fid, 16);
+    CHECK_EQ_U64(rawc_req(c, SMB2_READ, b, 49, 1), STATUS_SUCCESS);
+    CHECK_EQ_U64(rd32(c->r + 64 + 4), 5);
+    CHECK(memcmp(c->r + c->r[64 + 2], "hello", 5) == 0);
+    wr64(b + 8, 5); /* at end of file */
+    CHECK_EQ_U64(rawc_req(c, SMB2_READ, b, 49, 1), STATUS_END_OF_FILE);
+    wr64(b + 8, 0);
+    wr32(b + 4, (8u << 20) + 1); /* more than MaxReadSize */
+    CHECK_EQ_U64(rawc_req(c, SMB2_READ, b, 49, 1), STATUS_INVALID_PARAMETER);
+    /* an RDMA channel over TCP ([MS-SMB2] 3.3.5.12) */
+    memset(b, 0, 64);
+    wr16(b, 49);
+    wr32(b + 4, 5);
+    memcpy(b + 16, fid, 16);
+    wr32(b + 36, 2);
+    wr16(b + 44, 64 + 48);
+    wr16(b + 46, 16);
+    CHECK_EQ_U64(rawc_req(c, SMB2_READ, b, 64, 1), STATUS_INVALID_PARAMETER);
+    /* QUERY_INFO: an unknown class, a buffer too small, FileStandardInformation */
+    memset(b, 0, 40);
+    wr16(b, 41);
+    b[2] = 1;
+    b[3] = 99;
+    wr32(b + 4, 1024);
+    memcpy(b + 24, fid, 16);
+    CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), STATUS_INVALID_INFO_CLASS);
+    b[3] = 5;
+    wr32(b + 4, 4);
+    CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), STATUS_INFO_LENGTH_MISMATCH);
+    wr32(b + 4, 1024);
+    CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), STATUS_SUCCESS);
+    CHECK_EQ_U64(rd32(c->r + 64 + 4), 24);
+    CHECK_EQ_U64(rd64(c->r + 64 + 8 + 8), 5); /* EndOfFile */
+    /* LOCK is refused, CANCEL gets no response (the ECHO's is the next one) */
+    memset(b, 0, 48);
+    wr16(b, 48);
+    wr16(b + 2, 1);
+    memcpy(b + 8, fid, 16);
+    CHECK_EQ_U64(rawc_req(c, SMB2_LOCK, b, 48, 1), STATUS_NOT_SUPPORTED);
+    {
+        uint8_t m[68];
+        hdr(m, SMB2_CANCEL, c->mid, c->sid);
+        wr16(m + 64, 4);
+        wr16(m + 66, 0);
+        raw_send(c->fd, m, 68);
+    }
+    memset(b, 0, 4);
+    wr16(b, 4);
+    uint64_t echo_mid = c->mid;
+    CHECK_EQ_U64(rawc_req(c, SMB2_ECHO, b, 4, 1), STATUS_SUCCESS);
+    CHECK_EQ_U64(rd64(c->r + 24), echo_mid);
+    /* FSCTL_VALIDATE_NEGOTIATE_INFO, signed; an unknown FSCTL */
+    memset(b, 0, 56 + 26);
+    wr16(b, 57);
+    wr32(b + 4, 0x00140204u);
+    memset(b + 8, 0xFF, 16);
+    wr32(b + 24, 64 + 56);
+    wr32(b + 28, 26);
+    wr32(b + 44, 1024);
+    wr32(b + 48, 1); /* SMB2_0_IOCTL_IS_FSCTL */
+    memcpy(b + 56 + 4, c->guid, 16);
+    wr16(b + 56 + 20, 1);
+    wr16(b + 56 + 22, 1);
+    wr16(b + 56 + 24, 0x0302);
+    CHECK_EQ_U64(rawc_req(c, SMB2_IOCTL, b, 56 + 26, 1), STATUS_SUCCESS);
+    CHECK(rd32(c->r + 16) & SMB2_FLAGS_SIGNED);
+    CHECK_EQ_U64(rd32(c->r + 64 + 36), 24);
+    CHECK_EQ_U64(rd16(c->r + 64 + 48 + 22), 0x0302);
+    wr32(b + 4, 0x00090000u);
+    CHECK_EQ_U64(rawc_req(c, SMB2_IOCTL, b, 56 + 26, 1), STATUS_NOT_SUPPORTED);
+    /* CLOSE, then the FileId is gone */
+    memset(b, 0, 24);
+    wr16(b, 24);
+    wr16(b + 2, 1);
+    memcpy(b + 8, fid, 16);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CLOSE, b, 24, 1), STATUS_SUCCESS);
+    CHECK_EQ_U64(rd64(c->r + 64 + 48), 5);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CLOSE, b, 24, 1), STATUS_FILE_CLOSED);
+    close(c->fd);
+    free(c);
+    server_stop(&s);
+}
+
+/* A compound CREATE + QUERY_INFO + CLOSE, related ([MS-SMB2] 3.3.5.2.7.2), as cifs sends. */
+static size_t compound3(struct rawc *c, uint8_t *m, const char *name)
+{
+    size_t o = 0;
+    hdr(m, SMB2_CREATE, c->mid++, c->sid);
+    wr32(m + 36, c->tid);
+    size_t n = create_body(m + 64, name, 1, 0);
+    size_t l0 = (64 + n + 7) & ~(size_t)7;
+    memset(m + 64 + n, 0, l0 - 64 - n);
+    wr32(m + 20, (uint32_t)l0);
+    o = l0;
+    hdr(m + o, SMB2_QUERY_INFO, c->mid++, c->sid);
+    wr32(m + o + 16, SMB2_FLAGS_RELATED_OPERATIONS);
+    memset(m + o + 64, 0, 40);
+    wr16(m + o + 64, 41);
+    m[o + 64 + 2] = 1;
+    m[o + 64 + 3] = 34; /* FileNetworkOpenInformation */
+    wr32(m + o + 64 + 4, 1024);
+    memset(m + o + 64 + 24, 0xFF, 16);
+    wr32(m + o + 20, 104);
+    o += 104;
+    hdr(m + o, SMB2_CLOSE, c->mid++, c->sid);
+    wr32(m + o + 16, SMB2_FLAGS_RELATED_OPERATIONS);
+    memset(m + o + 64, 0, 24);
+    wr16(m + o + 64, 24);
+    memset(m + o + 64 + 8, 0xFF, 16);
+    o += 88;
+    /* sign each part over its own bytes */
+    size_t at = 0;
+    size_t lens[3] = {l0, 104, 88};
+    for (unsigned i = 0; i < 3; i++) {
+        wr32(m + at + 16, rd32(m + at + 16) | SMB2_FLAGS_SIGNED);
+        srv_sign(0x0302, c->key, m + at, lens[i], m + at + 48);
+        at += lens[i];
+    }
+    return o;
+}
+
+TEST(raw_compound_related)
+{
+    struct server s;
+    server_start(&s, 0);
+    struct rawc *c = malloc(sizeof *c);
+    CHECK(c);
+    rawc_login(&s, c, "Secret-1");
+    char path[400];
+    snprintf(path, sizeof path, "%s/g", s.cfg.root);
+    make_file(path, 1234, 9);
+    static uint8_t m[1024];
+    size_t n = compound3(c, m, "g");
+    raw_send(c->fd, m, n);
+    long rl = raw_recv(c->fd, c->r, sizeof c->r);
+    CHECK(rl > 0);
+    const uint8_t *r = c->r;
+    uint32_t next = rd32(r + 20);
+    CHECK_EQ_U64(status_of(r), STATUS_SUCCESS);
+    CHECK(next > 0 && next % 8 == 0);
+    const uint8_t *q = r + next;
+    CHECK_EQ_U64(status_of(q), STATUS_SUCCESS);
+    CHECK_EQ_U64(rd16(q + 12), SMB2_QUERY_INFO);
+    CHECK_EQ_U64(rd64(q + 64 + 8 + 40), 1234); /* EndOfFile */
+    CHECK(rd32(q + 20) > 0);
+    const uint8_t *z = q + rd32(q + 20);
+    CHECK_EQ_U64(status_of(z), STATUS_SUCCESS);
+    CHECK_EQ_U64(rd16(z + 12), SMB2_CLOSE);
+    CHECK_EQ_I64(z + 64 + 60 - r, rl);
+    /* the CREATE fails: the related requests fail with its status */
+    n = compound3(c, m, "missing");
+    raw_send(c->fd, m, n);
+    rl = raw_recv(c->fd, c->r, sizeof c->r);
+    CHECK(rl > 0);
+    CHECK_EQ_U64(status_of(r), STATUS_OBJECT_NAME_NOT_FOUND);
+    q = r + rd32(r + 20);
+    CHECK_EQ_U64(status_of(q), STATUS_OBJECT_NAME_NOT_FOUND);
+    z = q + rd32(q + 20);
+    CHECK_EQ_U64(status_of(z), STATUS_OBJECT_NAME_NOT_FOUND);
+    close(c->fd);
+    free(c);
+    server_stop(&s);
+}
+
+TEST(raw_wrong_password_and_open_limit)
+{
+    struct server s;
+    server_start(&s, 0);
+    struct rawc *c = malloc(sizeof *c);
+    CHECK(c);
+    rawc_login(&s, c, "not-it");
+    close(c->fd);
+    rawc_login(&s, c, "Secret-1");
+    uint8_t b[1024];
+    size_t n = create_body(b, "", 1, 0);
+    unsigned opened = 0;
+    uint32_t st;
+    while ((st = rawc_req(c, SMB2_CREATE, b, n, 1)) == STATUS_SUCCESS && opened < 1000)
+        opened++;
+    CHECK_EQ_U64(opened, 256);
+    CHECK_EQ_U64(st, STATUS_TOO_MANY_OPENED_FILES);
+    close(c->fd);
+    free(c);
     server_stop(&s);
 }
