@@ -816,6 +816,7 @@ static uint32_t rdma_status(struct conn *c, struct req *r, int rc)
     logf_(c, "RDMA %s failed: %s; ending the connection", r->command == SMB2_READ ? "Write" : "Read",
           smb_transport_error(c->t));
     r->fatal = 1;
+    r->no_response = 1; /* the transport has ended the connection: nothing to answer on */
     return STATUS_ACCESS_DENIED;
 }
 

@@ -51,15 +51,19 @@ struct server {
     unsigned nconns;
     char root[256];
     char log_path[300];
+    /* wraps each accepted transport (the RDMA tests give it Responder ops); NULL: as is */
+    smb_transport *(*wrap)(struct server *s, smb_transport *t);
+    void *wrap_arg;
 };
 
 /* One thread per connection, as smb2_serve_connection() is meant to be used. */
 static void *conn_main(void *arg)
 {
     struct conn_thread *ct = arg;
-    if (smb2_serve_connection(&ct->s->cfg, ct->t, &ct->s->stats) != 0)
+    smb_transport *t = ct->s->wrap ? ct->s->wrap(ct->s, ct->t) : ct->t;
+    if (smb2_serve_connection(&ct->s->cfg, t, &ct->s->stats) != 0)
         atomic_fetch_add(&ct->s->failed, 1);
-    ct->t->ops->destroy(ct->t);
+    t->ops->destroy(t);
     return NULL;
 }
 
@@ -1070,4 +1074,238 @@ TEST_T(smbclient_concurrent, 120)
     CHECK_EQ_U64(s.stats.commands[SMB2_NEGOTIATE], 4);
     CHECK_EQ_U64(s.stats.commands[SMB2_TREE_CONNECT], 4);
     CHECK(s.stats.inline_writes >= 4 && s.stats.inline_reads >= 4);
+}
+
+/* ---- RDMA channels against a scripted Responder transport ----
+ * Direct TCP carries the messages; peer_write / peer_read / send_invalidate act on "client
+ * memory" here, one registered region [0, RDMA_MEM) with token RDMA_TOKEN, as an SMB Direct
+ * Responder would on the client's registered buffers. A token or range outside it is refused
+ * the way the transport reports a peer's refusal (-EACCES); descriptors holding fewer bytes
+ * than asked give -EINVAL. */
+
+#define RDMA_MEM   (1u << 20)
+#define RDMA_TOKEN 0x51a7e001u
+
+struct fake_rdma {
+    smb_transport base;
+    smb_transport *inner;
+    uint8_t mem[RDMA_MEM];
+    atomic_uint writes, reads, invalidates;
+    atomic_uint last_invalidated;
+};
+
+static struct fake_rdma *fake_of(smb_transport *t)
+{
+    return (struct fake_rdma *)(void *)t;
+}
+
+static int fake_send(smb_transport *t, const void *m, size_t l)
+{
+    return fake_of(t)->inner->ops->send(fake_of(t)->inner, m, l);
+}
+static int fake_recv(smb_transport *t, void *b, size_t c, size_t *l, int ms)
+{
+    return fake_of(t)->inner->ops->recv(fake_of(t)->inner, b, c, l, ms);
+}
+static size_t fake_max_message(smb_transport *t)
+{
+    return fake_of(t)->inner->ops->max_message(fake_of(t)->inner);
+}
+static size_t fake_max_rdma(smb_transport *t)
+{
+    return RDMA_MEM;
+}
+static void fake_stats(smb_transport *t, smb_transport_stats *o)
+{
+    fake_of(t)->inner->ops->get_stats(fake_of(t)->inner, o);
+}
+static const char *fake_error(smb_transport *t)
+{
+    return "peer refused an RDMA token or range";
+}
+static void fake_destroy(smb_transport *t)
+{
+    fake_of(t)->inner->ops->destroy(fake_of(t)->inner);
+}
+
+/* Total length of the descriptors, or -EACCES when one leaves the registered region. */
+static long fake_check(const smb_buffer_desc *d, unsigned n)
+{
+    long total = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (d[i].token != RDMA_TOKEN || d[i].offset > RDMA_MEM ||
+            d[i].length > RDMA_MEM - d[i].offset)
+            return -EACCES;
+        total += d[i].length;
+    }
+    return total;
+}
+
+static int fake_peer_write(smb_transport *t, const smb_buffer_desc *d, unsigned n,
+                           const void *src, size_t len)
+{
+    struct fake_rdma *f = fake_of(t);
+    long total = fake_check(d, n);
+    if (total < 0)
+        return (int)total;
+    if ((size_t)total < len)
+        return -EINVAL;
+    size_t done = 0;
+    for (unsigned i = 0; i < n && done < len; i++) {
+        size_t k = d[i].length < len - done ? d[i].length : len - done;
+        memcpy(f->mem + d[i].offset, (const uint8_t *)src + done, k);
+        done += k;
+    }
+    atomic_fetch_add(&f->writes, 1);
+    return 0;
+}
+
+static int fake_peer_read(smb_transport *t, const smb_buffer_desc *d, unsigned n, void *dst,
+                          size_t len)
+{
+    struct fake_rdma *f = fake_of(t);
+    long total = fake_check(d, n);
+    if (total < 0)
+        return (int)total;
+    if ((size_t)total < len)
+        return -EINVAL;
+    size_t done = 0;
+    for (unsigned i = 0; i < n && done < len; i++) {
+        size_t k = d[i].length < len - done ? d[i].length : len - done;
+        memcpy((uint8_t *)dst + done, f->mem + d[i].offset, k);
+        done += k;
+    }
+    atomic_fetch_add(&f->reads, 1);
+    return 0;
+}
+
+static int fake_send_invalidate(smb_transport *t, const void *m, size_t l, uint32_t token)
+{
+    struct fake_rdma *f = fake_of(t);
+    atomic_store(&f->last_invalidated, token);
+    atomic_fetch_add(&f->invalidates, 1);
+    return f->inner->ops->send(f->inner, m, l);
+}
+
+static const smb_transport_ops fake_ops = {
+    .name = "scripted-rdma",
+    .send = fake_send,
+    .recv = fake_recv,
+    .peer_write = fake_peer_write,
+    .peer_read = fake_peer_read,
+    .send_invalidate = fake_send_invalidate,
+    .max_message = fake_max_message,
+    .max_rdma = fake_max_rdma,
+    .get_stats = fake_stats,
+    .error = fake_error,
+    .destroy = fake_destroy,
+};
+
+static smb_transport *wrap_fake(struct server *s, smb_transport *t)
+{
+    struct fake_rdma *f = s->wrap_arg;
+    f->base.ops = &fake_ops;
+    f->inner = t;
+    return &f->base;
+}
+
+/* READ/WRITE body with one channel descriptor; its length. */
+static size_t rdma_rw(uint8_t *b, uint16_t cmd, const uint8_t fid[16], uint32_t len,
+                      uint32_t channel, uint64_t off, uint32_t token, uint32_t dlen)
+{
+    memset(b, 0, 48 + 16);
+    wr16(b, 49);
+    memcpy(b + 16, fid, 16);
+    if (cmd == SMB2_READ) {
+        wr32(b + 4, len);
+        wr32(b + 36, channel);
+        wr16(b + 44, 64 + 48);
+        wr16(b + 46, 16);
+    } else {
+        wr32(b + 32, channel);
+        wr32(b + 36, len); /* RemainingBytes */
+        wr16(b + 40, 64 + 48);
+        wr16(b + 42, 16);
+    }
+    wr64(b + 48, off);
+    wr32(b + 56, token);
+    wr32(b + 60, dlen);
+    return 64;
+}
+
+TEST(rdma_channels)
+{
+    struct fake_rdma *f = calloc(1, sizeof *f);
+    CHECK(f);
+    struct server s;
+    server_start(&s, 0);
+    s.wrap = wrap_fake;
+    s.wrap_arg = f;
+    struct rawc *c = malloc(sizeof *c);
+    CHECK(c);
+    rawc_login(&s, c, "Secret-1");
+    uint8_t b[1024];
+    size_t n = create_body(b, "r", 3, 0);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 1), STATUS_SUCCESS);
+    uint8_t fid[16];
+    memcpy(fid, c->r + 64 + 64, 16);
+    /* WRITE over RDMA_V1: the server reads 70000 bytes from client memory at 4096 */
+    for (unsigned i = 0; i < 70000; i++)
+        f->mem[4096 + i] = (uint8_t)(i * 7 + 1);
+    n = rdma_rw(b, SMB2_WRITE, fid, 70000, 1, 4096, RDMA_TOKEN, 70000);
+    CHECK_EQ_U64(rawc_req(c, SMB2_WRITE, b, n, 1), STATUS_SUCCESS);
+    CHECK_EQ_U64(rd32(c->r + 64 + 4), 70000);
+    CHECK_EQ_U64(atomic_load(&f->reads), 1);
+    CHECK_EQ_U64(atomic_load(&f->invalidates), 0);
+    /* READ over RDMA_V1_INVALIDATE into client memory at 200000: a Send with Invalidate of
+     * the descriptor's token answers it; DataLength 0, DataRemaining the bytes written */
+    n = rdma_rw(b, SMB2_READ, fid, 70000, 2, 200000, RDMA_TOKEN, 70000);
+    CHECK_EQ_U64(rawc_req(c, SMB2_READ, b, n, 1), STATUS_SUCCESS);
+    CHECK_EQ_U64(rd32(c->r + 64 + 4), 0);
+    CHECK_EQ_U64(rd32(c->r + 64 + 8), 70000);
+    CHECK_MEM(f->mem + 200000, f->mem + 4096, 70000);
+    CHECK_EQ_U64(atomic_load(&f->writes), 1);
+    CHECK_EQ_U64(atomic_load(&f->invalidates), 1);
+    CHECK_EQ_U64(atomic_load(&f->last_invalidated), RDMA_TOKEN);
+    /* WRITE over RDMA_V1_INVALIDATE: invalidated too */
+    n = rdma_rw(b, SMB2_WRITE, fid, 10, 2, 0, RDMA_TOKEN, 10);
+    CHECK_EQ_U64(rawc_req(c, SMB2_WRITE, b, n, 1), STATUS_SUCCESS);
+    CHECK_EQ_U64(atomic_load(&f->invalidates), 2);
+    /* a WRITE over RDMA with a non-zero Length, or more than max_io */
+    n = rdma_rw(b, SMB2_WRITE, fid, 10, 1, 0, RDMA_TOKEN, 10);
+    wr32(b + 4, 10);
+    CHECK_EQ_U64(rawc_req(c, SMB2_WRITE, b, n, 1), STATUS_INVALID_PARAMETER);
+    n = rdma_rw(b, SMB2_WRITE, fid, (8u << 20) + 1, 1, 0, RDMA_TOKEN, 10);
+    CHECK_EQ_U64(rawc_req(c, SMB2_WRITE, b, n, 1), STATUS_INVALID_PARAMETER);
+    /* descriptors holding fewer bytes than asked */
+    n = rdma_rw(b, SMB2_READ, fid, 1000, 1, 0, RDMA_TOKEN, 10);
+    CHECK_EQ_U64(rawc_req(c, SMB2_READ, b, n, 1), STATUS_INVALID_PARAMETER);
+    /* channel info that is not a whole number of descriptors */
+    n = rdma_rw(b, SMB2_READ, fid, 10, 1, 0, RDMA_TOKEN, 10);
+    wr16(b + 46, 15);
+    CHECK_EQ_U64(rawc_req(c, SMB2_READ, b, n, 1), STATUS_INVALID_PARAMETER);
+    /* an unknown channel */
+    n = rdma_rw(b, SMB2_READ, fid, 10, 7, 0, RDMA_TOKEN, 10);
+    CHECK_EQ_U64(rawc_req(c, SMB2_READ, b, n, 1), STATUS_INVALID_PARAMETER);
+    /* a dead token: the peer refuses, the connection ends */
+    n = rdma_rw(b, SMB2_READ, fid, 10, 1, 0, 0xdead, 10);
+    {
+        static uint8_t m[256];
+        hdr(m, SMB2_READ, c->mid++, c->sid);
+        wr32(m + 36, c->tid);
+        memcpy(m + 64, b, n);
+        wr32(m + 16, SMB2_FLAGS_SIGNED);
+        srv_sign(0x0302, c->key, m, 64 + n, m + 48);
+        raw_send(c->fd, m, 64 + n);
+    }
+    CHECK_EQ_I64(raw_recv(c->fd, c->r, sizeof c->r), -ECONNRESET);
+    close(c->fd);
+    free(c);
+    server_stop(&s);
+    CHECK_EQ_I64(atomic_load(&s.failed), 1);
+    CHECK_EQ_U64(s.stats.rdma_reads, 2);
+    CHECK_EQ_U64(s.stats.rdma_writes, 1);
+    CHECK_EQ_U64(s.stats.send_invalidates, 2);
+    CHECK_EQ_U64(s.stats.inline_reads + s.stats.inline_writes, 0);
+    free(f);
 }
