@@ -927,7 +927,7 @@ static uint32_t do_write(struct conn *c, struct req *r, uint64_t prev)
     }
     if (off > INT64_MAX - (uint64_t)len)
         return STATUS_INVALID_PARAMETER;
-    if (!(fcntl(o->fd, F_GETFL) & O_RDWR))
+    if ((fcntl(o->fd, F_GETFL) & O_ACCMODE) != O_RDWR)
         return STATUS_ACCESS_DENIED;
     size_t done = 0;
     while (done < len) {
@@ -1094,7 +1094,10 @@ static uint32_t do_query_directory(struct conn *c, struct req *r, uint64_t prev)
         size_t save = pos;
         const char *name = dir_name_at(o, o->cursor, &pos);
         struct stat sb;
-        if (!srv_name_match(pattern, name) || entry_stat(c, o, name, &sb)) {
+        uint8_t probe[1024];
+        /* a name that is not UTF-8 cannot be sent as UTF-16: left out like one not matching */
+        if (srv_utf8_to_utf16(name, probe, sizeof probe, 0) == (size_t)-1 ||
+            !srv_name_match(pattern, name) || entry_stat(c, o, name, &sb)) {
             o->cursor++;
             continue;
         }

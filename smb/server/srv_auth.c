@@ -233,6 +233,8 @@ static uint8_t *put_av(uint8_t *o, uint16_t id, const char *s)
 {
     wr16(o, id);
     size_t n = srv_utf8_to_utf16(s, o + 4, 64, 0);
+    if (n == (size_t)-1)
+        n = 0; /* a name too long for the target info is left empty */
     wr16(o + 2, (uint16_t)n);
     return o + 4 + n;
 }

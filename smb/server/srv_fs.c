@@ -156,33 +156,34 @@ uint32_t srv_attributes(const struct stat *st)
     return a;
 }
 
+static char dos_wild(char c)
+{
+    return c == '<' ? '*' : c == '>' ? '?' : c == '"' ? '.' : c;
+}
+
+/* Iterative with one backtrack point (the last '*'): O(pattern x name), whatever the pattern
+ * (a recursive matcher is exponential in the number of stars). */
 int srv_name_match(const char *pat, const char *name)
 {
-    for (;;) {
-        char pc = *pat;
-        if (pc == '<')
-            pc = '*';
-        else if (pc == '>')
-            pc = '?';
-        else if (pc == '"')
-            pc = '.';
-        if (pc == 0)
-            return *name == 0;
+    const char *star = NULL, *resume = NULL;
+    while (*name) {
+        char pc = dos_wild(*pat);
         if (pc == '*') {
-            while (*pat == '*' || *pat == '<')
-                pat++;
-            if (!*pat)
-                return 1;
-            for (const char *s = name; *s; s++)
-                if (srv_name_match(pat, s))
-                    return 1;
-            return srv_name_match(pat, name + strlen(name));
+            star = ++pat;
+            resume = name;
+            continue;
         }
-        if (!*name)
+        if (pc && (pc == '?' || tolower((unsigned char)pc) == tolower((unsigned char)*name))) {
+            pat++;
+            name++;
+            continue;
+        }
+        if (!star)
             return 0;
-        if (pc != '?' && tolower((unsigned char)pc) != tolower((unsigned char)*name))
-            return 0;
-        pat++;
-        name++;
+        pat = star;
+        name = ++resume;
     }
+    while (dos_wild(*pat) == '*')
+        pat++;
+    return *pat == 0;
 }

@@ -398,6 +398,19 @@ TEST(name_match)
     CHECK(srv_name_match("a?c", "abc"));
     CHECK(!srv_name_match("a?c", "ac"));
     CHECK(srv_name_match("<.txt", "x.txt"));
+    CHECK(srv_name_match("*a*b*", "xxaxxbxx"));
+    CHECK(!srv_name_match("*a*b*c", "xxaxxbxx"));
+    CHECK(!srv_name_match("", "x"));
+    /* many stars against a long name that almost matches: bounded work, not exponential */
+    char pat[128], name[256];
+    for (unsigned i = 0; i < 60; i++) {
+        pat[2 * i] = '*';
+        pat[2 * i + 1] = 'a';
+    }
+    strcpy(pat + 120, "b");
+    memset(name, 'a', 255);
+    name[255] = 0;
+    CHECK(!srv_name_match(pat, name));
 }
 
 /* ---- raw requests over TCP ---- */
@@ -1308,4 +1321,77 @@ TEST(rdma_channels)
     CHECK_EQ_U64(s.stats.send_invalidates, 2);
     CHECK_EQ_U64(s.stats.inline_reads + s.stats.inline_writes, 0);
     free(f);
+}
+
+/* QUERY_DIRECTORY over 300 names and one that is not UTF-8, in small pieces. */
+TEST(raw_query_directory)
+{
+    struct server s;
+    server_start(&s, 0);
+    char path[400];
+    for (unsigned i = 0; i < 300; i++) {
+        snprintf(path, sizeof path, "%s/file%03u", s.cfg.root, i);
+        make_file(path, i, i);
+    }
+    snprintf(path, sizeof path, "%s/bad\xff\xfename", s.cfg.root);
+    make_file(path, 1, 1);
+    struct rawc *c = malloc(sizeof *c);
+    CHECK(c);
+    rawc_login(&s, c, "Secret-1");
+    uint8_t b[1024];
+    size_t n = create_body(b, "", 1, 1);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 1), STATUS_SUCCESS);
+    uint8_t fid[16];
+    memcpy(fid, c->r + 64 + 64, 16);
+    /* body: class, flags, pattern, output length */
+#define QD(cls, flags, pat, outlen)                                                                \
+    do {                                                                                           \
+        memset(b, 0, 32);                                                                          \
+        wr16(b, 33);                                                                               \
+        b[2] = (cls);                                                                              \
+        b[3] = (flags);                                                                            \
+        memcpy(b + 8, fid, 16);                                                                    \
+        size_t pl_ = srv_utf8_to_utf16((pat), b + 32, 512, 0);                                     \
+        wr16(b + 24, 64 + 32);                                                                     \
+        wr16(b + 26, (uint16_t)pl_);                                                               \
+        wr32(b + 28, (outlen));                                                                    \
+        n = 32 + (pl_ ? pl_ : 1);                                                                  \
+    } while (0)
+    unsigned entries = 0, calls = 0;
+    uint32_t st;
+    QD(37, 1, "*", 4096);
+    while ((st = rawc_req(c, SMB2_QUERY_DIRECTORY, b, n, 1)) == STATUS_SUCCESS && calls < 100) {
+        const uint8_t *e = c->r + rd16(c->r + 64 + 2);
+        for (;;) {
+            entries++;
+            if (!rd32(e))
+                break;
+            e += rd32(e);
+        }
+        calls++;
+        b[3] = 0;
+    }
+    CHECK_EQ_U64(st, STATUS_NO_MORE_FILES);
+    CHECK_EQ_U64(entries, 302); /* ".", "..", the 300 files; not the name that is not UTF-8 */
+    CHECK(calls > 5);
+    /* restart, one entry */
+    QD(1, 1 | 2, "*", 4096);
+    CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_DIRECTORY, b, n, 1), STATUS_SUCCESS);
+    CHECK_EQ_U64(rd32(c->r + 64 + 8), 0); /* one entry: no next */
+    /* an exact name, another class */
+    QD(3, 1, "FILE007", 4096);
+    CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_DIRECTORY, b, n, 1), STATUS_SUCCESS);
+    CHECK_EQ_U64(rd32(c->r + 64 + 8 + 60), 14); /* FileNameLength of "file007" */
+    QD(3, 0, "FILE007", 4096);
+    CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_DIRECTORY, b, n, 1), STATUS_NO_MORE_FILES);
+    QD(12, 1, "nomatch*", 4096);
+    CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_DIRECTORY, b, n, 1), STATUS_NO_SUCH_FILE);
+    QD(38, 1, "*", 10);
+    CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_DIRECTORY, b, n, 1), STATUS_INFO_LENGTH_MISMATCH);
+    QD(99, 1, "*", 4096);
+    CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_DIRECTORY, b, n, 1), STATUS_INVALID_INFO_CLASS);
+#undef QD
+    close(c->fd);
+    free(c);
+    server_stop(&s);
 }
