@@ -1202,6 +1202,8 @@ static uint32_t file_info(struct conn *c, struct open *o, uint8_t cls, uint8_t *
         *fixed = 100;
         break;
     }
+    case 21: /* FileAlternateNameInformation: the file system keeps no 8.3 names */
+        return STATUS_NOT_SUPPORTED;
     case 22: { /* FileStreamInformation: the one unnamed data stream of a file */
         if (o->is_dir) {
             *len = *fixed = 0;

@@ -263,7 +263,11 @@ TEST_T(smbclient_signing_required, 120)
     server_start(&s, 1);
     copy_round(&s, "-m SMB3 --client-protection=sign", 65537);
     copy_round(&s, "--option=\"client max protocol=SMB3_00\" --client-protection=sign", 4097);
+    /* 2.1 and 2.0.2 sign with HMAC-SHA256 */
+    copy_round(&s, "--option=\"client max protocol=SMB2_10\" --client-protection=sign", 4097);
+    copy_round(&s, "--option=\"client max protocol=SMB2_02\" --client-protection=sign", 4097);
     server_stop(&s);
+    CHECK_EQ_I64(atomic_load(&s.failed), 0);
 }
 
 TEST_T(smbclient_bad_password, 60)
@@ -1394,4 +1398,89 @@ TEST(raw_query_directory)
     close(c->fd);
     free(c);
     server_stop(&s);
+}
+
+/* smbclient commands that query and set more: allinfo (FileAllInformation, streams, network
+ * open and attribute tag information), volume, du (FileFsFullSizeInformation), setmode
+ * (SET_INFO basic), reget/reput (offsets), mget/mput with a wildcard, deltree. */
+TEST_T(smbclient_more_commands, 120)
+{
+    NEED_SMBCLIENT();
+    struct server s;
+    server_start(&s, 0);
+    char local[300], path[400], out[16384];
+    snprintf(local, sizeof local, "%s/local", s.root);
+    CHECK(mkdir(local, 0755) == 0);
+    snprintf(path, sizeof path, "%s/local/got", s.root);
+    CHECK(mkdir(path, 0755) == 0);
+    for (unsigned i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/m%u.dat", local, i);
+        make_file(path, 1000 + i, 50 + i);
+    }
+    int rc = smbclient(&s, "alice%Secret-1", "share", "-m SMB3", local,
+                       "prompt off; mput m*.dat; allinfo m0.dat; volume; du; setmode m1.dat +r; "
+                       "mkdir t; mkdir t\\\\u; put m2.dat t\\\\u\\\\x; deltree t; "
+                       "lcd got; mget m*.dat",
+                       out, sizeof out);
+    /* the one refusal: no 8.3 names (allinfo goes on without one) */
+    const char *alt = strstr(out, "NT_STATUS_NOT_SUPPORTED getting alt name for \\m0.dat");
+    CHECK_MSG(rc == 0 && alt && !strstr(alt + 10, "NT_STATUS") &&
+                  strstr(out, "NT_STATUS") == alt,
+              "exit %d:\n%s", rc, out);
+    CHECK_MSG(strstr(out, "create_time:") && strstr(out, "stream: [::$DATA], 1000 bytes"),
+              "allinfo:\n%s", out);
+    CHECK_MSG(strstr(out, "Volume: |softndk|"), "volume:\n%s", out);
+    CHECK_MSG(strstr(out, "blocks of size"), "du:\n%s", out);
+    snprintf(path, sizeof path, "%s/t", s.cfg.root);
+    CHECK(!exists(path));
+    for (unsigned i = 0; i < 3; i++) {
+        char a[400], b2[450];
+        uint8_t h1[32], h2[32];
+        snprintf(a, sizeof a, "%s/m%u.dat", local, i);
+        snprintf(b2, sizeof b2, "%s/got/m%u.dat", local, i);
+        sha256_file(a, h1);
+        sha256_file(b2, h2);
+        CHECK(!memcmp(h1, h2, 32));
+    }
+    server_stop(&s);
+    CHECK_EQ_I64(atomic_load(&s.failed), 0);
+}
+
+/* A message larger than the server takes ends the connection (logged); a client that goes
+ * away inside a message ends it too; the server goes on serving the next connection. */
+TEST(raw_oversize_and_vanish)
+{
+    struct server s;
+    server_start(&s, 0);
+    int fd = raw_connect(&s);
+    uint8_t m[128], r[4096];
+    size_t n = negotiate(m, 0x0302);
+    raw_send(fd, m, n);
+    CHECK(raw_recv(fd, r, sizeof r) > 0);
+    size_t big = (9u << 20);
+    uint8_t hdr4[4] = {0, (uint8_t)(big >> 16), (uint8_t)(big >> 8), (uint8_t)big};
+    CHECK(send(fd, hdr4, 4, MSG_NOSIGNAL) == 4);
+    static uint8_t zeros[1 << 16];
+    for (size_t done = 0; done < big;) {
+        ssize_t w = send(fd, zeros, sizeof zeros < big - done ? sizeof zeros : big - done,
+                         MSG_NOSIGNAL);
+        if (w <= 0)
+            break;
+        done += (size_t)w;
+    }
+    CHECK_EQ_I64(raw_recv(fd, r, sizeof r), -ECONNRESET);
+    close(fd);
+    fd = raw_connect(&s);
+    uint8_t part[14] = {0, 0, 0x03, 0xe8, 0xFE, 'S', 'M', 'B'};
+    CHECK(send(fd, part, sizeof part, MSG_NOSIGNAL) == (ssize_t)sizeof part);
+    close(fd);
+    fd = raw_connect(&s);
+    raw_send(fd, m, n);
+    long rl = raw_recv(fd, r, sizeof r);
+    CHECK(rl > 64);
+    CHECK_EQ_U64(status_of(r), STATUS_SUCCESS);
+    close(fd);
+    server_stop(&s);
+    CHECK_EQ_U64(s.nconns, 3);
+    CHECK_EQ_I64(atomic_load(&s.failed), 1); /* the oversized message */
 }
