@@ -560,17 +560,19 @@ static uint32_t do_tree_disconnect(struct conn *c, struct req *r)
 
 /* ---- CREATE ([MS-SMB2] 2.2.13, 2.2.14, 3.3.5.9) ---- */
 
-static void put_times(uint8_t *p, const struct stat *st)
+/* CreationTime is the birth time where the file system keeps one, else 0: never a time that
+ * moves (clients such as Linux cifs take a changed creation time for a different file). */
+static void put_times(uint8_t *p, const struct srv_stat *s)
 {
-    wr64(p, srv_filetime(&st->st_ctim)); /* CreationTime: Linux keeps none; ctime stands in */
-    wr64(p + 8, srv_filetime(&st->st_atim));
-    wr64(p + 16, srv_filetime(&st->st_mtim));
-    wr64(p + 24, srv_filetime(&st->st_ctim));
+    wr64(p, s->birth.tv_sec || s->birth.tv_nsec ? srv_filetime(&s->birth) : 0);
+    wr64(p + 8, srv_filetime(&s->st.st_atim));
+    wr64(p + 16, srv_filetime(&s->st.st_mtim));
+    wr64(p + 24, srv_filetime(&s->st.st_ctim));
 }
 
-static uint64_t alloc_size(const struct stat *st)
+static uint64_t alloc_size(const struct srv_stat *s)
 {
-    return (uint64_t)st->st_blocks * 512u;
+    return (uint64_t)s->st.st_blocks * 512u;
 }
 
 static int wants_write(uint32_t access)
@@ -631,11 +633,11 @@ static uint32_t do_create(struct conn *c, struct req *r)
         return st;
     }
     /* does it exist, and what is it? */
-    struct stat sb;
+    struct srv_stat sb;
     int exists = 0;
     int probe = srv_open_beneath(c->root, rel, O_PATH, 0);
     if (probe >= 0) {
-        exists = fstat(probe, &sb) == 0;
+        exists = srv_fstat(probe, &sb) == 0;
         close(probe);
     } else if (probe != -ENOENT) {
         st = srv_errno_status(-probe, 1);
@@ -646,10 +648,10 @@ static uint32_t do_create(struct conn *c, struct req *r)
     int fd;
     int is_dir;
     if (exists) {
-        is_dir = S_ISDIR(sb.st_mode);
+        is_dir = S_ISDIR(sb.st.st_mode);
         if (disp == 2)
             return STATUS_OBJECT_NAME_COLLISION;
-        if (!is_dir && !S_ISREG(sb.st_mode)) {
+        if (!is_dir && !S_ISREG(sb.st.st_mode)) {
             logf_(c, "CREATE \"%s\" refused: neither a file nor a directory", rel);
             return STATUS_ACCESS_DENIED;
         }
@@ -700,7 +702,7 @@ static uint32_t do_create(struct conn *c, struct req *r)
         logf_(c, "CREATE \"%s\" refused: %s", rel, strerror(-fd));
         return st;
     }
-    if (fstat(fd, &sb)) {
+    if (srv_fstat(fd, &sb)) {
         close(fd);
         return STATUS_ACCESS_DENIED;
     }
@@ -726,8 +728,8 @@ static uint32_t do_create(struct conn *c, struct req *r)
     wr32(p + 4, action);
     put_times(p + 8, &sb);
     wr64(p + 40, alloc_size(&sb));
-    wr64(p + 48, is_dir ? 0 : (uint64_t)sb.st_size);
-    wr32(p + 56, srv_attributes(&sb));
+    wr64(p + 48, is_dir ? 0 : (uint64_t)sb.st.st_size);
+    wr32(p + 56, srv_attributes(&sb.st));
     wr64(p + 64, o->id);
     wr64(p + 72, o->id);
     r->rlen = 89; /* create contexts are not answered: the request's are ignored */
@@ -754,13 +756,13 @@ static uint32_t do_close(struct conn *c, struct req *r, uint64_t prev)
     uint8_t *p = r->rbody;
     memset(p, 0, 60);
     wr16(p, 60);
-    struct stat sb;
-    if ((flags & 1) && fstat(o->fd, &sb) == 0) { /* SMB2_CLOSE_FLAG_POSTQUERY_ATTRIB */
+    struct srv_stat sb;
+    if ((flags & 1) && srv_fstat(o->fd, &sb) == 0) { /* SMB2_CLOSE_FLAG_POSTQUERY_ATTRIB */
         wr16(p + 2, 1);
         put_times(p + 8, &sb);
         wr64(p + 40, alloc_size(&sb));
-        wr64(p + 48, o->is_dir ? 0 : (uint64_t)sb.st_size);
-        wr32(p + 56, srv_attributes(&sb));
+        wr64(p + 48, o->is_dir ? 0 : (uint64_t)sb.st.st_size);
+        wr32(p + 56, srv_attributes(&sb.st));
     }
     r->rlen = 60;
     return open_close(c, o, "CLOSE");
@@ -1001,16 +1003,16 @@ static const char *dir_name_at(const struct open *o, size_t i, size_t *pos)
 /* The stat of entry name of directory o, without leaving the root: "." and ".." are the
  * directory itself (the root's parent is not the client's to see); a symlink is followed
  * only where it stays beneath the root (otherwise the entry is left out: -1). */
-static int entry_stat(struct conn *c, const struct open *o, const char *name, struct stat *sb)
+static int entry_stat(struct conn *c, const struct open *o, const char *name, struct srv_stat *sb)
 {
     if (!strcmp(name, ".") || !strcmp(name, ".."))
-        return fstat(o->fd, sb);
+        return srv_fstat(o->fd, sb);
     char rel[SRV_PATH_MAX * 2];
     snprintf(rel, sizeof rel, "%s%s%s", o->path, *o->path ? "/" : "", name);
     int fd = srv_open_beneath(c->root, rel, O_PATH, 0);
     if (fd < 0)
         return -1;
-    int rc = fstat(fd, sb);
+    int rc = srv_fstat(fd, sb);
     close(fd);
     return rc;
 }
@@ -1018,7 +1020,7 @@ static int entry_stat(struct conn *c, const struct open *o, const char *name, st
 /* One entry of class cls at p (cap bytes); its length (8-aligned is the caller's), 0 when it
  * does not fit. */
 static size_t dir_entry(uint8_t cls, uint8_t *p, size_t cap, const char *name,
-                        const struct stat *sb)
+                        const struct srv_stat *sb)
 {
     uint8_t uname[1024];
     size_t nl = srv_utf8_to_utf16(name, uname, sizeof uname, 0);
@@ -1041,14 +1043,14 @@ static size_t dir_entry(uint8_t cls, uint8_t *p, size_t cap, const char *name,
         wr32(p + 8, (uint32_t)nl);
     } else {
         put_times(p + 8, sb);
-        wr64(p + 40, S_ISDIR(sb->st_mode) ? 0 : (uint64_t)sb->st_size);
+        wr64(p + 40, S_ISDIR(sb->st.st_mode) ? 0 : (uint64_t)sb->st.st_size);
         wr64(p + 48, alloc_size(sb));
-        wr32(p + 56, srv_attributes(sb));
+        wr32(p + 56, srv_attributes(&sb->st));
         wr32(p + 60, (uint32_t)nl);
         if (cls == 37)
-            wr64(p + 96, (uint64_t)sb->st_ino);
+            wr64(p + 96, (uint64_t)sb->st.st_ino);
         if (cls == 38)
-            wr64(p + 72, (uint64_t)sb->st_ino);
+            wr64(p + 72, (uint64_t)sb->st.st_ino);
     }
     memcpy(p + fixed, uname, nl);
     return fixed + nl;
@@ -1093,7 +1095,7 @@ static uint32_t do_query_directory(struct conn *c, struct req *r, uint64_t prev)
     while (o->cursor < o->nnames) {
         size_t save = pos;
         const char *name = dir_name_at(o, o->cursor, &pos);
-        struct stat sb;
+        struct srv_stat sb;
         uint8_t probe[1024];
         /* a name that is not UTF-8 cannot be sent as UTF-16: left out like one not matching */
         if (srv_utf8_to_utf16(name, probe, sizeof probe, 0) == (size_t)-1 ||
@@ -1148,10 +1150,10 @@ static size_t wire_name(const struct open *o, uint8_t *p, size_t cap)
 static uint32_t file_info(struct conn *c, struct open *o, uint8_t cls, uint8_t *p, size_t cap,
                           size_t *len, size_t *fixed)
 {
-    struct stat sb;
-    if (fstat(o->fd, &sb))
+    struct srv_stat sb;
+    if (srv_fstat(o->fd, &sb))
         return srv_errno_status(errno, 0);
-    uint64_t eof = o->is_dir ? 0 : (uint64_t)sb.st_size;
+    uint64_t eof = o->is_dir ? 0 : (uint64_t)sb.st.st_size;
     (void)c;
     if (cap < 128)
         return STATUS_BUFFER_TOO_SMALL;
@@ -1159,19 +1161,19 @@ static uint32_t file_info(struct conn *c, struct open *o, uint8_t cls, uint8_t *
     switch (cls) {
     case 4: /* FileBasicInformation */
         put_times(p, &sb);
-        wr32(p + 32, srv_attributes(&sb));
+        wr32(p + 32, srv_attributes(&sb.st));
         *len = *fixed = 40;
         break;
     case 5: /* FileStandardInformation */
         wr64(p, alloc_size(&sb));
         wr64(p + 8, eof);
-        wr32(p + 16, (uint32_t)sb.st_nlink);
+        wr32(p + 16, (uint32_t)sb.st.st_nlink);
         p[20] = (uint8_t)o->delete_on_close;
         p[21] = (uint8_t)o->is_dir;
         *len = *fixed = 24;
         break;
     case 6: /* FileInternalInformation */
-        wr64(p, (uint64_t)sb.st_ino);
+        wr64(p, (uint64_t)sb.st.st_ino);
         *len = *fixed = 8;
         break;
     case 7:  /* FileEaInformation: no EAs */
@@ -1188,13 +1190,13 @@ static uint32_t file_info(struct conn *c, struct open *o, uint8_t cls, uint8_t *
         break;
     case 18: { /* FileAllInformation */
         put_times(p, &sb);
-        wr32(p + 32, srv_attributes(&sb));
+        wr32(p + 32, srv_attributes(&sb.st));
         wr64(p + 40, alloc_size(&sb));
         wr64(p + 48, eof);
-        wr32(p + 56, (uint32_t)sb.st_nlink);
+        wr32(p + 56, (uint32_t)sb.st.st_nlink);
         p[60] = (uint8_t)o->delete_on_close;
         p[61] = (uint8_t)o->is_dir;
-        wr64(p + 64, (uint64_t)sb.st_ino);
+        wr64(p + 64, (uint64_t)sb.st.st_ino);
         wr32(p + 76, o->access);
         size_t n = wire_name(o, p + 100, cap - 100);
         wr32(p + 96, (uint32_t)n);
@@ -1221,11 +1223,11 @@ static uint32_t file_info(struct conn *c, struct open *o, uint8_t cls, uint8_t *
         put_times(p, &sb);
         wr64(p + 32, alloc_size(&sb));
         wr64(p + 40, eof);
-        wr32(p + 48, srv_attributes(&sb));
+        wr32(p + 48, srv_attributes(&sb.st));
         *len = *fixed = 56;
         break;
     case 35: /* FileAttributeTagInformation */
-        wr32(p, srv_attributes(&sb));
+        wr32(p, srv_attributes(&sb.st));
         *len = *fixed = 8;
         break;
     default:
@@ -1414,10 +1416,10 @@ static uint32_t set_file_info(struct conn *c, struct open *o, uint8_t cls, const
         if (o->is_dir)
             return STATUS_INVALID_PARAMETER;
         uint64_t v = rd64(p);
-        struct stat sb;
-        if (v > INT64_MAX || fstat(o->fd, &sb))
+        struct srv_stat sb;
+        if (v > INT64_MAX || srv_fstat(o->fd, &sb))
             return STATUS_INVALID_PARAMETER;
-        if (cls == 19 && v >= (uint64_t)sb.st_size)
+        if (cls == 19 && v >= (uint64_t)sb.st.st_size)
             return STATUS_SUCCESS;
         if (ftruncate(o->fd, (off_t)v))
             return errno == EBADF || errno == EINVAL ? STATUS_ACCESS_DENIED

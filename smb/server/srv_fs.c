@@ -9,6 +9,7 @@
 #include <linux/openat2.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #define STATUS_UNSUCCESSFUL 0xC0000001u
@@ -123,6 +124,34 @@ uint32_t srv_errno_status(int err, int parent)
     default:
         return STATUS_UNSUCCESSFUL;
     }
+}
+
+int srv_fstat(int fd, struct srv_stat *s)
+{
+    struct statx x;
+    memset(s, 0, sizeof *s);
+    if (statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS | STATX_BTIME, &x))
+        return -1;
+    s->st.st_dev = makedev(x.stx_dev_major, x.stx_dev_minor);
+    s->st.st_ino = x.stx_ino;
+    s->st.st_mode = x.stx_mode;
+    s->st.st_nlink = x.stx_nlink;
+    s->st.st_uid = x.stx_uid;
+    s->st.st_gid = x.stx_gid;
+    s->st.st_size = (off_t)x.stx_size;
+    s->st.st_blksize = (blksize_t)x.stx_blksize;
+    s->st.st_blocks = (blkcnt_t)x.stx_blocks;
+    s->st.st_atim.tv_sec = x.stx_atime.tv_sec;
+    s->st.st_atim.tv_nsec = x.stx_atime.tv_nsec;
+    s->st.st_mtim.tv_sec = x.stx_mtime.tv_sec;
+    s->st.st_mtim.tv_nsec = x.stx_mtime.tv_nsec;
+    s->st.st_ctim.tv_sec = x.stx_ctime.tv_sec;
+    s->st.st_ctim.tv_nsec = x.stx_ctime.tv_nsec;
+    if (x.stx_mask & STATX_BTIME) {
+        s->birth.tv_sec = x.stx_btime.tv_sec;
+        s->birth.tv_nsec = x.stx_btime.tv_nsec;
+    }
+    return 0;
 }
 
 #define FILETIME_UNIX_EPOCH 116444736000000000ull

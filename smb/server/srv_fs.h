@@ -29,6 +29,14 @@ int srv_open_parent(int root, const char *rel, const char **base);
  * directories (ENOENT is then STATUS_OBJECT_PATH_NOT_FOUND). */
 uint32_t srv_errno_status(int err, int parent);
 
+/* A stat and the birth time ({0, 0} where the file system keeps none). */
+struct srv_stat {
+    struct stat st;
+    struct timespec birth;
+};
+/* statx(fd, STATX_BASIC_STATS | STATX_BTIME); 0 or -1 with errno. */
+int srv_fstat(int fd, struct srv_stat *s);
+
 /* Windows FILETIME (100 ns since 1601) of a timespec, and back. */
 uint64_t srv_filetime(const struct timespec *ts);
 struct timespec srv_timespec(uint64_t ft);

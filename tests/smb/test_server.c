@@ -844,6 +844,7 @@ TEST(raw_session_requests)
     CHECK_EQ_U64(rd32(c->r + 64 + 4), 2); /* FILE_CREATED */
     uint8_t fid[16];
     memcpy(fid, c->r + 64 + 64, 16);
+    uint64_t created = rd64(c->r + 64 + 8);
     memset(b, 0, 48);
     wr16(b, 49);
     wr16(b + 2, 64 + 48);
@@ -934,6 +935,7 @@ TEST(raw_session_requests)
     memcpy(b + 8, fid, 16);
     CHECK_EQ_U64(rawc_req(c, SMB2_CLOSE, b, 24, 1), STATUS_SUCCESS);
     CHECK_EQ_U64(rd64(c->r + 64 + 48), 5);
+    CHECK_EQ_U64(rd64(c->r + 64 + 8), created); /* CreationTime does not move with writes */
     CHECK_EQ_U64(rawc_req(c, SMB2_CLOSE, b, 24, 1), STATUS_FILE_CLOSED);
     close(c->fd);
     free(c);
