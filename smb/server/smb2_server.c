@@ -51,9 +51,11 @@
 #define ACCESS_READ_DATA        0x00000001u
 #define ACCESS_WRITE_DATA       0x00000002u
 #define ACCESS_APPEND_DATA      0x00000004u
+#define ACCESS_EXECUTE          0x00000020u
 #define ACCESS_DELETE           0x00010000u
 #define ACCESS_MAXIMUM_ALLOWED  0x02000000u
 #define ACCESS_GENERIC_ALL      0x10000000u
+#define ACCESS_GENERIC_EXECUTE  0x20000000u
 #define ACCESS_GENERIC_WRITE    0x40000000u
 #define ACCESS_GENERIC_READ     0x80000000u
 #define ACCESS_ALL              0x001F01FFu
@@ -799,7 +801,8 @@ static uint32_t channel_descs(struct conn *c, struct req *r, uint32_t channel, u
               r->command == SMB2_READ ? "READ" : "WRITE", channel, c->t->ops->name, c->dialect);
         return STATUS_INVALID_PARAMETER;
     }
-    if (len == 0 || len % 16 || len / 16 > 16 || !in_req(r, off, len))
+    /* the descriptors follow the fixed part of the request (48 bytes for READ and WRITE) */
+    if (len == 0 || len % 16 || len / 16 > 16 || off < SMB2_HDR_LEN + 48 || !in_req(r, off, len))
         return STATUS_INVALID_PARAMETER;
     for (unsigned i = 0; i < len / 16u; i++) {
         const uint8_t *p = r->hdr + off + 16 * i;
@@ -832,6 +835,10 @@ static uint32_t do_read(struct conn *c, struct req *r, uint64_t prev)
         return STATUS_FILE_CLOSED;
     if (o->is_dir)
         return STATUS_INVALID_DEVICE_REQUEST;
+    /* [MS-SMB2] 3.3.5.12: the open must grant FILE_READ_DATA (or execute, as for paging) */
+    if (!(o->access & (ACCESS_READ_DATA | ACCESS_EXECUTE | ACCESS_GENERIC_READ |
+                       ACCESS_GENERIC_EXECUTE | ACCESS_GENERIC_ALL | ACCESS_MAXIMUM_ALLOWED)))
+        return STATUS_ACCESS_DENIED;
     smb_buffer_desc d[16];
     unsigned nd;
     uint32_t st = channel_descs(c, r, channel, rd16(b + 44), rd16(b + 46), d, &nd);
@@ -899,6 +906,9 @@ static uint32_t do_write(struct conn *c, struct req *r, uint64_t prev)
         return STATUS_FILE_CLOSED;
     if (o->is_dir)
         return STATUS_INVALID_DEVICE_REQUEST;
+    /* [MS-SMB2] 3.3.5.13: the open must grant FILE_WRITE_DATA or FILE_APPEND_DATA */
+    if (!wants_write(o->access))
+        return STATUS_ACCESS_DENIED;
     smb_buffer_desc d[16];
     unsigned nd;
     uint32_t st = channel_descs(c, r, channel, rd16(b + 40), rd16(b + 42), d, &nd);
@@ -1461,6 +1471,8 @@ static uint32_t do_ioctl(struct conn *c, struct req *r)
     uint32_t maxout = rd32(b + 44);
     if (!in_req(r, ioff, ilen))
         return STATUS_INVALID_PARAMETER;
+    /* FSCTL_QUERY_NETWORK_INTERFACE_INFO included: without SMB2_GLOBAL_CAP_MULTI_CHANNEL the
+     * server may refuse it with STATUS_NOT_SUPPORTED ([MS-SMB2] 3.3.5.15.11) */
     if (code != FSCTL_VALIDATE_NEGOTIATE_INFO) {
         logf_(c, "IOCTL 0x%08x refused: not supported", code);
         return STATUS_NOT_SUPPORTED;

@@ -928,6 +928,31 @@ TEST(raw_session_requests)
     CHECK_EQ_U64(rd16(c->r + 64 + 48 + 22), 0x0302);
     wr32(b + 4, 0x00090000u);
     CHECK_EQ_U64(rawc_req(c, SMB2_IOCTL, b, 56 + 26, 1), STATUS_NOT_SUPPORTED);
+    /* an open for attributes only may neither read nor write ([MS-SMB2] 3.3.5.12/13) */
+    {
+        uint8_t cb[600];
+        size_t cn = create_body(cb, "f", 1, 0);
+        wr32(cb + 24, 0x00000080u); /* FILE_READ_ATTRIBUTES */
+        CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, cb, cn, 1), STATUS_SUCCESS);
+        uint8_t afid[16];
+        memcpy(afid, c->r + 64 + 64, 16);
+        memset(cb, 0, 49);
+        wr16(cb, 49);
+        wr32(cb + 4, 5);
+        memcpy(cb + 16, afid, 16);
+        CHECK_EQ_U64(rawc_req(c, SMB2_READ, cb, 49, 1), STATUS_ACCESS_DENIED);
+        memset(cb, 0, 48);
+        wr16(cb, 49);
+        wr16(cb + 2, 64 + 48);
+        wr32(cb + 4, 1);
+        memcpy(cb + 16, afid, 16);
+        cb[48] = 'x';
+        CHECK_EQ_U64(rawc_req(c, SMB2_WRITE, cb, 49, 1), STATUS_ACCESS_DENIED);
+        memset(cb, 0, 24);
+        wr16(cb, 24);
+        memcpy(cb + 8, afid, 16);
+        CHECK_EQ_U64(rawc_req(c, SMB2_CLOSE, cb, 24, 1), STATUS_SUCCESS);
+    }
     /* CLOSE, then the FileId is gone */
     memset(b, 0, 24);
     wr16(b, 24);
