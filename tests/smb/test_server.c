@@ -31,7 +31,7 @@
 
 /* ---- a server on a free loopback port, one thread, connections served in turn ---- */
 
-#define MAX_CONNS 64
+#define MAX_CONNS 256
 
 struct server;
 struct conn_thread {
@@ -1510,4 +1510,173 @@ TEST(raw_oversize_and_vanish)
     server_stop(&s);
     CHECK_EQ_U64(s.nconns, 3);
     CHECK_EQ_I64(atomic_load(&s.failed), 1); /* the oversized message */
+}
+
+/* Hostile bodies: valid requests of every kind with a few random bytes changed, 3000 of them
+ * (a fixed seed). Each gets a response or ends the connection (then a new one logs in); the
+ * server never crashes, hangs or leaks a descriptor (the ASan build runs this too). */
+TEST_T(raw_mutated_requests, 120)
+{
+    int fds = harness_open_fds();
+    struct server s;
+    server_start(&s, 0);
+    char path[400];
+    snprintf(path, sizeof path, "%s/seed", s.cfg.root);
+    make_file(path, 5000, 5);
+    struct rawc *c = malloc(sizeof *c);
+    CHECK(c);
+    rawc_login(&s, c, "Secret-1");
+    uint32_t x = 12345;
+    unsigned responses = 0, reconnects = 0;
+    for (unsigned it = 0; it < 3000; it++) {
+        uint8_t b[1024];
+        size_t n;
+        uint16_t cmd;
+        /* a valid open to aim at: the share's root or "seed" (made again if renamed away) */
+        if (!exists(path))
+            make_file(path, 5000, 5);
+        size_t cn = create_body(b, (it & 1) ? "seed" : "", 1, 0);
+        static uint8_t m[2048];
+        hdr(m, SMB2_CREATE, c->mid++, c->sid);
+        wr32(m + 36, c->tid);
+        memcpy(m + 64, b, cn);
+        raw_send(c->fd, m, 64 + cn);
+        if (raw_recv(c->fd, c->r, sizeof c->r) < 0) { /* the last request ended it */
+            close(c->fd);
+            rawc_login(&s, c, "Secret-1");
+            reconnects++;
+            continue;
+        }
+        uint32_t st = status_of(c->r);
+        uint8_t fid[16];
+        memset(fid, 0xAB, 16);
+        if (st == STATUS_SUCCESS)
+            memcpy(fid, c->r + 64 + 64, 16);
+        switch (it % 9) {
+        case 0:
+            cmd = SMB2_CREATE;
+            n = create_body(b, "new\\x", 3, 0);
+            break;
+        case 1:
+            cmd = SMB2_QUERY_INFO;
+            memset(b, 0, 48);
+            wr16(b, 41);
+            b[2] = 1;
+            b[3] = 18;
+            wr32(b + 4, 4096);
+            memcpy(b + 24, fid, 16);
+            n = 48;
+            break;
+        case 2:
+            cmd = SMB2_QUERY_DIRECTORY;
+            memset(b, 0, 40);
+            wr16(b, 33);
+            b[2] = 37;
+            memcpy(b + 8, fid, 16);
+            wr16(b + 24, 64 + 32);
+            wr16(b + 26, 2);
+            b[32] = '*';
+            wr32(b + 28, 65536);
+            n = 40;
+            break;
+        case 3:
+            cmd = SMB2_SET_INFO;
+            memset(b, 0, 64);
+            wr16(b, 33);
+            b[2] = 1;
+            b[3] = 10;
+            wr32(b + 4, 26);
+            wr16(b + 8, 64 + 32);
+            memcpy(b + 16, fid, 16);
+            wr32(b + 32 + 16, 6);
+            memcpy(b + 32 + 20, "z\0z\0z\0", 6);
+            n = 64;
+            break;
+        case 4:
+            cmd = SMB2_READ;
+            memset(b, 0, 64);
+            wr16(b, 49);
+            wr32(b + 4, 100);
+            memcpy(b + 16, fid, 16);
+            n = 64;
+            break;
+        case 5:
+            cmd = SMB2_WRITE;
+            memset(b, 0, 64);
+            wr16(b, 49);
+            wr16(b + 2, 64 + 48);
+            wr32(b + 4, 16);
+            memcpy(b + 16, fid, 16);
+            n = 64;
+            break;
+        case 6:
+            cmd = SMB2_IOCTL;
+            memset(b, 0, 88);
+            wr16(b, 57);
+            wr32(b + 4, (it / 9) % 4 ? 0x001401FCu : 0x00140204u);
+            memcpy(b + 8, fid, 16);
+            wr32(b + 24, 64 + 56);
+            wr32(b + 28, 26);
+            wr32(b + 44, 1024);
+            n = 88;
+            break;
+        case 7:
+            cmd = SMB2_TREE_CONNECT;
+            memset(b, 0, 8);
+            wr16(b, 9);
+            wr16(b + 4, 64 + 8);
+            wr16(b + 6, 10);
+            memcpy(b + 8, "\\\0\\\0x\0\\\0s\0", 10);
+            n = 18;
+            break;
+        default:
+            cmd = SMB2_CLOSE;
+            memset(b, 0, 24);
+            wr16(b, 24);
+            wr16(b + 2, 1);
+            memcpy(b + 8, fid, 16);
+            n = 24;
+            break;
+        }
+        unsigned flips = 1 + (x >> 28);
+        for (unsigned k = 0; k < flips; k++) {
+            x = x * 1103515245u + 12345u;
+            b[(x >> 8) % n] = (uint8_t)(x >> 20);
+        }
+        hdr(m, cmd, c->mid++, c->sid);
+        wr32(m + 36, c->tid);
+        memcpy(m + 64, b, n);
+        raw_send(c->fd, m, 64 + n);
+        long rl = raw_recv(c->fd, c->r, sizeof c->r);
+        if (rl >= 64 + 2) {
+            responses++;
+        } else {
+            CHECK_EQ_I64(rl, -ECONNRESET);
+            close(c->fd);
+            rawc_login(&s, c, "Secret-1");
+            reconnects++;
+            continue;
+        }
+        if (st == STATUS_SUCCESS && cmd != SMB2_CLOSE) {
+            /* the request may have ended the connection after its response (a mismatched
+             * FSCTL_VALIDATE_NEGOTIATE_INFO does) */
+            hdr(m, SMB2_CLOSE, c->mid++, c->sid);
+            wr32(m + 36, c->tid);
+            memset(m + 64, 0, 24);
+            wr16(m + 64, 24);
+            memcpy(m + 64 + 8, fid, 16);
+            raw_send(c->fd, m, 64 + 24);
+            if (raw_recv(c->fd, c->r, sizeof c->r) < 0) {
+                close(c->fd);
+                rawc_login(&s, c, "Secret-1");
+                reconnects++;
+            }
+        }
+    }
+    CHECK(responses > 2500);
+    CHECK(reconnects < 200);
+    close(c->fd);
+    free(c);
+    server_stop(&s);
+    CHECK_EQ_I64(harness_open_fds(), fds);
 }
