@@ -29,7 +29,9 @@
 #define MAX_SESSIONS 8
 #define MAX_TREES    16
 #define MAX_OPENS    256     /* per connection */
-#define MAX_DIRENTS  100000u /* names one directory enumeration holds */
+#define MAX_DIRENTS  100000u     /* names one directory enumeration holds */
+#define DIR_NAMES_MAX (4u << 20) /* bytes of names one enumeration holds */
+#define CONN_NAMES_MAX (32u << 20) /* bytes of names all enumerations of a connection hold */
 #define MAX_CREDITS  8192u   /* credits the client may hold */
 #define DEFAULT_IO   (8u << 20)
 
@@ -99,6 +101,7 @@ struct open {
     char path[SRV_PATH_MAX];
     /* directory enumeration ([MS-SMB2] 3.3.5.18) */
     char *names;   /* NUL-separated */
+    size_t names_cap;
     size_t nnames; /* 0: not started */
     size_t cursor;
     char pattern[256];
@@ -130,6 +133,7 @@ struct conn {
     struct open opens[MAX_OPENS];
     uint8_t *in, *out, *io;
     size_t cap;
+    size_t names_bytes; /* held by directory enumerations (CONN_NAMES_MAX) */
     /* the response's Send with Invalidate ([MS-SMB2] 3.3.5.12/13, RDMA_V1_INVALIDATE) */
     int invalidate;
     uint32_t invalidate_token;
@@ -258,7 +262,9 @@ static uint32_t open_close(struct conn *c, struct open *o, const char *why)
     }
     close(o->fd);
     free(o->names);
+    c->names_bytes -= o->names_cap;
     o->names = NULL;
+    o->names_cap = 0;
     o->nnames = 0;
     open_set(c, o, OPEN_FREE, why);
     return st;
@@ -961,8 +967,15 @@ static uint32_t do_write(struct conn *c, struct req *r, uint64_t prev)
 
 /* ---- QUERY_DIRECTORY ([MS-SMB2] 2.2.33, 3.3.5.18; entries [MS-FSCC] 2.4) ---- */
 
-static int load_dir(struct open *o)
+/* Reads the directory's names once per scan, within DIR_NAMES_MAX for the open and
+ * CONN_NAMES_MAX for the connection (-ENOMEM past that). */
+static int load_dir(struct conn *c, struct open *o)
 {
+    c->names_bytes -= o->names_cap;
+    free(o->names);
+    o->names = NULL;
+    o->names_cap = 0;
+    o->nnames = 0;
     int d = dup(o->fd);
     if (d < 0)
         return -errno;
@@ -974,12 +987,16 @@ static int load_dir(struct open *o)
     }
     rewinddir(dir);
     size_t cap = 4096, used = 0, n = 0;
-    char *names = malloc(cap);
+    char *names = c->names_bytes + cap <= CONN_NAMES_MAX ? malloc(cap) : NULL;
     struct dirent *e;
-    while (names && (e = readdir(dir)) && n < MAX_DIRENTS) {
+    while (names && (e = readdir(dir))) {
         size_t l = strlen(e->d_name) + 1;
+        if (n == MAX_DIRENTS || used + l > DIR_NAMES_MAX) {
+            logf_(c, "listing of \"%s\" cut at %zu names", o->path, n);
+            break;
+        }
         if (used + l > cap) {
-            char *nn = realloc(names, cap * 2);
+            char *nn = c->names_bytes + cap * 2 <= CONN_NAMES_MAX ? realloc(names, cap * 2) : NULL;
             if (!nn) {
                 free(names);
                 names = NULL;
@@ -993,10 +1010,14 @@ static int load_dir(struct open *o)
         n++;
     }
     closedir(dir);
-    if (!names)
+    if (!names) {
+        logf_(c, "listing of \"%s\" refused: the connection holds %zu bytes of names", o->path,
+              c->names_bytes);
         return -ENOMEM;
-    free(o->names);
+    }
     o->names = names;
+    o->names_cap = cap;
+    c->names_bytes += cap;
     o->nnames = n;
     o->cursor = 0;
     return 0;
@@ -1089,7 +1110,7 @@ static uint32_t do_query_directory(struct conn *c, struct req *r, uint64_t prev)
     int first = 0;
     if (o->nnames == 0 || (flags & 0x11) /* RESTART_SCANS, REOPEN */ ||
         strcmp(pattern, o->pattern)) {
-        int rc = load_dir(o);
+        int rc = load_dir(c, o);
         if (rc)
             return srv_errno_status(-rc, 0);
         snprintf(o->pattern, sizeof o->pattern, "%s", pattern);
@@ -1406,11 +1427,15 @@ static uint32_t set_file_info(struct conn *c, struct open *o, uint8_t cls, const
             return srv_errno_status(errno, 0);
         return STATUS_SUCCESS;
     }
-    case 10: /* FileRenameInformation */
+    case 10: /* FileRenameInformation: needs DELETE access ([MS-FSA] 2.1.5.15.11) */
+        if (!(o->access & (ACCESS_DELETE | ACCESS_GENERIC_ALL | ACCESS_MAXIMUM_ALLOWED)))
+            return STATUS_ACCESS_DENIED;
         return set_rename(c, o, p, len);
-    case 13: /* FileDispositionInformation */
+    case 13: /* FileDispositionInformation: needs DELETE access */
         if (len < 1)
             return STATUS_INFO_LENGTH_MISMATCH;
+        if (p[0] && !(o->access & (ACCESS_DELETE | ACCESS_GENERIC_ALL | ACCESS_MAXIMUM_ALLOWED)))
+            return STATUS_ACCESS_DENIED;
         if (p[0] && !*o->path)
             return STATUS_CANNOT_DELETE;
         if (p[0] && o->is_dir && dir_is_empty(o->fd) != 1)

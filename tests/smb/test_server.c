@@ -948,6 +948,22 @@ TEST(raw_session_requests)
         memcpy(cb + 16, afid, 16);
         cb[48] = 'x';
         CHECK_EQ_U64(rawc_req(c, SMB2_WRITE, cb, 49, 1), STATUS_ACCESS_DENIED);
+        /* nor delete or rename it: that needs DELETE access */
+        memset(cb, 0, 64);
+        wr16(cb, 33);
+        cb[2] = 1;
+        cb[3] = 13; /* FileDispositionInformation */
+        wr32(cb + 4, 1);
+        wr16(cb + 8, 64 + 32);
+        memcpy(cb + 16, afid, 16);
+        cb[32] = 1;
+        CHECK_EQ_U64(rawc_req(c, SMB2_SET_INFO, cb, 33, 1), STATUS_ACCESS_DENIED);
+        cb[3] = 10; /* FileRenameInformation */
+        wr32(cb + 4, 22);
+        memset(cb + 32, 0, 32);
+        wr32(cb + 32 + 16, 2);
+        cb[32 + 20] = 'g';
+        CHECK_EQ_U64(rawc_req(c, SMB2_SET_INFO, cb, 32 + 22, 1), STATUS_ACCESS_DENIED);
         memset(cb, 0, 24);
         wr16(cb, 24);
         memcpy(cb + 8, afid, 16);
