@@ -62,9 +62,12 @@
 #define ACCESS_GENERIC_READ     0x80000000u
 #define ACCESS_ALL              0x001F01FFu
 
-enum conn_state { CONN_NEW, CONN_NEGOTIATED, CONN_ENDED, CONN_STATE_COUNT };
+/* UPGRADED: an SMB1 negotiate was answered with dialect 0x02FF; an SMB2 NEGOTIATE follows
+ * ([MS-SMB2] 3.3.5.3.1). */
+enum conn_state { CONN_NEW, CONN_UPGRADED, CONN_NEGOTIATED, CONN_ENDED, CONN_STATE_COUNT };
 static const char *const conn_state_names[CONN_STATE_COUNT] = {
-    [CONN_NEW] = "NEW", [CONN_NEGOTIATED] = "NEGOTIATED", [CONN_ENDED] = "ENDED"};
+    [CONN_NEW] = "NEW", [CONN_UPGRADED] = "UPGRADED", [CONN_NEGOTIATED] = "NEGOTIATED",
+    [CONN_ENDED] = "ENDED"};
 
 enum sess_state { SESS_FREE, SESS_IN_PROGRESS, SESS_VALID, SESS_STATE_COUNT };
 static const char *const sess_state_names[SESS_STATE_COUNT] = {
@@ -176,7 +179,8 @@ static void logf_(struct conn *c, const char *fmt, ...)
 static void conn_set(struct conn *c, enum conn_state to, const char *why)
 {
     static const unsigned allowed[CONN_STATE_COUNT] = {
-        [CONN_NEW] = 1u << CONN_NEGOTIATED | 1u << CONN_ENDED,
+        [CONN_NEW] = 1u << CONN_UPGRADED | 1u << CONN_NEGOTIATED | 1u << CONN_ENDED,
+        [CONN_UPGRADED] = 1u << CONN_NEGOTIATED | 1u << CONN_ENDED,
         [CONN_NEGOTIATED] = 1u << CONN_ENDED,
         [CONN_ENDED] = 0,
     };
@@ -291,10 +295,13 @@ static uint64_t now_filetime(void)
     return srv_filetime(&ts);
 }
 
+static uint32_t negotiate_response(struct conn *c, struct req *r, uint16_t best,
+                                   int have_signing_ctx);
+
 static uint32_t do_negotiate(struct conn *c, struct req *r)
 {
     const uint8_t *b = r->body;
-    if (c->state != CONN_NEW) {
+    if (c->state != CONN_NEW && c->state != CONN_UPGRADED) {
         /* [MS-SMB2] 3.3.5.4: a second NEGOTIATE ends the connection */
         r->fatal = 1;
         return STATUS_INVALID_PARAMETER;
@@ -320,7 +327,6 @@ static uint32_t do_negotiate(struct conn *c, struct req *r)
     c->client_caps = rd32(b + 8);
     memcpy(c->client_guid, b + 12, 16);
 
-    uint8_t *o = r->rbody;
     int have_signing_ctx = 0;
     if (best == 0x0311) {
         /* negotiate contexts ([MS-SMB2] 2.2.3.1): the preauth integrity one is required */
@@ -365,6 +371,14 @@ static uint32_t do_negotiate(struct conn *c, struct req *r)
             return STATUS_INVALID_PARAMETER;
         }
     }
+    return negotiate_response(c, r, best, have_signing_ctx);
+}
+
+/* The NEGOTIATE response body for dialect ([MS-SMB2] 2.2.4), 0x02FF included. */
+static uint32_t negotiate_response(struct conn *c, struct req *r, uint16_t best,
+                                   int have_signing_ctx)
+{
+    uint8_t *o = r->rbody;
     c->dialect = best;
     memset(o, 0, 64);
     wr16(o, 65);
@@ -412,8 +426,63 @@ static uint32_t do_negotiate(struct conn *c, struct req *r)
     r->rlen = end;
     char why[64];
     snprintf(why, sizeof why, "dialect 0x%04x chosen", best);
-    conn_set(c, CONN_NEGOTIATED, why);
+    conn_set(c, best == 0x02FF ? CONN_UPGRADED : CONN_NEGOTIATED, why);
     return STATUS_SUCCESS;
+}
+
+/* An SMB1 NEGOTIATE ([MS-CIFS] 2.2.4.52.1) offering SMB2 ([MS-SMB2] 3.3.5.3.1): "SMB 2.???"
+ * is answered with an SMB2 NEGOTIATE response of dialect 0x02FF (an SMB2 NEGOTIATE follows),
+ * else "SMB 2.002" with dialect 2.0.2. Anything else: -1, the connection ends. */
+static int smb1_negotiate(struct conn *c, const uint8_t *in, size_t len)
+{
+    /* header (32), WordCount (1) = 0, ByteCount (2), then 0x02 "dialect" NUL ... */
+    if (c->state != CONN_NEW || len < 35 || in[4] != 0x72 || in[32] != 0)
+        return -1;
+    size_t bc = rd16(in + 33), pos = 35;
+    if (bc > len - 35)
+        return -1;
+    int wildcard = 0, smb202 = 0;
+    while (pos < 35 + bc) {
+        if (in[pos] != 0x02)
+            return -1;
+        const uint8_t *sdial = in + pos + 1;
+        const uint8_t *nul = memchr(sdial, 0, 35 + bc - (pos + 1));
+        if (!nul)
+            return -1;
+        size_t sl = (size_t)(nul - sdial);
+        if (sl == 9 && !memcmp(sdial, "SMB 2.???", 9))
+            wildcard = 1;
+        if (sl == 9 && !memcmp(sdial, "SMB 2.002", 9))
+            smb202 = 1;
+        pos += sl + 2;
+    }
+    if (!wildcard && !smb202)
+        return -1;
+    logf_(c, "SMB1 NEGOTIATE offers SMB2: answering with dialect 0x%04x",
+          wildcard ? 0x02FF : 0x0202);
+    struct req r;
+    memset(&r, 0, sizeof r);
+    r.rhdr = c->out;
+    r.rbody = c->out + SMB2_HDR_LEN;
+    r.rcap = c->cap - SMB2_HDR_LEN;
+    uint8_t *h = c->out;
+    memset(h, 0, SMB2_HDR_LEN);
+    h[0] = 0xFE;
+    h[1] = 'S';
+    h[2] = 'M';
+    h[3] = 'B';
+    wr16(h + 4, 64);
+    wr16(h + SMB2_HDR_CREDIT, 1);
+    wr32(h + SMB2_HDR_FLAGS, SMB2_FLAGS_SERVER_TO_REDIR);
+    if (negotiate_response(c, &r, wildcard ? 0x02FF : 0x0202, 0))
+        return -1;
+    if (c->stats)
+        stat_add(&c->stats->commands[SMB2_NEGOTIATE], 1);
+    if (c->t->ops->send(c->t, c->out, SMB2_HDR_LEN + r.rlen)) {
+        logf_(c, "send failed: %s", smb_transport_error(c->t));
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- SESSION_SETUP ([MS-SMB2] 2.2.5, 2.2.6, 3.3.5.5) ---- */
@@ -1574,7 +1643,7 @@ static uint32_t dispatch(struct conn *c, struct req *r, uint64_t prev_file)
               r->len);
         return STATUS_INVALID_PARAMETER;
     }
-    if (c->state == CONN_NEW && cmd != SMB2_NEGOTIATE) {
+    if (c->state != CONN_NEGOTIATED && cmd != SMB2_NEGOTIATE) {
         logf_(c, "%s before NEGOTIATE: ending the connection", command_names[cmd]);
         r->fatal = 1;
         return STATUS_INVALID_PARAMETER;
@@ -1638,7 +1707,9 @@ static int handle_message(struct conn *c, size_t len)
     const uint8_t *in = c->in;
     static const uint8_t smb1[4] = {0xFF, 'S', 'M', 'B'}, smb2[4] = {0xFE, 'S', 'M', 'B'};
     if (len >= 4 && !memcmp(in, smb1, 4)) {
-        logf_(c, "SMB1 request refused: only SMB2 NEGOTIATE is answered; ending");
+        if (smb1_negotiate(c, in, len) == 0)
+            return 0;
+        logf_(c, "SMB1 request refused: only a NEGOTIATE offering SMB2 is answered; ending");
         return -1;
     }
     struct out_rec recs[MAX_CHAIN];

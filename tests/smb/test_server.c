@@ -1696,3 +1696,30 @@ TEST_T(raw_mutated_requests, 120)
     server_stop(&s);
     CHECK_EQ_I64(harness_open_fds(), fds);
 }
+
+static bool log_has(struct server *s, const char *what)
+{
+    fflush(s->cfg.log);
+    FILE *f = fopen(s->log_path, "r");
+    CHECK(f);
+    char line[600];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, what) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* A client that starts with an SMB1 NEGOTIATE offering "SMB 2.???" gets dialect 0x02FF and
+ * then negotiates SMB 3.1.1 ([MS-SMB2] 3.3.5.3.1). */
+TEST_T(smbclient_smb1_upgrade, 60)
+{
+    NEED_SMBCLIENT();
+    struct server s;
+    server_start(&s, 0);
+    copy_round(&s, "--option=\"client min protocol=NT1\" -m SMB3", 4099);
+    CHECK(log_has(&s, "SMB1 NEGOTIATE offers SMB2: answering with dialect 0x02ff"));
+    CHECK(log_has(&s, "UPGRADED => NEGOTIATED (dialect 0x0311 chosen)"));
+    server_stop(&s);
+    CHECK_EQ_I64(atomic_load(&s.failed), 0);
+}
