@@ -680,6 +680,32 @@ static int dir_is_empty(int fd)
     return empty;
 }
 
+/* The chain of SMB2_CREATE_CONTEXTs ([MS-SMB2] 2.2.13.2) is well formed: each 8-byte
+ * aligned Next inside the buffer, each name (at least 4 bytes) and data inside its context.
+ * They are then ignored: no lease, durable handle or maximal-access answer is given. */
+static int create_contexts_valid(const uint8_t *p, size_t len)
+{
+    size_t pos = 0;
+    while (len) {
+        if (len - pos < 16)
+            return 0;
+        const uint8_t *x = p + pos;
+        size_t next = rd32(x), noff = rd16(x + 4), nlen = rd16(x + 6);
+        size_t doff = rd16(x + 10), dlen = rd32(x + 12);
+        size_t here = next ? next : len - pos;
+        if (next && (next % 8 || next > len - pos))
+            return 0;
+        if (nlen < 4 || noff < 16 || noff > here || nlen > here - noff)
+            return 0;
+        if (dlen && (doff < 16 || doff > here || dlen > here - doff))
+            return 0;
+        if (!next)
+            return 1;
+        pos += next;
+    }
+    return 1;
+}
+
 static uint32_t do_create(struct conn *c, struct req *r)
 {
     const uint8_t *b = r->body;
@@ -687,7 +713,8 @@ static uint32_t do_create(struct conn *c, struct req *r)
     uint16_t noff = rd16(b + 44), nlen = rd16(b + 46);
     uint32_t coff = rd32(b + 48), clen = rd32(b + 52);
     if (!in_req(r, noff, nlen) || !in_req(r, coff, clen) || disp > 5 ||
-        (opts & FILE_DIRECTORY_FILE && opts & FILE_NON_DIRECTORY_FILE))
+        (opts & FILE_DIRECTORY_FILE && opts & FILE_NON_DIRECTORY_FILE) ||
+        !create_contexts_valid(r->hdr + coff, clen))
         return STATUS_INVALID_PARAMETER;
     if (r->tree->ipc) {
         logf_(c, "CREATE on IPC$ refused: named pipes are not served");
@@ -1304,6 +1331,8 @@ static uint32_t file_info(struct conn *c, struct open *o, uint8_t cls, uint8_t *
         *fixed = 100;
         break;
     }
+    case 15: /* FileFullEaInformation: extended attributes are not served */
+        return 0xC0000052u; /* STATUS_NO_EAS_ON_FILE */
     case 21: /* FileAlternateNameInformation: the file system keeps no 8.3 names */
         return STATUS_NOT_SUPPORTED;
     case 22: { /* FileStreamInformation: the one unnamed data stream of a file */
@@ -1418,8 +1447,7 @@ static uint32_t do_query_info(struct conn *c, struct req *r, uint64_t prev)
     else
         st = STATUS_NOT_SUPPORTED; /* security descriptors, quotas */
     if (st) {
-        if (st == STATUS_NOT_SUPPORTED || st == STATUS_INVALID_INFO_CLASS)
-            logf_(c, "QUERY_INFO type %u class %u refused: 0x%08x", type, cls, st);
+        logf_(c, "QUERY_INFO type %u class %u refused: 0x%08x", type, cls, st);
         return st;
     }
     if (outlen < fixed)

@@ -838,6 +838,37 @@ TEST(raw_session_requests)
     wr32(b + 48, 64 + 56);
     wr32(b + 52, 1000);
     CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 1), STATUS_INVALID_PARAMETER);
+    /* create contexts: a well-formed one ("MxAc", no data) is ignored; a chain whose Next
+     * runs past the buffer, or a name outside its context, is refused */
+    {
+        uint8_t cb[600];
+        size_t cn = create_body(cb, "ctx", 3, 0);
+        size_t at = (cn + 7) & ~(size_t)7;
+        memset(cb + cn, 0, at + 24 - cn);
+        wr32(cb + 48, (uint32_t)(64 + at));
+        wr32(cb + 52, 24);
+        uint8_t *x = cb + at;
+        wr16(x + 4, 16);
+        wr16(x + 6, 4);
+        memcpy(x + 16, "MxAc", 4);
+        CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, cb, at + 24, 1), STATUS_SUCCESS);
+        CHECK_EQ_U64(rd32(c->r + 64 + 84), 0); /* no contexts answered */
+        uint8_t cfid[16];
+        memcpy(cfid, c->r + 64 + 64, 16);
+        wr32(x, 32); /* Next past the buffer */
+        CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, cb, at + 24, 1), STATUS_INVALID_PARAMETER);
+        wr32(x, 0);
+        wr16(x + 6, 40); /* name past its context */
+        CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, cb, at + 24, 1), STATUS_INVALID_PARAMETER);
+        wr16(x + 6, 4);
+        wr16(x + 10, 16); /* data past its context */
+        wr32(x + 12, 100);
+        CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, cb, at + 24, 1), STATUS_INVALID_PARAMETER);
+        memset(cb, 0, 24);
+        wr16(cb, 24);
+        memcpy(cb + 8, cfid, 16);
+        CHECK_EQ_U64(rawc_req(c, SMB2_CLOSE, cb, 24, 1), STATUS_SUCCESS);
+    }
     /* a file: create, write, read */
     n = create_body(b, "f", 3, 0);
     CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 1), STATUS_SUCCESS);
@@ -884,6 +915,12 @@ TEST(raw_session_requests)
     wr32(b + 4, 1024);
     memcpy(b + 24, fid, 16);
     CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), STATUS_INVALID_INFO_CLASS);
+    b[3] = 15; /* FileFullEaInformation */
+    CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), 0xC0000052u); /* NO_EAS_ON_FILE */
+    b[2] = 3; /* security */
+    b[3] = 0;
+    CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), STATUS_NOT_SUPPORTED);
+    b[2] = 1;
     b[3] = 5;
     wr32(b + 4, 4);
     CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), STATUS_INFO_LENGTH_MISMATCH);
