@@ -26,14 +26,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_SESSIONS 8
-#define MAX_TREES    16
-#define MAX_OPENS    256     /* per connection */
-#define MAX_DIRENTS  100000u     /* names one directory enumeration holds */
-#define DIR_NAMES_MAX (4u << 20) /* bytes of names one enumeration holds */
+#define MAX_SESSIONS   8
+#define MAX_TREES      16
+#define MAX_OPENS      256         /* per connection */
+#define MAX_DIRENTS    100000u     /* names one directory enumeration holds */
+#define DIR_NAMES_MAX  (4u << 20)  /* bytes of names one enumeration holds */
 #define CONN_NAMES_MAX (32u << 20) /* bytes of names all enumerations of a connection hold */
-#define MAX_CREDITS  8192u   /* credits the client may hold */
-#define DEFAULT_IO   (8u << 20)
+#define MAX_CREDITS    8192u       /* credits the client may hold */
+#define DEFAULT_IO     (8u << 20)
 
 #define NEGOTIATE_SIGNING_ENABLED  0x0001u
 #define NEGOTIATE_SIGNING_REQUIRED 0x0002u
@@ -43,7 +43,7 @@
 #define CHANNEL_RDMA_V1            1u
 #define CHANNEL_RDMA_V1_INVALIDATE 2u
 
-#define FSCTL_VALIDATE_NEGOTIATE_INFO     0x00140204u
+#define FSCTL_VALIDATE_NEGOTIATE_INFO      0x00140204u
 #define FSCTL_QUERY_NETWORK_INTERFACE_INFO 0x001401FCu
 
 /* [MS-FSCC] 2.4 / [MS-SMB2] 2.2.13 */
@@ -65,17 +65,18 @@
 /* UPGRADED: an SMB1 negotiate was answered with dialect 0x02FF; an SMB2 NEGOTIATE follows
  * ([MS-SMB2] 3.3.5.3.1). */
 enum conn_state { CONN_NEW, CONN_UPGRADED, CONN_NEGOTIATED, CONN_ENDED, CONN_STATE_COUNT };
-static const char *const conn_state_names[CONN_STATE_COUNT] = {
-    [CONN_NEW] = "NEW", [CONN_UPGRADED] = "UPGRADED", [CONN_NEGOTIATED] = "NEGOTIATED",
-    [CONN_ENDED] = "ENDED"};
+static const char *const conn_state_names[CONN_STATE_COUNT] = {[CONN_NEW] = "NEW",
+                                                               [CONN_UPGRADED] = "UPGRADED",
+                                                               [CONN_NEGOTIATED] = "NEGOTIATED",
+                                                               [CONN_ENDED] = "ENDED"};
 
 enum sess_state { SESS_FREE, SESS_IN_PROGRESS, SESS_VALID, SESS_STATE_COUNT };
 static const char *const sess_state_names[SESS_STATE_COUNT] = {
     [SESS_FREE] = "FREE", [SESS_IN_PROGRESS] = "IN_PROGRESS", [SESS_VALID] = "VALID"};
 
 enum open_state { OPEN_FREE, OPEN_OPEN, OPEN_STATE_COUNT };
-static const char *const open_state_names[OPEN_STATE_COUNT] = {[OPEN_FREE] = "FREE",
-                                                               [OPEN_OPEN] = "OPEN"};
+static const char *const open_state_names[OPEN_STATE_COUNT] = {
+    [OPEN_FREE] = "FREE", [OPEN_OPEN] = "OPEN"};
 
 struct session {
     enum sess_state state;
@@ -103,7 +104,7 @@ struct open {
     uint32_t access;
     char path[SRV_PATH_MAX];
     /* directory enumeration ([MS-SMB2] 3.3.5.18) */
-    char *names;   /* NUL-separated */
+    char *names; /* NUL-separated */
     size_t names_cap;
     size_t nnames; /* 0: not started */
     size_t cursor;
@@ -155,10 +156,10 @@ struct req {
     struct tree *tree;
     uint8_t *rhdr; /* the response's header */
     uint8_t *rbody;
-    size_t rcap;  /* room for the response body */
-    size_t rlen;  /* response body length */
+    size_t rcap; /* room for the response body */
+    size_t rlen; /* response body length */
     int no_response;
-    int fatal;    /* end the connection after this */
+    int fatal;        /* end the connection after this */
     uint64_t file_id; /* the FileId this request used or created (for related requests) */
 };
 
@@ -205,8 +206,8 @@ static void sess_set(struct conn *c, struct session *s, enum sess_state to, cons
               sess_state_names[s->state], sess_state_names[to], why);
         abort();
     }
-    logf_(c, "session 0x%llx: %s => %s (%s)", (unsigned long long)s->id,
-          sess_state_names[s->state], sess_state_names[to], why);
+    logf_(c, "session 0x%llx: %s => %s (%s)", (unsigned long long)s->id, sess_state_names[s->state],
+          sess_state_names[to], why);
     s->state = to;
 }
 
@@ -354,7 +355,7 @@ static uint32_t do_negotiate(struct conn *c, struct req *r)
                         preauth_ok = 1;
                 if (!preauth_ok)
                     return 0xC05D0000u; /* STATUS_SMB_NO_PREAUTH_INTEGRITY_HASH_OVERLAP */
-            } else if (type == 8) { /* SMB2_SIGNING_CAPABILITIES */
+            } else if (type == 8) {     /* SMB2_SIGNING_CAPABILITIES */
                 if (dl < 2)
                     return STATUS_INVALID_PARAMETER;
                 unsigned sc = rd16(d);
@@ -382,8 +383,8 @@ static uint32_t negotiate_response(struct conn *c, struct req *r, uint16_t best,
     c->dialect = best;
     memset(o, 0, 64);
     wr16(o, 65);
-    wr16(o + 2, NEGOTIATE_SIGNING_ENABLED |
-                    (c->cfg->require_signing ? NEGOTIATE_SIGNING_REQUIRED : 0));
+    wr16(o + 2,
+         NEGOTIATE_SIGNING_ENABLED | (c->cfg->require_signing ? NEGOTIATE_SIGNING_REQUIRED : 0));
     wr16(o + 4, best);
     memcpy(o + 8, c->server_guid, 16);
     wr32(o + 24, best >= 0x0210 ? GLOBAL_CAP_LARGE_MTU : 0);
@@ -403,9 +404,9 @@ static uint32_t negotiate_response(struct conn *c, struct req *r, uint16_t best,
         memset(p, 0, 8 + 38);
         wr16(p, 1);
         wr16(p + 2, 38);
-        wr16(p + 8, 1);  /* HashAlgorithmCount */
+        wr16(p + 8, 1);   /* HashAlgorithmCount */
         wr16(p + 10, 32); /* SaltLength */
-        wr16(p + 12, 1); /* SHA-512 */
+        wr16(p + 12, 1);  /* SHA-512 */
         if (getrandom(p + 14, 32, 0) != 32)
             return STATUS_INSUFFICIENT_RESOURCES;
         end = ctx + 8 + 38;
@@ -551,8 +552,7 @@ static uint32_t do_session_setup(struct conn *c, struct req *r)
     if (st == STATUS_MORE_PROCESSING_REQUIRED)
         return st;
     if (st != STATUS_SUCCESS) {
-        logf_(c, "SESSION_SETUP of %s refused: 0x%08x", s->auth.user[0] ? s->auth.user : "?",
-              st);
+        logf_(c, "SESSION_SETUP of %s refused: 0x%08x", s->auth.user[0] ? s->auth.user : "?", st);
         session_end(c, s, "authentication failed");
         r->sess = NULL;
         return st;
@@ -564,8 +564,7 @@ static uint32_t do_session_setup(struct conn *c, struct req *r)
         srv_kdf(s->auth.session_key, "SMB2AESCMAC", 12, "SmbSign", 8, s->signing_key);
     else
         memcpy(s->signing_key, s->auth.session_key, 16);
-    s->signing_required = c->cfg->require_signing ||
-                          (b[3] & NEGOTIATE_SIGNING_REQUIRED) ||
+    s->signing_required = c->cfg->require_signing || (b[3] & NEGOTIATE_SIGNING_REQUIRED) ||
                           (c->client_secmode & NEGOTIATE_SIGNING_REQUIRED);
     char why[320];
     snprintf(why, sizeof why, "%s authenticated, signing %s", s->auth.user,
@@ -920,8 +919,8 @@ static uint32_t rdma_status(struct conn *c, struct req *r, int rc)
 {
     if (rc == -EINVAL)
         return STATUS_INVALID_PARAMETER; /* the descriptors hold fewer bytes than asked */
-    logf_(c, "RDMA %s failed: %s; ending the connection", r->command == SMB2_READ ? "Write" : "Read",
-          smb_transport_error(c->t));
+    logf_(c, "RDMA %s failed: %s; ending the connection",
+          r->command == SMB2_READ ? "Write" : "Read", smb_transport_error(c->t));
     r->fatal = 1;
     r->no_response = 1; /* the transport has ended the connection: nothing to answer on */
     return STATUS_ACCESS_DENIED;
@@ -1155,13 +1154,26 @@ static size_t dir_entry(uint8_t cls, uint8_t *p, size_t cap, const char *name,
         return 0;
     size_t fixed;
     switch (cls) {
-    case 1: fixed = 64; break;   /* FileDirectoryInformation */
-    case 2: fixed = 68; break;   /* FileFullDirectoryInformation */
-    case 3: fixed = 94; break;   /* FileBothDirectoryInformation */
-    case 12: fixed = 12; break;  /* FileNamesInformation */
-    case 37: fixed = 104; break; /* FileIdBothDirectoryInformation */
-    case 38: fixed = 80; break;  /* FileIdFullDirectoryInformation */
-    default: return 0;
+    case 1:
+        fixed = 64;
+        break; /* FileDirectoryInformation */
+    case 2:
+        fixed = 68;
+        break; /* FileFullDirectoryInformation */
+    case 3:
+        fixed = 94;
+        break; /* FileBothDirectoryInformation */
+    case 12:
+        fixed = 12;
+        break; /* FileNamesInformation */
+    case 37:
+        fixed = 104;
+        break; /* FileIdBothDirectoryInformation */
+    case 38:
+        fixed = 80;
+        break; /* FileIdFullDirectoryInformation */
+    default:
+        return 0;
     }
     if (fixed + nl > cap)
         return 0;
@@ -1331,9 +1343,9 @@ static uint32_t file_info(struct conn *c, struct open *o, uint8_t cls, uint8_t *
         *fixed = 100;
         break;
     }
-    case 15: /* FileFullEaInformation: extended attributes are not served */
+    case 15:                /* FileFullEaInformation: extended attributes are not served */
         return 0xC0000052u; /* STATUS_NO_EAS_ON_FILE */
-    case 21: /* FileAlternateNameInformation: the file system keeps no 8.3 names */
+    case 21:                /* FileAlternateNameInformation: the file system keeps no 8.3 names */
         return STATUS_NOT_SUPPORTED;
     case 22: { /* FileStreamInformation: the one unnamed data stream of a file */
         if (o->is_dir) {
@@ -1392,8 +1404,8 @@ static uint32_t fs_info(struct conn *c, struct open *o, uint8_t cls, uint8_t *p,
         wr32(p + 20, 512);
         *len = *fixed = 24;
         break;
-    case 4:             /* FileFsDeviceInformation */
-        wr32(p, 7);     /* FILE_DEVICE_DISK */
+    case 4:         /* FileFsDeviceInformation */
+        wr32(p, 7); /* FILE_DEVICE_DISK */
         *len = *fixed = 8;
         break;
     case 5: { /* FileFsAttributeInformation: case sensitive and preserving, Unicode */
@@ -1627,8 +1639,8 @@ static uint32_t do_ioctl(struct conn *c, struct req *r)
     uint8_t *out = p + 48;
     wr32(out, c->dialect >= 0x0210 ? GLOBAL_CAP_LARGE_MTU : 0);
     memcpy(out + 4, c->server_guid, 16);
-    wr16(out + 20, NEGOTIATE_SIGNING_ENABLED |
-                       (c->cfg->require_signing ? NEGOTIATE_SIGNING_REQUIRED : 0));
+    wr16(out + 20,
+         NEGOTIATE_SIGNING_ENABLED | (c->cfg->require_signing ? NEGOTIATE_SIGNING_REQUIRED : 0));
     wr16(out + 22, c->dialect);
     r->rlen = 48 + 24;
     return STATUS_SUCCESS;
@@ -1638,19 +1650,32 @@ static uint32_t do_ioctl(struct conn *c, struct req *r)
 
 /* StructureSize of each request ([MS-SMB2] 2.2.3 - 2.2.39) */
 static const uint16_t request_size[] = {
-    [SMB2_NEGOTIATE] = 36, [SMB2_SESSION_SETUP] = 25, [SMB2_LOGOFF] = 4,
-    [SMB2_TREE_CONNECT] = 9, [SMB2_TREE_DISCONNECT] = 4, [SMB2_CREATE] = 57,
-    [SMB2_CLOSE] = 24, [SMB2_FLUSH] = 24, [SMB2_READ] = 49,
-    [SMB2_WRITE] = 49, [SMB2_LOCK] = 48, [SMB2_IOCTL] = 57,
-    [SMB2_CANCEL] = 4, [SMB2_ECHO] = 4, [SMB2_QUERY_DIRECTORY] = 33,
-    [SMB2_CHANGE_NOTIFY] = 32, [SMB2_QUERY_INFO] = 41, [SMB2_SET_INFO] = 33,
+    [SMB2_NEGOTIATE] = 36,
+    [SMB2_SESSION_SETUP] = 25,
+    [SMB2_LOGOFF] = 4,
+    [SMB2_TREE_CONNECT] = 9,
+    [SMB2_TREE_DISCONNECT] = 4,
+    [SMB2_CREATE] = 57,
+    [SMB2_CLOSE] = 24,
+    [SMB2_FLUSH] = 24,
+    [SMB2_READ] = 49,
+    [SMB2_WRITE] = 49,
+    [SMB2_LOCK] = 48,
+    [SMB2_IOCTL] = 57,
+    [SMB2_CANCEL] = 4,
+    [SMB2_ECHO] = 4,
+    [SMB2_QUERY_DIRECTORY] = 33,
+    [SMB2_CHANGE_NOTIFY] = 32,
+    [SMB2_QUERY_INFO] = 41,
+    [SMB2_SET_INFO] = 33,
     [SMB2_OPLOCK_BREAK] = 24,
 };
 
 static const char *const command_names[] = {
-    "NEGOTIATE", "SESSION_SETUP", "LOGOFF", "TREE_CONNECT", "TREE_DISCONNECT", "CREATE",
-    "CLOSE", "FLUSH", "READ", "WRITE", "LOCK", "IOCTL", "CANCEL", "ECHO", "QUERY_DIRECTORY",
-    "CHANGE_NOTIFY", "QUERY_INFO", "SET_INFO", "OPLOCK_BREAK",
+    "NEGOTIATE",     "SESSION_SETUP", "LOGOFF",   "TREE_CONNECT", "TREE_DISCONNECT",
+    "CREATE",        "CLOSE",         "FLUSH",    "READ",         "WRITE",
+    "LOCK",          "IOCTL",         "CANCEL",   "ECHO",         "QUERY_DIRECTORY",
+    "CHANGE_NOTIFY", "QUERY_INFO",    "SET_INFO", "OPLOCK_BREAK",
 };
 
 static int needs_tree(uint16_t cmd)
@@ -1697,18 +1722,30 @@ static uint32_t dispatch(struct conn *c, struct req *r, uint64_t prev_file)
             return STATUS_NETWORK_NAME_DELETED;
     }
     switch (cmd) {
-    case SMB2_LOGOFF: return do_logoff(c, r);
-    case SMB2_TREE_CONNECT: return do_tree_connect(c, r);
-    case SMB2_TREE_DISCONNECT: return do_tree_disconnect(c, r);
-    case SMB2_CREATE: return do_create(c, r);
-    case SMB2_CLOSE: return do_close(c, r, prev_file);
-    case SMB2_FLUSH: return do_flush(c, r, prev_file);
-    case SMB2_READ: return do_read(c, r, prev_file);
-    case SMB2_WRITE: return do_write(c, r, prev_file);
-    case SMB2_IOCTL: return do_ioctl(c, r);
-    case SMB2_QUERY_DIRECTORY: return do_query_directory(c, r, prev_file);
-    case SMB2_QUERY_INFO: return do_query_info(c, r, prev_file);
-    case SMB2_SET_INFO: return do_set_info(c, r, prev_file);
+    case SMB2_LOGOFF:
+        return do_logoff(c, r);
+    case SMB2_TREE_CONNECT:
+        return do_tree_connect(c, r);
+    case SMB2_TREE_DISCONNECT:
+        return do_tree_disconnect(c, r);
+    case SMB2_CREATE:
+        return do_create(c, r);
+    case SMB2_CLOSE:
+        return do_close(c, r, prev_file);
+    case SMB2_FLUSH:
+        return do_flush(c, r, prev_file);
+    case SMB2_READ:
+        return do_read(c, r, prev_file);
+    case SMB2_WRITE:
+        return do_write(c, r, prev_file);
+    case SMB2_IOCTL:
+        return do_ioctl(c, r);
+    case SMB2_QUERY_DIRECTORY:
+        return do_query_directory(c, r, prev_file);
+    case SMB2_QUERY_INFO:
+        return do_query_info(c, r, prev_file);
+    case SMB2_SET_INFO:
+        return do_set_info(c, r, prev_file);
     default: /* LOCK, CHANGE_NOTIFY, OPLOCK_BREAK (no oplocks or leases are granted) */
         logf_(c, "%s refused: not supported", command_names[cmd]);
         return STATUS_NOT_SUPPORTED;
@@ -1911,8 +1948,7 @@ static int handle_message(struct conn *c, size_t len)
     return fatal ? -1 : 0;
 }
 
-int smb2_serve_connection(const smb2_server_config *cfg, smb_transport *t,
-                          smb2_server_stats *stats)
+int smb2_serve_connection(const smb2_server_config *cfg, smb_transport *t, smb2_server_stats *stats)
 {
     struct conn *c = calloc(1, sizeof *c);
     if (!c)
@@ -1938,8 +1974,8 @@ int smb2_serve_connection(const smb2_server_config *cfg, smb_transport *t,
     c->in = malloc(c->cap);
     c->out = malloc(c->cap);
     c->io = malloc(c->max_io);
-    if (c->root < 0 || !c->in || !c->out || !c->io ||
-        getrandom(c->server_guid, 16, 0) != 16 || !cfg->share || !cfg->user || !cfg->password) {
+    if (c->root < 0 || !c->in || !c->out || !c->io || getrandom(c->server_guid, 16, 0) != 16 ||
+        !cfg->share || !cfg->user || !cfg->password) {
         logf_(c, "cannot serve \"%s\": %s", cfg->root ? cfg->root : "(null)",
               c->root < 0 ? strerror(errno) : "no memory or incomplete configuration");
         goto out;

@@ -134,8 +134,8 @@ static bool have_smbclient(void)
 
 /* Runs smbclient against the server (under timeout(1): 60 s) with extra options and commands;
  * its output in out; its exit status. */
-static int smbclient(struct server *s, const char *user_pass, const char *share,
-                     const char *opts, const char *lcd, const char *cmds, char *out, size_t cap)
+static int smbclient(struct server *s, const char *user_pass, const char *share, const char *opts,
+                     const char *lcd, const char *cmds, char *out, size_t cap)
 {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
@@ -196,8 +196,8 @@ static void copy_round(struct server *s, const char *opts, size_t len)
     snprintf(d, sizeof d, "%s/d", s->cfg.root);
     unlink(b);
     make_file(a, len, (unsigned)len);
-    int rc = smbclient(s, "alice%Secret-1", "share", opts, local, "put a; get a b; ls", out,
-                       sizeof out);
+    int rc =
+        smbclient(s, "alice%Secret-1", "share", opts, local, "put a; get a b; ls", out, sizeof out);
     CHECK_MSG(rc == 0, "smbclient put/get/ls (%zu bytes, %s) exit %d:\n%s", len, opts, rc, out);
     uint8_t h1[32], h2[32], h3[32];
     sha256_file(a, h1);
@@ -241,7 +241,8 @@ TEST_T(smbclient_smb3_00, 120)
     NEED_SMBCLIENT();
     struct server s;
     server_start(&s, 0);
-    copy_round(&s, "--option=\"client min protocol=SMB3_00\" --option=\"client max protocol=SMB3_00\"",
+    copy_round(&s,
+               "--option=\"client min protocol=SMB3_00\" --option=\"client max protocol=SMB3_00\"",
                65537);
     server_stop(&s);
 }
@@ -251,7 +252,8 @@ TEST_T(smbclient_smb3_11, 120)
     NEED_SMBCLIENT();
     struct server s;
     server_start(&s, 0);
-    copy_round(&s, "--option=\"client min protocol=SMB3_11\" --option=\"client max protocol=SMB3_11\"",
+    copy_round(&s,
+               "--option=\"client min protocol=SMB3_11\" --option=\"client max protocol=SMB3_11\"",
                65537);
     server_stop(&s);
 }
@@ -646,8 +648,7 @@ struct rawc {
 
 /* Sends one request (header built here, body given) and receives the response into c->r;
  * returns its status. */
-static uint32_t rawc_req(struct rawc *c, uint16_t cmd, const uint8_t *body, size_t blen,
-                         int sign)
+static uint32_t rawc_req(struct rawc *c, uint16_t cmd, const uint8_t *body, size_t blen, int sign)
 {
     static uint8_t m[1 << 17];
     hdr(m, cmd, c->mid++, c->sid);
@@ -915,9 +916,9 @@ TEST(raw_session_requests)
     wr32(b + 4, 1024);
     memcpy(b + 24, fid, 16);
     CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), STATUS_INVALID_INFO_CLASS);
-    b[3] = 15; /* FileFullEaInformation */
+    b[3] = 15;                                                         /* FileFullEaInformation */
     CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), 0xC0000052u); /* NO_EAS_ON_FILE */
-    b[2] = 3; /* security */
+    b[2] = 3;                                                          /* security */
     b[3] = 0;
     CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), STATUS_NOT_SUPPORTED);
     b[2] = 1;
@@ -1142,10 +1143,11 @@ TEST_T(smbclient_concurrent, 120)
         char path[400], cmd[1200];
         snprintf(path, sizeof path, "%s/f%u", local, i);
         make_file(path, (1u << 20) + 1, 100 + i);
-        snprintf(cmd, sizeof cmd,
-                 "timeout -k 5 60 smbclient -s /dev/null //127.0.0.1/share -p %u -U alice%%Secret-1 "
-                 "--use-kerberos=off -m SMB3 -c 'lcd %s; put f%u; get f%u g%u' 2>&1",
-                 smb_tcp_listener_port(s.l), local, i, i, i);
+        snprintf(
+            cmd, sizeof cmd,
+            "timeout -k 5 60 smbclient -s /dev/null //127.0.0.1/share -p %u -U alice%%Secret-1 "
+            "--use-kerberos=off -m SMB3 -c 'lcd %s; put f%u; get f%u g%u' 2>&1",
+            smb_tcp_listener_port(s.l), local, i, i, i);
         p[i] = popen(cmd, "r");
         CHECK(p[i]);
     }
@@ -1238,8 +1240,8 @@ static long fake_check(const smb_buffer_desc *d, unsigned n)
     return total;
 }
 
-static int fake_peer_write(smb_transport *t, const smb_buffer_desc *d, unsigned n,
-                           const void *src, size_t len)
+static int fake_peer_write(smb_transport *t, const smb_buffer_desc *d, unsigned n, const void *src,
+                           size_t len)
 {
     struct fake_rdma *f = fake_of(t);
     long total = fake_check(d, n);
@@ -1504,8 +1506,7 @@ TEST_T(smbclient_more_commands, 120)
                        out, sizeof out);
     /* the one refusal: no 8.3 names (allinfo goes on without one) */
     const char *alt = strstr(out, "NT_STATUS_NOT_SUPPORTED getting alt name for \\m0.dat");
-    CHECK_MSG(rc == 0 && alt && !strstr(alt + 10, "NT_STATUS") &&
-                  strstr(out, "NT_STATUS") == alt,
+    CHECK_MSG(rc == 0 && alt && !strstr(alt + 10, "NT_STATUS") && strstr(out, "NT_STATUS") == alt,
               "exit %d:\n%s", rc, out);
     CHECK_MSG(strstr(out, "create_time:") && strstr(out, "stream: [::$DATA], 1000 bytes"),
               "allinfo:\n%s", out);
@@ -1542,8 +1543,8 @@ TEST(raw_oversize_and_vanish)
     CHECK(send(fd, hdr4, 4, MSG_NOSIGNAL) == 4);
     static uint8_t zeros[1 << 16];
     for (size_t done = 0; done < big;) {
-        ssize_t w = send(fd, zeros, sizeof zeros < big - done ? sizeof zeros : big - done,
-                         MSG_NOSIGNAL);
+        ssize_t w =
+            send(fd, zeros, sizeof zeros < big - done ? sizeof zeros : big - done, MSG_NOSIGNAL);
         if (w <= 0)
             break;
         done += (size_t)w;
