@@ -1761,3 +1761,36 @@ TEST_T(smbclient_smb1_upgrade, 60)
     server_stop(&s);
     CHECK_EQ_I64(atomic_load(&s.failed), 0);
 }
+
+/* A configuration the server cannot serve (no such root, no share name) fails at once, with
+ * a log line, without reading from the connection. */
+TEST(bad_config)
+{
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    smb_transport *t;
+    CHECK(smb_tcp_transport_from_fd(sv[0], &t) == 0);
+    char log_path[] = "/tmp/softndk-smbcfg-XXXXXX";
+    int lfd = mkstemp(log_path);
+    CHECK(lfd >= 0);
+    FILE *log = fdopen(lfd, "w+");
+    CHECK(log);
+    smb2_server_config cfg = {.root = "/nonexistent/softndk-share",
+                              .share = "share",
+                              .user = "u",
+                              .password = "p",
+                              .log = log};
+    CHECK_EQ_I64(smb2_serve_connection(&cfg, t, NULL), -1);
+    cfg.root = "/tmp";
+    cfg.share = NULL;
+    CHECK_EQ_I64(smb2_serve_connection(&cfg, t, NULL), -1);
+    fflush(log);
+    rewind(log);
+    char line[512];
+    CHECK(fgets(line, sizeof line, log));
+    CHECK_MSG(strstr(line, "cannot serve \"/nonexistent/softndk-share\""), "log: %s", line);
+    fclose(log);
+    unlink(log_path);
+    t->ops->destroy(t);
+    close(sv[1]);
+}
