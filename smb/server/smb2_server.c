@@ -93,6 +93,13 @@ struct tree {
     int ipc;
 };
 
+#define MAX_LOCKS 64 /* per open */
+
+struct lock_range {
+    uint64_t off, len;
+    int excl;
+};
+
 struct open {
     enum open_state state;
     uint64_t id; /* persistent and volatile FileId both */
@@ -109,6 +116,9 @@ struct open {
     size_t nnames; /* 0: not started */
     size_t cursor;
     char pattern[256];
+    /* byte-range locks this open holds ([MS-SMB2] 3.3.5.14), also held as OFD locks */
+    struct lock_range *locks;
+    unsigned nlocks;
 };
 
 struct conn {
@@ -265,7 +275,10 @@ static uint32_t open_close(struct conn *c, struct open *o, const char *why)
         }
         logf_(c, "delete on close of \"%s\": 0x%08x", o->path, st);
     }
-    close(o->fd);
+    close(o->fd); /* releases its OFD locks */
+    free(o->locks);
+    o->locks = NULL;
+    o->nlocks = 0;
     free(o->names);
     c->names_bytes -= o->names_cap;
     o->names = NULL;
@@ -1596,6 +1609,143 @@ static uint32_t do_set_info(struct conn *c, struct req *r, uint64_t prev)
     return STATUS_SUCCESS;
 }
 
+/* ---- LOCK ([MS-SMB2] 2.2.26, 3.3.5.14) ----
+ * Each range is an open file description lock (F_OFD_SETLK), so opens conflict with each
+ * other as SMB2 opens do, on this server and with local processes using OFD or flock-style
+ * locks. The open's own list gives the Windows rules the kernel lacks: a lock is not
+ * re-entrant (an exclusive range conflicts with the same open's overlapping ranges), an
+ * unlock must name a held range exactly, zero-length ranges conflict with nothing. A request
+ * that would wait is refused at once: no request is ever pending. */
+
+#define LOCKFLAG_SHARED           0x01u
+#define LOCKFLAG_EXCLUSIVE        0x02u
+#define LOCKFLAG_UNLOCK           0x04u
+#define LOCKFLAG_FAIL_IMMEDIATELY 0x10u
+#define STATUS_LOCK_NOT_GRANTED   0xC0000055u
+#define STATUS_RANGE_NOT_LOCKED   0xC000007Eu
+#define STATUS_INVALID_LOCK_RANGE 0xC00001A1u
+
+static int ranges_overlap(uint64_t a, uint64_t al, uint64_t b, uint64_t bl)
+{
+    return al && bl && a < b + bl && b < a + al;
+}
+
+static int ofd_lock(int fd, short type, uint64_t off, uint64_t len)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = (off_t)off;
+    fl.l_len = (off_t)len;
+    return fcntl(fd, F_OFD_SETLK, &fl);
+}
+
+static void lock_remove(struct conn *c, struct open *o, unsigned i)
+{
+    struct lock_range l = o->locks[i];
+    o->locks[i] = o->locks[--o->nlocks];
+    if (!l.len)
+        return;
+    (void)ofd_lock(o->fd, F_UNLCK, l.off, l.len);
+    /* the kernel merged overlapping ranges of this open: put back what the others hold */
+    for (unsigned k = 0; k < o->nlocks; k++) {
+        struct lock_range *m = &o->locks[k];
+        if (ranges_overlap(m->off, m->len, l.off, l.len) &&
+            ofd_lock(o->fd, m->excl ? F_WRLCK : F_RDLCK, m->off, m->len))
+            logf_(c, "lock [%llu, +%llu) of \"%s\" lost: %s", (unsigned long long)m->off,
+                  (unsigned long long)m->len, o->path, strerror(errno));
+    }
+}
+
+static uint32_t lock_add(struct open *o, uint64_t off, uint64_t len, int excl)
+{
+    if (o->nlocks == MAX_LOCKS)
+        return STATUS_INSUFFICIENT_RESOURCES;
+    for (unsigned k = 0; k < o->nlocks; k++)
+        if (ranges_overlap(o->locks[k].off, o->locks[k].len, off, len) &&
+            (excl || o->locks[k].excl))
+            return STATUS_LOCK_NOT_GRANTED;
+    if (len && ofd_lock(o->fd, excl ? F_WRLCK : F_RDLCK, off, len))
+        return errno == EAGAIN || errno == EACCES ? STATUS_LOCK_NOT_GRANTED
+                                                  : srv_errno_status(errno, 0);
+    if (!o->locks) {
+        o->locks = calloc(MAX_LOCKS, sizeof *o->locks);
+        if (!o->locks) {
+            if (len)
+                (void)ofd_lock(o->fd, F_UNLCK, off, len);
+            return STATUS_INSUFFICIENT_RESOURCES;
+        }
+    }
+    o->locks[o->nlocks].off = off;
+    o->locks[o->nlocks].len = len;
+    o->locks[o->nlocks].excl = excl;
+    o->nlocks++;
+    return STATUS_SUCCESS;
+}
+
+static uint32_t do_lock(struct conn *c, struct req *r, uint64_t prev)
+{
+    const uint8_t *b = r->body;
+    unsigned n = rd16(b + 2);
+    struct open *o = req_open(c, r, 8, prev);
+    if (!o)
+        return STATUS_FILE_CLOSED;
+    if (n == 0 || !in_req(r, SMB2_HDR_LEN + 24, 24ull * n))
+        return STATUS_INVALID_PARAMETER;
+    const uint8_t *e = b + 24;
+    int unlock = (rd32(e + 16) & LOCKFLAG_UNLOCK) != 0;
+    /* the whole request is checked before anything is locked */
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t off = rd64(e + 24 * i), len = rd64(e + 24 * i + 8);
+        uint32_t f = rd32(e + 24 * i + 16);
+        if (unlock ? f != LOCKFLAG_UNLOCK
+                   : ((f & ~LOCKFLAG_FAIL_IMMEDIATELY) != LOCKFLAG_SHARED &&
+                      (f & ~LOCKFLAG_FAIL_IMMEDIATELY) != LOCKFLAG_EXCLUSIVE) ||
+                         (n > 1 && !(f & LOCKFLAG_FAIL_IMMEDIATELY)))
+            return STATUS_INVALID_PARAMETER;
+        /* POSIX offsets are signed: ranges past 2^63 cannot be held */
+        if (off > INT64_MAX || len > (uint64_t)INT64_MAX - off)
+            return STATUS_INVALID_LOCK_RANGE;
+    }
+    uint32_t st = STATUS_SUCCESS;
+    unsigned done = 0;
+    for (; done < n && st == STATUS_SUCCESS; done++) {
+        uint64_t off = rd64(e + 24 * done), len = rd64(e + 24 * done + 8);
+        uint32_t f = rd32(e + 24 * done + 16);
+        if (unlock) {
+            unsigned k = 0;
+            while (k < o->nlocks && !(o->locks[k].off == off && o->locks[k].len == len))
+                k++;
+            if (k == o->nlocks)
+                st = STATUS_RANGE_NOT_LOCKED;
+            else
+                lock_remove(c, o, k);
+        } else {
+            st = lock_add(o, off, len, (f & LOCKFLAG_EXCLUSIVE) != 0);
+        }
+    }
+    if (st && !unlock) {
+        /* [MS-SMB2] 3.3.5.14.2: a failed element undoes the ones this request took */
+        for (unsigned i = 0; i + 1 < done; i++) {
+            uint64_t off = rd64(e + 24 * i), len = rd64(e + 24 * i + 8);
+            for (unsigned k = o->nlocks; k-- > 0;)
+                if (o->locks[k].off == off && o->locks[k].len == len) {
+                    lock_remove(c, o, k);
+                    break;
+                }
+        }
+        logf_(c, "LOCK of \"%s\" refused: 0x%08x", o->path, st);
+        return st;
+    }
+    if (st)
+        return st;
+    wr16(r->rbody, 4);
+    wr16(r->rbody + 2, 0);
+    r->rlen = 4;
+    return STATUS_SUCCESS;
+}
+
 /* ---- IOCTL ([MS-SMB2] 2.2.31, 3.3.5.15) ---- */
 
 static uint32_t do_ioctl(struct conn *c, struct req *r)
@@ -1746,7 +1896,9 @@ static uint32_t dispatch(struct conn *c, struct req *r, uint64_t prev_file)
         return do_query_info(c, r, prev_file);
     case SMB2_SET_INFO:
         return do_set_info(c, r, prev_file);
-    default: /* LOCK, CHANGE_NOTIFY, OPLOCK_BREAK (no oplocks or leases are granted) */
+    case SMB2_LOCK:
+        return do_lock(c, r, prev_file);
+    default: /* CHANGE_NOTIFY, OPLOCK_BREAK (no oplocks or leases are granted) */
         logf_(c, "%s refused: not supported", command_names[cmd]);
         return STATUS_NOT_SUPPORTED;
     }

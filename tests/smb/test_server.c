@@ -929,12 +929,12 @@ TEST(raw_session_requests)
     CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), STATUS_SUCCESS);
     CHECK_EQ_U64(rd32(c->r + 64 + 4), 24);
     CHECK_EQ_U64(rd64(c->r + 64 + 8 + 8), 5); /* EndOfFile */
-    /* LOCK is refused, CANCEL gets no response (the ECHO's is the next one) */
+    /* a lock element of no kind; CANCEL gets no response (the ECHO's is the next one) */
     memset(b, 0, 48);
     wr16(b, 48);
     wr16(b + 2, 1);
     memcpy(b + 8, fid, 16);
-    CHECK_EQ_U64(rawc_req(c, SMB2_LOCK, b, 48, 1), STATUS_NOT_SUPPORTED);
+    CHECK_EQ_U64(rawc_req(c, SMB2_LOCK, b, 48, 1), STATUS_INVALID_PARAMETER);
     {
         uint8_t m[68];
         hdr(m, SMB2_CANCEL, c->mid, c->sid);
@@ -1793,4 +1793,108 @@ TEST(bad_config)
     unlink(log_path);
     t->ops->destroy(t);
     close(sv[1]);
+}
+
+/* LOCK body of n elements {off, len, flags}; its length. */
+static size_t lock_body(uint8_t *b, const uint8_t fid[16], unsigned n, const uint64_t *el)
+{
+    memset(b, 0, 24 + 24 * n);
+    wr16(b, 48);
+    wr16(b + 2, (uint16_t)n);
+    memcpy(b + 8, fid, 16);
+    for (unsigned i = 0; i < n; i++) {
+        wr64(b + 24 + 24 * i, el[3 * i]);
+        wr64(b + 24 + 24 * i + 8, el[3 * i + 1]);
+        wr32(b + 24 + 24 * i + 16, (uint32_t)el[3 * i + 2]);
+    }
+    return 24 + 24 * n;
+}
+
+/* Byte-range locks between two opens of one file, as OFD locks a local process sees too. */
+TEST(raw_locks)
+{
+    struct server s;
+    server_start(&s, 0);
+    char path[400];
+    snprintf(path, sizeof path, "%s/lk", s.cfg.root);
+    make_file(path, 100, 3);
+    struct rawc *c = malloc(sizeof *c);
+    CHECK(c);
+    rawc_login(&s, c, "Secret-1");
+    uint8_t b[1024], f1[16], f2[16];
+    size_t n = create_body(b, "lk", 1, 0);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 0), STATUS_SUCCESS);
+    memcpy(f1, c->r + 64 + 64, 16);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 0), STATUS_SUCCESS);
+    memcpy(f2, c->r + 64 + 64, 16);
+    const uint64_t X = 0x12, S = 0x11, U = 0x04; /* exclusive, shared (fail at once), unlock */
+#define LOCK1(fid, off, len, fl, want)                                                             \
+    do {                                                                                           \
+        uint64_t el_[3] = {(off), (len), (fl)};                                                    \
+        size_t ln_ = lock_body(b, (fid), 1, el_);                                                  \
+        CHECK_EQ_U64(rawc_req(c, SMB2_LOCK, b, ln_, 0), (want));                                   \
+    } while (0)
+    LOCK1(f1, 0, 10, X, STATUS_SUCCESS);
+    LOCK1(f1, 5, 5, X, 0xC0000055u); /* not re-entrant: LOCK_NOT_GRANTED */
+    LOCK1(f2, 0, 1, S, 0xC0000055u); /* the other open */
+    LOCK1(f2, 10, 10, X, STATUS_SUCCESS);
+    LOCK1(f2, 50, 0, X, STATUS_SUCCESS); /* zero length: conflicts with nothing */
+    LOCK1(f1, 0, 9, U, 0xC000007Eu);     /* RANGE_NOT_LOCKED: not the range held */
+    LOCK1(f1, 0, 10, U, STATUS_SUCCESS);
+    LOCK1(f2, 0, 1, S, STATUS_SUCCESS);
+    LOCK1(f1, 0, 1, S, STATUS_SUCCESS); /* shared beside shared */
+    LOCK1(f1, 0, 1, 0x13, STATUS_INVALID_PARAMETER);
+    LOCK1(f1, 1ull << 63, 1, X, 0xC00001A1u); /* INVALID_LOCK_RANGE */
+    {
+        uint64_t el[6] = {30, 10, 0x02, 40, 10, 0x02}; /* several need FAIL_IMMEDIATELY */
+        n = lock_body(b, f1, 2, el);
+        CHECK_EQ_U64(rawc_req(c, SMB2_LOCK, b, n, 0), STATUS_INVALID_PARAMETER);
+        uint64_t el2[6] = {30, 10, X, 10, 10, X}; /* the second conflicts: the first is undone */
+        n = lock_body(b, f1, 2, el2);
+        CHECK_EQ_U64(rawc_req(c, SMB2_LOCK, b, n, 0), 0xC0000055u);
+        LOCK1(f2, 30, 10, X, STATUS_SUCCESS);
+    }
+    /* a local process sees the server's lock on [10, 20) */
+    int fd = open(path, O_RDWR);
+    CHECK(fd >= 0);
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 12;
+    fl.l_len = 1;
+    CHECK_MSG(fcntl(fd, F_OFD_GETLK, &fl) == 0, "F_OFD_GETLK: %s", strerror(errno));
+    CHECK_EQ_U64(fl.l_type, F_WRLCK);
+    CHECK_EQ_I64(fl.l_start, 10);
+    CHECK_EQ_I64(fl.l_len, 10);
+    /* closing f2 releases its locks */
+    memset(b, 0, 24);
+    wr16(b, 24);
+    memcpy(b + 8, f2, 16);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CLOSE, b, 24, 0), STATUS_SUCCESS);
+    memset(&fl, 0, sizeof fl); /* l_pid must be 0 again (GETLK set it to -1) */
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 12;
+    fl.l_len = 1;
+    CHECK(fcntl(fd, F_OFD_GETLK, &fl) == 0);
+    CHECK_EQ_U64(fl.l_type, F_UNLCK);
+    /* two overlapping shared ranges of one open: unlocking one keeps the other held */
+    LOCK1(f1, 60, 10, S, STATUS_SUCCESS);
+    LOCK1(f1, 65, 10, S, STATUS_SUCCESS);
+    LOCK1(f1, 60, 10, U, STATUS_SUCCESS);
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 66;
+    fl.l_len = 1;
+    CHECK(fcntl(fd, F_OFD_GETLK, &fl) == 0);
+    CHECK_EQ_U64(fl.l_type, F_RDLCK);
+    CHECK_EQ_I64(fl.l_start, 65);
+    close(fd);
+    LOCK1(f1, 10, 10, X, STATUS_SUCCESS);
+#undef LOCK1
+    close(c->fd);
+    free(c);
+    server_stop(&s);
 }
