@@ -38,6 +38,8 @@
 #define NEGOTIATE_SIGNING_ENABLED  0x0001u
 #define NEGOTIATE_SIGNING_REQUIRED 0x0002u
 #define GLOBAL_CAP_LARGE_MTU       0x00000004u
+#define GLOBAL_CAP_ENCRYPTION      0x00000040u
+#define TRANSFORM_LEN              52u
 
 #define CHANNEL_NONE               0u
 #define CHANNEL_RDMA_V1            1u
@@ -85,6 +87,8 @@ struct session {
     uint8_t preauth[64];
     uint8_t signing_key[16];
     int signing_required;
+    uint8_t enc_key[16], dec_key[16]; /* server to client, client to server */
+    uint64_t encrypted_msgs;          /* received in a TRANSFORM_HEADER */
 };
 
 struct tree {
@@ -137,6 +141,8 @@ struct conn {
     uint16_t client_dialects[16];
     unsigned nclient_dialects;
     uint8_t preauth[64];
+    uint16_t cipher; /* 0, 1 AES-128-CCM or 2 AES-128-GCM ([MS-SMB2] 2.2.3.1.2) */
+    int encrypt_ctx; /* the client sent SMB2_ENCRYPTION_CAPABILITIES: answer it */
     uint32_t max_io;
     uint32_t credits; /* granted to the client and not yet used */
     uint64_t next_session;
@@ -148,6 +154,11 @@ struct conn {
     uint8_t *in, *out, *io;
     size_t cap;
     size_t names_bytes; /* held by directory enumerations (CONN_NAMES_MAX) */
+    /* the message being answered came encrypted: so goes the answer, with these */
+    int encrypted;
+    uint64_t enc_session;
+    uint8_t enc_key[16];
+    uint8_t *out_base; /* out - TRANSFORM_LEN: room for the transform header */
     /* the response's Send with Invalidate ([MS-SMB2] 3.3.5.12/13, RDMA_V1_INVALIDATE) */
     int invalidate;
     uint32_t invalidate_token;
@@ -312,6 +323,15 @@ static uint64_t now_filetime(void)
 static uint32_t negotiate_response(struct conn *c, struct req *r, uint16_t best,
                                    int have_signing_ctx);
 
+/* The Capabilities of the NEGOTIATE response (and of FSCTL_VALIDATE_NEGOTIATE_INFO's). */
+static uint32_t server_caps(const struct conn *c, uint16_t dialect)
+{
+    uint32_t caps = dialect >= 0x0210 ? GLOBAL_CAP_LARGE_MTU : 0;
+    if ((dialect == 0x0300 || dialect == 0x0302) && c->cipher)
+        caps |= GLOBAL_CAP_ENCRYPTION;
+    return caps;
+}
+
 static uint32_t do_negotiate(struct conn *c, struct req *r)
 {
     const uint8_t *b = r->body;
@@ -368,7 +388,19 @@ static uint32_t do_negotiate(struct conn *c, struct req *r)
                         preauth_ok = 1;
                 if (!preauth_ok)
                     return 0xC05D0000u; /* STATUS_SMB_NO_PREAUTH_INTEGRITY_HASH_OVERLAP */
-            } else if (type == 8) {     /* SMB2_SIGNING_CAPABILITIES */
+            } else if (type == 2) {     /* SMB2_ENCRYPTION_CAPABILITIES: GCM, else CCM */
+                if (dl < 2)
+                    return STATUS_INVALID_PARAMETER;
+                unsigned cc = rd16(d);
+                if (2u + 2u * cc > dl)
+                    return STATUS_INVALID_PARAMETER;
+                c->encrypt_ctx = 1;
+                for (unsigned k = 0; k < cc; k++) {
+                    uint16_t ci = rd16(d + 2 + 2 * k);
+                    if ((ci == 1 || ci == 2) && ci > c->cipher)
+                        c->cipher = ci;
+                }
+            } else if (type == 8) { /* SMB2_SIGNING_CAPABILITIES */
                 if (dl < 2)
                     return STATUS_INVALID_PARAMETER;
                 unsigned sc = rd16(d);
@@ -385,6 +417,9 @@ static uint32_t do_negotiate(struct conn *c, struct req *r)
             return STATUS_INVALID_PARAMETER;
         }
     }
+    /* 3.0 and 3.0.2: SMB2_GLOBAL_CAP_ENCRYPTION means AES-128-CCM */
+    if (best == 0x0300 || best == 0x0302)
+        c->cipher = (c->client_caps & GLOBAL_CAP_ENCRYPTION) ? 1 : 0;
     return negotiate_response(c, r, best, have_signing_ctx);
 }
 
@@ -400,7 +435,7 @@ static uint32_t negotiate_response(struct conn *c, struct req *r, uint16_t best,
          NEGOTIATE_SIGNING_ENABLED | (c->cfg->require_signing ? NEGOTIATE_SIGNING_REQUIRED : 0));
     wr16(o + 4, best);
     memcpy(o + 8, c->server_guid, 16);
-    wr32(o + 24, best >= 0x0210 ? GLOBAL_CAP_LARGE_MTU : 0);
+    wr32(o + 24, server_caps(c, best));
     wr32(o + 28, c->max_io);
     wr32(o + 32, c->max_io);
     wr32(o + 36, c->max_io);
@@ -424,6 +459,17 @@ static uint32_t negotiate_response(struct conn *c, struct req *r, uint16_t best,
             return STATUS_INSUFFICIENT_RESOURCES;
         end = ctx + 8 + 38;
         unsigned nctx = 1;
+        if (c->encrypt_ctx) { /* the cipher chosen, 0 for none in common */
+            size_t a = (end + 7) & ~(size_t)7;
+            memset(o + end, 0, a - end + 12);
+            p = o + a;
+            wr16(p, 2);
+            wr16(p + 2, 4);
+            wr16(p + 8, 1);
+            wr16(p + 10, c->cipher);
+            end = a + 12;
+            nctx++;
+        }
         if (have_signing_ctx) {
             size_t a = (end + 7) & ~(size_t)7;
             memset(o + end, 0, a - end + 12);
@@ -515,7 +561,13 @@ static void session_end(struct conn *c, struct session *s, const char *why)
     for (unsigned i = 0; i < MAX_TREES; i++)
         if (c->trees[i].id && c->trees[i].session_id == s->id)
             c->trees[i].id = 0;
-    sess_set(c, s, SESS_FREE, why);
+    char line[160];
+    if (s->encrypted_msgs)
+        snprintf(line, sizeof line, "%s; %llu messages came encrypted", why,
+                 (unsigned long long)s->encrypted_msgs);
+    else
+        snprintf(line, sizeof line, "%s", why);
+    sess_set(c, s, SESS_FREE, line);
 }
 
 static uint32_t do_session_setup(struct conn *c, struct req *r)
@@ -577,11 +629,20 @@ static uint32_t do_session_setup(struct conn *c, struct req *r)
         srv_kdf(s->auth.session_key, "SMB2AESCMAC", 12, "SmbSign", 8, s->signing_key);
     else
         memcpy(s->signing_key, s->auth.session_key, 16);
+    /* [MS-SMB2] 3.3.5.5.3: the encryption keys, where a cipher was negotiated */
+    if (c->cipher && c->dialect == 0x0311) {
+        srv_kdf(s->auth.session_key, "SMBS2CCipherKey", 16, s->preauth, 64, s->enc_key);
+        srv_kdf(s->auth.session_key, "SMBC2SCipherKey", 16, s->preauth, 64, s->dec_key);
+    } else if (c->cipher) {
+        srv_kdf(s->auth.session_key, "SMB2AESCCM", 11, "ServerOut", 10, s->enc_key);
+        srv_kdf(s->auth.session_key, "SMB2AESCCM", 11, "ServerIn ", 10, s->dec_key);
+    }
     s->signing_required = c->cfg->require_signing || (b[3] & NEGOTIATE_SIGNING_REQUIRED) ||
                           (c->client_secmode & NEGOTIATE_SIGNING_REQUIRED);
     char why[320];
-    snprintf(why, sizeof why, "%s authenticated, signing %s", s->auth.user,
-             s->signing_required ? "required" : "on signed requests");
+    static const char *const ciphers[3] = {"none", "AES-128-CCM", "AES-128-GCM"};
+    snprintf(why, sizeof why, "%s authenticated, signing %s, cipher %s", s->auth.user,
+             s->signing_required ? "required" : "on signed requests", ciphers[c->cipher]);
     sess_set(c, s, SESS_VALID, why);
     return STATUS_SUCCESS;
 }
@@ -1787,7 +1848,7 @@ static uint32_t do_ioctl(struct conn *c, struct req *r)
     wr32(p + 32, SMB2_HDR_LEN + 48);
     wr32(p + 36, 24);
     uint8_t *out = p + 48;
-    wr32(out, c->dialect >= 0x0210 ? GLOBAL_CAP_LARGE_MTU : 0);
+    wr32(out, server_caps(c, c->dialect));
     memcpy(out + 4, c->server_guid, 16);
     wr16(out + 20,
          NEGOTIATE_SIGNING_ENABLED | (c->cfg->require_signing ? NEGOTIATE_SIGNING_REQUIRED : 0));
@@ -1989,7 +2050,8 @@ static int handle_message(struct conn *c, size_t len)
             st = prev_status; /* [MS-SMB2] 3.3.5.2.7.2 */
         } else {
             int sig_ok = 1;
-            if (r.sess && r.sess->state == SESS_VALID && r.command != SMB2_SESSION_SETUP) {
+            if (r.sess && r.sess->state == SESS_VALID && r.command != SMB2_SESSION_SETUP &&
+                !c->encrypted) { /* an encrypted message is authenticated by its tag */
                 if (r.flags & SMB2_FLAGS_SIGNED) {
                     uint8_t sig[16];
                     srv_sign(c->dialect, r.sess->signing_key, r.hdr, r.len, sig);
@@ -2050,7 +2112,7 @@ static int handle_message(struct conn *c, size_t len)
             wr16(h + SMB2_HDR_CREDIT, (uint16_t)grant);
             wr32(h + SMB2_HDR_FLAGS, SMB2_FLAGS_SERVER_TO_REDIR |
                                          (r.flags & SMB2_FLAGS_RELATED_OPERATIONS) |
-                                         (rec->sign ? SMB2_FLAGS_SIGNED : 0));
+                                         (rec->sign && !c->encrypted ? SMB2_FLAGS_SIGNED : 0));
             wr32(h + SMB2_HDR_NEXT, 0);
             wr32(h + 36, r.tree_id);
             wr64(h + SMB2_HDR_SESSION_ID, r.session_id);
@@ -2073,7 +2135,7 @@ static int handle_message(struct conn *c, size_t len)
     }
     for (unsigned i = 0; i < nrec; i++) {
         uint8_t *h = c->out + recs[i].off;
-        if (recs[i].sign)
+        if (recs[i].sign && !c->encrypted)
             srv_sign(c->dialect, recs[i].key, h, recs[i].len, h + SMB2_HDR_SIGNATURE);
         if (recs[i].preauth)
             srv_preauth_update(recs[i].preauth->preauth, h, recs[i].len);
@@ -2085,12 +2147,29 @@ static int handle_message(struct conn *c, size_t len)
     }
     if (nrec) {
         int rc;
+        uint8_t *msg = c->out;
+        size_t mlen = oend;
+        if (c->encrypted) { /* [MS-SMB2] 3.3.4.1.4: the response in a TRANSFORM_HEADER */
+            msg = c->out - TRANSFORM_LEN;
+            memset(msg, 0, TRANSFORM_LEN);
+            msg[0] = 0xFD;
+            msg[1] = 'S';
+            msg[2] = 'M';
+            msg[3] = 'B';
+            if (getrandom(msg + 20, c->cipher == 2 ? 12 : 11, 0) < 0)
+                return -1;
+            wr32(msg + 36, (uint32_t)oend);
+            wr16(msg + 42, 1);
+            wr64(msg + 44, c->enc_session);
+            srv_encrypt(c->cipher, c->enc_key, msg, c->out, oend);
+            mlen = oend + TRANSFORM_LEN;
+        }
         if (c->invalidate) {
-            rc = c->t->ops->send_invalidate(c->t, c->out, oend, c->invalidate_token);
+            rc = c->t->ops->send_invalidate(c->t, msg, mlen, c->invalidate_token);
             if (c->stats && rc == 0)
                 stat_add(&c->stats->send_invalidates, 1);
         } else {
-            rc = c->t->ops->send(c->t, c->out, oend);
+            rc = c->t->ops->send(c->t, msg, mlen);
         }
         if (rc) {
             logf_(c, "send of %zu bytes failed: %s", oend, smb_transport_error(c->t));
@@ -2098,6 +2177,40 @@ static int handle_message(struct conn *c, size_t len)
         }
     }
     return fatal ? -1 : 0;
+}
+
+/* A message in a TRANSFORM_HEADER ([MS-SMB2] 3.3.5.2.1): decrypted in place and moved to
+ * the start of the buffer; the answer will go back encrypted. A header that does not parse, an
+ * unknown session or a tag that does not verify ends the connection. */
+static int unwrap(struct conn *c, size_t *len)
+{
+    static const uint8_t tf[4] = {0xFD, 'S', 'M', 'B'};
+    c->encrypted = 0;
+    if (*len < 4 || memcmp(c->in, tf, 4))
+        return 0;
+    const uint8_t *h = c->in;
+    if (*len < TRANSFORM_LEN + SMB2_HDR_LEN || rd32(h + 36) != *len - TRANSFORM_LEN ||
+        rd16(h + 42) != 1 || !c->cipher) {
+        logf_(c, "malformed or unexpected TRANSFORM_HEADER: ending");
+        return -1;
+    }
+    struct session *s = session_find(c, rd64(h + 44));
+    if (!s || s->state != SESS_VALID) {
+        logf_(c, "encrypted message for an unknown session: ending");
+        return -1;
+    }
+    size_t n = *len - TRANSFORM_LEN;
+    if (srv_decrypt(c->cipher, s->dec_key, h, c->in + TRANSFORM_LEN, n)) {
+        logf_(c, "encrypted message does not verify: ending");
+        return -1;
+    }
+    memmove(c->in, c->in + TRANSFORM_LEN, n);
+    *len = n;
+    s->encrypted_msgs++;
+    c->encrypted = 1;
+    c->enc_session = s->id;
+    memcpy(c->enc_key, s->enc_key, 16);
+    return 0;
 }
 
 int smb2_serve_connection(const smb2_server_config *cfg, smb_transport *t, smb2_server_stats *stats)
@@ -2124,7 +2237,8 @@ int smb2_serve_connection(const smb2_server_config *cfg, smb_transport *t, smb2_
     int result = -1;
     c->root = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
     c->in = malloc(c->cap);
-    c->out = malloc(c->cap);
+    c->out_base = malloc(c->cap + 64);
+    c->out = c->out_base ? c->out_base + 64 : NULL;
     c->io = malloc(c->max_io);
     if (c->root < 0 || !c->in || !c->out || !c->io || getrandom(c->server_guid, 16, 0) != 16 ||
         !cfg->share || !cfg->user || !cfg->password) {
@@ -2146,7 +2260,7 @@ int smb2_serve_connection(const smb2_server_config *cfg, smb_transport *t, smb2_
             conn_set(c, CONN_ENDED, "receive failed");
             break;
         }
-        if (handle_message(c, len)) {
+        if (unwrap(c, &len) || handle_message(c, len)) {
             conn_set(c, CONN_ENDED, "request ends the connection");
             break;
         }
@@ -2159,7 +2273,7 @@ out:
     if (c->root >= 0)
         close(c->root);
     free(c->in);
-    free(c->out);
+    free(c->out_base);
     free(c->io);
     free(c);
     return result;

@@ -125,6 +125,8 @@ static void server_stop(struct server *s)
     free((void *)s->cfg.root);
 }
 
+static bool log_has(struct server *s, const char *what);
+
 /* ---- smbclient ---- */
 
 static bool have_smbclient(void)
@@ -1897,4 +1899,21 @@ TEST(raw_locks)
     close(c->fd);
     free(c);
     server_stop(&s);
+}
+
+/* Encryption ([MS-SMB2] 3.1.4.3): smbclient requiring it gets every request and response in a
+ * TRANSFORM_HEADER, AES-128-GCM under 3.1.1 and AES-128-CCM under 3.0 and 3.0.2. */
+TEST_T(smbclient_encrypted, 120)
+{
+    NEED_SMBCLIENT();
+    struct server s;
+    server_start(&s, 0);
+    copy_round(&s, "-m SMB3 --client-protection=encrypt", 65537);
+    copy_round(&s, "--option=\"client max protocol=SMB3_02\" --client-protection=encrypt", 65537);
+    copy_round(&s, "--option=\"client max protocol=SMB3_00\" --client-protection=encrypt", 4097);
+    CHECK(log_has(&s, "cipher AES-128-GCM"));
+    CHECK(log_has(&s, "cipher AES-128-CCM"));
+    CHECK(log_has(&s, "messages came encrypted"));
+    server_stop(&s);
+    CHECK_EQ_I64(atomic_load(&s.failed), 0);
 }
