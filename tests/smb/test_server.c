@@ -642,6 +642,7 @@ struct rawc {
     uint64_t mid, sid;
     uint32_t tid;
     uint8_t key[16];
+    uint8_t skey[16]; /* the session key */
     int sign;
     uint8_t guid[16];
     uint8_t r[1 << 17];
@@ -666,6 +667,8 @@ static uint32_t rawc_req(struct rawc *c, uint16_t cmd, const uint8_t *body, size
     return status_of(c->r);
 }
 
+static uint32_t rawc_caps; /* Capabilities the raw client's NEGOTIATE offers */
+
 static void rawc_login(struct server *s, struct rawc *c, const char *password)
 {
     memset(c, 0, sizeof *c);
@@ -675,6 +678,7 @@ static void rawc_login(struct server *s, struct rawc *c, const char *password)
     wr16(b, 36);
     wr16(b + 2, 1);
     wr16(b + 4, 1); /* signing enabled */
+    wr32(b + 8, rawc_caps);
     memcpy(b + 12, "raw-client-guid!", 16);
     memcpy(c->guid, b + 12, 16);
     wr16(b + 36, 0x0302);
@@ -763,6 +767,7 @@ static void rawc_login(struct server *s, struct rawc *c, const char *password)
     hmac_md5_update(&h, 16, proof);
     hmac_md5_digest(&h, 16, base);
     srv_kdf(base, "SMB2AESCMAC", 12, "SmbSign", 8, c->key);
+    memcpy(c->skey, base, 16);
     /* the final SESSION_SETUP response is signed with the key both sides derived */
     CHECK(rd32(c->r + 16) & SMB2_FLAGS_SIGNED);
     uint8_t sig[16];
@@ -1916,4 +1921,77 @@ TEST_T(smbclient_encrypted, 120)
     CHECK(log_has(&s, "messages came encrypted"));
     server_stop(&s);
     CHECK_EQ_I64(atomic_load(&s.failed), 0);
+}
+
+/* Hostile TRANSFORM_HEADERs: before any cipher was negotiated, for an unknown session, with a
+ * tag that does not verify, with a size that is not the message's: each ends its connection;
+ * one made right is answered in kind (AES-128-CCM under 3.0.2). */
+TEST(raw_transform_header)
+{
+    struct server s;
+    server_start(&s, 0);
+    struct rawc *c = malloc(sizeof *c);
+    CHECK(c);
+    static uint8_t m[512];
+    uint8_t r[4096];
+    /* no cipher negotiated */
+    rawc_caps = 0;
+    rawc_login(&s, c, "Secret-1");
+    memset(m, 0, 52 + 68);
+    m[0] = 0xFD;
+    m[1] = 'S';
+    m[2] = 'M';
+    m[3] = 'B';
+    wr32(m + 36, 68);
+    wr16(m + 42, 1);
+    wr64(m + 44, c->sid);
+    raw_send(c->fd, m, 52 + 68);
+    CHECK_EQ_I64(raw_recv(c->fd, r, sizeof r), -ECONNRESET);
+    close(c->fd);
+    /* CCM negotiated: a wrong tag, an unknown session, a wrong size */
+    rawc_caps = 0x40;
+    for (unsigned k = 0; k < 3; k++) {
+        rawc_login(&s, c, "Secret-1");
+        memset(m + 4, 0, 48 + 68);
+        wr32(m + 36, k == 2 ? 60 : 68);
+        wr16(m + 42, 1);
+        wr64(m + 44, k == 1 ? 0x77 : c->sid);
+        raw_send(c->fd, m, 52 + 68);
+        CHECK_EQ_I64(raw_recv(c->fd, r, sizeof r), -ECONNRESET);
+        close(c->fd);
+    }
+    /* and a right one: an ECHO, encrypted with the key the client derives */
+    rawc_login(&s, c, "Secret-1");
+    uint8_t in_key[16], out_key[16];
+    srv_kdf(c->skey, "SMB2AESCCM", 11, "ServerIn ", 10, in_key);
+    srv_kdf(c->skey, "SMB2AESCCM", 11, "ServerOut", 10, out_key);
+    memset(m, 0, 52);
+    m[0] = 0xFD;
+    m[1] = 'S';
+    m[2] = 'M';
+    m[3] = 'B';
+    memcpy(m + 20, "nonce-12345", 11);
+    wr32(m + 36, 68);
+    wr16(m + 42, 1);
+    wr64(m + 44, c->sid);
+    hdr(m + 52, SMB2_ECHO, c->mid++, c->sid);
+    wr16(m + 52 + 64, 4);
+    wr16(m + 52 + 66, 0);
+    srv_encrypt(1, in_key, m, m + 52, 68);
+    raw_send(c->fd, m, 52 + 68);
+    long rl = raw_recv(c->fd, r, sizeof r);
+    CHECK_EQ_I64(rl, 52 + 68);
+    CHECK(r[0] == 0xFD && rd32(r + 36) == 68 && rd64(r + 44) == c->sid);
+    CHECK_EQ_I64(srv_decrypt(1, out_key, r, r + 52, 68), 0);
+    CHECK_EQ_U64(rd16(r + 52 + 12), SMB2_ECHO);
+    CHECK_EQ_U64(status_of(r + 52), STATUS_SUCCESS);
+    CHECK_EQ_U64(rd32(r + 52 + 16) & SMB2_FLAGS_SIGNED, 0); /* encrypted, not signed */
+    close(c->fd);
+    rawc_caps = 0;
+    free(c);
+    CHECK(log_has(&s, "malformed or unexpected TRANSFORM_HEADER: ending"));
+    CHECK(log_has(&s, "encrypted message does not verify: ending"));
+    CHECK(log_has(&s, "encrypted message for an unknown session: ending"));
+    CHECK(log_has(&s, "cipher AES-128-CCM"));
+    server_stop(&s);
 }
