@@ -336,8 +336,10 @@ static uint32_t do_negotiate(struct conn *c, struct req *r)
 {
     const uint8_t *b = r->body;
     if (c->state != CONN_NEW && c->state != CONN_UPGRADED) {
-        /* [MS-SMB2] 3.3.5.4: a second NEGOTIATE ends the connection */
+        /* [MS-SMB2] 3.3.5.4: a second NEGOTIATE ends the connection, unanswered */
+        logf_(c, "second NEGOTIATE: ending");
         r->fatal = 1;
+        r->no_response = 1;
         return STATUS_INVALID_PARAMETER;
     }
     unsigned n = rd16(b + 2);
@@ -1825,7 +1827,10 @@ static uint32_t do_ioctl(struct conn *c, struct req *r)
     /* [MS-SMB2] 3.3.5.15.12: a mismatch with what NEGOTIATE saw ends the connection */
     const uint8_t *in = r->hdr + ioff;
     if (ilen < 24 || maxout < 24 || c->dialect == 0x0311) {
+        logf_(c, "FSCTL_VALIDATE_NEGOTIATE_INFO under 0x%04x, %u bytes in, %u out: ending",
+              c->dialect, ilen, maxout);
         r->fatal = 1;
+        r->no_response = 1; /* the transport connection is terminated, unanswered */
         return STATUS_INVALID_PARAMETER;
     }
     unsigned nd = rd16(in + 22);
@@ -1837,6 +1842,7 @@ static uint32_t do_ioctl(struct conn *c, struct req *r)
     if (!ok) {
         logf_(c, "FSCTL_VALIDATE_NEGOTIATE_INFO does not match the NEGOTIATE: ending");
         r->fatal = 1;
+        r->no_response = 1;
         return STATUS_ACCESS_DENIED;
     }
     uint8_t *p = r->rbody;

@@ -971,6 +971,8 @@ TEST(raw_session_requests)
     CHECK(rd32(c->r + 16) & SMB2_FLAGS_SIGNED);
     CHECK_EQ_U64(rd32(c->r + 64 + 36), 24);
     CHECK_EQ_U64(rd16(c->r + 64 + 48 + 22), 0x0302);
+    uint8_t validate[56 + 26];
+    memcpy(validate, b, sizeof validate);
     wr32(b + 4, 0x00090000u);
     CHECK_EQ_U64(rawc_req(c, SMB2_IOCTL, b, 56 + 26, 1), STATUS_NOT_SUPPORTED);
     /* an open for attributes only may neither read nor write ([MS-SMB2] 3.3.5.12/13) */
@@ -1023,7 +1025,32 @@ TEST(raw_session_requests)
     CHECK_EQ_U64(rd64(c->r + 64 + 48), 5);
     CHECK_EQ_U64(rd64(c->r + 64 + 8), created); /* CreationTime does not move with writes */
     CHECK_EQ_U64(rawc_req(c, SMB2_CLOSE, b, 24, 1), STATUS_FILE_CLOSED);
+    /* a VALIDATE_NEGOTIATE_INFO that does not match ends the connection unanswered
+     * ([MS-SMB2] 3.3.5.15.12) */
+    {
+        static uint8_t m[256];
+        validate[56 + 24] = 0x00; /* dialect 0x0300 instead of 0x0302 */
+        hdr(m, SMB2_IOCTL, c->mid++, c->sid);
+        wr32(m + 36, c->tid);
+        memcpy(m + 64, validate, sizeof validate);
+        wr32(m + 16, SMB2_FLAGS_SIGNED);
+        srv_sign(0x0302, c->key, m, 64 + sizeof validate, m + 48);
+        raw_send(c->fd, m, 64 + sizeof validate);
+        CHECK_EQ_I64(raw_recv(c->fd, c->r, sizeof c->r), -ECONNRESET);
+    }
     close(c->fd);
+    /* so does a second NEGOTIATE ([MS-SMB2] 3.3.5.4) */
+    {
+        int fd = raw_connect(&s);
+        uint8_t m[128], r[4096];
+        size_t nl = negotiate(m, 0x0302);
+        raw_send(fd, m, nl);
+        CHECK(raw_recv(fd, r, sizeof r) > 64);
+        raw_send(fd, m, nl);
+        CHECK_EQ_I64(raw_recv(fd, r, sizeof r), -ECONNRESET);
+        close(fd);
+    }
+    CHECK(log_has(&s, "second NEGOTIATE: ending"));
     free(c);
     server_stop(&s);
 }
