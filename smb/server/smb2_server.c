@@ -1674,9 +1674,9 @@ static uint32_t do_set_info(struct conn *c, struct req *r, uint64_t prev)
 
 /* ---- LOCK ([MS-SMB2] 2.2.26, 3.3.5.14) ----
  * Each range is an open file description lock (F_OFD_SETLK), so opens conflict with each
- * other as SMB2 opens do, on this server and with local processes using OFD or flock-style
- * locks. The open's own list gives the Windows rules the kernel lacks: a lock is not
- * re-entrant (an exclusive range conflicts with the same open's overlapping ranges), an
+ * other as SMB2 opens do, on this server and with local processes holding fcntl record
+ * locks (OFD or classic POSIX). The open's own list gives the Windows rules the kernel lacks: a
+ * lock is not re-entrant (an exclusive range conflicts with the same open's overlapping ranges), an
  * unlock must name a held range exactly, zero-length ranges conflict with nothing. A request
  * that would wait is refused at once: no request is ever pending. */
 
