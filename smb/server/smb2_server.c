@@ -1589,7 +1589,21 @@ static uint32_t set_rename(struct conn *c, struct open *o, const uint8_t *p, siz
         return srv_errno_status(err, 0);
     }
     logf_(c, "renamed \"%s\" -> \"%s\"", o->path, to);
-    snprintf(o->path, sizeof o->path, "%s", to);
+    /* this connection's opens of it, and of anything under it, follow the new name (their
+     * delete on close must not strike whatever takes the old one) */
+    char from[SRV_PATH_MAX];
+    snprintf(from, sizeof from, "%s", o->path);
+    size_t fl = strlen(from);
+    for (unsigned i = 0; i < MAX_OPENS; i++) {
+        struct open *x = &c->opens[i];
+        if (x->state != OPEN_OPEN || strncmp(x->path, from, fl) ||
+            (x->path[fl] != 0 && x->path[fl] != '/'))
+            continue;
+        char moved[SRV_PATH_MAX * 2];
+        snprintf(moved, sizeof moved, "%s%s", to, x->path + fl);
+        if (strlen(moved) < sizeof x->path)
+            memcpy(x->path, moved, strlen(moved) + 1);
+    }
     return STATUS_SUCCESS;
 }
 

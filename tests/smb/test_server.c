@@ -2022,3 +2022,47 @@ TEST(raw_transform_header)
     CHECK(log_has(&s, "cipher AES-128-CCM"));
     server_stop(&s);
 }
+
+/* A rename carries the connection's other opens along: a delete on close of a file under a
+ * renamed directory deletes it at its new name, not whatever took the old one. */
+TEST(raw_rename_follows)
+{
+    struct server s;
+    server_start(&s, 0);
+    struct rawc *c = malloc(sizeof *c);
+    CHECK(c);
+    rawc_login(&s, c, "Secret-1");
+    uint8_t b[1024], dir[16], file[16];
+    size_t n = create_body(b, "dd", 2, 1);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 0), STATUS_SUCCESS);
+    memcpy(dir, c->r + 64 + 64, 16);
+    n = create_body(b, "dd\\x", 2, 0x1000); /* FILE_DELETE_ON_CLOSE */
+    CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 0), STATUS_SUCCESS);
+    memcpy(file, c->r + 64 + 64, 16);
+    memset(b, 0, 64);
+    wr16(b, 33);
+    b[2] = 1;
+    b[3] = 10; /* FileRenameInformation to "ee" */
+    wr32(b + 4, 24);
+    wr16(b + 8, 64 + 32);
+    memcpy(b + 16, dir, 16);
+    wr32(b + 32 + 16, 4);
+    memcpy(b + 32 + 20, "e\0e\0", 4);
+    CHECK_EQ_U64(rawc_req(c, SMB2_SET_INFO, b, 32 + 24, 0), STATUS_SUCCESS);
+    /* a new dd\x takes the old name */
+    char p[400];
+    snprintf(p, sizeof p, "%s/dd", s.cfg.root);
+    CHECK(mkdir(p, 0755) == 0);
+    snprintf(p, sizeof p, "%s/dd/x", s.cfg.root);
+    make_file(p, 10, 1);
+    memset(b, 0, 24);
+    wr16(b, 24);
+    memcpy(b + 8, file, 16);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CLOSE, b, 24, 0), STATUS_SUCCESS);
+    CHECK(exists(p));
+    snprintf(p, sizeof p, "%s/ee/x", s.cfg.root);
+    CHECK(!exists(p));
+    close(c->fd);
+    free(c);
+    server_stop(&s);
+}
