@@ -1515,6 +1515,63 @@ static uint32_t fs_info(struct conn *c, struct open *o, uint8_t cls, uint8_t *p,
     return STATUS_SUCCESS;
 }
 
+/* A minimal self-relative security descriptor ([MS-DTYP] 2.4.6): the owner and group are the
+ * file's uid and gid as Unix SIDs (S-1-22-1-uid, S-1-22-2-gid, as Samba maps them), the DACL
+ * one ACE allowing Everyone (S-1-1-0) full access: the one account the server serves acts
+ * with the server's own rights. No SACL. AdditionalInformation picks the parts. */
+static size_t put_sid(uint8_t *p, uint8_t authority, const uint32_t *sub, unsigned n)
+{
+    p[0] = 1;
+    p[1] = (uint8_t)n;
+    memset(p + 2, 0, 6);
+    p[7] = authority;
+    for (unsigned i = 0; i < n; i++)
+        wr32(p + 8 + 4 * i, sub[i]);
+    return 8 + 4u * n;
+}
+
+static uint32_t security_info(struct open *o, uint32_t what, uint8_t *p, size_t *len)
+{
+    struct srv_stat sb;
+    if (srv_fstat(o->fd, &sb))
+        return srv_errno_status(errno, 0);
+    memset(p, 0, 20);
+    p[0] = 1;
+    uint16_t control = 0x8000; /* SE_SELF_RELATIVE */
+    size_t at = 20;
+    if (what & 1) { /* OWNER_SECURITY_INFORMATION */
+        uint32_t sub[2] = {1, (uint32_t)sb.st.st_uid};
+        wr32(p + 4, (uint32_t)at);
+        at += put_sid(p + at, 22, sub, 2);
+    }
+    if (what & 2) { /* GROUP_SECURITY_INFORMATION */
+        uint32_t sub[2] = {2, (uint32_t)sb.st.st_gid};
+        wr32(p + 8, (uint32_t)at);
+        at += put_sid(p + at, 22, sub, 2);
+    }
+    if (what & 4) {        /* DACL_SECURITY_INFORMATION */
+        control |= 0x0004; /* SE_DACL_PRESENT */
+        wr32(p + 16, (uint32_t)at);
+        uint8_t *acl = p + at;
+        acl[0] = 2; /* ACL_REVISION */
+        acl[1] = 0;
+        wr16(acl + 2, 8 + 20);
+        wr16(acl + 4, 1);
+        wr16(acl + 6, 0);
+        uint8_t *ace = acl + 8;
+        ace[0] = 0; /* ACCESS_ALLOWED_ACE_TYPE */
+        ace[1] = 0;
+        wr16(ace + 2, 20);
+        wr32(ace + 4, ACCESS_ALL);
+        uint32_t world = 0;
+        put_sid(ace + 8, 1, &world, 1);
+        at += 28;
+    }
+    wr16(p + 2, control);
+    *len = at;
+    return STATUS_SUCCESS;
+}
+
 static uint32_t do_query_info(struct conn *c, struct req *r, uint64_t prev)
 {
     const uint8_t *b = r->body;
@@ -1532,8 +1589,20 @@ static uint32_t do_query_info(struct conn *c, struct req *r, uint64_t prev)
         st = file_info(c, o, cls, buf, sizeof buf, &len, &fixed);
     else if (type == 2)
         st = fs_info(c, o, cls, buf, sizeof buf, &len, &fixed);
+    else if (type == 3)
+        st = security_info(o, rd32(b + 16), buf, &len);
     else
-        st = STATUS_NOT_SUPPORTED; /* security descriptors, quotas */
+        st = STATUS_NOT_SUPPORTED; /* quotas */
+    if (type == 3 && st == STATUS_SUCCESS && outlen < len) {
+        /* [MS-SMB2] 3.3.5.20.3: STATUS_BUFFER_TOO_SMALL, the size needed in ErrorData */
+        uint8_t *e = r->rbody;
+        memset(e, 0, 12);
+        wr16(e, 9);
+        wr32(e + 4, 4);
+        wr32(e + 8, (uint32_t)len);
+        r->rlen = 12;
+        return STATUS_BUFFER_TOO_SMALL;
+    }
     if (st) {
         logf_(c, "QUERY_INFO type %u class %u refused: 0x%08x", type, cls, st);
         return st;
@@ -2109,7 +2178,8 @@ static int handle_message(struct conn *c, size_t len)
         prev_status = st;
         if (!r.no_response) {
             if (st != STATUS_SUCCESS && st != STATUS_MORE_PROCESSING_REQUIRED &&
-                !(st == STATUS_BUFFER_OVERFLOW && r.rlen)) {
+                !(st == STATUS_BUFFER_OVERFLOW && r.rlen) &&
+                !(st == STATUS_BUFFER_TOO_SMALL && r.rlen == 12)) {
                 memset(r.rbody, 0, 9); /* [MS-SMB2] 2.2.2 ERROR response */
                 wr16(r.rbody, 9);
                 r.rlen = 9;

@@ -925,9 +925,26 @@ TEST(raw_session_requests)
     CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), STATUS_INVALID_INFO_CLASS);
     b[3] = 15;                                                         /* FileFullEaInformation */
     CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), 0xC0000052u); /* NO_EAS_ON_FILE */
-    b[2] = 3;                                                          /* security */
+    b[2] = 3; /* security: owner, group and DACL */
     b[3] = 0;
-    CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), STATUS_NOT_SUPPORTED);
+    wr32(b + 16, 7);
+    CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), STATUS_SUCCESS);
+    CHECK_EQ_U64(rd32(c->r + 64 + 4), 80);
+    {
+        const uint8_t *sd = c->r + rd16(c->r + 64 + 2);
+        CHECK_EQ_U64(rd16(sd + 2), 0x8004); /* self-relative, DACL present */
+        const uint8_t *owner = sd + rd32(sd + 4);
+        CHECK(owner[0] == 1 && owner[1] == 2 && owner[7] == 22 && rd32(owner + 8) == 1);
+        CHECK_EQ_U64(rd32(owner + 12), getuid());
+        const uint8_t *acl = sd + rd32(sd + 16);
+        CHECK(acl[0] == 2 && rd16(acl + 4) == 1 && rd32(acl + 8 + 4) == 0x001F01FFu);
+    }
+    wr32(b + 4, 10); /* too small: the size needed comes back in ErrorData */
+    CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), 0xC0000023u);
+    CHECK_EQ_U64(rd32(c->r + 64 + 4), 4);
+    CHECK_EQ_U64(rd32(c->r + 64 + 8), 80);
+    wr32(b + 4, 1024);
+    wr32(b + 16, 0);
     b[2] = 1;
     b[3] = 5;
     wr32(b + 4, 4);
