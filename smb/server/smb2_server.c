@@ -2329,8 +2329,10 @@ int smb2_serve_connection(const smb2_server_config *cfg, smb_transport *t, smb2_
     c->in = malloc(c->cap);
     c->out_base = malloc(c->cap + 64);
     c->out = c->out_base ? c->out_base + 64 : NULL;
-    c->io = malloc(c->max_io);
-    if (c->root < 0 || !c->in || !c->out || !c->io || getrandom(c->server_guid, 16, 0) != 16 ||
+    /* the RDMA staging buffer, only where the transport can move data by RDMA */
+    int rdma = t->ops->peer_write && t->ops->peer_read;
+    c->io = rdma ? malloc(c->max_io) : NULL;
+    if (c->root < 0 || !c->in || !c->out || (rdma && !c->io) || getrandom(c->server_guid, 16, 0) != 16 ||
         !cfg->share || !cfg->user || !cfg->password) {
         logf_(c, "cannot serve \"%s\": %s", cfg->root ? cfg->root : "(null)",
               c->root < 0 ? strerror(errno) : "no memory or incomplete configuration");
