@@ -1002,6 +1002,17 @@ static uint32_t rdma_status(struct conn *c, struct req *r, int rc)
     return STATUS_ACCESS_DENIED;
 }
 
+/* [MS-SMB2] 3.3.5.2.5: from 2.1 on, a request moving more than 64 KiB must be charged a
+ * credit per 64 KiB (CreditCharge 0 counts as 1). */
+static int charge_ok(const struct conn *c, const struct req *r, uint64_t payload)
+{
+    if (c->dialect < 0x0210)
+        return 1;
+    uint32_t charge = rd16(r->hdr + SMB2_HDR_CREDIT_CHARGE);
+    uint64_t need = payload ? (payload - 1) / 65536 + 1 : 1;
+    return (charge ? charge : 1) >= need;
+}
+
 static uint32_t do_read(struct conn *c, struct req *r, uint64_t prev)
 {
     const uint8_t *b = r->body;
@@ -1021,6 +1032,11 @@ static uint32_t do_read(struct conn *c, struct req *r, uint64_t prev)
     uint32_t st = channel_descs(c, r, channel, rd16(b + 44), rd16(b + 46), d, &nd);
     if (st)
         return st;
+    if (!charge_ok(c, r, len)) {
+        logf_(c, "READ of %u bytes refused: CreditCharge %u", len,
+              rd16(r->hdr + SMB2_HDR_CREDIT_CHARGE));
+        return STATUS_INVALID_PARAMETER;
+    }
     if (len > c->max_io || off > INT64_MAX || (!nd && len > r->rcap - 16)) {
         logf_(c, "READ of %u bytes refused: MaxReadSize %u", len, c->max_io);
         return STATUS_INVALID_PARAMETER;
@@ -1091,6 +1107,11 @@ static uint32_t do_write(struct conn *c, struct req *r, uint64_t prev)
     uint32_t st = channel_descs(c, r, channel, rd16(b + 40), rd16(b + 42), d, &nd);
     if (st)
         return st;
+    if (!charge_ok(c, r, nd ? remaining : len)) {
+        logf_(c, "WRITE of %u bytes refused: CreditCharge %u", nd ? remaining : len,
+              rd16(r->hdr + SMB2_HDR_CREDIT_CHARGE));
+        return STATUS_INVALID_PARAMETER;
+    }
     const uint8_t *src;
     if (nd) {
         /* [MS-SMB2] 3.3.5.13: over RDMA the length is RemainingBytes, Length is 0 */
@@ -2332,8 +2353,8 @@ int smb2_serve_connection(const smb2_server_config *cfg, smb_transport *t, smb2_
     /* the RDMA staging buffer, only where the transport can move data by RDMA */
     int rdma = t->ops->peer_write && t->ops->peer_read;
     c->io = rdma ? malloc(c->max_io) : NULL;
-    if (c->root < 0 || !c->in || !c->out || (rdma && !c->io) || getrandom(c->server_guid, 16, 0) != 16 ||
-        !cfg->share || !cfg->user || !cfg->password) {
+    if (c->root < 0 || !c->in || !c->out || (rdma && !c->io) ||
+        getrandom(c->server_guid, 16, 0) != 16 || !cfg->share || !cfg->user || !cfg->password) {
         logf_(c, "cannot serve \"%s\": %s", cfg->root ? cfg->root : "(null)",
               c->root < 0 ? strerror(errno) : "no memory or incomplete configuration");
         goto out;

@@ -657,6 +657,13 @@ static uint32_t rawc_req(struct rawc *c, uint16_t cmd, const uint8_t *body, size
     hdr(m, cmd, c->mid++, c->sid);
     wr32(m + 36, c->tid);
     memcpy(m + 64, body, blen);
+    /* CreditCharge: one per 64 KiB moved ([MS-SMB2] 3.3.5.2.5) */
+    if (blen >= 40 && (cmd == SMB2_READ || cmd == SMB2_WRITE)) {
+        uint32_t moved = rd32(body + 4);
+        if (cmd == SMB2_WRITE && rd32(body + 32) != 0)
+            moved = rd32(body + 36); /* RemainingBytes over RDMA */
+        wr16(m + 6, (uint16_t)(moved ? (moved - 1) / 65536 + 1 : 1));
+    }
     if (sign) {
         wr32(m + 16, SMB2_FLAGS_SIGNED);
         srv_sign(0x0302, c->key, m, 64 + blen, m + 48);
@@ -901,6 +908,21 @@ TEST(raw_session_requests)
     CHECK_EQ_U64(rawc_req(c, SMB2_READ, b, 49, 1), STATUS_SUCCESS);
     CHECK_EQ_U64(rd32(c->r + 64 + 4), 5);
     CHECK(memcmp(c->r + c->r[64 + 2], "hello", 5) == 0);
+    {
+        /* 100000 bytes charged one credit: refused ([MS-SMB2] 3.3.5.2.5) */
+        static uint8_t m[256];
+        hdr(m, SMB2_READ, c->mid++, c->sid);
+        wr32(m + 36, c->tid);
+        memcpy(m + 64, b, 49);
+        wr32(m + 64 + 4, 100000);
+        wr16(m + 6, 1);
+        wr32(m + 16, SMB2_FLAGS_SIGNED);
+        srv_sign(0x0302, c->key, m, 64 + 49, m + 48);
+        raw_send(c->fd, m, 64 + 49);
+        c->rl = raw_recv(c->fd, c->r, sizeof c->r);
+        CHECK(c->rl >= 64 + 9);
+        CHECK_EQ_U64(status_of(c->r), STATUS_INVALID_PARAMETER);
+    }
     wr64(b + 8, 5); /* at end of file */
     CHECK_EQ_U64(rawc_req(c, SMB2_READ, b, 49, 1), STATUS_END_OF_FILE);
     wr64(b + 8, 0);
