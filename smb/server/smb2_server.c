@@ -26,24 +26,26 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_SESSIONS 8
-#define MAX_TREES    16
-#define MAX_OPENS    256     /* per connection */
-#define MAX_DIRENTS  100000u     /* names one directory enumeration holds */
-#define DIR_NAMES_MAX (4u << 20) /* bytes of names one enumeration holds */
+#define MAX_SESSIONS   8
+#define MAX_TREES      16
+#define MAX_OPENS      256         /* per connection */
+#define MAX_DIRENTS    100000u     /* names one directory enumeration holds */
+#define DIR_NAMES_MAX  (4u << 20)  /* bytes of names one enumeration holds */
 #define CONN_NAMES_MAX (32u << 20) /* bytes of names all enumerations of a connection hold */
-#define MAX_CREDITS  8192u   /* credits the client may hold */
-#define DEFAULT_IO   (8u << 20)
+#define MAX_CREDITS    8192u       /* credits the client may hold */
+#define DEFAULT_IO     (8u << 20)
 
 #define NEGOTIATE_SIGNING_ENABLED  0x0001u
 #define NEGOTIATE_SIGNING_REQUIRED 0x0002u
 #define GLOBAL_CAP_LARGE_MTU       0x00000004u
+#define GLOBAL_CAP_ENCRYPTION      0x00000040u
+#define TRANSFORM_LEN              52u
 
 #define CHANNEL_NONE               0u
 #define CHANNEL_RDMA_V1            1u
 #define CHANNEL_RDMA_V1_INVALIDATE 2u
 
-#define FSCTL_VALIDATE_NEGOTIATE_INFO     0x00140204u
+#define FSCTL_VALIDATE_NEGOTIATE_INFO      0x00140204u
 #define FSCTL_QUERY_NETWORK_INTERFACE_INFO 0x001401FCu
 
 /* [MS-FSCC] 2.4 / [MS-SMB2] 2.2.13 */
@@ -65,17 +67,18 @@
 /* UPGRADED: an SMB1 negotiate was answered with dialect 0x02FF; an SMB2 NEGOTIATE follows
  * ([MS-SMB2] 3.3.5.3.1). */
 enum conn_state { CONN_NEW, CONN_UPGRADED, CONN_NEGOTIATED, CONN_ENDED, CONN_STATE_COUNT };
-static const char *const conn_state_names[CONN_STATE_COUNT] = {
-    [CONN_NEW] = "NEW", [CONN_UPGRADED] = "UPGRADED", [CONN_NEGOTIATED] = "NEGOTIATED",
-    [CONN_ENDED] = "ENDED"};
+static const char *const conn_state_names[CONN_STATE_COUNT] = {[CONN_NEW] = "NEW",
+                                                               [CONN_UPGRADED] = "UPGRADED",
+                                                               [CONN_NEGOTIATED] = "NEGOTIATED",
+                                                               [CONN_ENDED] = "ENDED"};
 
 enum sess_state { SESS_FREE, SESS_IN_PROGRESS, SESS_VALID, SESS_STATE_COUNT };
 static const char *const sess_state_names[SESS_STATE_COUNT] = {
     [SESS_FREE] = "FREE", [SESS_IN_PROGRESS] = "IN_PROGRESS", [SESS_VALID] = "VALID"};
 
 enum open_state { OPEN_FREE, OPEN_OPEN, OPEN_STATE_COUNT };
-static const char *const open_state_names[OPEN_STATE_COUNT] = {[OPEN_FREE] = "FREE",
-                                                               [OPEN_OPEN] = "OPEN"};
+static const char *const open_state_names[OPEN_STATE_COUNT] = {
+    [OPEN_FREE] = "FREE", [OPEN_OPEN] = "OPEN"};
 
 struct session {
     enum sess_state state;
@@ -84,12 +87,21 @@ struct session {
     uint8_t preauth[64];
     uint8_t signing_key[16];
     int signing_required;
+    uint8_t enc_key[16], dec_key[16]; /* server to client, client to server */
+    uint64_t encrypted_msgs;          /* received in a TRANSFORM_HEADER */
 };
 
 struct tree {
     uint32_t id; /* 0: free */
     uint64_t session_id;
     int ipc;
+};
+
+#define MAX_LOCKS 64 /* per open */
+
+struct lock_range {
+    uint64_t off, len;
+    int excl;
 };
 
 struct open {
@@ -103,11 +115,14 @@ struct open {
     uint32_t access;
     char path[SRV_PATH_MAX];
     /* directory enumeration ([MS-SMB2] 3.3.5.18) */
-    char *names;   /* NUL-separated */
+    char *names; /* NUL-separated */
     size_t names_cap;
     size_t nnames; /* 0: not started */
     size_t cursor;
     char pattern[256];
+    /* byte-range locks this open holds ([MS-SMB2] 3.3.5.14), also held as OFD locks */
+    struct lock_range *locks;
+    unsigned nlocks;
 };
 
 struct conn {
@@ -126,6 +141,8 @@ struct conn {
     uint16_t client_dialects[16];
     unsigned nclient_dialects;
     uint8_t preauth[64];
+    uint16_t cipher; /* 0, 1 AES-128-CCM or 2 AES-128-GCM ([MS-SMB2] 2.2.3.1.2) */
+    int encrypt_ctx; /* the client sent SMB2_ENCRYPTION_CAPABILITIES: answer it */
     uint32_t max_io;
     uint32_t credits; /* granted to the client and not yet used */
     uint64_t next_session;
@@ -137,6 +154,11 @@ struct conn {
     uint8_t *in, *out, *io;
     size_t cap;
     size_t names_bytes; /* held by directory enumerations (CONN_NAMES_MAX) */
+    /* the message being answered came encrypted: so goes the answer, with these */
+    int encrypted;
+    uint64_t enc_session;
+    uint8_t enc_key[16];
+    uint8_t *out_base; /* out - TRANSFORM_LEN: room for the transform header */
     /* the response's Send with Invalidate ([MS-SMB2] 3.3.5.12/13, RDMA_V1_INVALIDATE) */
     int invalidate;
     uint32_t invalidate_token;
@@ -155,10 +177,10 @@ struct req {
     struct tree *tree;
     uint8_t *rhdr; /* the response's header */
     uint8_t *rbody;
-    size_t rcap;  /* room for the response body */
-    size_t rlen;  /* response body length */
+    size_t rcap; /* room for the response body */
+    size_t rlen; /* response body length */
     int no_response;
-    int fatal;    /* end the connection after this */
+    int fatal;        /* end the connection after this */
     uint64_t file_id; /* the FileId this request used or created (for related requests) */
 };
 
@@ -205,8 +227,8 @@ static void sess_set(struct conn *c, struct session *s, enum sess_state to, cons
               sess_state_names[s->state], sess_state_names[to], why);
         abort();
     }
-    logf_(c, "session 0x%llx: %s => %s (%s)", (unsigned long long)s->id,
-          sess_state_names[s->state], sess_state_names[to], why);
+    logf_(c, "session 0x%llx: %s => %s (%s)", (unsigned long long)s->id, sess_state_names[s->state],
+          sess_state_names[to], why);
     s->state = to;
 }
 
@@ -264,7 +286,10 @@ static uint32_t open_close(struct conn *c, struct open *o, const char *why)
         }
         logf_(c, "delete on close of \"%s\": 0x%08x", o->path, st);
     }
-    close(o->fd);
+    close(o->fd); /* releases its OFD locks */
+    free(o->locks);
+    o->locks = NULL;
+    o->nlocks = 0;
     free(o->names);
     c->names_bytes -= o->names_cap;
     o->names = NULL;
@@ -298,12 +323,23 @@ static uint64_t now_filetime(void)
 static uint32_t negotiate_response(struct conn *c, struct req *r, uint16_t best,
                                    int have_signing_ctx);
 
+/* The Capabilities of the NEGOTIATE response (and of FSCTL_VALIDATE_NEGOTIATE_INFO's). */
+static uint32_t server_caps(const struct conn *c, uint16_t dialect)
+{
+    uint32_t caps = dialect >= 0x0210 ? GLOBAL_CAP_LARGE_MTU : 0;
+    if ((dialect == 0x0300 || dialect == 0x0302) && c->cipher)
+        caps |= GLOBAL_CAP_ENCRYPTION;
+    return caps;
+}
+
 static uint32_t do_negotiate(struct conn *c, struct req *r)
 {
     const uint8_t *b = r->body;
     if (c->state != CONN_NEW && c->state != CONN_UPGRADED) {
-        /* [MS-SMB2] 3.3.5.4: a second NEGOTIATE ends the connection */
+        /* [MS-SMB2] 3.3.5.4: a second NEGOTIATE ends the connection, unanswered */
+        logf_(c, "second NEGOTIATE: ending");
         r->fatal = 1;
+        r->no_response = 1;
         return STATUS_INVALID_PARAMETER;
     }
     unsigned n = rd16(b + 2);
@@ -354,6 +390,18 @@ static uint32_t do_negotiate(struct conn *c, struct req *r)
                         preauth_ok = 1;
                 if (!preauth_ok)
                     return 0xC05D0000u; /* STATUS_SMB_NO_PREAUTH_INTEGRITY_HASH_OVERLAP */
+            } else if (type == 2) {     /* SMB2_ENCRYPTION_CAPABILITIES: GCM, else CCM */
+                if (dl < 2)
+                    return STATUS_INVALID_PARAMETER;
+                unsigned cc = rd16(d);
+                if (2u + 2u * cc > dl)
+                    return STATUS_INVALID_PARAMETER;
+                c->encrypt_ctx = 1;
+                for (unsigned k = 0; k < cc; k++) {
+                    uint16_t ci = rd16(d + 2 + 2 * k);
+                    if ((ci == 1 || ci == 2) && ci > c->cipher)
+                        c->cipher = ci;
+                }
             } else if (type == 8) { /* SMB2_SIGNING_CAPABILITIES */
                 if (dl < 2)
                     return STATUS_INVALID_PARAMETER;
@@ -371,6 +419,9 @@ static uint32_t do_negotiate(struct conn *c, struct req *r)
             return STATUS_INVALID_PARAMETER;
         }
     }
+    /* 3.0 and 3.0.2: SMB2_GLOBAL_CAP_ENCRYPTION means AES-128-CCM */
+    if (best == 0x0300 || best == 0x0302)
+        c->cipher = (c->client_caps & GLOBAL_CAP_ENCRYPTION) ? 1 : 0;
     return negotiate_response(c, r, best, have_signing_ctx);
 }
 
@@ -382,11 +433,11 @@ static uint32_t negotiate_response(struct conn *c, struct req *r, uint16_t best,
     c->dialect = best;
     memset(o, 0, 64);
     wr16(o, 65);
-    wr16(o + 2, NEGOTIATE_SIGNING_ENABLED |
-                    (c->cfg->require_signing ? NEGOTIATE_SIGNING_REQUIRED : 0));
+    wr16(o + 2,
+         NEGOTIATE_SIGNING_ENABLED | (c->cfg->require_signing ? NEGOTIATE_SIGNING_REQUIRED : 0));
     wr16(o + 4, best);
     memcpy(o + 8, c->server_guid, 16);
-    wr32(o + 24, best >= 0x0210 ? GLOBAL_CAP_LARGE_MTU : 0);
+    wr32(o + 24, server_caps(c, best));
     wr32(o + 28, c->max_io);
     wr32(o + 32, c->max_io);
     wr32(o + 36, c->max_io);
@@ -403,13 +454,24 @@ static uint32_t negotiate_response(struct conn *c, struct req *r, uint16_t best,
         memset(p, 0, 8 + 38);
         wr16(p, 1);
         wr16(p + 2, 38);
-        wr16(p + 8, 1);  /* HashAlgorithmCount */
+        wr16(p + 8, 1);   /* HashAlgorithmCount */
         wr16(p + 10, 32); /* SaltLength */
-        wr16(p + 12, 1); /* SHA-512 */
+        wr16(p + 12, 1);  /* SHA-512 */
         if (getrandom(p + 14, 32, 0) != 32)
             return STATUS_INSUFFICIENT_RESOURCES;
         end = ctx + 8 + 38;
         unsigned nctx = 1;
+        if (c->encrypt_ctx) { /* the cipher chosen, 0 for none in common */
+            size_t a = (end + 7) & ~(size_t)7;
+            memset(o + end, 0, a - end + 12);
+            p = o + a;
+            wr16(p, 2);
+            wr16(p + 2, 4);
+            wr16(p + 8, 1);
+            wr16(p + 10, c->cipher);
+            end = a + 12;
+            nctx++;
+        }
         if (have_signing_ctx) {
             size_t a = (end + 7) & ~(size_t)7;
             memset(o + end, 0, a - end + 12);
@@ -501,7 +563,13 @@ static void session_end(struct conn *c, struct session *s, const char *why)
     for (unsigned i = 0; i < MAX_TREES; i++)
         if (c->trees[i].id && c->trees[i].session_id == s->id)
             c->trees[i].id = 0;
-    sess_set(c, s, SESS_FREE, why);
+    char line[160];
+    if (s->encrypted_msgs)
+        snprintf(line, sizeof line, "%s; %llu messages came encrypted", why,
+                 (unsigned long long)s->encrypted_msgs);
+    else
+        snprintf(line, sizeof line, "%s", why);
+    sess_set(c, s, SESS_FREE, line);
 }
 
 static uint32_t do_session_setup(struct conn *c, struct req *r)
@@ -551,8 +619,7 @@ static uint32_t do_session_setup(struct conn *c, struct req *r)
     if (st == STATUS_MORE_PROCESSING_REQUIRED)
         return st;
     if (st != STATUS_SUCCESS) {
-        logf_(c, "SESSION_SETUP of %s refused: 0x%08x", s->auth.user[0] ? s->auth.user : "?",
-              st);
+        logf_(c, "SESSION_SETUP of %s refused: 0x%08x", s->auth.user[0] ? s->auth.user : "?", st);
         session_end(c, s, "authentication failed");
         r->sess = NULL;
         return st;
@@ -564,12 +631,20 @@ static uint32_t do_session_setup(struct conn *c, struct req *r)
         srv_kdf(s->auth.session_key, "SMB2AESCMAC", 12, "SmbSign", 8, s->signing_key);
     else
         memcpy(s->signing_key, s->auth.session_key, 16);
-    s->signing_required = c->cfg->require_signing ||
-                          (b[3] & NEGOTIATE_SIGNING_REQUIRED) ||
+    /* [MS-SMB2] 3.3.5.5.3: the encryption keys, where a cipher was negotiated */
+    if (c->cipher && c->dialect == 0x0311) {
+        srv_kdf(s->auth.session_key, "SMBS2CCipherKey", 16, s->preauth, 64, s->enc_key);
+        srv_kdf(s->auth.session_key, "SMBC2SCipherKey", 16, s->preauth, 64, s->dec_key);
+    } else if (c->cipher) {
+        srv_kdf(s->auth.session_key, "SMB2AESCCM", 11, "ServerOut", 10, s->enc_key);
+        srv_kdf(s->auth.session_key, "SMB2AESCCM", 11, "ServerIn ", 10, s->dec_key);
+    }
+    s->signing_required = c->cfg->require_signing || (b[3] & NEGOTIATE_SIGNING_REQUIRED) ||
                           (c->client_secmode & NEGOTIATE_SIGNING_REQUIRED);
     char why[320];
-    snprintf(why, sizeof why, "%s authenticated, signing %s", s->auth.user,
-             s->signing_required ? "required" : "on signed requests");
+    static const char *const ciphers[3] = {"none", "AES-128-CCM", "AES-128-GCM"};
+    snprintf(why, sizeof why, "%s authenticated, signing %s, cipher %s", s->auth.user,
+             s->signing_required ? "required" : "on signed requests", ciphers[c->cipher]);
     sess_set(c, s, SESS_VALID, why);
     return STATUS_SUCCESS;
 }
@@ -920,11 +995,22 @@ static uint32_t rdma_status(struct conn *c, struct req *r, int rc)
 {
     if (rc == -EINVAL)
         return STATUS_INVALID_PARAMETER; /* the descriptors hold fewer bytes than asked */
-    logf_(c, "RDMA %s failed: %s; ending the connection", r->command == SMB2_READ ? "Write" : "Read",
-          smb_transport_error(c->t));
+    logf_(c, "RDMA %s failed: %s; ending the connection",
+          r->command == SMB2_READ ? "Write" : "Read", smb_transport_error(c->t));
     r->fatal = 1;
     r->no_response = 1; /* the transport has ended the connection: nothing to answer on */
     return STATUS_ACCESS_DENIED;
+}
+
+/* [MS-SMB2] 3.3.5.2.5: from 2.1 on, a request moving more than 64 KiB must be charged a
+ * credit per 64 KiB (CreditCharge 0 counts as 1). */
+static int charge_ok(const struct conn *c, const struct req *r, uint64_t payload)
+{
+    if (c->dialect < 0x0210)
+        return 1;
+    uint32_t charge = rd16(r->hdr + SMB2_HDR_CREDIT_CHARGE);
+    uint64_t need = payload ? (payload - 1) / 65536 + 1 : 1;
+    return (charge ? charge : 1) >= need;
 }
 
 static uint32_t do_read(struct conn *c, struct req *r, uint64_t prev)
@@ -946,6 +1032,19 @@ static uint32_t do_read(struct conn *c, struct req *r, uint64_t prev)
     uint32_t st = channel_descs(c, r, channel, rd16(b + 44), rd16(b + 46), d, &nd);
     if (st)
         return st;
+    /* Once the client's buffer is named, the response ends it, whatever the response says: a
+     * client of RDMA_V1_INVALIDATE (Linux cifs at 3.0.2 and later) relies on the server's Send
+     * with Invalidate and does not invalidate the token itself, so an error response that
+     * left it valid would have the client re-register a live token and lose its connection */
+    if (nd && channel == CHANNEL_RDMA_V1_INVALIDATE) {
+        c->invalidate = 1;
+        c->invalidate_token = d[0].token;
+    }
+    if (!charge_ok(c, r, len)) {
+        logf_(c, "READ of %u bytes refused: CreditCharge %u", len,
+              rd16(r->hdr + SMB2_HDR_CREDIT_CHARGE));
+        return STATUS_INVALID_PARAMETER;
+    }
     if (len > c->max_io || off > INT64_MAX || (!nd && len > r->rcap - 16)) {
         logf_(c, "READ of %u bytes refused: MaxReadSize %u", len, c->max_io);
         return STATUS_INVALID_PARAMETER;
@@ -979,12 +1078,10 @@ static uint32_t do_read(struct conn *c, struct req *r, uint64_t prev)
         /* [MS-SMB2] 3.3.5.12: over RDMA DataLength is 0, DataRemaining the bytes written */
         p[2] = SMB2_HDR_LEN + 16;
         wr32(p + 8, (uint32_t)got);
-        r->rlen = 17;
-        p[16] = 0;
-        if (channel == CHANNEL_RDMA_V1_INVALIDATE) {
-            c->invalidate = 1;
-            c->invalidate_token = d[0].token;
-        }
+        /* the message ends where the (empty) data would start, as ksmbd and Windows send it:
+         * Linux cifs takes any byte past DataOffset as inline data and, its buffer being the
+         * RDMA one, copies it nowhere (a kernel oops in smbd_recv_buf) */
+        r->rlen = 16;
     } else {
         if (c->stats)
             stat_add(&c->stats->inline_reads, 1);
@@ -1016,6 +1113,15 @@ static uint32_t do_write(struct conn *c, struct req *r, uint64_t prev)
     uint32_t st = channel_descs(c, r, channel, rd16(b + 40), rd16(b + 42), d, &nd);
     if (st)
         return st;
+    if (nd && channel == CHANNEL_RDMA_V1_INVALIDATE) { /* as for READ, above */
+        c->invalidate = 1;
+        c->invalidate_token = d[0].token;
+    }
+    if (!charge_ok(c, r, nd ? remaining : len)) {
+        logf_(c, "WRITE of %u bytes refused: CreditCharge %u", nd ? remaining : len,
+              rd16(r->hdr + SMB2_HDR_CREDIT_CHARGE));
+        return STATUS_INVALID_PARAMETER;
+    }
     const uint8_t *src;
     if (nd) {
         /* [MS-SMB2] 3.3.5.13: over RDMA the length is RemainingBytes, Length is 0 */
@@ -1028,10 +1134,6 @@ static uint32_t do_write(struct conn *c, struct req *r, uint64_t prev)
         if (c->stats)
             stat_add(&c->stats->rdma_reads, 1);
         src = c->io;
-        if (channel == CHANNEL_RDMA_V1_INVALIDATE) {
-            c->invalidate = 1;
-            c->invalidate_token = d[0].token;
-        }
     } else {
         if (len > c->max_io || !in_req(r, doff, len))
             return STATUS_INVALID_PARAMETER;
@@ -1155,13 +1257,26 @@ static size_t dir_entry(uint8_t cls, uint8_t *p, size_t cap, const char *name,
         return 0;
     size_t fixed;
     switch (cls) {
-    case 1: fixed = 64; break;   /* FileDirectoryInformation */
-    case 2: fixed = 68; break;   /* FileFullDirectoryInformation */
-    case 3: fixed = 94; break;   /* FileBothDirectoryInformation */
-    case 12: fixed = 12; break;  /* FileNamesInformation */
-    case 37: fixed = 104; break; /* FileIdBothDirectoryInformation */
-    case 38: fixed = 80; break;  /* FileIdFullDirectoryInformation */
-    default: return 0;
+    case 1:
+        fixed = 64;
+        break; /* FileDirectoryInformation */
+    case 2:
+        fixed = 68;
+        break; /* FileFullDirectoryInformation */
+    case 3:
+        fixed = 94;
+        break; /* FileBothDirectoryInformation */
+    case 12:
+        fixed = 12;
+        break; /* FileNamesInformation */
+    case 37:
+        fixed = 104;
+        break; /* FileIdBothDirectoryInformation */
+    case 38:
+        fixed = 80;
+        break; /* FileIdFullDirectoryInformation */
+    default:
+        return 0;
     }
     if (fixed + nl > cap)
         return 0;
@@ -1331,9 +1446,9 @@ static uint32_t file_info(struct conn *c, struct open *o, uint8_t cls, uint8_t *
         *fixed = 100;
         break;
     }
-    case 15: /* FileFullEaInformation: extended attributes are not served */
+    case 15:                /* FileFullEaInformation: extended attributes are not served */
         return 0xC0000052u; /* STATUS_NO_EAS_ON_FILE */
-    case 21: /* FileAlternateNameInformation: the file system keeps no 8.3 names */
+    case 21:                /* FileAlternateNameInformation: the file system keeps no 8.3 names */
         return STATUS_NOT_SUPPORTED;
     case 22: { /* FileStreamInformation: the one unnamed data stream of a file */
         if (o->is_dir) {
@@ -1392,8 +1507,8 @@ static uint32_t fs_info(struct conn *c, struct open *o, uint8_t cls, uint8_t *p,
         wr32(p + 20, 512);
         *len = *fixed = 24;
         break;
-    case 4:             /* FileFsDeviceInformation */
-        wr32(p, 7);     /* FILE_DEVICE_DISK */
+    case 4:         /* FileFsDeviceInformation */
+        wr32(p, 7); /* FILE_DEVICE_DISK */
         *len = *fixed = 8;
         break;
     case 5: { /* FileFsAttributeInformation: case sensitive and preserving, Unicode */
@@ -1427,6 +1542,63 @@ static uint32_t fs_info(struct conn *c, struct open *o, uint8_t cls, uint8_t *p,
     return STATUS_SUCCESS;
 }
 
+/* A minimal self-relative security descriptor ([MS-DTYP] 2.4.6): the owner and group are the
+ * file's uid and gid as Unix SIDs (S-1-22-1-uid, S-1-22-2-gid, as Samba maps them), the DACL
+ * one ACE allowing Everyone (S-1-1-0) full access: the one account the server serves acts
+ * with the server's own rights. No SACL. AdditionalInformation picks the parts. */
+static size_t put_sid(uint8_t *p, uint8_t authority, const uint32_t *sub, unsigned n)
+{
+    p[0] = 1;
+    p[1] = (uint8_t)n;
+    memset(p + 2, 0, 6);
+    p[7] = authority;
+    for (unsigned i = 0; i < n; i++)
+        wr32(p + 8 + 4 * i, sub[i]);
+    return 8 + 4u * n;
+}
+
+static uint32_t security_info(struct open *o, uint32_t what, uint8_t *p, size_t *len)
+{
+    struct srv_stat sb;
+    if (srv_fstat(o->fd, &sb))
+        return srv_errno_status(errno, 0);
+    memset(p, 0, 20);
+    p[0] = 1;
+    uint16_t control = 0x8000; /* SE_SELF_RELATIVE */
+    size_t at = 20;
+    if (what & 1) { /* OWNER_SECURITY_INFORMATION */
+        uint32_t sub[2] = {1, (uint32_t)sb.st.st_uid};
+        wr32(p + 4, (uint32_t)at);
+        at += put_sid(p + at, 22, sub, 2);
+    }
+    if (what & 2) { /* GROUP_SECURITY_INFORMATION */
+        uint32_t sub[2] = {2, (uint32_t)sb.st.st_gid};
+        wr32(p + 8, (uint32_t)at);
+        at += put_sid(p + at, 22, sub, 2);
+    }
+    if (what & 4) {        /* DACL_SECURITY_INFORMATION */
+        control |= 0x0004; /* SE_DACL_PRESENT */
+        wr32(p + 16, (uint32_t)at);
+        uint8_t *acl = p + at;
+        acl[0] = 2; /* ACL_REVISION */
+        acl[1] = 0;
+        wr16(acl + 2, 8 + 20);
+        wr16(acl + 4, 1);
+        wr16(acl + 6, 0);
+        uint8_t *ace = acl + 8;
+        ace[0] = 0; /* ACCESS_ALLOWED_ACE_TYPE */
+        ace[1] = 0;
+        wr16(ace + 2, 20);
+        wr32(ace + 4, ACCESS_ALL);
+        uint32_t world = 0;
+        put_sid(ace + 8, 1, &world, 1);
+        at += 28;
+    }
+    wr16(p + 2, control);
+    *len = at;
+    return STATUS_SUCCESS;
+}
+
 static uint32_t do_query_info(struct conn *c, struct req *r, uint64_t prev)
 {
     const uint8_t *b = r->body;
@@ -1444,8 +1616,20 @@ static uint32_t do_query_info(struct conn *c, struct req *r, uint64_t prev)
         st = file_info(c, o, cls, buf, sizeof buf, &len, &fixed);
     else if (type == 2)
         st = fs_info(c, o, cls, buf, sizeof buf, &len, &fixed);
+    else if (type == 3)
+        st = security_info(o, rd32(b + 16), buf, &len);
     else
-        st = STATUS_NOT_SUPPORTED; /* security descriptors, quotas */
+        st = STATUS_NOT_SUPPORTED; /* quotas */
+    if (type == 3 && st == STATUS_SUCCESS && outlen < len) {
+        /* [MS-SMB2] 3.3.5.20.3: STATUS_BUFFER_TOO_SMALL, the size needed in ErrorData */
+        uint8_t *e = r->rbody;
+        memset(e, 0, 12);
+        wr16(e, 9);
+        wr32(e + 4, 4);
+        wr32(e + 8, (uint32_t)len);
+        r->rlen = 12;
+        return STATUS_BUFFER_TOO_SMALL;
+    }
     if (st) {
         logf_(c, "QUERY_INFO type %u class %u refused: 0x%08x", type, cls, st);
         return st;
@@ -1501,7 +1685,21 @@ static uint32_t set_rename(struct conn *c, struct open *o, const uint8_t *p, siz
         return srv_errno_status(err, 0);
     }
     logf_(c, "renamed \"%s\" -> \"%s\"", o->path, to);
-    snprintf(o->path, sizeof o->path, "%s", to);
+    /* this connection's opens of it, and of anything under it, follow the new name (their
+     * delete on close must not strike whatever takes the old one) */
+    char from[SRV_PATH_MAX];
+    snprintf(from, sizeof from, "%s", o->path);
+    size_t fl = strlen(from);
+    for (unsigned i = 0; i < MAX_OPENS; i++) {
+        struct open *x = &c->opens[i];
+        if (x->state != OPEN_OPEN || strncmp(x->path, from, fl) ||
+            (x->path[fl] != 0 && x->path[fl] != '/'))
+            continue;
+        char moved[SRV_PATH_MAX * 2];
+        snprintf(moved, sizeof moved, "%s%s", to, x->path + fl);
+        if (strlen(moved) < sizeof x->path)
+            memcpy(x->path, moved, strlen(moved) + 1);
+    }
     return STATUS_SUCCESS;
 }
 
@@ -1584,6 +1782,143 @@ static uint32_t do_set_info(struct conn *c, struct req *r, uint64_t prev)
     return STATUS_SUCCESS;
 }
 
+/* ---- LOCK ([MS-SMB2] 2.2.26, 3.3.5.14) ----
+ * Each range is an open file description lock (F_OFD_SETLK), so opens conflict with each
+ * other as SMB2 opens do, on this server and with local processes holding fcntl record
+ * locks (OFD or classic POSIX). The open's own list gives the Windows rules the kernel lacks: a
+ * lock is not re-entrant (an exclusive range conflicts with the same open's overlapping ranges), an
+ * unlock must name a held range exactly, zero-length ranges conflict with nothing. A request
+ * that would wait is refused at once: no request is ever pending. */
+
+#define LOCKFLAG_SHARED           0x01u
+#define LOCKFLAG_EXCLUSIVE        0x02u
+#define LOCKFLAG_UNLOCK           0x04u
+#define LOCKFLAG_FAIL_IMMEDIATELY 0x10u
+#define STATUS_LOCK_NOT_GRANTED   0xC0000055u
+#define STATUS_RANGE_NOT_LOCKED   0xC000007Eu
+#define STATUS_INVALID_LOCK_RANGE 0xC00001A1u
+
+static int ranges_overlap(uint64_t a, uint64_t al, uint64_t b, uint64_t bl)
+{
+    return al && bl && a < b + bl && b < a + al;
+}
+
+static int ofd_lock(int fd, short type, uint64_t off, uint64_t len)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = (off_t)off;
+    fl.l_len = (off_t)len;
+    return fcntl(fd, F_OFD_SETLK, &fl);
+}
+
+static void lock_remove(struct conn *c, struct open *o, unsigned i)
+{
+    struct lock_range l = o->locks[i];
+    o->locks[i] = o->locks[--o->nlocks];
+    if (!l.len)
+        return;
+    (void)ofd_lock(o->fd, F_UNLCK, l.off, l.len);
+    /* the kernel merged overlapping ranges of this open: put back what the others hold */
+    for (unsigned k = 0; k < o->nlocks; k++) {
+        struct lock_range *m = &o->locks[k];
+        if (ranges_overlap(m->off, m->len, l.off, l.len) &&
+            ofd_lock(o->fd, m->excl ? F_WRLCK : F_RDLCK, m->off, m->len))
+            logf_(c, "lock [%llu, +%llu) of \"%s\" lost: %s", (unsigned long long)m->off,
+                  (unsigned long long)m->len, o->path, strerror(errno));
+    }
+}
+
+static uint32_t lock_add(struct open *o, uint64_t off, uint64_t len, int excl)
+{
+    if (o->nlocks == MAX_LOCKS)
+        return STATUS_INSUFFICIENT_RESOURCES;
+    for (unsigned k = 0; k < o->nlocks; k++)
+        if (ranges_overlap(o->locks[k].off, o->locks[k].len, off, len) &&
+            (excl || o->locks[k].excl))
+            return STATUS_LOCK_NOT_GRANTED;
+    if (len && ofd_lock(o->fd, excl ? F_WRLCK : F_RDLCK, off, len))
+        return errno == EAGAIN || errno == EACCES ? STATUS_LOCK_NOT_GRANTED
+                                                  : srv_errno_status(errno, 0);
+    if (!o->locks) {
+        o->locks = calloc(MAX_LOCKS, sizeof *o->locks);
+        if (!o->locks) {
+            if (len)
+                (void)ofd_lock(o->fd, F_UNLCK, off, len);
+            return STATUS_INSUFFICIENT_RESOURCES;
+        }
+    }
+    o->locks[o->nlocks].off = off;
+    o->locks[o->nlocks].len = len;
+    o->locks[o->nlocks].excl = excl;
+    o->nlocks++;
+    return STATUS_SUCCESS;
+}
+
+static uint32_t do_lock(struct conn *c, struct req *r, uint64_t prev)
+{
+    const uint8_t *b = r->body;
+    unsigned n = rd16(b + 2);
+    struct open *o = req_open(c, r, 8, prev);
+    if (!o)
+        return STATUS_FILE_CLOSED;
+    if (n == 0 || !in_req(r, SMB2_HDR_LEN + 24, 24ull * n))
+        return STATUS_INVALID_PARAMETER;
+    const uint8_t *e = b + 24;
+    int unlock = (rd32(e + 16) & LOCKFLAG_UNLOCK) != 0;
+    /* the whole request is checked before anything is locked */
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t off = rd64(e + 24 * i), len = rd64(e + 24 * i + 8);
+        uint32_t f = rd32(e + 24 * i + 16);
+        if (unlock ? f != LOCKFLAG_UNLOCK
+                   : ((f & ~LOCKFLAG_FAIL_IMMEDIATELY) != LOCKFLAG_SHARED &&
+                      (f & ~LOCKFLAG_FAIL_IMMEDIATELY) != LOCKFLAG_EXCLUSIVE) ||
+                         (n > 1 && !(f & LOCKFLAG_FAIL_IMMEDIATELY)))
+            return STATUS_INVALID_PARAMETER;
+        /* POSIX offsets are signed: ranges past 2^63 cannot be held */
+        if (off > INT64_MAX || len > (uint64_t)INT64_MAX - off)
+            return STATUS_INVALID_LOCK_RANGE;
+    }
+    uint32_t st = STATUS_SUCCESS;
+    unsigned done = 0;
+    for (; done < n && st == STATUS_SUCCESS; done++) {
+        uint64_t off = rd64(e + 24 * done), len = rd64(e + 24 * done + 8);
+        uint32_t f = rd32(e + 24 * done + 16);
+        if (unlock) {
+            unsigned k = 0;
+            while (k < o->nlocks && !(o->locks[k].off == off && o->locks[k].len == len))
+                k++;
+            if (k == o->nlocks)
+                st = STATUS_RANGE_NOT_LOCKED;
+            else
+                lock_remove(c, o, k);
+        } else {
+            st = lock_add(o, off, len, (f & LOCKFLAG_EXCLUSIVE) != 0);
+        }
+    }
+    if (st && !unlock) {
+        /* [MS-SMB2] 3.3.5.14.2: a failed element undoes the ones this request took */
+        for (unsigned i = 0; i + 1 < done; i++) {
+            uint64_t off = rd64(e + 24 * i), len = rd64(e + 24 * i + 8);
+            for (unsigned k = o->nlocks; k-- > 0;)
+                if (o->locks[k].off == off && o->locks[k].len == len) {
+                    lock_remove(c, o, k);
+                    break;
+                }
+        }
+        logf_(c, "LOCK of \"%s\" refused: 0x%08x", o->path, st);
+        return st;
+    }
+    if (st)
+        return st;
+    wr16(r->rbody, 4);
+    wr16(r->rbody + 2, 0);
+    r->rlen = 4;
+    return STATUS_SUCCESS;
+}
+
 /* ---- IOCTL ([MS-SMB2] 2.2.31, 3.3.5.15) ---- */
 
 static uint32_t do_ioctl(struct conn *c, struct req *r)
@@ -1602,7 +1937,10 @@ static uint32_t do_ioctl(struct conn *c, struct req *r)
     /* [MS-SMB2] 3.3.5.15.12: a mismatch with what NEGOTIATE saw ends the connection */
     const uint8_t *in = r->hdr + ioff;
     if (ilen < 24 || maxout < 24 || c->dialect == 0x0311) {
+        logf_(c, "FSCTL_VALIDATE_NEGOTIATE_INFO under 0x%04x, %u bytes in, %u out: ending",
+              c->dialect, ilen, maxout);
         r->fatal = 1;
+        r->no_response = 1; /* the transport connection is terminated, unanswered */
         return STATUS_INVALID_PARAMETER;
     }
     unsigned nd = rd16(in + 22);
@@ -1614,6 +1952,7 @@ static uint32_t do_ioctl(struct conn *c, struct req *r)
     if (!ok) {
         logf_(c, "FSCTL_VALIDATE_NEGOTIATE_INFO does not match the NEGOTIATE: ending");
         r->fatal = 1;
+        r->no_response = 1;
         return STATUS_ACCESS_DENIED;
     }
     uint8_t *p = r->rbody;
@@ -1625,10 +1964,10 @@ static uint32_t do_ioctl(struct conn *c, struct req *r)
     wr32(p + 32, SMB2_HDR_LEN + 48);
     wr32(p + 36, 24);
     uint8_t *out = p + 48;
-    wr32(out, c->dialect >= 0x0210 ? GLOBAL_CAP_LARGE_MTU : 0);
+    wr32(out, server_caps(c, c->dialect));
     memcpy(out + 4, c->server_guid, 16);
-    wr16(out + 20, NEGOTIATE_SIGNING_ENABLED |
-                       (c->cfg->require_signing ? NEGOTIATE_SIGNING_REQUIRED : 0));
+    wr16(out + 20,
+         NEGOTIATE_SIGNING_ENABLED | (c->cfg->require_signing ? NEGOTIATE_SIGNING_REQUIRED : 0));
     wr16(out + 22, c->dialect);
     r->rlen = 48 + 24;
     return STATUS_SUCCESS;
@@ -1638,19 +1977,32 @@ static uint32_t do_ioctl(struct conn *c, struct req *r)
 
 /* StructureSize of each request ([MS-SMB2] 2.2.3 - 2.2.39) */
 static const uint16_t request_size[] = {
-    [SMB2_NEGOTIATE] = 36, [SMB2_SESSION_SETUP] = 25, [SMB2_LOGOFF] = 4,
-    [SMB2_TREE_CONNECT] = 9, [SMB2_TREE_DISCONNECT] = 4, [SMB2_CREATE] = 57,
-    [SMB2_CLOSE] = 24, [SMB2_FLUSH] = 24, [SMB2_READ] = 49,
-    [SMB2_WRITE] = 49, [SMB2_LOCK] = 48, [SMB2_IOCTL] = 57,
-    [SMB2_CANCEL] = 4, [SMB2_ECHO] = 4, [SMB2_QUERY_DIRECTORY] = 33,
-    [SMB2_CHANGE_NOTIFY] = 32, [SMB2_QUERY_INFO] = 41, [SMB2_SET_INFO] = 33,
+    [SMB2_NEGOTIATE] = 36,
+    [SMB2_SESSION_SETUP] = 25,
+    [SMB2_LOGOFF] = 4,
+    [SMB2_TREE_CONNECT] = 9,
+    [SMB2_TREE_DISCONNECT] = 4,
+    [SMB2_CREATE] = 57,
+    [SMB2_CLOSE] = 24,
+    [SMB2_FLUSH] = 24,
+    [SMB2_READ] = 49,
+    [SMB2_WRITE] = 49,
+    [SMB2_LOCK] = 48,
+    [SMB2_IOCTL] = 57,
+    [SMB2_CANCEL] = 4,
+    [SMB2_ECHO] = 4,
+    [SMB2_QUERY_DIRECTORY] = 33,
+    [SMB2_CHANGE_NOTIFY] = 32,
+    [SMB2_QUERY_INFO] = 41,
+    [SMB2_SET_INFO] = 33,
     [SMB2_OPLOCK_BREAK] = 24,
 };
 
 static const char *const command_names[] = {
-    "NEGOTIATE", "SESSION_SETUP", "LOGOFF", "TREE_CONNECT", "TREE_DISCONNECT", "CREATE",
-    "CLOSE", "FLUSH", "READ", "WRITE", "LOCK", "IOCTL", "CANCEL", "ECHO", "QUERY_DIRECTORY",
-    "CHANGE_NOTIFY", "QUERY_INFO", "SET_INFO", "OPLOCK_BREAK",
+    "NEGOTIATE",     "SESSION_SETUP", "LOGOFF",   "TREE_CONNECT", "TREE_DISCONNECT",
+    "CREATE",        "CLOSE",         "FLUSH",    "READ",         "WRITE",
+    "LOCK",          "IOCTL",         "CANCEL",   "ECHO",         "QUERY_DIRECTORY",
+    "CHANGE_NOTIFY", "QUERY_INFO",    "SET_INFO", "OPLOCK_BREAK",
 };
 
 static int needs_tree(uint16_t cmd)
@@ -1697,19 +2049,33 @@ static uint32_t dispatch(struct conn *c, struct req *r, uint64_t prev_file)
             return STATUS_NETWORK_NAME_DELETED;
     }
     switch (cmd) {
-    case SMB2_LOGOFF: return do_logoff(c, r);
-    case SMB2_TREE_CONNECT: return do_tree_connect(c, r);
-    case SMB2_TREE_DISCONNECT: return do_tree_disconnect(c, r);
-    case SMB2_CREATE: return do_create(c, r);
-    case SMB2_CLOSE: return do_close(c, r, prev_file);
-    case SMB2_FLUSH: return do_flush(c, r, prev_file);
-    case SMB2_READ: return do_read(c, r, prev_file);
-    case SMB2_WRITE: return do_write(c, r, prev_file);
-    case SMB2_IOCTL: return do_ioctl(c, r);
-    case SMB2_QUERY_DIRECTORY: return do_query_directory(c, r, prev_file);
-    case SMB2_QUERY_INFO: return do_query_info(c, r, prev_file);
-    case SMB2_SET_INFO: return do_set_info(c, r, prev_file);
-    default: /* LOCK, CHANGE_NOTIFY, OPLOCK_BREAK (no oplocks or leases are granted) */
+    case SMB2_LOGOFF:
+        return do_logoff(c, r);
+    case SMB2_TREE_CONNECT:
+        return do_tree_connect(c, r);
+    case SMB2_TREE_DISCONNECT:
+        return do_tree_disconnect(c, r);
+    case SMB2_CREATE:
+        return do_create(c, r);
+    case SMB2_CLOSE:
+        return do_close(c, r, prev_file);
+    case SMB2_FLUSH:
+        return do_flush(c, r, prev_file);
+    case SMB2_READ:
+        return do_read(c, r, prev_file);
+    case SMB2_WRITE:
+        return do_write(c, r, prev_file);
+    case SMB2_IOCTL:
+        return do_ioctl(c, r);
+    case SMB2_QUERY_DIRECTORY:
+        return do_query_directory(c, r, prev_file);
+    case SMB2_QUERY_INFO:
+        return do_query_info(c, r, prev_file);
+    case SMB2_SET_INFO:
+        return do_set_info(c, r, prev_file);
+    case SMB2_LOCK:
+        return do_lock(c, r, prev_file);
+    default: /* CHANGE_NOTIFY, OPLOCK_BREAK (no oplocks or leases are granted) */
         logf_(c, "%s refused: not supported", command_names[cmd]);
         return STATUS_NOT_SUPPORTED;
     }
@@ -1800,7 +2166,8 @@ static int handle_message(struct conn *c, size_t len)
             st = prev_status; /* [MS-SMB2] 3.3.5.2.7.2 */
         } else {
             int sig_ok = 1;
-            if (r.sess && r.sess->state == SESS_VALID && r.command != SMB2_SESSION_SETUP) {
+            if (r.sess && r.sess->state == SESS_VALID && r.command != SMB2_SESSION_SETUP &&
+                !c->encrypted) { /* an encrypted message is authenticated by its tag */
                 if (r.flags & SMB2_FLAGS_SIGNED) {
                     uint8_t sig[16];
                     srv_sign(c->dialect, r.sess->signing_key, r.hdr, r.len, sig);
@@ -1838,7 +2205,8 @@ static int handle_message(struct conn *c, size_t len)
         prev_status = st;
         if (!r.no_response) {
             if (st != STATUS_SUCCESS && st != STATUS_MORE_PROCESSING_REQUIRED &&
-                !(st == STATUS_BUFFER_OVERFLOW && r.rlen)) {
+                !(st == STATUS_BUFFER_OVERFLOW && r.rlen) &&
+                !(st == STATUS_BUFFER_TOO_SMALL && r.rlen == 12)) {
                 memset(r.rbody, 0, 9); /* [MS-SMB2] 2.2.2 ERROR response */
                 wr16(r.rbody, 9);
                 r.rlen = 9;
@@ -1861,7 +2229,7 @@ static int handle_message(struct conn *c, size_t len)
             wr16(h + SMB2_HDR_CREDIT, (uint16_t)grant);
             wr32(h + SMB2_HDR_FLAGS, SMB2_FLAGS_SERVER_TO_REDIR |
                                          (r.flags & SMB2_FLAGS_RELATED_OPERATIONS) |
-                                         (rec->sign ? SMB2_FLAGS_SIGNED : 0));
+                                         (rec->sign && !c->encrypted ? SMB2_FLAGS_SIGNED : 0));
             wr32(h + SMB2_HDR_NEXT, 0);
             wr32(h + 36, r.tree_id);
             wr64(h + SMB2_HDR_SESSION_ID, r.session_id);
@@ -1884,7 +2252,7 @@ static int handle_message(struct conn *c, size_t len)
     }
     for (unsigned i = 0; i < nrec; i++) {
         uint8_t *h = c->out + recs[i].off;
-        if (recs[i].sign)
+        if (recs[i].sign && !c->encrypted)
             srv_sign(c->dialect, recs[i].key, h, recs[i].len, h + SMB2_HDR_SIGNATURE);
         if (recs[i].preauth)
             srv_preauth_update(recs[i].preauth->preauth, h, recs[i].len);
@@ -1896,12 +2264,29 @@ static int handle_message(struct conn *c, size_t len)
     }
     if (nrec) {
         int rc;
+        uint8_t *msg = c->out;
+        size_t mlen = oend;
+        if (c->encrypted) { /* [MS-SMB2] 3.3.4.1.4: the response in a TRANSFORM_HEADER */
+            msg = c->out - TRANSFORM_LEN;
+            memset(msg, 0, TRANSFORM_LEN);
+            msg[0] = 0xFD;
+            msg[1] = 'S';
+            msg[2] = 'M';
+            msg[3] = 'B';
+            if (getrandom(msg + 20, c->cipher == 2 ? 12 : 11, 0) < 0)
+                return -1;
+            wr32(msg + 36, (uint32_t)oend);
+            wr16(msg + 42, 1);
+            wr64(msg + 44, c->enc_session);
+            srv_encrypt(c->cipher, c->enc_key, msg, c->out, oend);
+            mlen = oend + TRANSFORM_LEN;
+        }
         if (c->invalidate) {
-            rc = c->t->ops->send_invalidate(c->t, c->out, oend, c->invalidate_token);
+            rc = c->t->ops->send_invalidate(c->t, msg, mlen, c->invalidate_token);
             if (c->stats && rc == 0)
                 stat_add(&c->stats->send_invalidates, 1);
         } else {
-            rc = c->t->ops->send(c->t, c->out, oend);
+            rc = c->t->ops->send(c->t, msg, mlen);
         }
         if (rc) {
             logf_(c, "send of %zu bytes failed: %s", oend, smb_transport_error(c->t));
@@ -1911,8 +2296,41 @@ static int handle_message(struct conn *c, size_t len)
     return fatal ? -1 : 0;
 }
 
-int smb2_serve_connection(const smb2_server_config *cfg, smb_transport *t,
-                          smb2_server_stats *stats)
+/* A message in a TRANSFORM_HEADER ([MS-SMB2] 3.3.5.2.1): decrypted in place and moved to
+ * the start of the buffer; the answer will go back encrypted. A header that does not parse, an
+ * unknown session or a tag that does not verify ends the connection. */
+static int unwrap(struct conn *c, size_t *len)
+{
+    static const uint8_t tf[4] = {0xFD, 'S', 'M', 'B'};
+    c->encrypted = 0;
+    if (*len < 4 || memcmp(c->in, tf, 4))
+        return 0;
+    const uint8_t *h = c->in;
+    if (*len < TRANSFORM_LEN + SMB2_HDR_LEN || rd32(h + 36) != *len - TRANSFORM_LEN ||
+        rd16(h + 42) != 1 || !c->cipher) {
+        logf_(c, "malformed or unexpected TRANSFORM_HEADER: ending");
+        return -1;
+    }
+    struct session *s = session_find(c, rd64(h + 44));
+    if (!s || s->state != SESS_VALID) {
+        logf_(c, "encrypted message for an unknown session: ending");
+        return -1;
+    }
+    size_t n = *len - TRANSFORM_LEN;
+    if (srv_decrypt(c->cipher, s->dec_key, h, c->in + TRANSFORM_LEN, n)) {
+        logf_(c, "encrypted message does not verify: ending");
+        return -1;
+    }
+    memmove(c->in, c->in + TRANSFORM_LEN, n);
+    *len = n;
+    s->encrypted_msgs++;
+    c->encrypted = 1;
+    c->enc_session = s->id;
+    memcpy(c->enc_key, s->enc_key, 16);
+    return 0;
+}
+
+int smb2_serve_connection(const smb2_server_config *cfg, smb_transport *t, smb2_server_stats *stats)
 {
     struct conn *c = calloc(1, sizeof *c);
     if (!c)
@@ -1936,9 +2354,12 @@ int smb2_serve_connection(const smb2_server_config *cfg, smb_transport *t,
     int result = -1;
     c->root = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
     c->in = malloc(c->cap);
-    c->out = malloc(c->cap);
-    c->io = malloc(c->max_io);
-    if (c->root < 0 || !c->in || !c->out || !c->io ||
+    c->out_base = malloc(c->cap + 64);
+    c->out = c->out_base ? c->out_base + 64 : NULL;
+    /* the RDMA staging buffer, only where the transport can move data by RDMA */
+    int rdma = t->ops->peer_write && t->ops->peer_read;
+    c->io = rdma ? malloc(c->max_io) : NULL;
+    if (c->root < 0 || !c->in || !c->out || (rdma && !c->io) ||
         getrandom(c->server_guid, 16, 0) != 16 || !cfg->share || !cfg->user || !cfg->password) {
         logf_(c, "cannot serve \"%s\": %s", cfg->root ? cfg->root : "(null)",
               c->root < 0 ? strerror(errno) : "no memory or incomplete configuration");
@@ -1958,7 +2379,7 @@ int smb2_serve_connection(const smb2_server_config *cfg, smb_transport *t,
             conn_set(c, CONN_ENDED, "receive failed");
             break;
         }
-        if (handle_message(c, len)) {
+        if (unwrap(c, &len) || handle_message(c, len)) {
             conn_set(c, CONN_ENDED, "request ends the connection");
             break;
         }
@@ -1971,7 +2392,7 @@ out:
     if (c->root >= 0)
         close(c->root);
     free(c->in);
-    free(c->out);
+    free(c->out_base);
     free(c->io);
     free(c);
     return result;

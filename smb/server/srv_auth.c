@@ -379,12 +379,12 @@ uint32_t srv_auth_step(struct srv_auth *a, const char *user, const char *passwor
             auth_set(a, SRV_AUTH_FAILED, "client does not negotiate Unicode");
             return STATUS_LOGON_FAILURE;
         }
-        a->flags = NTLMSSP_NEGOTIATE_UNICODE | NTLMSSP_REQUEST_TARGET | NTLMSSP_NEGOTIATE_NTLM |
-                   NTLMSSP_TARGET_TYPE_SERVER | NTLMSSP_NEGOTIATE_TARGET_INFO |
-                   (cf & (NTLMSSP_NEGOTIATE_SIGN | NTLMSSP_NEGOTIATE_SEAL |
-                          NTLMSSP_NEGOTIATE_ALWAYS_SIGN | NTLMSSP_NEGOTIATE_EXTENDED |
-                          NTLMSSP_NEGOTIATE_VERSION | NTLMSSP_NEGOTIATE_128 |
-                          NTLMSSP_NEGOTIATE_KEY_EXCH | NTLMSSP_NEGOTIATE_56));
+        a->flags =
+            NTLMSSP_NEGOTIATE_UNICODE | NTLMSSP_REQUEST_TARGET | NTLMSSP_NEGOTIATE_NTLM |
+            NTLMSSP_TARGET_TYPE_SERVER | NTLMSSP_NEGOTIATE_TARGET_INFO |
+            (cf & (NTLMSSP_NEGOTIATE_SIGN | NTLMSSP_NEGOTIATE_SEAL | NTLMSSP_NEGOTIATE_ALWAYS_SIGN |
+                   NTLMSSP_NEGOTIATE_EXTENDED | NTLMSSP_NEGOTIATE_VERSION | NTLMSSP_NEGOTIATE_128 |
+                   NTLMSSP_NEGOTIATE_KEY_EXCH | NTLMSSP_NEGOTIATE_56));
         if (getrandom(a->challenge, sizeof a->challenge, 0) != (ssize_t)sizeof a->challenge)
             return STATUS_INSUFFICIENT_RESOURCES;
         uint8_t chal[512];

@@ -2,7 +2,9 @@
 #include "srv_crypto.h"
 #include "srv_wire.h"
 
+#include <nettle/ccm.h>
 #include <nettle/cmac.h>
+#include <nettle/gcm.h>
 #include <nettle/hmac.h>
 #include <nettle/sha2.h>
 
@@ -54,4 +56,48 @@ void srv_preauth_update(uint8_t hash[64], const uint8_t *msg, size_t len)
     sha512_update(&s, 64, hash);
     sha512_update(&s, len, msg);
     sha512_digest(&s, 64, hash);
+}
+
+/* Runs the cipher over msg (in place) and leaves the tag in tag. */
+static void transform(uint16_t cipher, const uint8_t key[16], const uint8_t *hdr, uint8_t *msg,
+                      size_t len, int encrypt, uint8_t tag[16])
+{
+    if (cipher == 2) {
+        struct gcm_aes128_ctx g;
+        gcm_aes128_set_key(&g, key);
+        gcm_aes128_set_iv(&g, 12, hdr + 20);
+        gcm_aes128_update(&g, 32, hdr + 20);
+        if (encrypt)
+            gcm_aes128_encrypt(&g, len, msg, msg);
+        else
+            gcm_aes128_decrypt(&g, len, msg, msg);
+        gcm_aes128_digest(&g, 16, tag);
+        return;
+    }
+    struct ccm_aes128_ctx m;
+    ccm_aes128_set_key(&m, key);
+    ccm_aes128_set_nonce(&m, 11, hdr + 20, 32, len, 16);
+    ccm_aes128_update(&m, 32, hdr + 20);
+    if (encrypt)
+        ccm_aes128_encrypt(&m, len, msg, msg);
+    else
+        ccm_aes128_decrypt(&m, len, msg, msg);
+    ccm_aes128_digest(&m, 16, tag);
+}
+
+void srv_encrypt(uint16_t cipher, const uint8_t key[16], uint8_t *hdr, uint8_t *msg, size_t len)
+{
+    uint8_t tag[16];
+    transform(cipher, key, hdr, msg, len, 1, tag);
+    memcpy(hdr + 4, tag, 16);
+}
+
+int srv_decrypt(uint16_t cipher, const uint8_t key[16], const uint8_t *hdr, uint8_t *msg,
+                size_t len)
+{
+    uint8_t tag[16], diff = 0;
+    transform(cipher, key, hdr, msg, len, 0, tag);
+    for (unsigned i = 0; i < 16; i++)
+        diff |= (uint8_t)(tag[i] ^ hdr[4 + i]);
+    return diff ? -1 : 0;
 }

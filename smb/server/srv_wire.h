@@ -37,17 +37,17 @@ static inline void wr64(uint8_t *p, uint64_t v)
 }
 
 /* [MS-SMB2] 2.2.1 the SMB2 header */
-#define SMB2_HDR_LEN          64u
+#define SMB2_HDR_LEN           64u
 #define SMB2_HDR_CREDIT_CHARGE 6
-#define SMB2_HDR_STATUS       8
-#define SMB2_HDR_COMMAND      12
-#define SMB2_HDR_CREDIT       14
-#define SMB2_HDR_FLAGS        16
-#define SMB2_HDR_NEXT         20
-#define SMB2_HDR_MESSAGE_ID   24
-#define SMB2_HDR_TREE_ID      36
-#define SMB2_HDR_SESSION_ID   40
-#define SMB2_HDR_SIGNATURE    48
+#define SMB2_HDR_STATUS        8
+#define SMB2_HDR_COMMAND       12
+#define SMB2_HDR_CREDIT        14
+#define SMB2_HDR_FLAGS         16
+#define SMB2_HDR_NEXT          20
+#define SMB2_HDR_MESSAGE_ID    24
+#define SMB2_HDR_TREE_ID       36
+#define SMB2_HDR_SESSION_ID    40
+#define SMB2_HDR_SIGNATURE     48
 
 #define SMB2_FLAGS_SERVER_TO_REDIR    0x00000001u
 #define SMB2_FLAGS_ASYNC_COMMAND      0x00000002u

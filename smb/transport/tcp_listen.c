@@ -142,8 +142,7 @@ static int tcp_recv(smb_transport *t, void *buf, size_t cap, size_t *len, int ti
         rc = read_full(c, NULL, n, deadline, 0);
         if (rc)
             return rc;
-        snprintf(c->err, sizeof c->err, "message of %zu bytes exceeds the %zu-byte buffer", n,
-                 cap);
+        snprintf(c->err, sizeof c->err, "message of %zu bytes exceeds the %zu-byte buffer", n, cap);
         return -EMSGSIZE;
     }
     rc = read_full(c, buf, n, deadline, 0);

@@ -125,6 +125,8 @@ static void server_stop(struct server *s)
     free((void *)s->cfg.root);
 }
 
+static bool log_has(struct server *s, const char *what);
+
 /* ---- smbclient ---- */
 
 static bool have_smbclient(void)
@@ -134,8 +136,8 @@ static bool have_smbclient(void)
 
 /* Runs smbclient against the server (under timeout(1): 60 s) with extra options and commands;
  * its output in out; its exit status. */
-static int smbclient(struct server *s, const char *user_pass, const char *share,
-                     const char *opts, const char *lcd, const char *cmds, char *out, size_t cap)
+static int smbclient(struct server *s, const char *user_pass, const char *share, const char *opts,
+                     const char *lcd, const char *cmds, char *out, size_t cap)
 {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
@@ -196,8 +198,8 @@ static void copy_round(struct server *s, const char *opts, size_t len)
     snprintf(d, sizeof d, "%s/d", s->cfg.root);
     unlink(b);
     make_file(a, len, (unsigned)len);
-    int rc = smbclient(s, "alice%Secret-1", "share", opts, local, "put a; get a b; ls", out,
-                       sizeof out);
+    int rc =
+        smbclient(s, "alice%Secret-1", "share", opts, local, "put a; get a b; ls", out, sizeof out);
     CHECK_MSG(rc == 0, "smbclient put/get/ls (%zu bytes, %s) exit %d:\n%s", len, opts, rc, out);
     uint8_t h1[32], h2[32], h3[32];
     sha256_file(a, h1);
@@ -241,7 +243,8 @@ TEST_T(smbclient_smb3_00, 120)
     NEED_SMBCLIENT();
     struct server s;
     server_start(&s, 0);
-    copy_round(&s, "--option=\"client min protocol=SMB3_00\" --option=\"client max protocol=SMB3_00\"",
+    copy_round(&s,
+               "--option=\"client min protocol=SMB3_00\" --option=\"client max protocol=SMB3_00\"",
                65537);
     server_stop(&s);
 }
@@ -251,7 +254,8 @@ TEST_T(smbclient_smb3_11, 120)
     NEED_SMBCLIENT();
     struct server s;
     server_start(&s, 0);
-    copy_round(&s, "--option=\"client min protocol=SMB3_11\" --option=\"client max protocol=SMB3_11\"",
+    copy_round(&s,
+               "--option=\"client min protocol=SMB3_11\" --option=\"client max protocol=SMB3_11\"",
                65537);
     server_stop(&s);
 }
@@ -638,6 +642,7 @@ struct rawc {
     uint64_t mid, sid;
     uint32_t tid;
     uint8_t key[16];
+    uint8_t skey[16]; /* the session key */
     int sign;
     uint8_t guid[16];
     uint8_t r[1 << 17];
@@ -646,13 +651,19 @@ struct rawc {
 
 /* Sends one request (header built here, body given) and receives the response into c->r;
  * returns its status. */
-static uint32_t rawc_req(struct rawc *c, uint16_t cmd, const uint8_t *body, size_t blen,
-                         int sign)
+static uint32_t rawc_req(struct rawc *c, uint16_t cmd, const uint8_t *body, size_t blen, int sign)
 {
     static uint8_t m[1 << 17];
     hdr(m, cmd, c->mid++, c->sid);
     wr32(m + 36, c->tid);
     memcpy(m + 64, body, blen);
+    /* CreditCharge: one per 64 KiB moved ([MS-SMB2] 3.3.5.2.5) */
+    if (blen >= 40 && (cmd == SMB2_READ || cmd == SMB2_WRITE)) {
+        uint32_t moved = rd32(body + 4);
+        if (cmd == SMB2_WRITE && rd32(body + 32) != 0)
+            moved = rd32(body + 36); /* RemainingBytes over RDMA */
+        wr16(m + 6, (uint16_t)(moved ? (moved - 1) / 65536 + 1 : 1));
+    }
     if (sign) {
         wr32(m + 16, SMB2_FLAGS_SIGNED);
         srv_sign(0x0302, c->key, m, 64 + blen, m + 48);
@@ -663,6 +674,8 @@ static uint32_t rawc_req(struct rawc *c, uint16_t cmd, const uint8_t *body, size
     return status_of(c->r);
 }
 
+static uint32_t rawc_caps; /* Capabilities the raw client's NEGOTIATE offers */
+
 static void rawc_login(struct server *s, struct rawc *c, const char *password)
 {
     memset(c, 0, sizeof *c);
@@ -672,6 +685,7 @@ static void rawc_login(struct server *s, struct rawc *c, const char *password)
     wr16(b, 36);
     wr16(b + 2, 1);
     wr16(b + 4, 1); /* signing enabled */
+    wr32(b + 8, rawc_caps);
     memcpy(b + 12, "raw-client-guid!", 16);
     memcpy(c->guid, b + 12, 16);
     wr16(b + 36, 0x0302);
@@ -760,6 +774,7 @@ static void rawc_login(struct server *s, struct rawc *c, const char *password)
     hmac_md5_update(&h, 16, proof);
     hmac_md5_digest(&h, 16, base);
     srv_kdf(base, "SMB2AESCMAC", 12, "SmbSign", 8, c->key);
+    memcpy(c->skey, base, 16);
     /* the final SESSION_SETUP response is signed with the key both sides derived */
     CHECK(rd32(c->r + 16) & SMB2_FLAGS_SIGNED);
     uint8_t sig[16];
@@ -893,6 +908,21 @@ TEST(raw_session_requests)
     CHECK_EQ_U64(rawc_req(c, SMB2_READ, b, 49, 1), STATUS_SUCCESS);
     CHECK_EQ_U64(rd32(c->r + 64 + 4), 5);
     CHECK(memcmp(c->r + c->r[64 + 2], "hello", 5) == 0);
+    {
+        /* 100000 bytes charged one credit: refused ([MS-SMB2] 3.3.5.2.5) */
+        static uint8_t m[256];
+        hdr(m, SMB2_READ, c->mid++, c->sid);
+        wr32(m + 36, c->tid);
+        memcpy(m + 64, b, 49);
+        wr32(m + 64 + 4, 100000);
+        wr16(m + 6, 1);
+        wr32(m + 16, SMB2_FLAGS_SIGNED);
+        srv_sign(0x0302, c->key, m, 64 + 49, m + 48);
+        raw_send(c->fd, m, 64 + 49);
+        c->rl = raw_recv(c->fd, c->r, sizeof c->r);
+        CHECK(c->rl >= 64 + 9);
+        CHECK_EQ_U64(status_of(c->r), STATUS_INVALID_PARAMETER);
+    }
     wr64(b + 8, 5); /* at end of file */
     CHECK_EQ_U64(rawc_req(c, SMB2_READ, b, 49, 1), STATUS_END_OF_FILE);
     wr64(b + 8, 0);
@@ -915,11 +945,28 @@ TEST(raw_session_requests)
     wr32(b + 4, 1024);
     memcpy(b + 24, fid, 16);
     CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), STATUS_INVALID_INFO_CLASS);
-    b[3] = 15; /* FileFullEaInformation */
+    b[3] = 15;                                                         /* FileFullEaInformation */
     CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), 0xC0000052u); /* NO_EAS_ON_FILE */
-    b[2] = 3; /* security */
+    b[2] = 3; /* security: owner, group and DACL */
     b[3] = 0;
-    CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), STATUS_NOT_SUPPORTED);
+    wr32(b + 16, 7);
+    CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), STATUS_SUCCESS);
+    CHECK_EQ_U64(rd32(c->r + 64 + 4), 80);
+    {
+        const uint8_t *sd = c->r + rd16(c->r + 64 + 2);
+        CHECK_EQ_U64(rd16(sd + 2), 0x8004); /* self-relative, DACL present */
+        const uint8_t *owner = sd + rd32(sd + 4);
+        CHECK(owner[0] == 1 && owner[1] == 2 && owner[7] == 22 && rd32(owner + 8) == 1);
+        CHECK_EQ_U64(rd32(owner + 12), getuid());
+        const uint8_t *acl = sd + rd32(sd + 16);
+        CHECK(acl[0] == 2 && rd16(acl + 4) == 1 && rd32(acl + 8 + 4) == 0x001F01FFu);
+    }
+    wr32(b + 4, 10); /* too small: the size needed comes back in ErrorData */
+    CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), 0xC0000023u);
+    CHECK_EQ_U64(rd32(c->r + 64 + 4), 4);
+    CHECK_EQ_U64(rd32(c->r + 64 + 8), 80);
+    wr32(b + 4, 1024);
+    wr32(b + 16, 0);
     b[2] = 1;
     b[3] = 5;
     wr32(b + 4, 4);
@@ -928,12 +975,12 @@ TEST(raw_session_requests)
     CHECK_EQ_U64(rawc_req(c, SMB2_QUERY_INFO, b, 41, 1), STATUS_SUCCESS);
     CHECK_EQ_U64(rd32(c->r + 64 + 4), 24);
     CHECK_EQ_U64(rd64(c->r + 64 + 8 + 8), 5); /* EndOfFile */
-    /* LOCK is refused, CANCEL gets no response (the ECHO's is the next one) */
+    /* a lock element of no kind; CANCEL gets no response (the ECHO's is the next one) */
     memset(b, 0, 48);
     wr16(b, 48);
     wr16(b + 2, 1);
     memcpy(b + 8, fid, 16);
-    CHECK_EQ_U64(rawc_req(c, SMB2_LOCK, b, 48, 1), STATUS_NOT_SUPPORTED);
+    CHECK_EQ_U64(rawc_req(c, SMB2_LOCK, b, 48, 1), STATUS_INVALID_PARAMETER);
     {
         uint8_t m[68];
         hdr(m, SMB2_CANCEL, c->mid, c->sid);
@@ -963,6 +1010,8 @@ TEST(raw_session_requests)
     CHECK(rd32(c->r + 16) & SMB2_FLAGS_SIGNED);
     CHECK_EQ_U64(rd32(c->r + 64 + 36), 24);
     CHECK_EQ_U64(rd16(c->r + 64 + 48 + 22), 0x0302);
+    uint8_t validate[56 + 26];
+    memcpy(validate, b, sizeof validate);
     wr32(b + 4, 0x00090000u);
     CHECK_EQ_U64(rawc_req(c, SMB2_IOCTL, b, 56 + 26, 1), STATUS_NOT_SUPPORTED);
     /* an open for attributes only may neither read nor write ([MS-SMB2] 3.3.5.12/13) */
@@ -1015,7 +1064,32 @@ TEST(raw_session_requests)
     CHECK_EQ_U64(rd64(c->r + 64 + 48), 5);
     CHECK_EQ_U64(rd64(c->r + 64 + 8), created); /* CreationTime does not move with writes */
     CHECK_EQ_U64(rawc_req(c, SMB2_CLOSE, b, 24, 1), STATUS_FILE_CLOSED);
+    /* a VALIDATE_NEGOTIATE_INFO that does not match ends the connection unanswered
+     * ([MS-SMB2] 3.3.5.15.12) */
+    {
+        static uint8_t m[256];
+        validate[56 + 24] = 0x00; /* dialect 0x0300 instead of 0x0302 */
+        hdr(m, SMB2_IOCTL, c->mid++, c->sid);
+        wr32(m + 36, c->tid);
+        memcpy(m + 64, validate, sizeof validate);
+        wr32(m + 16, SMB2_FLAGS_SIGNED);
+        srv_sign(0x0302, c->key, m, 64 + sizeof validate, m + 48);
+        raw_send(c->fd, m, 64 + sizeof validate);
+        CHECK_EQ_I64(raw_recv(c->fd, c->r, sizeof c->r), -ECONNRESET);
+    }
     close(c->fd);
+    /* so does a second NEGOTIATE ([MS-SMB2] 3.3.5.4) */
+    {
+        int fd = raw_connect(&s);
+        uint8_t m[128], r[4096];
+        size_t nl = negotiate(m, 0x0302);
+        raw_send(fd, m, nl);
+        CHECK(raw_recv(fd, r, sizeof r) > 64);
+        raw_send(fd, m, nl);
+        CHECK_EQ_I64(raw_recv(fd, r, sizeof r), -ECONNRESET);
+        close(fd);
+    }
+    CHECK(log_has(&s, "second NEGOTIATE: ending"));
     free(c);
     server_stop(&s);
 }
@@ -1142,10 +1216,11 @@ TEST_T(smbclient_concurrent, 120)
         char path[400], cmd[1200];
         snprintf(path, sizeof path, "%s/f%u", local, i);
         make_file(path, (1u << 20) + 1, 100 + i);
-        snprintf(cmd, sizeof cmd,
-                 "timeout -k 5 60 smbclient -s /dev/null //127.0.0.1/share -p %u -U alice%%Secret-1 "
-                 "--use-kerberos=off -m SMB3 -c 'lcd %s; put f%u; get f%u g%u' 2>&1",
-                 smb_tcp_listener_port(s.l), local, i, i, i);
+        snprintf(
+            cmd, sizeof cmd,
+            "timeout -k 5 60 smbclient -s /dev/null //127.0.0.1/share -p %u -U alice%%Secret-1 "
+            "--use-kerberos=off -m SMB3 -c 'lcd %s; put f%u; get f%u g%u' 2>&1",
+            smb_tcp_listener_port(s.l), local, i, i, i);
         p[i] = popen(cmd, "r");
         CHECK(p[i]);
     }
@@ -1238,8 +1313,8 @@ static long fake_check(const smb_buffer_desc *d, unsigned n)
     return total;
 }
 
-static int fake_peer_write(smb_transport *t, const smb_buffer_desc *d, unsigned n,
-                           const void *src, size_t len)
+static int fake_peer_write(smb_transport *t, const smb_buffer_desc *d, unsigned n, const void *src,
+                           size_t len)
 {
     struct fake_rdma *f = fake_of(t);
     long total = fake_check(d, n);
@@ -1504,8 +1579,7 @@ TEST_T(smbclient_more_commands, 120)
                        out, sizeof out);
     /* the one refusal: no 8.3 names (allinfo goes on without one) */
     const char *alt = strstr(out, "NT_STATUS_NOT_SUPPORTED getting alt name for \\m0.dat");
-    CHECK_MSG(rc == 0 && alt && !strstr(alt + 10, "NT_STATUS") &&
-                  strstr(out, "NT_STATUS") == alt,
+    CHECK_MSG(rc == 0 && alt && !strstr(alt + 10, "NT_STATUS") && strstr(out, "NT_STATUS") == alt,
               "exit %d:\n%s", rc, out);
     CHECK_MSG(strstr(out, "create_time:") && strstr(out, "stream: [::$DATA], 1000 bytes"),
               "allinfo:\n%s", out);
@@ -1542,8 +1616,8 @@ TEST(raw_oversize_and_vanish)
     CHECK(send(fd, hdr4, 4, MSG_NOSIGNAL) == 4);
     static uint8_t zeros[1 << 16];
     for (size_t done = 0; done < big;) {
-        ssize_t w = send(fd, zeros, sizeof zeros < big - done ? sizeof zeros : big - done,
-                         MSG_NOSIGNAL);
+        ssize_t w =
+            send(fd, zeros, sizeof zeros < big - done ? sizeof zeros : big - done, MSG_NOSIGNAL);
         if (w <= 0)
             break;
         done += (size_t)w;
@@ -1759,4 +1833,275 @@ TEST_T(smbclient_smb1_upgrade, 60)
     CHECK(log_has(&s, "UPGRADED => NEGOTIATED (dialect 0x0311 chosen)"));
     server_stop(&s);
     CHECK_EQ_I64(atomic_load(&s.failed), 0);
+}
+
+/* A configuration the server cannot serve (no such root, no share name) fails at once, with
+ * a log line, without reading from the connection. */
+TEST(bad_config)
+{
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    smb_transport *t;
+    CHECK(smb_tcp_transport_from_fd(sv[0], &t) == 0);
+    char log_path[] = "/tmp/softndk-smbcfg-XXXXXX";
+    int lfd = mkstemp(log_path);
+    CHECK(lfd >= 0);
+    FILE *log = fdopen(lfd, "w+");
+    CHECK(log);
+    smb2_server_config cfg = {.root = "/nonexistent/softndk-share",
+                              .share = "share",
+                              .user = "u",
+                              .password = "p",
+                              .log = log};
+    CHECK_EQ_I64(smb2_serve_connection(&cfg, t, NULL), -1);
+    cfg.root = "/tmp";
+    cfg.share = NULL;
+    CHECK_EQ_I64(smb2_serve_connection(&cfg, t, NULL), -1);
+    fflush(log);
+    rewind(log);
+    char line[512];
+    CHECK(fgets(line, sizeof line, log));
+    CHECK_MSG(strstr(line, "cannot serve \"/nonexistent/softndk-share\""), "log: %s", line);
+    fclose(log);
+    unlink(log_path);
+    t->ops->destroy(t);
+    close(sv[1]);
+}
+
+/* LOCK body of n elements {off, len, flags}; its length. */
+static size_t lock_body(uint8_t *b, const uint8_t fid[16], unsigned n, const uint64_t *el)
+{
+    memset(b, 0, 24 + 24 * n);
+    wr16(b, 48);
+    wr16(b + 2, (uint16_t)n);
+    memcpy(b + 8, fid, 16);
+    for (unsigned i = 0; i < n; i++) {
+        wr64(b + 24 + 24 * i, el[3 * i]);
+        wr64(b + 24 + 24 * i + 8, el[3 * i + 1]);
+        wr32(b + 24 + 24 * i + 16, (uint32_t)el[3 * i + 2]);
+    }
+    return 24 + 24 * n;
+}
+
+/* Byte-range locks between two opens of one file, as OFD locks a local process sees too. */
+TEST(raw_locks)
+{
+    struct server s;
+    server_start(&s, 0);
+    char path[400];
+    snprintf(path, sizeof path, "%s/lk", s.cfg.root);
+    make_file(path, 100, 3);
+    struct rawc *c = malloc(sizeof *c);
+    CHECK(c);
+    rawc_login(&s, c, "Secret-1");
+    uint8_t b[1024], f1[16], f2[16];
+    size_t n = create_body(b, "lk", 1, 0);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 0), STATUS_SUCCESS);
+    memcpy(f1, c->r + 64 + 64, 16);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 0), STATUS_SUCCESS);
+    memcpy(f2, c->r + 64 + 64, 16);
+    const uint64_t X = 0x12, S = 0x11, U = 0x04; /* exclusive, shared (fail at once), unlock */
+#define LOCK1(fid, off, len, fl, want)                                                             \
+    do {                                                                                           \
+        uint64_t el_[3] = {(off), (len), (fl)};                                                    \
+        size_t ln_ = lock_body(b, (fid), 1, el_);                                                  \
+        CHECK_EQ_U64(rawc_req(c, SMB2_LOCK, b, ln_, 0), (want));                                   \
+    } while (0)
+    LOCK1(f1, 0, 10, X, STATUS_SUCCESS);
+    LOCK1(f1, 5, 5, X, 0xC0000055u); /* not re-entrant: LOCK_NOT_GRANTED */
+    LOCK1(f2, 0, 1, S, 0xC0000055u); /* the other open */
+    LOCK1(f2, 10, 10, X, STATUS_SUCCESS);
+    LOCK1(f2, 50, 0, X, STATUS_SUCCESS); /* zero length: conflicts with nothing */
+    LOCK1(f1, 0, 9, U, 0xC000007Eu);     /* RANGE_NOT_LOCKED: not the range held */
+    LOCK1(f1, 0, 10, U, STATUS_SUCCESS);
+    LOCK1(f2, 0, 1, S, STATUS_SUCCESS);
+    LOCK1(f1, 0, 1, S, STATUS_SUCCESS); /* shared beside shared */
+    LOCK1(f1, 0, 1, 0x13, STATUS_INVALID_PARAMETER);
+    LOCK1(f1, 1ull << 63, 1, X, 0xC00001A1u); /* INVALID_LOCK_RANGE */
+    {
+        uint64_t el[6] = {30, 10, 0x02, 40, 10, 0x02}; /* several need FAIL_IMMEDIATELY */
+        n = lock_body(b, f1, 2, el);
+        CHECK_EQ_U64(rawc_req(c, SMB2_LOCK, b, n, 0), STATUS_INVALID_PARAMETER);
+        uint64_t el2[6] = {30, 10, X, 10, 10, X}; /* the second conflicts: the first is undone */
+        n = lock_body(b, f1, 2, el2);
+        CHECK_EQ_U64(rawc_req(c, SMB2_LOCK, b, n, 0), 0xC0000055u);
+        LOCK1(f2, 30, 10, X, STATUS_SUCCESS);
+    }
+    /* a local process sees the server's lock on [10, 20) */
+    int fd = open(path, O_RDWR);
+    CHECK(fd >= 0);
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 12;
+    fl.l_len = 1;
+    CHECK_MSG(fcntl(fd, F_OFD_GETLK, &fl) == 0, "F_OFD_GETLK: %s", strerror(errno));
+    CHECK_EQ_U64(fl.l_type, F_WRLCK);
+    CHECK_EQ_I64(fl.l_start, 10);
+    CHECK_EQ_I64(fl.l_len, 10);
+    /* closing f2 releases its locks */
+    memset(b, 0, 24);
+    wr16(b, 24);
+    memcpy(b + 8, f2, 16);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CLOSE, b, 24, 0), STATUS_SUCCESS);
+    memset(&fl, 0, sizeof fl); /* l_pid must be 0 again (GETLK set it to -1) */
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 12;
+    fl.l_len = 1;
+    CHECK(fcntl(fd, F_OFD_GETLK, &fl) == 0);
+    CHECK_EQ_U64(fl.l_type, F_UNLCK);
+    /* two overlapping shared ranges of one open: unlocking one keeps the other held */
+    LOCK1(f1, 60, 10, S, STATUS_SUCCESS);
+    LOCK1(f1, 65, 10, S, STATUS_SUCCESS);
+    LOCK1(f1, 60, 10, U, STATUS_SUCCESS);
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 66;
+    fl.l_len = 1;
+    CHECK(fcntl(fd, F_OFD_GETLK, &fl) == 0);
+    CHECK_EQ_U64(fl.l_type, F_RDLCK);
+    CHECK_EQ_I64(fl.l_start, 65);
+    close(fd);
+    LOCK1(f1, 10, 10, X, STATUS_SUCCESS);
+#undef LOCK1
+    close(c->fd);
+    free(c);
+    server_stop(&s);
+}
+
+/* Encryption ([MS-SMB2] 3.1.4.3): smbclient requiring it gets every request and response in a
+ * TRANSFORM_HEADER, AES-128-GCM under 3.1.1 and AES-128-CCM under 3.0 and 3.0.2. */
+TEST_T(smbclient_encrypted, 120)
+{
+    NEED_SMBCLIENT();
+    struct server s;
+    server_start(&s, 0);
+    copy_round(&s, "-m SMB3 --client-protection=encrypt", 65537);
+    copy_round(&s, "--option=\"client max protocol=SMB3_02\" --client-protection=encrypt", 65537);
+    copy_round(&s, "--option=\"client max protocol=SMB3_00\" --client-protection=encrypt", 4097);
+    CHECK(log_has(&s, "cipher AES-128-GCM"));
+    CHECK(log_has(&s, "cipher AES-128-CCM"));
+    CHECK(log_has(&s, "messages came encrypted"));
+    server_stop(&s);
+    CHECK_EQ_I64(atomic_load(&s.failed), 0);
+}
+
+/* Hostile TRANSFORM_HEADERs: before any cipher was negotiated, for an unknown session, with a
+ * tag that does not verify, with a size that is not the message's: each ends its connection;
+ * one made right is answered in kind (AES-128-CCM under 3.0.2). */
+TEST(raw_transform_header)
+{
+    struct server s;
+    server_start(&s, 0);
+    struct rawc *c = malloc(sizeof *c);
+    CHECK(c);
+    static uint8_t m[512];
+    uint8_t r[4096];
+    /* no cipher negotiated */
+    rawc_caps = 0;
+    rawc_login(&s, c, "Secret-1");
+    memset(m, 0, 52 + 68);
+    m[0] = 0xFD;
+    m[1] = 'S';
+    m[2] = 'M';
+    m[3] = 'B';
+    wr32(m + 36, 68);
+    wr16(m + 42, 1);
+    wr64(m + 44, c->sid);
+    raw_send(c->fd, m, 52 + 68);
+    CHECK_EQ_I64(raw_recv(c->fd, r, sizeof r), -ECONNRESET);
+    close(c->fd);
+    /* CCM negotiated: a wrong tag, an unknown session, a wrong size */
+    rawc_caps = 0x40;
+    for (unsigned k = 0; k < 3; k++) {
+        rawc_login(&s, c, "Secret-1");
+        memset(m + 4, 0, 48 + 68);
+        wr32(m + 36, k == 2 ? 60 : 68);
+        wr16(m + 42, 1);
+        wr64(m + 44, k == 1 ? 0x77 : c->sid);
+        raw_send(c->fd, m, 52 + 68);
+        CHECK_EQ_I64(raw_recv(c->fd, r, sizeof r), -ECONNRESET);
+        close(c->fd);
+    }
+    /* and a right one: an ECHO, encrypted with the key the client derives */
+    rawc_login(&s, c, "Secret-1");
+    uint8_t in_key[16], out_key[16];
+    srv_kdf(c->skey, "SMB2AESCCM", 11, "ServerIn ", 10, in_key);
+    srv_kdf(c->skey, "SMB2AESCCM", 11, "ServerOut", 10, out_key);
+    memset(m, 0, 52);
+    m[0] = 0xFD;
+    m[1] = 'S';
+    m[2] = 'M';
+    m[3] = 'B';
+    memcpy(m + 20, "nonce-12345", 11);
+    wr32(m + 36, 68);
+    wr16(m + 42, 1);
+    wr64(m + 44, c->sid);
+    hdr(m + 52, SMB2_ECHO, c->mid++, c->sid);
+    wr16(m + 52 + 64, 4);
+    wr16(m + 52 + 66, 0);
+    srv_encrypt(1, in_key, m, m + 52, 68);
+    raw_send(c->fd, m, 52 + 68);
+    long rl = raw_recv(c->fd, r, sizeof r);
+    CHECK_EQ_I64(rl, 52 + 68);
+    CHECK(r[0] == 0xFD && rd32(r + 36) == 68 && rd64(r + 44) == c->sid);
+    CHECK_EQ_I64(srv_decrypt(1, out_key, r, r + 52, 68), 0);
+    CHECK_EQ_U64(rd16(r + 52 + 12), SMB2_ECHO);
+    CHECK_EQ_U64(status_of(r + 52), STATUS_SUCCESS);
+    CHECK_EQ_U64(rd32(r + 52 + 16) & SMB2_FLAGS_SIGNED, 0); /* encrypted, not signed */
+    close(c->fd);
+    rawc_caps = 0;
+    free(c);
+    CHECK(log_has(&s, "malformed or unexpected TRANSFORM_HEADER: ending"));
+    CHECK(log_has(&s, "encrypted message does not verify: ending"));
+    CHECK(log_has(&s, "encrypted message for an unknown session: ending"));
+    CHECK(log_has(&s, "cipher AES-128-CCM"));
+    server_stop(&s);
+}
+
+/* A rename carries the connection's other opens along: a delete on close of a file under a
+ * renamed directory deletes it at its new name, not whatever took the old one. */
+TEST(raw_rename_follows)
+{
+    struct server s;
+    server_start(&s, 0);
+    struct rawc *c = malloc(sizeof *c);
+    CHECK(c);
+    rawc_login(&s, c, "Secret-1");
+    uint8_t b[1024], dir[16], file[16];
+    size_t n = create_body(b, "dd", 2, 1);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 0), STATUS_SUCCESS);
+    memcpy(dir, c->r + 64 + 64, 16);
+    n = create_body(b, "dd\\x", 2, 0x1000); /* FILE_DELETE_ON_CLOSE */
+    CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 0), STATUS_SUCCESS);
+    memcpy(file, c->r + 64 + 64, 16);
+    memset(b, 0, 64);
+    wr16(b, 33);
+    b[2] = 1;
+    b[3] = 10; /* FileRenameInformation to "ee" */
+    wr32(b + 4, 24);
+    wr16(b + 8, 64 + 32);
+    memcpy(b + 16, dir, 16);
+    wr32(b + 32 + 16, 4);
+    memcpy(b + 32 + 20, "e\0e\0", 4);
+    CHECK_EQ_U64(rawc_req(c, SMB2_SET_INFO, b, 32 + 24, 0), STATUS_SUCCESS);
+    /* a new dd\x takes the old name */
+    char p[400];
+    snprintf(p, sizeof p, "%s/dd", s.cfg.root);
+    CHECK(mkdir(p, 0755) == 0);
+    snprintf(p, sizeof p, "%s/dd/x", s.cfg.root);
+    make_file(p, 10, 1);
+    memset(b, 0, 24);
+    wr16(b, 24);
+    memcpy(b + 8, file, 16);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CLOSE, b, 24, 0), STATUS_SUCCESS);
+    CHECK(exists(p));
+    snprintf(p, sizeof p, "%s/ee/x", s.cfg.root);
+    CHECK(!exists(p));
+    close(c->fd);
+    free(c);
+    server_stop(&s);
 }

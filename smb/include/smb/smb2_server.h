@@ -18,9 +18,9 @@ typedef struct smb2_server_config {
     const char *root;                     /* the directory served; every path confined to it */
     const char *share;                    /* share name, e.g. "share" (IPC$ also answered) */
     const char *user, *password, *domain; /* the one account (NTLMv2) */
-    uint32_t max_io;      /* MaxRead/MaxWrite/MaxTransactSize offered [8 MiB]; 0: 8 MiB */
-    int require_signing;  /* SMB2_NEGOTIATE_SIGNING_REQUIRED: unsigned requests refused */
-    FILE *log;            /* one line per connection event and per refused request; NULL: stderr */
+    uint32_t max_io;     /* MaxRead/MaxWrite/MaxTransactSize offered [8 MiB]; 0: 8 MiB */
+    int require_signing; /* SMB2_NEGOTIATE_SIGNING_REQUIRED: unsigned requests refused */
+    FILE *log;           /* one line per connection event and per refused request; NULL: stderr */
 } smb2_server_config;
 
 typedef struct smb2_server_stats {
