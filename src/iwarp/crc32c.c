@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #if defined(__x86_64__)
@@ -627,7 +628,7 @@ const char *sndk_crc32c_impl_name(enum sndk_crc32c_impl impl)
 int sndk_crc32c_impl_parse(const char *name)
 {
     for (unsigned i = 0; name && i < IMPL_COUNT; i++)
-        if (strcmp(name, impl_names[i]) == 0)
+        if (strcasecmp(name, impl_names[i]) == 0)
             return (int)i;
     return -EINVAL;
 }
