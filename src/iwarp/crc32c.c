@@ -132,7 +132,8 @@ static void hw_init(void)
     shift_tab_build(&hw_short2, 2 * HW_SHORT);
 }
 
-__attribute__((target("sse4.2"))) static uint32_t hw_update(uint32_t c, const uint8_t *p, size_t n)
+__attribute__((target("sse4.2"))) static uint32_t hw_update(uint32_t c, const uint8_t *p,
+                                                            size_t n)
 {
     while (n > 0 && ((uintptr_t)p & 7u)) {
         c = _mm_crc32_u8(c, *p++);
@@ -145,7 +146,8 @@ __attribute__((target("sse4.2"))) static uint32_t hw_update(uint32_t c, const ui
             b = _mm_crc32_u64(b, load64(p + HW_LONG + i));
             d = _mm_crc32_u64(d, load64(p + 2 * HW_LONG + i));
         }
-        c = shift_apply(&hw_long2, (uint32_t)a) ^ shift_apply(&hw_long1, (uint32_t)b) ^ (uint32_t)d;
+        c = shift_apply(&hw_long2, (uint32_t)a) ^ shift_apply(&hw_long1, (uint32_t)b) ^
+            (uint32_t)d;
         p += 3 * HW_LONG;
         n -= 3 * HW_LONG;
     }
