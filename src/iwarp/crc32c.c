@@ -199,7 +199,11 @@ uint32_t sndk_crc32c_hw(uint32_t crc, const void *buf, size_t len)
 
 /* ---------------------------------------------------------------- carry-less multiply folding */
 
-/* The maths, in the reflected domain the CRC lives in. A 16-byte block loaded little-endian into
+/* Folding as in Intel's white paper "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ
+ * Instruction" (Gopal et al., 2009), written here from its maths for CRC32c (RFC 3385, RFC 7143)
+ * and ending in the crc32 instruction instead of the paper's Barrett reduction.
+ *
+ * The maths, in the reflected domain the CRC lives in. A 16-byte block loaded little-endian into
  * a 128-bit register has bit j = the coefficient of x^(127-j) of that block's polynomial (byte 0,
  * bit 0 is the highest power: the CRC consumes each byte least-significant bit first). Split such
  * a value X into its two 64-bit lanes: X = A*x^64 + B, A the low lane, B the high lane, each again
