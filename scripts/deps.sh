@@ -10,6 +10,8 @@
 #            iproute2  every net_* test (network namespaces, veth, tc)
 #            nftables  net_loss1, net_loss5, net_rdma_loss5, net_blackhole
 #            liburing-dev  bench_send_paths_smoke's io_uring variant (built only with it)
+#            libisal-dev   bench/wire_bench's ISA-L crc32_iscsi row (built only with it)
+#            qemu-user     wire_crc32c_cpus (the CRC32c kernels on CPU models without AVX-512)
 #            samba     test_smb's integration tests (an smbd on loopback)
 #            smbclient     smb_server (Samba's client against the SMB2 server)
 #          Not root, it names them and goes on (the net_* tests need root anyway).
@@ -19,7 +21,7 @@
 # samba) when it runs; it is opt-in and not listed here.
 set -eu
 build="cmake ninja-build gcc g++ pkg-config python3 nettle-dev libunwind-dev libdw-dev"
-test="tshark iproute2 nftables liburing-dev samba smbclient"
+test="tshark iproute2 nftables liburing-dev libisal-dev qemu-user samba smbclient"
 ci=""
 if [ "${1:-}" = "--ci" ]; then
   ci="clang libclang-rt-14-dev"

@@ -298,6 +298,10 @@ typedef struct _SOFTNDK_SEMANTICS {
     SOFTNDK_WRITE_COMPLETION WriteCompletion; /* Handed or Placed (never Default) */
     const char *Profile; /* "iwarp", "roce", ...: static, valid for the library's life */
     const char *Family;  /* what the profile stands for, e.g. "Intel E810 iWARP (...)" */
+    /* The CRC32c kernel the process uses ("avx512", "vpclmul256", "pclmul", "sse42" or "table")
+     * and why ("forced by SOFTNDK_CRC_KERNEL", or each candidate's measured GB/s): static. */
+    const char *CrcKernel;
+    const char *CrcKernelReason;
 } SOFTNDK_SEMANTICS;
 
 SOFTNDK_API NTSTATUS SoftNdkQuerySemantics(NDK_ADAPTER *pNdkAdapter, SOFTNDK_SEMANTICS *Semantics);

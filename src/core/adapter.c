@@ -3,6 +3,7 @@
 #include "core/adapter.h"
 
 #include "faults/faults.h"
+#include "iwarp/crc32c.h"
 
 #include <errno.h>
 #include <net/if.h>
@@ -217,6 +218,18 @@ NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OP
     enum sndk_log_level level = (enum sndk_log_level)(cfg.log_level - SoftNdkLogError);
     if (level > sndk_log_get_level())
         sndk_log_set_level(level);
+    /* The CRC32c kernel is chosen once per process (iwarp/crc32c.h), here at the first open rather
+     * than at the first FPDU, so the brief measurement stays off the data path and a
+     * SOFTNDK_CRC_KERNEL that cannot be followed fails the open like any other bad setting. */
+    int crc_env = sndk_crc32c_env_status();
+    if (crc_env != 0) {
+        sndk_err("adapter",
+                 "SOFTNDK_CRC_KERNEL=%s: %s (avx512, vpclmul256, pclmul, sse42, table or auto)",
+                 getenv("SOFTNDK_CRC_KERNEL"),
+                 crc_env == -EINVAL ? "no such CRC32c kernel" : "this CPU cannot run that kernel");
+        sndk_faults_free(cfg.faults);
+        return STATUS_INVALID_PARAMETER;
+    }
 
     char ifname[IF_NAMESIZE] = "*";
     if (IfIndex != 0 && !if_indextoname(IfIndex, ifname)) {
@@ -287,13 +300,16 @@ NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OP
         goto fail_obs;
     }
     SNDK_TRACE("adapter.open", "adapter", a,
-               "\"if\":%u,\"ndk\":\"%u.%u\",\"mpa_rev\":%u,\"crc\":%s,\"threads\":%u,"
-               "\"stat\":\"%s\",\"pcap\":\"%s\"",
+               "\"if\":%u,\"ndk\":\"%u.%u\",\"mpa_rev\":%u,\"crc\":%s,\"crc_kernel\":\"%s\","
+               "\"threads\":%u,\"stat\":\"%s\",\"pcap\":\"%s\"",
                IfIndex, run.Major, run.Minor, cfg.mpa_revision, cfg.crc ? "true" : "false",
-               cfg.threads, a->stat ? sndk_stat_path(a->stat) : "", cfg.pcap_path);
-    sndk_info("adapter", "open on %s (if %u), NDKPI %u.%u, MPA rev %u, CRC %s, %u thread(s)",
+               sndk_crc32c_impl_name(sndk_crc32c_current()), cfg.threads,
+               a->stat ? sndk_stat_path(a->stat) : "", cfg.pcap_path);
+    sndk_info("adapter",
+              "open on %s (if %u), NDKPI %u.%u, MPA rev %u, CRC %s, %u thread(s); CRC32c kernel %s "
+              "(%s)",
               ifname, IfIndex, run.Major, run.Minor, cfg.mpa_revision, cfg.crc ? "on" : "off",
-              cfg.threads);
+              cfg.threads, sndk_crc32c_impl_name(sndk_crc32c_current()), sndk_crc32c_reason());
     *ppNdkAdapter = &a->base.pub.adapter;
     return STATUS_SUCCESS;
 
@@ -411,6 +427,8 @@ NTSTATUS SoftNdkQuerySemantics(NDK_ADAPTER *pNdkAdapter, SOFTNDK_SEMANTICS *Sema
         .WriteCompletion = (SOFTNDK_WRITE_COMPLETION)a->cfg.write_completion,
         .Profile = sndk_config_profile_name(a->cfg.profile),
         .Family = sndk_config_profile_family(a->cfg.profile),
+        .CrcKernel = sndk_crc32c_impl_name(sndk_crc32c_current()),
+        .CrcKernelReason = sndk_crc32c_reason(),
     };
     ULONG size = Semantics->Size < sizeof s ? Semantics->Size : (ULONG)sizeof s;
     s.Size = size;

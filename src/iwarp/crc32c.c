@@ -1,12 +1,17 @@
-/* CRC32c: carry-less multiply folding (VPCLMULQDQ on 512-bit registers), the
- * SSE4.2 three-stream kernel, and a table fallback, behind one function. */
+/* CRC32c: carry-less multiply folding on 512-bit (AVX-512 VPCLMULQDQ), 256-bit (AVX2
+ * VPCLMULQDQ) and 128-bit (PCLMULQDQ) registers, the SSE4.2 three-stream kernel, and a table
+ * fallback, behind one function; which one runs is chosen at first use. */
 #include "iwarp/crc32c.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -194,7 +199,11 @@ uint32_t sndk_crc32c_hw(uint32_t crc, const void *buf, size_t len)
 
 /* ---------------------------------------------------------------- carry-less multiply folding */
 
-/* The maths, in the reflected domain the CRC lives in. A 16-byte block loaded little-endian into
+/* Folding as in Intel's white paper "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ
+ * Instruction" (Gopal et al., 2009), written here from its maths for CRC32c (RFC 3385, RFC 7143)
+ * and ending in the crc32 instruction instead of the paper's Barrett reduction.
+ *
+ * The maths, in the reflected domain the CRC lives in. A 16-byte block loaded little-endian into
  * a 128-bit register has bit j = the coefficient of x^(127-j) of that block's polynomial (byte 0,
  * bit 0 is the highest power: the CRC consumes each byte least-significant bit first). Split such
  * a value X into its two 64-bit lanes: X = A*x^64 + B, A the low lane, B the high lane, each again
@@ -289,53 +298,82 @@ int sndk_crc32c_fold_constant(unsigned k, uint64_t lanes[2])
 
 #if SNDK_HAVE_X86
 /* Below this the single crc32 chain is as fast as setting up the folds (measured: folding wins
- * from 128 bytes, loses at 64). The kernel itself needs at least 64. */
+ * from 128 bytes, loses at 64, for every width). The kernels themselves need at least 64 (512-bit),
+ * 32 (256-bit) and 16 (128-bit) bytes. */
 #define CLMUL_MIN 128u
 
-/* Only 512-bit folding is worth it: PCLMULQDQ issues about once per 2 cycles whatever the
- * register width (AMD Zen 5 here: 128-bit folding ran at ~15 GB/s, under the three crc32 streams'
- * ~33), so four 16-byte lanes per instruction are what makes folding faster than crc32. CPUs with
- * VPCLMULQDQ and AVX-512 (Intel Ice Lake and later, AMD Zen 4 and later) run 512-bit integer
- * code without a large clock penalty. */
+/* Three widths of the same folding, per-function target attributes (no global -m flags), each
+ * entered only when the CPU (and the OS, for the wide registers) can run it:
+ *   512-bit: SSE4.2, PCLMULQDQ, AVX512F/VL, VPCLMULQDQ, OS saves ZMM state (Ice Lake, Zen 4 on);
+ *   256-bit: SSE4.2, PCLMULQDQ, AVX, AVX2, VPCLMULQDQ, OS saves YMM state (also Alder Lake and
+ *            other AVX2-only CPUs with VPCLMULQDQ, Zen 3);
+ *   128-bit: SSE4.2 and PCLMULQDQ (every x86-64 CPU since Westmere / Bulldozer).
+ * PCLMULQDQ issues about once per cycle on Intel since Broadwell, once per 2 on some AMD cores
+ * (Zen 5: 128-bit folding ran at ~15 GB/s there, under the three crc32 streams' ~33), so which
+ * one is fastest is measured at start-up (sndk_crc32c_select, AUTO) rather than assumed. */
+#define TARGET_PCLMUL __attribute__((target("sse4.2,pclmul")))
+#define TARGET_V256   __attribute__((target("sse4.2,pclmul,avx,avx2,vpclmulqdq")))
 #define TARGET_VCLMUL __attribute__((target("sse4.2,pclmul,avx512f,avx512vl,vpclmulqdq")))
 
-static bool clmul_ok; /* set once by clmul_detect */
+/* What the CPU and the OS allow, found once by kernel_detect. */
+static bool have_sse42, have_pclmul, have_v256, have_v512;
 static pthread_once_t detect_once = PTHREAD_ONCE_INIT;
 
 /* cpuid/xgetbv by hand (not __builtin_cpu_supports) so the OS check is explicit and nothing
- * depends on the compiler runtime's feature numbering. */
-static void clmul_detect(void)
+ * depends on the compiler runtime's feature numbering. Intel SDM vol. 1, 13.2 and 15.2: a wide
+ * register kind may be used only if the OS set XCR0's bits for its state (OSXSAVE tells that
+ * XGETBV is usable): bits 1 (SSE) and 2 (AVX, the upper YMM halves) for 256-bit code, plus 5
+ * (opmask), 6 (upper halves of ZMM0-15) and 7 (ZMM16-31) for AVX-512. */
+static void kernel_detect(void)
 {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d))
         return;
-    if (!(c & bit_SSE4_2) || !(c & bit_PCLMUL) || !(c & bit_OSXSAVE))
+    have_sse42 = (c & bit_SSE4_2) != 0;
+    have_pclmul = have_sse42 && (c & bit_PCLMUL);
+    if (!have_pclmul || !(c & bit_OSXSAVE) || !(c & bit_AVX))
         return;
     if (__get_cpuid_max(0, NULL) < 7)
         return;
-    /* The OS must save the whole AVX-512 state: XCR0 bits 1 (SSE), 2 (AVX), 5 (opmask),
-     * 6 (upper halves of ZMM0-15) and 7 (ZMM16-31). */
     uint32_t xlo, xhi;
     __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0u));
-    const uint32_t zmm_state = (1u << 1) | (1u << 2) | (1u << 5) | (1u << 6) | (1u << 7);
-    if ((xlo & zmm_state) != zmm_state)
-        return;
+    const uint32_t ymm_state = (1u << 1) | (1u << 2);
+    const uint32_t zmm_state = ymm_state | (1u << 5) | (1u << 6) | (1u << 7);
     __cpuid_count(7, 0, a, b, c, d);
-    clmul_ok = (b & bit_AVX512F) && (b & bit_AVX512VL) && (c & bit_VPCLMULQDQ);
+    const bool vpclmul = (c & bit_VPCLMULQDQ) != 0;
+    have_v256 = vpclmul && (b & bit_AVX2) && (xlo & ymm_state) == ymm_state;
+    have_v512 =
+        vpclmul && (b & bit_AVX512F) && (b & bit_AVX512VL) && (xlo & zmm_state) == zmm_state;
 }
 
 /* X*x^D + Y for the constant pair k = {x^(D+63), x^(D-1)} (see above). */
-TARGET_VCLMUL static inline __m128i fold16(__m128i x, __m128i k, __m128i y)
+TARGET_PCLMUL static inline __m128i fold16(__m128i x, __m128i k, __m128i y)
 {
     return _mm_xor_si128(
         _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11)), y);
 }
 
-/* The folded block and the tail after it, from register 0. */
-TARGET_VCLMUL static uint32_t fold_finish(__m128i x, const uint8_t *p, size_t n)
+TARGET_PCLMUL static inline __m128i kpair128(unsigned k)
 {
+    return _mm_load_si128((const __m128i *)(const void *)fold_k[k]);
+}
+
+TARGET_PCLMUL static inline __m128i load128(const uint8_t *p)
+{
+    return _mm_loadu_si128((const __m128i *)(const void *)p);
+}
+
+/* The folded block and the tail after it, from register 0. */
+TARGET_PCLMUL static inline uint32_t fold_finish(__m128i x, const uint8_t *p, size_t n)
+{
+    const __m128i k1 = kpair128(1);
+    while (n >= 16) {
+        x = fold16(x, k1, load128(p));
+        p += 16;
+        n -= 16;
+    }
     uint64_t r = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(x));
-    r = _mm_crc32_u64(r, (uint64_t)_mm_extract_epi64(x, 1));
+    r = _mm_crc32_u64(r, (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(x, x)));
     if (n >= 8) {
         r = _mm_crc32_u64(r, load64(p));
         p += 8;
@@ -346,6 +384,98 @@ TARGET_VCLMUL static uint32_t fold_finish(__m128i x, const uint8_t *p, size_t n)
         c = _mm_crc32_u8(c, *p++);
     return c;
 }
+
+/* ------------------------------------------------ 128-bit PCLMULQDQ */
+
+/* Eight 16-byte accumulators, 128 bytes per round (16 carry-less products, enough in flight to
+ * cover the instruction's latency), then the eight onto the last, then 16-byte steps. */
+TARGET_PCLMUL static uint32_t clmul128_update(uint32_t c, const uint8_t *p, size_t n)
+{
+    if (n < CLMUL_MIN)
+        return hw_update(c, p, n);
+    __m128i x0 = _mm_xor_si128(load128(p), _mm_cvtsi32_si128((int)c));
+    __m128i x1 = load128(p + 16), x2 = load128(p + 32), x3 = load128(p + 48);
+    __m128i x4 = load128(p + 64), x5 = load128(p + 80), x6 = load128(p + 96);
+    __m128i x7 = load128(p + 112);
+    p += 128;
+    n -= 128;
+    const __m128i k8 = kpair128(8);
+    while (n >= 128) {
+        x0 = fold16(x0, k8, load128(p));
+        x1 = fold16(x1, k8, load128(p + 16));
+        x2 = fold16(x2, k8, load128(p + 32));
+        x3 = fold16(x3, k8, load128(p + 48));
+        x4 = fold16(x4, k8, load128(p + 64));
+        x5 = fold16(x5, k8, load128(p + 80));
+        x6 = fold16(x6, k8, load128(p + 96));
+        x7 = fold16(x7, k8, load128(p + 112));
+        p += 128;
+        n -= 128;
+    }
+    /* x0..x6 are 112, 96, ..., 16 bytes before x7 */
+    __m128i acc = fold16(x0, kpair128(7), x7);
+    acc = fold16(x1, kpair128(6), acc);
+    acc = fold16(x2, kpair128(5), acc);
+    acc = fold16(x3, kpair128(4), acc);
+    acc = fold16(x4, kpair128(3), acc);
+    acc = fold16(x5, kpair128(2), acc);
+    acc = fold16(x6, kpair128(1), acc);
+    return fold_finish(acc, p, n);
+}
+
+/* ------------------------------------------------ 256-bit VPCLMULQDQ (AVX2) */
+
+TARGET_V256 static inline __m256i fold32(__m256i x, __m256i k, __m256i y)
+{
+    return _mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(x, k, 0x00),
+                                             _mm256_clmulepi64_epi128(x, k, 0x11)),
+                            y);
+}
+
+TARGET_V256 static inline __m256i kpair256(unsigned k)
+{
+    return _mm256_broadcastsi128_si256(kpair128(k));
+}
+
+TARGET_V256 static inline __m256i load256(const uint8_t *p)
+{
+    return _mm256_loadu_si256((const __m256i *)(const void *)p);
+}
+
+/* Four 32-byte accumulators (two 16-byte lanes each), 128 bytes per round, then the four onto the
+ * last, 32-byte steps, the low lane onto the high one (16 bytes on) and 16-byte steps. */
+TARGET_V256 static uint32_t clmul256_update(uint32_t c, const uint8_t *p, size_t n)
+{
+    if (n < CLMUL_MIN)
+        return hw_update(c, p, n);
+    __m256i z0 = _mm256_xor_si256(load256(p), _mm256_zextsi128_si256(_mm_cvtsi32_si128((int)c)));
+    __m256i z1 = load256(p + 32), z2 = load256(p + 64), z3 = load256(p + 96);
+    p += 128;
+    n -= 128;
+    const __m256i k8 = kpair256(8);
+    while (n >= 128) {
+        z0 = fold32(z0, k8, load256(p));
+        z1 = fold32(z1, k8, load256(p + 32));
+        z2 = fold32(z2, k8, load256(p + 64));
+        z3 = fold32(z3, k8, load256(p + 96));
+        p += 128;
+        n -= 128;
+    }
+    /* z0, z1, z2 are 96, 64, 32 bytes before z3 */
+    const __m256i k2 = kpair256(2);
+    __m256i acc = fold32(z0, kpair256(6), z3);
+    acc = fold32(z1, kpair256(4), acc);
+    acc = fold32(z2, k2, acc);
+    while (n >= 32) {
+        acc = fold32(acc, k2, load256(p));
+        p += 32;
+        n -= 32;
+    }
+    __m128i x = fold16(_mm256_castsi256_si128(acc), kpair128(1), _mm256_extracti128_si256(acc, 1));
+    return fold_finish(x, p, n);
+}
+
+/* ------------------------------------------------ 512-bit VPCLMULQDQ (AVX-512) */
 
 TARGET_VCLMUL static inline __m512i fold64(__m512i x, __m512i k, __m512i y)
 {
@@ -360,7 +490,7 @@ TARGET_VCLMUL static inline __m512i kpair512(unsigned k)
 }
 
 /* 512-bit registers, four 16-byte lanes each: four accumulators, 256 bytes per round, then one
- * for the rest in 64-byte steps, the lanes to one, and 16-byte steps. Needs n >= 64. */
+ * for the rest in 64-byte steps, the lanes to one, and 16-byte steps. */
 TARGET_VCLMUL static uint32_t clmul512_update(uint32_t c, const uint8_t *p, size_t n)
 {
     if (n < CLMUL_MIN)
@@ -406,19 +536,7 @@ TARGET_VCLMUL static uint32_t clmul512_update(uint32_t c, const uint8_t *p, size
     t = _mm512_mask_xor_epi64(t, 0xc0, t, acc);
     __m256i h = _mm256_xor_si256(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
     __m128i x = _mm_xor_si128(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-    const __m128i k1 = _mm_load_si128((const __m128i *)(const void *)fold_k[1]);
-    while (n >= 16) {
-        x = fold16(x, k1, _mm_loadu_si128((const __m128i *)(const void *)p));
-        p += 16;
-        n -= 16;
-    }
     return fold_finish(x, p, n);
-}
-
-int sndk_crc32c_clmul_available(void)
-{
-    pthread_once(&detect_once, clmul_detect);
-    return clmul_ok ? 1 : 0;
 }
 
 static pthread_once_t clmul_once = PTHREAD_ONCE_INIT;
@@ -429,13 +547,53 @@ static void clmul_init(void)
     pthread_once(&hw_once, hw_init); /* short inputs go to hw_update */
 }
 
+int sndk_crc32c_clmul_available(void)
+{
+    pthread_once(&detect_once, kernel_detect);
+    return have_v512 ? 1 : 0;
+}
+
+int sndk_crc32c_clmul256_available(void)
+{
+    pthread_once(&detect_once, kernel_detect);
+    return have_v256 ? 1 : 0;
+}
+
+int sndk_crc32c_clmul128_available(void)
+{
+    pthread_once(&detect_once, kernel_detect);
+    return have_pclmul ? 1 : 0;
+}
+
 uint32_t sndk_crc32c_clmul(uint32_t crc, const void *buf, size_t len)
 {
     pthread_once(&clmul_once, clmul_init);
     return ~clmul512_update(~crc, buf, len);
 }
+
+uint32_t sndk_crc32c_clmul256(uint32_t crc, const void *buf, size_t len)
+{
+    pthread_once(&clmul_once, clmul_init);
+    return ~clmul256_update(~crc, buf, len);
+}
+
+uint32_t sndk_crc32c_clmul128(uint32_t crc, const void *buf, size_t len)
+{
+    pthread_once(&clmul_once, clmul_init);
+    return ~clmul128_update(~crc, buf, len);
+}
 #else
 int sndk_crc32c_clmul_available(void)
+{
+    return 0;
+}
+
+int sndk_crc32c_clmul256_available(void)
+{
+    return 0;
+}
+
+int sndk_crc32c_clmul128_available(void)
 {
     return 0;
 }
@@ -444,29 +602,230 @@ uint32_t sndk_crc32c_clmul(uint32_t crc, const void *buf, size_t len)
 {
     return sndk_crc32c_sw(crc, buf, len);
 }
+
+uint32_t sndk_crc32c_clmul256(uint32_t crc, const void *buf, size_t len)
+{
+    return sndk_crc32c_sw(crc, buf, len);
+}
+
+uint32_t sndk_crc32c_clmul128(uint32_t crc, const void *buf, size_t len)
+{
+    return sndk_crc32c_sw(crc, buf, len);
+}
 #endif
 
 /* ---------------------------------------------------------------- dispatch */
 
-static uint32_t resolve_update(uint32_t c, const uint8_t *p, size_t n);
-/* Starts at the resolver; the first call replaces it by the chosen kernel (tables built first,
- * then the pointer published with release order, so a reader that sees a kernel sees its tables). */
-static _Atomic(crc_update_fn) active_update = resolve_update;
+static const char *const impl_names[] = {
+    [SNDK_CRC32C_AUTO] = "auto",
+    [SNDK_CRC32C_HW] = "sse42",
+    [SNDK_CRC32C_SW] = "table",
+    [SNDK_CRC32C_CLMUL] = "avx512",
+    [SNDK_CRC32C_CLMUL256] = "vpclmul256",
+    [SNDK_CRC32C_CLMUL128] = "pclmul",
+};
+#define IMPL_COUNT (sizeof impl_names / sizeof impl_names[0])
 
-static crc_update_fn prepare(enum sndk_crc32c_impl impl)
+const char *sndk_crc32c_impl_name(enum sndk_crc32c_impl impl)
+{
+    return (unsigned)impl < IMPL_COUNT ? impl_names[impl] : NULL;
+}
+
+int sndk_crc32c_impl_parse(const char *name)
+{
+    for (unsigned i = 0; name && i < IMPL_COUNT; i++)
+        if (strcasecmp(name, impl_names[i]) == 0)
+            return (int)i;
+    return -EINVAL;
+}
+
+int sndk_crc32c_available(enum sndk_crc32c_impl impl)
+{
+    switch (impl) {
+    case SNDK_CRC32C_AUTO:
+    case SNDK_CRC32C_SW:
+        return 1;
+    case SNDK_CRC32C_HW:
+        return sndk_crc32c_hw_available();
+    case SNDK_CRC32C_CLMUL:
+        return sndk_crc32c_clmul_available();
+    case SNDK_CRC32C_CLMUL256:
+        return sndk_crc32c_clmul256_available();
+    case SNDK_CRC32C_CLMUL128:
+        return sndk_crc32c_clmul128_available();
+    }
+    return 0;
+}
+
+sndk_crc32c_fn sndk_crc32c_kernel(enum sndk_crc32c_impl impl)
+{
+    if (impl == SNDK_CRC32C_AUTO || !sndk_crc32c_available(impl))
+        return NULL;
+    switch (impl) {
+    case SNDK_CRC32C_HW:
+        return sndk_crc32c_hw;
+    case SNDK_CRC32C_CLMUL:
+        return sndk_crc32c_clmul;
+    case SNDK_CRC32C_CLMUL256:
+        return sndk_crc32c_clmul256;
+    case SNDK_CRC32C_CLMUL128:
+        return sndk_crc32c_clmul128;
+    default:
+        return sndk_crc32c_sw;
+    }
+}
+
+/* The raw update of a kernel the CPU can run, its tables built. */
+static crc_update_fn update_of(enum sndk_crc32c_impl impl)
 {
 #if SNDK_HAVE_X86
-    if (impl == SNDK_CRC32C_CLMUL || (impl == SNDK_CRC32C_AUTO && sndk_crc32c_clmul_available())) {
+    switch (impl) {
+    case SNDK_CRC32C_CLMUL:
         pthread_once(&clmul_once, clmul_init);
         return clmul512_update;
-    }
-    if (impl == SNDK_CRC32C_HW || (impl == SNDK_CRC32C_AUTO && sndk_crc32c_hw_available())) {
+    case SNDK_CRC32C_CLMUL256:
+        pthread_once(&clmul_once, clmul_init);
+        return clmul256_update;
+    case SNDK_CRC32C_CLMUL128:
+        pthread_once(&clmul_once, clmul_init);
+        return clmul128_update;
+    case SNDK_CRC32C_HW:
         pthread_once(&hw_once, hw_init);
         return hw_update;
+    default:
+        break;
     }
+#else
+    (void)impl;
 #endif
     pthread_once(&sw_once, sw_init);
     return sw_update;
+}
+
+/* ------------------------------------------------ the start-up choice (AUTO) */
+
+/* Every kernel the CPU has, besides the table, is a candidate; with more than one, each computes
+ * the CRC of the same cache-hot 4 KiB buffer CHOICE_REPS times in CHOICE_TRIALS trials after one
+ * warm-up call, and the one with the shortest trial wins (the shortest, as the least disturbed by
+ * other work on the core). Bounded: 4 kernels * 13 calls * 4 KiB is about 200 KiB of CRC, tens of
+ * microseconds even for the slowest. SOFTNDK_CRC_KERNEL=<name> skips the measurement. */
+#define CHOICE_LEN    4096u
+#define CHOICE_REPS   4
+#define CHOICE_TRIALS 3
+
+static enum sndk_crc32c_impl auto_impl = SNDK_CRC32C_SW;
+static int env_status; /* 0, or why SOFTNDK_CRC_KERNEL was not followed */
+static char auto_reason[192];
+static pthread_once_t auto_once = PTHREAD_ONCE_INIT;
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void auto_choose(void)
+{
+    const char *env = getenv("SOFTNDK_CRC_KERNEL");
+    if (env && *env && strcmp(env, "auto") != 0) {
+        int impl = sndk_crc32c_impl_parse(env);
+        if (impl < 0) {
+            env_status = -EINVAL;
+        } else if (!sndk_crc32c_available((enum sndk_crc32c_impl)impl)) {
+            env_status = -ENOTSUP;
+        } else {
+            auto_impl = (enum sndk_crc32c_impl)impl;
+            snprintf(auto_reason, sizeof auto_reason, "forced by SOFTNDK_CRC_KERNEL");
+            return;
+        }
+    }
+    /* slowest first, so that the wide kernels' clock transitions, if any, come last */
+    static const enum sndk_crc32c_impl order[] = {SNDK_CRC32C_HW, SNDK_CRC32C_CLMUL128,
+                                                  SNDK_CRC32C_CLMUL256, SNDK_CRC32C_CLMUL};
+    static _Alignas(64) uint8_t buf[CHOICE_LEN];
+    for (unsigned i = 0; i < CHOICE_LEN; i++)
+        buf[i] = (uint8_t)(i * 131u + 7u);
+    size_t used = 0;
+    unsigned ncand = 0;
+    uint64_t best_ns = UINT64_MAX;
+    char figures[128] = "";
+    for (unsigned i = 0; i < sizeof order / sizeof order[0]; i++) {
+        if (!sndk_crc32c_available(order[i]))
+            continue;
+        crc_update_fn fn = update_of(order[i]);
+        ncand++;
+        volatile uint32_t c = fn(0, buf, CHOICE_LEN);
+        uint64_t min_ns = UINT64_MAX;
+        for (int t = 0; t < CHOICE_TRIALS; t++) {
+            uint64_t t0 = mono_ns();
+            for (int r = 0; r < CHOICE_REPS; r++)
+                c = fn(c, buf, CHOICE_LEN);
+            uint64_t dt = mono_ns() - t0;
+            if (dt < min_ns)
+                min_ns = dt;
+        }
+        (void)c;
+        if (min_ns == 0)
+            min_ns = 1;
+        if (used < sizeof figures) {
+            int w =
+                snprintf(figures + used, sizeof figures - used, "%s%s %.1f", used ? ", " : "",
+                         impl_names[order[i]], (double)CHOICE_LEN * CHOICE_REPS / (double)min_ns);
+            used += w > 0 ? (size_t)w : 0;
+        }
+        if (min_ns < best_ns) {
+            best_ns = min_ns;
+            auto_impl = order[i];
+        }
+    }
+    const char *why = env_status == -EINVAL ? "; SOFTNDK_CRC_KERNEL names no kernel"
+                      : env_status == -ENOTSUP
+                          ? "; SOFTNDK_CRC_KERNEL's kernel needs what this CPU lacks"
+                          : "";
+    if (ncand == 0)
+        snprintf(auto_reason, sizeof auto_reason, "the only kernel this CPU can run%s", why);
+    else if (ncand == 1)
+        snprintf(auto_reason, sizeof auto_reason, "the only hardware kernel this CPU has%s", why);
+    else
+        snprintf(auto_reason, sizeof auto_reason, "fastest measured at 4 KiB, GB/s: %s%s", figures,
+                 why);
+}
+
+static enum sndk_crc32c_impl auto_choice(void)
+{
+    pthread_once(&auto_once, auto_choose);
+    return auto_impl;
+}
+
+const char *sndk_crc32c_reason(void)
+{
+    pthread_once(&auto_once, auto_choose);
+    return auto_reason;
+}
+
+int sndk_crc32c_env_status(void)
+{
+    pthread_once(&auto_once, auto_choose);
+    return env_status;
+}
+
+/* ------------------------------------------------ the active kernel */
+
+static uint32_t resolve_update(uint32_t c, const uint8_t *p, size_t n);
+/* Starts at the resolver; the first call replaces it by the chosen kernel (tables built first,
+ * then the pointer published with release order, so a reader that sees a kernel sees its tables).
+ */
+static _Atomic(crc_update_fn) active_update = resolve_update;
+/* Which kernel active_update is (a relaxed companion, only read by sndk_crc32c_current). */
+static _Atomic(int) active_impl = SNDK_CRC32C_AUTO;
+
+static crc_update_fn prepare(enum sndk_crc32c_impl impl)
+{
+    if (impl == SNDK_CRC32C_AUTO)
+        impl = auto_choice();
+    atomic_store_explicit(&active_impl, (int)impl, memory_order_relaxed);
+    return update_of(impl);
 }
 
 static uint32_t resolve_update(uint32_t c, const uint8_t *p, size_t n)
@@ -478,11 +837,9 @@ static uint32_t resolve_update(uint32_t c, const uint8_t *p, size_t n)
 
 int sndk_crc32c_select(enum sndk_crc32c_impl impl)
 {
-    if (impl != SNDK_CRC32C_AUTO && impl != SNDK_CRC32C_HW && impl != SNDK_CRC32C_SW &&
-        impl != SNDK_CRC32C_CLMUL)
+    if ((unsigned)impl >= IMPL_COUNT)
         return -EINVAL;
-    if ((impl == SNDK_CRC32C_HW && !sndk_crc32c_hw_available()) ||
-        (impl == SNDK_CRC32C_CLMUL && !sndk_crc32c_clmul_available()))
+    if (!sndk_crc32c_available(impl))
         return -ENOTSUP;
     atomic_store_explicit(&active_update, prepare(impl), memory_order_release);
     return 0;
@@ -492,14 +849,8 @@ enum sndk_crc32c_impl sndk_crc32c_current(void)
 {
     crc_update_fn fn = atomic_load_explicit(&active_update, memory_order_acquire);
     if (fn == resolve_update)
-        fn = prepare(SNDK_CRC32C_AUTO);
-    if (fn == sw_update)
-        return SNDK_CRC32C_SW;
-#if SNDK_HAVE_X86
-    if (fn == clmul512_update)
-        return SNDK_CRC32C_CLMUL;
-#endif
-    return SNDK_CRC32C_HW;
+        return auto_choice();
+    return (enum sndk_crc32c_impl)atomic_load_explicit(&active_impl, memory_order_relaxed);
 }
 
 uint32_t sndk_crc32c(uint32_t crc, const void *buf, size_t len)

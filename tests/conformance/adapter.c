@@ -163,6 +163,56 @@ TEST(adapter_open_null_options_defaults)
     ndk_close_adapter(a);
 }
 
+/* ---- the CRC32c kernel (docs/wire.md, "CRC32c"): one per process, chosen at the first open -- */
+
+static void crc_kernel_of(NDK_ADAPTER *a, const char **kernel, const char **why)
+{
+    SOFTNDK_SEMANTICS sem;
+    memset(&sem, 0, sizeof sem);
+    sem.Size = sizeof sem;
+    CHECK_STATUS(SoftNdkQuerySemantics(a, &sem), STATUS_SUCCESS);
+    CHECK_EQ_U64(sem.Size, sizeof sem);
+    CHECK(sem.CrcKernel && sem.CrcKernelReason);
+    *kernel = sem.CrcKernel;
+    *why = sem.CrcKernelReason;
+}
+
+TEST(adapter_crc_kernel_reported)
+{
+    unsetenv("SOFTNDK_CRC_KERNEL");
+    NDK_ADAPTER *a = NULL;
+    CHECK_STATUS(SoftNdkOpenAdapter(0, conf_version(2, 0), NULL, &a), STATUS_SUCCESS);
+    const char *kernel, *why;
+    crc_kernel_of(a, &kernel, &why);
+    static const char *const names[] = {"avx512", "vpclmul256", "pclmul", "sse42", "table"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        known |= strcmp(kernel, names[i]) == 0;
+    CHECK_MSG(known, "CrcKernel %s", kernel);
+    CHECK_MSG(strcmp(why, "forced by SOFTNDK_CRC_KERNEL") != 0 && why[0], "reason: %s", why);
+    ndk_close_adapter(a);
+}
+
+TEST(adapter_crc_kernel_forced)
+{
+    setenv("SOFTNDK_CRC_KERNEL", "table", 1); /* every CPU runs the table */
+    NDK_ADAPTER *a = NULL;
+    CHECK_STATUS(SoftNdkOpenAdapter(0, conf_version(2, 0), NULL, &a), STATUS_SUCCESS);
+    const char *kernel, *why;
+    crc_kernel_of(a, &kernel, &why);
+    CHECK_MSG(strcmp(kernel, "table") == 0, "CrcKernel %s", kernel);
+    CHECK_MSG(strcmp(why, "forced by SOFTNDK_CRC_KERNEL") == 0, "reason: %s", why);
+    ndk_close_adapter(a);
+}
+
+TEST(adapter_crc_kernel_unknown_invalid)
+{
+    setenv("SOFTNDK_CRC_KERNEL", "avx1024", 1);
+    NDK_ADAPTER *a = (NDK_ADAPTER *)0x1;
+    CHECK_STATUS(SoftNdkOpenAdapter(0, conf_version(2, 0), NULL, &a), STATUS_INVALID_PARAMETER);
+    CHECK(a == NULL);
+}
+
 TEST(adapter_open_options_size_wrong)
 {
     SOFTNDK_OPTIONS o;

@@ -1,9 +1,12 @@
-/* CRC32c carry-less multiply folding kernel (SNDK_CRC32C_CLMUL): its constants against a slow
- * x^n mod P, the RFC 3720 B.4 vectors, equality with the table kernel at every length 0..1100 and
- * alignment 0..15 (exact-size buffers, so ASan sees any read past either end) and at random
- * lengths up to 3 MiB, chaining, and the dispatcher. Skips where the CPU cannot run it (no AVX-512
- * VPCLMULQDQ); the constants test runs everywhere. */
+/* Every CRC32c kernel (AVX-512, 256-bit VPCLMULQDQ and 128-bit PCLMULQDQ folding, the SSE4.2
+ * three-stream kernel) against the table kernel, and the table against a bit-at-a-time
+ * reference: the folding constants against a slow x^n mod P, the RFC 3720 B.4 vectors, every
+ * length 0..4096 at every alignment 0..63 (exact-size buffers, so ASan sees any read past either
+ * end), random lengths up to 3 MiB, chaining split at every point (the receiver checks an FPDU's
+ * CRC in pieces), and the start-up choice with and without SOFTNDK_CRC_KERNEL. A kernel's tests
+ * run where the CPU (and OS) can run it and skip with the reason otherwise. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,14 +15,6 @@
 #include "iwarp/crc32c.h"
 #include "iwarp/wire.h"
 #include "wire_util.h"
-
-#define NEED_CLMUL()                                                                               \
-    do {                                                                                           \
-        if (!sndk_crc32c_clmul_available())                                                        \
-            SKIP("CPU lacks SSE4.2/PCLMULQDQ/AVX512F/AVX512VL/VPCLMULQDQ or OS ZMM state");        \
-    } while (0)
-
-typedef uint32_t (*crc_fn)(uint32_t, const void *, size_t);
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
@@ -39,6 +34,39 @@ static uint8_t *random_buf(size_t len)
     for (size_t i = 0; i < len; i++)
         b[i] = (uint8_t)(rng() >> 56);
     return b;
+}
+
+/* One bit at a time, straight from the definition (RFC 3385, RFC 7143: reflected
+ * 0x1EDC6F41, register preset to ones, result inverted): the reference the table is held to. */
+static uint32_t crc_bitwise(uint32_t crc, const uint8_t *p, size_t n)
+{
+    uint32_t c = ~crc;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int b = 0; b < 8; b++)
+            c = (c >> 1) ^ ((c & 1u) ? 0x82f63b78u : 0u);
+    }
+    return ~c;
+}
+
+/* The kernel, or the test skips saying what the CPU lacks. */
+static sndk_crc32c_fn need(enum sndk_crc32c_impl impl)
+{
+    sndk_crc32c_fn fn = sndk_crc32c_kernel(impl);
+    if (fn)
+        return fn;
+    switch (impl) {
+    case SNDK_CRC32C_CLMUL:
+        SKIP("CPU lacks SSE4.2/PCLMULQDQ/AVX512F/AVX512VL/VPCLMULQDQ or the OS does not save the "
+             "ZMM state");
+    case SNDK_CRC32C_CLMUL256:
+        SKIP("CPU lacks SSE4.2/PCLMULQDQ/AVX/AVX2/VPCLMULQDQ or the OS does not save the YMM "
+             "state");
+    case SNDK_CRC32C_CLMUL128:
+        SKIP("CPU lacks SSE4.2/PCLMULQDQ");
+    default:
+        SKIP("CPU lacks SSE4.2");
+    }
 }
 
 /* ---------------------------------------------------------------- constants */
@@ -82,7 +110,7 @@ TEST(crc32c_fold_constants)
 
 /* ---------------------------------------------------------------- RFC 3720 B.4 */
 
-static void check_rfc3720(crc_fn fn)
+static void check_rfc3720(sndk_crc32c_fn fn)
 {
     uint8_t d[32], want[4], got[4];
     CHECK_EQ_U64(fn(0, "123456789", 9), 0xe3069283u);
@@ -114,141 +142,329 @@ static void check_rfc3720(crc_fn fn)
     CHECK_MEM(got, want, 4);
 }
 
-TEST(crc32c_clmul_rfc3720)
+static void rfc3720_and_long(sndk_crc32c_fn fn)
 {
-    NEED_CLMUL();
-    check_rfc3720(sndk_crc32c_clmul);
+    check_rfc3720(fn);
     /* The vectors are shorter than the folding threshold; the same CRCs continued over long
      * zero runs (folded) must still agree with the table. */
     uint8_t *z = calloc(1, 70000);
     CHECK(z);
     for (size_t len = 128; len <= 70000; len = len * 3 + 17) {
-        uint32_t c = sndk_crc32c_clmul(0, "123456789", 9);
-        CHECK_EQ_U64(sndk_crc32c_clmul(c, z, len), sndk_crc32c_sw(c, z, len));
+        uint32_t c = fn(0, "123456789", 9);
+        CHECK_EQ_U64(fn(c, z, len), sndk_crc32c_sw(c, z, len));
     }
     free(z);
 }
 
-/* ---------------------------------------------------------------- against the table */
+/* ---------------------------------------------------------------- the table vs bitwise */
+
+TEST(crc32c_table_rfc3720)
+{
+    check_rfc3720(sndk_crc32c_sw);
+    check_rfc3720(sndk_crc32c_kernel(SNDK_CRC32C_SW));
+}
+
+TEST_T(crc32c_table_equals_bitwise, 120)
+{
+    const size_t maxlen = 4096 + 64;
+    uint8_t *buf = random_buf(maxlen);
+    for (size_t len = 0; len <= 4096; len++)
+        for (size_t a = 0; a < 64; a += 7) {
+            uint32_t init = (uint32_t)(len * 2654435761u);
+            uint32_t want = crc_bitwise(init, buf + a, len);
+            uint32_t got = sndk_crc32c_sw(init, buf + a, len);
+            CHECK_MSG(got == want, "len %zu align %zu: %08x, want %08x", len, a, got, want);
+        }
+    free(buf);
+    const size_t big = (1u << 20) + 3;
+    buf = random_buf(big + 5);
+    CHECK_EQ_U64(sndk_crc32c_sw(7, buf + 5, big), crc_bitwise(7, buf + 5, big));
+    free(buf);
+}
+
+/* ---------------------------------------------------------------- a kernel vs the table */
 
 static const uint32_t inits[] = {0, 0xffffffffu, 0x12345678u, 0x82f63b78u};
 
-/* Every length 0..1100 at every alignment 0..15, the data ending exactly at the end of its
- * allocation. */
-TEST(crc32c_clmul_equals_sw_every_length)
+/* Every length 0..4096 at every alignment 0..63, the data ending exactly at the end of its
+ * allocation, two initial registers each (four every 97th length). */
+static void every_length(sndk_crc32c_fn fn)
 {
-    NEED_CLMUL();
-    const size_t maxlen = 1100;
+    const size_t maxlen = 4096;
     uint8_t *src = random_buf(maxlen);
-    for (size_t len = 0; len <= maxlen; len++)
-        for (size_t a = 0; a < 16; a++) {
+    for (size_t len = 0; len <= maxlen; len++) {
+        size_t ninit = len % 97 == 0 ? 4 : 2;
+        uint32_t want[4];
+        for (size_t i = 0; i < ninit; i++)
+            want[i] = sndk_crc32c_sw(inits[i], src, len);
+        for (size_t a = 0; a < 64; a++) {
             uint8_t *tight = malloc(a + len ? a + len : 1);
             CHECK(tight);
             if (len)
                 memcpy(tight + a, src, len);
-            for (size_t i = 0; i < sizeof inits / sizeof inits[0]; i++) {
-                uint32_t want = sndk_crc32c_sw(inits[i], src, len);
-                uint32_t got = sndk_crc32c_clmul(inits[i], tight + a, len);
-                CHECK_MSG(got == want, "len %zu align %zu init %08x: %08x, want %08x", len, a,
-                          inits[i], got, want);
+            for (size_t i = 0; i < ninit; i++) {
+                uint32_t got = fn(inits[i], tight + a, len);
+                CHECK_MSG(got == want[i], "len %zu align %zu init %08x: %08x, want %08x", len, a,
+                          inits[i], got, want[i]);
             }
             free(tight);
         }
+    }
     free(src);
 }
 
-TEST_T(crc32c_clmul_equals_sw_random, 120)
+/* Random lengths and alignments up to 3 MiB, four of them the whole buffer. */
+static void random_lengths(sndk_crc32c_fn fn)
 {
-    NEED_CLMUL();
     const size_t cap = (3u << 20) + 64;
     uint8_t *buf = random_buf(cap);
-    for (int r = 0; r < 60; r++) {
+    for (int r = 0; r < 40; r++) {
         size_t a = (size_t)(rng() % 64), len = (size_t)(rng() % (cap - a + 1));
         if (r < 4)
-            len = cap - a; /* the whole 3 MiB */
+            len = cap - a;
         uint32_t init = (uint32_t)rng();
         uint32_t want = sndk_crc32c_sw(init, buf + a, len);
-        uint32_t got = sndk_crc32c_clmul(init, buf + a, len);
+        uint32_t got = fn(init, buf + a, len);
         CHECK_MSG(got == want, "len %zu align %zu init %08x: %08x, want %08x", len, a, init, got,
                   want);
     }
     free(buf);
 }
 
-/* ---------------------------------------------------------------- chaining */
-
-TEST(crc32c_clmul_chaining)
+/* crc(a||b) == crc(crc(a), b) at every split point of a 4133-byte buffer and of one 64 KiB FPDU's
+ * worth (every 61st point there), then random pieces, directly and through sndk_crc32c_iov with
+ * the kernel selected (what the receiver and sender call). */
+static void chaining(enum sndk_crc32c_impl impl, sndk_crc32c_fn fn)
 {
-    NEED_CLMUL();
-    const size_t len = 5000;
-    uint8_t *buf = random_buf(len);
-    const uint32_t whole = sndk_crc32c_sw(0, buf, len);
-    CHECK_EQ_U64(sndk_crc32c_clmul(0, buf, len), whole);
-    /* crc(a||b) == crc(crc(a), b) at every split */
-    for (size_t k = 0; k <= len; k++) {
-        uint32_t c = sndk_crc32c_clmul(sndk_crc32c_clmul(0, buf, k), buf + k, len - k);
-        CHECK_MSG(c == whole, "split at %zu: %08x, want %08x", k, c, whole);
-    }
-    /* random pieces, directly and through the iovec entry point with CLMUL selected */
-    CHECK_EQ_I64(sndk_crc32c_select(SNDK_CRC32C_CLMUL), 0);
-    for (int r = 0; r < 200; r++) {
-        struct iovec iov[16];
-        int n = 0;
-        size_t off = 0;
-        uint32_t c = 0;
-        while (off < len && n < 15) {
-            size_t piece = (size_t)(rng() % 1200);
-            if (piece > len - off)
-                piece = len - off;
-            iov[n].iov_base = buf + off;
-            iov[n++].iov_len = piece;
-            c = sndk_crc32c_clmul(c, buf + off, piece);
-            off += piece;
+    const size_t lens[] = {4096 + 37, 65480};
+    for (size_t li = 0; li < 2; li++) {
+        const size_t len = lens[li], step = li ? 61 : 1;
+        uint8_t *buf = random_buf(len);
+        const uint32_t whole = sndk_crc32c_sw(0, buf, len);
+        CHECK_EQ_U64(fn(0, buf, len), whole);
+        for (size_t k = 0; k <= len; k += step) {
+            uint32_t c = fn(fn(0, buf, k), buf + k, len - k);
+            CHECK_MSG(c == whole, "len %zu split at %zu: %08x, want %08x", len, k, c, whole);
         }
-        iov[n].iov_base = buf + off;
-        iov[n++].iov_len = len - off;
-        c = sndk_crc32c_clmul(c, buf + off, len - off);
-        CHECK_EQ_U64(c, whole);
-        CHECK_EQ_U64(sndk_crc32c_iov(0, iov, n), whole);
+        CHECK_EQ_I64(sndk_crc32c_select(impl), 0);
+        CHECK_EQ_U64(sndk_crc32c_current(), impl);
+        for (int r = 0; r < 200; r++) {
+            struct iovec iov[16];
+            int n = 0;
+            size_t off = 0;
+            uint32_t c = 0;
+            while (off < len && n < 15) {
+                size_t piece = (size_t)(rng() % (li ? 9000 : 1200));
+                if (piece > len - off)
+                    piece = len - off;
+                iov[n].iov_base = buf + off;
+                iov[n++].iov_len = piece;
+                c = fn(c, buf + off, piece);
+                off += piece;
+            }
+            iov[n].iov_base = buf + off;
+            iov[n++].iov_len = len - off;
+            c = fn(c, buf + off, len - off);
+            CHECK_EQ_U64(c, whole);
+            CHECK_EQ_U64(sndk_crc32c_iov(0, iov, n), whole);
+            CHECK_EQ_U64(sndk_crc32c(0, buf, len), whole);
+        }
+        CHECK_EQ_I64(sndk_crc32c_select(SNDK_CRC32C_AUTO), 0);
+        free(buf);
     }
-    CHECK_EQ_I64(sndk_crc32c_select(SNDK_CRC32C_AUTO), 0);
+}
+
+#define KERNEL_TESTS(tag, impl)                                                                    \
+    TEST(crc32c_##tag##_rfc3720)                                                                   \
+    {                                                                                              \
+        rfc3720_and_long(need(impl));                                                              \
+    }                                                                                              \
+    TEST_T(crc32c_##tag##_every_length, 240)                                                       \
+    {                                                                                              \
+        every_length(need(impl));                                                                  \
+    }                                                                                              \
+    TEST_T(crc32c_##tag##_random, 120)                                                             \
+    {                                                                                              \
+        random_lengths(need(impl));                                                                \
+    }                                                                                              \
+    TEST_T(crc32c_##tag##_chaining, 120)                                                           \
+    {                                                                                              \
+        chaining(impl, need(impl));                                                                \
+    }
+
+KERNEL_TESTS(avx512, SNDK_CRC32C_CLMUL)
+KERNEL_TESTS(vpclmul256, SNDK_CRC32C_CLMUL256)
+KERNEL_TESTS(pclmul, SNDK_CRC32C_CLMUL128)
+KERNEL_TESTS(sse42, SNDK_CRC32C_HW)
+
+/* ---------------------------------------------------------------- the start-up choice */
+
+static const enum sndk_crc32c_impl hw_kernels[] = {SNDK_CRC32C_CLMUL, SNDK_CRC32C_CLMUL256,
+                                                   SNDK_CRC32C_CLMUL128, SNDK_CRC32C_HW};
+
+TEST(crc32c_names)
+{
+    static const char *const names[] = {"auto", "sse42", "table", "avx512", "vpclmul256", "pclmul"};
+    for (int i = 0; i < 6; i++) {
+        CHECK_MSG(strcmp(sndk_crc32c_impl_name((enum sndk_crc32c_impl)i), names[i]) == 0,
+                  "name of %d: %s", i, sndk_crc32c_impl_name((enum sndk_crc32c_impl)i));
+        CHECK_EQ_I64(sndk_crc32c_impl_parse(names[i]), i);
+    }
+    CHECK_EQ_I64(sndk_crc32c_impl_parse("PCLMUL"), SNDK_CRC32C_CLMUL128);
+    CHECK_EQ_I64(sndk_crc32c_impl_parse("avx2"), -EINVAL);
+    CHECK_EQ_I64(sndk_crc32c_impl_parse(""), -EINVAL);
+    CHECK_EQ_I64(sndk_crc32c_impl_parse(NULL), -EINVAL);
+    CHECK(sndk_crc32c_impl_name((enum sndk_crc32c_impl)6) == NULL);
+    CHECK(sndk_crc32c_kernel(SNDK_CRC32C_AUTO) == NULL);
+    CHECK(sndk_crc32c_kernel((enum sndk_crc32c_impl)6) == NULL);
+    CHECK_EQ_I64(sndk_crc32c_available((enum sndk_crc32c_impl)6), 0);
+}
+
+/* A fresh process (each test is forked), SOFTNDK_CRC_KERNEL unset: AUTO measures every hardware
+ * kernel the CPU has and takes one of them; select() follows, refuses what the CPU lacks. */
+TEST(crc32c_auto_choice)
+{
+    unsetenv("SOFTNDK_CRC_KERNEL");
+    uint8_t *buf = random_buf(10000);
+    const uint32_t want = sndk_crc32c_sw(7, buf, 10000);
+    unsigned ncand = 0;
+    for (int i = 0; i < 4; i++)
+        ncand += sndk_crc32c_available(hw_kernels[i]) ? 1u : 0u;
+    enum sndk_crc32c_impl got = sndk_crc32c_current();
+    const char *why = sndk_crc32c_reason();
+    CHECK_EQ_I64(sndk_crc32c_env_status(), 0);
+    if (ncand == 0) {
+        CHECK_EQ_U64(got, SNDK_CRC32C_SW);
+    } else {
+        CHECK_MSG(got != SNDK_CRC32C_SW && got != SNDK_CRC32C_AUTO && sndk_crc32c_available(got),
+                  "chose %s", sndk_crc32c_impl_name(got));
+        if (ncand > 1) {
+            CHECK_MSG(strncmp(why, "fastest measured at 4 KiB, GB/s: ", 33) == 0, "reason: %s",
+                      why);
+            /* every candidate is named with its figure */
+            for (int i = 0; i < 4; i++)
+                if (sndk_crc32c_available(hw_kernels[i]))
+                    CHECK_MSG(strstr(why, sndk_crc32c_impl_name(hw_kernels[i])), "%s not in %s",
+                              sndk_crc32c_impl_name(hw_kernels[i]), why);
+        }
+    }
+    printf("chose %s: %s\n", sndk_crc32c_impl_name(got), why);
+    CHECK_EQ_U64(sndk_crc32c(7, buf, 10000), want);
+    CHECK_EQ_I64(sndk_crc32c_select((enum sndk_crc32c_impl)99), -EINVAL);
+    CHECK_EQ_U64(sndk_crc32c_current(), got);
+    for (int i = 0; i < 6; i++) {
+        enum sndk_crc32c_impl impl = (enum sndk_crc32c_impl)i;
+        if (!sndk_crc32c_available(impl)) {
+            CHECK_EQ_I64(sndk_crc32c_select(impl), -ENOTSUP);
+            continue;
+        }
+        CHECK_EQ_I64(sndk_crc32c_select(impl), 0);
+        CHECK_EQ_U64(sndk_crc32c_current(), impl == SNDK_CRC32C_AUTO ? got : impl);
+        CHECK_EQ_U64(sndk_crc32c(7, buf, 10000), want);
+    }
     free(buf);
 }
 
-/* ---------------------------------------------------------------- dispatch */
+/* The first use races in several threads at once (the data path's threads may be first): one
+ * choice, made once, every result right (TSan checks the publication). */
+struct first_use {
+    const uint8_t *buf;
+    uint32_t want, got;
+};
 
-TEST(crc32c_clmul_dispatch)
+static void *first_use_thread(void *arg)
 {
-    uint8_t *buf = random_buf(10000);
-    const uint32_t want = sndk_crc32c_sw(7, buf, 10000);
-    /* a fresh process (each test is forked): AUTO picks CLMUL > HW > SW without being asked */
-    enum sndk_crc32c_impl best = sndk_crc32c_clmul_available() ? SNDK_CRC32C_CLMUL
-                                 : sndk_crc32c_hw_available()  ? SNDK_CRC32C_HW
-                                                               : SNDK_CRC32C_SW;
-    CHECK_EQ_U64(sndk_crc32c_current(), best);
-    CHECK_EQ_U64(sndk_crc32c(7, buf, 10000), want);
-    CHECK_EQ_I64(sndk_crc32c_select((enum sndk_crc32c_impl)99), -EINVAL);
-    CHECK_EQ_U64(sndk_crc32c_current(), best);
-    if (!sndk_crc32c_clmul_available()) {
-        CHECK_EQ_I64(sndk_crc32c_select(SNDK_CRC32C_CLMUL), -ENOTSUP);
-        CHECK_EQ_U64(sndk_crc32c_current(), best);
-        free(buf);
-        SKIP("no AVX-512 VPCLMULQDQ folding on this CPU (checked: select(CLMUL) is -ENOTSUP)");
+    struct first_use *f = arg;
+    f->got = sndk_crc32c(0, f->buf, 20000);
+    return NULL;
+}
+
+TEST(crc32c_first_use_from_threads)
+{
+    unsetenv("SOFTNDK_CRC_KERNEL");
+    uint8_t *buf = random_buf(20000);
+    struct first_use f[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        f[i] = (struct first_use){.buf = buf, .want = sndk_crc32c_sw(0, buf, 20000)};
+        CHECK_EQ_I64(pthread_create(&t[i], NULL, first_use_thread, &f[i]), 0);
     }
-    CHECK_EQ_I64(sndk_crc32c_select(SNDK_CRC32C_SW), 0);
-    CHECK_EQ_U64(sndk_crc32c_current(), SNDK_CRC32C_SW);
-    CHECK_EQ_U64(sndk_crc32c(7, buf, 10000), want);
-    CHECK_EQ_I64(sndk_crc32c_select(SNDK_CRC32C_CLMUL), 0);
-    CHECK_EQ_U64(sndk_crc32c_current(), SNDK_CRC32C_CLMUL);
-    CHECK_EQ_U64(sndk_crc32c(7, buf, 10000), want);
-    check_rfc3720(sndk_crc32c);
-    if (sndk_crc32c_hw_available()) {
-        CHECK_EQ_I64(sndk_crc32c_select(SNDK_CRC32C_HW), 0);
-        CHECK_EQ_U64(sndk_crc32c_current(), SNDK_CRC32C_HW);
-        CHECK_EQ_U64(sndk_crc32c(7, buf, 10000), want);
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ_I64(pthread_join(t[i], NULL), 0);
+        CHECK_EQ_U64(f[i].got, f[i].want);
     }
-    CHECK_EQ_I64(sndk_crc32c_select(SNDK_CRC32C_AUTO), 0);
-    CHECK_EQ_U64(sndk_crc32c_current(), SNDK_CRC32C_CLMUL);
-    CHECK_EQ_U64(sndk_crc32c(7, buf, 10000), want);
+    enum sndk_crc32c_impl got = sndk_crc32c_current();
+    CHECK(got != SNDK_CRC32C_AUTO && sndk_crc32c_available(got));
     free(buf);
+}
+
+static void forced(const char *name, enum sndk_crc32c_impl impl)
+{
+    if (!sndk_crc32c_available(impl))
+        need(impl); /* skips, saying what is missing */
+    CHECK_EQ_I64(setenv("SOFTNDK_CRC_KERNEL", name, 1), 0);
+    uint8_t *buf = random_buf(5000);
+    CHECK_EQ_U64(sndk_crc32c(3, buf, 5000), sndk_crc32c_sw(3, buf, 5000));
+    CHECK_EQ_U64(sndk_crc32c_current(), impl);
+    CHECK_EQ_I64(sndk_crc32c_env_status(), 0);
+    CHECK_MSG(strcmp(sndk_crc32c_reason(), "forced by SOFTNDK_CRC_KERNEL") == 0, "reason: %s",
+              sndk_crc32c_reason());
+    free(buf);
+}
+
+TEST(crc32c_env_avx512)
+{
+    forced("avx512", SNDK_CRC32C_CLMUL);
+}
+
+TEST(crc32c_env_vpclmul256)
+{
+    forced("vpclmul256", SNDK_CRC32C_CLMUL256);
+}
+
+TEST(crc32c_env_pclmul)
+{
+    forced("pclmul", SNDK_CRC32C_CLMUL128);
+}
+
+TEST(crc32c_env_sse42)
+{
+    forced("sse42", SNDK_CRC32C_HW);
+}
+
+TEST(crc32c_env_table)
+{
+    forced("TABLE", SNDK_CRC32C_SW);
+}
+
+/* A name that is no kernel: not followed, said so, and the measured choice made instead. */
+TEST(crc32c_env_unknown)
+{
+    CHECK_EQ_I64(setenv("SOFTNDK_CRC_KERNEL", "avx1024", 1), 0);
+    enum sndk_crc32c_impl got = sndk_crc32c_current();
+    CHECK_EQ_I64(sndk_crc32c_env_status(), -EINVAL);
+    CHECK_MSG(strstr(sndk_crc32c_reason(), "SOFTNDK_CRC_KERNEL names no kernel"), "reason: %s",
+              sndk_crc32c_reason());
+    CHECK(sndk_crc32c_available(got));
+    CHECK_EQ_U64(sndk_crc32c(0, "123456789", 9), 0xe3069283u);
+}
+
+/* A kernel this CPU cannot run: -ENOTSUP, and the measured choice instead. Needs a CPU that lacks
+ * one of the kernels. */
+TEST(crc32c_env_unsupported)
+{
+    int missing = -1;
+    for (int i = 0; i < 4 && missing < 0; i++)
+        if (!sndk_crc32c_available(hw_kernels[i]))
+            missing = (int)hw_kernels[i];
+    if (missing < 0)
+        SKIP("this CPU runs every kernel; nothing to refuse");
+    CHECK_EQ_I64(
+        setenv("SOFTNDK_CRC_KERNEL", sndk_crc32c_impl_name((enum sndk_crc32c_impl)missing), 1), 0);
+    enum sndk_crc32c_impl got = sndk_crc32c_current();
+    CHECK_EQ_I64(sndk_crc32c_env_status(), -ENOTSUP);
+    CHECK(got != (enum sndk_crc32c_impl)missing);
+    CHECK(sndk_crc32c_available(got));
+    CHECK_MSG(strstr(sndk_crc32c_reason(), "needs what this CPU lacks"), "reason: %s",
+              sndk_crc32c_reason());
 }

@@ -6,6 +6,7 @@
  * address. Exit status 0 on success, 1 with a one-line reason otherwise. */
 #include <getopt.h>
 #include <net/if.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,14 +131,21 @@ int main(int argc, char **argv)
         return 1;
     }
     const char *tech = info.RdmaTechnology == NdkiWarp ? "iWARP" : "other";
+    /* not an adapter field: the process's CRC32c kernel (a library older than the field: "?") */
+    const char *crc_kernel =
+        sem.Size > offsetof(SOFTNDK_SEMANTICS, CrcKernel) && sem.CrcKernel ? sem.CrcKernel : "?";
+    const char *crc_why =
+        sem.Size > offsetof(SOFTNDK_SEMANTICS, CrcKernelReason) && sem.CrcKernelReason
+            ? sem.CrcKernelReason
+            : "";
     const char *wc = sem.WriteCompletion == SoftNdkWriteCompletionPlaced ? "placed" : "handed";
     size_t nrows = sizeof rows / sizeof rows[0];
     if (json) {
         printf("{\"provider\":\"softndk %s\",\"interface\":\"%s\",\"ifindex\":%u,"
                "\"version\":\"%u.%u\",\"RdmaTechnology\":\"%s\",\"Profile\":\"%s\","
-               "\"RnrWaitMs\":%u,\"WriteCompletion\":\"%s\"",
+               "\"RnrWaitMs\":%u,\"WriteCompletion\":\"%s\",\"crc_kernel\":\"%s\"",
                SoftNdkVersionString(), ifname, ifindex, info.Version.Major, info.Version.Minor,
-               tech, sem.Profile, sem.RnrWaitMs, wc);
+               tech, sem.Profile, sem.RnrWaitMs, wc, crc_kernel);
         for (size_t i = 0; i < nrows; i++)
             printf(",\"%s\":%llu", rows[i].name, rows[i].value);
         printf(",\"flags\":[");
@@ -157,6 +165,7 @@ int main(int argc, char **argv)
         printf(" %-28s %s (%s)\n", "Profile", sem.Profile, sem.Family);
         printf(" %-28s %u\n", "RnrWaitMs", sem.RnrWaitMs);
         printf(" %-28s %s\n", "WriteCompletion", wc);
+        printf(" %-28s %s (%s)\n", "CRC32c kernel", crc_kernel, crc_why);
         for (size_t i = 0; i < nrows; i++) {
             if (strcmp(rows[i].name, "AdapterFlags") == 0 || strcmp(rows[i].name, "DeviceId") == 0)
                 printf(" %-28s 0x%llx\n", rows[i].name, rows[i].value);
