@@ -74,6 +74,28 @@ extern "C" {
 #define DECLSPEC_CACHEALIGN DECLSPEC_ALIGN(64)
 #define DECLSPEC_IMPORT
 #define DECLSPEC_EXPORT
+#define DECLSPEC_SELECTANY __attribute__((weak))
+#define DECLSPEC_DEPRECATED __attribute__((deprecated))
+/* MSVC's __declspec(...): each form drivers use maps onto its gcc/clang attribute through
+ * SOFTNDK_DECLSPEC_<form> (the argument is pasted, not expanded: <stdnoreturn.h>'s noreturn
+ * macro does not interfere). A form not listed is a compile error naming SOFTNDK_DECLSPEC_<form>.
+ * dllexport gives default visibility (what a .so exports); dllimport is nothing (the dynamic
+ * linker resolves imports); selectany is a weak definition (one of several identical ones is
+ * kept, as MSVC's COMDAT folding does). */
+#ifndef __declspec
+#define __declspec(x) SOFTNDK_DECLSPEC_##x
+#endif
+#define SOFTNDK_DECLSPEC_dllexport __attribute__((visibility("default")))
+#define SOFTNDK_DECLSPEC_dllimport
+#define SOFTNDK_DECLSPEC_noinline __attribute__((noinline))
+#define SOFTNDK_DECLSPEC_noreturn __attribute__((noreturn))
+#define SOFTNDK_DECLSPEC_align(n) __attribute__((aligned(n)))
+#define SOFTNDK_DECLSPEC_selectany __attribute__((weak))
+#define SOFTNDK_DECLSPEC_deprecated __attribute__((deprecated))
+#define SOFTNDK_DECLSPEC_thread _Thread_local
+#define SOFTNDK_DECLSPEC_restrict
+#define SOFTNDK_DECLSPEC_noalias
+#define SOFTNDK_DECLSPEC_novtable
 #ifndef SYSTEM_CACHE_ALIGNMENT_SIZE
 #define SYSTEM_CACHE_ALIGNMENT_SIZE 64
 #endif
@@ -127,6 +149,81 @@ typedef wchar_t WCHAR, *PWCHAR, *PWCH, *PWSTR, *LPWSTR; /* C++: L"..." is wchar_
 typedef uint16_t WCHAR, *PWCHAR, *PWCH, *PWSTR, *LPWSTR; /* C: with -fshort-wchar, the same type */
 #endif
 typedef const WCHAR *PCWCH, *PCWSTR, *LPCWSTR;
+
+/* ------------------------------------------------------------------------------------------ */
+/* The kernel C runtime's wide-character and printf routines, for 16-bit WCHAR (docs/wdk.md,
+ * "Wide characters"). glibc's wide functions take a 32-bit wchar_t: with -fshort-wchar a driver
+ * that reached them would link and silently read two WCHARs as one character. So the harness
+ * implements them as SoftNdkWdkCrt_<name> and, in driver code, the Windows names are macros
+ * onto those: every call, whatever was included first, goes to the 16-bit one. The harness ships
+ * its own <wchar.h> (the one a driver's `#include <wchar.h>` finds: it includes this header), and
+ * a driver that got glibc's <wchar.h> first stops here, at build time. The multibyte side is
+ * Windows' "C" locale: characters 0 to 0xFF map to the bytes 0 to 0xFF (wcstombs fails with
+ * (size_t)-1 on anything above). The printf forms take Windows' conversions (DbgPrint's); in
+ * the wide ones %s and %c are wide and %S, %C, %hs narrow, as in MSVC. */
+#if defined(_WCHAR_H) && !defined(SOFTNDK_WDK_INTERNAL)
+#error "softndk-wdk: glibc's <wchar.h> (32-bit wchar_t) was included before the harness headers; drivers use the harness's 16-bit wide-character routines: include <wdm.h> (or <wchar.h> from the harness include path) instead (docs/wdk.md, \"Wide characters\")"
+#endif
+SOFTNDK_WDK_API size_t SoftNdkWdkCrt_wcslen(const WCHAR *S);
+SOFTNDK_WDK_API size_t SoftNdkWdkCrt_wcsnlen(const WCHAR *S, size_t Max);
+SOFTNDK_WDK_API WCHAR *SoftNdkWdkCrt_wcscpy(WCHAR *Dest, const WCHAR *Src);
+SOFTNDK_WDK_API WCHAR *SoftNdkWdkCrt_wcsncpy(WCHAR *Dest, const WCHAR *Src, size_t Count);
+SOFTNDK_WDK_API WCHAR *SoftNdkWdkCrt_wcscat(WCHAR *Dest, const WCHAR *Src);
+SOFTNDK_WDK_API WCHAR *SoftNdkWdkCrt_wcsncat(WCHAR *Dest, const WCHAR *Src, size_t Count);
+SOFTNDK_WDK_API int SoftNdkWdkCrt_wcscmp(const WCHAR *A, const WCHAR *B);
+SOFTNDK_WDK_API int SoftNdkWdkCrt_wcsncmp(const WCHAR *A, const WCHAR *B, size_t Count);
+SOFTNDK_WDK_API int SoftNdkWdkCrt__wcsicmp(const WCHAR *A, const WCHAR *B);
+SOFTNDK_WDK_API int SoftNdkWdkCrt__wcsnicmp(const WCHAR *A, const WCHAR *B, size_t Count);
+SOFTNDK_WDK_API WCHAR *SoftNdkWdkCrt_wcschr(const WCHAR *S, WCHAR C);
+SOFTNDK_WDK_API WCHAR *SoftNdkWdkCrt_wcsrchr(const WCHAR *S, WCHAR C);
+SOFTNDK_WDK_API WCHAR *SoftNdkWdkCrt_wcsstr(const WCHAR *S, const WCHAR *Find);
+SOFTNDK_WDK_API long SoftNdkWdkCrt_wcstol(const WCHAR *S, WCHAR **End, int Base);
+SOFTNDK_WDK_API unsigned long SoftNdkWdkCrt_wcstoul(const WCHAR *S, WCHAR **End, int Base);
+SOFTNDK_WDK_API size_t SoftNdkWdkCrt_wcstombs(char *Dest, const WCHAR *Src, size_t Count);
+SOFTNDK_WDK_API size_t SoftNdkWdkCrt_mbstowcs(WCHAR *Dest, const char *Src, size_t Count);
+SOFTNDK_WDK_API int SoftNdkWdkCrt_mbtowc(WCHAR *Dest, const char *Src, size_t Count);
+SOFTNDK_WDK_API int SoftNdkWdkCrt_wctomb(char *Dest, WCHAR C);
+SOFTNDK_WDK_API WCHAR SoftNdkWdkCrt_towlower(WCHAR C);
+SOFTNDK_WDK_API WCHAR SoftNdkWdkCrt_towupper(WCHAR C);
+SOFTNDK_WDK_API int SoftNdkWdkCrt__vsnprintf(char *Buffer, size_t Count, const char *Format,
+                                             va_list Args);
+SOFTNDK_WDK_API int SoftNdkWdkCrt__snprintf(char *Buffer, size_t Count, const char *Format, ...);
+SOFTNDK_WDK_API int SoftNdkWdkCrt__vsnwprintf(WCHAR *Buffer, size_t Count, const WCHAR *Format,
+                                              va_list Args);
+SOFTNDK_WDK_API int SoftNdkWdkCrt__snwprintf(WCHAR *Buffer, size_t Count, const WCHAR *Format,
+                                             ...);
+SOFTNDK_WDK_API int SoftNdkWdkCrt_swprintf(WCHAR *Buffer, size_t Count, const WCHAR *Format, ...);
+SOFTNDK_WDK_API int SoftNdkWdkCrt_vswprintf(WCHAR *Buffer, size_t Count, const WCHAR *Format,
+                                            va_list Args);
+#ifndef SOFTNDK_WDK_INTERNAL
+#define wcslen SoftNdkWdkCrt_wcslen
+#define wcsnlen SoftNdkWdkCrt_wcsnlen
+#define wcscpy SoftNdkWdkCrt_wcscpy
+#define wcsncpy SoftNdkWdkCrt_wcsncpy
+#define wcscat SoftNdkWdkCrt_wcscat
+#define wcsncat SoftNdkWdkCrt_wcsncat
+#define wcscmp SoftNdkWdkCrt_wcscmp
+#define wcsncmp SoftNdkWdkCrt_wcsncmp
+#define _wcsicmp SoftNdkWdkCrt__wcsicmp
+#define _wcsnicmp SoftNdkWdkCrt__wcsnicmp
+#define wcschr SoftNdkWdkCrt_wcschr
+#define wcsrchr SoftNdkWdkCrt_wcsrchr
+#define wcsstr SoftNdkWdkCrt_wcsstr
+#define wcstol SoftNdkWdkCrt_wcstol
+#define wcstoul SoftNdkWdkCrt_wcstoul
+#define wcstombs SoftNdkWdkCrt_wcstombs
+#define mbstowcs SoftNdkWdkCrt_mbstowcs
+#define mbtowc SoftNdkWdkCrt_mbtowc
+#define wctomb SoftNdkWdkCrt_wctomb
+#define towlower SoftNdkWdkCrt_towlower
+#define towupper SoftNdkWdkCrt_towupper
+#define _vsnprintf SoftNdkWdkCrt__vsnprintf
+#define _snprintf SoftNdkWdkCrt__snprintf
+#define _vsnwprintf SoftNdkWdkCrt__vsnwprintf
+#define _snwprintf SoftNdkWdkCrt__snwprintf
+#define swprintf SoftNdkWdkCrt_swprintf
+#define vswprintf SoftNdkWdkCrt_vswprintf
+#endif
 typedef PVOID HANDLE, *PHANDLE, *PPVOID;
 typedef const void *PCVOID;
 typedef NTSTATUS *PNTSTATUS;
@@ -1313,9 +1410,10 @@ FORCEINLINE VOID IoSetCompletionRoutine(PIRP Irp, PIO_COMPLETION_ROUTINE Complet
         next->Control |= SL_INVOKE_ON_CANCEL;
 }
 
-/* Exported with default visibility even when the driver builds with -fvisibility=hidden, so
- * that the runner finds it with dlsym as the loader finds it in a .sys. */
-EXTERN_C DRIVER_INITIALIZE DriverEntry __attribute__((visibility("default")));
+/* No DriverEntry declaration: Windows' headers have none, the driver declares its own
+ * (`DRIVER_INITIALIZE DriverEntry;`, or a miniport's `ULONG DriverEntry(PVOID, PVOID)`), and a
+ * declaration here would clash with the second. The runner finds it with dlsym: build the driver
+ * with default visibility (pkg-config softndk-wdk and softndk::wdk do not hide symbols). */
 
 /* ------------------------------------------------------------------------------------------ */
 /* Work items: run at PASSIVE_LEVEL on the harness worker pool. A queued item keeps its device
