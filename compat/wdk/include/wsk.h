@@ -26,6 +26,21 @@ typedef struct _WSK_SOCKET {
 } WSK_SOCKET, *PWSK_SOCKET;
 typedef struct addrinfoexW ADDRINFOEXW, *PADDRINFOEXW;
 
+/* A buffer of a WSK request: Length bytes from Offset into the MDL chain Mdl (wsk.h). */
+typedef struct _WSK_BUF {
+    PMDL Mdl;
+    ULONG Offset;
+    SIZE_T Length;
+} WSK_BUF, *PWSK_BUF;
+typedef struct _WSK_BUF_LIST {
+    struct _WSK_BUF_LIST *Next;
+    WSK_BUF Buffer;
+} WSK_BUF_LIST, *PWSK_BUF_LIST;
+typedef struct _WSK_DATA_INDICATION {
+    struct _WSK_DATA_INDICATION *Next;
+    WSK_BUF Buffer;
+} WSK_DATA_INDICATION, *PWSK_DATA_INDICATION;
+
 #define MAKE_WSK_VERSION(Mj, Mn) ((USHORT)((Mj) << 8) | (USHORT)((Mn) & 0xff))
 #define WSK_MAJOR_VERSION(V) ((UCHAR)((V) >> 8))
 #define WSK_MINOR_VERSION(V) ((UCHAR)(V))

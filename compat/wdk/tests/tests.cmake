@@ -5,6 +5,7 @@ softndk_add_test(wdk_unit
   SOURCES ${SOFTNDK_WDK_TEST_DIR}/test_sync.c ${SOFTNDK_WDK_TEST_DIR}/test_pool.c
           ${SOFTNDK_WDK_TEST_DIR}/test_rtl.c ${SOFTNDK_WDK_TEST_DIR}/test_io.c
           ${SOFTNDK_WDK_TEST_DIR}/test_wsk.c ${SOFTNDK_WDK_TEST_DIR}/test_crt.c
+          ${SOFTNDK_WDK_TEST_DIR}/test_names.c
   LIBS softndk_wdk softndk
   LABELS wdk
   TIMEOUT 300)
