@@ -40,7 +40,7 @@ PVOID IoAllocateErrorLogEntry(PVOID IoObject, UCHAR EntrySize)
 
 static struct errlog_entry *errlog_of(PVOID ElEntry)
 {
-    return (struct errlog_entry *)((char *)ElEntry - offsetof(struct errlog_entry, packet));
+    return (struct errlog_entry *)(void *)((char *)ElEntry - offsetof(struct errlog_entry, packet));
 }
 
 VOID IoFreeErrorLogEntry(PVOID ElEntry)

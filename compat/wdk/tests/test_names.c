@@ -4,6 +4,7 @@
 #include "wdk_test.h"
 
 #include "wsk.h"
+#include "netioapi.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -331,5 +332,81 @@ TEST(wdk_rtl_string_conversions)
     CHECK_EQ_I64(RtlGUIDFromString(&nobrace, &parsed), STATUS_INVALID_PARAMETER);
     DECLARE_CONST_UNICODE_STRING(badhex, L"{6b29fc40-ca47-1067-b31d-00dd010662dg}");
     CHECK_EQ_I64(RtlGUIDFromString(&badhex, &parsed), STATUS_INVALID_PARAMETER);
+    CHECK_EQ_U64(SoftNdkWdkQueryPool(since, NULL, 0), 0);
+}
+
+/* Route lookups answer from the host's tables over rtnetlink: loopback here. */
+TEST(wdk_routes_loopback)
+{
+    NET_IFINDEX lo = 0;
+    NET_LUID luid;
+    CHECK_EQ_I64(ConvertInterfaceAliasToLuid(L"lo", &luid), STATUS_SUCCESS);
+    CHECK_EQ_I64(ConvertInterfaceLuidToIndex(&luid, &lo), STATUS_SUCCESS);
+    SOCKADDR_INET dst, src;
+    memset(&dst, 0, sizeof dst);
+    dst.Ipv4.sin_family = AF_INET;
+    dst.Ipv4.sin_addr.s_addr = IN4ADDR_LOOPBACK;
+    MIB_IPFORWARD_ROW2 row;
+    CHECK_EQ_I64(GetBestRoute2(NULL, 0, NULL, &dst, 0, &row, &src), STATUS_SUCCESS);
+    CHECK_EQ_U64(row.InterfaceIndex, lo);
+    CHECK_EQ_U64(row.InterfaceLuid.Value, luid.Value);
+    CHECK(row.Loopback);
+    CHECK_EQ_U64(src.si_family, AF_INET);
+    CHECK_EQ_U64(src.Ipv4.sin_addr.S_un.S_un_b.s_b1, 127);
+    CHECK(row.DestinationPrefix.PrefixLength >= 8 && row.DestinationPrefix.PrefixLength <= 32);
+    CHECK_EQ_U64(row.DestinationPrefix.Prefix.Ipv4.sin_addr.S_un.S_un_b.s_b1, 127);
+    CHECK_EQ_U64(row.NextHop.Ipv4.sin_addr.s_addr, 0); /* on-link */
+    /* another loopback address, through the interface's LUID */
+    dst.Ipv4.sin_addr.s_addr = RtlUlongByteSwap(0x7F000102u); /* 127.0.1.2 */
+    CHECK_EQ_I64(GetBestRoute2(&luid, 0, NULL, &dst, 0, &row, &src), STATUS_SUCCESS);
+    CHECK_EQ_U64(row.InterfaceIndex, lo);
+    ULONG ifindex = 0;
+    CHECK_EQ_I64(GetBestInterfaceEx((PSOCKADDR)&dst.Ipv4, &ifindex), STATUS_SUCCESS);
+    CHECK_EQ_U64(ifindex, lo);
+    /* IPv6 ::1, where the host has IPv6 on lo */
+    FILE *f = fopen("/proc/sys/net/ipv6/conf/lo/disable_ipv6", "r");
+    int off = 1;
+    if (f) {
+        if (fscanf(f, "%d", &off) != 1)
+            off = 1;
+        fclose(f);
+    }
+    if (!off) {
+        SOCKADDR_INET six;
+        memset(&six, 0, sizeof six);
+        six.Ipv6.sin6_family = AF_INET6;
+        six.Ipv6.sin6_addr.u.Byte[15] = 1;
+        CHECK_EQ_I64(GetBestRoute2(NULL, 0, NULL, &six, 0, &row, &src), STATUS_SUCCESS);
+        CHECK_EQ_U64(row.InterfaceIndex, lo);
+        CHECK(IN6_IS_ADDR_LOOPBACK(&src.Ipv6.sin6_addr));
+    }
+    /* bad arguments */
+    CHECK_EQ_I64(GetBestRoute2(NULL, 0, NULL, NULL, 0, &row, &src), STATUS_INVALID_PARAMETER);
+    SOCKADDR_INET wrong = dst;
+    wrong.si_family = 99;
+    CHECK_EQ_I64(GetBestRoute2(NULL, 0, NULL, &wrong, 0, &row, &src), STATUS_INVALID_PARAMETER);
+    SOCKADDR_INET six_src;
+    memset(&six_src, 0, sizeof six_src);
+    six_src.si_family = AF_INET6;
+    CHECK_EQ_I64(GetBestRoute2(NULL, 0, &six_src, &dst, 0, &row, &src), STATUS_INVALID_PARAMETER);
+    CHECK_EQ_I64(GetBestRoute2(NULL, 0x7FFFFFF0u, NULL, &dst, 0, &row, &src), STATUS_NOT_FOUND);
+
+    /* the route table holds lo's local route; the path table answers (it may be empty) */
+    ULONG64 since = SoftNdkWdkPoolSequence();
+    PMIB_IPFORWARD_TABLE2 routes = NULL;
+    CHECK_EQ_I64(GetIpForwardTable2(AF_INET, &routes), STATUS_SUCCESS);
+    bool found = false;
+    for (ULONG i = 0; i < routes->NumEntries; i++)
+        found |= routes->Table[i].InterfaceIndex == lo && routes->Table[i].Loopback &&
+                 routes->Table[i].DestinationPrefix.Prefix.Ipv4.sin_addr.S_un.S_un_b.s_b1 == 127;
+    CHECK(found);
+    FreeMibTable(routes);
+    PMIB_IPPATH_TABLE paths = NULL;
+    CHECK_EQ_I64(GetIpPathTable(AF_UNSPEC, &paths), STATUS_SUCCESS);
+    for (ULONG i = 0; i < paths->NumEntries; i++)
+        CHECK(paths->Table[i].Destination.si_family == AF_INET ||
+              paths->Table[i].Destination.si_family == AF_INET6);
+    FreeMibTable(paths);
+    CHECK_EQ_I64(GetIpPathTable(77, &paths), STATUS_INVALID_PARAMETER);
     CHECK_EQ_U64(SoftNdkWdkQueryPool(since, NULL, 0), 0);
 }
