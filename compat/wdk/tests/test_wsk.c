@@ -37,9 +37,25 @@ TEST(wdk_wsk_open_and_close_ndk_adapter)
                          sizeof ndk, &ndk, &returned, NULL),
                  STATUS_SUCCESS);
     CHECK_EQ_U64(returned, sizeof ndk);
-    CHECK_EQ_I64(provider.Dispatch->WskSocket(provider.Client, AF_INET, SOCK_STREAM, 0, 0, NULL,
-                                              NULL, NULL, NULL, NULL, NULL),
-                 STATUS_NOT_IMPLEMENTED);
+    /* WSK sockets: what is not a TCP connection or listen socket is refused through the IRP */
+    PIRP irp = IoAllocateIrp(1, FALSE);
+    CHECK(irp != NULL);
+    CHECK_EQ_I64(provider.Dispatch->WskSocket(provider.Client, AF_INET, SOCK_STREAM, 0,
+                                              WSK_FLAG_BASIC_SOCKET, NULL, NULL, NULL, NULL, NULL,
+                                              irp),
+                 STATUS_NOT_SUPPORTED);
+    CHECK_EQ_I64(irp->IoStatus.Status, STATUS_NOT_SUPPORTED);
+    IoReuseIrp(irp, STATUS_UNSUCCESSFUL);
+    CHECK_EQ_I64(provider.Dispatch->WskSocket(provider.Client, AF_INET, SOCK_DGRAM, IPPROTO_UDP,
+                                              WSK_FLAG_CONNECTION_SOCKET, NULL, NULL, NULL, NULL,
+                                              NULL, irp),
+                 STATUS_INVALID_PARAMETER);
+    IoReuseIrp(irp, STATUS_UNSUCCESSFUL);
+    CHECK_EQ_I64(provider.Dispatch->WskSocket(provider.Client, 99, SOCK_STREAM, 0,
+                                              WSK_FLAG_CONNECTION_SOCKET, NULL, NULL, NULL, NULL,
+                                              NULL, irp),
+                 STATUS_INVALID_PARAMETER);
+    IoFreeIrp(irp);
 
     NDK_ADAPTER *adapter = NULL;
     NDK_VERSION bad = {3, 0}, v = {1, 0};

@@ -12,19 +12,14 @@ Abstract:
     runtime) and the name families (old-style SAL, NTSTATUS codes, WSK_BUF, the _Interlocked*
     intrinsics, the I/O error log, route lookups, NUMA, Rtl string helpers). It finds the
     interface of 127.0.0.1 with GetBestRoute2 and opens an NDK adapter on it through WSK, as an
-    NDK consumer does. Built with the documented flags only (pkg-config softndk-wdk /
+    NDK consumer does, and runs a TCP path beside it over WSK sockets: it serves and calls
+    itself on loopback (wsktcp.c). Built with the documented flags only (pkg-config softndk-wdk /
     softndk::wdk, -Wno-multichar -Wno-unknown-pragmas) and -Wall -Werror.
 
 --*/
 
-#include <ntddk.h>
-#include <wdmsec.h>
-#include <wsk.h>
-#include <wskndk.h>
-#include <netioapi.h>
-#include <wchar.h>
+#include "names.h"
 
-#define NAMES_TAG 'mNdS'
 #define NAMES_WORKERS 4
 #define NAMES_ROUNDS 1000
 
@@ -66,16 +61,6 @@ __declspec(selectany) const GUID NamesProviderGuid = {
 DRIVER_INITIALIZE DriverEntry;
 static DRIVER_UNLOAD NamesUnload;
 static IO_WORKITEM_ROUTINE NamesWorker;
-
-#define NamesLog(...) DbgPrintEx(DPFLTR_IHVDRIVER_ID, DPFLTR_ERROR_LEVEL, __VA_ARGS__)
-
-#define NAMES_CHECK(cond, status)                                                               \
-    do {                                                                                        \
-        if (!(cond)) {                                                                          \
-            NamesLog("names-driver: check failed at line %d: %s\n", __LINE__, #cond);           \
-            return (status);                                                                    \
-        }                                                                                       \
-    } while (0)
 
 __declspec(noinline) static __checkReturn NTSTATUS
 NamesFormat(__out_ecount(Count) PWCHAR Buffer, __in SIZE_T Count,
@@ -251,6 +236,31 @@ static NTSTATUS NamesRun(VOID)
     status = NamesOpenAdapter(ifIndex);
     if (!NT_SUCCESS(status)) {
         return status;
+    }
+
+    //
+    // The TCP path beside the NDK one: IPv4, and IPv6 where the host routes ::1.
+    //
+    status = NamesWskTcp(&Globals.WskProvider, AF_INET);
+    if (!NT_SUCCESS(status)) {
+        return status;
+    }
+    {
+        SOCKADDR_INET six;
+        SOCKADDR_INET source;
+        MIB_IPFORWARD_ROW2 route;
+
+        RtlZeroMemory(&six, sizeof(six));
+        six.Ipv6.sin6_family = AF_INET6;
+        six.Ipv6.sin6_addr.u.Byte[15] = 1;
+        if (NT_SUCCESS(GetBestRoute2(NULL, 0, NULL, &six, 0, &route, &source))) {
+            status = NamesWskTcp(&Globals.WskProvider, AF_INET6);
+            if (!NT_SUCCESS(status)) {
+                return status;
+            }
+        } else {
+            NamesLog("names-driver: no route to ::1, WSK TCP over IPv6 skipped\n");
+        }
     }
 
     //
