@@ -227,7 +227,7 @@ TEST(wdk_error_log)
     e = IoAllocateErrorLogEntry(&drv, sizeof(IO_ERROR_LOG_PACKET) + 4);
     e->NumberOfStrings = 1;
     e->StringOffset = sizeof(IO_ERROR_LOG_PACKET);
-    memcpy((PUCHAR)e + e->StringOffset, L"abc", 6); /* no NUL before the end */
+    memcpy((PUCHAR)e + e->StringOffset, L"ab", 4); /* fills the entry: no NUL before its end */
     line = stderr_of(write_entry, e);
     CHECK(strstr(line, "(unterminated: the entry ends)") != NULL || (printf("line: %s\n", line), false));
     e = IoAllocateErrorLogEntry(&drv, 64);
