@@ -1,6 +1,9 @@
 /* IRQL model, bugchecks, assertions, debug output, time and processors. */
 #include "wdk_internal.h"
 #include "ntstrsafe.h"
+#include "softndk_wpp.h"
+
+#include <ndk/softndk.h>
 
 #include <errno.h>
 #include <sched.h>
@@ -265,7 +268,14 @@ static void out_wide(struct out *o, const WCHAR *w, size_t n, bool nul_terminate
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
 /* wide_default: the format of a wide printf (_snwprintf...), where %s and %c are wide and %S,
  * %C, %hs, %hc narrow, as in MSVC; otherwise DbgPrint's (%s narrow, %S, %ws, %ls wide). */
-static void format_windows(struct out *o, const char *f, bool wide_default, va_list ap)
+/* WPP's own conversions (%!FUNC!...): where the trace call was made. */
+struct wpp_site {
+    const char *file, *function;
+    unsigned line;
+};
+
+static void format_windows(struct out *o, const char *f, bool wide_default,
+                           const struct wpp_site *wpp, va_list ap)
 {
     while (*f) {
         if (*f != '%') {
@@ -279,6 +289,41 @@ static void format_windows(struct out *o, const char *f, bool wide_default, va_l
         if (*f == '%') {
             out_put(o, "%", 1);
             f++;
+            continue;
+        }
+        if (wpp && *f == '!') {
+            const char *name = f + 1, *end = strchr(name, '!');
+            size_t n = end ? (size_t)(end - name) : 0;
+            char piece[160];
+#define WPP_IS(x) (n == sizeof(x) - 1 && memcmp(name, x, n) == 0)
+            if (end && WPP_IS("FUNC")) {
+                out_put(o, wpp->function, strlen(wpp->function));
+            } else if (end && WPP_IS("FILE")) {
+                const char *b = strrchr(wpp->file, '/');
+                b = b ? b + 1 : wpp->file;
+                out_put(o, b, strlen(b));
+            } else if (end && WPP_IS("LINE")) {
+                snprintf(piece, sizeof piece, "%u", wpp->line);
+                out_put(o, piece, strlen(piece));
+            } else if (end && (WPP_IS("STATUS") || WPP_IS("NTSTATUS"))) {
+                NTSTATUS st = (NTSTATUS)va_arg(ap, int);
+                const char *sn = SoftNdkStatusName(st);
+                snprintf(piece, sizeof piece, "0x%08X%s%s%s", (unsigned)st, sn ? " (" : "",
+                         sn ? sn : "", sn ? ")" : "");
+                out_put(o, piece, strlen(piece));
+            } else if (end && WPP_IS("HRESULT")) {
+                snprintf(piece, sizeof piece, "0x%08X", (unsigned)va_arg(ap, int));
+                out_put(o, piece, strlen(piece));
+            } else if (end && (WPP_IS("bool") || WPP_IS("BOOLEAN"))) {
+                const char *t = va_arg(ap, int) ? "TRUE" : "FALSE";
+                out_put(o, t, strlen(t));
+            } else {
+                /* a WPP type not known here: its argument's size is unknown, stop */
+                out_put(o, f - 1, strlen(f - 1));
+                return;
+            }
+#undef WPP_IS
+            f = end + 1;
             continue;
         }
         /* flags, width, precision into a C spec; '*' taken from the arguments */
@@ -444,7 +489,7 @@ static ULONG print_windows(const char *fmt, va_list ap)
     char buf[1024];
     struct out o = {buf, 0, sizeof buf, false};
     buf[0] = 0;
-    format_windows(&o, fmt, false, ap);
+    format_windows(&o, fmt, false, NULL, ap);
     /* One write per message so that lines from several threads do not interleave. */
     fputs(buf, stderr);
     return STATUS_SUCCESS;
@@ -457,7 +502,7 @@ NTSTATUS RtlStringCbVPrintfA(PSTR pszDest, size_t cbDest, PCSTR pszFormat, va_li
         return STATUS_INVALID_PARAMETER;
     struct out o = {pszDest, 0, cbDest, false};
     pszDest[0] = 0;
-    format_windows(&o, pszFormat, false, argList);
+    format_windows(&o, pszFormat, false, NULL, argList);
     return o.truncated ? STATUS_BUFFER_OVERFLOW : STATUS_SUCCESS;
 }
 
@@ -474,7 +519,7 @@ int SoftNdkWdkCrt__vsnprintf(char *Buffer, size_t Count, const char *Format, va_
         return -1;
     struct out o = {tmp, 0, Count + 2, false};
     tmp[0] = 0;
-    format_windows(&o, Format, false, Args);
+    format_windows(&o, Format, false, NULL, Args);
     int rc;
     if (o.len <= Count && !o.truncated) {
         memcpy(Buffer, tmp, o.len < Count ? o.len + 1 : o.len);
@@ -559,7 +604,7 @@ static int vsnwprintf_common(WCHAR *Buffer, size_t Count, const WCHAR *Format, v
         out_wide(&f, Format, flen, false);
         struct out o = {tmp, 0, cap, false};
         tmp[0] = 0;
-        format_windows(&o, fmt, true, Args);
+        format_windows(&o, fmt, true, NULL, Args);
         bool truncated = o.truncated;
         size_t k = utf8_to_utf16(tmp, o.len, Buffer, Count, &truncated);
         if (!truncated && k < Count) {
@@ -604,6 +649,32 @@ int SoftNdkWdkCrt_swprintf(WCHAR *Buffer, size_t Count, const WCHAR *Format, ...
     int rc = vsnwprintf_common(Buffer, Count, Format, ap, true);
     va_end(ap);
     return rc;
+}
+
+/* WPP trace calls (softndk_wpp.h, the .tmh files of softndk-wdk-tmh): one line on stderr at
+ * levels up to SOFTNDK_WDK_WPP_LEVEL (default 4, TRACE_LEVEL_INFORMATION). */
+VOID SoftNdkWdkWppTrace(PCSTR File, ULONG Line, PCSTR Function, ULONG Level, PCSTR Format, ...)
+{
+    static int max = -1;
+    int m = __atomic_load_n(&max, __ATOMIC_RELAXED);
+    if (m < 0) {
+        const char *e = getenv("SOFTNDK_WDK_WPP_LEVEL");
+        m = e && *e ? atoi(e) : 4;
+        __atomic_store_n(&max, m, __ATOMIC_RELAXED);
+    }
+    if ((int)Level > m || !Format)
+        return;
+    struct wpp_site site = {File ? File : "?", Function ? Function : "?", (unsigned)Line};
+    char buf[1024];
+    struct out o = {buf, 0, sizeof buf - 1, false};
+    buf[0] = 0;
+    va_list ap;
+    va_start(ap, Format);
+    format_windows(&o, Format, false, &site, ap);
+    va_end(ap);
+    buf[o.len++] = '\n';
+    buf[o.len] = 0;
+    fputs(buf, stderr);
 }
 
 ULONG DbgPrint(PCSTR Format, ...)

@@ -43,3 +43,11 @@ add_test(NAME wdk_driver_traps
   COMMAND sh ${SOFTNDK_WDK_TEST_DIR}/driver_traps.sh ${CMAKE_C_COMPILER}
     "-I${PROJECT_SOURCE_DIR}/compat/wdk/include -I${PROJECT_SOURCE_DIR}/include ${SOFTNDK_WDK_TEST_CFLAGS}")
 set_tests_properties(wdk_driver_traps PROPERTIES LABELS wdk TIMEOUT 60)
+# WPP tracing: softndk-wdk-tmh writes the .tmh files a traced driver includes; its trace calls
+# print with WPP's conversions (wpp_tmh.sh).
+add_test(NAME wdk_wpp_tmh
+  COMMAND sh ${SOFTNDK_WDK_TEST_DIR}/wpp_tmh.sh
+    ${PROJECT_SOURCE_DIR}/compat/wdk/scripts/softndk-wdk-tmh ${CMAKE_C_COMPILER}
+    "-I${PROJECT_SOURCE_DIR}/compat/wdk/include -I${PROJECT_SOURCE_DIR}/include ${SOFTNDK_WDK_TEST_CFLAGS}"
+    $<TARGET_FILE_DIR:softndk_wdk> $<TARGET_FILE_DIR:softndk> $<TARGET_FILE:softndk-wdkrun>)
+set_tests_properties(wdk_wpp_tmh PROPERTIES LABELS wdk TIMEOUT 60)
