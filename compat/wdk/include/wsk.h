@@ -236,15 +236,26 @@ typedef struct _WSK_PROVIDER_BASIC_DISPATCH {
     PFN_WSK_CONTROL_SOCKET WskControlSocket;
     PFN_WSK_CLOSE_SOCKET WskCloseSocket;
 } WSK_PROVIDER_BASIC_DISPATCH, *PWSK_PROVIDER_BASIC_DISPATCH;
+/* Windows' wsk.h gives C code the basic routines as an anonymous member (Dispatch->
+ * WskCloseSocket) and C++ code a member Basic (Dispatch->Basic.WskCloseSocket): both spellings
+ * work here, through an anonymous union. */
+#define SOFTNDK_WSK_BASIC_MEMBERS                                                               \
+    union {                                                                                     \
+        WSK_PROVIDER_BASIC_DISPATCH Basic;                                                      \
+        struct {                                                                                \
+            PFN_WSK_CONTROL_SOCKET WskControlSocket;                                            \
+            PFN_WSK_CLOSE_SOCKET WskCloseSocket;                                                \
+        };                                                                                      \
+    }
 typedef struct _WSK_PROVIDER_LISTEN_DISPATCH {
-    WSK_PROVIDER_BASIC_DISPATCH Basic;
+    SOFTNDK_WSK_BASIC_MEMBERS;
     PFN_WSK_BIND WskBind;
     PFN_WSK_ACCEPT WskAccept;
     PFN_WSK_INSPECT_COMPLETE WskInspectComplete;
     PFN_WSK_GET_LOCAL_ADDRESS WskGetLocalAddress;
 } WSK_PROVIDER_LISTEN_DISPATCH, *PWSK_PROVIDER_LISTEN_DISPATCH;
 typedef struct _WSK_PROVIDER_CONNECTION_DISPATCH {
-    WSK_PROVIDER_BASIC_DISPATCH Basic;
+    SOFTNDK_WSK_BASIC_MEMBERS;
     PFN_WSK_BIND WskBind;
     PFN_WSK_CONNECT WskConnect;
     PFN_WSK_GET_LOCAL_ADDRESS WskGetLocalAddress;
@@ -254,6 +265,27 @@ typedef struct _WSK_PROVIDER_CONNECTION_DISPATCH {
     PFN_WSK_DISCONNECT WskDisconnect;
     PFN_WSK_RELEASE_DATA_INDICATION_LIST WskRelease;
 } WSK_PROVIDER_CONNECTION_DISPATCH, *PWSK_PROVIDER_CONNECTION_DISPATCH;
+/* Datagram sockets: the types, for drivers that carry a UDP path; WskSocket refuses
+ * WSK_FLAG_DATAGRAM_SOCKET with STATUS_NOT_SUPPORTED. */
+typedef struct cmsghdr CMSGHDR, *PCMSGHDR;
+typedef NTSTATUS(WSKAPI *PFN_WSK_SEND_TO)(_In_ PWSK_SOCKET Socket, _In_ PWSK_BUF Buffer,
+                                          _Reserved_ ULONG Flags, _In_opt_ PSOCKADDR RemoteAddress,
+                                          _In_ ULONG ControlInfoLength,
+                                          _In_opt_ PCMSGHDR ControlInfo, _Inout_ PIRP Irp);
+typedef NTSTATUS(WSKAPI *PFN_WSK_RECEIVE_FROM)(_In_ PWSK_SOCKET Socket, _In_ PWSK_BUF Buffer,
+                                               _Reserved_ ULONG Flags,
+                                               _Out_opt_ PSOCKADDR RemoteAddress,
+                                               _Inout_ PULONG ControlLength,
+                                               _Out_opt_ PCMSGHDR ControlInfo,
+                                               _Out_opt_ PULONG ControlFlags, _Inout_ PIRP Irp);
+typedef struct _WSK_PROVIDER_DATAGRAM_DISPATCH {
+    SOFTNDK_WSK_BASIC_MEMBERS;
+    PFN_WSK_BIND WskBind;
+    PFN_WSK_SEND_TO WskSendTo;
+    PFN_WSK_RECEIVE_FROM WskReceiveFrom;
+    PFN_WSK_RELEASE_DATA_INDICATION_LIST WskRelease;
+    PFN_WSK_GET_LOCAL_ADDRESS WskGetLocalAddress;
+} WSK_PROVIDER_DATAGRAM_DISPATCH, *PWSK_PROVIDER_DATAGRAM_DISPATCH;
 
 /* STATUS_SUCCESS, STATUS_INVALID_PARAMETER (NULL argument or dispatch),
  * STATUS_NOINTERFACE (client major version other than 1), STATUS_INSUFFICIENT_RESOURCES. */

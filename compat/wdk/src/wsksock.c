@@ -721,11 +721,20 @@ static NTSTATUS WSKAPI sock_inspect_complete(PWSK_SOCKET ListenSocket, PWSK_INSP
 }
 
 static const WSK_PROVIDER_CONNECTION_DISPATCH conn_dispatch = {
-    {sock_control, sock_close}, sock_bind,    sock_connect,    sock_local_address,
-    sock_remote_address,        sock_send,    sock_receive,    sock_disconnect,
-    sock_release,
+    .Basic = {sock_control, sock_close},
+    .WskBind = sock_bind,
+    .WskConnect = sock_connect,
+    .WskGetLocalAddress = sock_local_address,
+    .WskGetRemoteAddress = sock_remote_address,
+    .WskSend = sock_send,
+    .WskReceive = sock_receive,
+    .WskDisconnect = sock_disconnect,
+    .WskRelease = sock_release,
 };
 static const WSK_PROVIDER_LISTEN_DISPATCH listen_dispatch = {
-    {sock_control, sock_close}, sock_bind, sock_accept, sock_inspect_complete,
-    sock_local_address,
+    .Basic = {sock_control, sock_close},
+    .WskBind = sock_bind,
+    .WskAccept = sock_accept,
+    .WskInspectComplete = sock_inspect_complete,
+    .WskGetLocalAddress = sock_local_address,
 };

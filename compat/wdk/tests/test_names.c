@@ -111,7 +111,7 @@ static void *hammer(void *arg)
         _InterlockedExchangeAdd8(&Shared.c, 1);
         LONG old;
         do
-            old = Shared.cas;
+            old = ReadAcquire(&Shared.cas);
         while (_InterlockedCompareExchange(&Shared.cas, old + 1, old) != old);
     }
     return NULL;

@@ -110,7 +110,7 @@ static NTSTATUS WskTcpClose(PWSKTCP_SYNC Sync, _Inout_ PWSK_SOCKET *Socket)
 
     if (*Socket != NULL) {
         WskTcpPrepare(Sync);
-        status = WskTcpWait(Sync, CONN(*Socket)->Basic.WskCloseSocket(*Socket, Sync->Irp), NULL);
+        status = WskTcpWait(Sync, CONN(*Socket)->WskCloseSocket(*Socket, Sync->Irp), NULL);
         *Socket = NULL;
     }
     return status;
@@ -212,7 +212,7 @@ static NTSTATUS WskTcpRun(PWSKTCP Tcp, PWSKTCP_SYNC Sync, ADDRESS_FAMILY Family)
         WSK_EVENT_CALLBACK_CONTROL control;
         control.NpiId = (PNPIID)&NPI_WSK_INTERFACE_ID;
         control.EventMask = WSK_EVENT_ACCEPT;
-        status = LISTEN(Tcp->Listener)->Basic.WskControlSocket(
+        status = LISTEN(Tcp->Listener)->WskControlSocket(
             Tcp->Listener, WskSetOption, SO_WSK_EVENT_CALLBACK, SOL_SOCKET, sizeof(control),
             &control, 0, NULL, NULL, NULL);
         NAMES_CHECK(NT_SUCCESS(status), status);
