@@ -1770,4 +1770,7 @@ SOFTNDK_WDK_API NTSTATUS RtlGUIDFromString(const UNICODE_STRING *GuidString, GUI
 }
 #endif
 
+/* as Windows' wdm.h: DEFINE_GUID, IsEqualGUID */
+#include "guiddef.h"
+
 #endif /* SOFTNDK_WDK_WDM_H */

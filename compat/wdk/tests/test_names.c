@@ -410,3 +410,18 @@ TEST(wdk_routes_loopback)
     CHECK_EQ_I64(GetIpPathTable(77, &paths), STATUS_INVALID_PARAMETER);
     CHECK_EQ_U64(SoftNdkWdkQueryPool(since, NULL, 0), 0);
 }
+
+/* guiddef.h: DEFINE_GUID after initguid.h defines, IsEqualGUID compares. */
+#include <initguid.h>
+DEFINE_GUID(WdkTestGuid, 0x6B29FC40, 0xCA47, 0x1067, 0xB3, 0x1D, 0x00, 0xDD, 0x01, 0x06, 0x62,
+            0xDA);
+
+TEST(wdk_guiddef)
+{
+    GUID g;
+    DECLARE_CONST_UNICODE_STRING(text, L"{6B29FC40-CA47-1067-B31D-00DD010662DA}");
+    CHECK_EQ_I64(RtlGUIDFromString(&text, &g), STATUS_SUCCESS);
+    CHECK(IsEqualGUID(&g, &WdkTestGuid));
+    g.Data4[7] ^= 1;
+    CHECK(!IsEqualGUID(&g, &WdkTestGuid));
+}

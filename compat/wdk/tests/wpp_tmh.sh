@@ -34,8 +34,7 @@ static VOID WppUnload(PDRIVER_OBJECT DriverObject)
 NTSTATUS DriverEntry(PDRIVER_OBJECT DriverObject, PUNICODE_STRING RegistryPath)
 {
     WPP_INIT_TRACING(DriverObject, RegistryPath);
-    TraceEvents(TRACE_LEVEL_ERROR, TRACE_ALL, "%!FUNC! at %!FILE!:%!LINE!: connect failed %!STATUS!, port %u",
-                STATUS_IO_TIMEOUT, 4420u);
+    TraceEvents(TRACE_LEVEL_ERROR, TRACE_ALL, "%!FUNC! at %!FILE!:%!LINE!: connect failed %!STATUS!, port %u", STATUS_IO_TIMEOUT, 4420u);
     TraceEvents(TRACE_LEVEL_VERBOSE, TRACE_ALL, "verbose detail %d", 7);
     DoTraceMessage(TRACE_ALL, "ready %!bool!", TRUE);
     DriverObject->DriverUnload = WppUnload;
