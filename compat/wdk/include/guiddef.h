@@ -9,9 +9,9 @@
 
 typedef const GUID *REFGUID, *REFIID, *REFCLSID, *REFFMTID;
 typedef GUID IID, *LPIID, CLSID, *LPCLSID, FMTID, *LPFMTID;
-#define IsEqualGUID(rguid1, rguid2) (memcmp((rguid1), (rguid2), sizeof(GUID)) == 0)
+#define IsEqualGUID(rguid1, rguid2)       (memcmp((rguid1), (rguid2), sizeof(GUID)) == 0)
 #define InlineIsEqualGUID(rguid1, rguid2) IsEqualGUID(rguid1, rguid2)
-#define IsEqualIID(riid1, riid2) IsEqualGUID(riid1, riid2)
+#define IsEqualIID(riid1, riid2)          IsEqualGUID(riid1, riid2)
 
 #endif /* SOFTNDK_WDK_GUIDDEF_H */
 
@@ -24,10 +24,9 @@ typedef GUID IID, *LPIID, CLSID, *LPCLSID, FMTID, *LPFMTID;
 #define SOFTNDK_GUID_LINKAGE /* C: a const at file scope is external */
 #endif
 #ifdef INITGUID
-#define DEFINE_GUID(name, l, w1, w2, b1, b2, b3, b4, b5, b6, b7, b8)                              \
-    SOFTNDK_GUID_LINKAGE const GUID __attribute__((weak)) name = {l, w1, w2,                      \
-                                                               {b1, b2, b3, b4, b5, b6, b7, b8}}
+#define DEFINE_GUID(name, l, w1, w2, b1, b2, b3, b4, b5, b6, b7, b8)                               \
+    SOFTNDK_GUID_LINKAGE const GUID __attribute__((weak))                                          \
+    name = {l, w1, w2, {b1, b2, b3, b4, b5, b6, b7, b8}}
 #else
 #define DEFINE_GUID(name, l, w1, w2, b1, b2, b3, b4, b5, b6, b7, b8) EXTERN_C const GUID name
 #endif
-

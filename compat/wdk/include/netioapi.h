@@ -70,14 +70,16 @@ typedef enum _NL_ROUTE_PROTOCOL {
     MIB_IPPROTO_NT_AUTOSTATIC = 10002,
     MIB_IPPROTO_NT_STATIC = 10006,
     MIB_IPPROTO_NT_STATIC_NON_DOD = 10007,
-} NL_ROUTE_PROTOCOL, *PNL_ROUTE_PROTOCOL;
+} NL_ROUTE_PROTOCOL,
+    *PNL_ROUTE_PROTOCOL;
 typedef enum _NL_ROUTE_ORIGIN {
     NlroManual,
     NlroWellKnown,
     NlroDHCP,
     NlroRouterAdvertisement,
     Nlro6to4,
-} NL_ROUTE_ORIGIN, *PNL_ROUTE_ORIGIN;
+} NL_ROUTE_ORIGIN,
+    *PNL_ROUTE_ORIGIN;
 typedef struct _MIB_IPFORWARD_ROW2 {
     NET_LUID InterfaceLuid;
     NET_IFINDEX InterfaceIndex;
@@ -130,8 +132,7 @@ typedef struct _MIB_IPPATH_TABLE {
 SOFTNDK_WDK_API NETIO_STATUS GetBestRoute2(PNET_LUID InterfaceLuid, NET_IFINDEX InterfaceIndex,
                                            const SOCKADDR_INET *SourceAddress,
                                            const SOCKADDR_INET *DestinationAddress,
-                                           ULONG AddressSortOptions,
-                                           PMIB_IPFORWARD_ROW2 BestRoute,
+                                           ULONG AddressSortOptions, PMIB_IPFORWARD_ROW2 BestRoute,
                                            SOCKADDR_INET *BestSourceAddress);
 /* iphlpapi's, as drivers call it: the interface index of the best route to pDestAddr. */
 SOFTNDK_WDK_API NETIO_STATUS GetBestInterfaceEx(PSOCKADDR pDestAddr, PULONG pdwBestIfIndex);

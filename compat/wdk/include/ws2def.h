@@ -40,7 +40,8 @@ typedef struct sockaddr_in SOCKADDR_IN, *PSOCKADDR_IN;
 typedef struct sockaddr_in6 SOCKADDR_IN6, *PSOCKADDR_IN6, SOCKADDR_IN6_LH, *PSOCKADDR_IN6_LH;
 #else
 #if defined(_NETINET_IN_H) || defined(_ARPA_INET_H)
-#error "softndk-wdk: <netinet/in.h> / <arpa/inet.h> (Linux's in_addr) included in driver code; the harness gives Windows' IN_ADDR / IN6_ADDR (docs/wdk.md, \"Socket addresses\")"
+#error                                                                                             \
+    "softndk-wdk: <netinet/in.h> / <arpa/inet.h> (Linux's in_addr) included in driver code; the harness gives Windows' IN_ADDR / IN6_ADDR (docs/wdk.md, \"Socket addresses\")"
 #endif
 typedef struct in_addr {
     union {
@@ -53,12 +54,12 @@ typedef struct in_addr {
         ULONG S_addr;
     } S_un;
 } IN_ADDR, *PIN_ADDR, *LPIN_ADDR;
-#define s_addr S_un.S_addr
-#define s_host S_un.S_un_b.s_b2
-#define s_net S_un.S_un_b.s_b1
-#define s_imp S_un.S_un_w.s_w2
-#define s_impno S_un.S_un_b.s_b4
-#define s_lh S_un.S_un_b.s_b3
+#define s_addr           S_un.S_addr
+#define s_host           S_un.S_un_b.s_b2
+#define s_net            S_un.S_un_b.s_b1
+#define s_imp            S_un.S_un_w.s_w2
+#define s_impno          S_un.S_un_b.s_b4
+#define s_lh             S_un.S_un_b.s_b3
 
 typedef struct in6_addr {
     union {
@@ -66,12 +67,12 @@ typedef struct in6_addr {
         USHORT Word[8];
     } u;
 } IN6_ADDR, *PIN6_ADDR, *LPIN6_ADDR;
-#define in_addr6 in6_addr
-#define _S6_un u
-#define _S6_u8 Byte
-#define s6_addr _S6_un._S6_u8
-#define s6_bytes u.Byte
-#define s6_words u.Word
+#define in_addr6         in6_addr
+#define _S6_un           u
+#define _S6_u8           Byte
+#define s6_addr          _S6_un._S6_u8
+#define s6_bytes         u.Byte
+#define s6_words         u.Word
 
 typedef struct {
     union {
@@ -110,13 +111,28 @@ typedef enum {
     IPPROTO_IPV6 = 41,
     IPPROTO_ICMPV6 = 58,
     IPPROTO_RAW = 255,
-} IPPROTO, *PIPPROTO;
-#define INADDR_ANY ((ULONG)0x00000000)
-#define INADDR_LOOPBACK 0x7f000001
+} IPPROTO,
+    *PIPPROTO;
+#define INADDR_ANY       ((ULONG)0x00000000)
+#define INADDR_LOOPBACK  0x7f000001
 #define INADDR_BROADCAST ((ULONG)0xffffffff)
-#define INADDR_NONE 0xffffffff
-#define IN6ADDR_ANY_INIT {{{0}}}
-#define IN6ADDR_LOOPBACK_INIT {{{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}}}
+#define INADDR_NONE      0xffffffff
+#define IN6ADDR_ANY_INIT                                                                           \
+    {                                                                                              \
+        {                                                                                          \
+            {                                                                                      \
+                0                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }
+#define IN6ADDR_LOOPBACK_INIT                                                                      \
+    {                                                                                              \
+        {                                                                                          \
+            {                                                                                      \
+                0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1                                     \
+            }                                                                                      \
+        }                                                                                          \
+    }
 #endif /* SOFTNDK_WDK_INTERNAL */
 
 /* Both views have Linux's layout: what a driver builds passes to the host's socket calls. */

@@ -135,7 +135,11 @@ typedef struct _WSK_PROVIDER_NPI {
  * "WSK sockets"). Every request takes an IRP the client allocated (IoAllocateIrp(1, FALSE) and
  * a completion routine, as on Windows): the request is completed through it, at once or later
  * from a harness thread (DISPATCH_LEVEL), and the call returns the status or STATUS_PENDING. */
-typedef enum _WSK_CONTROL_SOCKET_TYPE { WskSetOption, WskGetOption, WskIoctl } WSK_CONTROL_SOCKET_TYPE;
+typedef enum _WSK_CONTROL_SOCKET_TYPE {
+    WskSetOption,
+    WskGetOption,
+    WskIoctl
+} WSK_CONTROL_SOCKET_TYPE;
 typedef enum _WSK_INSPECT_ACTION {
     WskInspectReject,
     WskInspectAccept,
@@ -155,19 +159,19 @@ typedef struct _WSK_EVENT_CALLBACK_CONTROL {
     PNPIID NpiId;
     ULONG EventMask;
 } WSK_EVENT_CALLBACK_CONTROL, *PWSK_EVENT_CALLBACK_CONTROL;
-#define WSK_SO_BASE 0x4000
-#define SO_WSK_SECURITY (WSK_SO_BASE + 1)
-#define SO_WSK_EVENT_CALLBACK (WSK_SO_BASE + 2)
+#define WSK_SO_BASE            0x4000
+#define SO_WSK_SECURITY        (WSK_SO_BASE + 1)
+#define SO_WSK_EVENT_CALLBACK  (WSK_SO_BASE + 2)
 #define WSK_EVENT_RECEIVE_FROM 0x00000100
-#define WSK_EVENT_ACCEPT 0x00000200
+#define WSK_EVENT_ACCEPT       0x00000200
 #define WSK_EVENT_SEND_BACKLOG 0x00000010
-#define WSK_EVENT_RECEIVE 0x00000040
-#define WSK_EVENT_DISCONNECT 0x00000080
-#define WSK_EVENT_DISABLE 0x80000000
+#define WSK_EVENT_RECEIVE      0x00000040
+#define WSK_EVENT_DISCONNECT   0x00000080
+#define WSK_EVENT_DISABLE      0x80000000
 /* request flags: WskDisconnect's, WskReceive's, WskSend's */
-#define WSK_FLAG_ABORTIVE 0x00000001
-#define WSK_FLAG_WAITALL 0x00000002
-#define WSK_FLAG_NODELAY 0x00000002
+#define WSK_FLAG_ABORTIVE          0x00000001
+#define WSK_FLAG_WAITALL           0x00000002
+#define WSK_FLAG_NODELAY           0x00000002
 #define WSK_FLAG_AT_DISPATCH_LEVEL 0x00000008
 
 struct _WSK_CLIENT_CONNECTION_DISPATCH;
@@ -217,8 +221,7 @@ typedef NTSTATUS(WSKAPI *PFN_WSK_INSPECT_COMPLETE)(_In_ PWSK_SOCKET ListenSocket
                                                    _In_ WSK_INSPECT_ACTION Action,
                                                    _Inout_ PIRP Irp);
 typedef NTSTATUS(WSKAPI *PFN_WSK_GET_LOCAL_ADDRESS)(_In_ PWSK_SOCKET Socket,
-                                                    _Out_ PSOCKADDR LocalAddress,
-                                                    _Inout_ PIRP Irp);
+                                                    _Out_ PSOCKADDR LocalAddress, _Inout_ PIRP Irp);
 typedef NTSTATUS(WSKAPI *PFN_WSK_GET_REMOTE_ADDRESS)(_In_ PWSK_SOCKET Socket,
                                                      _Out_ PSOCKADDR RemoteAddress,
                                                      _Inout_ PIRP Irp);
@@ -239,13 +242,13 @@ typedef struct _WSK_PROVIDER_BASIC_DISPATCH {
 /* Windows' wsk.h gives C code the basic routines as an anonymous member (Dispatch->
  * WskCloseSocket) and C++ code a member Basic (Dispatch->Basic.WskCloseSocket): both spellings
  * work here, through an anonymous union. */
-#define SOFTNDK_WSK_BASIC_MEMBERS                                                               \
-    union {                                                                                     \
-        WSK_PROVIDER_BASIC_DISPATCH Basic;                                                      \
-        struct {                                                                                \
-            PFN_WSK_CONTROL_SOCKET WskControlSocket;                                            \
-            PFN_WSK_CLOSE_SOCKET WskCloseSocket;                                                \
-        };                                                                                      \
+#define SOFTNDK_WSK_BASIC_MEMBERS                                                                  \
+    union {                                                                                        \
+        WSK_PROVIDER_BASIC_DISPATCH Basic;                                                         \
+        struct {                                                                                   \
+            PFN_WSK_CONTROL_SOCKET WskControlSocket;                                               \
+            PFN_WSK_CLOSE_SOCKET WskCloseSocket;                                                   \
+        };                                                                                         \
     }
 typedef struct _WSK_PROVIDER_LISTEN_DISPATCH {
     SOFTNDK_WSK_BASIC_MEMBERS;

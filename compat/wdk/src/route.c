@@ -148,14 +148,15 @@ static bool route_row(const struct nlmsghdr *m, MIB_IPFORWARD_ROW2 *row)
     row->DestinationPrefix.PrefixLength = rt->rtm_dst_len;
     row->Loopback = rt->rtm_type == RTN_LOCAL;
     row->Protocol = rt->rtm_protocol == RTPROT_KERNEL ? RouteProtocolLocal : RouteProtocolNetMgmt;
-    row->Origin = rt->rtm_protocol == RTPROT_DHCP ? NlroDHCP
-                  : rt->rtm_protocol == RTPROT_RA ? NlroRouterAdvertisement
+    row->Origin = rt->rtm_protocol == RTPROT_DHCP     ? NlroDHCP
+                  : rt->rtm_protocol == RTPROT_RA     ? NlroRouterAdvertisement
                   : rt->rtm_protocol == RTPROT_KERNEL ? NlroWellKnown
                                                       : NlroManual;
     row->ValidLifetime = row->PreferredLifetime = 0xffffffffu;
     row->Immortal = TRUE;
     size_t len = RTM_PAYLOAD(m);
-    for (const struct rtattr *a = attr_first(rt, sizeof *rt); RTA_OK(a, len); a = attr_next(a, &len)) {
+    for (const struct rtattr *a = attr_first(rt, sizeof *rt); RTA_OK(a, len);
+         a = attr_next(a, &len)) {
         size_t plen = RTA_PAYLOAD(a);
         switch (a->rta_type) {
         case RTA_DST:
@@ -174,7 +175,8 @@ static bool route_row(const struct nlmsghdr *m, MIB_IPFORWARD_ROW2 *row)
             if (plen == sizeof(uint32_t))
                 memcpy(&row->Metric, RTA_DATA(a), sizeof(uint32_t));
             break;
-        default: break;
+        default:
+            break;
         }
     }
     if (row->InterfaceIndex)
@@ -197,7 +199,8 @@ static int best_cb(const struct nlmsghdr *m, void *ctx)
     const struct rtmsg *rt = NLMSG_DATA(m);
     size_t len = RTM_PAYLOAD(m);
     set_inet(&b->src, rt->rtm_family, NULL);
-    for (const struct rtattr *a = attr_first(rt, sizeof *rt); RTA_OK(a, len); a = attr_next(a, &len))
+    for (const struct rtattr *a = attr_first(rt, sizeof *rt); RTA_OK(a, len);
+         a = attr_next(a, &len))
         if (a->rta_type == RTA_PREFSRC && RTA_PAYLOAD(a) == addr_len(rt->rtm_family))
             set_inet(&b->src, rt->rtm_family, RTA_DATA(a));
     return 0;
@@ -361,7 +364,8 @@ static int table_neigh_cb(const struct nlmsghdr *m, void *ctx)
     ConvertInterfaceIndexToLuid(p->InterfaceIndex, &p->InterfaceLuid);
     p->IsReachable = (nd->ndm_state & (NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE)) != 0;
     size_t len = m->nlmsg_len - NLMSG_LENGTH(sizeof(struct ndmsg));
-    for (const struct rtattr *a = attr_first(nd, sizeof *nd); RTA_OK(a, len); a = attr_next(a, &len))
+    for (const struct rtattr *a = attr_first(nd, sizeof *nd); RTA_OK(a, len);
+         a = attr_next(a, &len))
         if (a->rta_type == NDA_DST && RTA_PAYLOAD(a) == alen) {
             set_inet(&p->Destination, nd->ndm_family, RTA_DATA(a));
             p->CurrentNextHop = p->Destination; /* a neighbour is its own next hop */
@@ -423,7 +427,8 @@ static NTSTATUS dump(int type, ADDRESS_FAMILY family, size_t hdr, size_t row, vo
 NETIO_STATUS GetIpForwardTable2(ADDRESS_FAMILY Family, PMIB_IPFORWARD_TABLE2 *Table)
 {
     return dump(RTM_GETROUTE, Family, offsetof(MIB_IPFORWARD_TABLE2, Table),
-                sizeof(MIB_IPFORWARD_ROW2), (void **)Table, table_route_cb, __builtin_return_address(0));
+                sizeof(MIB_IPFORWARD_ROW2), (void **)Table, table_route_cb,
+                __builtin_return_address(0));
 }
 
 NETIO_STATUS GetIpPathTable(ADDRESS_FAMILY Family, PMIB_IPPATH_TABLE *Table)

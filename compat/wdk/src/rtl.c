@@ -489,8 +489,8 @@ NTSTATUS RtlAnsiStringToUnicodeString(PUNICODE_STRING DestinationString,
     if (bytes + sizeof(WCHAR) > 0xFFFE)
         return STATUS_INVALID_PARAMETER_2;
     if (AllocateDestinationString) {
-        DestinationString->Buffer = rtl_string_alloc(bytes + sizeof(WCHAR),
-                                                     __builtin_return_address(0));
+        DestinationString->Buffer =
+            rtl_string_alloc(bytes + sizeof(WCHAR), __builtin_return_address(0));
         if (!DestinationString->Buffer)
             return STATUS_NO_MEMORY;
         DestinationString->MaximumLength = (USHORT)(bytes + sizeof(WCHAR));
@@ -533,8 +533,7 @@ NTSTATUS RtlUnicodeStringToAnsiString(PANSI_STRING DestinationString,
 VOID RtlFreeUnicodeString(PUNICODE_STRING UnicodeString)
 {
     if (UnicodeString && UnicodeString->Buffer) {
-        wdk_pool_free(UnicodeString->Buffer, WDK_TAG_RTL_STRING, true,
-                      __builtin_return_address(0));
+        wdk_pool_free(UnicodeString->Buffer, WDK_TAG_RTL_STRING, true, __builtin_return_address(0));
         UnicodeString->Buffer = NULL;
         UnicodeString->Length = UnicodeString->MaximumLength = 0;
     }

@@ -120,9 +120,11 @@ VOID IoWriteErrorLogEntry(PVOID ElEntry)
                         ended = true;
                         break;
                     }
-                    errlog_put(line, sizeof line, &len, "%c", c >= 0x20 && c < 0x7F ? (char)c : '?');
+                    errlog_put(line, sizeof line, &len, "%c",
+                               c >= 0x20 && c < 0x7F ? (char)c : '?');
                 }
-                errlog_put(line, sizeof line, &len, ended ? "\"" : "\" (unterminated: the entry ends)");
+                errlog_put(line, sizeof line, &len,
+                           ended ? "\"" : "\" (unterminated: the entry ends)");
                 if (!ended)
                     break;
             }

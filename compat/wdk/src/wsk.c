@@ -127,8 +127,7 @@ static NTSTATUS WSKAPI wsk_socket(PWSK_CLIENT Client, ADDRESS_FAMILY AddressFami
 {
     (void)OwningProcess, (void)OwningThread, (void)SecurityDescriptor;
     client_of(Client, "WskSocket");
-    return wdk_wsk_socket(AddressFamily, SocketType, Protocol, Flags, SocketContext, Dispatch,
-                          Irp);
+    return wdk_wsk_socket(AddressFamily, SocketType, Protocol, Flags, SocketContext, Dispatch, Irp);
 }
 
 static NTSTATUS WSKAPI wsk_socket_connect(PWSK_CLIENT Client, USHORT SocketType, ULONG Protocol,

@@ -19,8 +19,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#define WDK_TAG_WSK_SOCKET 0x536B7357u /* "WskS" */
-#define SOCK_MAGIC 0x4B434F534B5357ull  /* "WSKSOCK" */
+#define WDK_TAG_WSK_SOCKET 0x536B7357u         /* "WskS" */
+#define SOCK_MAGIC         0x4B434F534B5357ull /* "WSKSOCK" */
 
 enum wsk_state {
     WSK_S_OPEN,         /* created, not bound */
@@ -33,12 +33,9 @@ enum wsk_state {
     WSK_S_COUNT
 };
 static const char *const wsk_state_names[WSK_S_COUNT] = {
-    [WSK_S_OPEN] = "open",
-    [WSK_S_BOUND] = "bound",
-    [WSK_S_LISTENING] = "listening",
-    [WSK_S_CONNECTING] = "connecting",
-    [WSK_S_CONNECTED] = "connected",
-    [WSK_S_DISCONNECTED] = "disconnected",
+    [WSK_S_OPEN] = "open",           [WSK_S_BOUND] = "bound",
+    [WSK_S_LISTENING] = "listening", [WSK_S_CONNECTING] = "connecting",
+    [WSK_S_CONNECTED] = "connected", [WSK_S_DISCONNECTED] = "disconnected",
     [WSK_S_CLOSING] = "closing",
 };
 /* allowed[from] is the set of states reachable from it */
@@ -105,23 +102,36 @@ static bool set_state(struct wsk_sock *s, enum wsk_state to, const char *why)
 static NTSTATUS status_of_errno(int e)
 {
     switch (e) {
-    case ECONNREFUSED: return STATUS_CONNECTION_REFUSED;
-    case ECONNRESET: return STATUS_CONNECTION_RESET;
-    case ECONNABORTED: return STATUS_CONNECTION_ABORTED;
+    case ECONNREFUSED:
+        return STATUS_CONNECTION_REFUSED;
+    case ECONNRESET:
+        return STATUS_CONNECTION_RESET;
+    case ECONNABORTED:
+        return STATUS_CONNECTION_ABORTED;
     case EPIPE:
-    case ENOTCONN: return STATUS_CONNECTION_DISCONNECTED;
-    case ENETUNREACH: return STATUS_NETWORK_UNREACHABLE;
-    case EHOSTUNREACH: return STATUS_HOST_UNREACHABLE;
-    case ETIMEDOUT: return STATUS_IO_TIMEOUT;
-    case EADDRINUSE: return STATUS_ADDRESS_ALREADY_EXISTS;
-    case EADDRNOTAVAIL: return STATUS_INVALID_ADDRESS_COMPONENT;
+    case ENOTCONN:
+        return STATUS_CONNECTION_DISCONNECTED;
+    case ENETUNREACH:
+        return STATUS_NETWORK_UNREACHABLE;
+    case EHOSTUNREACH:
+        return STATUS_HOST_UNREACHABLE;
+    case ETIMEDOUT:
+        return STATUS_IO_TIMEOUT;
+    case EADDRINUSE:
+        return STATUS_ADDRESS_ALREADY_EXISTS;
+    case EADDRNOTAVAIL:
+        return STATUS_INVALID_ADDRESS_COMPONENT;
     case EAFNOSUPPORT:
-    case EINVAL: return STATUS_INVALID_PARAMETER;
+    case EINVAL:
+        return STATUS_INVALID_PARAMETER;
     case ENOMEM:
-    case ENOBUFS: return STATUS_INSUFFICIENT_RESOURCES;
+    case ENOBUFS:
+        return STATUS_INSUFFICIENT_RESOURCES;
     case EACCES:
-    case EPERM: return STATUS_ACCESS_DENIED;
-    default: return STATUS_UNSUCCESSFUL;
+    case EPERM:
+        return STATUS_ACCESS_DENIED;
+    default:
+        return STATUS_UNSUCCESSFUL;
     }
 }
 
@@ -160,7 +170,7 @@ static NTSTATUS irp_done(PIRP Irp, NTSTATUS st, ULONG_PTR info)
 
 static socklen_t sockaddr_len(const SOCKADDR *a)
 {
-    return a->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+    return a->sa_family == AF_INET    ? sizeof(struct sockaddr_in)
            : a->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
                                       : 0;
 }
@@ -203,8 +213,8 @@ NTSTATUS wdk_wsk_socket(ADDRESS_FAMILY AddressFamily, USHORT SocketType, ULONG P
     int one = 1;
     if (Flags == WSK_FLAG_LISTEN_SOCKET)
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct wsk_sock *s = sock_new(fd, AddressFamily, Flags == WSK_FLAG_LISTEN_SOCKET,
-                                  SocketContext, Dispatch, WSK_S_OPEN);
+    struct wsk_sock *s = sock_new(fd, AddressFamily, Flags == WSK_FLAG_LISTEN_SOCKET, SocketContext,
+                                  Dispatch, WSK_S_OPEN);
     if (!s) {
         close(fd);
         return irp_done(Irp, STATUS_INSUFFICIENT_RESOURCES, 0);
@@ -222,7 +232,7 @@ struct wsk_req {
     WSK_BUF buf;
     bool have_buf;
     ULONG flags;
-    struct sockaddr_storage addr; /* connect: the remote address */
+    struct sockaddr_storage addr;    /* connect: the remote address */
     PSOCKADDR local_out, remote_out; /* accept */
     PVOID accept_context;
     const void *accept_dispatch;
@@ -369,20 +379,22 @@ static void *req_thread(void *arg)
             pthread_mutex_unlock(&s->lock);
             break;
         }
-        struct wsk_sock *a = sock_new(fd, s->family, false, r->accept_context,
-                                      r->accept_dispatch, WSK_S_CONNECTED);
+        struct wsk_sock *a =
+            sock_new(fd, s->family, false, r->accept_context, r->accept_dispatch, WSK_S_CONNECTED);
         if (!a) {
             close(fd);
             st = STATUS_INSUFFICIENT_RESOURCES;
             break;
         }
         if (r->remote_out)
-            memcpy(r->remote_out, &peer, plen <= sizeof(SOCKADDR_IN6) ? plen : sizeof(SOCKADDR_IN6));
+            memcpy(r->remote_out, &peer,
+                   plen <= sizeof(SOCKADDR_IN6) ? plen : sizeof(SOCKADDR_IN6));
         if (r->local_out) {
             struct sockaddr_storage me;
             socklen_t mlen = sizeof me;
             if (getsockname(fd, (struct sockaddr *)&me, &mlen) == 0)
-                memcpy(r->local_out, &me, mlen <= sizeof(SOCKADDR_IN6) ? mlen : sizeof(SOCKADDR_IN6));
+                memcpy(r->local_out, &me,
+                       mlen <= sizeof(SOCKADDR_IN6) ? mlen : sizeof(SOCKADDR_IN6));
         }
         info = (ULONG_PTR)&a->pub;
         break;
@@ -468,8 +480,8 @@ static void *accept_thread(void *arg)
         }
         PVOID ctx = NULL;
         const WSK_CLIENT_CONNECTION_DISPATCH *cd = NULL;
-        NTSTATUS st = d->WskAcceptEvent(s->context, 0, (PSOCKADDR)&me, (PSOCKADDR)&peer, &a->pub,
-                                        &ctx, &cd);
+        NTSTATUS st =
+            d->WskAcceptEvent(s->context, 0, (PSOCKADDR)&me, (PSOCKADDR)&peer, &a->pub, &ctx, &cd);
         if (st == STATUS_SUCCESS) {
             a->context = ctx;
             a->client_dispatch = cd;
@@ -565,8 +577,7 @@ static NTSTATUS WSKAPI sock_close(PWSK_SOCKET Socket, PIRP Irp)
     return irp_done(Irp, STATUS_SUCCESS, 0);
 }
 
-static NTSTATUS WSKAPI sock_bind(PWSK_SOCKET Socket, PSOCKADDR LocalAddress, ULONG Flags,
-                                 PIRP Irp)
+static NTSTATUS WSKAPI sock_bind(PWSK_SOCKET Socket, PSOCKADDR LocalAddress, ULONG Flags, PIRP Irp)
 {
     struct wsk_sock *s = sock_of(Socket, "WskBind");
     (void)Flags;
@@ -602,7 +613,8 @@ static NTSTATUS get_address(PWSK_SOCKET Socket, PSOCKADDR Address, PIRP Irp, boo
     int rc = remote ? getpeername(s->fd, (struct sockaddr *)&a, &len)
                     : getsockname(s->fd, (struct sockaddr *)&a, &len);
     if (rc != 0)
-        return irp_done(Irp, errno == ENOTCONN ? STATUS_INVALID_DEVICE_STATE : status_of_errno(errno), 0);
+        return irp_done(
+            Irp, errno == ENOTCONN ? STATUS_INVALID_DEVICE_STATE : status_of_errno(errno), 0);
     memcpy(Address, &a, len <= sizeof(SOCKADDR_IN6) ? len : sizeof(SOCKADDR_IN6));
     return irp_done(Irp, STATUS_SUCCESS, 0);
 }
@@ -649,8 +661,8 @@ static NTSTATUS data_request(enum wsk_op op, PWSK_SOCKET Socket, PWSK_BUF Buffer
     enum wsk_state state = s->state;
     bool ok = state == WSK_S_CONNECTED || (op == OP_RECEIVE && state == WSK_S_DISCONNECTED);
     if (ok && op == OP_DISCONNECT)
-        set_state(s, WSK_S_DISCONNECTED, Flags & WSK_FLAG_ABORTIVE ? "abortive WskDisconnect"
-                                                                   : "WskDisconnect");
+        set_state(s, WSK_S_DISCONNECTED,
+                  Flags & WSK_FLAG_ABORTIVE ? "abortive WskDisconnect" : "WskDisconnect");
     pthread_mutex_unlock(&s->lock);
     if (!ok)
         return irp_done(Irp, STATUS_INVALID_DEVICE_STATE, 0);
@@ -675,8 +687,7 @@ static NTSTATUS WSKAPI sock_receive(PWSK_SOCKET Socket, PWSK_BUF Buffer, ULONG F
     return data_request(OP_RECEIVE, Socket, Buffer, Flags, Irp, "WskReceive");
 }
 
-static NTSTATUS WSKAPI sock_disconnect(PWSK_SOCKET Socket, PWSK_BUF Buffer, ULONG Flags,
-                                       PIRP Irp)
+static NTSTATUS WSKAPI sock_disconnect(PWSK_SOCKET Socket, PWSK_BUF Buffer, ULONG Flags, PIRP Irp)
 {
     return data_request(OP_DISCONNECT, Socket, Buffer, Flags, Irp, "WskDisconnect");
 }
@@ -688,8 +699,7 @@ static NTSTATUS WSKAPI sock_release(PWSK_SOCKET Socket, PWSK_DATA_INDICATION Dat
     return STATUS_NOT_SUPPORTED; /* no receive events, so no indication to give back */
 }
 
-static NTSTATUS WSKAPI sock_accept(PWSK_SOCKET ListenSocket, ULONG Flags,
-                                   PVOID AcceptSocketContext,
+static NTSTATUS WSKAPI sock_accept(PWSK_SOCKET ListenSocket, ULONG Flags, PVOID AcceptSocketContext,
                                    const WSK_CLIENT_CONNECTION_DISPATCH *AcceptSocketDispatch,
                                    PSOCKADDR LocalAddress, PSOCKADDR RemoteAddress, PIRP Irp)
 {

@@ -54,13 +54,24 @@ TEST(wdk_sal_old_style)
 
 TEST(wdk_ntstatus_family)
 {
-    static const NTSTATUS errors[] = {
-        STATUS_ALREADY_REGISTERED, STATUS_INVALID_OWNER, STATUS_INVALID_PRIMARY_GROUP,
-        STATUS_INVALID_SID, STATUS_INVALID_ACL, STATUS_INVALID_SECURITY_DESCR,
-        STATUS_DEVICE_DOES_NOT_EXIST, STATUS_DEVICE_NOT_CONNECTED, STATUS_IO_DEVICE_ERROR,
-        STATUS_DEVICE_PROTOCOL_ERROR, STATUS_ADAPTER_HARDWARE_ERROR, STATUS_INVALID_USER_BUFFER,
-        STATUS_REMOTE_NOT_LISTENING, STATUS_BAD_NETWORK_PATH, STATUS_INVALID_PARAMETER_12,
-        STATUS_CONNECTION_COUNT_LIMIT, STATUS_HOPLIMIT_EXCEEDED, STATUS_DRIVER_INTERNAL_ERROR};
+    static const NTSTATUS errors[] = {STATUS_ALREADY_REGISTERED,
+                                      STATUS_INVALID_OWNER,
+                                      STATUS_INVALID_PRIMARY_GROUP,
+                                      STATUS_INVALID_SID,
+                                      STATUS_INVALID_ACL,
+                                      STATUS_INVALID_SECURITY_DESCR,
+                                      STATUS_DEVICE_DOES_NOT_EXIST,
+                                      STATUS_DEVICE_NOT_CONNECTED,
+                                      STATUS_IO_DEVICE_ERROR,
+                                      STATUS_DEVICE_PROTOCOL_ERROR,
+                                      STATUS_ADAPTER_HARDWARE_ERROR,
+                                      STATUS_INVALID_USER_BUFFER,
+                                      STATUS_REMOTE_NOT_LISTENING,
+                                      STATUS_BAD_NETWORK_PATH,
+                                      STATUS_INVALID_PARAMETER_12,
+                                      STATUS_CONNECTION_COUNT_LIMIT,
+                                      STATUS_HOPLIMIT_EXCEEDED,
+                                      STATUS_DRIVER_INTERNAL_ERROR};
     for (size_t i = 0; i < RTL_NUMBER_OF(errors); i++) {
         CHECK(NT_ERROR(errors[i]) && !NT_SUCCESS(errors[i]));
         for (size_t j = 0; j < i; j++)
@@ -229,7 +240,8 @@ TEST(wdk_error_log)
     e->StringOffset = sizeof(IO_ERROR_LOG_PACKET);
     memcpy((PUCHAR)e + e->StringOffset, L"ab", 4); /* fills the entry: no NUL before its end */
     line = stderr_of(write_entry, e);
-    CHECK(strstr(line, "(unterminated: the entry ends)") != NULL || (printf("line: %s\n", line), false));
+    CHECK(strstr(line, "(unterminated: the entry ends)") != NULL ||
+          (printf("line: %s\n", line), false));
     e = IoAllocateErrorLogEntry(&drv, 64);
     IoFreeErrorLogEntry(e);
     CHECK_EQ_U64(SoftNdkWdkQueryPool(since, NULL, 0), 0);
@@ -316,7 +328,8 @@ TEST(wdk_rtl_string_conversions)
     CHECK_EQ_I64(RtlIntegerToUnicodeString(0x12B, 16, &n), STATUS_SUCCESS);
     CHECK(n.Length == 6 && num[0] == '1' && num[1] == '2' && num[2] == 'B' && num[3] == 0);
 
-    static const GUID g = {0x6B29FC40, 0xCA47, 0x1067, {0xB3, 0x1D, 0x00, 0xDD, 0x01, 0x06, 0x62, 0xDA}};
+    static const GUID g = {
+        0x6B29FC40, 0xCA47, 0x1067, {0xB3, 0x1D, 0x00, 0xDD, 0x01, 0x06, 0x62, 0xDA}};
     UNICODE_STRING gs;
     CHECK_EQ_I64(RtlStringFromGUID(&g, &gs), STATUS_SUCCESS);
     CHECK_EQ_U64(gs.Length, 76);

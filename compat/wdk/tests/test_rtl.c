@@ -122,7 +122,8 @@ TEST(wdk_ipv6_string_to_address)
     CHECK(*term == '/');
     char out[64];
     ULONG len = sizeof out;
-    CHECK_EQ_I64(RtlIpv6AddressToStringExA(&a, 2, RtlUshortByteSwap(80), out, &len), STATUS_SUCCESS);
+    CHECK_EQ_I64(RtlIpv6AddressToStringExA(&a, 2, RtlUshortByteSwap(80), out, &len),
+                 STATUS_SUCCESS);
     CHECK(strcmp(out, "[2001:db8::5%2]:80") == 0);
 }
 

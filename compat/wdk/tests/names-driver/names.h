@@ -23,12 +23,12 @@ Abstract:
 
 #define NamesLog(...) DbgPrintEx(DPFLTR_IHVDRIVER_ID, DPFLTR_ERROR_LEVEL, __VA_ARGS__)
 
-#define NAMES_CHECK(cond, status)                                                               \
-    do {                                                                                        \
-        if (!(cond)) {                                                                          \
-            NamesLog("names-driver: check failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);   \
-            return (status);                                                                    \
-        }                                                                                       \
+#define NAMES_CHECK(cond, status)                                                                  \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            NamesLog("names-driver: check failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);      \
+            return (status);                                                                       \
+        }                                                                                          \
     } while (0)
 
 //

@@ -21,7 +21,7 @@ Abstract:
 #include "names.h"
 
 #define NAMES_WORKERS 4
-#define NAMES_ROUNDS 1000
+#define NAMES_ROUNDS  1000
 
 //
 // MSVC anonymous members of a tagged type (-fms-extensions).
@@ -63,8 +63,8 @@ static DRIVER_UNLOAD NamesUnload;
 static IO_WORKITEM_ROUTINE NamesWorker;
 
 __declspec(noinline) static __checkReturn NTSTATUS
-NamesFormat(__out_ecount(Count) PWCHAR Buffer, __in SIZE_T Count,
-            __in __nullterminated PCWSTR Name, __in ULONG Value)
+    NamesFormat(__out_ecount(Count) PWCHAR Buffer, __in SIZE_T Count,
+                __in __nullterminated PCWSTR Name, __in ULONG Value)
 {
     int n = _snwprintf(Buffer, Count, L"%s-%u", Name, Value);
 
@@ -208,8 +208,7 @@ static NTSTATUS NamesRun(VOID)
     command.Data.Mdl = mdl;
     command.Data.Offset = 16;
     command.Data.Length = 32;
-    NAMES_CHECK((PUCHAR)MmGetMdlVirtualAddress(command.Data.Mdl) + command.Data.Offset ==
-                    data + 16,
+    NAMES_CHECK((PUCHAR)MmGetMdlVirtualAddress(command.Data.Mdl) + command.Data.Offset == data + 16,
                 STATUS_DATA_ERROR);
     IoFreeMdl(mdl);
 
@@ -328,8 +327,8 @@ NTSTATUS DriverEntry(PDRIVER_OBJECT DriverObject, PUNICODE_STRING RegistryPath)
         IoDeleteDevice(Globals.Device);
         return status;
     }
-    status = WskCaptureProviderNPI(&Globals.WskRegistration, WSK_INFINITE_WAIT,
-                                   &Globals.WskProvider);
+    status =
+        WskCaptureProviderNPI(&Globals.WskRegistration, WSK_INFINITE_WAIT, &Globals.WskProvider);
     if (NT_SUCCESS(status)) {
         status = Globals.WskProvider.Dispatch->WskControlClient(
             Globals.WskProvider.Client, WSKNDK_GET_WSK_PROVIDER_NDK_DISPATCH, 0, NULL,

@@ -28,8 +28,8 @@ typedef struct _WSKTCP {
     const WSK_PROVIDER_DISPATCH *Provider;
     PWSK_CLIENT Client;
     PWSK_SOCKET Listener;
-    PWSK_SOCKET Server;   // from the accept event
-    PWSK_SOCKET Client1;  // the connection socket
+    PWSK_SOCKET Server;  // from the accept event
+    PWSK_SOCKET Client1; // the connection socket
     KEVENT Accepted;
     volatile LONG AcceptEvents;
 } WSKTCP, *PWSKTCP;
@@ -64,10 +64,10 @@ static NTSTATUS WskTcpWait(_Inout_ PWSKTCP_SYNC Sync, NTSTATUS Status, _Out_opt_
     return Sync->Irp->IoStatus.Status;
 }
 
-static NTSTATUS WSKAPI WskTcpAcceptEvent(PVOID SocketContext, ULONG Flags,
-                                         PSOCKADDR LocalAddress, PSOCKADDR RemoteAddress,
-                                         PWSK_SOCKET AcceptSocket, PVOID *AcceptSocketContext,
-                                         const WSK_CLIENT_CONNECTION_DISPATCH **AcceptSocketDispatch)
+static NTSTATUS WSKAPI
+WskTcpAcceptEvent(PVOID SocketContext, ULONG Flags, PSOCKADDR LocalAddress, PSOCKADDR RemoteAddress,
+                  PWSK_SOCKET AcceptSocket, PVOID *AcceptSocketContext,
+                  const WSK_CLIENT_CONNECTION_DISPATCH **AcceptSocketDispatch)
 {
     PWSKTCP tcp = (PWSKTCP)SocketContext;
 
@@ -87,7 +87,7 @@ static NTSTATUS WSKAPI WskTcpAcceptEvent(PVOID SocketContext, ULONG Flags,
 
 static const WSK_CLIENT_LISTEN_DISPATCH WskTcpListenDispatch = {WskTcpAcceptEvent, NULL, NULL};
 
-#define CONN(s) ((const WSK_PROVIDER_CONNECTION_DISPATCH *)(s)->Dispatch)
+#define CONN(s)   ((const WSK_PROVIDER_CONNECTION_DISPATCH *)(s)->Dispatch)
 #define LISTEN(s) ((const WSK_PROVIDER_LISTEN_DISPATCH *)(s)->Dispatch)
 
 static NTSTATUS WskTcpSocket(PWSKTCP Tcp, PWSKTCP_SYNC Sync, ADDRESS_FAMILY Family, ULONG Flags,
@@ -97,8 +97,8 @@ static NTSTATUS WskTcpSocket(PWSKTCP Tcp, PWSKTCP_SYNC Sync, ADDRESS_FAMILY Fami
     NTSTATUS status;
 
     WskTcpPrepare(Sync);
-    status = Tcp->Provider->WskSocket(Tcp->Client, Family, SOCK_STREAM, IPPROTO_TCP, Flags,
-                                      Context, Dispatch, NULL, NULL, NULL, Sync->Irp);
+    status = Tcp->Provider->WskSocket(Tcp->Client, Family, SOCK_STREAM, IPPROTO_TCP, Flags, Context,
+                                      Dispatch, NULL, NULL, NULL, Sync->Irp);
     status = WskTcpWait(Sync, status, &info);
     *Socket = NT_SUCCESS(status) ? (PWSK_SOCKET)info : NULL;
     return status;
@@ -205,22 +205,26 @@ static NTSTATUS WskTcpRun(PWSKTCP Tcp, PWSKTCP_SYNC Sync, ADDRESS_FAMILY Family)
                           &Tcp->Listener);
     NAMES_CHECK(NT_SUCCESS(status), status);
     WskTcpPrepare(Sync);
-    status = WskTcpWait(Sync, LISTEN(Tcp->Listener)->WskBind(Tcp->Listener, (PSOCKADDR)&bindAddress,
-                                                            0, Sync->Irp), NULL);
+    status = WskTcpWait(
+        Sync, LISTEN(Tcp->Listener)->WskBind(Tcp->Listener, (PSOCKADDR)&bindAddress, 0, Sync->Irp),
+        NULL);
     NAMES_CHECK(NT_SUCCESS(status), status);
     {
         WSK_EVENT_CALLBACK_CONTROL control;
         control.NpiId = (PNPIID)&NPI_WSK_INTERFACE_ID;
         control.EventMask = WSK_EVENT_ACCEPT;
-        status = LISTEN(Tcp->Listener)->WskControlSocket(
-            Tcp->Listener, WskSetOption, SO_WSK_EVENT_CALLBACK, SOL_SOCKET, sizeof(control),
-            &control, 0, NULL, NULL, NULL);
+        status = LISTEN(Tcp->Listener)
+                     ->WskControlSocket(Tcp->Listener, WskSetOption, SO_WSK_EVENT_CALLBACK,
+                                        SOL_SOCKET, sizeof(control), &control, 0, NULL, NULL, NULL);
         NAMES_CHECK(NT_SUCCESS(status), status);
     }
     RtlZeroMemory(&listenAddress, sizeof(listenAddress));
     WskTcpPrepare(Sync);
-    status = WskTcpWait(Sync, LISTEN(Tcp->Listener)->WskGetLocalAddress(
-                                  Tcp->Listener, (PSOCKADDR)&listenAddress, Sync->Irp), NULL);
+    status =
+        WskTcpWait(Sync,
+                   LISTEN(Tcp->Listener)
+                       ->WskGetLocalAddress(Tcp->Listener, (PSOCKADDR)&listenAddress, Sync->Irp),
+                   NULL);
     NAMES_CHECK(NT_SUCCESS(status) && ((PSOCKADDR_IN)&listenAddress)->sin_port != 0, status);
 
     //
@@ -229,24 +233,29 @@ static NTSTATUS WskTcpRun(PWSKTCP Tcp, PWSKTCP_SYNC Sync, ADDRESS_FAMILY Family)
     status = WskTcpSocket(Tcp, Sync, Family, WSK_FLAG_CONNECTION_SOCKET, NULL, NULL, &Tcp->Client1);
     NAMES_CHECK(NT_SUCCESS(status), status);
     WskTcpPrepare(Sync);
-    status = WskTcpWait(Sync, CONN(Tcp->Client1)->WskConnect(Tcp->Client1, (PSOCKADDR)&listenAddress,
-                                                            0, Sync->Irp), NULL);
+    status = WskTcpWait(
+        Sync, CONN(Tcp->Client1)->WskConnect(Tcp->Client1, (PSOCKADDR)&listenAddress, 0, Sync->Irp),
+        NULL);
     NAMES_CHECK(status == STATUS_INVALID_DEVICE_STATE, STATUS_DATA_ERROR); // not bound yet
     WskTcpPrepare(Sync);
-    status = WskTcpWait(Sync, CONN(Tcp->Client1)->WskBind(Tcp->Client1, (PSOCKADDR)&bindAddress, 0,
-                                                         Sync->Irp), NULL);
+    status = WskTcpWait(
+        Sync, CONN(Tcp->Client1)->WskBind(Tcp->Client1, (PSOCKADDR)&bindAddress, 0, Sync->Irp),
+        NULL);
     NAMES_CHECK(NT_SUCCESS(status), status);
     WskTcpPrepare(Sync);
-    status = WskTcpWait(Sync, CONN(Tcp->Client1)->WskConnect(Tcp->Client1, (PSOCKADDR)&listenAddress,
-                                                            0, Sync->Irp), NULL);
+    status = WskTcpWait(
+        Sync, CONN(Tcp->Client1)->WskConnect(Tcp->Client1, (PSOCKADDR)&listenAddress, 0, Sync->Irp),
+        NULL);
     NAMES_CHECK(NT_SUCCESS(status), status);
     timeout.QuadPart = -10 * 1000 * 1000 * 10LL; // 10 s
     status = KeWaitForSingleObject(&Tcp->Accepted, Executive, KernelMode, FALSE, &timeout);
     NAMES_CHECK(status == STATUS_SUCCESS && Tcp->Server != NULL, STATUS_IO_TIMEOUT);
     RtlZeroMemory(&peerAddress, sizeof(peerAddress));
     WskTcpPrepare(Sync);
-    status = WskTcpWait(Sync, CONN(Tcp->Server)->WskGetRemoteAddress(
-                                  Tcp->Server, (PSOCKADDR)&peerAddress, Sync->Irp), NULL);
+    status = WskTcpWait(
+        Sync,
+        CONN(Tcp->Server)->WskGetRemoteAddress(Tcp->Server, (PSOCKADDR)&peerAddress, Sync->Irp),
+        NULL);
     NAMES_CHECK(NT_SUCCESS(status) && peerAddress.ss_family == Family, status);
 
     //
@@ -278,14 +287,14 @@ static NTSTATUS WskTcpRun(PWSKTCP Tcp, PWSKTCP_SYNC Sync, ADDRESS_FAMILY Family)
     // Graceful disconnect: the server's receive completes with 0 bytes; then the server's.
     //
     WskTcpPrepare(Sync);
-    status = WskTcpWait(Sync, CONN(Tcp->Client1)->WskDisconnect(Tcp->Client1, NULL, 0, Sync->Irp),
-                        NULL);
+    status =
+        WskTcpWait(Sync, CONN(Tcp->Client1)->WskDisconnect(Tcp->Client1, NULL, 0, Sync->Irp), NULL);
     NAMES_CHECK(NT_SUCCESS(status), status);
     status = WskTcpReceive(Sync, Tcp->Server, in, 64, 0, &got);
     NAMES_CHECK(NT_SUCCESS(status) && got == 0, STATUS_DATA_ERROR);
     WskTcpPrepare(Sync);
-    status = WskTcpWait(Sync, CONN(Tcp->Server)->WskDisconnect(Tcp->Server, NULL, 0, Sync->Irp),
-                        NULL);
+    status =
+        WskTcpWait(Sync, CONN(Tcp->Server)->WskDisconnect(Tcp->Server, NULL, 0, Sync->Irp), NULL);
     NAMES_CHECK(NT_SUCCESS(status), status);
     status = WskTcpReceive(Sync, Tcp->Client1, in, 64, 0, &got);
     NAMES_CHECK(NT_SUCCESS(status) && got == 0, STATUS_DATA_ERROR);
