@@ -196,6 +196,15 @@ static struct wsk_sock *sock_new(int fd, int family, bool listen, PVOID context,
     return s;
 }
 
+static void sock_destroy(struct wsk_sock *s)
+{
+    s->magic = 0;
+    close(s->fd);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
+    wdk_pool_free(s, WDK_TAG_WSK_SOCKET, true, __builtin_return_address(0));
+}
+
 /* WskSocket: connection-oriented (WSK_FLAG_CONNECTION_SOCKET) and listen sockets, SOCK_STREAM
  * over IPPROTO_TCP, AF_INET or AF_INET6. The socket is the IRP's Information. */
 NTSTATUS wdk_wsk_socket(ADDRESS_FAMILY AddressFamily, USHORT SocketType, ULONG Protocol,
@@ -224,7 +233,7 @@ NTSTATUS wdk_wsk_socket(ADDRESS_FAMILY AddressFamily, USHORT SocketType, ULONG P
 
 /* ------------------------------------------------------------------------------------------ */
 /* Requests on threads. */
-enum wsk_op { OP_CONNECT, OP_SEND, OP_RECEIVE, OP_DISCONNECT, OP_ACCEPT };
+enum wsk_op { OP_CONNECT, OP_SOCKET_CONNECT, OP_SEND, OP_RECEIVE, OP_DISCONNECT, OP_ACCEPT };
 struct wsk_req {
     enum wsk_op op;
     struct wsk_sock *s;
@@ -297,6 +306,7 @@ static void *req_thread(void *arg)
     NTSTATUS st = STATUS_SUCCESS;
     ULONG_PTR info = 0;
     switch (r->op) {
+    case OP_SOCKET_CONNECT:
     case OP_CONNECT: {
         int rc;
         do
@@ -309,6 +319,22 @@ static void *req_thread(void *arg)
             set_state(s, st == STATUS_SUCCESS ? WSK_S_CONNECTED : WSK_S_DISCONNECTED,
                       st == STATUS_SUCCESS ? "connect completed" : "connect failed");
         pthread_mutex_unlock(&s->lock);
+        if (r->op == OP_SOCKET_CONNECT) {
+            PIRP irp = r->irp;
+            free(r);
+            if (st != STATUS_SUCCESS) {
+                /* WskSocketConnect failed: the client never gets the socket */
+                sock_destroy(s);
+                irp_done(irp, st, 0);
+                return NULL;
+            }
+            pthread_mutex_lock(&s->lock);
+            s->pending--;
+            pthread_cond_broadcast(&s->cond);
+            pthread_mutex_unlock(&s->lock);
+            irp_done(irp, st, (ULONG_PTR)&s->pub);
+            return NULL;
+        }
         break;
     }
     case OP_SEND: {
@@ -488,11 +514,7 @@ static void *accept_thread(void *arg)
             debug_line("socket %p: accepted %p", (void *)s, (void *)a);
         } else {
             /* STATUS_REQUEST_NOT_ACCEPTED (or anything else): the connection is refused */
-            a->magic = 0;
-            close(a->fd);
-            pthread_mutex_destroy(&a->lock);
-            pthread_cond_destroy(&a->cond);
-            wdk_pool_free(a, WDK_TAG_WSK_SOCKET, true, __builtin_return_address(0));
+            sock_destroy(a);
         }
     }
     return NULL;
@@ -569,11 +591,7 @@ static NTSTATUS WSKAPI sock_close(PWSK_SOCKET Socket, PIRP Irp)
     while (s->pending > 0)
         pthread_cond_wait(&s->cond, &s->lock);
     pthread_mutex_unlock(&s->lock);
-    close(s->fd);
-    s->magic = 0;
-    pthread_mutex_destroy(&s->lock);
-    pthread_cond_destroy(&s->cond);
-    wdk_pool_free(s, WDK_TAG_WSK_SOCKET, true, __builtin_return_address(0));
+    sock_destroy(s);
     return irp_done(Irp, STATUS_SUCCESS, 0);
 }
 
@@ -748,3 +766,40 @@ static const WSK_PROVIDER_LISTEN_DISPATCH listen_dispatch = {
     .WskInspectComplete = sock_inspect_complete,
     .WskGetLocalAddress = sock_local_address,
 };
+
+/* WskSocketConnect: a connection socket created, bound to LocalAddress and connected to
+ * RemoteAddress in one request; the socket is the IRP's Information. */
+NTSTATUS wdk_wsk_socket_connect(USHORT SocketType, ULONG Protocol, PSOCKADDR LocalAddress,
+                                PSOCKADDR RemoteAddress, PVOID SocketContext, const VOID *Dispatch,
+                                PIRP Irp)
+{
+    irp_take(Irp, "WskSocketConnect");
+    if (!LocalAddress || !RemoteAddress || LocalAddress->sa_family != RemoteAddress->sa_family ||
+        sockaddr_len(LocalAddress) == 0 || SocketType != SOCK_STREAM ||
+        (Protocol != IPPROTO_TCP && Protocol != 0))
+        return irp_done(Irp, STATUS_INVALID_PARAMETER, 0);
+    int family = LocalAddress->sa_family;
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+    if (fd < 0)
+        return irp_done(Irp, status_of_errno(errno), 0);
+    if (bind(fd, (const struct sockaddr *)LocalAddress, sockaddr_len(LocalAddress)) != 0) {
+        NTSTATUS st = status_of_errno(errno);
+        close(fd);
+        return irp_done(Irp, st, 0);
+    }
+    struct wsk_sock *s = sock_new(fd, family, false, SocketContext, Dispatch, WSK_S_BOUND);
+    if (!s) {
+        close(fd);
+        return irp_done(Irp, STATUS_INSUFFICIENT_RESOURCES, 0);
+    }
+    pthread_mutex_lock(&s->lock);
+    set_state(s, WSK_S_CONNECTING, "WskSocketConnect");
+    pthread_mutex_unlock(&s->lock);
+    struct wsk_req *r = req_new(OP_SOCKET_CONNECT, s, Irp);
+    if (!r) {
+        sock_destroy(s);
+        return irp_done(Irp, STATUS_INSUFFICIENT_RESOURCES, 0);
+    }
+    memcpy(&r->addr, RemoteAddress, sockaddr_len(RemoteAddress));
+    return req_start(r);
+}
