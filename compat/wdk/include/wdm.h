@@ -74,6 +74,28 @@ extern "C" {
 #define DECLSPEC_CACHEALIGN DECLSPEC_ALIGN(64)
 #define DECLSPEC_IMPORT
 #define DECLSPEC_EXPORT
+#define DECLSPEC_SELECTANY  __attribute__((weak))
+#define DECLSPEC_DEPRECATED __attribute__((deprecated))
+/* MSVC's __declspec(...): each form drivers use maps onto its gcc/clang attribute through
+ * SOFTNDK_DECLSPEC_<form> (the argument is pasted, not expanded: <stdnoreturn.h>'s noreturn
+ * macro does not interfere). A form not listed is a compile error naming SOFTNDK_DECLSPEC_<form>.
+ * dllexport gives default visibility (what a .so exports); dllimport is nothing (the dynamic
+ * linker resolves imports); selectany is a weak definition (one of several identical ones is
+ * kept, as MSVC's COMDAT folding does). */
+#ifndef __declspec
+#define __declspec(x) SOFTNDK_DECLSPEC_##x
+#endif
+#define SOFTNDK_DECLSPEC_dllexport __attribute__((visibility("default")))
+#define SOFTNDK_DECLSPEC_dllimport
+#define SOFTNDK_DECLSPEC_noinline   __attribute__((noinline))
+#define SOFTNDK_DECLSPEC_noreturn   __attribute__((noreturn))
+#define SOFTNDK_DECLSPEC_align(n)   __attribute__((aligned(n)))
+#define SOFTNDK_DECLSPEC_selectany  __attribute__((weak))
+#define SOFTNDK_DECLSPEC_deprecated __attribute__((deprecated))
+#define SOFTNDK_DECLSPEC_thread     _Thread_local
+#define SOFTNDK_DECLSPEC_restrict
+#define SOFTNDK_DECLSPEC_noalias
+#define SOFTNDK_DECLSPEC_novtable
 #ifndef SYSTEM_CACHE_ALIGNMENT_SIZE
 #define SYSTEM_CACHE_ALIGNMENT_SIZE 64
 #endif
@@ -127,6 +149,81 @@ typedef wchar_t WCHAR, *PWCHAR, *PWCH, *PWSTR, *LPWSTR; /* C++: L"..." is wchar_
 typedef uint16_t WCHAR, *PWCHAR, *PWCH, *PWSTR, *LPWSTR; /* C: with -fshort-wchar, the same type */
 #endif
 typedef const WCHAR *PCWCH, *PCWSTR, *LPCWSTR;
+
+/* ------------------------------------------------------------------------------------------ */
+/* The kernel C runtime's wide-character and printf routines, for 16-bit WCHAR (docs/wdk.md,
+ * "Wide characters"). glibc's wide functions take a 32-bit wchar_t: with -fshort-wchar a driver
+ * that reached them would link and silently read two WCHARs as one character. So the harness
+ * implements them as SoftNdkWdkCrt_<name> and, in driver code, the Windows names are macros
+ * onto those: every call, whatever was included first, goes to the 16-bit one. The harness ships
+ * its own <wchar.h> (the one a driver's `#include <wchar.h>` finds: it includes this header), and
+ * a driver that got glibc's <wchar.h> first stops here, at build time. The multibyte side is
+ * Windows' "C" locale: characters 0 to 0xFF map to the bytes 0 to 0xFF (wcstombs fails with
+ * (size_t)-1 on anything above). The printf forms take Windows' conversions (DbgPrint's); in
+ * the wide ones %s and %c are wide and %S, %C, %hs narrow, as in MSVC. */
+#if defined(_WCHAR_H) && !defined(SOFTNDK_WDK_INTERNAL)
+#error                                                                                             \
+    "softndk-wdk: glibc's <wchar.h> (32-bit wchar_t) was included before the harness headers; drivers use the harness's 16-bit wide-character routines: include <wdm.h> (or <wchar.h> from the harness include path) instead (docs/wdk.md, \"Wide characters\")"
+#endif
+SOFTNDK_WDK_API size_t SoftNdkWdkCrt_wcslen(const WCHAR *S);
+SOFTNDK_WDK_API size_t SoftNdkWdkCrt_wcsnlen(const WCHAR *S, size_t Max);
+SOFTNDK_WDK_API WCHAR *SoftNdkWdkCrt_wcscpy(WCHAR *Dest, const WCHAR *Src);
+SOFTNDK_WDK_API WCHAR *SoftNdkWdkCrt_wcsncpy(WCHAR *Dest, const WCHAR *Src, size_t Count);
+SOFTNDK_WDK_API WCHAR *SoftNdkWdkCrt_wcscat(WCHAR *Dest, const WCHAR *Src);
+SOFTNDK_WDK_API WCHAR *SoftNdkWdkCrt_wcsncat(WCHAR *Dest, const WCHAR *Src, size_t Count);
+SOFTNDK_WDK_API int SoftNdkWdkCrt_wcscmp(const WCHAR *A, const WCHAR *B);
+SOFTNDK_WDK_API int SoftNdkWdkCrt_wcsncmp(const WCHAR *A, const WCHAR *B, size_t Count);
+SOFTNDK_WDK_API int SoftNdkWdkCrt__wcsicmp(const WCHAR *A, const WCHAR *B);
+SOFTNDK_WDK_API int SoftNdkWdkCrt__wcsnicmp(const WCHAR *A, const WCHAR *B, size_t Count);
+SOFTNDK_WDK_API WCHAR *SoftNdkWdkCrt_wcschr(const WCHAR *S, WCHAR C);
+SOFTNDK_WDK_API WCHAR *SoftNdkWdkCrt_wcsrchr(const WCHAR *S, WCHAR C);
+SOFTNDK_WDK_API WCHAR *SoftNdkWdkCrt_wcsstr(const WCHAR *S, const WCHAR *Find);
+SOFTNDK_WDK_API long SoftNdkWdkCrt_wcstol(const WCHAR *S, WCHAR **End, int Base);
+SOFTNDK_WDK_API unsigned long SoftNdkWdkCrt_wcstoul(const WCHAR *S, WCHAR **End, int Base);
+SOFTNDK_WDK_API size_t SoftNdkWdkCrt_wcstombs(char *Dest, const WCHAR *Src, size_t Count);
+SOFTNDK_WDK_API size_t SoftNdkWdkCrt_mbstowcs(WCHAR *Dest, const char *Src, size_t Count);
+SOFTNDK_WDK_API int SoftNdkWdkCrt_mbtowc(WCHAR *Dest, const char *Src, size_t Count);
+SOFTNDK_WDK_API int SoftNdkWdkCrt_wctomb(char *Dest, WCHAR C);
+SOFTNDK_WDK_API WCHAR SoftNdkWdkCrt_towlower(WCHAR C);
+SOFTNDK_WDK_API WCHAR SoftNdkWdkCrt_towupper(WCHAR C);
+SOFTNDK_WDK_API int SoftNdkWdkCrt__vsnprintf(char *Buffer, size_t Count, const char *Format,
+                                             va_list Args);
+SOFTNDK_WDK_API int SoftNdkWdkCrt__snprintf(char *Buffer, size_t Count, const char *Format, ...);
+SOFTNDK_WDK_API int SoftNdkWdkCrt__vsnwprintf(WCHAR *Buffer, size_t Count, const WCHAR *Format,
+                                              va_list Args);
+SOFTNDK_WDK_API int SoftNdkWdkCrt__snwprintf(WCHAR *Buffer, size_t Count, const WCHAR *Format, ...);
+SOFTNDK_WDK_API int SoftNdkWdkCrt_swprintf(WCHAR *Buffer, size_t Count, const WCHAR *Format, ...);
+SOFTNDK_WDK_API int SoftNdkWdkCrt_vswprintf(WCHAR *Buffer, size_t Count, const WCHAR *Format,
+                                            va_list Args);
+#ifndef SOFTNDK_WDK_INTERNAL
+#define wcslen      SoftNdkWdkCrt_wcslen
+#define wcsnlen     SoftNdkWdkCrt_wcsnlen
+#define wcscpy      SoftNdkWdkCrt_wcscpy
+#define wcsncpy     SoftNdkWdkCrt_wcsncpy
+#define wcscat      SoftNdkWdkCrt_wcscat
+#define wcsncat     SoftNdkWdkCrt_wcsncat
+#define wcscmp      SoftNdkWdkCrt_wcscmp
+#define wcsncmp     SoftNdkWdkCrt_wcsncmp
+#define _wcsicmp    SoftNdkWdkCrt__wcsicmp
+#define _wcsnicmp   SoftNdkWdkCrt__wcsnicmp
+#define wcschr      SoftNdkWdkCrt_wcschr
+#define wcsrchr     SoftNdkWdkCrt_wcsrchr
+#define wcsstr      SoftNdkWdkCrt_wcsstr
+#define wcstol      SoftNdkWdkCrt_wcstol
+#define wcstoul     SoftNdkWdkCrt_wcstoul
+#define wcstombs    SoftNdkWdkCrt_wcstombs
+#define mbstowcs    SoftNdkWdkCrt_mbstowcs
+#define mbtowc      SoftNdkWdkCrt_mbtowc
+#define wctomb      SoftNdkWdkCrt_wctomb
+#define towlower    SoftNdkWdkCrt_towlower
+#define towupper    SoftNdkWdkCrt_towupper
+#define _vsnprintf  SoftNdkWdkCrt__vsnprintf
+#define _snprintf   SoftNdkWdkCrt__snprintf
+#define _vsnwprintf SoftNdkWdkCrt__vsnwprintf
+#define _snwprintf  SoftNdkWdkCrt__snwprintf
+#define swprintf    SoftNdkWdkCrt_swprintf
+#define vswprintf   SoftNdkWdkCrt_vswprintf
+#endif
 typedef PVOID HANDLE, *PHANDLE, *PPVOID;
 typedef const void *PCVOID;
 typedef NTSTATUS *PNTSTATUS;
@@ -1313,9 +1410,10 @@ FORCEINLINE VOID IoSetCompletionRoutine(PIRP Irp, PIO_COMPLETION_ROUTINE Complet
         next->Control |= SL_INVOKE_ON_CANCEL;
 }
 
-/* Exported with default visibility even when the driver builds with -fvisibility=hidden, so
- * that the runner finds it with dlsym as the loader finds it in a .sys. */
-EXTERN_C DRIVER_INITIALIZE DriverEntry __attribute__((visibility("default")));
+/* No DriverEntry declaration: Windows' headers have none, the driver declares its own
+ * (`DRIVER_INITIALIZE DriverEntry;`, or a miniport's `ULONG DriverEntry(PVOID, PVOID)`), and a
+ * declaration here would clash with the second. The runner finds it with dlsym: build the driver
+ * with default visibility (pkg-config softndk-wdk and softndk::wdk do not hide symbols). */
 
 /* ------------------------------------------------------------------------------------------ */
 /* Work items: run at PASSIVE_LEVEL on the harness worker pool. A queued item keeps its device
@@ -1396,8 +1494,282 @@ SOFTNDK_WDK_API VOID MmUnlockPages(PMDL MemoryDescriptorList);
 SOFTNDK_WDK_API PVOID MmGetSystemAddressForMdlSafe(PMDL Mdl, ULONG Priority);
 #define MmGetSystemAddressForMdl(Mdl) MmGetSystemAddressForMdlSafe((Mdl), NormalPagePriority)
 
+/* ------------------------------------------------------------------------------------------ */
+/* More NTSTATUS codes drivers return and test for (values of Windows' ntstatus.h). */
+#define STATUS_WAIT_1                          SOFTNDK_NTSTATUS(0x00000001L)
+#define STATUS_WAIT_2                          SOFTNDK_NTSTATUS(0x00000002L)
+#define STATUS_WAIT_3                          SOFTNDK_NTSTATUS(0x00000003L)
+#define STATUS_WAIT_63                         SOFTNDK_NTSTATUS(0x0000003FL)
+#define STATUS_ABANDONED_WAIT_0                SOFTNDK_NTSTATUS(0x00000080L)
+#define STATUS_NOT_ALL_ASSIGNED                SOFTNDK_NTSTATUS(0x00000106L)
+#define STATUS_SOME_NOT_MAPPED                 SOFTNDK_NTSTATUS(0x00000107L)
+#define STATUS_BUFFER_ALL_ZEROS                SOFTNDK_NTSTATUS(0x00000117L)
+#define STATUS_OBJECT_NAME_EXISTS              SOFTNDK_NTSTATUS(0x40000000L)
+#define STATUS_NO_MORE_FILES                   SOFTNDK_NTSTATUS(0x80000006L)
+#define STATUS_DEVICE_OFF_LINE                 SOFTNDK_NTSTATUS(0x80000010L)
+#define STATUS_VERIFY_REQUIRED                 SOFTNDK_NTSTATUS(0x80000016L)
+#define STATUS_ALREADY_DISCONNECTED            SOFTNDK_NTSTATUS(0x80000025L)
+#define STATUS_INVALID_INFO_CLASS              SOFTNDK_NTSTATUS(0xC0000003L)
+#define STATUS_NO_SUCH_FILE                    SOFTNDK_NTSTATUS(0xC000000FL)
+#define STATUS_END_OF_FILE                     SOFTNDK_NTSTATUS(0xC0000011L)
+#define STATUS_NO_MEDIA_IN_DEVICE              SOFTNDK_NTSTATUS(0xC0000013L)
+#define STATUS_NONEXISTENT_SECTOR              SOFTNDK_NTSTATUS(0xC0000015L)
+#define STATUS_CONFLICTING_ADDRESSES           SOFTNDK_NTSTATUS(0xC0000018L)
+#define STATUS_INVALID_SYSTEM_SERVICE          SOFTNDK_NTSTATUS(0xC000001CL)
+#define STATUS_INVALID_LOCK_SEQUENCE           SOFTNDK_NTSTATUS(0xC000001EL)
+#define STATUS_ALREADY_COMMITTED               SOFTNDK_NTSTATUS(0xC0000021L)
+#define STATUS_OBJECT_TYPE_MISMATCH            SOFTNDK_NTSTATUS(0xC0000024L)
+#define STATUS_NOT_LOCKED                      SOFTNDK_NTSTATUS(0xC000002AL)
+#define STATUS_NOT_COMMITTED                   SOFTNDK_NTSTATUS(0xC000002DL)
+#define STATUS_DEVICE_ALREADY_ATTACHED         SOFTNDK_NTSTATUS(0xC0000038L)
+#define STATUS_CRC_ERROR                       SOFTNDK_NTSTATUS(0xC000003FL)
+#define STATUS_QUOTA_EXCEEDED                  SOFTNDK_NTSTATUS(0xC0000044L)
+#define STATUS_INVALID_PAGE_PROTECTION         SOFTNDK_NTSTATUS(0xC0000045L)
+#define STATUS_REVISION_MISMATCH               SOFTNDK_NTSTATUS(0xC0000059L)
+#define STATUS_INVALID_OWNER                   SOFTNDK_NTSTATUS(0xC000005AL)
+#define STATUS_INVALID_PRIMARY_GROUP           SOFTNDK_NTSTATUS(0xC000005BL)
+#define STATUS_PRIVILEGE_NOT_HELD              SOFTNDK_NTSTATUS(0xC0000061L)
+#define STATUS_LOGON_FAILURE                   SOFTNDK_NTSTATUS(0xC000006DL)
+#define STATUS_INVALID_ACL                     SOFTNDK_NTSTATUS(0xC0000077L)
+#define STATUS_INVALID_SID                     SOFTNDK_NTSTATUS(0xC0000078L)
+#define STATUS_INVALID_SECURITY_DESCR          SOFTNDK_NTSTATUS(0xC0000079L)
+#define STATUS_PROCEDURE_NOT_FOUND             SOFTNDK_NTSTATUS(0xC000007AL)
+#define STATUS_INVALID_IMAGE_FORMAT            SOFTNDK_NTSTATUS(0xC000007BL)
+#define STATUS_NO_TOKEN                        SOFTNDK_NTSTATUS(0xC000007CL)
+#define STATUS_DISK_FULL                       SOFTNDK_NTSTATUS(0xC000007FL)
+#define STATUS_FILE_INVALID                    SOFTNDK_NTSTATUS(0xC0000098L)
+#define STATUS_DEVICE_DATA_ERROR               SOFTNDK_NTSTATUS(0xC000009CL)
+#define STATUS_DEVICE_NOT_CONNECTED            SOFTNDK_NTSTATUS(0xC000009DL)
+#define STATUS_MEDIA_WRITE_PROTECTED           SOFTNDK_NTSTATUS(0xC00000A2L)
+#define STATUS_INVALID_PIPE_STATE              SOFTNDK_NTSTATUS(0xC00000ADL)
+#define STATUS_ILLEGAL_FUNCTION                SOFTNDK_NTSTATUS(0xC00000AFL)
+#define STATUS_REMOTE_NOT_LISTENING            SOFTNDK_NTSTATUS(0xC00000BCL)
+#define STATUS_DUPLICATE_NAME                  SOFTNDK_NTSTATUS(0xC00000BDL)
+#define STATUS_BAD_NETWORK_PATH                SOFTNDK_NTSTATUS(0xC00000BEL)
+#define STATUS_NETWORK_BUSY                    SOFTNDK_NTSTATUS(0xC00000BFL)
+#define STATUS_DEVICE_DOES_NOT_EXIST           SOFTNDK_NTSTATUS(0xC00000C0L)
+#define STATUS_ADAPTER_HARDWARE_ERROR          SOFTNDK_NTSTATUS(0xC00000C2L)
+#define STATUS_INVALID_NETWORK_RESPONSE        SOFTNDK_NTSTATUS(0xC00000C3L)
+#define STATUS_UNEXPECTED_NETWORK_ERROR        SOFTNDK_NTSTATUS(0xC00000C4L)
+#define STATUS_BAD_DEVICE_TYPE                 SOFTNDK_NTSTATUS(0xC00000CBL)
+#define STATUS_REQUEST_NOT_ACCEPTED            SOFTNDK_NTSTATUS(0xC00000D0L)
+#define STATUS_NOT_SAME_DEVICE                 SOFTNDK_NTSTATUS(0xC00000D4L)
+#define STATUS_INVALID_USER_BUFFER             SOFTNDK_NTSTATUS(0xC00000E8L)
+#define STATUS_UNEXPECTED_IO_ERROR             SOFTNDK_NTSTATUS(0xC00000E9L)
+#define STATUS_INVALID_PARAMETER_5             SOFTNDK_NTSTATUS(0xC00000F3L)
+#define STATUS_INVALID_PARAMETER_6             SOFTNDK_NTSTATUS(0xC00000F4L)
+#define STATUS_INVALID_PARAMETER_7             SOFTNDK_NTSTATUS(0xC00000F5L)
+#define STATUS_INVALID_PARAMETER_8             SOFTNDK_NTSTATUS(0xC00000F6L)
+#define STATUS_INVALID_PARAMETER_9             SOFTNDK_NTSTATUS(0xC00000F7L)
+#define STATUS_INVALID_PARAMETER_10            SOFTNDK_NTSTATUS(0xC00000F8L)
+#define STATUS_INVALID_PARAMETER_11            SOFTNDK_NTSTATUS(0xC00000F9L)
+#define STATUS_INVALID_PARAMETER_12            SOFTNDK_NTSTATUS(0xC00000FAL)
+#define STATUS_DIRECTORY_NOT_EMPTY             SOFTNDK_NTSTATUS(0xC0000101L)
+#define STATUS_NOT_A_DIRECTORY                 SOFTNDK_NTSTATUS(0xC0000103L)
+#define STATUS_FILE_CLOSED                     SOFTNDK_NTSTATUS(0xC0000128L)
+#define STATUS_UNRECOGNIZED_VOLUME             SOFTNDK_NTSTATUS(0xC000014FL)
+#define STATUS_UNMAPPABLE_CHARACTER            SOFTNDK_NTSTATUS(0xC0000162L)
+#define STATUS_INVALID_BLOCK_LENGTH            SOFTNDK_NTSTATUS(0xC0000173L)
+#define STATUS_DEVICE_CONFIGURATION_ERROR      SOFTNDK_NTSTATUS(0xC0000182L)
+#define STATUS_DRIVER_INTERNAL_ERROR           SOFTNDK_NTSTATUS(0xC0000183L)
+#define STATUS_IO_DEVICE_ERROR                 SOFTNDK_NTSTATUS(0xC0000185L)
+#define STATUS_DEVICE_PROTOCOL_ERROR           SOFTNDK_NTSTATUS(0xC0000186L)
+#define STATUS_INSUFF_SERVER_RESOURCES         SOFTNDK_NTSTATUS(0xC0000205L)
+#define STATUS_INVALID_ADDRESS_COMPONENT       SOFTNDK_NTSTATUS(0xC0000207L)
+#define STATUS_ADDRESS_CLOSED                  SOFTNDK_NTSTATUS(0xC000020BL)
+#define STATUS_CONNECTION_COUNT_LIMIT          SOFTNDK_NTSTATUS(0xC0000246L)
+#define STATUS_RESOURCE_NOT_OWNED              SOFTNDK_NTSTATUS(0xC0000264L)
+#define STATUS_INVALID_DEVICE_OBJECT_PARAMETER SOFTNDK_NTSTATUS(0xC0000369L)
+#define STATUS_ALREADY_REGISTERED              SOFTNDK_NTSTATUS(0xC0000718L)
+#define STATUS_HOPLIMIT_EXCEEDED               SOFTNDK_NTSTATUS(0xC000A012L)
+
+/* ------------------------------------------------------------------------------------------ */
+/* The compiler-intrinsic spellings (_Interlocked*) and the 8- and 16-bit forms: atomic
+ * read-modify-writes with a full barrier, as on x64 (lock-prefixed instructions). They return
+ * what Windows' return: the new value for Increment / Decrement, the old one for the rest. */
+FORCEINLINE SHORT InterlockedIncrement16(SHORT volatile *Addend)
+{
+    return __atomic_add_fetch(Addend, 1, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE SHORT InterlockedDecrement16(SHORT volatile *Addend)
+{
+    return __atomic_sub_fetch(Addend, 1, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE SHORT InterlockedExchange16(SHORT volatile *Target, SHORT Value)
+{
+    return __atomic_exchange_n(Target, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE SHORT InterlockedCompareExchange16(SHORT volatile *Destination, SHORT ExChange,
+                                               SHORT Comperand)
+{
+    __atomic_compare_exchange_n(Destination, &Comperand, ExChange, 0, SOFTNDK_WDK_SEQ,
+                                SOFTNDK_WDK_SEQ);
+    return Comperand;
+}
+FORCEINLINE SHORT InterlockedExchangeAdd16(SHORT volatile *Addend, SHORT Value)
+{
+    return __atomic_fetch_add(Addend, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE SHORT InterlockedAnd16(SHORT volatile *Destination, SHORT Value)
+{
+    return __atomic_fetch_and(Destination, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE SHORT InterlockedOr16(SHORT volatile *Destination, SHORT Value)
+{
+    return __atomic_fetch_or(Destination, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE SHORT InterlockedXor16(SHORT volatile *Destination, SHORT Value)
+{
+    return __atomic_fetch_xor(Destination, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE CHAR InterlockedExchange8(CHAR volatile *Target, CHAR Value)
+{
+    return __atomic_exchange_n(Target, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE CHAR InterlockedCompareExchange8(CHAR volatile *Destination, CHAR ExChange,
+                                             CHAR Comperand)
+{
+    __atomic_compare_exchange_n(Destination, &Comperand, ExChange, 0, SOFTNDK_WDK_SEQ,
+                                SOFTNDK_WDK_SEQ);
+    return Comperand;
+}
+FORCEINLINE CHAR InterlockedExchangeAdd8(CHAR volatile *Addend, CHAR Value)
+{
+    return __atomic_fetch_add(Addend, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE CHAR InterlockedAnd8(CHAR volatile *Destination, CHAR Value)
+{
+    return __atomic_fetch_and(Destination, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE CHAR InterlockedOr8(CHAR volatile *Destination, CHAR Value)
+{
+    return __atomic_fetch_or(Destination, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE CHAR InterlockedXor8(CHAR volatile *Destination, CHAR Value)
+{
+    return __atomic_fetch_xor(Destination, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE LONG64 InterlockedAnd64(LONG64 volatile *Destination, LONG64 Value)
+{
+    return __atomic_fetch_and(Destination, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE LONG64 InterlockedOr64(LONG64 volatile *Destination, LONG64 Value)
+{
+    return __atomic_fetch_or(Destination, Value, SOFTNDK_WDK_SEQ);
+}
+FORCEINLINE LONG64 InterlockedXor64(LONG64 volatile *Destination, LONG64 Value)
+{
+    return __atomic_fetch_xor(Destination, Value, SOFTNDK_WDK_SEQ);
+}
+#define _InterlockedIncrement              InterlockedIncrement
+#define _InterlockedDecrement              InterlockedDecrement
+#define _InterlockedExchange               InterlockedExchange
+#define _InterlockedCompareExchange        InterlockedCompareExchange
+#define _InterlockedExchangeAdd            InterlockedExchangeAdd
+#define _InterlockedAnd                    InterlockedAnd
+#define _InterlockedOr                     InterlockedOr
+#define _InterlockedXor                    InterlockedXor
+#define _InterlockedIncrement16            InterlockedIncrement16
+#define _InterlockedDecrement16            InterlockedDecrement16
+#define _InterlockedExchange16             InterlockedExchange16
+#define _InterlockedCompareExchange16      InterlockedCompareExchange16
+#define _InterlockedExchangeAdd16          InterlockedExchangeAdd16
+#define _InterlockedAnd16                  InterlockedAnd16
+#define _InterlockedOr16                   InterlockedOr16
+#define _InterlockedXor16                  InterlockedXor16
+#define _InterlockedExchange8              InterlockedExchange8
+#define _InterlockedCompareExchange8       InterlockedCompareExchange8
+#define _InterlockedExchangeAdd8           InterlockedExchangeAdd8
+#define _InterlockedAnd8                   InterlockedAnd8
+#define _InterlockedOr8                    InterlockedOr8
+#define _InterlockedXor8                   InterlockedXor8
+#define _InterlockedIncrement64            InterlockedIncrement64
+#define _InterlockedDecrement64            InterlockedDecrement64
+#define _InterlockedExchange64             InterlockedExchange64
+#define _InterlockedCompareExchange64      InterlockedCompareExchange64
+#define _InterlockedExchangeAdd64          InterlockedExchangeAdd64
+#define _InterlockedAnd64                  InterlockedAnd64
+#define _InterlockedOr64                   InterlockedOr64
+#define _InterlockedXor64                  InterlockedXor64
+#define _InterlockedExchangePointer        InterlockedExchangePointer
+#define _InterlockedCompareExchangePointer InterlockedCompareExchangePointer
+
+/* ------------------------------------------------------------------------------------------ */
+/* The I/O error log. IoAllocateErrorLogEntry gives a zeroed packet of EntrySize bytes (NULL
+ * above ERROR_LOG_MAXIMUM_SIZE or below the packet header, as Windows); IoWriteErrorLogEntry
+ * writes it as one readable line on stderr (`wdkrun: event log: ...`: the driver, the status
+ * with its name, the unique value, the final status, the insertion strings, the dump data) and
+ * frees it; IoFreeErrorLogEntry frees an entry not written. Offsets and counts that do not fit
+ * in the entry are reported in the line, never read outside it. */
+typedef struct _IO_ERROR_LOG_PACKET {
+    UCHAR MajorFunctionCode;
+    UCHAR RetryCount;
+    USHORT DumpDataSize;
+    USHORT NumberOfStrings;
+    USHORT StringOffset;
+    USHORT EventCategory;
+    NTSTATUS ErrorCode;
+    ULONG UniqueErrorValue;
+    NTSTATUS FinalStatus;
+    ULONG SequenceNumber;
+    ULONG IoControlCode;
+    LARGE_INTEGER DeviceOffset;
+    ULONG DumpData[1];
+} IO_ERROR_LOG_PACKET, *PIO_ERROR_LOG_PACKET;
+#define ERROR_LOG_LIMIT_SIZE        (256 - 16)
+#define ERROR_LOG_MAXIMUM_SIZE      ERROR_LOG_LIMIT_SIZE
+#define IO_ERROR_LOG_MESSAGE_LENGTH 1024
+SOFTNDK_WDK_API PVOID IoAllocateErrorLogEntry(PVOID IoObject, UCHAR EntrySize);
+SOFTNDK_WDK_API VOID IoWriteErrorLogEntry(PVOID ElEntry);
+SOFTNDK_WDK_API VOID IoFreeErrorLogEntry(PVOID ElEntry);
+
+/* ------------------------------------------------------------------------------------------ */
+/* NUMA and processor numbers, from the host's topology (/sys/devices/system/node; one node
+ * holding every processor where there is none), one processor group (0) as on a host with
+ * at most 64 processors. */
+SOFTNDK_WDK_API USHORT KeGetCurrentNodeNumber(VOID);
+SOFTNDK_WDK_API USHORT KeQueryHighestNodeNumber(VOID);
+SOFTNDK_WDK_API VOID KeQueryNodeActiveAffinity(USHORT NodeNumber, PGROUP_AFFINITY Affinity,
+                                               PUSHORT Count);
+SOFTNDK_WDK_API NTSTATUS KeQueryNodeActiveAffinity2(USHORT NodeNumber,
+                                                    PGROUP_AFFINITY GroupAffinities,
+                                                    USHORT GroupAffinitiesCount,
+                                                    PUSHORT GroupAffinitiesRequired);
+SOFTNDK_WDK_API ULONG KeQueryNodeMaximumProcessorCount(USHORT NodeNumber);
+SOFTNDK_WDK_API NTSTATUS KeGetProcessorNumberFromIndex(ULONG ProcIndex,
+                                                       PPROCESSOR_NUMBER ProcNumber);
+SOFTNDK_WDK_API ULONG KeGetProcessorIndexFromNumber(PPROCESSOR_NUMBER ProcNumber);
+SOFTNDK_WDK_API ULONG KeQueryMaximumProcessorCountEx(USHORT GroupNumber);
+#define KeQueryMaximumProcessorCount() KeQueryMaximumProcessorCountEx(0)
+#define KeGetCurrentProcessorIndex()   KeGetCurrentProcessorNumberEx(NULL)
+#define INVALID_PROCESSOR_INDEX        0xffffffff
+
+/* ------------------------------------------------------------------------------------------ */
+/* Rtl string conversions. Allocated buffers (AllocateDestinationString TRUE, RtlStringFromGUID)
+ * are pool with tag 'RtlS', given back with RtlFreeUnicodeString / RtlFreeAnsiString: one not
+ * freed is a leak the runner names. ANSI is the "C" code page (bytes 0 to 0xFF are WCHARs 0
+ * to 0xFF; a WCHAR above is '?' going back, as Windows' best-fit default character). */
+SOFTNDK_WDK_API NTSTATUS RtlAnsiStringToUnicodeString(PUNICODE_STRING DestinationString,
+                                                      const ANSI_STRING *SourceString,
+                                                      BOOLEAN AllocateDestinationString);
+SOFTNDK_WDK_API NTSTATUS RtlUnicodeStringToAnsiString(PANSI_STRING DestinationString,
+                                                      const UNICODE_STRING *SourceString,
+                                                      BOOLEAN AllocateDestinationString);
+SOFTNDK_WDK_API VOID RtlFreeUnicodeString(PUNICODE_STRING UnicodeString);
+SOFTNDK_WDK_API VOID RtlFreeAnsiString(PANSI_STRING AnsiString);
+SOFTNDK_WDK_API NTSTATUS RtlUnicodeStringToInteger(const UNICODE_STRING *String, ULONG Base,
+                                                   PULONG Value);
+SOFTNDK_WDK_API NTSTATUS RtlIntegerToUnicodeString(ULONG Value, ULONG Base, PUNICODE_STRING String);
+SOFTNDK_WDK_API NTSTATUS RtlStringFromGUID(const GUID *Guid, PUNICODE_STRING GuidString);
+SOFTNDK_WDK_API NTSTATUS RtlGUIDFromString(const UNICODE_STRING *GuidString, GUID *Guid);
+#define RtlAnsiStringToUnicodeSize(s) ((ULONG)(((s)->Length + 1) * sizeof(WCHAR)))
+#define RtlUnicodeStringToAnsiSize(s) ((ULONG)((s)->Length / sizeof(WCHAR) + 1))
+
 #ifdef __cplusplus
 }
 #endif
+
+/* as Windows' wdm.h: DEFINE_GUID, IsEqualGUID */
+#include "guiddef.h"
 
 #endif /* SOFTNDK_WDK_WDM_H */

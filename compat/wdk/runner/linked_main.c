@@ -11,6 +11,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+/* The driver's entry point: the harness's headers declare none (Windows' do not either). */
+DRIVER_INITIALIZE DriverEntry;
+
 int main(int argc, char **argv)
 {
     SOFTNDK_WDK_RUN run = {sizeof run, "driver", NULL, 0, FALSE};

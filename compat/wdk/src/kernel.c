@@ -1,6 +1,9 @@
 /* IRQL model, bugchecks, assertions, debug output, time and processors. */
 #include "wdk_internal.h"
 #include "ntstrsafe.h"
+#include "softndk_wpp.h"
+
+#include <ndk/softndk.h>
 
 #include <errno.h>
 #include <sched.h>
@@ -263,7 +266,16 @@ static void out_wide(struct out *o, const WCHAR *w, size_t n, bool nul_terminate
  * modifier is chosen to match the argument fetched). */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
-static void format_windows(struct out *o, const char *f, va_list ap)
+/* wide_default: the format of a wide printf (_snwprintf...), where %s and %c are wide and %S,
+ * %C, %hs, %hc narrow, as in MSVC; otherwise DbgPrint's (%s narrow, %S, %ws, %ls wide). */
+/* WPP's own conversions (%!FUNC!...): where the trace call was made. */
+struct wpp_site {
+    const char *file, *function;
+    unsigned line;
+};
+
+static void format_windows(struct out *o, const char *f, bool wide_default,
+                           const struct wpp_site *wpp, va_list ap)
 {
     while (*f) {
         if (*f != '%') {
@@ -277,6 +289,41 @@ static void format_windows(struct out *o, const char *f, va_list ap)
         if (*f == '%') {
             out_put(o, "%", 1);
             f++;
+            continue;
+        }
+        if (wpp && *f == '!') {
+            const char *name = f + 1, *end = strchr(name, '!');
+            size_t n = end ? (size_t)(end - name) : 0;
+            char piece[160];
+#define WPP_IS(x) (n == sizeof(x) - 1 && memcmp(name, x, n) == 0)
+            if (end && WPP_IS("FUNC")) {
+                out_put(o, wpp->function, strlen(wpp->function));
+            } else if (end && WPP_IS("FILE")) {
+                const char *b = strrchr(wpp->file, '/');
+                b = b ? b + 1 : wpp->file;
+                out_put(o, b, strlen(b));
+            } else if (end && WPP_IS("LINE")) {
+                snprintf(piece, sizeof piece, "%u", wpp->line);
+                out_put(o, piece, strlen(piece));
+            } else if (end && (WPP_IS("STATUS") || WPP_IS("NTSTATUS"))) {
+                NTSTATUS st = (NTSTATUS)va_arg(ap, int);
+                const char *sn = SoftNdkStatusName(st);
+                snprintf(piece, sizeof piece, "0x%08X%s%s%s", (unsigned)st, sn ? " (" : "",
+                         sn ? sn : "", sn ? ")" : "");
+                out_put(o, piece, strlen(piece));
+            } else if (end && WPP_IS("HRESULT")) {
+                snprintf(piece, sizeof piece, "0x%08X", (unsigned)va_arg(ap, int));
+                out_put(o, piece, strlen(piece));
+            } else if (end && (WPP_IS("bool") || WPP_IS("BOOLEAN"))) {
+                const char *t = va_arg(ap, int) ? "TRUE" : "FALSE";
+                out_put(o, t, strlen(t));
+            } else {
+                /* a WPP type not known here: its argument's size is unknown, stop */
+                out_put(o, f - 1, strlen(f - 1));
+                return;
+            }
+#undef WPP_IS
+            f = end + 1;
             continue;
         }
         /* flags, width, precision into a C spec; '*' taken from the arguments */
@@ -366,7 +413,7 @@ static void format_windows(struct out *o, const char *f, va_list ap)
             break;
         case 'c':
         case 'C':
-            if (wide || conv == 'C') {
+            if (wide || (wide_default ? conv == 'c' && size != 1 : conv == 'C')) {
                 WCHAR w = (WCHAR)va_arg(ap, int);
                 out_wide(o, &w, 1, false);
             } else {
@@ -376,7 +423,7 @@ static void format_windows(struct out *o, const char *f, va_list ap)
             break;
         case 's':
         case 'S':
-            if (wide || conv == 'S') {
+            if (wide || (wide_default ? conv == 's' && size != 1 : conv == 'S')) {
                 out_wide(o, va_arg(ap, const WCHAR *), 0, true);
             } else {
                 const char *s = va_arg(ap, const char *);
@@ -442,7 +489,7 @@ static ULONG print_windows(const char *fmt, va_list ap)
     char buf[1024];
     struct out o = {buf, 0, sizeof buf, false};
     buf[0] = 0;
-    format_windows(&o, fmt, ap);
+    format_windows(&o, fmt, false, NULL, ap);
     /* One write per message so that lines from several threads do not interleave. */
     fputs(buf, stderr);
     return STATUS_SUCCESS;
@@ -455,8 +502,179 @@ NTSTATUS RtlStringCbVPrintfA(PSTR pszDest, size_t cbDest, PCSTR pszFormat, va_li
         return STATUS_INVALID_PARAMETER;
     struct out o = {pszDest, 0, cbDest, false};
     pszDest[0] = 0;
-    format_windows(&o, pszFormat, argList);
+    format_windows(&o, pszFormat, false, NULL, argList);
     return o.truncated ? STATUS_BUFFER_OVERFLOW : STATUS_SUCCESS;
+}
+
+/* The kernel C runtime's _vsnprintf: Windows' conversions; the count of characters written
+ * without the NUL when it fits with or without the NUL, else -1 and Count characters (no NUL),
+ * as MSVC's. */
+int SoftNdkWdkCrt__vsnprintf(char *Buffer, size_t Count, const char *Format, va_list Args)
+{
+    if (!Format || (!Buffer && Count > 0))
+        return -1;
+    /* formatted one longer than the buffer, so that "fits exactly, no room for the NUL" shows */
+    char *tmp = malloc(Count + 2);
+    if (!tmp)
+        return -1;
+    struct out o = {tmp, 0, Count + 2, false};
+    tmp[0] = 0;
+    format_windows(&o, Format, false, NULL, Args);
+    int rc;
+    if (o.len <= Count && !o.truncated) {
+        memcpy(Buffer, tmp, o.len < Count ? o.len + 1 : o.len);
+        rc = (int)o.len;
+    } else {
+        memcpy(Buffer, tmp, Count);
+        rc = -1;
+    }
+    free(tmp);
+    return rc;
+}
+
+int SoftNdkWdkCrt__snprintf(char *Buffer, size_t Count, const char *Format, ...)
+{
+    va_list ap;
+    va_start(ap, Format);
+    int rc = SoftNdkWdkCrt__vsnprintf(Buffer, Count, Format, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* UTF-8 (what format_windows writes) to UTF-16; returns the WCHARs written (stops at Count). */
+static size_t utf8_to_utf16(const char *s, size_t n, WCHAR *w, size_t count, bool *truncated)
+{
+    size_t i = 0, k = 0;
+    while (i < n) {
+        unsigned char c = (unsigned char)s[i];
+        unsigned cp;
+        size_t len;
+        if (c < 0x80) {
+            cp = c;
+            len = 1;
+        } else if ((c & 0xE0) == 0xC0 && i + 1 < n) {
+            cp = ((c & 0x1Fu) << 6) | (s[i + 1] & 0x3Fu);
+            len = 2;
+        } else if ((c & 0xF0) == 0xE0 && i + 2 < n) {
+            cp = ((c & 0x0Fu) << 12) | ((s[i + 1] & 0x3Fu) << 6) | (s[i + 2] & 0x3Fu);
+            len = 3;
+        } else if ((c & 0xF8) == 0xF0 && i + 3 < n) {
+            cp = ((c & 0x07u) << 18) | ((s[i + 1] & 0x3Fu) << 12) | ((s[i + 2] & 0x3Fu) << 6) |
+                 (s[i + 3] & 0x3Fu);
+            len = 4;
+        } else {
+            cp = '?';
+            len = 1;
+        }
+        size_t need = cp >= 0x10000 ? 2 : 1;
+        if (k + need > count) {
+            *truncated = true;
+            break;
+        }
+        if (need == 2) {
+            w[k++] = (WCHAR)(0xD800 + ((cp - 0x10000) >> 10));
+            w[k++] = (WCHAR)(0xDC00 + ((cp - 0x10000) & 0x3FF));
+        } else {
+            w[k++] = (WCHAR)cp;
+        }
+        i += len;
+    }
+    return k;
+}
+
+/* The wide printf family: the WCHAR format and arguments through format_windows in UTF-8, back
+ * to UTF-16. nul_on_truncation: swprintf's (ISO) contract, else _snwprintf's (MSVC's: -1 and
+ * Count characters without a NUL). */
+static int vsnwprintf_common(WCHAR *Buffer, size_t Count, const WCHAR *Format, va_list Args,
+                             bool nul_on_truncation)
+{
+    if (!Format || (!Buffer && Count > 0))
+        return -1;
+    size_t flen = 0;
+    while (Format[flen])
+        flen++;
+    char *fmt = malloc(flen * 3 + 1);
+    /* each WCHAR of the result is at most 3 bytes of UTF-8 (a pair 4): 3 per WCHAR + slack */
+    size_t cap = Count * 3 + 8;
+    char *tmp = malloc(cap);
+    int rc = -1;
+    if (fmt && tmp) {
+        struct out f = {fmt, 0, flen * 3 + 1, false};
+        fmt[0] = 0;
+        out_wide(&f, Format, flen, false);
+        struct out o = {tmp, 0, cap, false};
+        tmp[0] = 0;
+        format_windows(&o, fmt, true, NULL, Args);
+        bool truncated = o.truncated;
+        size_t k = utf8_to_utf16(tmp, o.len, Buffer, Count, &truncated);
+        if (!truncated && k < Count) {
+            Buffer[k] = 0;
+            rc = (int)k;
+        } else if (!truncated && k == Count && !nul_on_truncation) {
+            rc = (int)k; /* fits without its NUL: MSVC returns the count, no NUL */
+        } else {
+            if (nul_on_truncation && Count > 0)
+                Buffer[Count - 1] = 0;
+            rc = -1;
+        }
+    }
+    free(fmt);
+    free(tmp);
+    return rc;
+}
+
+int SoftNdkWdkCrt__vsnwprintf(WCHAR *Buffer, size_t Count, const WCHAR *Format, va_list Args)
+{
+    return vsnwprintf_common(Buffer, Count, Format, Args, false);
+}
+
+int SoftNdkWdkCrt__snwprintf(WCHAR *Buffer, size_t Count, const WCHAR *Format, ...)
+{
+    va_list ap;
+    va_start(ap, Format);
+    int rc = vsnwprintf_common(Buffer, Count, Format, ap, false);
+    va_end(ap);
+    return rc;
+}
+
+int SoftNdkWdkCrt_vswprintf(WCHAR *Buffer, size_t Count, const WCHAR *Format, va_list Args)
+{
+    return vsnwprintf_common(Buffer, Count, Format, Args, true);
+}
+
+int SoftNdkWdkCrt_swprintf(WCHAR *Buffer, size_t Count, const WCHAR *Format, ...)
+{
+    va_list ap;
+    va_start(ap, Format);
+    int rc = vsnwprintf_common(Buffer, Count, Format, ap, true);
+    va_end(ap);
+    return rc;
+}
+
+/* WPP trace calls (softndk_wpp.h, the .tmh files of softndk-wdk-tmh): one line on stderr at
+ * levels up to SOFTNDK_WDK_WPP_LEVEL (default 4, TRACE_LEVEL_INFORMATION). */
+VOID SoftNdkWdkWppTrace(PCSTR File, ULONG Line, PCSTR Function, ULONG Level, PCSTR Format, ...)
+{
+    static int max = -1;
+    int m = __atomic_load_n(&max, __ATOMIC_RELAXED);
+    if (m < 0) {
+        const char *e = getenv("SOFTNDK_WDK_WPP_LEVEL");
+        m = e && *e ? atoi(e) : 4;
+        __atomic_store_n(&max, m, __ATOMIC_RELAXED);
+    }
+    if ((int)Level > m || !Format)
+        return;
+    struct wpp_site site = {File ? File : "?", Function ? Function : "?", (unsigned)Line};
+    char buf[1024];
+    struct out o = {buf, 0, sizeof buf - 1, false};
+    buf[0] = 0;
+    va_list ap;
+    va_start(ap, Format);
+    format_windows(&o, Format, false, &site, ap);
+    va_end(ap);
+    buf[o.len++] = '\n';
+    buf[o.len] = 0;
+    fputs(buf, stderr);
 }
 
 ULONG DbgPrint(PCSTR Format, ...)

@@ -469,3 +469,215 @@ NETIO_STATUS ConvertInterfaceLuidToAlias(const NET_LUID *InterfaceLuid, PWSTR In
     widen(name, InterfaceAlias);
     return STATUS_SUCCESS;
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Counted-string conversions, integers and GUIDs (wdm.h). The ANSI side is the "C" code page:
+ * bytes 0 to 0xFF are WCHARs 0 to 0xFF; a WCHAR above 0xFF becomes '?', Windows' default
+ * character. Allocated buffers are pool of the tag 'RtlS'. */
+static PVOID rtl_string_alloc(size_t bytes, void *caller)
+{
+    return wdk_pool_alloc(POOL_FLAG_PAGED, bytes, WDK_TAG_RTL_STRING, caller);
+}
+
+NTSTATUS RtlAnsiStringToUnicodeString(PUNICODE_STRING DestinationString,
+                                      const ANSI_STRING *SourceString,
+                                      BOOLEAN AllocateDestinationString)
+{
+    if (!DestinationString || !SourceString)
+        return STATUS_INVALID_PARAMETER;
+    size_t bytes = (size_t)SourceString->Length * sizeof(WCHAR);
+    if (bytes + sizeof(WCHAR) > 0xFFFE)
+        return STATUS_INVALID_PARAMETER_2;
+    if (AllocateDestinationString) {
+        DestinationString->Buffer =
+            rtl_string_alloc(bytes + sizeof(WCHAR), __builtin_return_address(0));
+        if (!DestinationString->Buffer)
+            return STATUS_NO_MEMORY;
+        DestinationString->MaximumLength = (USHORT)(bytes + sizeof(WCHAR));
+    } else if (DestinationString->MaximumLength < bytes || !DestinationString->Buffer) {
+        return STATUS_BUFFER_OVERFLOW;
+    }
+    for (USHORT i = 0; i < SourceString->Length; i++)
+        DestinationString->Buffer[i] = (unsigned char)SourceString->Buffer[i];
+    DestinationString->Length = (USHORT)bytes;
+    if (DestinationString->MaximumLength >= bytes + sizeof(WCHAR))
+        DestinationString->Buffer[SourceString->Length] = 0;
+    return STATUS_SUCCESS;
+}
+
+NTSTATUS RtlUnicodeStringToAnsiString(PANSI_STRING DestinationString,
+                                      const UNICODE_STRING *SourceString,
+                                      BOOLEAN AllocateDestinationString)
+{
+    if (!DestinationString || !SourceString)
+        return STATUS_INVALID_PARAMETER;
+    size_t n = SourceString->Length / sizeof(WCHAR);
+    if (AllocateDestinationString) {
+        DestinationString->Buffer = rtl_string_alloc(n + 1, __builtin_return_address(0));
+        if (!DestinationString->Buffer)
+            return STATUS_NO_MEMORY;
+        DestinationString->MaximumLength = (USHORT)(n + 1);
+    } else if (DestinationString->MaximumLength < n || !DestinationString->Buffer) {
+        return STATUS_BUFFER_OVERFLOW;
+    }
+    for (size_t i = 0; i < n; i++) {
+        WCHAR c = SourceString->Buffer[i];
+        DestinationString->Buffer[i] = c <= 0xFF ? (char)c : '?';
+    }
+    DestinationString->Length = (USHORT)n;
+    if (DestinationString->MaximumLength > n)
+        DestinationString->Buffer[n] = 0;
+    return STATUS_SUCCESS;
+}
+
+VOID RtlFreeUnicodeString(PUNICODE_STRING UnicodeString)
+{
+    if (UnicodeString && UnicodeString->Buffer) {
+        wdk_pool_free(UnicodeString->Buffer, WDK_TAG_RTL_STRING, true, __builtin_return_address(0));
+        UnicodeString->Buffer = NULL;
+        UnicodeString->Length = UnicodeString->MaximumLength = 0;
+    }
+}
+
+VOID RtlFreeAnsiString(PANSI_STRING AnsiString)
+{
+    if (AnsiString && AnsiString->Buffer) {
+        wdk_pool_free(AnsiString->Buffer, WDK_TAG_RTL_STRING, true, __builtin_return_address(0));
+        AnsiString->Buffer = NULL;
+        AnsiString->Length = AnsiString->MaximumLength = 0;
+    }
+}
+
+/* Windows' grammar: spaces, a sign, then with Base 0 a 0x / 0o / 0b prefix (hex, octal,
+ * binary) or decimal; digits stop at the first non-digit; no digit at all is
+ * STATUS_INVALID_PARAMETER, as a Base other than 0, 2, 8, 10, 16. */
+NTSTATUS RtlUnicodeStringToInteger(const UNICODE_STRING *String, ULONG Base, PULONG Value)
+{
+    if (!String || !Value || (Base != 0 && Base != 2 && Base != 8 && Base != 10 && Base != 16))
+        return STATUS_INVALID_PARAMETER;
+    size_t n = String->Length / sizeof(WCHAR), i = 0;
+    const WCHAR *s = String->Buffer;
+    while (i < n && (s[i] == ' ' || s[i] == '\t'))
+        i++;
+    bool neg = false;
+    if (i < n && (s[i] == '-' || s[i] == '+'))
+        neg = s[i++] == '-';
+    if (Base == 0) {
+        Base = 10;
+        if (i + 1 < n && s[i] == '0') {
+            WCHAR p = s[i + 1];
+            if (p == 'x' || p == 'X')
+                Base = 16;
+            else if (p == 'o' || p == 'O')
+                Base = 8;
+            else if (p == 'b' || p == 'B')
+                Base = 2;
+            if (Base != 10)
+                i += 2;
+        }
+    }
+    ULONG v = 0;
+    size_t digits = 0;
+    for (; i < n; i++, digits++) {
+        WCHAR c = s[i];
+        ULONG d;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10u;
+        else if (c >= 'A' && c <= 'F')
+            d = c - 'A' + 10u;
+        else
+            break;
+        if (d >= Base)
+            break;
+        v = v * Base + d; /* wraps modulo 2^32, as Windows' */
+    }
+    if (digits == 0)
+        return STATUS_INVALID_PARAMETER;
+    *Value = neg ? 0u - v : v;
+    return STATUS_SUCCESS;
+}
+
+NTSTATUS RtlIntegerToUnicodeString(ULONG Value, ULONG Base, PUNICODE_STRING String)
+{
+    if (Base == 0)
+        Base = 10;
+    if (!String || (Base != 2 && Base != 8 && Base != 10 && Base != 16))
+        return STATUS_INVALID_PARAMETER;
+    char tmp[40];
+    size_t k = sizeof tmp;
+    do {
+        unsigned d = Value % Base;
+        tmp[--k] = (char)(d < 10 ? '0' + d : 'A' + d - 10);
+        Value /= Base;
+    } while (Value);
+    size_t len = sizeof tmp - k;
+    if (!String->Buffer || String->MaximumLength < len * sizeof(WCHAR))
+        return STATUS_BUFFER_OVERFLOW;
+    for (size_t i = 0; i < len; i++)
+        String->Buffer[i] = (unsigned char)tmp[k + i];
+    String->Length = (USHORT)(len * sizeof(WCHAR));
+    if (String->MaximumLength >= (len + 1) * sizeof(WCHAR))
+        String->Buffer[len] = 0;
+    return STATUS_SUCCESS;
+}
+
+/* "{XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX}", upper case, 38 characters, as Windows writes it. */
+NTSTATUS RtlStringFromGUID(const GUID *Guid, PUNICODE_STRING GuidString)
+{
+    if (!Guid || !GuidString)
+        return STATUS_INVALID_PARAMETER;
+    char text[40];
+    snprintf(text, sizeof text, "{%08X-%04X-%04X-%02X%02X-%02X%02X%02X%02X%02X%02X}",
+             (unsigned)Guid->Data1, Guid->Data2, Guid->Data3, Guid->Data4[0], Guid->Data4[1],
+             Guid->Data4[2], Guid->Data4[3], Guid->Data4[4], Guid->Data4[5], Guid->Data4[6],
+             Guid->Data4[7]);
+    GuidString->Buffer = rtl_string_alloc(39 * sizeof(WCHAR), __builtin_return_address(0));
+    if (!GuidString->Buffer)
+        return STATUS_NO_MEMORY;
+    for (size_t i = 0; i <= 38; i++)
+        GuidString->Buffer[i] = (unsigned char)text[i];
+    GuidString->Length = 38 * sizeof(WCHAR);
+    GuidString->MaximumLength = 39 * sizeof(WCHAR);
+    return STATUS_SUCCESS;
+}
+
+static int hex_digit(WCHAR c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* The braced form only, either case; anything else is STATUS_INVALID_PARAMETER. */
+NTSTATUS RtlGUIDFromString(const UNICODE_STRING *GuidString, GUID *Guid)
+{
+    static const char shape[] = "{________-____-____-____-____________}";
+    if (!GuidString || !Guid || !GuidString->Buffer || GuidString->Length != 38 * sizeof(WCHAR))
+        return STATUS_INVALID_PARAMETER;
+    const WCHAR *s = GuidString->Buffer;
+    uint8_t b[16];
+    size_t nb = 0;
+    for (size_t i = 0; i < 38; i++) {
+        if (shape[i] != '_') {
+            if (s[i] != (WCHAR)shape[i])
+                return STATUS_INVALID_PARAMETER;
+            continue;
+        }
+        int hi = hex_digit(s[i]), lo = hex_digit(s[i + 1]);
+        if (hi < 0 || lo < 0)
+            return STATUS_INVALID_PARAMETER;
+        b[nb++] = (uint8_t)(hi << 4 | lo);
+        i++;
+    }
+    Guid->Data1 = (ULONG)b[0] << 24 | (ULONG)b[1] << 16 | (ULONG)b[2] << 8 | b[3];
+    Guid->Data2 = (USHORT)(b[4] << 8 | b[5]);
+    Guid->Data3 = (USHORT)(b[6] << 8 | b[7]);
+    memcpy(Guid->Data4, b + 8, 8);
+    return STATUS_SUCCESS;
+}

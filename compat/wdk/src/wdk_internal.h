@@ -57,6 +57,15 @@ void wdk_device_dereference(PDEVICE_OBJECT dev);
 #define WDK_TAG_WORKITEM 0x6B576F49u
 #define WDK_TAG_DEVICE 0x6F766544u
 #define WDK_TAG_IRP         0x20707249u /* "Irp " */
+/* WskSocket (wsksock.c): creates the socket and completes Irp with it. */
+NTSTATUS wdk_wsk_socket(ADDRESS_FAMILY AddressFamily, USHORT SocketType, ULONG Protocol,
+                        ULONG Flags, PVOID SocketContext, const VOID *Dispatch, PIRP Irp);
+/* WskSocketConnect (wsksock.c). */
+NTSTATUS wdk_wsk_socket_connect(USHORT SocketType, ULONG Protocol, PSOCKADDR LocalAddress,
+                                PSOCKADDR RemoteAddress, PVOID SocketContext, const VOID *Dispatch,
+                                PIRP Irp);
+#define WDK_TAG_ERRLOG      0x676F4C45u /* "ELog" */
+#define WDK_TAG_RTL_STRING  0x536C7452u /* "RtlS" */
 #define WDK_POOL_FREED_FILL SOFTNDK_WDK_POOL_FREED_FILL
 
 /* ---- Bugcheck reports (crash.c) */

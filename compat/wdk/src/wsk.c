@@ -125,10 +125,9 @@ static NTSTATUS WSKAPI wsk_socket(PWSK_CLIENT Client, ADDRESS_FAMILY AddressFami
                                   PEPROCESS OwningProcess, PETHREAD OwningThread,
                                   PSECURITY_DESCRIPTOR SecurityDescriptor, PIRP Irp)
 {
-    (void)Client, (void)AddressFamily, (void)SocketType, (void)Protocol, (void)Flags;
-    (void)SocketContext, (void)Dispatch, (void)OwningProcess, (void)OwningThread;
-    (void)SecurityDescriptor, (void)Irp;
-    return STATUS_NOT_IMPLEMENTED;
+    (void)OwningProcess, (void)OwningThread, (void)SecurityDescriptor;
+    client_of(Client, "WskSocket");
+    return wdk_wsk_socket(AddressFamily, SocketType, Protocol, Flags, SocketContext, Dispatch, Irp);
 }
 
 static NTSTATUS WSKAPI wsk_socket_connect(PWSK_CLIENT Client, USHORT SocketType, ULONG Protocol,
@@ -137,10 +136,10 @@ static NTSTATUS WSKAPI wsk_socket_connect(PWSK_CLIENT Client, USHORT SocketType,
                                           PEPROCESS OwningProcess, PETHREAD OwningThread,
                                           PSECURITY_DESCRIPTOR SecurityDescriptor, PIRP Irp)
 {
-    (void)Client, (void)SocketType, (void)Protocol, (void)LocalAddress, (void)RemoteAddress;
-    (void)Flags, (void)SocketContext, (void)Dispatch, (void)OwningProcess, (void)OwningThread;
-    (void)SecurityDescriptor, (void)Irp;
-    return STATUS_NOT_IMPLEMENTED;
+    (void)Flags, (void)OwningProcess, (void)OwningThread, (void)SecurityDescriptor;
+    client_of(Client, "WskSocketConnect");
+    return wdk_wsk_socket_connect(SocketType, Protocol, LocalAddress, RemoteAddress,
+                                  SocketContext, Dispatch, Irp);
 }
 
 static NTSTATUS WSKAPI wsk_control_client(PWSK_CLIENT Client, ULONG ControlCode, SIZE_T InputSize,

@@ -188,6 +188,7 @@ static void CrashUnload(PDRIVER_OBJECT DriverObject)
         IoDeleteDevice(CrashDevice);
 }
 
+DRIVER_INITIALIZE DriverEntry;
 NTSTATUS DriverEntry(PDRIVER_OBJECT DriverObject, PUNICODE_STRING RegistryPath)
 {
     UNREFERENCED_PARAMETER(RegistryPath);

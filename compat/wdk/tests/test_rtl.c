@@ -6,8 +6,8 @@
 #include "ntstrsafe.h"
 #include "ip2string.h"
 #include "netioapi.h"
+#include "ws2ipdef.h"
 
-#include <arpa/inet.h>
 #include <net/if.h>
 
 TEST(wdk_unicode_strings)
@@ -45,8 +45,8 @@ static bool v4(const char *text, BOOLEAN strict, const char *want, unsigned port
     if (!want)
         return st == STATUS_INVALID_PARAMETER;
     char got[16];
-    inet_ntop(AF_INET, &a, got, sizeof got);
-    return st == STATUS_SUCCESS && strcmp(got, want) == 0 && p == htons((uint16_t)port);
+    RtlIpv4AddressToStringA(&a, got);
+    return st == STATUS_SUCCESS && strcmp(got, want) == 0 && p == RtlUshortByteSwap((uint16_t)port);
 }
 
 TEST(wdk_ipv4_string_to_address)
@@ -70,8 +70,8 @@ TEST(wdk_ipv4_string_to_address)
     struct in_addr a;
     USHORT port;
     CHECK_EQ_I64(RtlIpv4StringToAddressExW(L"127.0.0.1:80", TRUE, &a, &port), STATUS_SUCCESS);
-    CHECK_EQ_U64(a.s_addr, htonl(INADDR_LOOPBACK));
-    CHECK_EQ_U64(port, htons(80));
+    CHECK_EQ_U64(a.s_addr, RtlUlongByteSwap(INADDR_LOOPBACK));
+    CHECK_EQ_U64(port, RtlUshortByteSwap(80));
     PCSTR term;
     CHECK_EQ_I64(RtlIpv4StringToAddressA("1.2.3.4/24", TRUE, &term, &a), STATUS_SUCCESS);
     CHECK(*term == '/');
@@ -81,7 +81,7 @@ TEST(wdk_ipv4_string_to_address)
 
     char out[32];
     ULONG len = sizeof out;
-    CHECK_EQ_I64(RtlIpv4AddressToStringExA(&a, htons(443), out, &len), STATUS_SUCCESS);
+    CHECK_EQ_I64(RtlIpv4AddressToStringExA(&a, RtlUshortByteSwap(443), out, &len), STATUS_SUCCESS);
     CHECK(strcmp(out, "1.2.3.4:443") == 0);
     CHECK_EQ_U64(len, 12);
     len = 4;
@@ -106,7 +106,7 @@ TEST(wdk_ipv6_string_to_address)
                  STATUS_SUCCESS);
     CHECK(IN6_IS_ADDR_LINKLOCAL(&a));
     CHECK_EQ_U64(scope, 3);
-    CHECK_EQ_U64(port, htons(443));
+    CHECK_EQ_U64(port, RtlUshortByteSwap(443));
     CHECK_EQ_I64(RtlIpv6StringToAddressExW(L"[::ffff:1.2.3.4]", &a, &scope, &port),
                  STATUS_SUCCESS);
     CHECK(IN6_IS_ADDR_V4MAPPED(&a));
@@ -122,7 +122,8 @@ TEST(wdk_ipv6_string_to_address)
     CHECK(*term == '/');
     char out[64];
     ULONG len = sizeof out;
-    CHECK_EQ_I64(RtlIpv6AddressToStringExA(&a, 2, htons(80), out, &len), STATUS_SUCCESS);
+    CHECK_EQ_I64(RtlIpv6AddressToStringExA(&a, 2, RtlUshortByteSwap(80), out, &len),
+                 STATUS_SUCCESS);
     CHECK(strcmp(out, "[2001:db8::5%2]:80") == 0);
 }
 

@@ -37,9 +37,25 @@ TEST(wdk_wsk_open_and_close_ndk_adapter)
                          sizeof ndk, &ndk, &returned, NULL),
                  STATUS_SUCCESS);
     CHECK_EQ_U64(returned, sizeof ndk);
-    CHECK_EQ_I64(provider.Dispatch->WskSocket(provider.Client, AF_INET, SOCK_STREAM, 0, 0, NULL,
-                                              NULL, NULL, NULL, NULL, NULL),
-                 STATUS_NOT_IMPLEMENTED);
+    /* WSK sockets: what is not a TCP connection or listen socket is refused through the IRP */
+    PIRP irp = IoAllocateIrp(1, FALSE);
+    CHECK(irp != NULL);
+    CHECK_EQ_I64(provider.Dispatch->WskSocket(provider.Client, AF_INET, SOCK_STREAM, 0,
+                                              WSK_FLAG_BASIC_SOCKET, NULL, NULL, NULL, NULL, NULL,
+                                              irp),
+                 STATUS_NOT_SUPPORTED);
+    CHECK_EQ_I64(irp->IoStatus.Status, STATUS_NOT_SUPPORTED);
+    IoReuseIrp(irp, STATUS_UNSUCCESSFUL);
+    CHECK_EQ_I64(provider.Dispatch->WskSocket(provider.Client, AF_INET, SOCK_DGRAM, IPPROTO_UDP,
+                                              WSK_FLAG_CONNECTION_SOCKET, NULL, NULL, NULL, NULL,
+                                              NULL, irp),
+                 STATUS_INVALID_PARAMETER);
+    IoReuseIrp(irp, STATUS_UNSUCCESSFUL);
+    CHECK_EQ_I64(provider.Dispatch->WskSocket(provider.Client, 99, SOCK_STREAM, 0,
+                                              WSK_FLAG_CONNECTION_SOCKET, NULL, NULL, NULL, NULL,
+                                              NULL, irp),
+                 STATUS_INVALID_PARAMETER);
+    IoFreeIrp(irp);
 
     NDK_ADAPTER *adapter = NULL;
     NDK_VERSION bad = {3, 0}, v = {1, 0};
@@ -162,4 +178,131 @@ TEST(wdk_wsk_client_used_after_deregister_bugchecks)
     CHECK(wdk_bugchecks(use_after_deregister, NULL, "WskOpenNdkAdapter: 0x"));
     CHECK(wdk_bugchecks(use_after_deregister, NULL, "registration was deregistered"));
     CHECK(wdk_bugchecks(registration_after_deregister, NULL, "WskCaptureProviderNPI(0x"));
+}
+
+/* WSK sockets through IRPs: WskSocketConnect to a listen socket served by WskAccept (no accept
+ * events), data both ways, a refused connect, every socket closed and nothing left in pool. */
+static NTSTATUS sync_done(PDEVICE_OBJECT DeviceObject, PIRP Irp, PVOID Context)
+{
+    (void)DeviceObject, (void)Irp;
+    KeSetEvent((PKEVENT)Context, IO_NO_INCREMENT, FALSE);
+    return STATUS_MORE_PROCESSING_REQUIRED;
+}
+
+struct sync_irp {
+    PIRP irp;
+    KEVENT done;
+};
+
+static void sync_prepare(struct sync_irp *s)
+{
+    IoReuseIrp(s->irp, STATUS_UNSUCCESSFUL);
+    KeClearEvent(&s->done);
+    IoSetCompletionRoutine(s->irp, sync_done, &s->done, TRUE, TRUE, TRUE);
+}
+
+static NTSTATUS sync_wait(struct sync_irp *s, NTSTATUS st)
+{
+    if (st == STATUS_PENDING) {
+        LARGE_INTEGER timeout = {.QuadPart = -10LL * 1000 * 1000 * 10}; /* 10 s */
+        if (KeWaitForSingleObject(&s->done, Executive, KernelMode, FALSE, &timeout) != STATUS_SUCCESS)
+            return STATUS_IO_TIMEOUT;
+    }
+    return s->irp->IoStatus.Status;
+}
+
+static NTSTATUS xfer(struct sync_irp *s, PWSK_SOCKET sock, bool send, void *data, ULONG len,
+                     ULONG_PTR *done)
+{
+    const WSK_PROVIDER_CONNECTION_DISPATCH *d = sock->Dispatch;
+    PMDL mdl = IoAllocateMdl(data, len, FALSE, FALSE, NULL);
+    MmBuildMdlForNonPagedPool(mdl);
+    WSK_BUF b = {mdl, 0, len};
+    sync_prepare(s);
+    NTSTATUS st = sync_wait(s, send ? d->WskSend(sock, &b, 0, s->irp)
+                                    : d->WskReceive(sock, &b, WSK_FLAG_WAITALL, s->irp));
+    *done = s->irp->IoStatus.Information;
+    IoFreeMdl(mdl);
+    return st;
+}
+
+TEST(wdk_wsk_socket_connect_and_accept)
+{
+    WSK_REGISTRATION reg;
+    WSK_CLIENT_NPI npi = {NULL, &client_dispatch};
+    WSK_PROVIDER_NPI provider;
+    ULONG64 since = SoftNdkWdkPoolSequence();
+    CHECK_EQ_I64(WskRegister(&npi, &reg), STATUS_SUCCESS);
+    CHECK_EQ_I64(WskCaptureProviderNPI(&reg, WSK_NO_WAIT, &provider), STATUS_SUCCESS);
+    struct sync_irp s;
+    s.irp = IoAllocateIrp(1, FALSE);
+    CHECK(s.irp != NULL);
+    KeInitializeEvent(&s.done, NotificationEvent, FALSE);
+
+    SOCKADDR_IN any = {.sin_family = AF_INET, .sin_addr.s_addr = IN4ADDR_LOOPBACK};
+    SOCKADDR_IN there = any;
+    sync_prepare(&s);
+    CHECK_EQ_I64(sync_wait(&s, provider.Dispatch->WskSocket(provider.Client, AF_INET, SOCK_STREAM,
+                                                            IPPROTO_TCP, WSK_FLAG_LISTEN_SOCKET,
+                                                            NULL, NULL, NULL, NULL, NULL, s.irp)),
+                 STATUS_SUCCESS);
+    PWSK_SOCKET listener = (PWSK_SOCKET)s.irp->IoStatus.Information;
+    const WSK_PROVIDER_LISTEN_DISPATCH *ld = listener->Dispatch;
+    sync_prepare(&s);
+    CHECK_EQ_I64(sync_wait(&s, ld->WskBind(listener, (PSOCKADDR)&any, 0, s.irp)), STATUS_SUCCESS);
+    sync_prepare(&s);
+    CHECK_EQ_I64(sync_wait(&s, ld->WskGetLocalAddress(listener, (PSOCKADDR)&there, s.irp)),
+                 STATUS_SUCCESS);
+    CHECK(there.sin_port != 0);
+
+    /* the accept pends until the connect arrives: its own IRP */
+    struct sync_irp a;
+    a.irp = IoAllocateIrp(1, FALSE);
+    KeInitializeEvent(&a.done, NotificationEvent, FALSE);
+    sync_prepare(&a);
+    SOCKADDR_IN6 remote;
+    memset(&remote, 0, sizeof remote);
+    NTSTATUS accept_st = ld->WskAccept(listener, 0, NULL, NULL, NULL, (PSOCKADDR)&remote, a.irp);
+    CHECK_EQ_I64(accept_st, STATUS_PENDING);
+
+    sync_prepare(&s);
+    CHECK_EQ_I64(sync_wait(&s, provider.Dispatch->WskSocketConnect(
+                                   provider.Client, SOCK_STREAM, IPPROTO_TCP, (PSOCKADDR)&any,
+                                   (PSOCKADDR)&there, 0, NULL, NULL, NULL, NULL, NULL, s.irp)),
+                 STATUS_SUCCESS);
+    PWSK_SOCKET client = (PWSK_SOCKET)s.irp->IoStatus.Information;
+    CHECK_EQ_I64(sync_wait(&a, accept_st), STATUS_SUCCESS);
+    PWSK_SOCKET server = (PWSK_SOCKET)a.irp->IoStatus.Information;
+    CHECK(server != NULL && remote.sin6_family == AF_INET);
+
+    char msg[300], got[300];
+    for (size_t i = 0; i < sizeof msg; i++)
+        msg[i] = (char)(i * 7);
+    ULONG_PTR n = 0;
+    CHECK_EQ_I64(xfer(&s, client, true, msg, sizeof msg, &n), STATUS_SUCCESS);
+    CHECK_EQ_U64(n, sizeof msg);
+    CHECK_EQ_I64(xfer(&a, server, false, got, sizeof got, &n), STATUS_SUCCESS);
+    CHECK_EQ_U64(n, sizeof got);
+    CHECK(memcmp(msg, got, sizeof msg) == 0);
+
+    /* a connect nobody listens to: refused, and no socket comes back */
+    const WSK_PROVIDER_CONNECTION_DISPATCH *cd = server->Dispatch;
+    sync_prepare(&s);
+    CHECK_EQ_I64(sync_wait(&s, cd->WskCloseSocket(server, s.irp)), STATUS_SUCCESS);
+    sync_prepare(&s);
+    CHECK_EQ_I64(sync_wait(&s, ld->WskCloseSocket(listener, s.irp)), STATUS_SUCCESS);
+    sync_prepare(&s);
+    CHECK_EQ_I64(sync_wait(&s, provider.Dispatch->WskSocketConnect(
+                                   provider.Client, SOCK_STREAM, IPPROTO_TCP, (PSOCKADDR)&any,
+                                   (PSOCKADDR)&there, 0, NULL, NULL, NULL, NULL, NULL, s.irp)),
+                 STATUS_CONNECTION_REFUSED);
+    CHECK_EQ_U64(s.irp->IoStatus.Information, 0);
+    sync_prepare(&s);
+    CHECK_EQ_I64(sync_wait(&s, cd->WskCloseSocket(client, s.irp)), STATUS_SUCCESS);
+
+    IoFreeIrp(a.irp);
+    IoFreeIrp(s.irp);
+    WskReleaseProviderNPI(&reg);
+    WskDeregister(&reg);
+    CHECK_EQ_U64(SoftNdkWdkQueryPool(since, NULL, 0), 0);
 }

@@ -4,7 +4,8 @@ set(SOFTNDK_WDK_TEST_DIR ${PROJECT_SOURCE_DIR}/compat/wdk/tests)
 softndk_add_test(wdk_unit
   SOURCES ${SOFTNDK_WDK_TEST_DIR}/test_sync.c ${SOFTNDK_WDK_TEST_DIR}/test_pool.c
           ${SOFTNDK_WDK_TEST_DIR}/test_rtl.c ${SOFTNDK_WDK_TEST_DIR}/test_io.c
-          ${SOFTNDK_WDK_TEST_DIR}/test_wsk.c
+          ${SOFTNDK_WDK_TEST_DIR}/test_wsk.c ${SOFTNDK_WDK_TEST_DIR}/test_crt.c
+          ${SOFTNDK_WDK_TEST_DIR}/test_names.c
   LIBS softndk_wdk softndk
   LABELS wdk
   TIMEOUT 300)
@@ -35,3 +36,18 @@ add_test(NAME wdk_crash_reports
     $<TARGET_FILE:wdk_crash_driver> ${SOFTNDK_WDK_TEST_DIR}/crash_driver.c "${SOFTNDK_SANITIZE}"
     ${CMAKE_C_COMPILER_ID})
 set_tests_properties(wdk_crash_reports PROPERTIES LABELS wdk TIMEOUT 300)
+# The build-level traps: a miniport's DriverEntry, MSVC anonymous members and __declspec forms,
+# Windows' IN_ADDR compile with the consumer flags; glibc's <wchar.h>, <netinet/in.h> and an
+# unknown __declspec form are clear build errors (driver_traps.sh).
+add_test(NAME wdk_driver_traps
+  COMMAND sh ${SOFTNDK_WDK_TEST_DIR}/driver_traps.sh ${CMAKE_C_COMPILER}
+    "-I${PROJECT_SOURCE_DIR}/compat/wdk/include -I${PROJECT_SOURCE_DIR}/include ${SOFTNDK_WDK_TEST_CFLAGS}")
+set_tests_properties(wdk_driver_traps PROPERTIES LABELS wdk TIMEOUT 60)
+# WPP tracing: softndk-wdk-tmh writes the .tmh files a traced driver includes; its trace calls
+# print with WPP's conversions (wpp_tmh.sh).
+add_test(NAME wdk_wpp_tmh
+  COMMAND sh ${SOFTNDK_WDK_TEST_DIR}/wpp_tmh.sh
+    ${PROJECT_SOURCE_DIR}/compat/wdk/scripts/softndk-wdk-tmh ${CMAKE_C_COMPILER}
+    "-I${PROJECT_SOURCE_DIR}/compat/wdk/include -I${PROJECT_SOURCE_DIR}/include ${SOFTNDK_WDK_TEST_CFLAGS}"
+    $<TARGET_FILE_DIR:softndk_wdk> $<TARGET_FILE_DIR:softndk> $<TARGET_FILE:softndk-wdkrun>)
+set_tests_properties(wdk_wpp_tmh PROPERTIES LABELS wdk TIMEOUT 60)
