@@ -57,6 +57,9 @@ struct wsk_sock {
     bool listen;
     PVOID context;
     const void *client_dispatch;
+    /* an accepted socket's: what the listen socket's accept event gave (no connection events
+     * are delivered yet, so only kept) */
+    const WSK_CLIENT_CONNECTION_DISPATCH *accepted_dispatch;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     enum wsk_state state;
@@ -504,13 +507,12 @@ static void *accept_thread(void *arg)
             close(fd);
             continue;
         }
-        PVOID ctx = NULL;
-        const WSK_CLIENT_CONNECTION_DISPATCH *cd = NULL;
-        NTSTATUS st =
-            d->WskAcceptEvent(s->context, 0, (PSOCKADDR)&me, (PSOCKADDR)&peer, &a->pub, &ctx, &cd);
+        /* The client owns the socket from the moment its event returns success and may close
+         * it at once on another thread: its context and dispatch are written by the event
+         * itself, straight into the socket, and the socket is not touched after it. */
+        NTSTATUS st = d->WskAcceptEvent(s->context, 0, (PSOCKADDR)&me, (PSOCKADDR)&peer, &a->pub,
+                                        &a->context, &a->accepted_dispatch);
         if (st == STATUS_SUCCESS) {
-            a->context = ctx;
-            a->client_dispatch = cd;
             debug_line("socket %p: accepted %p", (void *)s, (void *)a);
         } else {
             /* STATUS_REQUEST_NOT_ACCEPTED (or anything else): the connection is refused */
