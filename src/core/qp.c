@@ -195,21 +195,24 @@ void sndk_qp_retire_head(struct sndk_qp *qp, NTSTATUS st, ULONG code)
         sndk_obj_put(e->target);
         e->target = NULL;
     }
-    if (st != STATUS_SUCCESS || !(e->flags & NDK_OP_FLAG_SILENT_SUCCESS)) {
-        bool data = e->kind == SNDK_SQ_SEND || e->kind == SNDK_SQ_WRITE || e->kind == SNDK_SQ_READ;
-        NDK_RESULT_EX r = {
-            .Status = st,
-            .BytesTransferred = st == STATUS_SUCCESS && data ? (ULONG)e->bytes : 0,
-            .QPContext = qp->context,
-            .RequestContext = e->context,
-            .Type = types[e->kind],
-            .ProviderErrorCode = st == STATUS_SUCCESS ? 0 : code,
-        };
-        sndk_cq_post(qp->icq, &r, false);
-    }
+    bool report = st != STATUS_SUCCESS || !(e->flags & NDK_OP_FLAG_SILENT_SUCCESS);
+    bool data = e->kind == SNDK_SQ_SEND || e->kind == SNDK_SQ_WRITE || e->kind == SNDK_SQ_READ;
+    NDK_RESULT_EX r = {
+        .Status = st,
+        .BytesTransferred = st == STATUS_SUCCESS && data ? (ULONG)e->bytes : 0,
+        .QPContext = qp->context,
+        .RequestContext = e->context,
+        .Type = types[e->kind],
+        .ProviderErrorCode = st == STATUS_SUCCESS ? 0 : code,
+    };
     sndk_seam_sq_retired(qp, st);
-    /* Release: the poster reads sq_head without the lock to find free slots. */
+    /* The slot is free before its completion can be seen: a consumer that polls the completion
+     * on another thread and posts the next request at once (a queue of depth 1, ndkperf's
+     * read_lat) must find room. Release: the poster reads sq_head without the lock. Nothing
+     * reads the slot after this; the result was copied out above. */
     atomic_store_explicit(&qp->sq_head, idx + 1, memory_order_release);
+    if (report)
+        sndk_cq_post(qp->icq, &r, false);
 }
 
 void sndk_qp_retire_done(struct sndk_qp *qp)
