@@ -166,6 +166,18 @@ static int print_entry(void *ctx, const char *name, uint64_t size, int is_dir)
     return 0;
 }
 
+void ndksmb_split_user(const char *arg, const char **user, const char **password)
+{
+    static char buf[512];
+    snprintf(buf, sizeof buf, "%s", arg);
+    char *pct = strchr(buf, '%');
+    if (pct) {
+        *pct = 0;
+        *password = pct + 1;
+    }
+    *user = buf;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "serve") == 0)
@@ -189,17 +201,9 @@ int main(int argc, char **argv)
     int ch;
     while ((ch = getopt_long(argc, argv, "U:W:p:t:c:s:d:h", lo, NULL)) != -1) {
         switch (ch) {
-        case 'U': {
-            static char buf[512];
-            snprintf(buf, sizeof buf, "%s", optarg);
-            char *pct = strchr(buf, '%');
-            if (pct) {
-                *pct = 0;
-                opt.password = pct + 1;
-            }
-            opt.user = buf;
+        case 'U':
+            ndksmb_split_user(optarg, &opt.user, &opt.password);
             break;
-        }
         case 'W':
             opt.domain = optarg;
             break;

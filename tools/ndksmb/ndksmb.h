@@ -7,4 +7,7 @@
 /* `ndksmb serve DIR [options]`, argv[0] being "serve": the exit status. */
 int ndksmb_serve(int argc, char **argv);
 
+/* -U USER[%PASS]: the user and, after a '%', the password (kept in a static buffer). */
+void ndksmb_split_user(const char *arg, const char **user, const char **password);
+
 #endif

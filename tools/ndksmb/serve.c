@@ -100,7 +100,6 @@ int ndksmb_serve(int argc, char **argv)
     const char *user = "", *password = "", *share = "share", *address = NULL, *transport = "smbd",
                *ready_file = NULL;
     int sign = 0, json = 0, ch;
-    static char ubuf[512];
     optind = 1;
     while ((ch = getopt_long(argc, argv, "p:U:h", lo, NULL)) != -1) {
         switch (ch) {
@@ -111,16 +110,9 @@ int ndksmb_serve(int argc, char **argv)
                 return 2;
             }
             break;
-        case 'U': {
-            snprintf(ubuf, sizeof ubuf, "%s", optarg);
-            char *pct = strchr(ubuf, '%');
-            if (pct) {
-                *pct = 0;
-                password = pct + 1;
-            }
-            user = ubuf;
+        case 'U':
+            ndksmb_split_user(optarg, &user, &password);
             break;
-        }
         case 'S':
             share = optarg;
             break;
