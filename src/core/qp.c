@@ -96,6 +96,7 @@ static const char *const conn_phase_names[SNDK_PHASE_COUNT] = {
     [SNDK_PHASE_LIVE] = "live",
     [SNDK_PHASE_SHUTTING_DOWN] = "shutting-down",
     [SNDK_PHASE_FIN_SENT] = "fin-sent",
+    [SNDK_PHASE_FAILING] = "failing",
     [SNDK_PHASE_ENDED] = "ended",
 };
 
