@@ -492,10 +492,16 @@ static void rx_terminate(void *ctx, const struct sndk_rx_seg *seg, const struct 
     f->named_to = named.to;
     f->named_status = term_blame_status[named.blame];
     io->rx_failed = true;
-    sndk_debug("rx", "QP %p: Terminate received: %s / %s / %s%s", (void *)qp,
-               sndk_term_layer_name(t->layer), sndk_term_etype_name(t->layer, t->etype),
-               sndk_term_code_name(t->layer, t->etype, t->code),
-               t->siw_layout ? " (in Linux siw's little-endian layout)" : "");
+    /* Once per connection, at info: what the peer said and the bytes it said it with (a
+     * layout guessed wrong stays readable). */
+    sndk_info_peer(sndk_ctr_log_suppressed(&qp->base.adapter->ctrs), "rx",
+                   "QP %p: Terminate received: %s / %s / %s (control %02x %02x %02x %02x, read "
+                   "in %s layout)",
+                   (void *)qp, sndk_term_layer_name(t->layer),
+                   sndk_term_etype_name(t->layer, t->etype),
+                   sndk_term_code_name(t->layer, t->etype, t->code), t->wire_ctrl[0],
+                   t->wire_ctrl[1], t->wire_ctrl[2], t->wire_ctrl[3],
+                   t->siw_layout ? "Linux siw's little-endian" : "RFC 5040's");
 }
 
 static const struct sndk_rx_ops rx_ops = {

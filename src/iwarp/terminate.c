@@ -261,6 +261,7 @@ int sndk_term_decode(struct sndk_term *t, const uint8_t *body, size_t len)
     if (len < 4)
         return -EPROTO;
     uint32_t ctrl = sndk_get_be32(body);
+    memcpy(t->wire_ctrl, body, sizeof t->wire_ctrl);
     t->layer = (uint8_t)sndk_term_ctrl_layer(ctrl);
     t->etype = (uint8_t)sndk_term_ctrl_etype(ctrl);
     t->code = (uint8_t)sndk_term_ctrl_code(ctrl);

@@ -88,6 +88,8 @@ struct sndk_term {
     uint8_t rdmap_hdr[SNDK_RDMAP_READ_REQ_LEN];
     bool siw_layout; /* decoded: the control word came in Linux siw's little-endian
                         bitfield layout and was read as siw meant it (never sent) */
+    uint8_t wire_ctrl[4]; /* decoded: the control word's bytes as they came, for the log (a
+                             layout guessed wrong is then still readable) */
 };
 
 /* Encode t into body[0..cap): control word, then DDP Segment Length when M or D, the DDP header
