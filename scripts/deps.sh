@@ -1,7 +1,7 @@
 #!/bin/sh
 # Install what building and testing softndk needs, from Debian's packages, when something is
 # missing. As root it installs; otherwise it prints the command to run.
-#   scripts/deps.sh [--ci]
+#   scripts/deps.sh [--ci] [--bench]
 # Three sets:
 #   build  what the build needs: without it, this script fails (libunwind-dev and libdw-dev:
 #          the WDK harness's bugcheck reports unwind and symbolize with them).
@@ -16,6 +16,9 @@
 #            smbclient     smb_server (Samba's client against the SMB2 server)
 #          Not root, it names them and goes on (the net_* tests need root anyway).
 #   --ci   what only CI needs: clang and its sanitizer/fuzzer runtimes (.ci/run).
+#   --bench  the peers bench/compare runs softndk beside, and its plotter: libfabric-bin
+#          (fi_pingpong, libfabric tcp), ucx-utils (ucx_perftest, UCX tcp), sockperf, iperf3,
+#          gnuplot-nox. Without them bench/compare names each one missing and skips its rows.
 # The interop suite (ctest -L interop, cmake -DSOFTNDK_INTEROP=ON) installs its own packages
 # (QEMU, a guest kernel, the kernel source; ksmbd-tools only unpacked, since it conflicts with
 # samba) when it runs; it is opt-in and not listed here.
@@ -23,9 +26,17 @@ set -eu
 build="cmake ninja-build gcc g++ pkg-config python3 nettle-dev libunwind-dev libdw-dev"
 test="tshark iproute2 nftables liburing-dev libisal-dev qemu-user samba smbclient"
 ci=""
-if [ "${1:-}" = "--ci" ]; then
-  ci="clang libclang-rt-14-dev"
-fi
+bench=""
+for arg in "$@"; do
+  case "$arg" in
+  --ci) ci="clang libclang-rt-14-dev" ;;
+  --bench) bench="libfabric-bin ucx-utils sockperf iperf3 gnuplot-nox" ;;
+  *)
+    echo "usage: scripts/deps.sh [--ci] [--bench]" >&2
+    exit 2
+    ;;
+  esac
+done
 missing_of() {
   out=""
   for p in "$@"; do
@@ -36,7 +47,7 @@ missing_of() {
 # shellcheck disable=SC2086 # word splitting of the package lists is wanted
 missing_build=$(missing_of $build $ci)
 # shellcheck disable=SC2086
-missing_test=$(missing_of $test)
+missing_test=$(missing_of $test $bench)
 missing="$missing_build$missing_test"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
