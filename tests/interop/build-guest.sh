@@ -34,7 +34,7 @@ fi
 [ -n "$kpkg" ] || skip "apt knows no linux-image-amd64"
 kver=${kpkg#linux-image-}
 stamp="$kver $(cat "$0" "$here/guest-init.sh" "$here/guest-smb.sh" "$here/siw-test.patch" \
-    "$here/build-smb-modules.sh" "$here/ksmbd-test.patch" | sha256sum | cut -c1-16)"
+    "$here/build-smb-modules.sh" "$here/ksmbd-test.patch" "$here/cifs-test.patch" | sha256sum | cut -c1-16)"
 have() { [ -f "$1/stamp" ] && [ "$(cat "$1/stamp")" = "$stamp" ] && [ -f "$1/initrd.gz" ] && [ -f "$1/vmlinuz" ]; }
 if have "$out"; then
     log "cached guest for $kver in $out"

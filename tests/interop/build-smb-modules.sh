@@ -6,7 +6,7 @@
 # ksmbd.ko and cifs.ko speak SMB over TCP only.
 #
 #   OUTDIR/ksmbd.ko  ksmbd (the in-kernel SMB3 server) with SMB Direct, plus ksmbd-test.patch
-#   OUTDIR/cifs.ko   the SMB client with SMB Direct
+#   OUTDIR/cifs.ko   the SMB client with SMB Direct, plus cifs-test.patch
 #
 # The catches, each handled below:
 # - ksmbd's vfs.c includes fs/internal.h, which the headers package does not ship: the
@@ -17,7 +17,7 @@
 # - An option given to make only selects objects (transport_rdma.o, smbdirect.o); the C code
 #   tests it with #ifdef/IS_ENABLED, so it goes to the compiler too (KCFLAGS=-DCONFIG_...=1).
 #
-# A rerun with the same kernel, this script and the patch returns at once (OUTDIR/stamp).
+# A rerun with the same kernel, this script and the patches returns at once (OUTDIR/stamp).
 # SOFTNDK_INTEROP_CACHE (default /var/cache/softndk-interop, when writable) keeps a copy keyed
 # the same way, outside any build directory, that a fresh clone's build copies. Exit 0 built,
 # 77 cannot be built here (with the reason), 1 failed. Every step is bounded by `timeout`.
@@ -30,7 +30,7 @@ out=$(cd "$out" && pwd)
 log() { echo "build-smb-modules: $*" >&2; }
 skip() { log "SKIP: $*"; exit 77; }
 
-stamp="$kver $(cat "$0" "$here/ksmbd-test.patch" | sha256sum | cut -c1-16)"
+stamp="$kver $(cat "$0" "$here/ksmbd-test.patch" "$here/cifs-test.patch" | sha256sum | cut -c1-16)"
 have() { [ -f "$1/stamp" ] && [ "$(cat "$1/stamp")" = "$stamp" ] && [ -f "$1/ksmbd.ko" ] && [ -f "$1/cifs.ko" ]; }
 if have "$out"; then
     log "cached ksmbd.ko and cifs.ko for $kver in $out"
@@ -74,6 +74,10 @@ done
 # the share-config response's payload_sz, and smb2_open's error path puts a NULL opinfo.
 timeout 60 patch -s -p1 -d "$tree/fs/smb/server" <"$here/ksmbd-test.patch" ||
     { log "ksmbd-test.patch does not apply"; exit 1; }
+# cifs with its test-only patch (cifs-test.patch): 6.1's SMB Direct send maps a compound's
+# padding (module memory) through virt_to_page, and siw oopses on the page it names.
+timeout 60 patch -s -p1 -d "$tree/fs/smb/client" <"$here/cifs-test.patch" ||
+    { log "cifs-test.patch does not apply"; exit 1; }
 
 jobs=${SOFTNDK_INTEROP_JOBS:-2}
 build() { # NAME DIR CONFIG-OPTIONS...
