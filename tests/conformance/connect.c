@@ -1188,6 +1188,32 @@ TEST(instance_connects_with_shared_endpoint_of_another_instance)
     harness_event_destroy(&ra.ev);
 }
 
+/* A raw Responder's half of the handshake: reads the 24-byte MPA Request (bounded; a short one
+ * is answered all the same) and fills rep with a Reply header (RFC 5044 section 7.1, RFC 6581
+ * section 9.1): CRC, enhanced, Rev 2, PD_Length pd_length, then IRD 1 and ORD 1 with no
+ * peer-to-peer bit. */
+static void answer_request(int fd, unsigned char rep[24], uint16_t pd_length)
+{
+    unsigned char req[24];
+    size_t got = 0;
+    struct pollfd p = {fd, POLLIN, 0};
+    while (got < sizeof req && poll(&p, 1, 5000) > 0) {
+        ssize_t n = read(fd, req + got, sizeof req - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    memcpy(rep, "MPA ID Rep Frame", 16);
+    rep[16] = 0x40 | 0x10; /* CRC, enhanced (RFC 6581) */
+    rep[17] = 2;
+    rep[18] = (unsigned char)(pd_length >> 8);
+    rep[19] = (unsigned char)(pd_length & 0xff);
+    rep[20] = 0x00; /* IRD 1, no peer-to-peer */
+    rep[21] = 0x01;
+    rep[22] = 0x00; /* ORD 1 */
+    rep[23] = 0x01;
+}
+
 /* A Responder whose Reply carries 300 bytes of private data after the RFC 6581 word (PD_Length
  * 304: legal in RFC 5044, over the 256 bytes softndk itself sends). */
 static void *big_reply_server(void *arg)
@@ -1195,28 +1221,12 @@ static void *big_reply_server(void *arg)
     int lfd = *(int *)arg;
     int fd = accept(lfd, NULL, NULL);
     if (fd >= 0) {
-        unsigned char req[24];
-        size_t got = 0;
-        struct pollfd p = {fd, POLLIN, 0};
-        while (got < sizeof req && poll(&p, 1, 5000) > 0) {
-            ssize_t n = read(fd, req + got, sizeof req - got);
-            if (n <= 0)
-                break;
-            got += (size_t)n;
-        }
         unsigned char rep[24 + 300];
-        memcpy(rep, "MPA ID Rep Frame", 16);
-        rep[16] = 0x40 | 0x10; /* CRC, enhanced (RFC 6581) */
-        rep[17] = 2;
-        rep[18] = (unsigned char)(304 >> 8);
-        rep[19] = (unsigned char)(304 & 0xff);
-        rep[20] = 0x00; /* IRD 1, no peer-to-peer */
-        rep[21] = 0x01;
-        rep[22] = 0x00; /* ORD 1 */
-        rep[23] = 0x01;
+        answer_request(fd, rep, 304);
         for (int i = 0; i < 300; i++)
             rep[24 + i] = (unsigned char)(i * 3 + 5);
         (void)!write(fd, rep, sizeof rep);
+        struct pollfd p = {fd, POLLIN, 0};
         poll(&p, 1, 5000); /* until the client closes */
         close(fd);
     }
@@ -1776,25 +1786,8 @@ static void *reply_then_reset_server(void *arg)
     int fd = accept(p->lfd, NULL, NULL);
     if (fd < 0)
         return NULL;
-    unsigned char req[24];
-    size_t got = 0;
-    struct pollfd pfd = {fd, POLLIN, 0};
-    while (got < sizeof req && poll(&pfd, 1, 5000) > 0) {
-        ssize_t n = read(fd, req + got, sizeof req - got);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
     unsigned char rep[24];
-    memcpy(rep, "MPA ID Rep Frame", 16);
-    rep[16] = 0x40 | 0x10; /* CRC, enhanced (RFC 6581) */
-    rep[17] = 2;
-    rep[18] = 0;
-    rep[19] = 4;
-    rep[20] = 0x00; /* IRD 1, no peer-to-peer */
-    rep[21] = 0x01;
-    rep[22] = 0x00; /* ORD 1 */
-    rep[23] = 0x01;
+    answer_request(fd, rep, 4);
     (void)!write(fd, rep, sizeof rep);
     struct pollfd gp = {p->go[0], POLLIN, 0};
     poll(&gp, 1, 5000);
