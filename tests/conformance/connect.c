@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "counters.h"
 #include "objects.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1549,31 +1550,10 @@ static void reset_close(int fd)
     close(fd);
 }
 
-struct ctr_wait {
-    NDK_ADAPTER *a;
-    ULONG64 want;
-};
-
-static SOFTNDK_COUNTERS counters_of(NDK_ADAPTER *a)
-{
-    SOFTNDK_COUNTERS c;
-    memset(&c, 0, sizeof c);
-    c.Size = sizeof c;
-    CHECK_STATUS(SoftNdkQueryCounters(a, &c), STATUS_SUCCESS);
-    return c;
-}
-
-static bool abandoned_reached(void *arg)
-{
-    struct ctr_wait *w = arg;
-    return counters_of(w->a).SetupsAbandoned >= w->want;
-}
-
 /* Wait (bounded) until the adapter saw `n` peers leave during setup. */
 static bool wait_abandoned(NDK_ADAPTER *a, ULONG64 n)
 {
-    struct ctr_wait w = {a, n};
-    return harness_wait_until(abandoned_reached, &w, FIXTURE_WAIT_MS);
+    return wait_counter(a, offsetof(SOFTNDK_COUNTERS, SetupsAbandoned), n);
 }
 
 /* No result on the CQ now. */
