@@ -17,6 +17,7 @@
 #include "conn.h"
 #include "fixture.h"
 #include "harness.h"
+#include "rig.h"
 
 #define REENTRY_ROUNDS   20000u
 #define REENTRY_SPIN_US  500u /* how long a callback keeps calling while the caller is inside */
@@ -44,14 +45,6 @@ static void one_cpu(void)
     CPU_ZERO(&set);
     CPU_SET(sched_getcpu() >= 0 ? sched_getcpu() : 0, &set);
     CHECK(sched_setaffinity(0, sizeof set, &set) == 0);
-}
-
-static NDK_SGE sge_of(struct reentry *r)
-{
-    NDK_SGE sge = {.LogicalAddress.QuadPart = (int64_t)(uintptr_t)r->buf,
-                   .Length = 64,
-                   .MemoryRegionToken = r->mr->Dispatch->NdkGetLocalTokenFromMr(r->mr)};
-    return sge;
 }
 
 /* The notification: poll what is there and, while the caller is still inside its call, keep
@@ -86,21 +79,8 @@ static void reentry_open(struct reentry *r)
     fx_options(&o, NULL);
     o.Verify = SoftNdkVerifyStrict;
     r->a = fx_open_with(&o);
-    CHECK_STATUS(r->a->Dispatch->NdkCreatePd(r->a, ndk_create_never, NULL, &r->pd), STATUS_SUCCESS);
-    CHECK_STATUS(r->a->Dispatch->NdkCreateCq(r->a, 64, reentry_notify, r, NULL, ndk_create_never,
-                                             NULL, &r->cq),
-                 STATUS_SUCCESS);
-    CHECK_STATUS(r->pd->Dispatch->NdkCreateQp(r->pd, r->cq, r->cq, NULL, 8, 8, 1, 1, 0,
-                                              ndk_create_never, NULL, &r->qp),
-                 STATUS_SUCCESS);
-    CHECK_STATUS(r->pd->Dispatch->NdkCreateMr(r->pd, FALSE, ndk_create_never, NULL, &r->mr),
-                 STATUS_SUCCESS);
-    MDL mdl;
-    MmInitializeMdl(&mdl, r->buf, sizeof r->buf);
-    CHECK_STATUS(r->mr->Dispatch->NdkRegisterMr(r->mr, &mdl, sizeof r->buf,
-                                                NDK_MR_FLAG_ALLOW_LOCAL_WRITE, ndk_request_never,
-                                                NULL),
-                 STATUS_SUCCESS);
+    rig_objects_open(r->a, reentry_notify, r, r->buf, sizeof r->buf, &r->pd, &r->cq, &r->qp,
+                     &r->mr);
 }
 
 /* No rule counted, and the adapter closes saying so. */
@@ -128,7 +108,7 @@ TEST(arm_that_fires_at_once_and_a_callback_that_polls_are_not_named)
     reentry_open(r);
     uint64_t t0 = fixture_now_ms();
     for (unsigned i = 0; i < REENTRY_ROUNDS; i++) {
-        NDK_SGE sge = sge_of(r);
+        NDK_SGE sge = rig_sge(r->buf, r->mr);
         CHECK_STATUS(r->qp->Dispatch->NdkReceive(r->qp, (void *)(uintptr_t)(i + 1), &sge, 1),
                      STATUS_SUCCESS);
         r->qp->Dispatch->NdkFlush(r->qp); /* one cancelled completion, queued */
