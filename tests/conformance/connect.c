@@ -132,6 +132,26 @@ static void side_close(struct side *s)
     fixture_close_wait(&s->pd->Header);
 }
 
+/* A listener on 127.0.0.1 and an ephemeral port (returned), and two sides to connect through
+ * it: the opening of most connection tests. */
+static uint16_t open_listener_and_sides(NDK_ADAPTER *a, struct server *srv, struct side *cl,
+                                        struct side *sv)
+{
+    uint16_t port;
+    listen_on(a, srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    side_init(cl, a);
+    side_init(sv, a);
+    return port;
+}
+
+/* Closes both sides, then the listener. */
+static void close_sides_and_listener(struct side *cl, struct side *sv, struct server *srv)
+{
+    side_close(cl);
+    side_close(sv);
+    fixture_close_wait(&srv->listener->Header);
+}
+
 /* Churn loops skip the one fixed-window check of establish(). */
 static bool churning;
 
@@ -344,9 +364,7 @@ static void full_cycle(const char *ip)
     /* a disconnected QP refuses initiator requests */
     CHECK_STATUS(cl.qp->Dispatch->NdkSend(cl.qp, NULL, NULL, 0, 0), STATUS_CONNECTION_INVALID);
 
-    side_close(&cl);
-    side_close(&sv);
-    fixture_close_wait(&srv.listener->Header);
+    close_sides_and_listener(&cl, &sv, &srv);
     ndk_close_adapter(ac);
     ndk_close_adapter(as);
 }
@@ -560,9 +578,7 @@ TEST(connect_to_paused_listener_is_refused_then_served_after_resume)
     struct side sv;
     side_init(&sv, a);
     establish(&cl, &sv, &srv, "127.0.0.1", port);
-    side_close(&cl);
-    side_close(&sv);
-    fixture_close_wait(&srv.listener->Header);
+    close_sides_and_listener(&cl, &sv, &srv);
     ndk_close_adapter(a);
 }
 
@@ -670,9 +686,7 @@ TEST(garbage_client_gets_no_connect_event_and_listener_keeps_serving)
     side_init(&cl, a);
     side_init(&sv, a);
     establish(&cl, &sv, &srv, "127.0.0.1", port);
-    side_close(&cl);
-    side_close(&sv);
-    fixture_close_wait(&srv.listener->Header);
+    close_sides_and_listener(&cl, &sv, &srv);
     ndk_close_adapter(a);
 }
 
@@ -782,11 +796,8 @@ TEST(listener_close_keeps_port_until_connectors_close)
 {
     NDK_ADAPTER *a = conf_open();
     struct server srv;
-    uint16_t port;
-    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
     struct side cl, sv;
-    side_init(&cl, a);
-    side_init(&sv, a);
+    uint16_t port = open_listener_and_sides(a, &srv, &cl, &sv);
     establish(&cl, &sv, &srv, "127.0.0.1", port);
     struct harness_event lclosed;
     harness_event_init(&lclosed);
@@ -992,11 +1003,8 @@ TEST(flush_of_connected_qp_aborts_without_local_disconnect_event)
     conf_breaks_rules("connector_state: NdkDisconnect after the flush, on purpose");
     NDK_ADAPTER *a = conf_open();
     struct server srv;
-    uint16_t port;
-    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
     struct side cl, sv;
-    side_init(&cl, a);
-    side_init(&sv, a);
+    uint16_t port = open_listener_and_sides(a, &srv, &cl, &sv);
     establish(&cl, &sv, &srv, "127.0.0.1", port);
     conf_post_recvs(cl.qp, 2, 10);
     cl.qp->Dispatch->NdkFlush(cl.qp);
@@ -1029,9 +1037,7 @@ TEST(flush_of_connected_qp_aborts_without_local_disconnect_event)
                  STATUS_INVALID_DEVICE_STATE);
     CHECK(!harness_event_wait(&srv.ev, events + 1, FIXTURE_QUIET_MS));
     fixture_close_wait(&again->Header);
-    side_close(&cl);
-    side_close(&sv);
-    fixture_close_wait(&srv.listener->Header);
+    close_sides_and_listener(&cl, &sv, &srv);
     ndk_close_adapter(a);
 }
 
@@ -1430,11 +1436,8 @@ TEST(connector_port_is_free_inside_its_close_completion)
 {
     NDK_ADAPTER *a = conf_open();
     struct server srv;
-    uint16_t port;
-    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
     struct side cl, sv;
-    side_init(&cl, a);
-    side_init(&sv, a);
+    uint16_t port = open_listener_and_sides(a, &srv, &cl, &sv);
     establish(&cl, &sv, &srv, "127.0.0.1", port);
     struct sockaddr_storage mine;
     ULONG mlen = sizeof mine;
@@ -1489,11 +1492,8 @@ TEST(failed_accept_completes_posted_receives_cancelled)
 {
     NDK_ADAPTER *a = conf_open();
     struct server srv;
-    uint16_t port;
-    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
     struct side cl, sv;
-    side_init(&cl, a);
-    side_init(&sv, a);
+    uint16_t port = open_listener_and_sides(a, &srv, &cl, &sv);
     struct ndk_req r, ra;
     sv.conn = start_connect(&cl, NULL, &srv, port, &r);
     conf_post_recvs(sv.qp, 2, 40);
@@ -1509,9 +1509,7 @@ TEST(failed_accept_completes_posted_receives_cancelled)
     /* both receives are on the CQ by the time the accept completion ran, in posting order */
     check_receives_cancelled(&sv, 2, 40);
     check_qp_in_error(&sv, 50);
-    side_close(&cl);
-    side_close(&sv);
-    fixture_close_wait(&srv.listener->Header);
+    close_sides_and_listener(&cl, &sv, &srv);
     harness_event_destroy(&r.ev);
     harness_event_destroy(&ra.ev);
     ndk_close_adapter(a);
@@ -1630,11 +1628,8 @@ TEST(accept_refused_arguments_leave_qp_and_connector_as_they_were)
     NDK_ADAPTER_INFO info;
     conf_query(a, &info);
     struct server srv;
-    uint16_t port;
-    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
     struct side cl, sv;
-    side_init(&cl, a);
-    side_init(&sv, a);
+    uint16_t port = open_listener_and_sides(a, &srv, &cl, &sv);
     struct ndk_req r, ra;
     ndk_req_init(&ra);
     conf_post_recvs(cl.qp, 1, 30);
@@ -1663,9 +1658,7 @@ TEST(accept_refused_arguments_leave_qp_and_connector_as_they_were)
     finish_connect(&cl, &r, &ra);
     check_first_receive_served(&cl, &sv, 30);
     check_first_receive_served(&sv, &cl, 40);
-    side_close(&cl);
-    side_close(&sv);
-    fixture_close_wait(&srv.listener->Header);
+    close_sides_and_listener(&cl, &sv, &srv);
     harness_event_destroy(&r.ev);
     harness_event_destroy(&ra.ev);
     ndk_close_adapter(a);
@@ -1675,11 +1668,8 @@ TEST(connect_inline_failure_leaves_qp_idle_with_its_receives)
 {
     NDK_ADAPTER *a = conf_open();
     struct server srv;
-    uint16_t port;
-    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
     struct side cl, sv;
-    side_init(&cl, a);
-    side_init(&sv, a);
+    uint16_t port = open_listener_and_sides(a, &srv, &cl, &sv);
     conf_post_recvs(cl.qp, 2, 60);
     /* the QP is taken, then the source port is found held by the listener */
     NDK_CONNECTOR *failed;
@@ -1700,9 +1690,7 @@ TEST(connect_inline_failure_leaves_qp_idle_with_its_receives)
     /* given to another connector, it connects, and the receive posted first is served */
     establish(&cl, &sv, &srv, "127.0.0.1", port);
     check_first_receive_served(&cl, &sv, 60);
-    side_close(&cl);
-    side_close(&sv);
-    fixture_close_wait(&srv.listener->Header);
+    close_sides_and_listener(&cl, &sv, &srv);
     ndk_close_adapter(a);
 }
 
@@ -1812,9 +1800,7 @@ TEST(complete_connect_after_the_peer_reset_fails_inline_and_leaves_qp_idle)
     listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
     establish(&cl, &sv, &srv, "127.0.0.1", port);
     check_first_receive_served(&cl, &sv, 80);
-    side_close(&cl);
-    side_close(&sv);
-    fixture_close_wait(&srv.listener->Header);
+    close_sides_and_listener(&cl, &sv, &srv);
     pthread_join(th, NULL);
     close(peer.lfd);
     close(peer.go[0]);
