@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "counters.h"
 #include "objects.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -131,6 +132,26 @@ static void side_close(struct side *s)
     fixture_close_wait(&s->pd->Header);
 }
 
+/* A listener on 127.0.0.1 and an ephemeral port (returned), and two sides to connect through
+ * it: the opening of most connection tests. */
+static uint16_t open_listener_and_sides(NDK_ADAPTER *a, struct server *srv, struct side *cl,
+                                        struct side *sv)
+{
+    uint16_t port;
+    listen_on(a, srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
+    side_init(cl, a);
+    side_init(sv, a);
+    return port;
+}
+
+/* Closes both sides, then the listener. */
+static void close_sides_and_listener(struct side *cl, struct side *sv, struct server *srv)
+{
+    side_close(cl);
+    side_close(sv);
+    fixture_close_wait(&srv->listener->Header);
+}
+
 /* Churn loops skip the one fixed-window check of establish(). */
 static bool churning;
 
@@ -246,6 +267,62 @@ static bool poll_result(NDK_CQ *cq, NDK_RESULT_EX *out)
     return harness_wait_until(poll_once, &p, FIXTURE_WAIT_MS);
 }
 
+/* A shared endpoint on 127.0.0.1 and an ephemeral port, its port in *port when asked. */
+static NDK_SHARED_ENDPOINT *loopback_shared_endpoint(NDK_ADAPTER *a, uint16_t *port)
+{
+    ULONG len;
+    struct sockaddr_storage local = addr_of("127.0.0.1", 0, &len);
+    NDK_SHARED_ENDPOINT *se;
+    CHECK_STATUS(a->Dispatch->NdkCreateSharedEndpoint(a, (struct sockaddr *)&local, len,
+                                                      ndk_create_never, NULL, &se),
+                 STATUS_SUCCESS);
+    if (port) {
+        struct sockaddr_storage got;
+        ULONG glen = sizeof got;
+        CHECK_STATUS(se->Dispatch->NdkGetLocalAddress(se, (struct sockaddr *)&got, &glen),
+                     STATUS_SUCCESS);
+        *port = port_of(&got);
+    }
+    return se;
+}
+
+/* cl connects to srv on 127.0.0.1:port (IRD 1, ORD 1, no private data), through se when given,
+ * else from an ephemeral port; returns the incoming connector once srv has it, the connect
+ * pending on r. */
+static NDK_CONNECTOR *start_connect(struct side *cl, NDK_SHARED_ENDPOINT *se, struct server *srv,
+                                    uint16_t port, struct ndk_req *r)
+{
+    CHECK_STATUS(cl->a->Dispatch->NdkCreateConnector(cl->a, ndk_create_never, NULL, &cl->conn),
+                 STATUS_SUCCESS);
+    ULONG slen, dlen;
+    struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
+                            dst = addr_of("127.0.0.1", port, &dlen);
+    ndk_req_init(r);
+    unsigned before = atomic_load(&srv->n);
+    NTSTATUS st = se ? cl->conn->Dispatch->NdkConnectWithSharedEndpoint(
+                           cl->conn, cl->qp, se, (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
+                           ndk_req_done, r)
+                     : cl->conn->Dispatch->NdkConnect(cl->conn, cl->qp, (struct sockaddr *)&src,
+                                                      slen, (struct sockaddr *)&dst, dlen, 1, 1,
+                                                      NULL, 0, ndk_req_done, r);
+    CHECK_STATUS(st, STATUS_PENDING);
+    CHECK(harness_event_wait(&srv->ev, before + 1, FIXTURE_WAIT_MS));
+    return srv->incoming[before % 128];
+}
+
+/* The handshake's end once the passive side's accept is pending on ra: the connect (r)
+ * succeeds, cl completes it, and the accept succeeds. */
+static void finish_connect(struct side *cl, struct ndk_req *r, struct ndk_req *ra)
+{
+    CHECK_STATUS(ndk_req_wait(r, STATUS_PENDING), STATUS_SUCCESS);
+    struct ndk_req rc;
+    ndk_req_init(&rc);
+    NTSTATUS st = cl->conn->Dispatch->NdkCompleteConnect(cl->conn, NULL, NULL, ndk_req_done, &rc);
+    CHECK_STATUS(ndk_req_wait(&rc, st), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_req_wait(ra, STATUS_PENDING), STATUS_SUCCESS);
+    harness_event_destroy(&rc.ev);
+}
+
 static void full_cycle(const char *ip)
 {
     NDK_ADAPTER *as = conf_open(), *ac = conf_open();
@@ -287,9 +364,7 @@ static void full_cycle(const char *ip)
     /* a disconnected QP refuses initiator requests */
     CHECK_STATUS(cl.qp->Dispatch->NdkSend(cl.qp, NULL, NULL, 0, 0), STATUS_CONNECTION_INVALID);
 
-    side_close(&cl);
-    side_close(&sv);
-    fixture_close_wait(&srv.listener->Header);
+    close_sides_and_listener(&cl, &sv, &srv);
     ndk_close_adapter(ac);
     ndk_close_adapter(as);
 }
@@ -503,9 +578,7 @@ TEST(connect_to_paused_listener_is_refused_then_served_after_resume)
     struct side sv;
     side_init(&sv, a);
     establish(&cl, &sv, &srv, "127.0.0.1", port);
-    side_close(&cl);
-    side_close(&sv);
-    fixture_close_wait(&srv.listener->Header);
+    close_sides_and_listener(&cl, &sv, &srv);
     ndk_close_adapter(a);
 }
 
@@ -613,9 +686,7 @@ TEST(garbage_client_gets_no_connect_event_and_listener_keeps_serving)
     side_init(&cl, a);
     side_init(&sv, a);
     establish(&cl, &sv, &srv, "127.0.0.1", port);
-    side_close(&cl);
-    side_close(&sv);
-    fixture_close_wait(&srv.listener->Header);
+    close_sides_and_listener(&cl, &sv, &srv);
     ndk_close_adapter(a);
 }
 
@@ -725,11 +796,8 @@ TEST(listener_close_keeps_port_until_connectors_close)
 {
     NDK_ADAPTER *a = conf_open();
     struct server srv;
-    uint16_t port;
-    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
     struct side cl, sv;
-    side_init(&cl, a);
-    side_init(&sv, a);
+    uint16_t port = open_listener_and_sides(a, &srv, &cl, &sv);
     establish(&cl, &sv, &srv, "127.0.0.1", port);
     struct harness_event lclosed;
     harness_event_init(&lclosed);
@@ -763,17 +831,8 @@ TEST(shared_endpoint_connects_to_distinct_peers)
     uint16_t p1, p2;
     listen_on(a, &s1, "127.0.0.1", 0, STATUS_SUCCESS, &p1);
     listen_on(a, &s2, "127.0.0.1", 0, STATUS_SUCCESS, &p2);
-    NDK_SHARED_ENDPOINT *se;
-    ULONG len;
-    struct sockaddr_storage local = addr_of("127.0.0.1", 0, &len);
-    CHECK_STATUS(a->Dispatch->NdkCreateSharedEndpoint(a, (struct sockaddr *)&local, len,
-                                                      ndk_create_never, NULL, &se),
-                 STATUS_SUCCESS);
-    struct sockaddr_storage got;
-    ULONG glen = sizeof got;
-    CHECK_STATUS(se->Dispatch->NdkGetLocalAddress(se, (struct sockaddr *)&got, &glen),
-                 STATUS_SUCCESS);
-    uint16_t se_port = port_of(&got);
+    uint16_t se_port;
+    NDK_SHARED_ENDPOINT *se = loopback_shared_endpoint(a, &se_port);
     CHECK(se_port != 0);
 
     struct side c1, c2, c3, v1, v2;
@@ -944,11 +1003,8 @@ TEST(flush_of_connected_qp_aborts_without_local_disconnect_event)
     conf_breaks_rules("connector_state: NdkDisconnect after the flush, on purpose");
     NDK_ADAPTER *a = conf_open();
     struct server srv;
-    uint16_t port;
-    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
     struct side cl, sv;
-    side_init(&cl, a);
-    side_init(&sv, a);
+    uint16_t port = open_listener_and_sides(a, &srv, &cl, &sv);
     establish(&cl, &sv, &srv, "127.0.0.1", port);
     conf_post_recvs(cl.qp, 2, 10);
     cl.qp->Dispatch->NdkFlush(cl.qp);
@@ -981,9 +1037,7 @@ TEST(flush_of_connected_qp_aborts_without_local_disconnect_event)
                  STATUS_INVALID_DEVICE_STATE);
     CHECK(!harness_event_wait(&srv.ev, events + 1, FIXTURE_QUIET_MS));
     fixture_close_wait(&again->Header);
-    side_close(&cl);
-    side_close(&sv);
-    fixture_close_wait(&srv.listener->Header);
+    close_sides_and_listener(&cl, &sv, &srv);
     ndk_close_adapter(a);
 }
 
@@ -1020,20 +1074,8 @@ TEST(send_right_after_complete_connect_reaches_the_passive_qp)
         struct side cl, sv;
         side_init(&cl, a);
         side_init(&sv, a);
-        CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &cl.conn),
-                     STATUS_SUCCESS);
-        ULONG slen, dlen;
-        struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
-                                dst = addr_of("127.0.0.1", port, &dlen);
         struct ndk_req r, ra, rc;
-        ndk_req_init(&r);
-        unsigned before = atomic_load(&srv.n);
-        CHECK_STATUS(cl.conn->Dispatch->NdkConnect(cl.conn, cl.qp, (struct sockaddr *)&src, slen,
-                                                   (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
-                                                   ndk_req_done, &r),
-                     STATUS_PENDING);
-        CHECK(harness_event_wait(&srv.ev, before + 1, FIXTURE_WAIT_MS));
-        sv.conn = srv.incoming[before % 128];
+        sv.conn = start_connect(&cl, NULL, &srv, port, &r);
         conf_post_recvs(sv.qp, 1, 5); /* before Accept: the Send may come with the RTR */
         ndk_req_init(&ra);
         CHECK_STATUS(sv.conn->Dispatch->NdkAccept(sv.conn, sv.qp, 1, 1, NULL, 0, NULL, NULL,
@@ -1132,35 +1174,17 @@ TEST(instance_connects_with_shared_endpoint_of_another_instance)
     struct server srv;
     uint16_t port = 0;
     listen_on(ia, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
-    NDK_SHARED_ENDPOINT *se = NULL;
-    ULONG slen, dlen;
-    struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
-                            dst = addr_of("127.0.0.1", port, &dlen);
-    CHECK_STATUS(ia->Dispatch->NdkCreateSharedEndpoint(ia, (struct sockaddr *)&src, slen,
-                                                       ndk_create_never, NULL, &se),
-                 STATUS_SUCCESS);
+    NDK_SHARED_ENDPOINT *se = loopback_shared_endpoint(ia, NULL);
     struct side cl, sv;
     side_init(&cl, ib);
     side_init(&sv, ib);
-    CHECK_STATUS(ib->Dispatch->NdkCreateConnector(ib, ndk_create_never, NULL, &cl.conn),
-                 STATUS_SUCCESS);
-    struct ndk_req r, ra, rc;
-    ndk_req_init(&r);
-    CHECK_STATUS(cl.conn->Dispatch->NdkConnectWithSharedEndpoint(cl.conn, cl.qp, se,
-                                                                 (struct sockaddr *)&dst, dlen, 1,
-                                                                 1, NULL, 0, ndk_req_done, &r),
-                 STATUS_PENDING);
-    CHECK(harness_event_wait(&srv.ev, 1, FIXTURE_WAIT_MS));
-    sv.conn = srv.incoming[0];
+    struct ndk_req r, ra;
+    sv.conn = start_connect(&cl, se, &srv, port, &r);
     ndk_req_init(&ra);
     CHECK_STATUS(
         sv.conn->Dispatch->NdkAccept(sv.conn, sv.qp, 1, 1, NULL, 0, NULL, NULL, ndk_req_done, &ra),
         STATUS_PENDING);
-    CHECK_STATUS(ndk_req_wait(&r, STATUS_PENDING), STATUS_SUCCESS);
-    ndk_req_init(&rc);
-    NTSTATUS st = cl.conn->Dispatch->NdkCompleteConnect(cl.conn, NULL, NULL, ndk_req_done, &rc);
-    CHECK_STATUS(ndk_req_wait(&rc, st), STATUS_SUCCESS);
-    CHECK_STATUS(ndk_req_wait(&ra, STATUS_PENDING), STATUS_SUCCESS);
+    finish_connect(&cl, &r, &ra);
     side_close(&cl);
     side_close(&sv);
     fixture_close_wait(&se->Header);
@@ -1169,7 +1193,32 @@ TEST(instance_connects_with_shared_endpoint_of_another_instance)
     ndk_close_adapter(ia);
     harness_event_destroy(&r.ev);
     harness_event_destroy(&ra.ev);
-    harness_event_destroy(&rc.ev);
+}
+
+/* A raw Responder's half of the handshake: reads the 24-byte MPA Request (bounded; a short one
+ * is answered all the same) and fills rep with a Reply header (RFC 5044 section 7.1, RFC 6581
+ * section 9.1): CRC, enhanced, Rev 2, PD_Length pd_length, then IRD 1 and ORD 1 with no
+ * peer-to-peer bit. */
+static void answer_request(int fd, unsigned char rep[24], uint16_t pd_length)
+{
+    unsigned char req[24];
+    size_t got = 0;
+    struct pollfd p = {fd, POLLIN, 0};
+    while (got < sizeof req && poll(&p, 1, 5000) > 0) {
+        ssize_t n = read(fd, req + got, sizeof req - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    memcpy(rep, "MPA ID Rep Frame", 16);
+    rep[16] = 0x40 | 0x10; /* CRC, enhanced (RFC 6581) */
+    rep[17] = 2;
+    rep[18] = (unsigned char)(pd_length >> 8);
+    rep[19] = (unsigned char)(pd_length & 0xff);
+    rep[20] = 0x00; /* IRD 1, no peer-to-peer */
+    rep[21] = 0x01;
+    rep[22] = 0x00; /* ORD 1 */
+    rep[23] = 0x01;
 }
 
 /* A Responder whose Reply carries 300 bytes of private data after the RFC 6581 word (PD_Length
@@ -1179,28 +1228,12 @@ static void *big_reply_server(void *arg)
     int lfd = *(int *)arg;
     int fd = accept(lfd, NULL, NULL);
     if (fd >= 0) {
-        unsigned char req[24];
-        size_t got = 0;
-        struct pollfd p = {fd, POLLIN, 0};
-        while (got < sizeof req && poll(&p, 1, 5000) > 0) {
-            ssize_t n = read(fd, req + got, sizeof req - got);
-            if (n <= 0)
-                break;
-            got += (size_t)n;
-        }
         unsigned char rep[24 + 300];
-        memcpy(rep, "MPA ID Rep Frame", 16);
-        rep[16] = 0x40 | 0x10; /* CRC, enhanced (RFC 6581) */
-        rep[17] = 2;
-        rep[18] = (unsigned char)(304 >> 8);
-        rep[19] = (unsigned char)(304 & 0xff);
-        rep[20] = 0x00; /* IRD 1, no peer-to-peer */
-        rep[21] = 0x01;
-        rep[22] = 0x00; /* ORD 1 */
-        rep[23] = 0x01;
+        answer_request(fd, rep, 304);
         for (int i = 0; i < 300; i++)
             rep[24 + i] = (unsigned char)(i * 3 + 5);
         (void)!write(fd, rep, sizeof rep);
+        struct pollfd p = {fd, POLLIN, 0};
         poll(&p, 1, 5000); /* until the client closes */
         close(fd);
     }
@@ -1352,17 +1385,8 @@ TEST(listener_port_is_free_inside_its_close_completion)
 TEST(shared_endpoint_port_is_free_inside_its_close_completion)
 {
     NDK_ADAPTER *a = conf_open();
-    ULONG len;
-    struct sockaddr_storage local = addr_of("127.0.0.1", 0, &len);
-    NDK_SHARED_ENDPOINT *se;
-    CHECK_STATUS(a->Dispatch->NdkCreateSharedEndpoint(a, (struct sockaddr *)&local, len,
-                                                      ndk_create_never, NULL, &se),
-                 STATUS_SUCCESS);
-    struct sockaddr_storage got;
-    ULONG glen = sizeof got;
-    CHECK_STATUS(se->Dispatch->NdkGetLocalAddress(se, (struct sockaddr *)&got, &glen),
-                 STATUS_SUCCESS);
-    uint16_t port = port_of(&got);
+    uint16_t port;
+    NDK_SHARED_ENDPOINT *se = loopback_shared_endpoint(a, &port);
     /* taken while it lives */
     struct server busy;
     listen_on(a, &busy, "127.0.0.1", port, STATUS_SHARING_VIOLATION, NULL);
@@ -1383,32 +1407,13 @@ TEST(shared_endpoint_port_is_free_inside_its_pending_close_completion)
     struct server srv;
     uint16_t lport;
     listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &lport);
-    ULONG len;
-    struct sockaddr_storage local = addr_of("127.0.0.1", 0, &len);
-    NDK_SHARED_ENDPOINT *se;
-    CHECK_STATUS(a->Dispatch->NdkCreateSharedEndpoint(a, (struct sockaddr *)&local, len,
-                                                      ndk_create_never, NULL, &se),
-                 STATUS_SUCCESS);
-    struct sockaddr_storage got;
-    ULONG glen = sizeof got;
-    CHECK_STATUS(se->Dispatch->NdkGetLocalAddress(se, (struct sockaddr *)&got, &glen),
-                 STATUS_SUCCESS);
-    uint16_t port = port_of(&got);
+    uint16_t port;
+    NDK_SHARED_ENDPOINT *se = loopback_shared_endpoint(a, &port);
     /* a connector over it, refused by the server (its incoming connector closed unanswered) */
     struct side cl;
     side_init(&cl, a);
-    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &cl.conn),
-                 STATUS_SUCCESS);
-    ULONG dlen;
-    struct sockaddr_storage dst = addr_of("127.0.0.1", lport, &dlen);
     struct ndk_req r;
-    ndk_req_init(&r);
-    CHECK_STATUS(cl.conn->Dispatch->NdkConnectWithSharedEndpoint(cl.conn, cl.qp, se,
-                                                                 (struct sockaddr *)&dst, dlen, 1,
-                                                                 1, NULL, 0, ndk_req_done, &r),
-                 STATUS_PENDING);
-    CHECK(harness_event_wait(&srv.ev, 1, FIXTURE_WAIT_MS));
-    fixture_close_wait(&srv.incoming[0]->Header);
+    fixture_close_wait(&start_connect(&cl, se, &srv, lport, &r)->Header);
     CHECK_STATUS(ndk_req_wait(&r, STATUS_PENDING), STATUS_CONNECTION_REFUSED);
     /* the endpoint's close waits for that connector */
     struct server next;
@@ -1431,11 +1436,8 @@ TEST(connector_port_is_free_inside_its_close_completion)
 {
     NDK_ADAPTER *a = conf_open();
     struct server srv;
-    uint16_t port;
-    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
     struct side cl, sv;
-    side_init(&cl, a);
-    side_init(&sv, a);
+    uint16_t port = open_listener_and_sides(a, &srv, &cl, &sv);
     establish(&cl, &sv, &srv, "127.0.0.1", port);
     struct sockaddr_storage mine;
     ULONG mlen = sizeof mine;
@@ -1460,28 +1462,40 @@ TEST(connector_port_is_free_inside_its_close_completion)
 /* A failed NdkAccept puts its QP in error: what was posted completes STATUS_CANCELLED, as
  * after a disconnect, and so does what is posted later (docs/connector.md, decisions.md). */
 
+/* s's CQ holds exactly `count` results, s's receives in posting order, each cancelled, the
+ * first posted with RequestContext `first`. */
+static void check_receives_cancelled(struct side *s, ULONG count, uintptr_t first)
+{
+    NDK_RESULT_EX res[64];
+    ULONG n = s->cq.cq->Dispatch->NdkGetCqResultsEx(s->cq.cq, res, 64);
+    CHECK_EQ_U64(n, count);
+    for (ULONG i = 0; i < n; i++) {
+        CHECK_STATUS(res[i].Status, STATUS_CANCELLED);
+        CHECK_EQ_U64(res[i].Type, NdkOperationTypeReceive);
+        CHECK(res[i].RequestContext == (void *)(first + i) && res[i].QPContext == s);
+    }
+}
+
+/* s's QP is in error: a receive posted now (RequestContext ctx) completes at once, cancelled,
+ * and an initiator request is refused. */
+static void check_qp_in_error(struct side *s, uintptr_t ctx)
+{
+    conf_post_recvs(s->qp, 1, ctx);
+    NDK_RESULT_EX res[4];
+    CHECK_EQ_U64(s->cq.cq->Dispatch->NdkGetCqResultsEx(s->cq.cq, res, 4), 1);
+    CHECK_STATUS(res[0].Status, STATUS_CANCELLED);
+    CHECK(res[0].RequestContext == (void *)ctx);
+    CHECK_STATUS(s->qp->Dispatch->NdkSend(s->qp, NULL, NULL, 0, 0), STATUS_CONNECTION_INVALID);
+}
+
 TEST(failed_accept_completes_posted_receives_cancelled)
 {
     NDK_ADAPTER *a = conf_open();
     struct server srv;
-    uint16_t port;
-    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
     struct side cl, sv;
-    side_init(&cl, a);
-    side_init(&sv, a);
-    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &cl.conn),
-                 STATUS_SUCCESS);
-    ULONG slen, dlen;
-    struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
-                            dst = addr_of("127.0.0.1", port, &dlen);
+    uint16_t port = open_listener_and_sides(a, &srv, &cl, &sv);
     struct ndk_req r, ra;
-    ndk_req_init(&r);
-    CHECK_STATUS(cl.conn->Dispatch->NdkConnect(cl.conn, cl.qp, (struct sockaddr *)&src, slen,
-                                               (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
-                                               ndk_req_done, &r),
-                 STATUS_PENDING);
-    CHECK(harness_event_wait(&srv.ev, 1, FIXTURE_WAIT_MS));
-    sv.conn = srv.incoming[0];
+    sv.conn = start_connect(&cl, NULL, &srv, port, &r);
     conf_post_recvs(sv.qp, 2, 40);
     ndk_req_init(&ra);
     CHECK_STATUS(
@@ -1493,23 +1507,9 @@ TEST(failed_accept_completes_posted_receives_cancelled)
     cl.conn = NULL;
     CHECK_STATUS(ndk_req_wait(&ra, STATUS_PENDING), STATUS_CONNECTION_ABORTED);
     /* both receives are on the CQ by the time the accept completion ran, in posting order */
-    NDK_RESULT_EX res[4];
-    ULONG n = sv.cq.cq->Dispatch->NdkGetCqResultsEx(sv.cq.cq, res, 4);
-    CHECK_EQ_U64(n, 2);
-    for (ULONG i = 0; i < n; i++) {
-        CHECK_STATUS(res[i].Status, STATUS_CANCELLED);
-        CHECK_EQ_U64(res[i].Type, NdkOperationTypeReceive);
-        CHECK(res[i].RequestContext == (void *)(uintptr_t)(40 + i) && res[i].QPContext == &sv);
-    }
-    /* the QP is in error: a later receive completes at once, an initiator request is refused */
-    conf_post_recvs(sv.qp, 1, 50);
-    CHECK_EQ_U64(sv.cq.cq->Dispatch->NdkGetCqResultsEx(sv.cq.cq, res, 4), 1);
-    CHECK_STATUS(res[0].Status, STATUS_CANCELLED);
-    CHECK(res[0].RequestContext == (void *)50);
-    CHECK_STATUS(sv.qp->Dispatch->NdkSend(sv.qp, NULL, NULL, 0, 0), STATUS_CONNECTION_INVALID);
-    side_close(&cl);
-    side_close(&sv);
-    fixture_close_wait(&srv.listener->Header);
+    check_receives_cancelled(&sv, 2, 40);
+    check_qp_in_error(&sv, 50);
+    close_sides_and_listener(&cl, &sv, &srv);
     harness_event_destroy(&r.ev);
     harness_event_destroy(&ra.ev);
     ndk_close_adapter(a);
@@ -1548,31 +1548,10 @@ static void reset_close(int fd)
     close(fd);
 }
 
-struct ctr_wait {
-    NDK_ADAPTER *a;
-    ULONG64 want;
-};
-
-static SOFTNDK_COUNTERS counters_of(NDK_ADAPTER *a)
-{
-    SOFTNDK_COUNTERS c;
-    memset(&c, 0, sizeof c);
-    c.Size = sizeof c;
-    CHECK_STATUS(SoftNdkQueryCounters(a, &c), STATUS_SUCCESS);
-    return c;
-}
-
-static bool abandoned_reached(void *arg)
-{
-    struct ctr_wait *w = arg;
-    return counters_of(w->a).SetupsAbandoned >= w->want;
-}
-
 /* Wait (bounded) until the adapter saw `n` peers leave during setup. */
 static bool wait_abandoned(NDK_ADAPTER *a, ULONG64 n)
 {
-    struct ctr_wait w = {a, n};
-    return harness_wait_until(abandoned_reached, &w, FIXTURE_WAIT_MS);
+    return wait_counter(a, offsetof(SOFTNDK_COUNTERS, SetupsAbandoned), n);
 }
 
 /* No result on the CQ now. */
@@ -1623,22 +1602,10 @@ TEST(accept_after_the_peer_reset_fails_inline_and_cancels_posted_receives)
         sv.conn->Dispatch->NdkAccept(sv.conn, sv.qp, 1, 1, NULL, 0, NULL, NULL, ndk_req_done, &ra),
         STATUS_CONNECTION_ABORTED);
     /* every receive is on the CQ when the call returns, in posting order */
-    NDK_RESULT_EX res[64];
-    ULONG n = sv.cq.cq->Dispatch->NdkGetCqResultsEx(sv.cq.cq, res, 64);
-    CHECK_EQ_U64(n, 64);
-    for (ULONG i = 0; i < n; i++) {
-        CHECK_STATUS(res[i].Status, STATUS_CANCELLED);
-        CHECK_EQ_U64(res[i].Type, NdkOperationTypeReceive);
-        CHECK(res[i].RequestContext == (void *)(uintptr_t)(100 + i) && res[i].QPContext == &sv);
-    }
+    check_receives_cancelled(&sv, 64, 100);
     /* an inline failure has no completion */
     CHECK(!harness_event_wait(&ra.ev, 1, 50));
-    /* the QP is in error: a later receive completes at once, an initiator request is refused */
-    conf_post_recvs(sv.qp, 1, 200);
-    CHECK_EQ_U64(sv.cq.cq->Dispatch->NdkGetCqResultsEx(sv.cq.cq, res, 4), 1);
-    CHECK_STATUS(res[0].Status, STATUS_CANCELLED);
-    CHECK(res[0].RequestContext == (void *)200);
-    CHECK_STATUS(sv.qp->Dispatch->NdkSend(sv.qp, NULL, NULL, 0, 0), STATUS_CONNECTION_INVALID);
+    check_qp_in_error(&sv, 200);
     /* the connector is closed: nothing to accept or disconnect any more */
     CHECK_STATUS(
         sv.conn->Dispatch->NdkAccept(sv.conn, sv.qp, 1, 1, NULL, 0, NULL, NULL, ndk_req_done, &ra),
@@ -1661,26 +1628,12 @@ TEST(accept_refused_arguments_leave_qp_and_connector_as_they_were)
     NDK_ADAPTER_INFO info;
     conf_query(a, &info);
     struct server srv;
-    uint16_t port;
-    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
     struct side cl, sv;
-    side_init(&cl, a);
-    side_init(&sv, a);
-    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &cl.conn),
-                 STATUS_SUCCESS);
-    ULONG slen, dlen;
-    struct sockaddr_storage src = addr_of("127.0.0.1", 0, &slen),
-                            dst = addr_of("127.0.0.1", port, &dlen);
-    struct ndk_req r, ra, rc;
-    ndk_req_init(&r);
+    uint16_t port = open_listener_and_sides(a, &srv, &cl, &sv);
+    struct ndk_req r, ra;
     ndk_req_init(&ra);
     conf_post_recvs(cl.qp, 1, 30);
-    CHECK_STATUS(cl.conn->Dispatch->NdkConnect(cl.conn, cl.qp, (struct sockaddr *)&src, slen,
-                                               (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
-                                               ndk_req_done, &r),
-                 STATUS_PENDING);
-    CHECK(harness_event_wait(&srv.ev, 1, FIXTURE_WAIT_MS));
-    sv.conn = srv.incoming[0];
+    sv.conn = start_connect(&cl, NULL, &srv, port, &r);
     conf_post_recvs(sv.qp, 2, 40);
     static char big[1024];
     CHECK_STATUS(sv.conn->Dispatch->NdkAccept(sv.conn, sv.qp, 1, 1, big, info.MaxCalleeData + 1,
@@ -1702,19 +1655,12 @@ TEST(accept_refused_arguments_leave_qp_and_connector_as_they_were)
     CHECK_STATUS(
         sv.conn->Dispatch->NdkAccept(sv.conn, sv.qp, 1, 1, NULL, 0, NULL, NULL, ndk_req_done, &ra),
         STATUS_PENDING);
-    CHECK_STATUS(ndk_req_wait(&r, STATUS_PENDING), STATUS_SUCCESS);
-    ndk_req_init(&rc);
-    NTSTATUS st = cl.conn->Dispatch->NdkCompleteConnect(cl.conn, NULL, NULL, ndk_req_done, &rc);
-    CHECK_STATUS(ndk_req_wait(&rc, st), STATUS_SUCCESS);
-    CHECK_STATUS(ndk_req_wait(&ra, STATUS_PENDING), STATUS_SUCCESS);
+    finish_connect(&cl, &r, &ra);
     check_first_receive_served(&cl, &sv, 30);
     check_first_receive_served(&sv, &cl, 40);
-    side_close(&cl);
-    side_close(&sv);
-    fixture_close_wait(&srv.listener->Header);
+    close_sides_and_listener(&cl, &sv, &srv);
     harness_event_destroy(&r.ev);
     harness_event_destroy(&ra.ev);
-    harness_event_destroy(&rc.ev);
     ndk_close_adapter(a);
 }
 
@@ -1722,11 +1668,8 @@ TEST(connect_inline_failure_leaves_qp_idle_with_its_receives)
 {
     NDK_ADAPTER *a = conf_open();
     struct server srv;
-    uint16_t port;
-    listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
     struct side cl, sv;
-    side_init(&cl, a);
-    side_init(&sv, a);
+    uint16_t port = open_listener_and_sides(a, &srv, &cl, &sv);
     conf_post_recvs(cl.qp, 2, 60);
     /* the QP is taken, then the source port is found held by the listener */
     NDK_CONNECTOR *failed;
@@ -1747,9 +1690,7 @@ TEST(connect_inline_failure_leaves_qp_idle_with_its_receives)
     /* given to another connector, it connects, and the receive posted first is served */
     establish(&cl, &sv, &srv, "127.0.0.1", port);
     check_first_receive_served(&cl, &sv, 60);
-    side_close(&cl);
-    side_close(&sv);
-    fixture_close_wait(&srv.listener->Header);
+    close_sides_and_listener(&cl, &sv, &srv);
     ndk_close_adapter(a);
 }
 
@@ -1759,30 +1700,17 @@ TEST(connect_with_shared_endpoint_inline_failure_leaves_qp_idle_with_its_receive
     struct server srv;
     uint16_t port;
     listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
-    NDK_SHARED_ENDPOINT *se;
-    ULONG len;
-    struct sockaddr_storage local = addr_of("127.0.0.1", 0, &len);
-    CHECK_STATUS(a->Dispatch->NdkCreateSharedEndpoint(a, (struct sockaddr *)&local, len,
-                                                      ndk_create_never, NULL, &se),
-                 STATUS_SUCCESS);
+    NDK_SHARED_ENDPOINT *se = loopback_shared_endpoint(a, NULL);
     struct side first, cl, sv;
     side_init(&first, a);
     side_init(&cl, a);
     side_init(&sv, a);
     /* a connector of the endpoint goes to the listener... */
-    CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &first.conn),
-                 STATUS_SUCCESS);
+    struct ndk_req r;
+    NDK_CONNECTOR *in = start_connect(&first, se, &srv, port, &r);
+    /* ...so a second one to the same peer fails inline once it has taken its QP */
     ULONG dlen;
     struct sockaddr_storage dst = addr_of("127.0.0.1", port, &dlen);
-    struct ndk_req r;
-    ndk_req_init(&r);
-    CHECK_STATUS(first.conn->Dispatch->NdkConnectWithSharedEndpoint(
-                     first.conn, first.qp, se, (struct sockaddr *)&dst, dlen, 1, 1, NULL, 0,
-                     ndk_req_done, &r),
-                 STATUS_PENDING);
-    CHECK(harness_event_wait(&srv.ev, 1, FIXTURE_WAIT_MS));
-    NDK_CONNECTOR *in = srv.incoming[0];
-    /* ...so a second one to the same peer fails inline once it has taken its QP */
     conf_post_recvs(cl.qp, 2, 70);
     NDK_CONNECTOR *failed;
     CHECK_STATUS(a->Dispatch->NdkCreateConnector(a, ndk_create_never, NULL, &failed),
@@ -1826,25 +1754,8 @@ static void *reply_then_reset_server(void *arg)
     int fd = accept(p->lfd, NULL, NULL);
     if (fd < 0)
         return NULL;
-    unsigned char req[24];
-    size_t got = 0;
-    struct pollfd pfd = {fd, POLLIN, 0};
-    while (got < sizeof req && poll(&pfd, 1, 5000) > 0) {
-        ssize_t n = read(fd, req + got, sizeof req - got);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
     unsigned char rep[24];
-    memcpy(rep, "MPA ID Rep Frame", 16);
-    rep[16] = 0x40 | 0x10; /* CRC, enhanced (RFC 6581) */
-    rep[17] = 2;
-    rep[18] = 0;
-    rep[19] = 4;
-    rep[20] = 0x00; /* IRD 1, no peer-to-peer */
-    rep[21] = 0x01;
-    rep[22] = 0x00; /* ORD 1 */
-    rep[23] = 0x01;
+    answer_request(fd, rep, 4);
     (void)!write(fd, rep, sizeof rep);
     struct pollfd gp = {p->go[0], POLLIN, 0};
     poll(&gp, 1, 5000);
@@ -1889,9 +1800,7 @@ TEST(complete_connect_after_the_peer_reset_fails_inline_and_leaves_qp_idle)
     listen_on(a, &srv, "127.0.0.1", 0, STATUS_SUCCESS, &port);
     establish(&cl, &sv, &srv, "127.0.0.1", port);
     check_first_receive_served(&cl, &sv, 80);
-    side_close(&cl);
-    side_close(&sv);
-    fixture_close_wait(&srv.listener->Header);
+    close_sides_and_listener(&cl, &sv, &srv);
     pthread_join(th, NULL);
     close(peer.lfd);
     close(peer.go[0]);

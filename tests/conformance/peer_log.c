@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "counters.h"
 #include "objects.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -80,26 +81,6 @@ static void send_bad_request(uint16_t port, int i)
     close(fd);
 }
 
-struct failures {
-    NDK_ADAPTER *a;
-    ULONG64 want;
-};
-
-static SOFTNDK_COUNTERS counters_of(NDK_ADAPTER *a)
-{
-    SOFTNDK_COUNTERS c;
-    memset(&c, 0, sizeof c);
-    c.Size = sizeof c;
-    CHECK_STATUS(SoftNdkQueryCounters(a, &c), STATUS_SUCCESS);
-    return c;
-}
-
-static bool all_failed(void *arg)
-{
-    struct failures *f = arg;
-    return counters_of(f->a).ConnectFailure >= f->want;
-}
-
 /* Lines of the log file that contain `what`. */
 static unsigned count_lines(FILE *f, const char *what)
 {
@@ -139,8 +120,8 @@ TEST_T(bad_mpa_requests_cannot_flood_the_log, 120)
     uint64_t t0 = mono_ms();
     for (int i = 0; i < BAD_REQUESTS; i++)
         send_bad_request(port, i);
-    struct failures f = {a, before.ConnectFailure + BAD_REQUESTS};
-    bool done = harness_wait_until(all_failed, &f, FIXTURE_WAIT_MS);
+    bool done = wait_counter(a, offsetof(SOFTNDK_COUNTERS, ConnectFailure),
+                             before.ConnectFailure + BAD_REQUESTS);
     uint64_t took_ms = mono_ms() - t0;
     fflush(stderr);
     dup2(saved, 2);

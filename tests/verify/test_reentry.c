@@ -17,6 +17,7 @@
 #include "conn.h"
 #include "fixture.h"
 #include "harness.h"
+#include "rig.h"
 
 #define REENTRY_ROUNDS   20000u
 #define REENTRY_SPIN_US  500u /* how long a callback keeps calling while the caller is inside */
@@ -46,14 +47,6 @@ static void one_cpu(void)
     CHECK(sched_setaffinity(0, sizeof set, &set) == 0);
 }
 
-static NDK_SGE sge_of(struct reentry *r)
-{
-    NDK_SGE sge = {.LogicalAddress.QuadPart = (int64_t)(uintptr_t)r->buf,
-                   .Length = 64,
-                   .MemoryRegionToken = r->mr->Dispatch->NdkGetLocalTokenFromMr(r->mr)};
-    return sge;
-}
-
 /* The notification: poll what is there and, while the caller is still inside its call, keep
  * polling for up to REENTRY_SPIN_US. Never waits. */
 static void reentry_notify(void *ctx, NTSTATUS st)
@@ -73,44 +66,42 @@ static void reentry_notify(void *ctx, NTSTATUS st)
     harness_event_signal(&r->done);
 }
 
+/* What every test here runs under: the callback threshold for this process only, as a loaded
+ * machine can stall a callback inside the kernel and the callbacks here spin up to
+ * REENTRY_SPIN_US and never wait (docs/verifier.md, "The suites under strict"); and one CPU. */
+static void reentry_process(void)
+{
+    CHECK(setenv("SOFTNDK_VERIFY_CALLBACK_MS", "1000", 1) == 0);
+    one_cpu();
+}
+
+/* No verifier rule counted on a; `who` starts the failure message. */
+static void check_no_violations(NDK_ADAPTER *a, const char *who)
+{
+    SOFTNDK_COUNTERS c;
+    fx_counters(a, &c);
+    for (int i = 0; i < SOFTNDK_VERIFY_RULE_SLOTS; i++)
+        CHECK_MSG(c.VerifyViolations[i] == 0, "%sVerifyViolations[%d] = %llu", who, i,
+                  (unsigned long long)c.VerifyViolations[i]);
+}
+
 static void reentry_open(struct reentry *r)
 {
     memset(r, 0, sizeof *r);
     harness_event_init(&r->done);
-    /* This process only: a loaded machine can stall a callback inside the kernel; the callbacks
-     * here spin up to REENTRY_SPIN_US and never wait (docs/verifier.md, "The suites under
-     * strict"). */
-    CHECK(setenv("SOFTNDK_VERIFY_CALLBACK_MS", "1000", 1) == 0);
-    one_cpu();
+    reentry_process();
     SOFTNDK_OPTIONS o;
     fx_options(&o, NULL);
     o.Verify = SoftNdkVerifyStrict;
     r->a = fx_open_with(&o);
-    CHECK_STATUS(r->a->Dispatch->NdkCreatePd(r->a, ndk_create_never, NULL, &r->pd), STATUS_SUCCESS);
-    CHECK_STATUS(r->a->Dispatch->NdkCreateCq(r->a, 64, reentry_notify, r, NULL, ndk_create_never,
-                                             NULL, &r->cq),
-                 STATUS_SUCCESS);
-    CHECK_STATUS(r->pd->Dispatch->NdkCreateQp(r->pd, r->cq, r->cq, NULL, 8, 8, 1, 1, 0,
-                                              ndk_create_never, NULL, &r->qp),
-                 STATUS_SUCCESS);
-    CHECK_STATUS(r->pd->Dispatch->NdkCreateMr(r->pd, FALSE, ndk_create_never, NULL, &r->mr),
-                 STATUS_SUCCESS);
-    MDL mdl;
-    MmInitializeMdl(&mdl, r->buf, sizeof r->buf);
-    CHECK_STATUS(r->mr->Dispatch->NdkRegisterMr(r->mr, &mdl, sizeof r->buf,
-                                                NDK_MR_FLAG_ALLOW_LOCAL_WRITE, ndk_request_never,
-                                                NULL),
-                 STATUS_SUCCESS);
+    rig_objects_open(r->a, reentry_notify, r, r->buf, sizeof r->buf, &r->pd, &r->cq, &r->qp,
+                     &r->mr);
 }
 
 /* No rule counted, and the adapter closes saying so. */
 static void reentry_close(struct reentry *r)
 {
-    SOFTNDK_COUNTERS c;
-    fx_counters(r->a, &c);
-    for (int i = 0; i < SOFTNDK_VERIFY_RULE_SLOTS; i++)
-        CHECK_MSG(c.VerifyViolations[i] == 0, "VerifyViolations[%d] = %llu", i,
-                  (unsigned long long)c.VerifyViolations[i]);
+    check_no_violations(r->a, "");
     fixture_close_wait(&r->qp->Header);
     fixture_close_wait(&r->mr->Header);
     fixture_close_wait(&r->cq->Header);
@@ -128,7 +119,7 @@ TEST(arm_that_fires_at_once_and_a_callback_that_polls_are_not_named)
     reentry_open(r);
     uint64_t t0 = fixture_now_ms();
     for (unsigned i = 0; i < REENTRY_ROUNDS; i++) {
-        NDK_SGE sge = sge_of(r);
+        NDK_SGE sge = rig_sge(r->buf, r->mr);
         CHECK_STATUS(r->qp->Dispatch->NdkReceive(r->qp, (void *)(uintptr_t)(i + 1), &sge, 1),
                      STATUS_SUCCESS);
         r->qp->Dispatch->NdkFlush(r->qp); /* one cancelled completion, queued */
@@ -146,18 +137,23 @@ TEST(arm_that_fires_at_once_and_a_callback_that_polls_are_not_named)
     free(r);
 }
 
-/* [POST-2]: a Write completes inside NdkWrite (WriteCompletion handed: when its bytes are in
- * TCP), its completion fires the armed notification, and the callback polls it and posts the
- * next Write on the same initiator queue while the first NdkWrite may not have returned. */
-struct write_rig {
+/* [POST-2], over a connected pair: the caller's post completes inside the call, its completion
+ * fires the armed notification, and the callback polls it and posts again on the same queue
+ * while the caller's call may not have returned. The two tests below differ in the queue and
+ * so in how they post (post_rig.post). */
+struct post_rig {
     struct fx_pair *p;
     atomic_bool caller_inside;
     unsigned overlaps, posts, results;
+    /* one post on s's queue, RequestContext ctx */
+    NTSTATUS (*post)(struct post_rig *w, struct fx_side *s, uintptr_t ctx);
 };
 
-static void write_again(struct fx_side *s, void *arg)
+/* The notification: poll what is there and, while the caller is still inside its call, keep
+ * polling for up to REENTRY_SPIN_US, posting once (RequestContext 0x5151). Never waits. */
+static void post_again(struct fx_side *s, void *arg)
 {
-    struct write_rig *w = arg;
+    struct post_rig *w = arg;
     NDK_RESULT res[4];
     uint64_t until = fixture_now_us() + REENTRY_SPIN_US;
     bool overlapped = false, posted = false;
@@ -167,7 +163,7 @@ static void write_again(struct fx_side *s, void *arg)
             break;
         overlapped = true;
         if (!posted) {
-            CHECK_STATUS(fx_try_write(s, 0x5151, 0, 64, &w->p->sv, 0, 0), STATUS_SUCCESS);
+            CHECK_STATUS(w->post(w, s, 0x5151), STATUS_SUCCESS);
             posted = true;
             w->posts++;
         }
@@ -175,36 +171,66 @@ static void write_again(struct fx_side *s, void *arg)
     w->overlaps += overlapped;
 }
 
-TEST(write_whose_completion_callback_posts_again_is_not_named)
+/* Both adapters under strict, in reentry_process()'s conditions; the client's Writes complete
+ * when handed to TCP where handed_writes. */
+static struct fx_pair *strict_pair(bool handed_writes)
 {
-    CHECK(setenv("SOFTNDK_VERIFY_CALLBACK_MS", "1000", 1) == 0);
-    one_cpu();
+    reentry_process();
     SOFTNDK_OPTIONS oc, os;
     fx_options(&oc, NULL);
     fx_options(&os, NULL);
     oc.Verify = os.Verify = SoftNdkVerifyStrict;
-    oc.WriteCompletion = SoftNdkWriteCompletionHanded;
-    struct write_rig w = {.p = fx_pair_open_with(&oc, &os, 1u << 16, 16, 16)};
-    struct fx_side *cl = &w.p->cl;
-    cl->on_notify_arg = &w;
-    cl->on_notify = write_again;
-    unsigned base = harness_event_count(&cl->cq_ev);
+    if (handed_writes)
+        oc.WriteCompletion = SoftNdkWriteCompletionHanded;
+    return fx_pair_open_with(&oc, &os, 1u << 16, 16, 16);
+}
+
+/* With s's notification going to post_again, REENTRY_ROUNDS rounds on s: take what is on its CQ
+ * (no callback can run now, none armed), arm it, and post (round i + 1) marked as inside the
+ * call; each round's notification comes within the bounds. */
+static void post_rounds(struct post_rig *w, struct fx_side *s)
+{
+    s->on_notify_arg = w;
+    s->on_notify = post_again;
+    unsigned base = harness_event_count(&s->cq_ev);
     uint64_t t0 = fixture_now_ms();
     NDK_RESULT res[4];
     for (unsigned i = 0; i < REENTRY_ROUNDS; i++) {
-        /* no callback can run now (none armed): take what the last one's Write left */
         unsigned n;
-        while ((n = cl->cq->Dispatch->NdkGetCqResults(cl->cq, res, 4)) > 0)
-            w.results += n;
-        cl->cq->Dispatch->NdkArmCq(cl->cq, NDK_CQ_NOTIFY_ANY);
-        atomic_store(&w.caller_inside, true);
-        NTSTATUS s = fx_try_write(cl, i + 1, 0, 64, &w.p->sv, 0, 0);
-        atomic_store(&w.caller_inside, false);
-        CHECK_STATUS(s, STATUS_SUCCESS);
-        CHECK_MSG(harness_event_wait(&cl->cq_ev, base + i + 1, FIXTURE_WAIT_MS),
+        while ((n = s->cq->Dispatch->NdkGetCqResults(s->cq, res, 4)) > 0)
+            w->results += n;
+        s->cq->Dispatch->NdkArmCq(s->cq, NDK_CQ_NOTIFY_ANY);
+        atomic_store(&w->caller_inside, true);
+        NTSTATUS st = w->post(w, s, i + 1);
+        atomic_store(&w->caller_inside, false);
+        CHECK_STATUS(st, STATUS_SUCCESS);
+        CHECK_MSG(harness_event_wait(&s->cq_ev, base + i + 1, FIXTURE_WAIT_MS),
                   "round %u: no notification", i);
         CHECK_MSG(fixture_now_ms() - t0 < REENTRY_BOUND_MS, "round %u: past the bound", i);
     }
+}
+
+/* No verifier rule counted on either side of the pair. */
+static void check_pair_clean(struct fx_pair *p)
+{
+    check_no_violations(p->ac, "side 0: ");
+    check_no_violations(p->as, "side 1: ");
+}
+
+/* A Write completes inside NdkWrite (WriteCompletion handed: when its bytes are in TCP); the
+ * callback posts the next Write on the same initiator queue. */
+static NTSTATUS post_write(struct post_rig *w, struct fx_side *s, uintptr_t ctx)
+{
+    return fx_try_write(s, ctx, 0, 64, &w->p->sv, 0, 0);
+}
+
+TEST(write_whose_completion_callback_posts_again_is_not_named)
+{
+    struct post_rig w = {.p = strict_pair(true), .post = post_write};
+    struct fx_side *cl = &w.p->cl;
+    unsigned base = harness_event_count(&cl->cq_ev);
+    post_rounds(&w, cl);
+    NDK_RESULT res[4];
     uint64_t end = fixture_now_ms() + FIXTURE_WAIT_MS;
     while (w.results < REENTRY_ROUNDS + w.posts && fixture_now_ms() < end) {
         unsigned n = cl->cq->Dispatch->NdkGetCqResults(cl->cq, res, 4);
@@ -216,71 +242,27 @@ TEST(write_whose_completion_callback_posts_again_is_not_named)
             REENTRY_ROUNDS, w.posts);
     cl->on_notify = NULL;
     fx_disconnect(cl, &w.p->sv);
-    SOFTNDK_COUNTERS c;
-    for (int side = 0; side < 2; side++) {
-        fx_counters(side ? w.p->as : w.p->ac, &c);
-        for (int i = 0; i < SOFTNDK_VERIFY_RULE_SLOTS; i++)
-            CHECK_MSG(c.VerifyViolations[i] == 0, "side %d: VerifyViolations[%d] = %llu", side, i,
-                      (unsigned long long)c.VerifyViolations[i]);
-    }
+    check_pair_clean(w.p);
     fx_pair_close(w.p);
 }
 
-/* [POST-2], the receive queue: a receive posted on a QP in its error state (NdkFlush of the
- * live connection put it there) completes at once, flushed, from inside NdkReceive; the
- * callback polls it and posts the next receive on the same queue while the first NdkReceive may
- * not have returned. */
-static void receive_again(struct fx_side *s, void *arg)
+/* The receive queue: a receive posted on a QP in its error state (NdkFlush of the live
+ * connection put it there) completes at once, flushed, from inside NdkReceive; the callback
+ * posts the next receive on the same queue. */
+static NTSTATUS post_receive(struct post_rig *w, struct fx_side *s, uintptr_t ctx)
 {
-    struct write_rig *w = arg;
-    NDK_RESULT res[4];
-    uint64_t until = fixture_now_us() + REENTRY_SPIN_US;
-    bool overlapped = false, posted = false;
-    do {
-        w->results += s->cq->Dispatch->NdkGetCqResults(s->cq, res, 4);
-        if (!atomic_load(&w->caller_inside))
-            break;
-        overlapped = true;
-        if (!posted) {
-            NDK_SGE g = fx_sge(s, 0, 64);
-            CHECK_STATUS(s->qp->Dispatch->NdkReceive(s->qp, (void *)0x5151, &g, 1), STATUS_SUCCESS);
-            posted = true;
-            w->posts++;
-        }
-    } while (fixture_now_us() < until);
-    w->overlaps += overlapped;
+    (void)w;
+    NDK_SGE g = fx_sge(s, 0, 64);
+    return s->qp->Dispatch->NdkReceive(s->qp, (void *)ctx, &g, 1);
 }
 
 TEST(receive_whose_completion_callback_posts_again_is_not_named)
 {
-    CHECK(setenv("SOFTNDK_VERIFY_CALLBACK_MS", "1000", 1) == 0);
-    one_cpu();
-    SOFTNDK_OPTIONS oc, os;
-    fx_options(&oc, NULL);
-    fx_options(&os, NULL);
-    oc.Verify = os.Verify = SoftNdkVerifyStrict;
-    struct write_rig w = {.p = fx_pair_open_with(&oc, &os, 1u << 16, 16, 16)};
+    struct post_rig w = {.p = strict_pair(false), .post = post_receive};
     struct fx_side *sv = &w.p->sv;
     sv->qp->Dispatch->NdkFlush(sv->qp); /* the error state: receives complete at once */
+    post_rounds(&w, sv);
     NDK_RESULT res[4];
-    sv->on_notify_arg = &w;
-    sv->on_notify = receive_again;
-    unsigned base = harness_event_count(&sv->cq_ev);
-    uint64_t t0 = fixture_now_ms();
-    for (unsigned i = 0; i < REENTRY_ROUNDS; i++) {
-        unsigned n;
-        while ((n = sv->cq->Dispatch->NdkGetCqResults(sv->cq, res, 4)) > 0)
-            w.results += n;
-        sv->cq->Dispatch->NdkArmCq(sv->cq, NDK_CQ_NOTIFY_ANY);
-        NDK_SGE g = fx_sge(sv, 0, 64);
-        atomic_store(&w.caller_inside, true);
-        NTSTATUS st = sv->qp->Dispatch->NdkReceive(sv->qp, (void *)(uintptr_t)(i + 1), &g, 1);
-        atomic_store(&w.caller_inside, false);
-        CHECK_STATUS(st, STATUS_SUCCESS);
-        CHECK_MSG(harness_event_wait(&sv->cq_ev, base + i + 1, FIXTURE_WAIT_MS),
-                  "round %u: no notification", i);
-        CHECK_MSG(fixture_now_ms() - t0 < REENTRY_BOUND_MS, "round %u: past the bound", i);
-    }
     unsigned n;
     while ((n = sv->cq->Dispatch->NdkGetCqResults(sv->cq, res, 4)) > 0)
         w.results += n;
@@ -289,12 +271,6 @@ TEST(receive_whose_completion_callback_posts_again_is_not_named)
             "%u rounds, %u receive(s) posted by callbacks while NdkReceive had not returned\n",
             REENTRY_ROUNDS, w.posts);
     sv->on_notify = NULL;
-    SOFTNDK_COUNTERS c;
-    for (int side = 0; side < 2; side++) {
-        fx_counters(side ? w.p->as : w.p->ac, &c);
-        for (int i = 0; i < SOFTNDK_VERIFY_RULE_SLOTS; i++)
-            CHECK_MSG(c.VerifyViolations[i] == 0, "side %d: VerifyViolations[%d] = %llu", side, i,
-                      (unsigned long long)c.VerifyViolations[i]);
-    }
+    check_pair_clean(w.p);
     fx_pair_close(w.p);
 }

@@ -13,6 +13,7 @@
 #include "conn.h"
 #include "fixture.h"
 #include "harness.h"
+#include "rig.h"
 
 static struct fx_pair *pair(SOFTNDK_VERIFY_MODE mode)
 {
@@ -96,30 +97,14 @@ static void rig_open(struct cb_rig *r, SOFTNDK_VERIFY_MODE mode, void (*body)(st
     harness_event_init(&r->cq_closed);
     r->body = body;
     r->a = open_one(mode);
-    CHECK_STATUS(r->a->Dispatch->NdkCreatePd(r->a, ndk_create_never, NULL, &r->pd), STATUS_SUCCESS);
-    CHECK_STATUS(
-        r->a->Dispatch->NdkCreateCq(r->a, 64, rig_notify, r, NULL, ndk_create_never, NULL, &r->cq),
-        STATUS_SUCCESS);
-    CHECK_STATUS(r->pd->Dispatch->NdkCreateQp(r->pd, r->cq, r->cq, NULL, 8, 8, 1, 1, 0,
-                                              ndk_create_never, NULL, &r->qp),
-                 STATUS_SUCCESS);
-    CHECK_STATUS(r->pd->Dispatch->NdkCreateMr(r->pd, FALSE, ndk_create_never, NULL, &r->mr),
-                 STATUS_SUCCESS);
-    MDL mdl;
-    MmInitializeMdl(&mdl, r->buf, sizeof r->buf);
-    CHECK_STATUS(r->mr->Dispatch->NdkRegisterMr(r->mr, &mdl, sizeof r->buf,
-                                                NDK_MR_FLAG_ALLOW_LOCAL_WRITE, ndk_request_never,
-                                                NULL),
-                 STATUS_SUCCESS);
+    rig_objects_open(r->a, rig_notify, r, r->buf, sizeof r->buf, &r->pd, &r->cq, &r->qp, &r->mr);
 }
 
 /* Arm, post one receive, flush: one notification; wait for it to return. */
 static void rig_fire(struct cb_rig *r)
 {
     r->cq->Dispatch->NdkArmCq(r->cq, NDK_CQ_NOTIFY_ANY);
-    NDK_SGE sge = {.LogicalAddress.QuadPart = (int64_t)(uintptr_t)r->buf,
-                   .Length = 64,
-                   .MemoryRegionToken = r->mr->Dispatch->NdkGetLocalTokenFromMr(r->mr)};
+    NDK_SGE sge = rig_sge(r->buf, r->mr);
     CHECK_STATUS(r->qp->Dispatch->NdkReceive(r->qp, (void *)0x4242, &sge, 1), STATUS_SUCCESS);
     r->qp->Dispatch->NdkFlush(r->qp);
     CHECK(harness_event_wait(&r->done, 1, FIXTURE_WAIT_MS));
@@ -497,9 +482,7 @@ static void allowed_inside(struct cb_rig *r)
     if (r->calls > 1)
         return; /* the receive posted below is flushed at once: one more notification */
     r->cq->Dispatch->NdkArmCq(r->cq, NDK_CQ_NOTIFY_ANY);
-    NDK_SGE sge = {.LogicalAddress.QuadPart = (int64_t)(uintptr_t)r->buf,
-                   .Length = 64,
-                   .MemoryRegionToken = r->mr->Dispatch->NdkGetLocalTokenFromMr(r->mr)};
+    NDK_SGE sge = rig_sge(r->buf, r->mr);
     r->status = r->qp->Dispatch->NdkReceive(r->qp, (void *)0x4343, &sge, 1);
 }
 
@@ -590,22 +573,7 @@ TEST(report_reaches_trace_counter_and_summary)
     harness_event_init(&r->cq_closed);
     r->body = query_inside;
     r->a = fx_open_with(&o);
-    CHECK_STATUS(r->a->Dispatch->NdkCreatePd(r->a, ndk_create_never, NULL, &r->pd),
-                 STATUS_SUCCESS);
-    CHECK_STATUS(r->a->Dispatch->NdkCreateCq(r->a, 64, rig_notify, r, NULL, ndk_create_never, NULL,
-                                             &r->cq),
-                 STATUS_SUCCESS);
-    CHECK_STATUS(r->pd->Dispatch->NdkCreateQp(r->pd, r->cq, r->cq, NULL, 8, 8, 1, 1, 0,
-                                              ndk_create_never, NULL, &r->qp),
-                 STATUS_SUCCESS);
-    CHECK_STATUS(r->pd->Dispatch->NdkCreateMr(r->pd, FALSE, ndk_create_never, NULL, &r->mr),
-                 STATUS_SUCCESS);
-    MDL mdl;
-    MmInitializeMdl(&mdl, r->buf, sizeof r->buf);
-    CHECK_STATUS(r->mr->Dispatch->NdkRegisterMr(r->mr, &mdl, sizeof r->buf,
-                                                NDK_MR_FLAG_ALLOW_LOCAL_WRITE, ndk_request_never,
-                                                NULL),
-                 STATUS_SUCCESS);
+    rig_objects_open(r->a, rig_notify, r, r->buf, sizeof r->buf, &r->pd, &r->cq, &r->qp, &r->mr);
     rig_fire(r);
     SOFTNDK_COUNTERS c;
     fx_counters(r->a, &c);

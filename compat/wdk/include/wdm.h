@@ -640,85 +640,67 @@ SOFTNDK_WDK_API HANDLE PsGetCurrentThreadId(VOID);
 SOFTNDK_WDK_API HANDLE PsGetCurrentProcessId(VOID);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Interlocked operations: full barriers, as on Windows. */
+/* Interlocked operations: atomic read-modify-writes with a full barrier, as on x64
+ * (lock-prefixed instructions), in every width Windows has them, returning what Windows'
+ * routines return: the new value for Increment / Decrement / Add, the old one for the rest.
+ * The body is the same builtin in every width and C has no generic function to name once per
+ * width, so one macro per signature stamps out the named routines. */
 #define SOFTNDK_WDK_SEQ __ATOMIC_SEQ_CST
-FORCEINLINE LONG InterlockedIncrement(LONG volatile *Addend)
-{
-    return __atomic_add_fetch(Addend, 1, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE LONG InterlockedDecrement(LONG volatile *Addend)
-{
-    return __atomic_sub_fetch(Addend, 1, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE LONG InterlockedExchange(LONG volatile *Target, LONG Value)
-{
-    return __atomic_exchange_n(Target, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE LONG InterlockedCompareExchange(LONG volatile *Destination, LONG ExChange,
-                                            LONG Comperand)
-{
-    __atomic_compare_exchange_n(Destination, &Comperand, ExChange, 0, SOFTNDK_WDK_SEQ,
-                                SOFTNDK_WDK_SEQ);
-    return Comperand; /* the initial value either way */
-}
-FORCEINLINE LONG InterlockedExchangeAdd(LONG volatile *Addend, LONG Value)
-{
-    return __atomic_fetch_add(Addend, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE LONG InterlockedAdd(LONG volatile *Addend, LONG Value)
-{
-    return __atomic_add_fetch(Addend, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE LONG InterlockedOr(LONG volatile *Destination, LONG Value)
-{
-    return __atomic_fetch_or(Destination, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE LONG InterlockedAnd(LONG volatile *Destination, LONG Value)
-{
-    return __atomic_fetch_and(Destination, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE LONG InterlockedXor(LONG volatile *Destination, LONG Value)
-{
-    return __atomic_fetch_xor(Destination, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE LONG64 InterlockedIncrement64(LONG64 volatile *Addend)
-{
-    return __atomic_add_fetch(Addend, 1, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE LONG64 InterlockedDecrement64(LONG64 volatile *Addend)
-{
-    return __atomic_sub_fetch(Addend, 1, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE LONG64 InterlockedExchange64(LONG64 volatile *Target, LONG64 Value)
-{
-    return __atomic_exchange_n(Target, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE LONG64 InterlockedCompareExchange64(LONG64 volatile *Destination, LONG64 ExChange,
-                                                LONG64 Comperand)
-{
-    __atomic_compare_exchange_n(Destination, &Comperand, ExChange, 0, SOFTNDK_WDK_SEQ,
-                                SOFTNDK_WDK_SEQ);
-    return Comperand;
-}
-FORCEINLINE LONG64 InterlockedExchangeAdd64(LONG64 volatile *Addend, LONG64 Value)
-{
-    return __atomic_fetch_add(Addend, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE LONG64 InterlockedAdd64(LONG64 volatile *Addend, LONG64 Value)
-{
-    return __atomic_add_fetch(Addend, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE PVOID InterlockedExchangePointer(PVOID volatile *Target, PVOID Value)
-{
-    return __atomic_exchange_n(Target, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE PVOID InterlockedCompareExchangePointer(PVOID volatile *Destination, PVOID ExChange,
-                                                    PVOID Comperand)
-{
-    __atomic_compare_exchange_n(Destination, &Comperand, ExChange, 0, SOFTNDK_WDK_SEQ,
-                                SOFTNDK_WDK_SEQ);
-    return Comperand;
-}
+#define SOFTNDK_WDK_INTERLOCKED_STEP(name, T, builtin)                                             \
+    FORCEINLINE T name(T volatile *Addend)                                                         \
+    {                                                                                              \
+        return builtin(Addend, 1, SOFTNDK_WDK_SEQ);                                                \
+    }
+#define SOFTNDK_WDK_INTERLOCKED_OP(name, T, builtin)                                               \
+    FORCEINLINE T name(T volatile *Destination, T Value)                                           \
+    {                                                                                              \
+        return builtin(Destination, Value, SOFTNDK_WDK_SEQ);                                       \
+    }
+/* Returns the initial value either way: the builtin writes it to Comperand on a mismatch. */
+#define SOFTNDK_WDK_INTERLOCKED_CAS(name, T)                                                       \
+    FORCEINLINE T name(T volatile *Destination, T ExChange, T Comperand)                           \
+    {                                                                                              \
+        __atomic_compare_exchange_n(Destination, &Comperand, ExChange, 0, SOFTNDK_WDK_SEQ,         \
+                                    SOFTNDK_WDK_SEQ);                                              \
+        return Comperand;                                                                          \
+    }
+SOFTNDK_WDK_INTERLOCKED_STEP(InterlockedIncrement, LONG, __atomic_add_fetch)
+SOFTNDK_WDK_INTERLOCKED_STEP(InterlockedDecrement, LONG, __atomic_sub_fetch)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedExchange, LONG, __atomic_exchange_n)
+SOFTNDK_WDK_INTERLOCKED_CAS(InterlockedCompareExchange, LONG)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedExchangeAdd, LONG, __atomic_fetch_add)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedAdd, LONG, __atomic_add_fetch)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedOr, LONG, __atomic_fetch_or)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedAnd, LONG, __atomic_fetch_and)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedXor, LONG, __atomic_fetch_xor)
+SOFTNDK_WDK_INTERLOCKED_STEP(InterlockedIncrement16, SHORT, __atomic_add_fetch)
+SOFTNDK_WDK_INTERLOCKED_STEP(InterlockedDecrement16, SHORT, __atomic_sub_fetch)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedExchange16, SHORT, __atomic_exchange_n)
+SOFTNDK_WDK_INTERLOCKED_CAS(InterlockedCompareExchange16, SHORT)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedExchangeAdd16, SHORT, __atomic_fetch_add)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedAnd16, SHORT, __atomic_fetch_and)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedOr16, SHORT, __atomic_fetch_or)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedXor16, SHORT, __atomic_fetch_xor)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedExchange8, CHAR, __atomic_exchange_n)
+SOFTNDK_WDK_INTERLOCKED_CAS(InterlockedCompareExchange8, CHAR)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedExchangeAdd8, CHAR, __atomic_fetch_add)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedAnd8, CHAR, __atomic_fetch_and)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedOr8, CHAR, __atomic_fetch_or)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedXor8, CHAR, __atomic_fetch_xor)
+SOFTNDK_WDK_INTERLOCKED_STEP(InterlockedIncrement64, LONG64, __atomic_add_fetch)
+SOFTNDK_WDK_INTERLOCKED_STEP(InterlockedDecrement64, LONG64, __atomic_sub_fetch)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedExchange64, LONG64, __atomic_exchange_n)
+SOFTNDK_WDK_INTERLOCKED_CAS(InterlockedCompareExchange64, LONG64)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedExchangeAdd64, LONG64, __atomic_fetch_add)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedAdd64, LONG64, __atomic_add_fetch)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedAnd64, LONG64, __atomic_fetch_and)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedOr64, LONG64, __atomic_fetch_or)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedXor64, LONG64, __atomic_fetch_xor)
+SOFTNDK_WDK_INTERLOCKED_OP(InterlockedExchangePointer, PVOID, __atomic_exchange_n)
+SOFTNDK_WDK_INTERLOCKED_CAS(InterlockedCompareExchangePointer, PVOID)
+#undef SOFTNDK_WDK_INTERLOCKED_STEP
+#undef SOFTNDK_WDK_INTERLOCKED_OP
+#undef SOFTNDK_WDK_INTERLOCKED_CAS
 FORCEINLINE LONG ReadAcquire(LONG const volatile *Source)
 {
     return __atomic_load_n(Source, __ATOMIC_ACQUIRE);
@@ -1584,83 +1566,7 @@ SOFTNDK_WDK_API PVOID MmGetSystemAddressForMdlSafe(PMDL Mdl, ULONG Priority);
 #define STATUS_HOPLIMIT_EXCEEDED               SOFTNDK_NTSTATUS(0xC000A012L)
 
 /* ------------------------------------------------------------------------------------------ */
-/* The compiler-intrinsic spellings (_Interlocked*) and the 8- and 16-bit forms: atomic
- * read-modify-writes with a full barrier, as on x64 (lock-prefixed instructions). They return
- * what Windows' return: the new value for Increment / Decrement, the old one for the rest. */
-FORCEINLINE SHORT InterlockedIncrement16(SHORT volatile *Addend)
-{
-    return __atomic_add_fetch(Addend, 1, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE SHORT InterlockedDecrement16(SHORT volatile *Addend)
-{
-    return __atomic_sub_fetch(Addend, 1, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE SHORT InterlockedExchange16(SHORT volatile *Target, SHORT Value)
-{
-    return __atomic_exchange_n(Target, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE SHORT InterlockedCompareExchange16(SHORT volatile *Destination, SHORT ExChange,
-                                               SHORT Comperand)
-{
-    __atomic_compare_exchange_n(Destination, &Comperand, ExChange, 0, SOFTNDK_WDK_SEQ,
-                                SOFTNDK_WDK_SEQ);
-    return Comperand;
-}
-FORCEINLINE SHORT InterlockedExchangeAdd16(SHORT volatile *Addend, SHORT Value)
-{
-    return __atomic_fetch_add(Addend, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE SHORT InterlockedAnd16(SHORT volatile *Destination, SHORT Value)
-{
-    return __atomic_fetch_and(Destination, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE SHORT InterlockedOr16(SHORT volatile *Destination, SHORT Value)
-{
-    return __atomic_fetch_or(Destination, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE SHORT InterlockedXor16(SHORT volatile *Destination, SHORT Value)
-{
-    return __atomic_fetch_xor(Destination, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE CHAR InterlockedExchange8(CHAR volatile *Target, CHAR Value)
-{
-    return __atomic_exchange_n(Target, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE CHAR InterlockedCompareExchange8(CHAR volatile *Destination, CHAR ExChange,
-                                             CHAR Comperand)
-{
-    __atomic_compare_exchange_n(Destination, &Comperand, ExChange, 0, SOFTNDK_WDK_SEQ,
-                                SOFTNDK_WDK_SEQ);
-    return Comperand;
-}
-FORCEINLINE CHAR InterlockedExchangeAdd8(CHAR volatile *Addend, CHAR Value)
-{
-    return __atomic_fetch_add(Addend, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE CHAR InterlockedAnd8(CHAR volatile *Destination, CHAR Value)
-{
-    return __atomic_fetch_and(Destination, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE CHAR InterlockedOr8(CHAR volatile *Destination, CHAR Value)
-{
-    return __atomic_fetch_or(Destination, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE CHAR InterlockedXor8(CHAR volatile *Destination, CHAR Value)
-{
-    return __atomic_fetch_xor(Destination, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE LONG64 InterlockedAnd64(LONG64 volatile *Destination, LONG64 Value)
-{
-    return __atomic_fetch_and(Destination, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE LONG64 InterlockedOr64(LONG64 volatile *Destination, LONG64 Value)
-{
-    return __atomic_fetch_or(Destination, Value, SOFTNDK_WDK_SEQ);
-}
-FORCEINLINE LONG64 InterlockedXor64(LONG64 volatile *Destination, LONG64 Value)
-{
-    return __atomic_fetch_xor(Destination, Value, SOFTNDK_WDK_SEQ);
-}
+/* The compiler-intrinsic spellings (_Interlocked*) of the Interlocked operations above. */
 #define _InterlockedIncrement              InterlockedIncrement
 #define _InterlockedDecrement              InterlockedDecrement
 #define _InterlockedExchange               InterlockedExchange

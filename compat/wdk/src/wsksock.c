@@ -302,6 +302,21 @@ static NTSTATUS do_send(struct wsk_sock *s, const WSK_BUF *b, size_t *done)
     return STATUS_SUCCESS;
 }
 
+/* Ends r, which holds one of its socket's pending counts: frees it, drops that count and
+ * completes its IRP with st and info. */
+static void req_end(struct wsk_req *r, NTSTATUS st, ULONG_PTR info)
+{
+    struct wsk_sock *s = r->s;
+    PIRP irp = r->irp;
+    free(r);
+    /* the socket is not touched after this: its close may go ahead */
+    pthread_mutex_lock(&s->lock);
+    s->pending--;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    irp_done(irp, st, info);
+}
+
 static void *req_thread(void *arg)
 {
     struct wsk_req *r = arg;
@@ -429,14 +444,7 @@ static void *req_thread(void *arg)
         break;
     }
     }
-    PIRP irp = r->irp;
-    free(r);
-    /* the socket is not touched after this: its close may go ahead */
-    pthread_mutex_lock(&s->lock);
-    s->pending--;
-    pthread_cond_broadcast(&s->cond);
-    pthread_mutex_unlock(&s->lock);
-    irp_done(irp, st, info);
+    req_end(r, st, info);
     return NULL;
 }
 
@@ -454,15 +462,8 @@ static NTSTATUS req_start(struct wsk_req *r)
     pthread_t t;
     int rc = pthread_create(&t, &at, req_thread, r);
     pthread_attr_destroy(&at);
-    if (rc != 0) {
-        PIRP irp = r->irp;
-        free(r);
-        pthread_mutex_lock(&s->lock);
-        s->pending--;
-        pthread_cond_broadcast(&s->cond);
-        pthread_mutex_unlock(&s->lock);
-        irp_done(irp, STATUS_INSUFFICIENT_RESOURCES, 0);
-    }
+    if (rc != 0)
+        req_end(r, STATUS_INSUFFICIENT_RESOURCES, 0);
     return STATUS_PENDING;
 }
 
