@@ -18,6 +18,7 @@ const char *sndk_access_result_name(enum sndk_access_result r)
 /* Owner of a live token with a current key; caller holds t->lock. */
 static struct sndk_obj *lookup_locked(struct sndk_stag_table *t, uint32_t token)
 {
+    sndk_assert_held(&t->lock);
     return sndk_stag_lookup_locked(t, token);
 }
 
@@ -191,6 +192,7 @@ enum sndk_access_result sndk_access_invalidate_remote(struct sndk_pd *pd, uint32
 
 struct sndk_mr *sndk_mw_unbind_locked(struct sndk_mw *mw)
 {
+    sndk_assert_held(&mw->base.adapter->stags->lock);
     if (!mw->bound)
         return NULL;
     struct sndk_mr *mr = mw->mr;

@@ -32,6 +32,7 @@
 
 #include "core/endpoint.h"
 #include "engine/engine.h"
+#include "util/lock.h"
 
 struct sndk_listener;
 struct sndk_adapter_ctrs;
@@ -55,7 +56,7 @@ enum sndk_adm_phase {
 };
 
 struct sndk_admission {
-    pthread_mutex_t lock;
+    struct sndk_mutex lock;
     enum sndk_adm_phase phase;
     struct sndk_adm_entry head; /* list sentinel */
     unsigned pending;           /* entries listed */

@@ -97,7 +97,7 @@ struct sndk_cq {
      * connections (ready_on, under conn_lock and ready_mu): before, each socket would wake
      * one more epoll set at every segment for nothing. ready_mu (innermost, unranked, like
      * the engine locks) orders the registrations of one node between its owner and the CQ. */
-    pthread_mutex_t ready_mu;
+    struct sndk_mutex ready_mu;
     bool ready_on;
     int ready_fd; /* the readiness set: an epoll set of the linked sockets (-1: none, every
                      poll walks the list) */

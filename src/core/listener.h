@@ -5,6 +5,7 @@
 
 #include "core/admission.h"
 #include "core/endpoint.h"
+#include "util/lock.h"
 
 enum sndk_listener_state {
     SNDK_LISTENER_IDLE,      /* created, NdkListen not called */
@@ -17,7 +18,7 @@ struct sndk_listener {
     struct sndk_obj base;
     NDK_FN_CONNECT_EVENT_CALLBACK connect_cb;
     void *connect_ctx;
-    pthread_mutex_t lock; /* guards state, fd, ep */
+    struct sndk_mutex lock; /* guards state, fd, ep */
     enum sndk_listener_state state;
     _Atomic bool paused;
     int fd;

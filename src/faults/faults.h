@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/lock.h"
+
 #define SNDK_FAULT_MAX_RULES 16
 #define SNDK_FAULT_TEXT      96
 
@@ -71,7 +73,7 @@ struct sndk_faults {
     unsigned n;
     struct sndk_fault_rule rule[SNDK_FAULT_MAX_RULES];
     bool any_conn;        /* some rule acts on connections */
-    pthread_mutex_t lock; /* call counters and their generators */
+    struct sndk_mutex lock; /* call counters and their generators */
     uint64_t calls[SNDK_FCALL_COUNT];
     uint64_t mpa_requests;
     uint64_t rng[SNDK_FAULT_MAX_RULES];

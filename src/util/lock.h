@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #if !defined(NDEBUG) || defined(SOFTNDK_LOCK_DEBUG)
 #define SNDK_LOCK_TRACK 1
@@ -111,6 +112,13 @@ static inline void sndk_mutex_init(struct sndk_mutex *l)
     sndk_mutex_init_ranked(l, SNDK_LOCK_UNRANKED);
 }
 
+/* For a lock with static storage (a file's table lock), which has no init call to give it its
+ * rank. The owner word is left to static zero-initialisation, valid for an atomic. */
+#define SNDK_MUTEX_INITIALIZER(r)                                                                  \
+    {                                                                                              \
+        .m = PTHREAD_MUTEX_INITIALIZER, .rank = (unsigned char)(r)                                 \
+    }
+
 static inline void sndk_mutex_destroy(struct sndk_mutex *l)
 {
 #if SNDK_LOCK_TRACK
@@ -169,6 +177,24 @@ static inline void sndk_cond_wait(pthread_cond_t *c, struct sndk_mutex *l)
     atomic_store_explicit(&l->owner, sndk_lock_self(), memory_order_relaxed);
     sndk_lock_rank_take(l);
 #endif
+}
+
+/* sndk_cond_wait with an absolute deadline (the clock is the condition variable's). Returns
+ * pthread_cond_timedwait's result; l is held again on return whatever it is. */
+static inline int sndk_cond_timedwait(pthread_cond_t *c, struct sndk_mutex *l,
+                                      const struct timespec *deadline)
+{
+#if SNDK_LOCK_TRACK
+    assert(atomic_load_explicit(&l->owner, memory_order_relaxed) == sndk_lock_self());
+    atomic_store_explicit(&l->owner, 0, memory_order_relaxed);
+    sndk_lock_rank_drop(l);
+#endif
+    int rc = pthread_cond_timedwait(c, &l->m, deadline);
+#if SNDK_LOCK_TRACK
+    atomic_store_explicit(&l->owner, sndk_lock_self(), memory_order_relaxed);
+    sndk_lock_rank_take(l);
+#endif
+    return rc;
 }
 
 /* True when the calling thread holds l. Always true when tracking is compiled out, so it is
