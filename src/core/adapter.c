@@ -32,7 +32,7 @@ struct sndk_device {
     struct sndk_stag_table stags;
 };
 
-static struct sndk_mutex devices_lock = SNDK_MUTEX_INITIALIZER(SNDK_LOCK_UNRANKED);
+static struct sndk_mutex devices_lock = SNDK_MUTEX_INITIALIZER(SNDK_LOCK_DEVICES);
 static struct sndk_device *devices; /* devices_lock */
 
 /* The device of if_index, created on first use; NULL with *st set on failure. */
@@ -252,7 +252,7 @@ NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OP
     a->cfg = cfg;
     a->info = cfg.limits;
     a->info.Version = run;
-    sndk_mutex_init(&a->lock);
+    sndk_mutex_init_ranked(&a->lock, SNDK_LOCK_ADAPTER);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

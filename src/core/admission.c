@@ -172,7 +172,7 @@ static void evict(struct sndk_listener *l, struct sndk_obj *victim)
 void sndk_admission_init(struct sndk_admission *adm)
 {
     memset(adm, 0, sizeof *adm);
-    sndk_mutex_init(&adm->lock);
+    sndk_mutex_init_ranked(&adm->lock, SNDK_LOCK_ADMISSION);
     adm->phase = SNDK_ADM_IDLE;
     adm->head.next = adm->head.prev = &adm->head;
     adm->reserve_fd = -1;

@@ -1930,7 +1930,7 @@ static struct sndk_connector *connector_new(struct sndk_adapter *a)
         return NULL;
     c->fd = -1;
     c->state = SNDK_CONN_IDLE;
-    sndk_mutex_init(&c->lock);
+    sndk_mutex_init_ranked(&c->lock, SNDK_LOCK_CONNECTOR);
     sndk_work_init(&c->deliver, deliver_fn);
     sndk_work_init(&c->src_done, src_done_fn);
     sndk_work_init(&c->detach_done, detach_done_fn);

@@ -658,7 +658,7 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
     sndk_mutex_init_ranked(&cq->lock, SNDK_LOCK_CQ);
     sndk_mutex_init_ranked(&cq->conn_lock, SNDK_LOCK_CQ_CONN);
     cq->conns.next = cq->conns.prev = &cq->conns;
-    sndk_mutex_init(&cq->ready_mu);
+    sndk_mutex_init_ranked(&cq->ready_mu, SNDK_LOCK_CQ_READY);
     cq->ready_fd = epoll_create1(EPOLL_CLOEXEC);
     if (cq->ready_fd < 0)
         sndk_warn("cq", "CQ %p: no readiness set (errno %d): empty polls ask every connection",

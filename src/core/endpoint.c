@@ -234,7 +234,7 @@ struct sndk_endpoint {
     struct peer *peers;
 };
 
-static struct sndk_mutex table_lock = SNDK_MUTEX_INITIALIZER(SNDK_LOCK_UNRANKED);
+static struct sndk_mutex table_lock = SNDK_MUTEX_INITIALIZER(SNDK_LOCK_ENDPOINTS);
 /* 64 Ki heads, 512 KiB of zeroed memory of which only the pages of used ports are touched. */
 static struct sndk_endpoint *by_port[UINT16_MAX + 1];
 

@@ -247,7 +247,7 @@ NTSTATUS sndk_listener_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CONNECT_EVENT_CAL
     l->connect_ctx = ConnectEventContext;
     l->fd = -1;
     atomic_init(&l->paused, false);
-    sndk_mutex_init(&l->lock);
+    sndk_mutex_init_ranked(&l->lock, SNDK_LOCK_LISTENER);
     sndk_admission_init(&l->adm);
     sndk_work_init(&l->src_done, on_listen_removed);
     sndk_obj_init(&l->base, a, &listener_ops, &listener_dispatch);

@@ -345,7 +345,7 @@ bool sndk_faults_parse(const char *text, struct sndk_faults **out, char *err, si
         return false;
     }
     f->seed = 1;
-    sndk_mutex_init(&f->lock);
+    sndk_mutex_init_ranked(&f->lock, SNDK_LOCK_FAULTS);
     char *save = NULL;
     bool ok = true;
     for (char *item = strtok_r(copy, ";", &save); item && ok; item = strtok_r(NULL, ";", &save)) {

@@ -23,7 +23,7 @@ void sndk_counters_init(struct sndk_adapter_ctrs *a)
     }
     for (int i = 0; i < SOFTNDK_VERIFY_RULE_SLOTS; i++)
         atomic_init(&a->verify[i], 0);
-    sndk_mutex_init(&a->lock);
+    sndk_mutex_init_ranked(&a->lock, SNDK_LOCK_COUNTERS);
     a->next_id = 1;
 }
 

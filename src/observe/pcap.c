@@ -48,7 +48,7 @@ struct sndk_pcap {
     struct sndk_pcap_conn *conns;
 };
 
-static struct sndk_mutex writers_lock = SNDK_MUTEX_INITIALIZER(SNDK_LOCK_UNRANKED);
+static struct sndk_mutex writers_lock = SNDK_MUTEX_INITIALIZER(SNDK_LOCK_PCAP_LIST);
 static struct sndk_pcap *writers;
 
 static void put16(uint8_t *p, uint16_t v)
@@ -103,7 +103,7 @@ struct sndk_pcap *sndk_pcap_acquire(const char *path)
     } hdr = {0xa1b2c3d4u, 2, 4, 0, 0, 262144, 1 /* Ethernet */};
     fwrite(&hdr, sizeof hdr, 1, p->f);
     fflush(p->f);
-    sndk_mutex_init(&p->lock);
+    sndk_mutex_init_ranked(&p->lock, SNDK_LOCK_PCAP);
     p->users = 1;
     p->next = writers;
     writers = p;

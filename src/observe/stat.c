@@ -444,7 +444,7 @@ int sndk_stat_open(struct sndk_adapter *a, struct sndk_stat **out)
         free(s);
         return -e;
     }
-    sndk_mutex_init(&s->lock);
+    sndk_mutex_init_ranked(&s->lock, SNDK_LOCK_STAT);
     pthread_cond_init(&s->cond, NULL);
     for (int i = 0; i < STAT_MAX_CLIENTS; i++) {
         s->clients[i].s = s;

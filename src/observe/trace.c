@@ -15,7 +15,7 @@
 
 atomic_bool sndk_trace_enabled;
 
-static struct sndk_mutex trace_lock = SNDK_MUTEX_INITIALIZER(SNDK_LOCK_UNRANKED);
+static struct sndk_mutex trace_lock = SNDK_MUTEX_INITIALIZER(SNDK_LOCK_TRACE);
 static int trace_fd = -1;
 static unsigned trace_users;
 

@@ -5,10 +5,31 @@
 
 #if SNDK_LOCK_TRACK
 static const char *const rank_names[SNDK_LOCK_RANKS] = {
-    [SNDK_LOCK_UNRANKED] = "unranked",       [SNDK_LOCK_CQ_CONN] = "cq->conn_lock",
-    [SNDK_LOCK_QP_STATE] = "qp->state_lock", [SNDK_LOCK_QP_RX] = "qp->rx_lock",
-    [SNDK_LOCK_QP_TX] = "qp->tx_lock",       [SNDK_LOCK_QP_RQ] = "qp->rq_lock",
-    [SNDK_LOCK_SRQ] = "srq->lock",           [SNDK_LOCK_CQ] = "cq->lock",
+    [SNDK_LOCK_UNRANKED] = "unranked",
+    [SNDK_LOCK_DEVICES] = "the device list lock",
+    [SNDK_LOCK_LISTENER] = "l->lock",
+    [SNDK_LOCK_CONNECTOR] = "c->lock",
+    [SNDK_LOCK_ADMISSION] = "l->adm.lock",
+    [SNDK_LOCK_ENDPOINTS] = "the endpoint table lock",
+    [SNDK_LOCK_CQ_CONN] = "cq->conn_lock",
+    [SNDK_LOCK_QP_STATE] = "qp->state_lock",
+    [SNDK_LOCK_QP_RX] = "qp->rx_lock",
+    [SNDK_LOCK_QP_TX] = "qp->tx_lock",
+    [SNDK_LOCK_QP_RQ] = "qp->rq_lock",
+    [SNDK_LOCK_SRQ] = "srq->lock",
+    [SNDK_LOCK_CQ] = "cq->lock",
+    [SNDK_LOCK_STAG] = "the STag table lock",
+    [SNDK_LOCK_CQ_READY] = "cq->ready_mu",
+    [SNDK_LOCK_ADAPTER] = "a->lock",
+    [SNDK_LOCK_FAULTS] = "the fault rules' lock",
+    [SNDK_LOCK_STAT] = "the ndkstat lock",
+    [SNDK_LOCK_COUNTERS] = "the counter registry lock",
+    [SNDK_LOCK_PCAP_LIST] = "the capture file list lock",
+    [SNDK_LOCK_PCAP] = "a capture file's lock",
+    [SNDK_LOCK_TRACE] = "the trace log lock",
+    [SNDK_LOCK_ENGINE_QUIESCE] = "e->quiesce_lock",
+    [SNDK_LOCK_ENGINE_THREAD] = "t->lock",
+    [SNDK_LOCK_ENGINE_DRAIN] = "e->drain_lock",
 };
 
 SNDK_TLS unsigned char sndk_lock_held[SNDK_LOCK_RANKS];
