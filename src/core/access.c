@@ -3,16 +3,19 @@
 
 #include "util/log.h"
 
-static const char *const result_names[] = {
-    [SNDK_ACC_OK] = "ok",           [SNDK_ACC_INV_STAG] = "invalid token",
-    [SNDK_ACC_UNASSOC] = "other PD", [SNDK_ACC_RIGHTS] = "access rights",
-    [SNDK_ACC_BOUNDS] = "bounds",   [SNDK_ACC_WRAP] = "wrap",
+static const char *const result_names[SNDK_ACC_COUNT] = {
+    [SNDK_ACC_OK] = "ok",
+    [SNDK_ACC_INV_STAG] = "invalid token",
+    [SNDK_ACC_UNASSOC] = "other PD",
+    [SNDK_ACC_RIGHTS] = "access rights",
+    [SNDK_ACC_BOUNDS] = "bounds",
+    [SNDK_ACC_WRAP] = "wrap",
     [SNDK_ACC_TOO_MANY] = "too many pieces",
 };
 
 const char *sndk_access_result_name(enum sndk_access_result r)
 {
-    return (unsigned)r < sizeof result_names / sizeof result_names[0] ? result_names[r] : "?";
+    return (unsigned)r < SNDK_ACC_COUNT ? result_names[r] : "?";
 }
 
 /* Owner of a live token with a current key; caller holds t->lock. */

@@ -37,6 +37,11 @@ static const char *const adm_phase_names[SNDK_ADM_PHASE_COUNT] = {
     [SNDK_ADM_STOPPED] = "stopped",
 };
 
+const char *sndk_adm_phase_name(enum sndk_adm_phase p)
+{
+    return (unsigned)p < SNDK_ADM_PHASE_COUNT ? adm_phase_names[p] : "?";
+}
+
 static struct sndk_listener *listener_of(struct sndk_admission *adm)
 {
     return sndk_container_of(adm, struct sndk_listener, adm);

@@ -65,6 +65,12 @@ static const char *const conn_state_names[SNDK_CONN_STATE_COUNT] = {
     [SNDK_CONN_DISCONNECTING] = "disconnecting",
     [SNDK_CONN_CLOSED] = "closed",
 };
+_Static_assert(SNDK_CONN_STATE_COUNT == SNDK_CONN_STATES, "listener.h's count of states");
+
+const char *sndk_conn_state_name(unsigned s)
+{
+    return s < SNDK_CONN_STATE_COUNT ? conn_state_names[s] : "?";
+}
 
 /* The RTR this provider sends and accepts: a zero-length RDMA Write (STag 1, TO 0, as siw). Its
  * FPDU has a fixed size (MPA length, tagged DDP header, no pad, CRC field), which is what lets

@@ -19,6 +19,11 @@ static const char *const listener_state_names[SNDK_LISTENER_STATE_COUNT] = {
     [SNDK_LISTENER_CLOSED] = "closed",
 };
 
+const char *sndk_listener_state_name(enum sndk_listener_state s)
+{
+    return (unsigned)s < SNDK_LISTENER_STATE_COUNT ? listener_state_names[s] : "?";
+}
+
 /* The legal moves: idle -> listening (NdkListen), idle or listening -> closed (close). */
 static bool may_move(enum sndk_listener_state cur, enum sndk_listener_state next)
 {

@@ -49,9 +49,16 @@ enum source_state {
 static const char *const source_state_names[SRC_STATE_COUNT] = {"UNUSED", "ACTIVE",  "REMOVED",
                                                                  "CLAIMED", "ADDING", "EARLY"};
 
+_Static_assert(SRC_STATE_COUNT == SNDK_ENGINE_SOURCE_STATES, "engine.h's count of source states");
+
 static const char *source_state_name(int st)
 {
     return st >= 0 && st < SRC_STATE_COUNT ? source_state_names[st] : "?";
+}
+
+const char *sndk_engine_source_state_name(unsigned st)
+{
+    return source_state_name(st < SRC_STATE_COUNT ? (int)st : -1);
 }
 
 /* Engine lifecycle: RUNNING -> STOPPING -> EXITING, driven by sndk_engine_destroy (and by a
@@ -64,6 +71,12 @@ enum engine_state {
 };
 static const char *const engine_state_names[ENG_STATE_COUNT] = {"RUNNING", "STOPPING",
                                                                  "EXITING"};
+_Static_assert(ENG_STATE_COUNT == SNDK_ENGINE_STATES, "engine.h's count of engine states");
+
+const char *sndk_engine_state_name(unsigned st)
+{
+    return st < ENG_STATE_COUNT ? engine_state_names[st] : "?";
+}
 
 struct sndk_progress {
     /* Immutable while the thread runs. Aligned so that two threads' hot fields (sleeping,

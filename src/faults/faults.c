@@ -34,6 +34,16 @@ static const char *const call_names[SNDK_FCALL_COUNT] = {
     [SNDK_FCALL_LISTENER] = "listener",
 };
 
+const char *sndk_fault_kind_name(enum sndk_fault_kind k)
+{
+    return (unsigned)k < SNDK_FAULT_KIND_COUNT ? kind_names[k] : "?";
+}
+
+const char *sndk_fault_call_name(enum sndk_fault_call c)
+{
+    return (unsigned)c < SNDK_FCALL_COUNT ? call_names[c] : "?";
+}
+
 /* Parameters, as bits: which kinds take which. */
 enum {
     P_DIR = 1 << 0,

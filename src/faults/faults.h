@@ -95,6 +95,10 @@ void sndk_fault_fired(struct sndk_adapter *a, const struct sndk_fault_rule *r, c
 /* Call faults: true when this call must fail with STATUS_INSUFFICIENT_RESOURCES (counted and
  * logged already). */
 bool sndk_fault_call(struct sndk_adapter *a, enum sndk_fault_call call);
+/* A rule's kind and a fail rule's call as the rules spell them ("drop", "cq"); "?" past the
+ * last. */
+const char *sndk_fault_kind_name(enum sndk_fault_kind k);
+const char *sndk_fault_call_name(enum sndk_fault_call c);
 /* Handshake: true when this (valid) MPA Request must be rejected. */
 bool sndk_fault_mpa_reject(struct sndk_adapter *a, const void *obj);
 /* A CQ is created: the completion number (produced count) at which it overruns, or

@@ -3,7 +3,6 @@
 
 #include <stdio.h>
 
-#if SNDK_LOCK_TRACK
 static const char *const rank_names[SNDK_LOCK_RANKS] = {
     [SNDK_LOCK_UNRANKED] = "unranked",
     [SNDK_LOCK_DEVICES] = "the device list lock",
@@ -32,17 +31,21 @@ static const char *const rank_names[SNDK_LOCK_RANKS] = {
     [SNDK_LOCK_ENGINE_DRAIN] = "e->drain_lock",
 };
 
+const char *sndk_lock_rank_name(enum sndk_lock_rank r)
+{
+    return (unsigned)r < SNDK_LOCK_RANKS ? rank_names[r] : "?";
+}
+
+#if SNDK_LOCK_TRACK
+
 SNDK_TLS unsigned char sndk_lock_held[SNDK_LOCK_RANKS];
 
 _Noreturn void sndk_lock_order_violation(unsigned r, unsigned held)
 {
     /* stderr directly: the logger may itself be what is misbehaving */
     fprintf(stderr, "softndk: lock order violation: taking %s while holding %s\n",
-            r < SNDK_LOCK_RANKS ? rank_names[r] : "?",
-            held < SNDK_LOCK_RANKS ? rank_names[held] : "?");
+            sndk_lock_rank_name((enum sndk_lock_rank)r),
+            sndk_lock_rank_name((enum sndk_lock_rank)held));
     abort();
 }
-#else
-/* ISO C wants something in a translation unit. */
-typedef int sndk_lock_c_empty;
 #endif

@@ -68,6 +68,9 @@ enum sndk_lock_rank {
     SNDK_LOCK_RANKS
 };
 
+/* "cq->lock" for SNDK_LOCK_CQ (the lock order's own names); "?" past the last rank. */
+const char *sndk_lock_rank_name(enum sndk_lock_rank r);
+
 struct sndk_mutex {
     pthread_mutex_t m;
     unsigned char rank; /* enum sndk_lock_rank */
