@@ -3,21 +3,25 @@
 
 #include "util/log.h"
 
-static const char *const result_names[] = {
-    [SNDK_ACC_OK] = "ok",           [SNDK_ACC_INV_STAG] = "invalid token",
-    [SNDK_ACC_UNASSOC] = "other PD", [SNDK_ACC_RIGHTS] = "access rights",
-    [SNDK_ACC_BOUNDS] = "bounds",   [SNDK_ACC_WRAP] = "wrap",
+static const char *const result_names[SNDK_ACC_COUNT] = {
+    [SNDK_ACC_OK] = "ok",
+    [SNDK_ACC_INV_STAG] = "invalid token",
+    [SNDK_ACC_UNASSOC] = "other PD",
+    [SNDK_ACC_RIGHTS] = "access rights",
+    [SNDK_ACC_BOUNDS] = "bounds",
+    [SNDK_ACC_WRAP] = "wrap",
     [SNDK_ACC_TOO_MANY] = "too many pieces",
 };
 
 const char *sndk_access_result_name(enum sndk_access_result r)
 {
-    return (unsigned)r < sizeof result_names / sizeof result_names[0] ? result_names[r] : "?";
+    return (unsigned)r < SNDK_ACC_COUNT ? result_names[r] : "?";
 }
 
 /* Owner of a live token with a current key; caller holds t->lock. */
 static struct sndk_obj *lookup_locked(struct sndk_stag_table *t, uint32_t token)
 {
+    sndk_assert_held(&t->lock);
     return sndk_stag_lookup_locked(t, token);
 }
 
@@ -191,6 +195,7 @@ enum sndk_access_result sndk_access_invalidate_remote(struct sndk_pd *pd, uint32
 
 struct sndk_mr *sndk_mw_unbind_locked(struct sndk_mw *mw)
 {
+    sndk_assert_held(&mw->base.adapter->stags->lock);
     if (!mw->bound)
         return NULL;
     struct sndk_mr *mr = mw->mr;

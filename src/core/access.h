@@ -21,14 +21,15 @@
 
 enum sndk_access_result {
     SNDK_ACC_OK = 0,
-    SNDK_ACC_INV_STAG,  /* unknown token, stale key, not valid (unregistered, invalidated,
-                           unbound), or a kind that cannot serve this access (MW locally,
-                           privileged token remotely) */
-    SNDK_ACC_UNASSOC,   /* token of another protection domain */
-    SNDK_ACC_RIGHTS,    /* the region does not grant the access asked for */
-    SNDK_ACC_BOUNDS,    /* the range is not inside the region */
-    SNDK_ACC_WRAP,      /* addr + len wraps */
-    SNDK_ACC_TOO_MANY,  /* the range maps to more host pieces than `max_out` */
+    SNDK_ACC_INV_STAG, /* unknown token, stale key, not valid (unregistered, invalidated,
+                          unbound), or a kind that cannot serve this access (MW locally,
+                          privileged token remotely) */
+    SNDK_ACC_UNASSOC,  /* token of another protection domain */
+    SNDK_ACC_RIGHTS,   /* the region does not grant the access asked for */
+    SNDK_ACC_BOUNDS,   /* the range is not inside the region */
+    SNDK_ACC_WRAP,     /* addr + len wraps */
+    SNDK_ACC_TOO_MANY, /* the range maps to more host pieces than `max_out` */
+    SNDK_ACC_COUNT
 };
 
 const char *sndk_access_result_name(enum sndk_access_result r);

@@ -32,20 +32,20 @@ struct sndk_device {
     struct sndk_stag_table stags;
 };
 
-static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sndk_mutex devices_lock = SNDK_MUTEX_INITIALIZER(SNDK_LOCK_DEVICES);
 static struct sndk_device *devices; /* devices_lock */
 
 /* The device of if_index, created on first use; NULL with *st set on failure. */
 static struct sndk_device *device_acquire(ULONG if_index, const struct sndk_config *cfg,
                                           NTSTATUS *st)
 {
-    pthread_mutex_lock(&devices_lock);
+    sndk_mutex_lock(&devices_lock);
     struct sndk_device *d = devices;
     while (d && d->if_index != if_index)
         d = d->next;
     if (d) {
         d->instances++;
-        pthread_mutex_unlock(&devices_lock);
+        sndk_mutex_unlock(&devices_lock);
         if (cfg->threads != d->threads || cfg->spin_us != d->spin_us)
             sndk_info("adapter",
                       "if %u: another instance of the device: its %u progress "
@@ -56,7 +56,7 @@ static struct sndk_device *device_acquire(ULONG if_index, const struct sndk_conf
     d = calloc(1, sizeof *d);
     if (!d || !sndk_stag_table_init(&d->stags)) {
         free(d);
-        pthread_mutex_unlock(&devices_lock);
+        sndk_mutex_unlock(&devices_lock);
         *st = STATUS_INSUFFICIENT_RESOURCES;
         return NULL;
     }
@@ -70,7 +70,7 @@ static struct sndk_device *device_acquire(ULONG if_index, const struct sndk_conf
         sndk_err("adapter", "cannot start progress threads: %s", strerror(-rc));
         sndk_stag_table_destroy(&d->stags);
         free(d);
-        pthread_mutex_unlock(&devices_lock);
+        sndk_mutex_unlock(&devices_lock);
         *st = STATUS_INSUFFICIENT_RESOURCES;
         return NULL;
     }
@@ -80,7 +80,7 @@ static struct sndk_device *device_acquire(ULONG if_index, const struct sndk_conf
     d->spin_us = cfg->spin_us;
     d->next = devices;
     devices = d;
-    pthread_mutex_unlock(&devices_lock);
+    sndk_mutex_unlock(&devices_lock);
     return d;
 }
 
@@ -88,7 +88,7 @@ static struct sndk_device *device_acquire(ULONG if_index, const struct sndk_conf
  * gone, but objects of other instances may still run on the engine. */
 static void device_release(struct sndk_device *d)
 {
-    pthread_mutex_lock(&devices_lock);
+    sndk_mutex_lock(&devices_lock);
     bool last = --d->instances == 0;
     if (last) {
         struct sndk_device **pp = &devices;
@@ -96,7 +96,7 @@ static void device_release(struct sndk_device *d)
             pp = &(*pp)->next;
         *pp = d->next;
     }
-    pthread_mutex_unlock(&devices_lock);
+    sndk_mutex_unlock(&devices_lock);
     if (!last)
         return;
     /* The engine may still be returning from the last close work. */
@@ -129,10 +129,10 @@ static const NDK_ADAPTER_DISPATCH adapter_dispatch = {
 static void adapter_released(struct sndk_obj *o)
 {
     struct sndk_adapter *a = sndk_container_of(o, struct sndk_adapter, base);
-    pthread_mutex_lock(&a->lock);
+    sndk_mutex_lock(&a->lock);
     a->released = true;
     pthread_cond_broadcast(&a->released_cond);
-    pthread_mutex_unlock(&a->lock);
+    sndk_mutex_unlock(&a->lock);
 }
 
 static const struct sndk_obj_ops adapter_ops = {.type = NdkObjectTypeAdapter,
@@ -141,20 +141,20 @@ static const struct sndk_obj_ops adapter_ops = {.type = NdkObjectTypeAdapter,
 static void track(struct sndk_obj_tracker *t, struct sndk_obj *o)
 {
     struct sndk_adapter *a = sndk_container_of(t, struct sndk_adapter, objects);
-    pthread_mutex_lock(&a->lock);
+    sndk_mutex_lock(&a->lock);
     o->live_prev = NULL;
     o->live_next = a->live;
     if (a->live)
         a->live->live_prev = o;
     a->live = o;
     a->live_count[o->ops->type]++;
-    pthread_mutex_unlock(&a->lock);
+    sndk_mutex_unlock(&a->lock);
 }
 
 static void untrack(struct sndk_obj_tracker *t, struct sndk_obj *o)
 {
     struct sndk_adapter *a = sndk_container_of(t, struct sndk_adapter, objects);
-    pthread_mutex_lock(&a->lock);
+    sndk_mutex_lock(&a->lock);
     if (o->live_prev)
         o->live_prev->live_next = o->live_next;
     else
@@ -162,7 +162,7 @@ static void untrack(struct sndk_obj_tracker *t, struct sndk_obj *o)
     if (o->live_next)
         o->live_next->live_prev = o->live_prev;
     a->live_count[o->ops->type]--;
-    pthread_mutex_unlock(&a->lock);
+    sndk_mutex_unlock(&a->lock);
 }
 
 /* [ADP-4]: Major must be known; the consumer's Minor is the lowest it accepts; we run at our
@@ -252,7 +252,7 @@ NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OP
     a->cfg = cfg;
     a->info = cfg.limits;
     a->info.Version = run;
-    pthread_mutex_init(&a->lock, NULL);
+    sndk_mutex_init_ranked(&a->lock, SNDK_LOCK_ADAPTER);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -322,7 +322,7 @@ fail_obs:
 fail_device:
     sndk_faults_free(a->faults);
     pthread_cond_destroy(&a->released_cond);
-    pthread_mutex_destroy(&a->lock);
+    sndk_mutex_destroy(&a->lock);
     free(a);
     return st;
 }
@@ -364,16 +364,16 @@ VOID SoftNdkCloseAdapter(NDK_ADAPTER *pNdkAdapter)
     sndk_stat_close(a->stat);
     a->stat = NULL;
     sndk_obj_put(&a->base); /* the open reference */
-    pthread_mutex_lock(&a->lock);
+    sndk_mutex_lock(&a->lock);
     while (!a->released) {
         struct timespec deadline;
         clock_gettime(CLOCK_MONOTONIC, &deadline);
         deadline.tv_sec += 10;
-        if (pthread_cond_timedwait(&a->released_cond, &a->lock, &deadline) == ETIMEDOUT &&
+        if (sndk_cond_timedwait(&a->released_cond, &a->lock, &deadline) == ETIMEDOUT &&
             !a->released)
             log_still_open(a);
     }
-    pthread_mutex_unlock(&a->lock);
+    sndk_mutex_unlock(&a->lock);
     sndk_verify_summary(a);
     /* Every object of this instance is gone; the device goes with its last instance. */
     device_release(a->dev);
@@ -383,7 +383,7 @@ VOID SoftNdkCloseAdapter(NDK_ADAPTER *pNdkAdapter)
         sndk_trace_release();
     sndk_faults_free(a->faults);
     pthread_cond_destroy(&a->released_cond);
-    pthread_mutex_destroy(&a->lock);
+    sndk_mutex_destroy(&a->lock);
     a->base.magic = 0;
     free(a);
 }

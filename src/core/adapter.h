@@ -12,6 +12,7 @@
 #include "core/object.h"
 #include "config/options.h"
 #include "core/stag.h"
+#include "util/lock.h"
 
 struct sndk_adapter {
     struct sndk_obj base; /* NDK_ADAPTER first */
@@ -24,7 +25,7 @@ struct sndk_adapter {
     struct sndk_stag_table *stags; /* the device's */
 
     /* live objects, for diagnostics and the wait in SoftNdkCloseAdapter */
-    pthread_mutex_t lock; /* guards live, live_count, released */
+    struct sndk_mutex lock; /* guards live, live_count, released */
     pthread_cond_t released_cond;
     struct sndk_obj_tracker objects; /* keeps live: the objects created under this adapter */
     struct sndk_obj *live;

@@ -37,6 +37,11 @@ static const char *const adm_phase_names[SNDK_ADM_PHASE_COUNT] = {
     [SNDK_ADM_STOPPED] = "stopped",
 };
 
+const char *sndk_adm_phase_name(enum sndk_adm_phase p)
+{
+    return (unsigned)p < SNDK_ADM_PHASE_COUNT ? adm_phase_names[p] : "?";
+}
+
 static struct sndk_listener *listener_of(struct sndk_admission *adm)
 {
     return sndk_container_of(adm, struct sndk_listener, adm);
@@ -106,6 +111,7 @@ static void door_log(struct sndk_admission *adm, const char *fmt, const char *wh
 /* adm->lock held */
 static void unlink_locked(struct sndk_listener *l, struct sndk_adm_entry *e)
 {
+    sndk_assert_held(&l->adm.lock);
     e->prev->next = e->next;
     e->next->prev = e->prev;
     e->prev = e->next = NULL;
@@ -129,6 +135,7 @@ static bool request_arriving(const struct sndk_adm_entry *e)
 static struct sndk_obj *pick_victim_locked(struct sndk_listener *l, const struct sndk_addr *peer,
                                            uint64_t min_age_us)
 {
+    sndk_assert_held(&l->adm.lock);
     struct sndk_admission *adm = &l->adm;
     uint64_t now = now_us();
     struct sndk_adm_entry *first = NULL, *pick = NULL;
@@ -170,7 +177,7 @@ static void evict(struct sndk_listener *l, struct sndk_obj *victim)
 void sndk_admission_init(struct sndk_admission *adm)
 {
     memset(adm, 0, sizeof *adm);
-    pthread_mutex_init(&adm->lock, NULL);
+    sndk_mutex_init_ranked(&adm->lock, SNDK_LOCK_ADMISSION);
     adm->phase = SNDK_ADM_IDLE;
     adm->head.next = adm->head.prev = &adm->head;
     adm->reserve_fd = -1;
@@ -181,7 +188,7 @@ void sndk_admission_destroy(struct sndk_admission *adm)
     assert(adm->pending == 0);
     if (adm->reserve_fd >= 0)
         close(adm->reserve_fd);
-    pthread_mutex_destroy(&adm->lock);
+    sndk_mutex_destroy(&adm->lock);
 }
 
 static void on_backoff(struct sndk_timer *t);
@@ -205,13 +212,13 @@ void sndk_admission_start(struct sndk_listener *l)
     adm->grace_us = (uint64_t)cfg->request_timeout_ms * 1000u / 4;
     if (adm->grace_us > GRACE_MAX_US)
         adm->grace_us = GRACE_MAX_US;
-    pthread_mutex_lock(&adm->lock);
+    sndk_mutex_lock(&adm->lock);
     adm->limit = limit;
     adm->per_peer = cfg->handshake_per_peer < limit ? cfg->handshake_per_peer : limit;
     adm->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     sndk_timer_init(&adm->backoff, on_backoff);
     set_phase(adm, SNDK_ADM_OPEN, "listening");
-    pthread_mutex_unlock(&adm->lock);
+    sndk_mutex_unlock(&adm->lock);
     sndk_info("listener",
               "%p door: %u connections waiting for their MPA Request (%u from one peer), "
               "%u ms each, %llu ms grace",
@@ -222,7 +229,7 @@ void sndk_admission_start(struct sndk_listener *l)
 void sndk_admission_stop(struct sndk_listener *l)
 {
     struct sndk_admission *adm = &l->adm;
-    pthread_mutex_lock(&adm->lock);
+    sndk_mutex_lock(&adm->lock);
     bool put = false;
     if (adm->phase == SNDK_ADM_BACKOFF && sndk_timer_cancel(&adm->backoff))
         put = true; /* the timer's reference */
@@ -232,7 +239,7 @@ void sndk_admission_stop(struct sndk_listener *l)
         close(adm->reserve_fd);
         adm->reserve_fd = -1;
     }
-    pthread_mutex_unlock(&adm->lock);
+    sndk_mutex_unlock(&adm->lock);
     if (put)
         sndk_obj_put(&l->base);
 }
@@ -242,7 +249,7 @@ void sndk_admission_enter(struct sndk_listener *l, struct sndk_adm_entry *e, str
 {
     struct sndk_admission *adm = &l->adm;
     struct sndk_obj *victim = NULL;
-    pthread_mutex_lock(&adm->lock);
+    sndk_mutex_lock(&adm->lock);
     unsigned same = 0;
     for (struct sndk_adm_entry *x = adm->head.next; x != &adm->head; x = x->next)
         same += sndk_addr_same_host(&x->peer, peer);
@@ -274,37 +281,38 @@ void sndk_admission_enter(struct sndk_listener *l, struct sndk_adm_entry *e, str
     e->listed = true;
     adm->pending++;
     atomic_fetch_add_explicit(&ctrs_of(l)->hs_pending, 1, memory_order_relaxed);
-    pthread_mutex_unlock(&adm->lock);
+    sndk_mutex_unlock(&adm->lock);
     if (victim)
         evict(l, victim);
 }
 
 void sndk_admission_leave(struct sndk_listener *l, struct sndk_adm_entry *e)
 {
-    pthread_mutex_lock(&l->adm.lock);
+    sndk_mutex_lock(&l->adm.lock);
     if (e->listed)
         unlink_locked(l, e);
-    pthread_mutex_unlock(&l->adm.lock);
+    sndk_mutex_unlock(&l->adm.lock);
 }
 
 static void on_backoff(struct sndk_timer *t)
 {
     struct sndk_admission *adm = sndk_container_of(t, struct sndk_admission, backoff);
     struct sndk_listener *l = listener_of(adm);
-    pthread_mutex_lock(&adm->lock);
+    sndk_mutex_lock(&adm->lock);
     if (adm->phase == SNDK_ADM_BACKOFF) {
         set_phase(adm, SNDK_ADM_OPEN, "backoff over");
         if (adm->reserve_fd < 0)
             adm->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         sndk_source_modify(&l->src, EPOLLIN);
     }
-    pthread_mutex_unlock(&adm->lock);
+    sndk_mutex_unlock(&adm->lock);
     sndk_obj_put(&l->base); /* the timer's reference */
 }
 
 /* Pause the listen source for delay_us; adm->lock held. */
 static void backoff_locked(struct sndk_listener *l, uint64_t delay_us, const char *why)
 {
+    sndk_assert_held(&l->adm.lock);
     struct sndk_admission *adm = &l->adm;
     if (adm->phase != SNDK_ADM_OPEN)
         return;
@@ -320,9 +328,9 @@ bool sndk_admission_fd_exhausted(struct sndk_listener *l, int err)
     struct sndk_obj *victims[16];
     int nv = 0;
     bool again = false;
-    pthread_mutex_lock(&adm->lock);
+    sndk_mutex_lock(&adm->lock);
     if (adm->phase != SNDK_ADM_OPEN) {
-        pthread_mutex_unlock(&adm->lock);
+        sndk_mutex_unlock(&adm->lock);
         return false;
     }
     if (adm->pending > 0) {
@@ -361,7 +369,7 @@ bool sndk_admission_fd_exhausted(struct sndk_listener *l, int err)
         door_log(adm, ": no reserve fd, pausing the listener", strerror(err), NULL);
         backoff_locked(l, BACKOFF_NO_FD_US, "fd limit: no reserve");
     }
-    pthread_mutex_unlock(&adm->lock);
+    sndk_mutex_unlock(&adm->lock);
     for (int i = 0; i < nv; i++)
         evict(l, victims[i]);
     return again;
@@ -370,9 +378,9 @@ bool sndk_admission_fd_exhausted(struct sndk_listener *l, int err)
 void sndk_admission_refused(struct sndk_listener *l, const struct sndk_addr *peer, const char *why)
 {
     sndk_ctr_inc(ctrs_of(l), SNDK_CTR_HANDSHAKE_REFUSED);
-    pthread_mutex_lock(&l->adm.lock);
+    sndk_mutex_lock(&l->adm.lock);
     char what[96];
     snprintf(what, sizeof what, " refused: %s", why);
     door_log(&l->adm, what, "connection from", peer);
-    pthread_mutex_unlock(&l->adm.lock);
+    sndk_mutex_unlock(&l->adm.lock);
 }

@@ -32,6 +32,7 @@
 
 #include "core/endpoint.h"
 #include "engine/engine.h"
+#include "util/lock.h"
 
 struct sndk_listener;
 struct sndk_adapter_ctrs;
@@ -55,7 +56,7 @@ enum sndk_adm_phase {
 };
 
 struct sndk_admission {
-    pthread_mutex_t lock;
+    struct sndk_mutex lock;
     enum sndk_adm_phase phase;
     struct sndk_adm_entry head; /* list sentinel */
     unsigned pending;           /* entries listed */
@@ -73,6 +74,8 @@ void sndk_admission_start(struct sndk_listener *l);
 /* The listener closes: no more backoff; the reserve fd is closed. */
 void sndk_admission_stop(struct sndk_listener *l);
 void sndk_admission_init(struct sndk_admission *adm);
+/* "backoff"; "?" past the last phase. */
+const char *sndk_adm_phase_name(enum sndk_adm_phase p);
 void sndk_admission_destroy(struct sndk_admission *adm);
 
 /* A connector starts waiting for its Request on l: list it, evicting whom the caps say. */

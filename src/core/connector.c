@@ -65,6 +65,12 @@ static const char *const conn_state_names[SNDK_CONN_STATE_COUNT] = {
     [SNDK_CONN_DISCONNECTING] = "disconnecting",
     [SNDK_CONN_CLOSED] = "closed",
 };
+_Static_assert(SNDK_CONN_STATE_COUNT == SNDK_CONN_STATES, "listener.h's count of states");
+
+const char *sndk_conn_state_name(unsigned s)
+{
+    return s < SNDK_CONN_STATE_COUNT ? conn_state_names[s] : "?";
+}
 
 /* The RTR this provider sends and accepts: a zero-length RDMA Write (STag 1, TO 0, as siw). Its
  * FPDU has a fixed size (MPA length, tagged DDP header, no pad, CRC field), which is what lets
@@ -84,7 +90,7 @@ _Static_assert(RTR_CHUNK >= RTR_READ_FPDU_LEN, "chunk size");
 
 struct sndk_connector {
     struct sndk_obj base;
-    pthread_mutex_t lock;
+    struct sndk_mutex lock;
     enum sndk_conn_state state;
     bool active;
     bool abandoned;         /* the peer went away while we waited for the consumer */
@@ -302,6 +308,7 @@ static void hs_bytes(struct sndk_connector *c, bool out, const void *buf, size_t
 
 static void schedule_locked(struct sndk_connector *c)
 {
+    sndk_assert_held(&c->lock);
     if (c->deliver_scheduled)
         return;
     c->deliver_scheduled = true;
@@ -313,6 +320,7 @@ static void schedule_locked(struct sndk_connector *c)
 static void start_request_locked(struct sndk_connector *c, NDK_FN_REQUEST_COMPLETION cb,
                                  void *ctx)
 {
+    sndk_assert_held(&c->lock);
     c->req_active = true;
     c->req_cb = cb;
     c->req_ctx = ctx;
@@ -323,6 +331,7 @@ static void set_disconnect_event_locked(struct sndk_connector *c,
                                         NDK_FN_DISCONNECT_EVENT_CALLBACK ev,
                                         NDK_FN_DISCONNECT_EVENT_CALLBACK_EX ev_ex, void *ctx)
 {
+    sndk_assert_held(&c->lock);
     c->disc_cb = ev;
     c->disc_cb_ex = ev_ex;
     c->disc_ctx = ctx;
@@ -330,6 +339,7 @@ static void set_disconnect_event_locked(struct sndk_connector *c,
 
 static void complete_locked(struct sndk_connector *c, NTSTATUS st)
 {
+    sndk_assert_held(&c->lock);
     if (!c->req_active)
         return;
     c->req_active = false;
@@ -340,6 +350,7 @@ static void complete_locked(struct sndk_connector *c, NTSTATUS st)
 
 static void disconnect_event_locked(struct sndk_connector *c, ULONG reason)
 {
+    sndk_assert_held(&c->lock);
     if (c->disc_fired || c->local_disconnect || sndk_obj_closing(&c->base))
         return;
     c->disc_fired = true;
@@ -356,15 +367,15 @@ static void send_reject_locked(struct sndk_connector *c, const void *pd, uint16_
 static void deliver_fn(struct sndk_work *w)
 {
     struct sndk_connector *c = sndk_container_of(w, struct sndk_connector, deliver);
-    pthread_mutex_lock(&c->lock);
+    sndk_mutex_lock(&c->lock);
     for (;;) {
         if (c->qp_fail_due) {
             /* Before the NdkAccept completion: the flushed receives are on the CQ by then. */
             c->qp_fail_due = false;
             struct sndk_qp *qp = c->qp; /* held by c (sndk_obj_hold) */
-            pthread_mutex_unlock(&c->lock);
+            sndk_mutex_unlock(&c->lock);
             sndk_qp_connect_failed(qp);
-            pthread_mutex_lock(&c->lock);
+            sndk_mutex_lock(&c->lock);
             continue;
         }
         if (c->req_done) {
@@ -373,23 +384,23 @@ static void deliver_fn(struct sndk_work *w)
             NTSTATUS st = c->req_status;
             c->req_done = false;
             c->req_cb = NULL;
-            pthread_mutex_unlock(&c->lock);
+            sndk_mutex_unlock(&c->lock);
             if (cb)
                 SNDK_CALLBACK(&c->base, SNDK_CB_REQUEST_COMPLETION, ctx, cb(ctx, st));
-            pthread_mutex_lock(&c->lock);
+            sndk_mutex_lock(&c->lock);
             continue;
         }
         if (c->connect_event_due) {
             c->connect_event_due = false;
             struct sndk_listener *l = c->listener;
-            pthread_mutex_unlock(&c->lock);
+            sndk_mutex_unlock(&c->lock);
             /* From here the consumer owns the connector (it must close it). */
             if (sndk_listener_accepting(l))
                 SNDK_CALLBACK(&l->base, SNDK_CB_CONNECT_EVENT, l->connect_ctx,
                               l->connect_cb(l->connect_ctx, &c->base.pub.connector));
             else
                 reject_incoming(c);
-            pthread_mutex_lock(&c->lock);
+            sndk_mutex_lock(&c->lock);
             continue;
         }
         if (c->disc_event_due) {
@@ -399,17 +410,17 @@ static void deliver_fn(struct sndk_work *w)
             void *ctx = c->disc_ctx;
             ULONG reason = c->disc_reason;
             bool closing = sndk_obj_closing(&c->base);
-            pthread_mutex_unlock(&c->lock);
+            sndk_mutex_unlock(&c->lock);
             if (!closing && (cb_ex || cb))
                 SNDK_CALLBACK(&c->base, SNDK_CB_DISCONNECT_EVENT, ctx,
                               cb_ex ? cb_ex(ctx, reason) : cb(ctx));
-            pthread_mutex_lock(&c->lock);
+            sndk_mutex_lock(&c->lock);
             continue;
         }
         break;
     }
     c->deliver_scheduled = false;
-    pthread_mutex_unlock(&c->lock);
+    sndk_mutex_unlock(&c->lock);
     sndk_obj_put(&c->base);
 }
 
@@ -424,6 +435,7 @@ static NTSTATUS status_from_errno(int err)
 
 static void timer_stop_locked(struct sndk_connector *c)
 {
+    sndk_assert_held(&c->lock);
     if (c->timer_ref && sndk_timer_cancel(&c->timer)) {
         c->timer_ref = false;
         /* the open reference or a request keeps c alive: this is never the last one */
@@ -433,6 +445,7 @@ static void timer_stop_locked(struct sndk_connector *c)
 
 static void timer_start_locked(struct sndk_connector *c)
 {
+    sndk_assert_held(&c->lock);
     if (!c->timer_ref) {
         c->timer_ref = true;
         sndk_obj_get(&c->base);
@@ -448,6 +461,7 @@ static void timer_start_locked(struct sndk_connector *c)
  * state is ESTABLISHING. */
 static void io_stop_locked(struct sndk_connector *c)
 {
+    sndk_assert_held(&c->lock);
     if (c->src_added) {
         c->src_added = false;
         sndk_source_remove(&c->src, &c->src_done);
@@ -460,6 +474,7 @@ static void io_stop_locked(struct sndk_connector *c)
 /* The handshake failed or was abandoned: close everything, complete the request. */
 static void fail_locked(struct sndk_connector *c, NTSTATUS st, const char *why)
 {
+    sndk_assert_held(&c->lock);
     char buf[64];
     sndk_info_peer(peer_log(c), "connector", "%p (%s, peer %s): %s: %s", (void *)c,
                    conn_state_names[c->state],
@@ -619,16 +634,16 @@ static void keep_result(struct sndk_connector *c, const struct sndk_mpa_result *
 static void link_peer_closed(void *ctx)
 {
     struct sndk_connector *c = ctx;
-    pthread_mutex_lock(&c->lock);
+    sndk_mutex_lock(&c->lock);
     SNDK_TRACE("connector.peer_closed", "connector", c, NULL);
     disconnect_event_locked(c, 0);
-    pthread_mutex_unlock(&c->lock);
+    sndk_mutex_unlock(&c->lock);
 }
 
 static void link_aborted(void *ctx, NTSTATUS status, ULONG reason)
 {
     struct sndk_connector *c = ctx;
-    pthread_mutex_lock(&c->lock);
+    sndk_mutex_lock(&c->lock);
     sndk_info_peer(peer_log(c), "connector", "%p: connection aborted: %s (reason %u)", (void *)c,
                    SoftNdkStatusName(status), reason);
     SNDK_TRACE("connector.aborted", "connector", c, "\"status\":\"%s\",\"reason\":\"0x%08x\"",
@@ -642,17 +657,17 @@ static void link_aborted(void *ctx, NTSTATUS status, ULONG reason)
     /* The consumer's own flush or QP close is not a disconnect it needs telling about ([CB-4]). */
     if (SNDK_LINK_REASON_CLASS(reason) != SNDK_LINK_REASON_LOCAL)
         disconnect_event_locked(c, reason);
-    pthread_mutex_unlock(&c->lock);
+    sndk_mutex_unlock(&c->lock);
 }
 
 static void link_shutdown_done(void *ctx, NTSTATUS status)
 {
     struct sndk_connector *c = ctx;
-    pthread_mutex_lock(&c->lock);
+    sndk_mutex_lock(&c->lock);
     if (c->state == SNDK_CONN_DISCONNECTING)
         set_state(c, SNDK_CONN_CLOSED);
     complete_locked(c, status);
-    pthread_mutex_unlock(&c->lock);
+    sndk_mutex_unlock(&c->lock);
 }
 
 static const struct sndk_link_events link_events = {
@@ -756,9 +771,9 @@ static void establish(struct sndk_connector *c)
     }
     c->linked = true;
     sndk_obj_get(&c->base); /* the link's reference, dropped in detach_done_fn */
-    pthread_mutex_unlock(&c->lock);
+    sndk_mutex_unlock(&c->lock);
     int rc = sndk_qp_attach(c->qp, &p, &link_events, c);
-    pthread_mutex_lock(&c->lock);
+    sndk_mutex_lock(&c->lock);
     if (rc != 0) {
         c->linked = false;
         atomic_fetch_sub_explicit(&c->base.refs, 1, memory_order_acq_rel);
@@ -776,28 +791,29 @@ static void establish(struct sndk_connector *c)
         complete_locked(c, STATUS_SUCCESS);
     } else {
         /* closed while establishing: the close path could not detach yet */
-        pthread_mutex_unlock(&c->lock);
+        sndk_mutex_unlock(&c->lock);
         sndk_qp_detach(c->qp, &c->detach_done);
-        pthread_mutex_lock(&c->lock);
+        sndk_mutex_lock(&c->lock);
     }
 }
 
 static void src_done_fn(struct sndk_work *w)
 {
     struct sndk_connector *c = sndk_container_of(w, struct sndk_connector, src_done);
-    pthread_mutex_lock(&c->lock);
+    sndk_mutex_lock(&c->lock);
     if (c->state == SNDK_CONN_ESTABLISHING && c->fd >= 0) {
         establish(c);
     } else if (c->fd >= 0) {
         close(c->fd);
         c->fd = -1;
     }
-    pthread_mutex_unlock(&c->lock);
+    sndk_mutex_unlock(&c->lock);
     sndk_obj_put(&c->base); /* the source's reference */
 }
 
 static void begin_establish_locked(struct sndk_connector *c)
 {
+    sndk_assert_held(&c->lock);
     timer_stop_locked(c);
     set_state(c, SNDK_CONN_ESTABLISHING);
     c->src_added = false;
@@ -909,9 +925,9 @@ static void io_wait_request(struct sndk_connector *c, uint32_t ev)
         io_stop_locked(c);
         c->abandoned = true;
         /* never delivered: nobody else will close it */
-        pthread_mutex_unlock(&c->lock);
+        sndk_mutex_unlock(&c->lock);
         sndk_obj_close(&c->base.pub.Header, NULL, NULL);
-        pthread_mutex_lock(&c->lock);
+        sndk_mutex_lock(&c->lock);
         return;
     }
     /* Refuse at once what we could never accept (markers, no RTR kind we speak). */
@@ -933,9 +949,9 @@ static void io_wait_request(struct sndk_connector *c, uint32_t ev)
         timer_stop_locked(c);
         set_state(c, SNDK_CONN_CLOSED);
         io_stop_locked(c);
-        pthread_mutex_unlock(&c->lock);
+        sndk_mutex_unlock(&c->lock);
         sndk_obj_close(&c->base.pub.Header, NULL, NULL);
-        pthread_mutex_lock(&c->lock);
+        sndk_mutex_lock(&c->lock);
         return;
     }
     if (sndk_fault_mpa_reject(c->base.adapter, c)) {
@@ -943,9 +959,9 @@ static void io_wait_request(struct sndk_connector *c, uint32_t ev)
         sndk_ctr_inc(ctrs_of(c), SNDK_CTR_CONNECT_FAILURE);
         timer_stop_locked(c);
         send_reject_locked(c, why, sizeof why - 1); /* closes the connection */
-        pthread_mutex_unlock(&c->lock);
+        sndk_mutex_unlock(&c->lock);
         sndk_obj_close(&c->base.pub.Header, NULL, NULL);
-        pthread_mutex_lock(&c->lock);
+        sndk_mutex_lock(&c->lock);
         return;
     }
     const struct sndk_mpa_frame *req = sndk_mpa_rx_frame(&c->mpa);
@@ -1161,7 +1177,7 @@ static void io_accepting(struct sndk_connector *c, uint32_t ev)
 static void on_io(struct sndk_source *s, uint32_t ev)
 {
     struct sndk_connector *c = sndk_container_of(s, struct sndk_connector, src);
-    pthread_mutex_lock(&c->lock);
+    sndk_mutex_lock(&c->lock);
     if (c->src_added) {
         switch (c->state) {
         case SNDK_CONN_CONNECTING:
@@ -1184,13 +1200,13 @@ static void on_io(struct sndk_source *s, uint32_t ev)
             break;
         }
     }
-    pthread_mutex_unlock(&c->lock);
+    sndk_mutex_unlock(&c->lock);
 }
 
 static void on_timeout(struct sndk_timer *t)
 {
     struct sndk_connector *c = sndk_container_of(t, struct sndk_connector, timer);
-    pthread_mutex_lock(&c->lock);
+    sndk_mutex_lock(&c->lock);
     bool had_ref = c->timer_ref;
     c->timer_ref = false;
     bool incoming_never_delivered = c->state == SNDK_CONN_WAIT_REQUEST;
@@ -1213,7 +1229,7 @@ static void on_timeout(struct sndk_timer *t)
     default:
         break;
     }
-    pthread_mutex_unlock(&c->lock);
+    sndk_mutex_unlock(&c->lock);
     if (incoming_never_delivered)
         sndk_obj_close(&c->base.pub.Header, NULL, NULL);
     if (had_ref)
@@ -1222,6 +1238,7 @@ static void on_timeout(struct sndk_timer *t)
 
 static NTSTATUS io_start_locked(struct sndk_connector *c, uint32_t events)
 {
+    sndk_assert_held(&c->lock);
     sndk_obj_get(&c->base); /* the source's reference, dropped in src_done_fn */
     int rc = sndk_source_add(engine_of(c), &c->src, c->fd, events, on_io, -1);
     if (rc != 0) {
@@ -1305,10 +1322,10 @@ static NTSTATUS start_connect(struct sndk_connector *c, const struct connect_arg
     if (local.sa.sa_family != peer.sa.sa_family)
         return STATUS_INVALID_PARAMETER;
 
-    pthread_mutex_lock(&c->lock);
+    sndk_mutex_lock(&c->lock);
     if (c->state != SNDK_CONN_IDLE || c->active || c->listener) {
         enum sndk_conn_state was = c->state;
-        pthread_mutex_unlock(&c->lock);
+        sndk_mutex_unlock(&c->lock);
         if (sndk_verify_on(c->base.adapter))
             sndk_verify_report(&c->base, SoftNdkVerifyConnectorState, r->ctx,
                                "NdkConnect on a connector in state %s: a connector serves one "
@@ -1319,7 +1336,7 @@ static NTSTATUS start_connect(struct sndk_connector *c, const struct connect_arg
     struct sndk_qp *qp;
     NTSTATUS st = claim_qp(c, r->qp, &qp);
     if (st != STATUS_SUCCESS) {
-        pthread_mutex_unlock(&c->lock);
+        sndk_mutex_unlock(&c->lock);
         return st;
     }
     int fd = -1;
@@ -1345,7 +1362,7 @@ static NTSTATUS start_connect(struct sndk_connector *c, const struct connect_arg
     }
     if (st != STATUS_SUCCESS) {
         sndk_obj_unbind(&qp->base, c);
-        pthread_mutex_unlock(&c->lock);
+        sndk_mutex_unlock(&c->lock);
         return st;
     }
     c->qp = qp;
@@ -1367,7 +1384,7 @@ static NTSTATUS start_connect(struct sndk_connector *c, const struct connect_arg
     int len = sndk_mpa_build(c->tx, sizeof c->tx, false, &c->req);
     if (len < 0) {
         sndk_obj_unbind(&qp->base, c);
-        pthread_mutex_unlock(&c->lock);
+        sndk_mutex_unlock(&c->lock);
         return STATUS_INVALID_BUFFER_SIZE;
     }
     c->tx_len = (size_t)len;
@@ -1405,7 +1422,7 @@ static NTSTATUS start_connect(struct sndk_connector *c, const struct connect_arg
         c->fd = -1;
         sndk_obj_unbind(&qp->base, c);
         set_state(c, SNDK_CONN_CLOSED);
-        pthread_mutex_unlock(&c->lock);
+        sndk_mutex_unlock(&c->lock);
         return status_from_errno(err);
     }
     if (!c->rec)
@@ -1417,13 +1434,13 @@ static NTSTATUS start_connect(struct sndk_connector *c, const struct connect_arg
         c->fd = -1;
         sndk_obj_unbind(&qp->base, c);
         set_state(c, SNDK_CONN_CLOSED);
-        pthread_mutex_unlock(&c->lock);
+        sndk_mutex_unlock(&c->lock);
         return st;
     }
     start_request_locked(c, r->cb, r->ctx);
     set_state(c, SNDK_CONN_CONNECTING);
     timer_start_locked(c);
-    pthread_mutex_unlock(&c->lock);
+    sndk_mutex_unlock(&c->lock);
     return STATUS_PENDING;
 }
 
@@ -1488,11 +1505,11 @@ static NTSTATUS complete_connect(struct sndk_connector *c, NDK_FN_DISCONNECT_EVE
                                  NDK_FN_DISCONNECT_EVENT_CALLBACK_EX ev_ex, PVOID evctx,
                                  NDK_FN_REQUEST_COMPLETION cb, PVOID ctx)
 {
-    pthread_mutex_lock(&c->lock);
+    sndk_mutex_lock(&c->lock);
     if (c->state != SNDK_CONN_REPLIED || c->req_active) {
         enum sndk_conn_state was = c->state;
         bool busy = c->req_active;
-        pthread_mutex_unlock(&c->lock);
+        sndk_mutex_unlock(&c->lock);
         /* CLOSED may be the peer's doing (it gave up meanwhile): not the consumer's mistake */
         if (was != SNDK_CONN_CLOSED && sndk_verify_on(c->base.adapter))
             sndk_verify_report(&c->base, SoftNdkVerifyConnectorState, ctx,
@@ -1505,14 +1522,14 @@ static NTSTATUS complete_connect(struct sndk_connector *c, NDK_FN_DISCONNECT_EVE
         set_state(c, SNDK_CONN_CLOSED);
         io_stop_locked(c);
         sndk_obj_unbind(&c->qp->base, c);
-        pthread_mutex_unlock(&c->lock);
+        sndk_mutex_unlock(&c->lock);
         return STATUS_CONNECTION_ABORTED;
     }
     set_disconnect_event_locked(c, ev, ev_ex, evctx);
     start_request_locked(c, cb, ctx);
     SNDK_TRACE("api.NdkCompleteConnect", "connector", c, NULL);
     begin_establish_locked(c);
-    pthread_mutex_unlock(&c->lock);
+    sndk_mutex_unlock(&c->lock);
     return STATUS_PENDING;
 }
 
@@ -1554,10 +1571,10 @@ static NTSTATUS accept_common(struct sndk_connector *c, const struct accept_args
         return STATUS_INVALID_BUFFER_SIZE;
     if (r->pdlen && !r->pd)
         return STATUS_INVALID_PARAMETER;
-    pthread_mutex_lock(&c->lock);
+    sndk_mutex_lock(&c->lock);
     if (c->state != SNDK_CONN_INCOMING || c->req_active) {
         enum sndk_conn_state was = c->state;
-        pthread_mutex_unlock(&c->lock);
+        sndk_mutex_unlock(&c->lock);
         if (was != SNDK_CONN_CLOSED && sndk_verify_on(c->base.adapter))
             sndk_verify_report(&c->base, SoftNdkVerifyConnectorState, r->ctx,
                                "NdkAccept in state %s: only a connector delivered by a connect "
@@ -1570,7 +1587,7 @@ static NTSTATUS accept_common(struct sndk_connector *c, const struct accept_args
     struct sndk_qp *qp;
     NTSTATUS st = claim_qp(c, r->qp, &qp);
     if (st != STATUS_SUCCESS) {
-        pthread_mutex_unlock(&c->lock);
+        sndk_mutex_unlock(&c->lock);
         return st;
     }
     if (c->abandoned) {
@@ -1580,7 +1597,7 @@ static NTSTATUS accept_common(struct sndk_connector *c, const struct accept_args
          * connector takes it meanwhile. */
         set_state_why(c, SNDK_CONN_CLOSED, "NdkAccept after the peer left");
         io_stop_locked(c);
-        pthread_mutex_unlock(&c->lock);
+        sndk_mutex_unlock(&c->lock);
         sndk_qp_connect_failed(qp);
         sndk_obj_unbind(&qp->base, c);
         return STATUS_CONNECTION_ABORTED;
@@ -1595,7 +1612,7 @@ static NTSTATUS accept_common(struct sndk_connector *c, const struct accept_args
     int len = rc == 0 ? sndk_mpa_build(c->tx, sizeof c->tx, true, &reply) : -1;
     if (len < 0) {
         sndk_obj_unbind(&qp->base, c);
-        pthread_mutex_unlock(&c->lock);
+        sndk_mutex_unlock(&c->lock);
         return sndk_status_from_errno(SNDK_CALL_MPA_REPLY, rc < 0 ? -rc : -len);
     }
     c->qp = qp;
@@ -1620,7 +1637,7 @@ static NTSTATUS accept_common(struct sndk_connector *c, const struct accept_args
     timer_start_locked(c);
     /* The socket's events run the rest (Reply out, RTR in) on its progress thread. */
     sndk_source_modify(&c->src, EPOLLOUT | EPOLLIN);
-    pthread_mutex_unlock(&c->lock);
+    sndk_mutex_unlock(&c->lock);
     return STATUS_PENDING;
 }
 
@@ -1666,6 +1683,7 @@ static NTSTATUS connector_accept_ex(NDK_CONNECTOR *pub, NDK_QP *qp, ULONG ird, U
 /* Send the reject Reply (best effort: a small frame on an idle socket) and close. */
 static void send_reject_locked(struct sndk_connector *c, const void *pd, uint16_t pdlen)
 {
+    sndk_assert_held(&c->lock);
     struct sndk_mpa_params reply;
     sndk_mpa_reject_params(sndk_mpa_rx_frame(&c->mpa), pd, pdlen, &reply);
     int len = sndk_mpa_build(c->tx, sizeof c->tx, true, &reply);
@@ -1682,10 +1700,10 @@ static void send_reject_locked(struct sndk_connector *c, const void *pd, uint16_
 
 static void reject_incoming(struct sndk_connector *c)
 {
-    pthread_mutex_lock(&c->lock);
+    sndk_mutex_lock(&c->lock);
     if (c->state == SNDK_CONN_INCOMING)
         send_reject_locked(c, NULL, 0);
-    pthread_mutex_unlock(&c->lock);
+    sndk_mutex_unlock(&c->lock);
     sndk_obj_close(&c->base.pub.Header, NULL, NULL);
 }
 
@@ -1694,7 +1712,7 @@ static NTSTATUS connector_reject(NDK_CONNECTOR *pub, const void *pd, ULONG pdlen
     struct sndk_connector *c = connector_from(pub);
     if (!c || (pdlen && !pd))
         return STATUS_INVALID_PARAMETER;
-    pthread_mutex_lock(&c->lock);
+    sndk_mutex_lock(&c->lock);
     NTSTATUS st = STATUS_SUCCESS;
     if (c->state == SNDK_CONN_INCOMING && pdlen > c->base.adapter->info.MaxCalleeData) {
         st = STATUS_INVALID_BUFFER_SIZE; /* only the passive side's Reject carries data */
@@ -1716,7 +1734,7 @@ static NTSTATUS connector_reject(NDK_CONNECTOR *pub, const void *pd, ULONG pdlen
     } else {
         st = STATUS_INVALID_DEVICE_STATE;
     }
-    pthread_mutex_unlock(&c->lock);
+    sndk_mutex_unlock(&c->lock);
     return st;
 }
 
@@ -1728,7 +1746,7 @@ static NTSTATUS connector_data(NDK_CONNECTOR *pub, ULONG *pIrd, ULONG *pOrd, PVO
         return STATUS_INVALID_PARAMETER;
     if (!pPrivateData && *pPrivateDataLength > 0)
         return STATUS_INVALID_PARAMETER; /* [CONN-9] */
-    pthread_mutex_lock(&c->lock);
+    sndk_mutex_lock(&c->lock);
     /* NDKPI says consumers call this between the connect completion / connect event and
      * NdkCompleteConnect / NdkAccept; hardware providers keep answering after (the effective
      * IRD/ORD and the peer's private data stay meaningful) and drivers rely on it, so answer
@@ -1750,7 +1768,7 @@ static NTSTATUS connector_data(NDK_CONNECTOR *pub, ULONG *pIrd, ULONG *pOrd, PVO
         break;
     }
     if (!answers) {
-        pthread_mutex_unlock(&c->lock);
+        sndk_mutex_unlock(&c->lock);
         return STATUS_INVALID_DEVICE_STATE;
     }
     if (pIrd)
@@ -1769,7 +1787,7 @@ static NTSTATUS connector_data(NDK_CONNECTOR *pub, ULONG *pIrd, ULONG *pOrd, PVO
     *pPrivateDataLength = rds;
     enum sndk_conn_state was = c->state;
     bool passive = c->listener != NULL;
-    pthread_mutex_unlock(&c->lock);
+    sndk_mutex_unlock(&c->lock);
     if (late && sndk_verify_on(c->base.adapter))
         sndk_verify_report(&c->base, SoftNdkVerifyConnDataLate, NULL,
                            "NdkGetConnectionData in state %s, after the %s: read IRD/ORD and "
@@ -1783,10 +1801,10 @@ static NTSTATUS get_address(NDK_CONNECTOR *pub, struct sockaddr *addr, ULONG *le
     struct sndk_connector *c = connector_from(pub);
     if (!c || !len)
         return STATUS_INVALID_PARAMETER;
-    pthread_mutex_lock(&c->lock);
+    sndk_mutex_lock(&c->lock);
     NTSTATUS st = c->have_addresses ? sndk_addr_copy_out(peer ? &c->peer : &c->local, addr, len)
                                     : STATUS_INVALID_DEVICE_STATE;
-    pthread_mutex_unlock(&c->lock);
+    sndk_mutex_unlock(&c->lock);
     return st;
 }
 
@@ -1805,16 +1823,16 @@ static NTSTATUS connector_disconnect(NDK_CONNECTOR *pub, NDK_FN_REQUEST_COMPLETI
     struct sndk_connector *c = connector_from(pub);
     if (!c || !cb)
         return STATUS_INVALID_PARAMETER;
-    pthread_mutex_lock(&c->lock);
+    sndk_mutex_lock(&c->lock);
     if (c->state == SNDK_CONN_CLOSED && c->linked) {
         /* Already down (the peer aborted): nothing left to do gracefully. */
         c->local_disconnect = true;
-        pthread_mutex_unlock(&c->lock);
+        sndk_mutex_unlock(&c->lock);
         return STATUS_SUCCESS;
     }
     if (c->state != SNDK_CONN_CONNECTED || c->req_active) {
         enum sndk_conn_state was = c->state;
-        pthread_mutex_unlock(&c->lock);
+        sndk_mutex_unlock(&c->lock);
         if (was != SNDK_CONN_CLOSED && sndk_verify_on(c->base.adapter))
             sndk_verify_report(&c->base, SoftNdkVerifyConnectorState, ctx,
                                "NdkDisconnect in state %s: it ends an established connection, "
@@ -1828,7 +1846,7 @@ static NTSTATUS connector_disconnect(NDK_CONNECTOR *pub, NDK_FN_REQUEST_COMPLETI
     set_state(c, SNDK_CONN_DISCONNECTING);
     struct sndk_qp *qp = c->qp;
     unsigned timeout = c->base.adapter->cfg.disconnect_timeout_ms;
-    pthread_mutex_unlock(&c->lock);
+    sndk_mutex_unlock(&c->lock);
     if (sndk_verify_on(c->base.adapter)) {
         void *oldest = NULL;
         uint32_t n = sndk_qp_initiator_outstanding(qp, &oldest);
@@ -1865,7 +1883,7 @@ static const NDK_CONNECTOR_DISPATCH connector_dispatch = {
 static void connector_close_begin(struct sndk_obj *o)
 {
     struct sndk_connector *c = sndk_container_of(o, struct sndk_connector, base);
-    pthread_mutex_lock(&c->lock);
+    sndk_mutex_lock(&c->lock);
     c->local_disconnect = true;
     c->connect_event_due = false;
     c->disc_event_due = false;
@@ -1888,7 +1906,7 @@ static void connector_close_begin(struct sndk_obj *o)
             c->qp_fail_due = true; /* the NdkAccept it cancels failed: as in fail_locked */
     }
     complete_locked(c, STATUS_CANCELLED);
-    pthread_mutex_unlock(&c->lock);
+    sndk_mutex_unlock(&c->lock);
     if (detach)
         sndk_qp_detach(c->qp, &c->detach_done);
 }
@@ -1904,7 +1922,7 @@ static void connector_destroy(struct sndk_obj *o)
         sndk_endpoint_put(c->ep);
     }
     sndk_conn_rec_put(c->rec);
-    pthread_mutex_destroy(&c->lock);
+    sndk_mutex_destroy(&c->lock);
 }
 
 static const struct sndk_obj_ops connector_ops = {.type = NdkObjectTypeConnector,
@@ -1918,7 +1936,7 @@ static struct sndk_connector *connector_new(struct sndk_adapter *a)
         return NULL;
     c->fd = -1;
     c->state = SNDK_CONN_IDLE;
-    pthread_mutex_init(&c->lock, NULL);
+    sndk_mutex_init_ranked(&c->lock, SNDK_LOCK_CONNECTOR);
     sndk_work_init(&c->deliver, deliver_fn);
     sndk_work_init(&c->src_done, src_done_fn);
     sndk_work_init(&c->detach_done, detach_done_fn);
@@ -1958,13 +1976,13 @@ void sndk_connector_incoming(struct sndk_listener *l, int fd, const struct sndk_
     /* Listed before its socket is watched, and outside c->lock: making room may evict (lock)
      * an older connector. Leaving WAIT_REQUEST unlists it (door_transition). */
     sndk_admission_enter(l, &c->adm, &c->base, fd, peer);
-    pthread_mutex_lock(&l->lock);
+    sndk_mutex_lock(&l->lock);
     if (l->ep) {
         sndk_endpoint_get(l->ep);
         c->ep = l->ep;
     }
-    pthread_mutex_unlock(&l->lock);
-    pthread_mutex_lock(&c->lock);
+    sndk_mutex_unlock(&l->lock);
+    sndk_mutex_lock(&c->lock);
     c->listener = l;
     c->fd = fd;
     c->local = *local;
@@ -1981,7 +1999,7 @@ void sndk_connector_incoming(struct sndk_listener *l, int fd, const struct sndk_
         timer_start_locked(c);
     else
         set_state(c, SNDK_CONN_CLOSED);
-    pthread_mutex_unlock(&c->lock);
+    sndk_mutex_unlock(&c->lock);
     if (st != STATUS_SUCCESS)
         sndk_obj_close(&c->base.pub.Header, NULL, NULL);
 }
@@ -1989,7 +2007,7 @@ void sndk_connector_incoming(struct sndk_listener *l, int fd, const struct sndk_
 void sndk_connector_evict(struct sndk_obj *obj)
 {
     struct sndk_connector *c = sndk_container_of(obj, struct sndk_connector, base);
-    pthread_mutex_lock(&c->lock);
+    sndk_mutex_lock(&c->lock);
     bool evicted = c->state == SNDK_CONN_WAIT_REQUEST;
     if (evicted) {
         SNDK_TRACE("connector.failed", "connector", c, "\"state\":\"%s\",\"why\":\"%s\"",
@@ -2005,7 +2023,7 @@ void sndk_connector_evict(struct sndk_obj *obj)
         io_stop_locked(c);
         c->abandoned = true;
     }
-    pthread_mutex_unlock(&c->lock);
+    sndk_mutex_unlock(&c->lock);
     if (evicted) /* never delivered: nobody else will close it */
         sndk_obj_close(&c->base.pub.Header, NULL, NULL);
 }

@@ -45,6 +45,7 @@ static void park_timer_fn(struct sndk_timer *t);
 /* Make the callback due and make sure the work runs. Caller holds cq->lock. */
 static void fire_locked(struct sndk_cq *cq, NTSTATUS status)
 {
+    sndk_assert_held(&cq->lock);
     cq->armed = SNDK_CQ_UNARMED;
     cq->moderating = false;
     cq->notify_due = true;
@@ -72,6 +73,7 @@ static void fire_locked(struct sndk_cq *cq, NTSTATUS status)
 /* An arm's condition occurred. Caller holds cq->lock. */
 static void satisfy_locked(struct sndk_cq *cq)
 {
+    sndk_assert_held(&cq->lock);
     cq->armed = SNDK_CQ_UNARMED;
     if (!moderation_on(cq)) {
         fire_locked(cq, STATUS_SUCCESS);
@@ -257,6 +259,7 @@ static void arm(struct sndk_cq *cq, ULONG Type)
 
 static ULONG take_locked(struct sndk_cq *cq, ULONG n, NDK_RESULT_EX *out_ex, NDK_RESULT *out)
 {
+    sndk_assert_held(&cq->lock);
     if (cq->dead != STATUS_SUCCESS)
         return 0;
     if (n > cq->count)
@@ -298,7 +301,7 @@ void sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node,
     node->owner = owner;
     node->fd = fd;
     sndk_mutex_lock(&cq->conn_lock);
-    pthread_mutex_lock(&cq->ready_mu);
+    sndk_mutex_lock(&cq->ready_mu);
     node->wanted = events;
     node->watched = 0;
     if (cq->ready_on)
@@ -315,14 +318,14 @@ void sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node,
         for (struct sndk_cq_conn *c = cq->conns.next; c != &cq->conns; c = c->next)
             ready_set_update(cq, c, c->wanted);
     }
-    pthread_mutex_unlock(&cq->ready_mu);
+    sndk_mutex_unlock(&cq->ready_mu);
     sndk_mutex_unlock(&cq->conn_lock);
 }
 
 void sndk_cq_conn_remove(struct sndk_cq *cq, struct sndk_cq_conn *node)
 {
     sndk_mutex_lock(&cq->conn_lock);
-    pthread_mutex_lock(&cq->ready_mu);
+    sndk_mutex_lock(&cq->ready_mu);
     if (node->linked) {
         ready_set_update(cq, node, 0);
         node->prev->next = node->next;
@@ -330,7 +333,7 @@ void sndk_cq_conn_remove(struct sndk_cq *cq, struct sndk_cq_conn *node)
         node->linked = false;
         cq->nconns--;
     }
-    pthread_mutex_unlock(&cq->ready_mu);
+    sndk_mutex_unlock(&cq->ready_mu);
     sndk_mutex_unlock(&cq->conn_lock);
 }
 
@@ -340,13 +343,13 @@ void sndk_cq_conn_watch(struct sndk_cq *cq, struct sndk_cq_conn *node, uint32_t 
      * ranks after conn_lock; ready_mu is innermost. A watch before the link is dropped (the
      * owner watches again once sndk_cq_conn_add returned). epoll_ctl is safe beside a
      * concurrent epoll_wait. */
-    pthread_mutex_lock(&cq->ready_mu);
+    sndk_mutex_lock(&cq->ready_mu);
     if (node->linked) {
         node->wanted = events;
         if (cq->ready_on)
             ready_set_update(cq, node, events);
     }
-    pthread_mutex_unlock(&cq->ready_mu);
+    sndk_mutex_unlock(&cq->ready_mu);
 }
 
 uint64_t sndk_cq_now_ms(void)
@@ -603,7 +606,7 @@ static void cq_destroy(struct sndk_obj *o)
     free(cq->ring);
     if (cq->ready_fd >= 0)
         close(cq->ready_fd);
-    pthread_mutex_destroy(&cq->ready_mu);
+    sndk_mutex_destroy(&cq->ready_mu);
     sndk_mutex_destroy(&cq->lock);
     sndk_mutex_destroy(&cq->conn_lock);
 }
@@ -655,7 +658,7 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
     sndk_mutex_init_ranked(&cq->lock, SNDK_LOCK_CQ);
     sndk_mutex_init_ranked(&cq->conn_lock, SNDK_LOCK_CQ_CONN);
     cq->conns.next = cq->conns.prev = &cq->conns;
-    pthread_mutex_init(&cq->ready_mu, NULL);
+    sndk_mutex_init_ranked(&cq->ready_mu, SNDK_LOCK_CQ_READY);
     cq->ready_fd = epoll_create1(EPOLL_CLOEXEC);
     if (cq->ready_fd < 0)
         sndk_warn("cq", "CQ %p: no readiness set (errno %d): empty polls ask every connection",

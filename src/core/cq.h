@@ -95,9 +95,9 @@ struct sndk_cq {
     uint32_t nconns;           /* linked connections, under conn_lock */
     /* The readiness set is filled only once the CQ has had more than SNDK_CQ_DIRECT_POLL_MAX
      * connections (ready_on, under conn_lock and ready_mu): before, each socket would wake
-     * one more epoll set at every segment for nothing. ready_mu (innermost, unranked, like
-     * the engine locks) orders the registrations of one node between its owner and the CQ. */
-    pthread_mutex_t ready_mu;
+     * one more epoll set at every segment for nothing. ready_mu (ranked after every QP and
+     * CQ lock, util/lock.h) orders the registrations of one node between its owner and the CQ. */
+    struct sndk_mutex ready_mu;
     bool ready_on;
     int ready_fd; /* the readiness set: an epoll set of the linked sockets (-1: none, every
                      poll walks the list) */

@@ -17,6 +17,7 @@
 
 #include "core/errno_status.h"
 #include "util/log.h"
+#include "util/lock.h"
 
 NTSTATUS sndk_addr_from(struct sndk_addr *a, const struct sockaddr *sa, ULONG len)
 {
@@ -233,7 +234,7 @@ struct sndk_endpoint {
     struct peer *peers;
 };
 
-static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sndk_mutex table_lock = SNDK_MUTEX_INITIALIZER(SNDK_LOCK_ENDPOINTS);
 /* 64 Ki heads, 512 KiB of zeroed memory of which only the pages of used ports are touched. */
 static struct sndk_endpoint *by_port[UINT16_MAX + 1];
 
@@ -241,6 +242,7 @@ static struct sndk_endpoint *by_port[UINT16_MAX + 1];
  * or a wildcard on either side (of the same family). Caller holds table_lock. */
 static bool taken_locked(const struct sndk_addr *addr)
 {
+    sndk_assert_held(&table_lock);
     for (struct sndk_endpoint *e = by_port[sndk_addr_port(addr)]; e; e = e->next) {
         if (e->addr.sa.sa_family != addr->sa.sa_family)
             continue;
@@ -290,7 +292,7 @@ NTSTATUS sndk_endpoint_open(struct sndk_adapter *a, enum sndk_ep_kind kind, stru
     ep->kind = kind;
     ep->refs = 1;
     NTSTATUS st;
-    pthread_mutex_lock(&table_lock);
+    sndk_mutex_lock(&table_lock);
     if (sndk_addr_port(addr) != 0) {
         st = taken_locked(addr) ? STATUS_SHARING_VIOLATION : bind_socket(kind, addr, fd);
     } else {
@@ -322,7 +324,7 @@ NTSTATUS sndk_endpoint_open(struct sndk_adapter *a, enum sndk_ep_kind kind, stru
             (*head)->prev = ep;
         *head = ep;
     }
-    pthread_mutex_unlock(&table_lock);
+    sndk_mutex_unlock(&table_lock);
     if (st != STATUS_SUCCESS) {
         free(ep);
         return st;
@@ -338,14 +340,14 @@ NTSTATUS sndk_endpoint_socket(struct sndk_endpoint *ep, int *fd)
 
 void sndk_endpoint_get(struct sndk_endpoint *ep)
 {
-    pthread_mutex_lock(&table_lock);
+    sndk_mutex_lock(&table_lock);
     ep->refs++;
-    pthread_mutex_unlock(&table_lock);
+    sndk_mutex_unlock(&table_lock);
 }
 
 void sndk_endpoint_put(struct sndk_endpoint *ep)
 {
-    pthread_mutex_lock(&table_lock);
+    sndk_mutex_lock(&table_lock);
     bool last = --ep->refs == 0;
     if (last) {
         if (ep->prev)
@@ -355,7 +357,7 @@ void sndk_endpoint_put(struct sndk_endpoint *ep)
         if (ep->next)
             ep->next->prev = ep->prev;
     }
-    pthread_mutex_unlock(&table_lock);
+    sndk_mutex_unlock(&table_lock);
     if (last) {
         while (ep->peers) {
             struct peer *n = ep->peers->next;
@@ -377,30 +379,30 @@ int sndk_endpoint_add_peer(struct sndk_endpoint *ep, const struct sndk_addr *pee
     if (!p)
         return -ENOMEM;
     p->addr = *peer;
-    pthread_mutex_lock(&table_lock);
+    sndk_mutex_lock(&table_lock);
     for (struct peer *q = ep->peers; q; q = q->next)
         if (sndk_addr_equal(&q->addr, peer)) {
-            pthread_mutex_unlock(&table_lock);
+            sndk_mutex_unlock(&table_lock);
             free(p);
             return -EEXIST;
         }
     p->next = ep->peers;
     ep->peers = p;
-    pthread_mutex_unlock(&table_lock);
+    sndk_mutex_unlock(&table_lock);
     return 0;
 }
 
 void sndk_endpoint_del_peer(struct sndk_endpoint *ep, const struct sndk_addr *peer)
 {
     struct peer *victim = NULL;
-    pthread_mutex_lock(&table_lock);
+    sndk_mutex_lock(&table_lock);
     for (struct peer **q = &ep->peers; *q; q = &(*q)->next)
         if (sndk_addr_equal(&(*q)->addr, peer)) {
             victim = *q;
             *q = victim->next;
             break;
         }
-    pthread_mutex_unlock(&table_lock);
+    sndk_mutex_unlock(&table_lock);
     free(victim);
 }
 

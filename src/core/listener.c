@@ -19,6 +19,11 @@ static const char *const listener_state_names[SNDK_LISTENER_STATE_COUNT] = {
     [SNDK_LISTENER_CLOSED] = "closed",
 };
 
+const char *sndk_listener_state_name(enum sndk_listener_state s)
+{
+    return (unsigned)s < SNDK_LISTENER_STATE_COUNT ? listener_state_names[s] : "?";
+}
+
 /* The legal moves: idle -> listening (NdkListen), idle or listening -> closed (close). */
 static bool may_move(enum sndk_listener_state cur, enum sndk_listener_state next)
 {
@@ -57,9 +62,9 @@ void sndk_close_with_reset(int fd)
 
 bool sndk_listener_accepting(struct sndk_listener *l)
 {
-    pthread_mutex_lock(&l->lock);
+    sndk_mutex_lock(&l->lock);
     bool ok = l->state == SNDK_LISTENER_LISTENING && !atomic_load(&l->paused);
-    pthread_mutex_unlock(&l->lock);
+    sndk_mutex_unlock(&l->lock);
     return ok;
 }
 
@@ -137,9 +142,9 @@ static NTSTATUS listener_listen(NDK_LISTENER *pNdkListener, const struct sockadd
     NTSTATUS st = sndk_addr_from(&addr, pAddress, AddressLength);
     if (st != STATUS_SUCCESS)
         return st;
-    pthread_mutex_lock(&l->lock);
+    sndk_mutex_lock(&l->lock);
     if (l->state != SNDK_LISTENER_IDLE) {
-        pthread_mutex_unlock(&l->lock);
+        sndk_mutex_unlock(&l->lock);
         return STATUS_INVALID_DEVICE_STATE;
     }
     int fd;
@@ -165,7 +170,7 @@ static NTSTATUS listener_listen(NDK_LISTENER *pNdkListener, const struct sockadd
             SNDK_TRACE("api.NdkListen", "listener", l, "\"addr\":\"%s\"", buf);
         }
     }
-    pthread_mutex_unlock(&l->lock);
+    sndk_mutex_unlock(&l->lock);
     return st;
 }
 
@@ -175,10 +180,10 @@ static NTSTATUS listener_local_address(NDK_LISTENER *pNdkListener, struct sockad
     struct sndk_listener *l = sndk_listener_from(pNdkListener);
     if (!l || !pAddressLength)
         return STATUS_INVALID_PARAMETER;
-    pthread_mutex_lock(&l->lock);
+    sndk_mutex_lock(&l->lock);
     NTSTATUS st = l->ep ? sndk_addr_copy_out(sndk_endpoint_addr(l->ep), pAddress, pAddressLength)
                         : STATUS_INVALID_DEVICE_STATE;
-    pthread_mutex_unlock(&l->lock);
+    sndk_mutex_unlock(&l->lock);
     return st;
 }
 
@@ -205,10 +210,10 @@ static const NDK_LISTENER_DISPATCH listener_dispatch = {
 static void listener_close_begin(struct sndk_obj *o)
 {
     struct sndk_listener *l = sndk_container_of(o, struct sndk_listener, base);
-    pthread_mutex_lock(&l->lock);
+    sndk_mutex_lock(&l->lock);
     bool was_listening = l->state == SNDK_LISTENER_LISTENING;
     set_state(l, SNDK_LISTENER_CLOSED);
-    pthread_mutex_unlock(&l->lock);
+    sndk_mutex_unlock(&l->lock);
     sndk_admission_stop(l);
     if (was_listening) {
         sndk_counters_listener(&l->base.adapter->ctrs, l, NULL);
@@ -222,7 +227,7 @@ static void listener_destroy(struct sndk_obj *o)
     if (l->ep)
         sndk_endpoint_put(l->ep);
     sndk_admission_destroy(&l->adm);
-    pthread_mutex_destroy(&l->lock);
+    sndk_mutex_destroy(&l->lock);
 }
 
 static const struct sndk_obj_ops listener_ops = {
@@ -247,7 +252,7 @@ NTSTATUS sndk_listener_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CONNECT_EVENT_CAL
     l->connect_ctx = ConnectEventContext;
     l->fd = -1;
     atomic_init(&l->paused, false);
-    pthread_mutex_init(&l->lock, NULL);
+    sndk_mutex_init_ranked(&l->lock, SNDK_LOCK_LISTENER);
     sndk_admission_init(&l->adm);
     sndk_work_init(&l->src_done, on_listen_removed);
     sndk_obj_init(&l->base, a, &listener_ops, &listener_dispatch);

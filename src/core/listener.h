@@ -5,6 +5,7 @@
 
 #include "core/admission.h"
 #include "core/endpoint.h"
+#include "util/lock.h"
 
 enum sndk_listener_state {
     SNDK_LISTENER_IDLE,      /* created, NdkListen not called */
@@ -17,7 +18,7 @@ struct sndk_listener {
     struct sndk_obj base;
     NDK_FN_CONNECT_EVENT_CALLBACK connect_cb;
     void *connect_ctx;
-    pthread_mutex_t lock; /* guards state, fd, ep */
+    struct sndk_mutex lock; /* guards state, fd, ep */
     enum sndk_listener_state state;
     _Atomic bool paused;
     int fd;
@@ -37,6 +38,14 @@ static inline struct sndk_listener *sndk_listener_from(const void *pub)
 bool sndk_listener_accepting(struct sndk_listener *l);
 
 /* A TCP connection arrived on l: start the passive MPA handshake on it (connector.c). Takes fd. */
+/* "listening"; "?" past the last state. */
+const char *sndk_listener_state_name(enum sndk_listener_state s);
+
+/* A connector's state as its logs and ndkstat name it ("wait-request"), by value; "?" from the
+ * count on. The states are connector.c's own (it checks the count statically). */
+#define SNDK_CONN_STATES 11
+const char *sndk_conn_state_name(unsigned s);
+
 void sndk_connector_incoming(struct sndk_listener *l, int fd, const struct sndk_addr *local,
                              const struct sndk_addr *peer);
 

@@ -292,8 +292,8 @@ static void flush_all_receives(struct sndk_qp *qp, NTSTATUS cur_status, ULONG cu
 
 static void ev_queue_locked(struct sndk_qp *qp, unsigned what)
 {
-    struct sndk_qp_io *io = qp->io;
     sndk_assert_held(&qp->state_lock);
+    struct sndk_qp_io *io = qp->io;
     if (io->detached)
         return;
     io->ev_pending |= what;

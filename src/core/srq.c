@@ -81,6 +81,7 @@ static void srq_notify_work(struct sndk_work *w)
  * Caller holds srq->lock. */
 static void srq_check_threshold_locked(struct sndk_srq *srq)
 {
+    sndk_assert_held(&srq->lock);
     if (!srq->armed || !srq->notify_cb || srq->ring.count >= srq->threshold)
         return;
     srq->armed = false;
@@ -147,6 +148,7 @@ void sndk_srq_rnr_done(struct sndk_srq *srq, struct sndk_qp_io *io)
  * wait on). sndk_qp_rnr_kick takes no lock, only queues work. */
 static void srq_rnr_kick_locked(struct sndk_srq *srq)
 {
+    sndk_assert_held(&srq->lock);
     for (struct sndk_qp_io *w = srq->rnr_waiters; w; w = w->rnr_next)
         sndk_qp_rnr_kick(w->qp);
 }

@@ -127,6 +127,7 @@ uint32_t sndk_stag_alloc(struct sndk_stag_table *t, struct sndk_obj *owner)
 
 uint32_t sndk_stag_rekey_locked(struct sndk_stag_table *t, uint32_t stag)
 {
+    sndk_assert_held(&t->lock);
     uint32_t slot = sndk_stag_slot(t, stag);
     struct sndk_stag_entry *e = &t->entries[slot];
     next_key(t, e);
@@ -161,6 +162,7 @@ void sndk_stag_free(struct sndk_stag_table *t, uint32_t stag)
 
 struct sndk_obj *sndk_stag_lookup_locked(struct sndk_stag_table *t, uint32_t stag)
 {
+    sndk_assert_held(&t->lock);
     uint32_t slot = sndk_stag_slot(t, stag);
     if (slot == 0 || slot >= t->used)
         return NULL;

@@ -391,6 +391,8 @@ bool sndk_rx_emptied_between_fpdus(const struct sndk_qp_io *io, uint64_t fpdus_b
 /* Complete the receive being filled, if any, with st. */
 void sndk_rx_cancel_current(struct sndk_qp *qp, NTSTATUS st, ULONG code);
 const char *sndk_rnr_phase_name(enum sndk_rnr_phase p);
+/* tx.c; "?" past the last gate */
+const char *sndk_tx_gate_name(enum sndk_tx_gate g);
 static inline enum sndk_rnr_phase sndk_rnr_phase(const struct sndk_qp_io *io)
 {
     return (enum sndk_rnr_phase)atomic_load_explicit(&((struct sndk_qp_io *)io)->rnr_phase,

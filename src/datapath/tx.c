@@ -161,6 +161,11 @@ static const char *const tx_gate_names[SNDK_TXG_COUNT] = {
     [SNDK_TXG_HOLDING] = "holding",
 };
 
+const char *sndk_tx_gate_name(enum sndk_tx_gate g)
+{
+    return (unsigned)g < SNDK_TXG_COUNT ? tx_gate_names[g] : "?";
+}
+
 static void set_gate(struct sndk_qp *qp, enum sndk_tx_gate to, const char *why)
 {
     struct sndk_qp_io *io = qp->io;

@@ -49,9 +49,16 @@ enum source_state {
 static const char *const source_state_names[SRC_STATE_COUNT] = {"UNUSED", "ACTIVE",  "REMOVED",
                                                                  "CLAIMED", "ADDING", "EARLY"};
 
+_Static_assert(SRC_STATE_COUNT == SNDK_ENGINE_SOURCE_STATES, "engine.h's count of source states");
+
 static const char *source_state_name(int st)
 {
     return st >= 0 && st < SRC_STATE_COUNT ? source_state_names[st] : "?";
+}
+
+const char *sndk_engine_source_state_name(unsigned st)
+{
+    return source_state_name(st < SRC_STATE_COUNT ? (int)st : -1);
 }
 
 /* Engine lifecycle: RUNNING -> STOPPING -> EXITING, driven by sndk_engine_destroy (and by a
@@ -64,6 +71,12 @@ enum engine_state {
 };
 static const char *const engine_state_names[ENG_STATE_COUNT] = {"RUNNING", "STOPPING",
                                                                  "EXITING"};
+_Static_assert(ENG_STATE_COUNT == SNDK_ENGINE_STATES, "engine.h's count of engine states");
+
+const char *sndk_engine_state_name(unsigned st)
+{
+    return st < ENG_STATE_COUNT ? engine_state_names[st] : "?";
+}
 
 struct sndk_progress {
     /* Immutable while the thread runs. Aligned so that two threads' hot fields (sleeping,
@@ -424,8 +437,8 @@ static void timer_arm(struct sndk_engine *e, struct sndk_progress *want, struct 
             second = cur->idx < dst->idx ? dst : cur;
         }
         sndk_mutex_lock(&first->lock);
-        if (second)
-            sndk_mutex_lock(&second->lock);
+        if (second) /* same rank: the order is the thread index (docs/engine.md#locking) */
+            sndk_mutex_lock_nested(&second->lock);
         if (atomic_load_explicit(&tm->owner, memory_order_relaxed) != cur) {
             /* It fired, was cancelled or moved meanwhile: start over. */
             if (second)
@@ -1024,8 +1037,8 @@ int sndk_engine_create(const struct sndk_engine_options *opt, struct sndk_engine
     atomic_init(&e->state, ENG_RUNNING);
     atomic_init(&e->work_count, 0);
     atomic_init(&e->drain_waiters, 0);
-    sndk_mutex_init(&e->quiesce_lock);
-    sndk_mutex_init(&e->drain_lock);
+    sndk_mutex_init_ranked(&e->quiesce_lock, SNDK_LOCK_ENGINE_QUIESCE);
+    sndk_mutex_init_ranked(&e->drain_lock, SNDK_LOCK_ENGINE_DRAIN);
     pthread_cond_init(&e->drain_cond, NULL);
 
     int err = 0;
@@ -1038,7 +1051,7 @@ int sndk_engine_create(const struct sndk_engine_options *opt, struct sndk_engine
         atomic_init(&t->nsources, 0);
         atomic_init(&t->nwork, 0);
         atomic_init(&t->next_deadline, UINT64_MAX);
-        sndk_mutex_init(&t->lock);
+        sndk_mutex_init_ranked(&t->lock, SNDK_LOCK_ENGINE_THREAD);
     }
     for (unsigned i = 0; i < n && !err; i++) {
         struct sndk_progress *t = &e->thr[i];

@@ -66,6 +66,14 @@ void sndk_engine_destroy(struct sndk_engine *e);
 unsigned sndk_engine_threads(const struct sndk_engine *e);
 unsigned sndk_engine_spin_us(const struct sndk_engine *e); /* after the spin policy */
 
+/* The names the engine logs its internal states by (a source's, the engine's lifecycle), by
+ * value; "?" from the count on. The states are engine.c's own, their counts are here so that
+ * the name tables can be walked from outside (engine.c checks them statically). */
+#define SNDK_ENGINE_SOURCE_STATES 6
+#define SNDK_ENGINE_STATES        3
+const char *sndk_engine_source_state_name(unsigned st);
+const char *sndk_engine_state_name(unsigned st);
+
 /* Is the caller one of e's progress threads? Any thread. */
 bool sndk_engine_on_progress_thread(const struct sndk_engine *e);
 /* Index of the calling progress thread of e, or -1 when the caller is not one. Any thread. */

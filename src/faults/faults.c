@@ -34,6 +34,16 @@ static const char *const call_names[SNDK_FCALL_COUNT] = {
     [SNDK_FCALL_LISTENER] = "listener",
 };
 
+const char *sndk_fault_kind_name(enum sndk_fault_kind k)
+{
+    return (unsigned)k < SNDK_FAULT_KIND_COUNT ? kind_names[k] : "?";
+}
+
+const char *sndk_fault_call_name(enum sndk_fault_call c)
+{
+    return (unsigned)c < SNDK_FCALL_COUNT ? call_names[c] : "?";
+}
+
 /* Parameters, as bits: which kinds take which. */
 enum {
     P_DIR = 1 << 0,
@@ -345,7 +355,7 @@ bool sndk_faults_parse(const char *text, struct sndk_faults **out, char *err, si
         return false;
     }
     f->seed = 1;
-    pthread_mutex_init(&f->lock, NULL);
+    sndk_mutex_init_ranked(&f->lock, SNDK_LOCK_FAULTS);
     char *save = NULL;
     bool ok = true;
     for (char *item = strtok_r(copy, ";", &save); item && ok; item = strtok_r(NULL, ";", &save)) {
@@ -393,7 +403,7 @@ void sndk_faults_free(struct sndk_faults *f)
 {
     if (!f)
         return;
-    pthread_mutex_destroy(&f->lock);
+    sndk_mutex_destroy(&f->lock);
     free(f);
 }
 
@@ -463,7 +473,7 @@ bool sndk_fault_call(struct sndk_adapter *a, enum sndk_fault_call call)
     if (!f)
         return false;
     const struct sndk_fault_rule *hit = NULL;
-    pthread_mutex_lock(&f->lock);
+    sndk_mutex_lock(&f->lock);
     uint64_t seen = ++f->calls[call];
     for (unsigned i = 0; i < f->n && !hit; i++) {
         struct sndk_fault_rule *r = &f->rule[i];
@@ -472,7 +482,7 @@ bool sndk_fault_call(struct sndk_adapter *a, enum sndk_fault_call call)
             hit = r;
         }
     }
-    pthread_mutex_unlock(&f->lock);
+    sndk_mutex_unlock(&f->lock);
     if (!hit)
         return false;
     char what[64];
@@ -488,7 +498,7 @@ bool sndk_fault_mpa_reject(struct sndk_adapter *a, const void *obj)
     if (!f)
         return false;
     const struct sndk_fault_rule *hit = NULL;
-    pthread_mutex_lock(&f->lock);
+    sndk_mutex_lock(&f->lock);
     uint64_t seen = ++f->mpa_requests;
     for (unsigned i = 0; i < f->n && !hit; i++) {
         struct sndk_fault_rule *r = &f->rule[i];
@@ -497,7 +507,7 @@ bool sndk_fault_mpa_reject(struct sndk_adapter *a, const void *obj)
             hit = r;
         }
     }
-    pthread_mutex_unlock(&f->lock);
+    sndk_mutex_unlock(&f->lock);
     if (!hit)
         return false;
     char what[48];

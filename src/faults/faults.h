@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/lock.h"
+
 #define SNDK_FAULT_MAX_RULES 16
 #define SNDK_FAULT_TEXT      96
 
@@ -71,7 +73,7 @@ struct sndk_faults {
     unsigned n;
     struct sndk_fault_rule rule[SNDK_FAULT_MAX_RULES];
     bool any_conn;        /* some rule acts on connections */
-    pthread_mutex_t lock; /* call counters and their generators */
+    struct sndk_mutex lock; /* call counters and their generators */
     uint64_t calls[SNDK_FCALL_COUNT];
     uint64_t mpa_requests;
     uint64_t rng[SNDK_FAULT_MAX_RULES];
@@ -93,6 +95,10 @@ void sndk_fault_fired(struct sndk_adapter *a, const struct sndk_fault_rule *r, c
 /* Call faults: true when this call must fail with STATUS_INSUFFICIENT_RESOURCES (counted and
  * logged already). */
 bool sndk_fault_call(struct sndk_adapter *a, enum sndk_fault_call call);
+/* A rule's kind and a fail rule's call as the rules spell them ("drop", "cq"); "?" past the
+ * last. */
+const char *sndk_fault_kind_name(enum sndk_fault_kind k);
+const char *sndk_fault_call_name(enum sndk_fault_call c);
 /* Handshake: true when this (valid) MPA Request must be rejected. */
 bool sndk_fault_mpa_reject(struct sndk_adapter *a, const void *obj);
 /* A CQ is created: the completion number (produced count) at which it overruns, or

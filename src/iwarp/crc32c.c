@@ -625,6 +625,7 @@ static const char *const impl_names[] = {
     [SNDK_CRC32C_CLMUL128] = "pclmul",
 };
 #define IMPL_COUNT (sizeof impl_names / sizeof impl_names[0])
+_Static_assert(IMPL_COUNT == SNDK_CRC32C_IMPL_COUNT, "a name for every implementation");
 
 const char *sndk_crc32c_impl_name(enum sndk_crc32c_impl impl)
 {

@@ -34,6 +34,8 @@ enum sndk_crc32c_impl {
     SNDK_CRC32C_CLMUL256 = 4, /* "vpclmul256": AVX2 VPCLMULQDQ folding, 256-bit registers */
     SNDK_CRC32C_CLMUL128 = 5, /* "pclmul": PCLMULQDQ folding, 128-bit registers */
 };
+/* Not an enumerator, so that the switches over the implementations need no case for it. */
+#define SNDK_CRC32C_IMPL_COUNT 6
 typedef uint32_t (*sndk_crc32c_fn)(uint32_t crc, const void *buf, size_t len);
 
 /* Select what sndk_crc32c uses from now on (process-wide). -EINVAL for no such kernel, -ENOTSUP

@@ -23,7 +23,7 @@ void sndk_counters_init(struct sndk_adapter_ctrs *a)
     }
     for (int i = 0; i < SOFTNDK_VERIFY_RULE_SLOTS; i++)
         atomic_init(&a->verify[i], 0);
-    pthread_mutex_init(&a->lock, NULL);
+    sndk_mutex_init_ranked(&a->lock, SNDK_LOCK_COUNTERS);
     a->next_id = 1;
 }
 
@@ -34,7 +34,7 @@ void sndk_counters_destroy(struct sndk_adapter_ctrs *a)
         a->listens = l->next;
         free(l);
     }
-    pthread_mutex_destroy(&a->lock);
+    sndk_mutex_destroy(&a->lock);
 }
 
 void sndk_counters_listener(struct sndk_adapter_ctrs *a, const void *obj, const char *addr)
@@ -47,7 +47,7 @@ void sndk_counters_listener(struct sndk_adapter_ctrs *a, const void *obj, const 
         n->obj = obj;
         snprintf(n->addr, sizeof n->addr, "%s", addr);
     }
-    pthread_mutex_lock(&a->lock);
+    sndk_mutex_lock(&a->lock);
     if (n) {
         n->next = a->listens;
         a->listens = n;
@@ -60,7 +60,7 @@ void sndk_counters_listener(struct sndk_adapter_ctrs *a, const void *obj, const 
                 break;
             }
     }
-    pthread_mutex_unlock(&a->lock);
+    sndk_mutex_unlock(&a->lock);
 }
 
 void sndk_counters_active(struct sndk_adapter_ctrs *a, int delta)
@@ -90,9 +90,9 @@ void sndk_counters_term(struct sndk_adapter_ctrs *a, bool sent, unsigned layer, 
         atomic_fetch_add_explicit(sent ? &a->term_sent[layer] : &a->term_recv[layer], 1,
                                   memory_order_relaxed);
     uint32_t c = (layer & 0xFu) << 16 | (etype & 0xFu) << 8 | (code & 0xFFu);
-    pthread_mutex_lock(&a->lock);
+    sndk_mutex_lock(&a->lock);
     term_slot(sent ? a->term_sent_slot : a->term_recv_slot, c);
-    pthread_mutex_unlock(&a->lock);
+    sndk_mutex_unlock(&a->lock);
 }
 
 static uint64_t ld(_Atomic uint64_t *p)
@@ -106,7 +106,7 @@ void sndk_counters_read(struct sndk_adapter_ctrs *a, SOFTNDK_COUNTERS *out)
     SOFTNDK_COUNTERS c;
     memset(&c, 0, sizeof c);
     uint64_t sum[SNDK_CC_FOLDED];
-    pthread_mutex_lock(&a->lock);
+    sndk_mutex_lock(&a->lock);
     for (int i = 0; i < SNDK_CC_FOLDED; i++)
         sum[i] = a->retired[i];
     for (struct sndk_conn_rec *r = a->recs; r; r = r->next)
@@ -118,7 +118,7 @@ void sndk_counters_read(struct sndk_adapter_ctrs *a, SOFTNDK_COUNTERS *out)
         c.TerminateReceivedCodes[i].Code = a->term_recv_slot[i].code;
         c.TerminateReceivedCodes[i].Count = a->term_recv_slot[i].count;
     }
-    pthread_mutex_unlock(&a->lock);
+    sndk_mutex_unlock(&a->lock);
     c.Connect = ld(&a->v[SNDK_CTR_CONNECT]);
     c.Accept = ld(&a->v[SNDK_CTR_ACCEPT]);
     c.ConnectFailure = ld(&a->v[SNDK_CTR_CONNECT_FAILURE]);
@@ -201,14 +201,14 @@ struct sndk_conn_rec *sndk_conn_rec_new(struct sndk_adapter *a, enum sndk_conn_r
         sndk_addr_str(&tmp, r->peer_str, sizeof r->peer_str);
     }
     struct sndk_adapter_ctrs *ac = &a->ctrs;
-    pthread_mutex_lock(&ac->lock);
+    sndk_mutex_lock(&ac->lock);
     r->id = ac->next_id++;
     r->next = ac->recs;
     r->prev = NULL;
     if (ac->recs)
         ac->recs->prev = r;
     ac->recs = r;
-    pthread_mutex_unlock(&ac->lock);
+    sndk_mutex_unlock(&ac->lock);
     if (local && !sndk_addr_is_wildcard((const struct sndk_addr *)(const void *)&r->local))
         r->pcap = sndk_pcap_conn_new(a->pcap, r->id, (const struct sockaddr *)&r->local,
                                      (const struct sockaddr *)&r->peer,
@@ -226,10 +226,10 @@ void sndk_conn_rec_set_local(struct sndk_conn_rec *r, const struct sockaddr *loc
         STATUS_SUCCESS)
         return;
     struct sndk_adapter_ctrs *ac = &r->adapter->ctrs;
-    pthread_mutex_lock(&ac->lock);
+    sndk_mutex_lock(&ac->lock);
     memcpy(&r->local, &tmp.in6, tmp.len);
     sndk_addr_str(&tmp, r->local_str, sizeof r->local_str);
-    pthread_mutex_unlock(&ac->lock);
+    sndk_mutex_unlock(&ac->lock);
     if (!r->pcap)
         r->pcap = sndk_pcap_conn_new(r->adapter->pcap, r->id, (const struct sockaddr *)&r->local,
                                      (const struct sockaddr *)&r->peer,
@@ -248,7 +248,7 @@ void sndk_conn_rec_put(struct sndk_conn_rec *r)
         return;
     sndk_pcap_conn_close(r->pcap);
     struct sndk_adapter_ctrs *ac = &r->adapter->ctrs;
-    pthread_mutex_lock(&ac->lock);
+    sndk_mutex_lock(&ac->lock);
     for (int i = 0; i < SNDK_CC_FOLDED; i++)
         ac->retired[i] += sndk_cc_get(r, (enum sndk_conn_ctr)i);
     if (r->prev)
@@ -257,15 +257,15 @@ void sndk_conn_rec_put(struct sndk_conn_rec *r)
         ac->recs = r->next;
     if (r->next)
         r->next->prev = r->prev;
-    pthread_mutex_unlock(&ac->lock);
+    sndk_mutex_unlock(&ac->lock);
     free(r);
 }
 
 void sndk_conn_rec_foreach(struct sndk_adapter_ctrs *a,
                            void (*fn)(const struct sndk_conn_rec *r, void *arg), void *arg)
 {
-    pthread_mutex_lock(&a->lock);
+    sndk_mutex_lock(&a->lock);
     for (struct sndk_conn_rec *r = a->recs; r; r = r->next)
         fn(r, arg);
-    pthread_mutex_unlock(&a->lock);
+    sndk_mutex_unlock(&a->lock);
 }

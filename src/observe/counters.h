@@ -26,6 +26,8 @@
 
 #include <ndk/softndk.h>
 
+#include "util/lock.h"
+
 struct sndk_adapter;
 struct sndk_pcap_conn;
 
@@ -80,7 +82,7 @@ struct sndk_adapter_ctrs {
     _Atomic uint64_t term_sent[SNDK_TERM_LAYERS], term_recv[SNDK_TERM_LAYERS];
     _Atomic uint64_t verify[SOFTNDK_VERIFY_RULE_SLOTS]; /* violations by rule (verify/verify.h) */
 
-    pthread_mutex_t lock;            /* the registry, retired totals and Terminate slots */
+    struct sndk_mutex lock;          /* the registry, retired totals and Terminate slots */
     struct sndk_conn_rec *recs;      /* live connection records */
     struct sndk_listen_rec *listens; /* listening endpoints */
     uint64_t next_id;

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "util/lock.h"
+
 #define MPA_KEY_LEN 16
 #define MPA_HDR_LEN 20
 #define MPA_PD_MAX  512
@@ -41,12 +43,12 @@ struct sndk_pcap {
     struct sndk_pcap *next;
     char *path;
     unsigned users;
-    pthread_mutex_t lock;
+    struct sndk_mutex lock;
     FILE *f;
     struct sndk_pcap_conn *conns;
 };
 
-static pthread_mutex_t writers_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sndk_mutex writers_lock = SNDK_MUTEX_INITIALIZER(SNDK_LOCK_PCAP_LIST);
 static struct sndk_pcap *writers;
 
 static void put16(uint8_t *p, uint16_t v)
@@ -64,18 +66,18 @@ static void put32(uint8_t *p, uint32_t v)
 
 struct sndk_pcap *sndk_pcap_acquire(const char *path)
 {
-    pthread_mutex_lock(&writers_lock);
+    sndk_mutex_lock(&writers_lock);
     for (struct sndk_pcap *p = writers; p; p = p->next) {
         if (strcmp(p->path, path) == 0) {
             p->users++;
-            pthread_mutex_unlock(&writers_lock);
+            sndk_mutex_unlock(&writers_lock);
             return p;
         }
     }
     struct sndk_pcap *p = calloc(1, sizeof *p);
     if (!p || !(p->path = strdup(path))) {
         free(p);
-        pthread_mutex_unlock(&writers_lock);
+        sndk_mutex_unlock(&writers_lock);
         errno = ENOMEM;
         return NULL;
     }
@@ -84,7 +86,7 @@ struct sndk_pcap *sndk_pcap_acquire(const char *path)
         int e = errno;
         free(p->path);
         free(p);
-        pthread_mutex_unlock(&writers_lock);
+        sndk_mutex_unlock(&writers_lock);
         errno = e;
         return NULL;
     }
@@ -101,11 +103,11 @@ struct sndk_pcap *sndk_pcap_acquire(const char *path)
     } hdr = {0xa1b2c3d4u, 2, 4, 0, 0, 262144, 1 /* Ethernet */};
     fwrite(&hdr, sizeof hdr, 1, p->f);
     fflush(p->f);
-    pthread_mutex_init(&p->lock, NULL);
+    sndk_mutex_init_ranked(&p->lock, SNDK_LOCK_PCAP);
     p->users = 1;
     p->next = writers;
     writers = p;
-    pthread_mutex_unlock(&writers_lock);
+    sndk_mutex_unlock(&writers_lock);
     return p;
 }
 
@@ -113,9 +115,9 @@ void sndk_pcap_release(struct sndk_pcap *p)
 {
     if (!p)
         return;
-    pthread_mutex_lock(&writers_lock);
+    sndk_mutex_lock(&writers_lock);
     if (--p->users > 0) {
-        pthread_mutex_unlock(&writers_lock);
+        sndk_mutex_unlock(&writers_lock);
         return;
     }
     for (struct sndk_pcap **pp = &writers; *pp; pp = &(*pp)->next)
@@ -123,9 +125,9 @@ void sndk_pcap_release(struct sndk_pcap *p)
             *pp = p->next;
             break;
         }
-    pthread_mutex_unlock(&writers_lock);
+    sndk_mutex_unlock(&writers_lock);
     fclose(p->f);
-    pthread_mutex_destroy(&p->lock);
+    sndk_mutex_destroy(&p->lock);
     free(p->path);
     free(p);
 }
@@ -265,7 +267,7 @@ struct sndk_pcap_conn *sndk_pcap_conn_new(struct sndk_pcap *p, uint64_t id,
         /* distinct, reproducible initial sequence numbers */
         c->d[i].seq = (uint32_t)(0x10000000u * (unsigned)(i + 1) + (uint32_t)id * 0x1000u);
     }
-    pthread_mutex_lock(&p->lock);
+    sndk_mutex_lock(&p->lock);
     for (struct sndk_pcap_conn *o = p->conns; o; o = o->next)
         if (!o->mirror && same_addr(&o->local, &c->peer) && same_addr(&o->peer, &c->local))
             c->mirror = true;
@@ -281,7 +283,7 @@ struct sndk_pcap_conn *sndk_pcap_conn_new(struct sndk_pcap *p, uint64_t id,
         segment(c, a, TCP_ACK, NULL, 0, 0, 0);
         fflush(p->f);
     }
-    pthread_mutex_unlock(&p->lock);
+    sndk_mutex_unlock(&p->lock);
     return c;
 }
 
@@ -291,7 +293,7 @@ void sndk_pcap_record(struct sndk_pcap_conn *c, bool out, const struct iovec *io
     if (c->mirror)
         return;
     struct sndk_pcap *p = c->p;
-    pthread_mutex_lock(&p->lock);
+    sndk_mutex_lock(&p->lock);
     struct dir *d = &c->d[out];
     size_t skip = 0;
     /* The first MPA frame of the direction goes out alone (see pcap.h). */
@@ -328,11 +330,12 @@ void sndk_pcap_record(struct sndk_pcap_conn *c, bool out, const struct iovec *io
     if (skip < bytes)
         data(c, out, iov, iovcnt, skip, bytes - skip);
     fflush(p->f);
-    pthread_mutex_unlock(&p->lock);
+    sndk_mutex_unlock(&p->lock);
 }
 
 static void fin_locked(struct sndk_pcap_conn *c, bool out)
 {
+    sndk_assert_held(&c->p->lock);
     struct dir *d = &c->d[out];
     if (d->fin || c->mirror)
         return;
@@ -349,10 +352,10 @@ void sndk_pcap_fin(struct sndk_pcap_conn *c, bool out)
 {
     if (!c)
         return;
-    pthread_mutex_lock(&c->p->lock);
+    sndk_mutex_lock(&c->p->lock);
     fin_locked(c, out);
     fflush(c->p->f);
-    pthread_mutex_unlock(&c->p->lock);
+    sndk_mutex_unlock(&c->p->lock);
 }
 
 void sndk_pcap_conn_close(struct sndk_pcap_conn *c)
@@ -360,7 +363,7 @@ void sndk_pcap_conn_close(struct sndk_pcap_conn *c)
     if (!c)
         return;
     struct sndk_pcap *p = c->p;
-    pthread_mutex_lock(&p->lock);
+    sndk_mutex_lock(&p->lock);
     fin_locked(c, true);
     fin_locked(c, false);
     if (c->prev)
@@ -370,6 +373,6 @@ void sndk_pcap_conn_close(struct sndk_pcap_conn *c)
     if (c->next)
         c->next->prev = c->prev;
     fflush(p->f);
-    pthread_mutex_unlock(&p->lock);
+    sndk_mutex_unlock(&p->lock);
     free(c);
 }

@@ -18,6 +18,7 @@
 #include "core/adapter.h"
 #include "core/qp.h"
 #include "util/log.h"
+#include "util/lock.h"
 
 #define STAT_MAX_CLIENTS 8
 
@@ -38,7 +39,7 @@ struct sndk_stat {
     bool file; /* a filesystem socket: unlink on close */
     struct sndk_source src;
     struct sndk_work done;
-    pthread_mutex_t lock; /* clients, closing, pending */
+    struct sndk_mutex lock; /* clients, closing, pending */
     pthread_cond_t cond;
     bool closing;
     unsigned pending; /* sources not yet fully removed (listen + clients) */
@@ -186,9 +187,9 @@ char *sndk_stat_snapshot(struct sndk_adapter *a, size_t *len)
                 (unsigned long long)c.TerminateReceivedCodes[i].Count);
     }
     unsigned counts[NdkObjectTypeMax];
-    pthread_mutex_lock(&a->lock);
+    sndk_mutex_lock(&a->lock);
     memcpy(counts, a->live_count, sizeof counts);
-    pthread_mutex_unlock(&a->lock);
+    sndk_mutex_unlock(&a->lock);
     put(&b, "objects");
     for (int t = 1; t < NdkObjectTypeMax; t++)
         if (t != NdkObjectTypeAdapter) {
@@ -200,10 +201,10 @@ char *sndk_stat_snapshot(struct sndk_adapter *a, size_t *len)
             put(&b, "\t%s=%u", name, counts[t]);
         }
     put(&b, "\n");
-    pthread_mutex_lock(&a->ctrs.lock);
+    sndk_mutex_lock(&a->ctrs.lock);
     for (struct sndk_listen_rec *l = a->ctrs.listens; l; l = l->next)
         put(&b, "listener\tid=%p\taddr=%s\n", l->obj, l->addr);
-    pthread_mutex_unlock(&a->ctrs.lock);
+    sndk_mutex_unlock(&a->ctrs.lock);
     sndk_conn_rec_foreach(&a->ctrs, conn_line, &b);
     put(&b, "end\n");
     if (b.oom) {
@@ -218,10 +219,10 @@ char *sndk_stat_snapshot(struct sndk_adapter *a, size_t *len)
 
 static void source_gone(struct sndk_stat *s)
 {
-    pthread_mutex_lock(&s->lock);
+    sndk_mutex_lock(&s->lock);
     s->pending--;
     pthread_cond_broadcast(&s->cond);
-    pthread_mutex_unlock(&s->lock);
+    sndk_mutex_unlock(&s->lock);
 }
 
 static void client_done(struct sndk_work *w)
@@ -229,12 +230,12 @@ static void client_done(struct sndk_work *w)
     struct stat_client *c = sndk_container_of(w, struct stat_client, done);
     struct sndk_stat *s = c->s;
     free(c->buf);
-    pthread_mutex_lock(&s->lock);
+    sndk_mutex_lock(&s->lock);
     close(c->fd);
     c->fd = -1;
     c->buf = NULL;
     c->busy = false;
-    pthread_mutex_unlock(&s->lock);
+    sndk_mutex_unlock(&s->lock);
     source_gone(s);
 }
 
@@ -277,7 +278,7 @@ static void on_accept(struct sndk_source *src, uint32_t ev)
             close(fd);
             continue;
         }
-        pthread_mutex_lock(&s->lock);
+        sndk_mutex_lock(&s->lock);
         struct stat_client *c = NULL;
         for (int i = 0; i < STAT_MAX_CLIENTS && !s->closing; i++)
             if (!s->clients[i].busy) {
@@ -287,7 +288,7 @@ static void on_accept(struct sndk_source *src, uint32_t ev)
                 s->pending++;
                 break;
             }
-        pthread_mutex_unlock(&s->lock);
+        sndk_mutex_unlock(&s->lock);
         if (!c) {
             close(fd); /* too many at once, or closing */
             continue;
@@ -300,13 +301,13 @@ static void on_accept(struct sndk_source *src, uint32_t ev)
         if (sndk_source_add(s->a->engine, &c->src, fd, EPOLLOUT, client_io,
                             (int)sndk_source_thread(&s->src)) != 0) {
             free(c->buf);
-            pthread_mutex_lock(&s->lock);
+            sndk_mutex_lock(&s->lock);
             close(fd);
             c->fd = -1;
             c->buf = NULL;
             c->busy = false;
             s->pending--;
-            pthread_mutex_unlock(&s->lock);
+            sndk_mutex_unlock(&s->lock);
         }
     }
 }
@@ -443,7 +444,7 @@ int sndk_stat_open(struct sndk_adapter *a, struct sndk_stat **out)
         free(s);
         return -e;
     }
-    pthread_mutex_init(&s->lock, NULL);
+    sndk_mutex_init_ranked(&s->lock, SNDK_LOCK_STAT);
     pthread_cond_init(&s->cond, NULL);
     for (int i = 0; i < STAT_MAX_CLIENTS; i++) {
         s->clients[i].s = s;
@@ -458,7 +459,7 @@ int sndk_stat_open(struct sndk_adapter *a, struct sndk_stat **out)
         if (s->file)
             unlink(s->path);
         pthread_cond_destroy(&s->cond);
-        pthread_mutex_destroy(&s->lock);
+        sndk_mutex_destroy(&s->lock);
         free(s);
         return rc;
     }
@@ -476,24 +477,24 @@ void sndk_stat_close(struct sndk_stat *s)
 {
     if (!s)
         return;
-    pthread_mutex_lock(&s->lock);
+    sndk_mutex_lock(&s->lock);
     s->closing = true;
     /* A client that does not read would keep its snapshot pending forever: cut it off. */
     for (int i = 0; i < STAT_MAX_CLIENTS; i++)
         if (s->clients[i].busy && s->clients[i].fd >= 0)
             shutdown(s->clients[i].fd, SHUT_RDWR);
-    pthread_mutex_unlock(&s->lock);
+    sndk_mutex_unlock(&s->lock);
     /* No new client after this; the ones being served end when their snapshot is out (or
      * their peer goes away), which never takes long. */
     sndk_source_remove(&s->src, &s->done);
-    pthread_mutex_lock(&s->lock);
+    sndk_mutex_lock(&s->lock);
     while (s->pending)
-        pthread_cond_wait(&s->cond, &s->lock);
-    pthread_mutex_unlock(&s->lock);
+        sndk_cond_wait(&s->cond, &s->lock);
+    sndk_mutex_unlock(&s->lock);
     close(s->fd);
     if (s->file)
         unlink(s->path);
     pthread_cond_destroy(&s->cond);
-    pthread_mutex_destroy(&s->lock);
+    sndk_mutex_destroy(&s->lock);
     free(s);
 }

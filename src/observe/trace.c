@@ -11,39 +11,41 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/lock.h"
+
 atomic_bool sndk_trace_enabled;
 
-static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sndk_mutex trace_lock = SNDK_MUTEX_INITIALIZER(SNDK_LOCK_TRACE);
 static int trace_fd = -1;
 static unsigned trace_users;
 
 int sndk_trace_acquire(const char *path)
 {
-    pthread_mutex_lock(&trace_lock);
+    sndk_mutex_lock(&trace_lock);
     if (trace_users == 0) {
         int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
         if (fd < 0) {
             int e = errno;
-            pthread_mutex_unlock(&trace_lock);
+            sndk_mutex_unlock(&trace_lock);
             return -e;
         }
         trace_fd = fd;
         atomic_store_explicit(&sndk_trace_enabled, true, memory_order_release);
     }
     trace_users++;
-    pthread_mutex_unlock(&trace_lock);
+    sndk_mutex_unlock(&trace_lock);
     return 0;
 }
 
 void sndk_trace_release(void)
 {
-    pthread_mutex_lock(&trace_lock);
+    sndk_mutex_lock(&trace_lock);
     if (trace_users && --trace_users == 0) {
         atomic_store_explicit(&sndk_trace_enabled, false, memory_order_release);
         close(trace_fd);
         trace_fd = -1;
     }
-    pthread_mutex_unlock(&trace_lock);
+    sndk_mutex_unlock(&trace_lock);
 }
 
 void sndk_trace_emit(const char *ev, const char *otype, const void *obj, const char *fmt, ...)
@@ -76,8 +78,8 @@ void sndk_trace_emit(const char *ev, const char *otype, const void *obj, const c
     line[n++] = '}';
     line[n++] = '\n';
     /* The lock only keeps the descriptor alive against a concurrent release. */
-    pthread_mutex_lock(&trace_lock);
+    sndk_mutex_lock(&trace_lock);
     if (trace_fd >= 0)
         (void)!write(trace_fd, line, (size_t)n);
-    pthread_mutex_unlock(&trace_lock);
+    sndk_mutex_unlock(&trace_lock);
 }

@@ -1,7 +1,7 @@
 /* Mutex wrapper with owner tracking, so that every "caller must hold X" comment can be paired
  * with sndk_assert_held(&X) (docs/datapath.md#locking), and with lock ranks, so that taking a
- * lock out of the documented order (src/core/qp.h) aborts at once, on the first run that does
- * it, not under load when two threads happen to deadlock.
+ * lock out of the documented order (docs/architecture.md#lock-order) aborts at once, on the
+ * first run that does it, not under load when two threads happen to deadlock.
  *
  * The owner and the ranks are tracked when assertions are on (NDEBUG undefined: every build,
  * unless SOFTNDK_ASSERTS=OFF) or SOFTNDK_LOCK_DEBUG is defined; otherwise the wrapper compiles
@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #if !defined(NDEBUG) || defined(SOFTNDK_LOCK_DEBUG)
 #define SNDK_LOCK_TRACK 1
@@ -33,19 +34,42 @@
 #define SNDK_LOCK_TRACK 0
 #endif
 
-/* The documented lock order, outermost first (src/core/qp.h). */
+/* The lock order, outermost first: every mutex of the library has a rank here, and the table in
+ * docs/architecture.md#lock-order lists the same locks in the same order. The QP and CQ locks
+ * in the middle are the data path's order of src/core/qp.h. Locks that nest nothing (the
+ * adapter's, the observability locks) sit after the data path's so that any of them may be
+ * taken under any data-path lock; the engine's come last, as nothing is taken under them. */
 enum sndk_lock_rank {
     SNDK_LOCK_UNRANKED,
-    SNDK_LOCK_CQ_CONN,  /* cq->conn_lock */
-    SNDK_LOCK_QP_STATE, /* qp->state_lock */
-    SNDK_LOCK_QP_RX,    /* qp->rx_lock */
-    SNDK_LOCK_QP_TX,    /* qp->tx_lock */
-    SNDK_LOCK_QP_RQ,    /* qp->rq_lock */
-    SNDK_LOCK_SRQ,      /* srq->lock */
-    SNDK_LOCK_CQ,       /* cq->lock */
-    SNDK_LOCK_STAG,     /* the PD's STag table lock (stag.h) */
+    SNDK_LOCK_DEVICES,        /* adapter.c: the process's device list */
+    SNDK_LOCK_LISTENER,       /* l->lock */
+    SNDK_LOCK_CONNECTOR,      /* c->lock */
+    SNDK_LOCK_ADMISSION,      /* l->adm.lock: the listener's door */
+    SNDK_LOCK_ENDPOINTS,      /* endpoint.c: the table of bound local addresses */
+    SNDK_LOCK_CQ_CONN,        /* cq->conn_lock */
+    SNDK_LOCK_QP_STATE,       /* qp->state_lock */
+    SNDK_LOCK_QP_RX,          /* qp->rx_lock */
+    SNDK_LOCK_QP_TX,          /* qp->tx_lock */
+    SNDK_LOCK_QP_RQ,          /* qp->rq_lock */
+    SNDK_LOCK_SRQ,            /* srq->lock */
+    SNDK_LOCK_CQ,             /* cq->lock */
+    SNDK_LOCK_STAG,           /* the PD's STag table lock (stag.h) */
+    SNDK_LOCK_CQ_READY,       /* cq->ready_mu */
+    SNDK_LOCK_ADAPTER,        /* a->lock: the adapter's live objects (an object's last put) */
+    SNDK_LOCK_FAULTS,         /* f->lock: the fault rules' counts */
+    SNDK_LOCK_STAT,           /* s->lock: the ndkstat endpoint's clients */
+    SNDK_LOCK_COUNTERS,       /* a->ctrs.lock: the counter registry */
+    SNDK_LOCK_PCAP_LIST,      /* pcap.c: the open capture files */
+    SNDK_LOCK_PCAP,           /* p->lock: one capture file */
+    SNDK_LOCK_TRACE,          /* trace.c: the trace log */
+    SNDK_LOCK_ENGINE_QUIESCE, /* e->quiesce_lock */
+    SNDK_LOCK_ENGINE_THREAD,  /* t->lock, a progress thread's (two: sndk_mutex_lock_nested) */
+    SNDK_LOCK_ENGINE_DRAIN,   /* e->drain_lock */
     SNDK_LOCK_RANKS
 };
+
+/* "cq->lock" for SNDK_LOCK_CQ (the lock order's own names); "?" past the last rank. */
+const char *sndk_lock_rank_name(enum sndk_lock_rank r);
 
 struct sndk_mutex {
     pthread_mutex_t m;
@@ -67,9 +91,11 @@ extern SNDK_TLS unsigned char sndk_lock_held[SNDK_LOCK_RANKS];
 /* Report "taking rank r while holding rank held" and abort. */
 _Noreturn void sndk_lock_order_violation(unsigned r, unsigned held);
 
-static inline void sndk_lock_rank_check(const struct sndk_mutex *l)
+/* Abort when the thread holds a lock of rank `from` or above; from is l's rank, or the rank
+ * after it for a nested lock of l's own rank. */
+static inline void sndk_lock_rank_check(const struct sndk_mutex *l, unsigned from)
 {
-    for (unsigned r = l->rank; l->rank && r < SNDK_LOCK_RANKS; r++)
+    for (unsigned r = from; l->rank && r < SNDK_LOCK_RANKS; r++)
         if (sndk_lock_held[r])
             sndk_lock_order_violation(l->rank, r);
 }
@@ -111,6 +137,13 @@ static inline void sndk_mutex_init(struct sndk_mutex *l)
     sndk_mutex_init_ranked(l, SNDK_LOCK_UNRANKED);
 }
 
+/* For a lock with static storage (a file's table lock), which has no init call to give it its
+ * rank. The owner word is left to static zero-initialisation, valid for an atomic. */
+#define SNDK_MUTEX_INITIALIZER(r)                                                                  \
+    {                                                                                              \
+        .m = PTHREAD_MUTEX_INITIALIZER, .rank = (unsigned char)(r)                                 \
+    }
+
 static inline void sndk_mutex_destroy(struct sndk_mutex *l)
 {
 #if SNDK_LOCK_TRACK
@@ -124,7 +157,25 @@ static inline void sndk_mutex_lock(struct sndk_mutex *l)
 #if SNDK_LOCK_TRACK
     /* Recursive locking deadlocks silently with default mutexes; catch it here instead. */
     assert(atomic_load_explicit(&l->owner, memory_order_relaxed) != sndk_lock_self());
-    sndk_lock_rank_check(l);
+    sndk_lock_rank_check(l, l->rank);
+#endif
+    pthread_mutex_lock(&l->m);
+#if SNDK_LOCK_TRACK
+    atomic_store_explicit(&l->owner, sndk_lock_self(), memory_order_relaxed);
+    sndk_lock_rank_take(l);
+#endif
+}
+
+/* Take l while holding another lock of the same rank, which the ranks alone would refuse. For
+ * locks whose caller orders them among themselves by something the ranks cannot see (the
+ * engine's progress-thread locks: lower thread index first); still checked against every
+ * rank above l's. */
+static inline void sndk_mutex_lock_nested(struct sndk_mutex *l)
+{
+#if SNDK_LOCK_TRACK
+    assert(atomic_load_explicit(&l->owner, memory_order_relaxed) != sndk_lock_self());
+    assert(l->rank && sndk_lock_held[l->rank] > 0);
+    sndk_lock_rank_check(l, l->rank + 1u);
 #endif
     pthread_mutex_lock(&l->m);
 #if SNDK_LOCK_TRACK
@@ -169,6 +220,24 @@ static inline void sndk_cond_wait(pthread_cond_t *c, struct sndk_mutex *l)
     atomic_store_explicit(&l->owner, sndk_lock_self(), memory_order_relaxed);
     sndk_lock_rank_take(l);
 #endif
+}
+
+/* sndk_cond_wait with an absolute deadline (the clock is the condition variable's). Returns
+ * pthread_cond_timedwait's result; l is held again on return whatever it is. */
+static inline int sndk_cond_timedwait(pthread_cond_t *c, struct sndk_mutex *l,
+                                      const struct timespec *deadline)
+{
+#if SNDK_LOCK_TRACK
+    assert(atomic_load_explicit(&l->owner, memory_order_relaxed) == sndk_lock_self());
+    atomic_store_explicit(&l->owner, 0, memory_order_relaxed);
+    sndk_lock_rank_drop(l);
+#endif
+    int rc = pthread_cond_timedwait(c, &l->m, deadline);
+#if SNDK_LOCK_TRACK
+    atomic_store_explicit(&l->owner, sndk_lock_self(), memory_order_relaxed);
+    sndk_lock_rank_take(l);
+#endif
+    return rc;
 }
 
 /* True when the calling thread holds l. Always true when tracking is compiled out, so it is

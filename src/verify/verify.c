@@ -215,6 +215,11 @@ static const char *const callback_names[SNDK_CB_KIND_COUNT] = {
     [SNDK_CB_CLOSE_COMPLETION] = "close completion (NDK_FN_CLOSE_COMPLETION)",
 };
 
+const char *sndk_verify_callback_name(enum sndk_callback_kind k)
+{
+    return (unsigned)k < SNDK_CB_KIND_COUNT ? callback_names[k] : "?";
+}
+
 static uint64_t clock_ns(clockid_t id)
 {
     struct timespec ts;

@@ -79,6 +79,9 @@ enum sndk_callback_kind {
     SNDK_CB_KIND_COUNT,
 };
 
+/* The kind as the verifier's reports name it, with its NDK type; "?" past the last. */
+const char *sndk_verify_callback_name(enum sndk_callback_kind k);
+
 struct sndk_callback_scope {
     struct sndk_obj *obj; /* NULL: verifier off, nothing to do at the end */
     const void *ctx;      /* the callback's context argument (the RequestContext for requests) */

@@ -86,3 +86,50 @@ TEST(lock_ranks_in_order_pass_out_of_order_abort)
     sndk_mutex_unlock(&state);
 #endif
 }
+
+static struct sndk_mutex thr_a, thr_b, drain;
+
+static void init_engine_like(void)
+{
+    sndk_mutex_init_ranked(&thr_a, SNDK_LOCK_ENGINE_THREAD);
+    sndk_mutex_init_ranked(&thr_b, SNDK_LOCK_ENGINE_THREAD);
+    sndk_mutex_init_ranked(&drain, SNDK_LOCK_ENGINE_DRAIN);
+}
+
+static void same_rank_plain(void)
+{
+    sndk_mutex_lock(&thr_a);
+    sndk_mutex_lock(&thr_b); /* two of one rank without saying so: must abort */
+}
+
+static void nested_under_higher_rank(void)
+{
+    sndk_mutex_lock(&thr_a);
+    sndk_mutex_lock(&drain);
+    sndk_mutex_lock_nested(&thr_b); /* drain ranks after it: still a violation */
+}
+
+static void nested_alone(void)
+{
+    sndk_mutex_lock_nested(&thr_b); /* no lock of its rank held: not a nesting */
+}
+
+/* Two progress threads' locks are held together to move a timer (engine.c): the nested take
+ * lets the second one in, and only it. */
+TEST(lock_nested_same_rank_only_when_asked)
+{
+#if !SNDK_LOCK_TRACK
+    harness_skip("lock checks compiled out (SOFTNDK_ASSERTS=OFF)");
+#else
+    init_engine_like();
+    sndk_mutex_lock(&thr_a);
+    sndk_mutex_lock_nested(&thr_b);
+    sndk_mutex_lock(&drain);
+    sndk_mutex_unlock(&drain);
+    sndk_mutex_unlock(&thr_b);
+    sndk_mutex_unlock(&thr_a);
+    CHECK(aborts(same_rank_plain));
+    CHECK(aborts(nested_under_higher_rank));
+    CHECK(aborts(nested_alone));
+#endif
+}
