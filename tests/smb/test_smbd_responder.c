@@ -173,3 +173,54 @@ TEST_T(smbd_responder_refuses_other_versions, 60)
     SoftNdkCloseAdapter(as);
     SoftNdkCloseAdapter(ac);
 }
+
+/* ---- (b) a port already in use ----------------------------------------------------------- */
+
+/* smbd.h: smbd_listen returns -EADDRINUSE when the address is taken (NdkListen's
+ * STATUS_SHARING_VIOLATION, named in err), with nothing left behind. */
+static void listen_in_use(NDK_ADAPTER *a, uint16_t port)
+{
+    struct sockaddr_in addr = ndk_loopback4(port);
+    smbd_listener *l = (smbd_listener *)(uintptr_t)1; /* must come back NULL */
+    char err[256] = "";
+    CHECK_EQ_I64(smbd_listen(a, (struct sockaddr *)&addr, sizeof addr, NULL, &l, err, sizeof err),
+                 -EADDRINUSE);
+    CHECK(l == NULL);
+    CHECK_MSG(strstr(err, "STATUS_SHARING_VIOLATION") != NULL, "smbd_listen: %s", err);
+}
+
+TEST_T(smbd_listen_port_in_use, 60)
+{
+    NDK_ADAPTER *a = fx_open(NULL), *b = fx_open(NULL);
+    smbd_listener *l = NULL;
+    struct sockaddr_in any = ndk_loopback4(0);
+    char err[256] = "";
+    CHECK_EQ_I64(smbd_listen(a, (struct sockaddr *)&any, sizeof any, NULL, &l, err, sizeof err), 0);
+    uint16_t port = smbd_listener_port(l);
+    CHECK(port != 0);
+    /* taken by an SMB Direct listener: of the same adapter, and of another one */
+    listen_in_use(a, port);
+    listen_in_use(b, port);
+    /* the listener that holds it still serves */
+    connect_ok(l, b);
+    smbd_listener_close(l);
+    /* once closed, the port is free again */
+    struct sockaddr_in again = ndk_loopback4(port);
+    CHECK_EQ_I64(smbd_listen(a, (struct sockaddr *)&again, sizeof again, NULL, &l, err, sizeof err),
+                 0);
+    CHECK_EQ_U64(smbd_listener_port(l), port);
+    smbd_listener_close(l);
+
+    /* taken by a plain TCP listener of this process, outside NDK */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_in tcp = ndk_loopback4(0);
+    CHECK(bind(fd, (struct sockaddr *)&tcp, sizeof tcp) == 0);
+    CHECK(listen(fd, 4) == 0);
+    socklen_t tl = sizeof tcp;
+    CHECK(getsockname(fd, (struct sockaddr *)&tcp, &tl) == 0);
+    listen_in_use(a, ntohs(tcp.sin_port));
+    close(fd);
+    SoftNdkCloseAdapter(a);
+    SoftNdkCloseAdapter(b);
+}
