@@ -9,7 +9,6 @@
 
 #include "smbd_wire.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -1394,7 +1393,8 @@ struct smbd_listener {
     _Atomic unsigned events; /* futex word: bumped per connect event */
     NDK_CONNECTOR *incoming[SMBD_BACKLOG];
     unsigned head, count;
-    bool paused; /* connect events paused: the backlog was full */
+    bool paused;  /* connect events paused: the backlog was full, or closing */
+    bool closing; /* smbd_listener_close: nothing more is queued */
     uint16_t port;
 };
 
@@ -1402,17 +1402,26 @@ static void on_connect_event(void *ctx, NDK_CONNECTOR *conn)
 {
     struct smbd_listener *l = ctx;
     pthread_mutex_lock(&l->m);
-    /* the listener pauses before the backlog can overflow, so there is always room */
-    assert(l->count < SMBD_BACKLOG);
+    if (l->count == SMBD_BACKLOG || l->closing) {
+        /* The pause came too late for this one: with several progress threads the events of
+         * other connectors can be on their way when it is asked (by the full backlog below or
+         * by smbd_listener_close). Refused as a paused listener refuses (closing an
+         * unanswered connector is NdkReject: the peer sees STATUS_CONNECTION_REFUSED); not
+         * waited for, as this is a callback. */
+        pthread_mutex_unlock(&l->m);
+        conn->Dispatch->NdkCloseConnector(&conn->Header, NULL, NULL);
+        return;
+    }
     l->incoming[(l->head + l->count++) % SMBD_BACKLOG] = conn;
-    bool full = l->count == SMBD_BACKLOG && !l->paused;
-    if (full)
-        l->paused = true;
-    pthread_mutex_unlock(&l->m);
     /* NDK's flow control: a paused listener refuses new requests (the peer sees
-     * STATUS_CONNECTION_REFUSED) until smbd_accept drains the backlog */
-    if (full)
+     * STATUS_CONNECTION_REFUSED) until smbd_accept drains the backlog. Asked under the lock,
+     * so that a resume by take_incoming cannot overtake it and leave the listener paused with
+     * an empty backlog (the call only sets a flag). */
+    if (l->count == SMBD_BACKLOG && !l->paused) {
+        l->paused = true;
         l->l->Dispatch->NdkControlConnectEvents(l->l, TRUE);
+    }
+    pthread_mutex_unlock(&l->m);
     atomic_fetch_add_explicit(&l->events, 1, memory_order_release);
     futex_wake(&l->events);
 }
@@ -1467,18 +1476,18 @@ static NDK_CONNECTOR *take_incoming(struct smbd_listener *l)
 {
     NDK_CONNECTOR *c = NULL;
     pthread_mutex_lock(&l->m);
-    bool resume = false;
     if (l->count) {
         c = l->incoming[l->head];
         l->head = (l->head + 1) % SMBD_BACKLOG;
         l->count--;
-        resume = l->paused && l->count <= SMBD_BACKLOG / 2;
-        if (resume)
+        /* resumed at half, not at once: a full backlog is a burst, and its tail should not
+         * meet a listener that pauses again at the next request */
+        if (l->paused && l->count <= SMBD_BACKLOG / 2) {
             l->paused = false;
+            l->l->Dispatch->NdkControlConnectEvents(l->l, FALSE);
+        }
     }
     pthread_mutex_unlock(&l->m);
-    if (resume)
-        l->l->Dispatch->NdkControlConnectEvents(l->l, FALSE);
     return c;
 }
 
@@ -1609,12 +1618,23 @@ int smbd_accept(smbd_listener *l, smb_transport **out, int timeout_ms, char *err
 
 void smbd_listener_close(smbd_listener *l)
 {
-    close_obj(l->l->Dispatch->NdkCloseListener, &l->l->Header);
-    NDK_CONNECTOR *conn;
-    while ((conn = take_incoming(l)) != NULL) {
+    /* The waiting connectors go first: the NDK listener's close completes only once every
+     * connector that came through it is closed, so closing it with the backlog still held
+     * would wait for ever. From here no request is queued: events are paused, and one already
+     * on its way is refused by on_connect_event, which sees closing. */
+    pthread_mutex_lock(&l->m);
+    l->closing = true;
+    l->paused = true;
+    l->l->Dispatch->NdkControlConnectEvents(l->l, TRUE);
+    pthread_mutex_unlock(&l->m);
+    while (l->count) {
+        NDK_CONNECTOR *conn = l->incoming[l->head];
+        l->head = (l->head + 1) % SMBD_BACKLOG;
+        l->count--;
         conn->Dispatch->NdkReject(conn, NULL, 0);
         close_obj(conn->Dispatch->NdkCloseConnector, &conn->Header);
     }
+    close_obj(l->l->Dispatch->NdkCloseListener, &l->l->Header);
     pthread_mutex_destroy(&l->m);
     free(l);
 }
