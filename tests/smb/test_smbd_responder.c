@@ -224,3 +224,167 @@ TEST_T(smbd_listen_port_in_use, 60)
     SoftNdkCloseAdapter(a);
     SoftNdkCloseAdapter(b);
 }
+
+/* ---- (c) more connect requests than the listener holds ----------------------------------- */
+
+/* smbd.h: up to SMBD_BACKLOG (64) requests wait for smbd_accept, each held (its Initiator's
+ * NdkConnect pending); when 64 wait, the listener pauses and refuses further requests (the
+ * Initiator: -ECONNREFUSED, STATUS_CONNECTION_REFUSED), queuing none; it resumes once
+ * smbd_accept has taken the backlog down to 32. smbd_listener_close refuses what still waits. */
+#define BACKLOG  64
+#define NCLIENTS (BACKLOG + 3)
+
+struct bclient {
+    pthread_t th;
+    NDK_ADAPTER *a;
+    uint16_t port;
+    int rc;
+    char err[256];
+    struct harness_event *done, *release;
+};
+
+/* Small queues: 67 connections live at once on both sides */
+static const smbd_params small = {
+    .receive_credit_max = 8,
+    .send_credit_target = 8,
+    .max_read_write_size = 65536,
+    .negotiate_timeout_ms = 30000,
+};
+
+static void *bclient_main(void *arg)
+{
+    struct bclient *c = arg;
+    struct sockaddr_in dst = ndk_loopback4(c->port);
+    smb_transport *t = NULL;
+    c->rc =
+        smbd_connect(c->a, (struct sockaddr *)&dst, sizeof dst, &small, &t, c->err, sizeof c->err);
+    harness_event_signal(c->done);
+    if (c->rc == 0) {
+        /* held until the end, so that both sides disconnect together (an orderly disconnect
+         * waits for the peer's) */
+        CHECK(harness_event_wait(c->release, 1, 60000));
+        t->ops->destroy(t);
+    }
+    return NULL;
+}
+
+static void bclient_start(struct bclient *c, NDK_ADAPTER *a, uint16_t port,
+                          struct harness_event *done, struct harness_event *release)
+{
+    c->a = a;
+    c->port = port;
+    c->done = done;
+    c->release = release;
+    CHECK(pthread_create(&c->th, NULL, bclient_main, c) == 0);
+}
+
+static uint64_t unanswered(NDK_ADAPTER *a)
+{
+    SOFTNDK_COUNTERS c;
+    fx_counters(a, &c);
+    return c.IncomingUnanswered;
+}
+
+static void backlog_round(ULONG server_threads)
+{
+    SOFTNDK_OPTIONS os, oc;
+    fx_options(&os, NULL);
+    os.ProgressThreads = server_threads; /* 2: connect events of several connectors at once */
+    fx_options(&oc, NULL);
+    /* 67 connections at once: wider than the fixture's 32 ports; and a held request outlives
+     * the default 10 s handshake bound on a loaded machine */
+    oc.EphemeralPortLow = oc.EphemeralPortHigh = 0;
+    oc.ConnectTimeoutMs = 60000;
+    NDK_ADAPTER *as = fx_open_with(&os), *ac = fx_open_with(&oc);
+    smbd_listener *l = NULL;
+    struct sockaddr_in any = ndk_loopback4(0);
+    char err[256] = "";
+    CHECK_EQ_I64(smbd_listen(as, (struct sockaddr *)&any, sizeof any, &small, &l, err, sizeof err),
+                 0);
+    uint16_t port = smbd_listener_port(l);
+    struct bclient *cl = calloc(NCLIENTS, sizeof *cl);
+    smb_transport **acc = calloc(NCLIENTS, sizeof *acc);
+    CHECK(cl && acc);
+    struct harness_event done, release;
+    harness_event_init(&done);
+    harness_event_init(&release);
+    unsigned naccepted = 0;
+
+    /* 64 requests: all held, none answered yet */
+    for (unsigned i = 0; i < BACKLOG; i++)
+        bclient_start(&cl[i], ac, port, &done, &release);
+    CHECK_EQ_U64(FX_WAIT_COUNTER(as, IncomingUnanswered, BACKLOG), BACKLOG);
+    CHECK_EQ_U64(harness_event_count(&done), 0);
+    /* the listener is paused: two more are refused at once, and not queued */
+    for (unsigned i = BACKLOG; i < BACKLOG + 2; i++)
+        bclient_start(&cl[i], ac, port, &done, &release);
+    CHECK_MSG(harness_event_wait(&done, 2, 10000), "the requests past the backlog hang");
+    for (unsigned i = BACKLOG; i < BACKLOG + 2; i++) {
+        pthread_join(cl[i].th, NULL);
+        CHECK_EQ_I64(cl[i].rc, -ECONNREFUSED);
+        CHECK_MSG(strstr(cl[i].err, "STATUS_CONNECTION_REFUSED") != NULL, "%s", cl[i].err);
+    }
+    CHECK_EQ_U64(harness_event_count(&done), 2);
+    CHECK_EQ_U64(unanswered(as), BACKLOG);
+    /* 32 accepted: each of their Initiators connects */
+    for (unsigned i = 0; i < BACKLOG / 2; i++) {
+        int rc = smbd_accept(l, &acc[naccepted], 10000, err, sizeof err);
+        CHECK_MSG(rc == 0, "smbd_accept %u: %d %s", i, rc, err);
+        naccepted++;
+    }
+    CHECK_MSG(harness_event_wait(&done, 2 + BACKLOG / 2, 10000), "accepted Initiators hang");
+    /* down to 32 waiting: resumed, so a new request is held again rather than refused */
+    bclient_start(&cl[BACKLOG + 2], ac, port, &done, &release);
+    CHECK_EQ_U64(FX_WAIT_COUNTER(as, IncomingUnanswered, BACKLOG / 2 + 1), BACKLOG / 2 + 1);
+    CHECK_EQ_U64(harness_event_count(&done), 2 + BACKLOG / 2);
+    /* 16 more accepted; the listener closed with 17 still waiting: those are refused */
+    for (unsigned i = 0; i < 16; i++) {
+        int rc = smbd_accept(l, &acc[naccepted], 10000, err, sizeof err);
+        CHECK_MSG(rc == 0, "smbd_accept: %d %s", rc, err);
+        naccepted++;
+    }
+    CHECK_MSG(harness_event_wait(&done, 2 + BACKLOG / 2 + 16, 10000), "accepted Initiators hang");
+    CHECK_EQ_U64(unanswered(as), 17);
+    /* the accepted connections end (both sides together) before the listener closes: its
+     * close waits for every connection that came through it (smbd.h) */
+    harness_event_signal(&release);
+    for (unsigned i = 0; i < naccepted; i++)
+        acc[i]->ops->destroy(acc[i]);
+    uint64_t t0 = fixture_now_us();
+    smbd_listener_close(l);
+    CHECK_MSG(fixture_now_us() - t0 < 5000000u, "smbd_listener_close took %llu ms",
+              (unsigned long long)((fixture_now_us() - t0) / 1000u));
+    CHECK_MSG(harness_event_wait(&done, NCLIENTS, 10000), "held Initiators hang after close");
+    CHECK_EQ_U64(unanswered(as), 0);
+
+    unsigned ok = 0, refused = 0;
+    for (unsigned i = 0; i < NCLIENTS; i++) {
+        if (i != BACKLOG && i != BACKLOG + 1)
+            pthread_join(cl[i].th, NULL);
+        if (cl[i].rc == 0)
+            ok++;
+        else if (cl[i].rc == -ECONNREFUSED && strstr(cl[i].err, "STATUS_CONNECTION_REFUSED"))
+            refused++;
+        else
+            CHECK_MSG(false, "Initiator %u: %d %s", i, cl[i].rc, cl[i].err);
+    }
+    CHECK_EQ_U64(naccepted, BACKLOG / 2 + 16);
+    CHECK_EQ_U64(ok, naccepted);
+    CHECK_EQ_U64(refused, 2 + 17);
+    harness_event_destroy(&done);
+    harness_event_destroy(&release);
+    free(cl);
+    free(acc);
+    SoftNdkCloseAdapter(as);
+    SoftNdkCloseAdapter(ac);
+}
+
+TEST_T(smbd_listener_backlog_pause, 120)
+{
+    backlog_round(1);
+}
+
+TEST_T(smbd_listener_backlog_pause_two_threads, 120)
+{
+    backlog_round(2);
+}
