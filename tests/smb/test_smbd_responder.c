@@ -388,3 +388,35 @@ TEST_T(smbd_listener_backlog_pause_two_threads, 120)
 {
     backlog_round(2);
 }
+
+/* A held request whose Initiator gave up (its ConnectTimeoutMs passed) before smbd_accept
+ * took it: smbd_accept says so (-ECONNRESET) and the next request is served (smbd.h). */
+TEST_T(smbd_accept_of_a_request_given_up, 60)
+{
+    SOFTNDK_OPTIONS oc;
+    fx_options(&oc, NULL);
+    oc.ConnectTimeoutMs = 1000; /* ample for loopback to deliver the request */
+    NDK_ADAPTER *as = fx_open(NULL), *impatient = fx_open_with(&oc), *ac = fx_open(NULL);
+    smbd_listener *l = NULL;
+    struct sockaddr_in any = ndk_loopback4(0);
+    char err[256] = "";
+    CHECK_EQ_I64(smbd_listen(as, (struct sockaddr *)&any, sizeof any, NULL, &l, err, sizeof err),
+                 0);
+    struct sockaddr_in dst = ndk_loopback4(smbd_listener_port(l));
+    smb_transport *t = NULL;
+    CHECK_EQ_I64(
+        smbd_connect(impatient, (struct sockaddr *)&dst, sizeof dst, NULL, &t, err, sizeof err),
+        -ETIMEDOUT);
+    CHECK(t == NULL);
+    CHECK_MSG(strstr(err, "STATUS_IO_TIMEOUT") != NULL, "smbd_connect: %s", err);
+    CHECK_EQ_U64(unanswered(as), 1);
+    CHECK_EQ_I64(smbd_accept(l, &t, 5000, err, sizeof err), -ECONNRESET);
+    CHECK(t == NULL);
+    CHECK_MSG(strstr(err, "NdkAccept: STATUS_CONNECTION_ABORTED") != NULL, "smbd_accept: %s", err);
+    CHECK_EQ_U64(unanswered(as), 0);
+    connect_ok(l, ac);
+    smbd_listener_close(l);
+    SoftNdkCloseAdapter(as);
+    SoftNdkCloseAdapter(impatient);
+    SoftNdkCloseAdapter(ac);
+}
