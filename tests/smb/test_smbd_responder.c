@@ -240,6 +240,7 @@ struct bclient {
     uint16_t port;
     int rc;
     char err[256];
+    atomic_bool finished; /* smbd_connect returned */
     struct harness_event *done, *release;
 };
 
@@ -258,6 +259,7 @@ static void *bclient_main(void *arg)
     smb_transport *t = NULL;
     c->rc =
         smbd_connect(c->a, (struct sockaddr *)&dst, sizeof dst, &small, &t, c->err, sizeof c->err);
+    atomic_store(&c->finished, true);
     harness_event_signal(c->done);
     if (c->rc == 0) {
         /* held until the end, so that both sides disconnect together (an orderly disconnect
@@ -276,6 +278,22 @@ static void bclient_start(struct bclient *c, NDK_ADAPTER *a, uint16_t port,
     c->done = done;
     c->release = release;
     CHECK(pthread_create(&c->th, NULL, bclient_main, c) == 0);
+}
+
+/* Waits (bounded) until `count` Initiators have returned; on timeout, names those that have
+ * not. */
+static void wait_done(struct harness_event *done, unsigned count, struct bclient *cl,
+                      unsigned started, const char *what)
+{
+    if (harness_event_wait(done, count, 10000))
+        return;
+    char list[512] = "";
+    size_t n = 0;
+    for (unsigned i = 0; i < started && n < sizeof list - 8; i++)
+        if (!atomic_load(&cl[i].finished))
+            n += (size_t)snprintf(list + n, sizeof list - n, " %u", i);
+    CHECK_MSG(false, "%s: %u of %u Initiators returned; still connecting:%s", what,
+              harness_event_count(done), count, list);
 }
 
 static uint64_t unanswered(NDK_ADAPTER *a)
@@ -318,7 +336,7 @@ static void backlog_round(ULONG server_threads)
     /* the listener is paused: two more are refused at once, and not queued */
     for (unsigned i = BACKLOG; i < BACKLOG + 2; i++)
         bclient_start(&cl[i], ac, port, &done, &release);
-    CHECK_MSG(harness_event_wait(&done, 2, 10000), "the requests past the backlog hang");
+    wait_done(&done, 2, cl, BACKLOG + 2, "the requests past the backlog");
     for (unsigned i = BACKLOG; i < BACKLOG + 2; i++) {
         pthread_join(cl[i].th, NULL);
         CHECK_EQ_I64(cl[i].rc, -ECONNREFUSED);
@@ -332,7 +350,7 @@ static void backlog_round(ULONG server_threads)
         CHECK_MSG(rc == 0, "smbd_accept %u: %d %s", i, rc, err);
         naccepted++;
     }
-    CHECK_MSG(harness_event_wait(&done, 2 + BACKLOG / 2, 10000), "accepted Initiators hang");
+    wait_done(&done, 2 + BACKLOG / 2, cl, BACKLOG + 2, "the accepted Initiators");
     /* down to 32 waiting: resumed, so a new request is held again rather than refused */
     bclient_start(&cl[BACKLOG + 2], ac, port, &done, &release);
     CHECK_EQ_U64(FX_WAIT_COUNTER(as, IncomingUnanswered, BACKLOG / 2 + 1), BACKLOG / 2 + 1);
@@ -343,7 +361,7 @@ static void backlog_round(ULONG server_threads)
         CHECK_MSG(rc == 0, "smbd_accept: %d %s", rc, err);
         naccepted++;
     }
-    CHECK_MSG(harness_event_wait(&done, 2 + BACKLOG / 2 + 16, 10000), "accepted Initiators hang");
+    wait_done(&done, 2 + BACKLOG / 2 + 16, cl, NCLIENTS, "the accepted Initiators");
     CHECK_EQ_U64(unanswered(as), 17);
     /* the accepted connections end (both sides together) before the listener closes: its
      * close waits for every connection that came through it (smbd.h) */
@@ -354,7 +372,7 @@ static void backlog_round(ULONG server_threads)
     smbd_listener_close(l);
     CHECK_MSG(fixture_now_us() - t0 < 5000000u, "smbd_listener_close took %llu ms",
               (unsigned long long)((fixture_now_us() - t0) / 1000u));
-    CHECK_MSG(harness_event_wait(&done, NCLIENTS, 10000), "held Initiators hang after close");
+    wait_done(&done, NCLIENTS, cl, NCLIENTS, "the Initiators held at close");
     CHECK_EQ_U64(unanswered(as), 0);
 
     unsigned ok = 0, refused = 0;
