@@ -962,6 +962,38 @@ static uint32_t do_flush(struct conn *c, struct req *r, uint64_t prev)
 
 /* ---- READ / WRITE ([MS-SMB2] 2.2.19-2.2.22, 3.3.5.12, 3.3.5.13) ---- */
 
+/* [MS-SMB2] 3.3.5.12 / 3.3.5.13: with Channel SMB2_CHANNEL_RDMA_V1_INVALIDATE the server
+ * invalidates the client's buffer with its response. Once the client names a buffer the
+ * response ends its use, whatever the response says: a client of RDMA_V1_INVALIDATE (Linux
+ * cifs at 3.0.2 and later) relies on the server's Send with Invalidate and does not invalidate
+ * the token itself, so an error response that left it valid would have the client re-register
+ * a live token and lose its connection. So this runs before anything about the request is
+ * checked (session, signature, tree, open, access, the rest of the channel info), and notes
+ * the first descriptor's token for every response to the request, error or not.
+ * Only a token that is readable counts: the channel info must hold at least one whole
+ * SMB_DIRECT_BUFFER_DESCRIPTOR_V1 (2.2.3.1) inside the request and past its fixed 48 bytes.
+ * Channel info that does not (too short, out of the request, over the fixed part) names no
+ * buffer we could invalidate: that response goes by plain Send and the client invalidates
+ * its region itself. Neither before dialect 3.0.2 nor on a transport without Send with
+ * Invalidate: there the channel is refused and the client keeps the duty. One token per
+ * message: in a compound, the first READ or WRITE that names one. */
+static void note_invalidate(struct conn *c, const struct req *r)
+{
+    if ((r->command != SMB2_READ && r->command != SMB2_WRITE) || c->invalidate ||
+        c->dialect < 0x0302 || !c->t->ops->send_invalidate || !in_req(r, SMB2_HDR_LEN, 48))
+        return;
+    int rd = r->command == SMB2_READ;
+    /* READ (2.2.19): Channel at 36, ReadChannelInfoOffset/Length at 44/46; WRITE (2.2.21):
+     * Channel at 32, WriteChannelInfoOffset/Length at 40/42 */
+    uint32_t channel = rd32(r->body + (rd ? 36 : 32));
+    uint16_t off = rd16(r->body + (rd ? 44 : 40)), len = rd16(r->body + (rd ? 46 : 42));
+    if (channel != CHANNEL_RDMA_V1_INVALIDATE || len < 16 || off < SMB2_HDR_LEN + 48 ||
+        !in_req(r, off, 16))
+        return;
+    c->invalidate = 1;
+    c->invalidate_token = rd32(r->hdr + off + 8); /* the descriptor's Token */
+}
+
 /* The RDMA descriptors of a READ or WRITE: checks the channel against the transport and
  * dialect. STATUS_SUCCESS with *nd 0 for CHANNEL_NONE. */
 static uint32_t channel_descs(struct conn *c, struct req *r, uint32_t channel, uint16_t off,
@@ -1032,14 +1064,6 @@ static uint32_t do_read(struct conn *c, struct req *r, uint64_t prev)
     uint32_t st = channel_descs(c, r, channel, rd16(b + 44), rd16(b + 46), d, &nd);
     if (st)
         return st;
-    /* Once the client's buffer is named, the response ends it, whatever the response says: a
-     * client of RDMA_V1_INVALIDATE (Linux cifs at 3.0.2 and later) relies on the server's Send
-     * with Invalidate and does not invalidate the token itself, so an error response that
-     * left it valid would have the client re-register a live token and lose its connection */
-    if (nd && channel == CHANNEL_RDMA_V1_INVALIDATE) {
-        c->invalidate = 1;
-        c->invalidate_token = d[0].token;
-    }
     if (!charge_ok(c, r, len)) {
         logf_(c, "READ of %u bytes refused: CreditCharge %u", len,
               rd16(r->hdr + SMB2_HDR_CREDIT_CHARGE));
@@ -1113,10 +1137,6 @@ static uint32_t do_write(struct conn *c, struct req *r, uint64_t prev)
     uint32_t st = channel_descs(c, r, channel, rd16(b + 40), rd16(b + 42), d, &nd);
     if (st)
         return st;
-    if (nd && channel == CHANNEL_RDMA_V1_INVALIDATE) { /* as for READ, above */
-        c->invalidate = 1;
-        c->invalidate_token = d[0].token;
-    }
     if (!charge_ok(c, r, nd ? remaining : len)) {
         logf_(c, "WRITE of %u bytes refused: CreditCharge %u", nd ? remaining : len,
               rd16(r->hdr + SMB2_HDR_CREDIT_CHARGE));
@@ -2158,6 +2178,7 @@ static int handle_message(struct conn *c, size_t len)
 
         struct out_rec *rec = &recs[nrec];
         memset(rec, 0, sizeof *rec);
+        note_invalidate(c, &r);
         uint32_t st;
         if (r.command == SMB2_CANCEL) {
             r.no_response = 1; /* [MS-SMB2] 3.3.5.16: no response; nothing is ever pending */

@@ -9,7 +9,6 @@
 
 #include "smbd_wire.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -149,6 +148,7 @@ struct smbd_conn {
     unsigned rdma_busy;   /* RDMA Writes and Reads posted, not completed */
     NTSTATUS rdma_status; /* the first failure among them */
     struct smbd_op rdma_op;
+    bool established;          /* NdkCompleteConnect / NdkAccept succeeded */
     bool negotiate_request_ok; /* Responder: a valid request arrived */
     struct smbd_negotiate_request peer_req;
 };
@@ -1073,20 +1073,61 @@ void smbd_get_negotiated(smb_transport *t, smbd_negotiated *out)
     *out = conn_of(t)->n;
 }
 
-/* Orderly disconnect where the connection is up, then every object closed (the QP's close
- * flushes what is still posted). */
+/* Requests this side posted to the QP and not yet completed: sends, RDMA, fast registers and
+ * invalidations. */
+static unsigned posted_requests(const struct smbd_conn *c)
+{
+    unsigned n = c->sends_busy + c->rdma_busy;
+    for (unsigned i = 0; i < c->nmr; i++)
+        n += c->mrs[i].state == MR_REGISTERING || c->mrs[i].state == MR_INVALIDATING;
+    return n;
+}
+
+/* Waits (at most ms) for the completions of every request this side posted, whatever the
+ * state: progress() stops at the first failure, and a failed connection still has its sends
+ * on the QP. Receives that complete meanwhile are dropped: nobody reads any more. */
+static bool drain_posted(struct smbd_conn *c, unsigned ms)
+{
+    uint64_t end = now_ms() + ms;
+    while (posted_requests(c) > 0) {
+        unsigned seen = atomic_load_explicit(&c->cq_events, memory_order_acquire);
+        NDK_RESULT_EX res[32];
+        ULONG n = c->cq->Dispatch->NdkGetCqResultsEx(c->cq, res, 32);
+        if (n == 0) {
+            c->cq->Dispatch->NdkArmCq(c->cq, NDK_CQ_NOTIFY_ANY);
+            n = c->cq->Dispatch->NdkGetCqResultsEx(c->cq, res, 32);
+        }
+        for (ULONG i = 0; i < n; i++) {
+            const struct smbd_op *op = res[i].RequestContext;
+            if (op->kind == OP_RECV)
+                c->recv_posted--;
+            else
+                (void)handle_completion(c, &res[i]); /* failures are the connection's */
+        }
+        if (n > 0)
+            continue;
+        uint64_t now = now_ms();
+        if (now >= end)
+            return false;
+        uint64_t left = end - now;
+        futex_wait_ms(&c->cq_events, seen, left > 1000 ? 1000 : (unsigned)left);
+    }
+    return true;
+}
+
+/* Orderly disconnect where the connection was established, then every object closed (the
+ * QP's close flushes what is still posted). */
 static void smbd_destroy(smb_transport *t)
 {
     struct smbd_conn *c = conn_of(t);
-    if (c->conn &&
-        (c->state == SMBD_CONNECTED || c->state == SMBD_FAILED || c->state == SMBD_NEGOTIATING)) {
-        /* let the sends already posted go out before the FIN */
-        while (c->state == SMBD_CONNECTED && c->sends_busy > 0)
-            if (progress(c, 5000) != 0)
-                break;
-        struct waiter w = {0};
+    struct waiter w = {0}; /* here, not in the block: a disconnect cancelled by the close
+                            * below completes into it */
+    /* NdkDisconnect ends an established connection only (NDK: not while NdkConnect is
+     * pending or after it failed), and gracefully only with no request of ours outstanding
+     * (NDKPI's disconnect scheme, rule 6): the sends already posted go out before the FIN.
+     * Otherwise the connector's close ends the connection, abortively. */
+    if (c->conn && c->established && drain_posted(c, 5000))
         w_wait(&w, c->conn->Dispatch->NdkDisconnect(c->conn, w_cb, &w), 15000);
-    }
     if (c->state == SMBD_CONNECTING || c->state == SMBD_NEGOTIATING)
         set_state(c, SMBD_FAILED, "closed during setup");
     set_state(c, SMBD_CLOSED, "closed by the consumer");
@@ -1313,6 +1354,7 @@ static int connect_and_negotiate(struct smbd_conn *c, const struct sockaddr *dst
                 60000);
     if (st != STATUS_SUCCESS)
         return fail(c, ndk_err(st), "NdkCompleteConnect: %s", SoftNdkStatusName(st));
+    c->established = true;
     /* [MS-SMBD] 3.1.5.2: the Initiator's first message is the Negotiate Request */
     struct smbd_negotiate_request req = {
         .min_version = SMBD_VERSION_1,
@@ -1394,7 +1436,8 @@ struct smbd_listener {
     _Atomic unsigned events; /* futex word: bumped per connect event */
     NDK_CONNECTOR *incoming[SMBD_BACKLOG];
     unsigned head, count;
-    bool paused; /* connect events paused: the backlog was full */
+    bool paused;  /* connect events paused: the backlog was full, or closing */
+    bool closing; /* smbd_listener_close: nothing more is queued */
     uint16_t port;
 };
 
@@ -1402,17 +1445,26 @@ static void on_connect_event(void *ctx, NDK_CONNECTOR *conn)
 {
     struct smbd_listener *l = ctx;
     pthread_mutex_lock(&l->m);
-    /* the listener pauses before the backlog can overflow, so there is always room */
-    assert(l->count < SMBD_BACKLOG);
+    if (l->count == SMBD_BACKLOG || l->closing) {
+        /* The pause came too late for this one: with several progress threads the events of
+         * other connectors can be on their way when it is asked (by the full backlog below or
+         * by smbd_listener_close). Refused as a paused listener refuses (closing an
+         * unanswered connector is NdkReject: the peer sees STATUS_CONNECTION_REFUSED); not
+         * waited for, as this is a callback. */
+        pthread_mutex_unlock(&l->m);
+        conn->Dispatch->NdkCloseConnector(&conn->Header, NULL, NULL);
+        return;
+    }
     l->incoming[(l->head + l->count++) % SMBD_BACKLOG] = conn;
-    bool full = l->count == SMBD_BACKLOG && !l->paused;
-    if (full)
-        l->paused = true;
-    pthread_mutex_unlock(&l->m);
     /* NDK's flow control: a paused listener refuses new requests (the peer sees
-     * STATUS_CONNECTION_REFUSED) until smbd_accept drains the backlog */
-    if (full)
+     * STATUS_CONNECTION_REFUSED) until smbd_accept drains the backlog. Asked under the lock,
+     * so that a resume by take_incoming cannot overtake it and leave the listener paused with
+     * an empty backlog (the call only sets a flag). */
+    if (l->count == SMBD_BACKLOG && !l->paused) {
+        l->paused = true;
         l->l->Dispatch->NdkControlConnectEvents(l->l, TRUE);
+    }
+    pthread_mutex_unlock(&l->m);
     atomic_fetch_add_explicit(&l->events, 1, memory_order_release);
     futex_wake(&l->events);
 }
@@ -1467,18 +1519,18 @@ static NDK_CONNECTOR *take_incoming(struct smbd_listener *l)
 {
     NDK_CONNECTOR *c = NULL;
     pthread_mutex_lock(&l->m);
-    bool resume = false;
     if (l->count) {
         c = l->incoming[l->head];
         l->head = (l->head + 1) % SMBD_BACKLOG;
         l->count--;
-        resume = l->paused && l->count <= SMBD_BACKLOG / 2;
-        if (resume)
+        /* resumed at half, not at once: a full backlog is a burst, and its tail should not
+         * meet a listener that pauses again at the next request */
+        if (l->paused && l->count <= SMBD_BACKLOG / 2) {
             l->paused = false;
+            l->l->Dispatch->NdkControlConnectEvents(l->l, FALSE);
+        }
     }
     pthread_mutex_unlock(&l->m);
-    if (resume)
-        l->l->Dispatch->NdkControlConnectEvents(l->l, FALSE);
     return c;
 }
 
@@ -1552,6 +1604,7 @@ static int accept_one(struct smbd_listener *l, NDK_CONNECTOR *conn, struct smbd_
         30000);
     if (st != STATUS_SUCCESS)
         return fail(c, ndk_err(st), "NdkAccept: %s", SoftNdkStatusName(st));
+    c->established = true;
     set_state(c, SMBD_NEGOTIATING, "waiting for the negotiate request");
     uint64_t end = now_ms() + c->p.negotiate_timeout_ms;
     while (!c->negotiate_request_ok) {
@@ -1609,12 +1662,23 @@ int smbd_accept(smbd_listener *l, smb_transport **out, int timeout_ms, char *err
 
 void smbd_listener_close(smbd_listener *l)
 {
-    close_obj(l->l->Dispatch->NdkCloseListener, &l->l->Header);
-    NDK_CONNECTOR *conn;
-    while ((conn = take_incoming(l)) != NULL) {
+    /* The waiting connectors go first: the NDK listener's close completes only once every
+     * connector that came through it is closed, so closing it with the backlog still held
+     * would wait for ever. From here no request is queued: events are paused, and one already
+     * on its way is refused by on_connect_event, which sees closing. */
+    pthread_mutex_lock(&l->m);
+    l->closing = true;
+    l->paused = true;
+    l->l->Dispatch->NdkControlConnectEvents(l->l, TRUE);
+    pthread_mutex_unlock(&l->m);
+    while (l->count) {
+        NDK_CONNECTOR *conn = l->incoming[l->head];
+        l->head = (l->head + 1) % SMBD_BACKLOG;
+        l->count--;
         conn->Dispatch->NdkReject(conn, NULL, 0);
         close_obj(conn->Dispatch->NdkCloseConnector, &conn->Header);
     }
+    close_obj(l->l->Dispatch->NdkCloseListener, &l->l->Header);
     pthread_mutex_destroy(&l->m);
     free(l);
 }

@@ -5,8 +5,11 @@
  * share, dialect 3.0, 3.1.1 and signing. Every wait is bounded (smbclient under timeout(1),
  * raw receives with a deadline). */
 #include <smb/smb2_server.h>
+#include <smb/smbd.h>
 #include <smb/tcp_listen.h>
 
+#include "conn.h"
+#include "fixture.h"
 #include "harness.h"
 
 #include <errno.h>
@@ -25,6 +28,18 @@
 
 #include <nettle/sha2.h>
 
+/* smb/smbd.h brings the NDK headers, whose STATUS_ values are the same codes as NTSTATUS; the
+ * SMB2 checks below compare the server's uint32_t ones (srv_wire.h) */
+#undef STATUS_SUCCESS
+#undef STATUS_BUFFER_OVERFLOW
+#undef STATUS_BUFFER_TOO_SMALL
+#undef STATUS_INSUFFICIENT_RESOURCES
+#undef STATUS_INVALID_DEVICE_REQUEST
+#undef STATUS_INVALID_HANDLE
+#undef STATUS_INVALID_PARAMETER
+#undef STATUS_NOT_FOUND
+#undef STATUS_NOT_SUPPORTED
+#undef STATUS_SHARING_VIOLATION
 #include "../../smb/server/srv_fs.h"
 #include "../../smb/server/srv_utf16.h"
 #include "../../smb/server/srv_wire.h"
@@ -54,6 +69,10 @@ struct server {
     /* wraps each accepted transport (the RDMA tests give it Responder ops); NULL: as is */
     smb_transport *(*wrap)(struct server *s, smb_transport *t);
     void *wrap_arg;
+    /* server_start_smbd: SMB Direct instead of Direct TCP, the server's and the clients'
+     * adapters (l is NULL then) */
+    smbd_listener *sl;
+    NDK_ADAPTER *as, *ac;
 };
 
 /* One thread per connection, as smb2_serve_connection() is meant to be used. */
@@ -72,7 +91,9 @@ static void *server_main(void *arg)
     struct server *s = arg;
     while (!atomic_load(&s->stop) && s->nconns < MAX_CONNS) {
         struct conn_thread *ct = &s->conns[s->nconns];
-        int rc = smb_tcp_accept(s->l, &ct->t, 100);
+        char err[256];
+        int rc = s->sl ? smbd_accept(s->sl, &ct->t, 100, err, sizeof err)
+                       : smb_tcp_accept(s->l, &ct->t, 100);
         if (rc == -ETIMEDOUT)
             continue;
         if (rc)
@@ -87,7 +108,7 @@ static void *server_main(void *arg)
     return NULL;
 }
 
-static void server_start(struct server *s, int require_signing)
+static void server_setup(struct server *s, int require_signing)
 {
     memset(s, 0, sizeof *s);
     snprintf(s->root, sizeof s->root, "/tmp/softndk-smbsrv-XXXXXX");
@@ -104,9 +125,28 @@ static void server_start(struct server *s, int require_signing)
     s->cfg.password = "Secret-1";
     s->cfg.domain = "SOFTNDK";
     s->cfg.require_signing = require_signing;
+}
+
+static void server_start(struct server *s, int require_signing)
+{
+    server_setup(s, require_signing);
     char err[128];
     int rc = smb_tcp_listen("127.0.0.1", 0, &s->l, err, sizeof err);
     CHECK_MSG(rc == 0, "listen: %s", err);
+    CHECK(pthread_create(&s->th, NULL, server_main, s) == 0);
+}
+
+/* The server over SMB Direct ([MS-SMBD]) on softndk loopback, as `ndksmb serve` runs it; the
+ * raw client (rawc_login) then connects with smbd_connect on s->ac. */
+static void server_start_smbd(struct server *s, int require_signing)
+{
+    server_setup(s, require_signing);
+    s->as = fx_open(NULL);
+    s->ac = fx_open(NULL);
+    struct sockaddr_in any = ndk_loopback4(0);
+    char err[256] = "";
+    int rc = smbd_listen(s->as, (struct sockaddr *)&any, sizeof any, NULL, &s->sl, err, sizeof err);
+    CHECK_MSG(rc == 0, "smbd_listen: %s", err);
     CHECK(pthread_create(&s->th, NULL, server_main, s) == 0);
 }
 
@@ -116,7 +156,13 @@ static void server_stop(struct server *s)
     pthread_join(s->th, NULL);
     for (unsigned i = 0; i < s->nconns; i++)
         pthread_join(s->conns[i].th, NULL);
-    smb_tcp_listener_close(s->l);
+    if (s->sl) {
+        smbd_listener_close(s->sl);
+        SoftNdkCloseAdapter(s->as);
+        SoftNdkCloseAdapter(s->ac);
+    } else {
+        smb_tcp_listener_close(s->l);
+    }
     fclose(s->cfg.log);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s->root);
@@ -639,6 +685,7 @@ TEST(malformed_requests)
 
 struct rawc {
     int fd;
+    smb_transport *t; /* over SMB Direct (server_start_smbd): the messages go here, fd unused */
     uint64_t mid, sid;
     uint32_t tid;
     uint8_t key[16];
@@ -668,8 +715,15 @@ static uint32_t rawc_req(struct rawc *c, uint16_t cmd, const uint8_t *body, size
         wr32(m + 16, SMB2_FLAGS_SIGNED);
         srv_sign(0x0302, c->key, m, 64 + blen, m + 48);
     }
-    raw_send(c->fd, m, 64 + blen);
-    c->rl = raw_recv(c->fd, c->r, sizeof c->r);
+    if (c->t) {
+        CHECK_EQ_I64(c->t->ops->send(c->t, m, 64 + blen), 0);
+        size_t got = 0;
+        int rc = c->t->ops->recv(c->t, c->r, sizeof c->r, &got, 5000);
+        c->rl = rc ? rc : (long)got;
+    } else {
+        raw_send(c->fd, m, 64 + blen);
+        c->rl = raw_recv(c->fd, c->r, sizeof c->r);
+    }
     CHECK_MSG(c->rl >= 64 + 2, "no response to command %u: %ld", cmd, c->rl);
     return status_of(c->r);
 }
@@ -679,7 +733,16 @@ static uint32_t rawc_caps; /* Capabilities the raw client's NEGOTIATE offers */
 static void rawc_login(struct server *s, struct rawc *c, const char *password)
 {
     memset(c, 0, sizeof *c);
-    c->fd = raw_connect(s);
+    if (s->sl) {
+        struct sockaddr_in dst = ndk_loopback4(smbd_listener_port(s->sl));
+        char err[256] = "";
+        int rc =
+            smbd_connect(s->ac, (struct sockaddr *)&dst, sizeof dst, NULL, &c->t, err, sizeof err);
+        CHECK_MSG(rc == 0, "smbd_connect: %s", err);
+        c->fd = -1;
+    } else {
+        c->fd = raw_connect(s);
+    }
     uint8_t b[1024];
     memset(b, 0, 38);
     wr16(b, 36);
@@ -1480,6 +1543,99 @@ TEST(rdma_channels)
     CHECK_EQ_U64(s.stats.send_invalidates, 2);
     CHECK_EQ_U64(s.stats.inline_reads + s.stats.inline_writes, 0);
     free(f);
+}
+
+/* [MS-SMB2] 3.3.5.12 / 3.3.5.13 over real SMB Direct: a READ or WRITE with Channel
+ * SMB2_CHANNEL_RDMA_V1_INVALIDATE has its buffer invalidated by the server's response (a Send
+ * with Invalidate) also when the request fails before its descriptors are used: the client's
+ * transport says the peer released the region (SMB_RDMA_RELEASED_BY_PEER). Channel info with
+ * no whole descriptor names no token: the answer is a plain Send and the client invalidates
+ * itself (SMB_RDMA_RELEASED_LOCALLY). */
+static void rdma_request(struct rawc *c, uint16_t cmd, const uint8_t fid[16], uint32_t len,
+                         uint32_t channel, uint16_t info_len, uint32_t want_status,
+                         enum smb_rdma_release want_release)
+{
+    static uint8_t buf[65536];
+    smb_rdma_region *region = NULL;
+    smb_buffer_desc d[4];
+    unsigned nd = 0;
+    CHECK_EQ_I64(c->t->ops->register_buffer(
+                     c->t, buf, len, cmd == SMB2_READ ? SMB_RDMA_PEER_WRITES : SMB_RDMA_PEER_READS,
+                     &region, d, 4, &nd),
+                 0);
+    CHECK_EQ_U64(nd, 1);
+    uint8_t b[128];
+    size_t n = rdma_rw(b, cmd, fid, len, channel, d[0].offset, d[0].token, d[0].length);
+    wr16(b + (cmd == SMB2_READ ? 46 : 42), info_len);
+    CHECK_EQ_U64(rawc_req(c, cmd, b, n, 1), want_status);
+    enum smb_rdma_release how = 0;
+    CHECK_EQ_I64(c->t->ops->release_buffer(c->t, region, &how), 0);
+    CHECK_MSG(how == want_release, "%s status 0x%08x: region released %s, expected %s",
+              cmd == SMB2_READ ? "READ" : "WRITE", want_status,
+              how == SMB_RDMA_RELEASED_BY_PEER ? "by the peer" : "locally",
+              want_release == SMB_RDMA_RELEASED_BY_PEER ? "by the peer" : "locally");
+}
+
+TEST_T(smbd_invalidate_on_every_response, 60)
+{
+    struct server s;
+    server_start_smbd(&s, 0);
+    struct rawc *c = malloc(sizeof *c);
+    CHECK(c);
+    rawc_login(&s, c, "Secret-1");
+    uint8_t b[1024];
+    /* a file of 4096 bytes, then opened again for reading only */
+    size_t n = create_body(b, "ro", 3, 0);
+    CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 1), STATUS_SUCCESS);
+    uint8_t fid[16], ro[16];
+    memcpy(fid, c->r + 64 + 64, 16);
+    static uint8_t data[4096];
+    memset(b, 0, 48);
+    wr16(b, 49);
+    wr16(b + 2, 64 + 48);
+    wr32(b + 4, sizeof data);
+    memcpy(b + 16, fid, 16);
+    {
+        static uint8_t wb[48 + sizeof data];
+        memcpy(wb, b, 48);
+        fx_fill(data, sizeof data, 9);
+        memcpy(wb + 48, data, sizeof data);
+        CHECK_EQ_U64(rawc_req(c, SMB2_WRITE, wb, sizeof wb, 1), STATUS_SUCCESS);
+    }
+    n = create_body(b, "ro", 1, 0);
+    wr32(b + 24, 0x00120089u); /* FILE_GENERIC_READ */
+    CHECK_EQ_U64(rawc_req(c, SMB2_CREATE, b, n, 1), STATUS_SUCCESS);
+    memcpy(ro, c->r + 64 + 64, 16);
+    uint8_t closed[16];
+    memset(closed, 0x5a, sizeof closed); /* a FileId the server never gave */
+    smb_transport_stats before, after;
+    c->t->ops->get_stats(c->t, &before);
+
+    /* the good case, for comparison: the READ's response invalidates */
+    rdma_request(c, SMB2_READ, ro, 4096, 2, 16, STATUS_SUCCESS, SMB_RDMA_RELEASED_BY_PEER);
+    /* a READ of a handle that is not open fails before its descriptors are parsed */
+    rdma_request(c, SMB2_READ, closed, 4096, 2, 16, STATUS_FILE_CLOSED, SMB_RDMA_RELEASED_BY_PEER);
+    /* a WRITE on a read-only open fails its access check */
+    rdma_request(c, SMB2_WRITE, ro, 4096, 2, 16, STATUS_ACCESS_DENIED, SMB_RDMA_RELEASED_BY_PEER);
+    /* channel info that is not a whole number of descriptors: refused, yet its first
+     * descriptor is whole, so its token is invalidated */
+    rdma_request(c, SMB2_READ, ro, 4096, 2, 24, STATUS_INVALID_PARAMETER,
+                 SMB_RDMA_RELEASED_BY_PEER);
+    /* no whole descriptor (8 bytes): no token to name, a plain Send */
+    rdma_request(c, SMB2_WRITE, fid, 4096, 2, 8, STATUS_INVALID_PARAMETER,
+                 SMB_RDMA_RELEASED_LOCALLY);
+    /* RDMA_V1 (no invalidation asked): the client invalidates, also after an error */
+    rdma_request(c, SMB2_READ, closed, 4096, 1, 16, STATUS_FILE_CLOSED, SMB_RDMA_RELEASED_LOCALLY);
+    c->t->ops->get_stats(c->t, &after);
+    CHECK_EQ_U64(after.remote_invalidations - before.remote_invalidations, 4);
+    CHECK_EQ_U64(after.local_invalidations - before.local_invalidations, 2);
+    c->t->ops->destroy(c->t);
+    free(c);
+    server_stop(&s);
+    CHECK_EQ_I64(atomic_load(&s.failed), 0);
+    CHECK_EQ_U64(s.stats.send_invalidates, 4);
+    CHECK_EQ_U64(s.stats.rdma_writes, 1);
+    CHECK_EQ_U64(s.stats.rdma_reads, 0);
 }
 
 /* QUERY_DIRECTORY over 300 names and one that is not UTF-8, in small pieces. */

@@ -50,13 +50,21 @@ void smbd_get_negotiated(smb_transport *t, smbd_negotiated *out);
  * NDK failure named in err. smbd_accept: 0; -ETIMEDOUT when no request came in timeout_ms (-1:
  * no bound); for a request that failed on its way in (the peer's negotiate request failed
  * 3.1.5.6: -EPROTO, or -EPROTONOSUPPORT after answering STATUS_NOT_SUPPORTED; it vanished:
- * -ECONNRESET) the error names it and the caller simply accepts again. */
+ * -ECONNRESET) the error names it and the caller simply accepts again.
+ * Backlog: up to 64 connect requests wait for smbd_accept, each Initiator's connect pending
+ * meanwhile (on softndk bounded by its ConnectTimeoutMs, 10 s by default: a request taken
+ * after that fails smbd_accept with -ECONNRESET). With 64 waiting the listener pauses its
+ * connect events: further requests are refused, not queued (an smbd_connect Initiator gets
+ * -ECONNREFUSED, STATUS_CONNECTION_REFUSED), until smbd_accept has taken the backlog down to
+ * 32. */
 typedef struct smbd_listener smbd_listener;
 int smbd_listen(NDK_ADAPTER *adapter, const struct sockaddr *addr, socklen_t addr_len,
                 const smbd_params *params, smbd_listener **out, char *err, size_t errlen);
 uint16_t smbd_listener_port(const smbd_listener *l);
 int smbd_accept(smbd_listener *l, smb_transport **out, int timeout_ms, char *err, size_t errlen);
-/* Stops listening, refuses what is still waiting, frees. */
+/* Stops listening, refuses what is still waiting (STATUS_CONNECTION_REFUSED at the peer),
+ * frees. Call it after destroying every transport it accepted: the NDK listener's close
+ * completes only once every connection that came through it is closed, and waits for that. */
 void smbd_listener_close(smbd_listener *l);
 
 #ifdef __cplusplus
