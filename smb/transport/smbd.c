@@ -155,14 +155,18 @@ struct smbd_conn {
 
 static int ndk_err(NTSTATUS st);
 
+/* SOFTNDK_SMB_LOG, read once: connections on several threads ask at once, so the cache is
+ * atomic (each thread may read the environment the first time; they agree). */
 static bool smbd_log_on(void)
 {
-    static int on = -1;
-    if (on < 0) {
-        const char *v = getenv("SOFTNDK_SMB_LOG");
-        on = v && *v && strcmp(v, "0") != 0;
+    static _Atomic int on = -1;
+    int v = atomic_load_explicit(&on, memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("SOFTNDK_SMB_LOG");
+        v = e && *e && strcmp(e, "0") != 0;
+        atomic_store_explicit(&on, v, memory_order_relaxed);
     }
-    return on;
+    return v;
 }
 
 static uint64_t now_ms(void)
