@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 struct sndk_engine *mk_engine(unsigned threads, unsigned spin_us)
 {
@@ -68,6 +69,16 @@ int thread_count(void)
         if (strncmp(line, "Threads:", 8) == 0)
             n = atoi(line + 8);
     fclose(f);
+    return n;
+}
+
+int thread_count_settled(int want)
+{
+    int n = thread_count();
+    for (int i = 0; i < 200 && n != want; i++) {
+        usleep(10000);
+        n = thread_count();
+    }
     return n;
 }
 

@@ -25,6 +25,11 @@ void flush_thread(struct sndk_engine *e, unsigned thread);
 
 /* Threads of this process (from /proc/self/status). */
 int thread_count(void);
+/* thread_count() once it equals want, polled for at most 2 s; else the last count. A thread
+ * just joined can still be counted for a moment (the kernel wakes the joiner when it clears
+ * the thread's tid, before the task leaves the thread group), and a sanitizer's runtime starts
+ * its own helper thread when it sees fit. */
+int thread_count_settled(int want);
 
 /* CPUs this process may use (affinity mask). */
 unsigned test_cpus(void);

@@ -123,7 +123,7 @@ TEST(destroy_with_pending_work_timers_sources)
             CHECK_EQ_U64(atomic_load(&src[i].calls), calls[i]);
         free(cw);
         CHECK_EQ_I64(harness_open_fds(), base_fds);
-        CHECK_EQ_I64(thread_count(), base_threads);
+        CHECK_EQ_I64(thread_count_settled(base_threads), base_threads);
     }
 }
 
@@ -146,5 +146,5 @@ TEST_T(create_destroy_1000, 120)
         want += 1 + i % 4;
     CHECK_EQ_U64(atomic_load(&runs), want);
     CHECK_EQ_I64(harness_open_fds(), base_fds);
-    CHECK_EQ_I64(thread_count(), base_threads);
+    CHECK_EQ_I64(thread_count_settled(base_threads), base_threads);
 }
