@@ -152,6 +152,31 @@ static inline void sndk_mutex_destroy(struct sndk_mutex *l)
     pthread_mutex_destroy(&l->m);
 }
 
+/* The bookkeeping of a lock just taken, whichever way it was taken: this thread owns it and
+ * holds one more of its rank. */
+static inline void sndk_mutex_now_owned(struct sndk_mutex *l)
+{
+#if SNDK_LOCK_TRACK
+    atomic_store_explicit(&l->owner, sndk_lock_self(), memory_order_relaxed);
+    sndk_lock_rank_take(l);
+#else
+    (void)l;
+#endif
+}
+
+/* The bookkeeping of a lock about to be let go (unlocked, or given up to a condition wait):
+ * this thread must own it. */
+static inline void sndk_mutex_now_released(struct sndk_mutex *l)
+{
+#if SNDK_LOCK_TRACK
+    assert(atomic_load_explicit(&l->owner, memory_order_relaxed) == sndk_lock_self());
+    atomic_store_explicit(&l->owner, 0, memory_order_relaxed);
+    sndk_lock_rank_drop(l);
+#else
+    (void)l;
+#endif
+}
+
 static inline void sndk_mutex_lock(struct sndk_mutex *l)
 {
 #if SNDK_LOCK_TRACK
@@ -160,10 +185,7 @@ static inline void sndk_mutex_lock(struct sndk_mutex *l)
     sndk_lock_rank_check(l, l->rank);
 #endif
     pthread_mutex_lock(&l->m);
-#if SNDK_LOCK_TRACK
-    atomic_store_explicit(&l->owner, sndk_lock_self(), memory_order_relaxed);
-    sndk_lock_rank_take(l);
-#endif
+    sndk_mutex_now_owned(l);
 }
 
 /* Take l while holding another lock of the same rank, which the ranks alone would refuse. For
@@ -178,10 +200,7 @@ static inline void sndk_mutex_lock_nested(struct sndk_mutex *l)
     sndk_lock_rank_check(l, l->rank + 1u);
 #endif
     pthread_mutex_lock(&l->m);
-#if SNDK_LOCK_TRACK
-    atomic_store_explicit(&l->owner, sndk_lock_self(), memory_order_relaxed);
-    sndk_lock_rank_take(l);
-#endif
+    sndk_mutex_now_owned(l);
 }
 
 /* Never waits: true when taken. Out of rank order is allowed (see the top). */
@@ -189,20 +208,13 @@ static inline bool sndk_mutex_trylock(struct sndk_mutex *l)
 {
     if (pthread_mutex_trylock(&l->m) != 0)
         return false;
-#if SNDK_LOCK_TRACK
-    atomic_store_explicit(&l->owner, sndk_lock_self(), memory_order_relaxed);
-    sndk_lock_rank_take(l);
-#endif
+    sndk_mutex_now_owned(l);
     return true;
 }
 
 static inline void sndk_mutex_unlock(struct sndk_mutex *l)
 {
-#if SNDK_LOCK_TRACK
-    assert(atomic_load_explicit(&l->owner, memory_order_relaxed) == sndk_lock_self());
-    atomic_store_explicit(&l->owner, 0, memory_order_relaxed);
-    sndk_lock_rank_drop(l);
-#endif
+    sndk_mutex_now_released(l);
     pthread_mutex_unlock(&l->m);
 }
 
@@ -210,16 +222,9 @@ static inline void sndk_mutex_unlock(struct sndk_mutex *l)
  * thread takes the mutex meanwhile. */
 static inline void sndk_cond_wait(pthread_cond_t *c, struct sndk_mutex *l)
 {
-#if SNDK_LOCK_TRACK
-    assert(atomic_load_explicit(&l->owner, memory_order_relaxed) == sndk_lock_self());
-    atomic_store_explicit(&l->owner, 0, memory_order_relaxed);
-    sndk_lock_rank_drop(l);
-#endif
+    sndk_mutex_now_released(l);
     pthread_cond_wait(c, &l->m);
-#if SNDK_LOCK_TRACK
-    atomic_store_explicit(&l->owner, sndk_lock_self(), memory_order_relaxed);
-    sndk_lock_rank_take(l);
-#endif
+    sndk_mutex_now_owned(l);
 }
 
 /* sndk_cond_wait with an absolute deadline (the clock is the condition variable's). Returns
@@ -227,16 +232,9 @@ static inline void sndk_cond_wait(pthread_cond_t *c, struct sndk_mutex *l)
 static inline int sndk_cond_timedwait(pthread_cond_t *c, struct sndk_mutex *l,
                                       const struct timespec *deadline)
 {
-#if SNDK_LOCK_TRACK
-    assert(atomic_load_explicit(&l->owner, memory_order_relaxed) == sndk_lock_self());
-    atomic_store_explicit(&l->owner, 0, memory_order_relaxed);
-    sndk_lock_rank_drop(l);
-#endif
+    sndk_mutex_now_released(l);
     int rc = pthread_cond_timedwait(c, &l->m, deadline);
-#if SNDK_LOCK_TRACK
-    atomic_store_explicit(&l->owner, sndk_lock_self(), memory_order_relaxed);
-    sndk_lock_rank_take(l);
-#endif
+    sndk_mutex_now_owned(l);
     return rc;
 }
 
