@@ -1266,6 +1266,26 @@ static int entry_stat(struct conn *c, const struct open *o, const char *name, st
     return rc;
 }
 
+/* The fixed part of an entry of FileInformationClass cls ([MS-FSCC] 2.4), before its name; 0
+ * for a class this server does not list in. */
+static size_t dir_entry_fixed(uint8_t cls)
+{
+    static const struct {
+        uint8_t cls, fixed;
+    } layouts[] = {
+        {1, 64},   /* FileDirectoryInformation */
+        {2, 68},   /* FileFullDirectoryInformation */
+        {3, 94},   /* FileBothDirectoryInformation */
+        {12, 12},  /* FileNamesInformation */
+        {37, 104}, /* FileIdBothDirectoryInformation */
+        {38, 80},  /* FileIdFullDirectoryInformation */
+    };
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
+        if (layouts[i].cls == cls)
+            return layouts[i].fixed;
+    return 0;
+}
+
 /* One entry of class cls at p (cap bytes); its length (8-aligned is the caller's), 0 when it
  * does not fit. */
 static size_t dir_entry(uint8_t cls, uint8_t *p, size_t cap, const char *name,
@@ -1275,29 +1295,9 @@ static size_t dir_entry(uint8_t cls, uint8_t *p, size_t cap, const char *name,
     size_t nl = srv_utf8_to_utf16(name, uname, sizeof uname, 0);
     if (nl == (size_t)-1)
         return 0;
-    size_t fixed;
-    switch (cls) {
-    case 1:
-        fixed = 64;
-        break; /* FileDirectoryInformation */
-    case 2:
-        fixed = 68;
-        break; /* FileFullDirectoryInformation */
-    case 3:
-        fixed = 94;
-        break; /* FileBothDirectoryInformation */
-    case 12:
-        fixed = 12;
-        break; /* FileNamesInformation */
-    case 37:
-        fixed = 104;
-        break; /* FileIdBothDirectoryInformation */
-    case 38:
-        fixed = 80;
-        break; /* FileIdFullDirectoryInformation */
-    default:
+    size_t fixed = dir_entry_fixed(cls);
+    if (fixed == 0)
         return 0;
-    }
     if (fixed + nl > cap)
         return 0;
     memset(p, 0, fixed);
@@ -1331,7 +1331,7 @@ static uint32_t do_query_directory(struct conn *c, struct req *r, uint64_t prev)
         return STATUS_INVALID_PARAMETER;
     if (!o->is_dir)
         return STATUS_INVALID_PARAMETER;
-    if (cls != 1 && cls != 2 && cls != 3 && cls != 12 && cls != 37 && cls != 38)
+    if (dir_entry_fixed(cls) == 0)
         return STATUS_INVALID_INFO_CLASS;
     char pattern[256];
     if (nlen == 0)
