@@ -112,6 +112,14 @@ timeout 30 "$N" -U smbtest%loop-pass --port "$port" //127.0.0.1/nosuch ls >/dev/
 grep -q 'STATUS_BAD_NETWORK_NAME' "$work/bad2.err" && pass "wrong share: STATUS_BAD_NETWORK_NAME" || fail "wrong share: $(tail -n 1 "$work/bad2.err")"
 timeout 30 "$N" -U smbtest%loop-pass --port "$port" //127.0.0.1/share get ../../etc/passwd "$work/x" >/dev/null 2>"$work/bad3.err"
 [ ! -s "$work/x" ] && grep -q 'error' "$work/bad3.err" && pass "path escape refused: $(grep -o 'STATUS_[A-Z_]*' "$work/bad3.err" | tail -n 1)" || fail "path escape: $(tail -n 1 "$work/bad3.err")"
+# the server's numeric options: a word is refused, never taken as 0 (any port, no limit)
+for bad in "--port abc" "--port 70000" "--connections 3x"; do
+    # shellcheck disable=SC2086 # the option and its value are two words
+    timeout 10 "$N" serve "$work/share" $bad >"$work/badopt.out" 2>"$work/badopt.err"
+    st=$?
+    [ $st = 2 ] && grep -qE 'not a number|0 to 65535' "$work/badopt.err" && pass "serve $bad refused (exit 2)" ||
+        fail "serve $bad: exit $st: $(tail -n 1 "$work/badopt.err")"
+done
 
 # the server ends cleanly and says what it served
 kill -TERM "$srv_pid"

@@ -91,7 +91,7 @@ static void usage(FILE *f)
             "      --timeout S           give up after S seconds (default 600)\n");
 }
 
-static unsigned long parse_num(const char *s, const char *what)
+unsigned long ndksmb_parse_num(const char *s, const char *what)
 {
     char *end;
     errno = 0;
@@ -208,7 +208,7 @@ int main(int argc, char **argv)
             opt.domain = optarg;
             break;
         case 'p':
-            opt.port = (unsigned)parse_num(optarg, "--port");
+            opt.port = (unsigned)ndksmb_parse_num(optarg, "--port");
             break;
         case 't':
             if (strcmp(optarg, "smbd") != 0 && strcmp(optarg, "tcp") != 0) {
@@ -231,10 +231,10 @@ int main(int argc, char **argv)
             opt.channel_name = optarg;
             break;
         case 's':
-            opt.io_size = (uint32_t)parse_num(optarg, "--io-size");
+            opt.io_size = (uint32_t)ndksmb_parse_num(optarg, "--io-size");
             break;
         case 'd':
-            opt.depth = (unsigned)parse_num(optarg, "--depth");
+            opt.depth = (unsigned)ndksmb_parse_num(optarg, "--depth");
             if (opt.depth == 0) {
                 fprintf(stderr, "ndksmb: --depth: at least 1\n");
                 return 2;
@@ -257,13 +257,13 @@ int main(int argc, char **argv)
             opt.json = 1;
             break;
         case O_TIMEOUT:
-            opt.timeout_s = (unsigned)parse_num(optarg, "--timeout");
+            opt.timeout_s = (unsigned)ndksmb_parse_num(optarg, "--timeout");
             break;
         case O_CREDITS:
-            opt.credits = (uint16_t)parse_num(optarg, "--credits");
+            opt.credits = (uint16_t)ndksmb_parse_num(optarg, "--credits");
             break;
         case O_MAXRW:
-            opt.max_rw = (uint32_t)parse_num(optarg, "--max-rw");
+            opt.max_rw = (uint32_t)ndksmb_parse_num(optarg, "--max-rw");
             break;
         case 'h':
             usage(stdout);

@@ -103,13 +103,15 @@ int ndksmb_serve(int argc, char **argv)
     optind = 1;
     while ((ch = getopt_long(argc, argv, "p:U:h", lo, NULL)) != -1) {
         switch (ch) {
-        case 'p':
-            port = atoi(optarg);
-            if (port < 0 || port > 65535) {
+        case 'p': {
+            unsigned long p = ndksmb_parse_num(optarg, "serve --port");
+            if (p > 65535) {
                 fprintf(stderr, "ndksmb serve: --port: 0 to 65535\n");
                 return 2;
             }
+            port = (int)p;
             break;
+        }
         case 'U':
             ndksmb_split_user(optarg, &user, &password);
             break;
@@ -127,7 +129,7 @@ int ndksmb_serve(int argc, char **argv)
             transport = optarg;
             break;
         case 'n':
-            max_conns = (unsigned)atoi(optarg);
+            max_conns = (unsigned)ndksmb_parse_num(optarg, "serve --connections");
             break;
         case 'g':
             sign = 1;
