@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/link.h"
+#include "datapath/link.h"
 #include "core/qp.h"
 
 static double case_seconds = 1.5;

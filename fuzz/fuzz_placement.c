@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "core/adapter.h"
-#include "core/link.h"
+#include "datapath/link.h"
 #include "core/mr.h"
 #include "core/qp.h"
 #include <ndk/ndkpi.h>

@@ -18,15 +18,15 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "datapath/qp_io.h"
+#include "datapath/conn.h"
 
 int __real_sndk_source_add(struct sndk_engine *e, struct sndk_source *s, int fd, uint32_t events,
                            sndk_source_fn fn, int thread);
 int __wrap_sndk_source_add(struct sndk_engine *e, struct sndk_source *s, int fd, uint32_t events,
                            sndk_source_fn fn, int thread);
-void __real_sndk_tx_init(struct sndk_qp_io *io, bool crc, uint32_t max_fpdu, uint32_t ird,
+void __real_sndk_tx_init(struct sndk_conn *io, bool crc, uint32_t max_fpdu, uint32_t ird,
                          uint32_t ord);
-void __wrap_sndk_tx_init(struct sndk_qp_io *io, bool crc, uint32_t max_fpdu, uint32_t ird,
+void __wrap_sndk_tx_init(struct sndk_conn *io, bool crc, uint32_t max_fpdu, uint32_t ird,
                          uint32_t ord);
 
 static void stall(const char *var, const char *where)
@@ -48,7 +48,7 @@ int __wrap_sndk_source_add(struct sndk_engine *e, struct sndk_source *s, int fd,
     return __real_sndk_source_add(e, s, fd, events, fn, thread);
 }
 
-void __wrap_sndk_tx_init(struct sndk_qp_io *io, bool crc, uint32_t max_fpdu, uint32_t ird,
+void __wrap_sndk_tx_init(struct sndk_conn *io, bool crc, uint32_t max_fpdu, uint32_t ird,
                          uint32_t ord)
 {
     stall("FUZZ_STALL_ATTACH_MS", "attach, before qp->io is published");

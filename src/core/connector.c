@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "core/errno_status.h"
-#include "core/link.h"
+#include "datapath/link.h"
 #include "faults/faults.h"
 #include "core/listener.h"
 #include "core/qp.h"

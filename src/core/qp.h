@@ -8,7 +8,7 @@
 #include "util/lock.h"
 
 /* QP states (datapath.md#states): one enum, a name table, one transition function per source state,
- * every transition logged.
+ * every transition logged. The connection drives them (datapath/conn.c: sndk_qp_set_state).
  *   IDLE --attach--> CONNECTED --shutdown--> DISCONNECTING --peer FIN / timeout--> ERROR
  *                    CONNECTED --fault, Terminate, reset, flush, close, abort--> ERROR
  *   DISCONNECTING --fault, close, abort--> ERROR
@@ -56,7 +56,7 @@ enum sndk_sq_kind {
     SNDK_SQ_INVALIDATE,
 };
 
-struct sndk_qp_io; /* connection state (src/datapath/qp_io.h) */
+struct sndk_conn; /* the connection under the QP (src/datapath/conn.h) */
 
 /* Lock order (docs/datapath.md#locking), outermost first:
  *   cq->conn_lock -> state_lock -> rx_lock -> tx_lock -> rq_lock -> srq->lock -> cq->lock
@@ -96,9 +96,13 @@ struct sndk_qp {
     struct sndk_recv_ring rq;
 
     struct sndk_mutex rx_lock; /* the receive side of io: parser, current receive */
-    struct sndk_qp_io *io;     /* set once by the first attach, freed with the QP */
+    struct sndk_conn *io;     /* set once by the first attach, freed with the QP */
 };
 
-const char *sndk_qp_state_name(enum sndk_qp_state s);
+static inline enum sndk_qp_state sndk_qp_state(const struct sndk_qp *qp)
+{
+    return (enum sndk_qp_state)atomic_load_explicit(&((struct sndk_qp *)qp)->state,
+                                                    memory_order_acquire);
+}
 
 #endif

@@ -1,6 +1,6 @@
 /* Shared receive queue (docs/ndk-rules.md#srq). */
 #include "core/srq.h"
-#include "datapath/qp_io.h"
+#include "datapath/conn.h"
 #include "faults/faults.h"
 #include "verify/verify.h"
 
@@ -119,7 +119,7 @@ bool sndk_srq_take(struct sndk_srq *srq, struct sndk_recv_wqe *out)
 }
 
 /* Receiver not ready: connections whose Send waits for a receive of this SRQ. */
-void sndk_srq_rnr_wait(struct sndk_srq *srq, struct sndk_qp_io *io)
+void sndk_srq_rnr_wait(struct sndk_srq *srq, struct sndk_conn *io)
 {
     sndk_mutex_lock(&srq->lock);
     if (!io->rnr_listed) {
@@ -130,11 +130,11 @@ void sndk_srq_rnr_wait(struct sndk_srq *srq, struct sndk_qp_io *io)
     sndk_mutex_unlock(&srq->lock);
 }
 
-void sndk_srq_rnr_done(struct sndk_srq *srq, struct sndk_qp_io *io)
+void sndk_srq_rnr_done(struct sndk_srq *srq, struct sndk_conn *io)
 {
     sndk_mutex_lock(&srq->lock);
     if (io->rnr_listed) {
-        struct sndk_qp_io **pp = &srq->rnr_waiters;
+        struct sndk_conn **pp = &srq->rnr_waiters;
         while (*pp != io)
             pp = &(*pp)->rnr_next;
         *pp = io->rnr_next;
@@ -149,7 +149,7 @@ void sndk_srq_rnr_done(struct sndk_srq *srq, struct sndk_qp_io *io)
 static void srq_rnr_kick_locked(struct sndk_srq *srq)
 {
     sndk_assert_held(&srq->lock);
-    for (struct sndk_qp_io *w = srq->rnr_waiters; w; w = w->rnr_next)
+    for (struct sndk_conn *w = srq->rnr_waiters; w; w = w->rnr_next)
         sndk_qp_rnr_kick(w->qp);
 }
 

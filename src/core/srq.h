@@ -31,7 +31,7 @@ struct sndk_recv_wqe *sndk_recv_ring_at(const struct sndk_recv_ring *r, uint32_t
 NTSTATUS sndk_recv_ring_push(struct sndk_recv_ring *r, void *context, const NDK_SGE *sgl,
                              ULONG nsge, ULONG max_transfer);
 
-struct sndk_qp_io;
+struct sndk_conn;
 
 struct sndk_srq {
     struct sndk_obj base;
@@ -44,7 +44,7 @@ struct sndk_srq {
     bool notify_due;       /* a notification is to be delivered */
     bool notify_scheduled; /* work queued or running; holds a reference */
     struct sndk_work notify_work;
-    struct sndk_qp_io *rnr_waiters; /* connections waiting for a receive (receiver not ready,
+    struct sndk_conn *rnr_waiters; /* connections waiting for a receive (receiver not ready,
                                        docs/datapath.md); under lock */
     /* The consumer verifier's [SRQ-7] check (verify/verify.h): threads now inside
      * NdkSrqReceive; only counted with the verifier on. */

@@ -14,7 +14,7 @@
  * io->tx_fault says what happens once the batch is out. *corrupt: cut it with a wrong CRC. */
 static bool tx_fpdu_next(struct sndk_qp *qp, bool *corrupt)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     uint32_t ms = 0;
     const struct sndk_fault_rule *r = NULL;
     enum sndk_fault_action a = sndk_fault_fpdu(io->fc, SNDK_FDIR_TX, io->qp, &ms, &r);
@@ -33,7 +33,7 @@ static void tx_fpdu_cut(struct sndk_qp *qp, int rec, int first, int n, bool corr
 {
     (void)first;
     (void)n;
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     io->fc->d[SNDK_FDIR_TX].fpdus++;
     if (corrupt) /* the CRC is the trailer's last 4 bytes, sent from here */
         io->fp[rec].trailer[io->fp[rec].trailer_len - 1] ^= 0xffu;
@@ -43,7 +43,7 @@ static void tx_fpdu_cut(struct sndk_qp *qp, int rec, int first, int n, bool corr
 static enum sndk_tx_result tx_act(struct sndk_qp *qp, enum sndk_fault_action a, uint32_t ms,
                                   const struct sndk_fault_rule *r)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     io->tx_fault = SNDK_FACT_NONE;
     if (a == SNDK_FACT_STALL) {
         io->tx_stalled = true;
@@ -73,7 +73,7 @@ static enum sndk_tx_result tx_act(struct sndk_qp *qp, enum sndk_fault_action a, 
 
 static enum sndk_tx_result tx_stopped(struct sndk_qp *qp)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     return tx_act(qp, io->tx_fault, io->tx_fault_ms, io->tx_fault_rule);
 }
 
@@ -81,7 +81,7 @@ static enum sndk_tx_result tx_stopped(struct sndk_qp *qp)
 static enum sndk_seam_verdict tx_write_cap(struct sndk_qp *qp, uint64_t *cap,
                                            enum sndk_tx_result *res)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     struct sndk_fault_dirstate *d = &io->fc->d[SNDK_FDIR_TX];
     if (d->byte_mark == UINT64_MAX)
         return SNDK_SEAM_GO_ON;
@@ -111,7 +111,7 @@ static void tx_wrote(struct sndk_qp *qp, const struct iovec *iov, int n, size_t 
 static enum sndk_seam_verdict rx_act(struct sndk_qp *qp, enum sndk_fault_action a, uint32_t ms,
                                      struct sndk_fail *fail)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     switch (a) {
     case SNDK_FACT_CRC:
         io->rx.fault_crc_at = io->rx.fpdus + 1;
@@ -137,7 +137,7 @@ static enum sndk_seam_verdict rx_act(struct sndk_qp *qp, enum sndk_fault_action 
 /* At an FPDU boundary: do the rules act on the next FPDU? */
 static enum sndk_seam_verdict rx_fpdu_next(struct sndk_qp *qp, struct sndk_fail *fail)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     if (io->rx.fpdus == io->rx_fault_checked)
         return SNDK_SEAM_GO_ON;
     io->rx_fault_checked = io->rx.fpdus;
@@ -157,7 +157,7 @@ static bool rx_fpdu_ended(struct sndk_qp *qp)
  * 0 when nothing beyond the mark arrived yet, or a rule acted right here. */
 static enum sndk_seam_verdict rx_read_cap(struct sndk_qp *qp, struct sndk_fail *fail, size_t *cap)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     struct sndk_fault_dirstate *d = &io->fc->d[SNDK_FDIR_RX];
     while (d->byte_mark != UINT64_MAX && d->byte_mark == d->bytes) {
         uint8_t b;
@@ -197,14 +197,14 @@ static const struct sndk_dp_hook_ops ops = {
     .rx_read = rx_read,
 };
 
-static bool attach(struct sndk_qp_io *io, const struct sndk_link_params *p)
+static bool attach(struct sndk_conn *io, const struct sndk_link_params *p)
 {
     io->fc = sndk_fault_conn_new(io->qp->base.adapter, p->active, p->crc);
     io->rx_fault_checked = UINT64_MAX;
     return io->fc != NULL;
 }
 
-static void detach(struct sndk_qp_io *io)
+static void detach(struct sndk_conn *io)
 {
     sndk_fault_conn_free(io->fc);
     io->fc = NULL;

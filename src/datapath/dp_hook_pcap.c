@@ -37,13 +37,13 @@ static const struct sndk_dp_hook_ops ops = {
     .rx_fin = rx_fin,
 };
 
-static bool attach(struct sndk_qp_io *io, const struct sndk_link_params *p)
+static bool attach(struct sndk_conn *io, const struct sndk_link_params *p)
 {
     (void)p;
     return io->crec && io->crec->pcap;
 }
 
-static void detach(struct sndk_qp_io *io)
+static void detach(struct sndk_conn *io)
 {
     (void)io; /* the capture belongs to the connection's record */
 }

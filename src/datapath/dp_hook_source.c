@@ -18,7 +18,7 @@
 static void tx_fpdu_cut(struct sndk_qp *qp, int rec, int first, int n, bool corrupt)
 {
     (void)corrupt;
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     if (!io->fp[rec].payload_len)
         return;
     struct sndk_tx_rec *r = &io->rec[rec];
@@ -30,14 +30,14 @@ static void tx_fpdu_cut(struct sndk_qp *qp, int rec, int first, int n, bool corr
 /* sendmsg progress edits iov in place: keep the batch's iovecs as built. */
 static void tx_batch_built(struct sndk_qp *qp, int niov)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     memcpy(io->src_iov, io->iov, (size_t)niov * sizeof *io->iov);
 }
 
 /* The FPDU is in TCP: its source must still be what was checksummed when it was cut. */
 static void tx_fpdu_out(struct sndk_qp *qp, const struct sndk_tx_rec *r)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     if (!r->pay_n || sndk_crc32c_iov(0, io->src_iov + r->pay_first, r->pay_n) == r->pay_sum)
         return;
     sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_SOURCE_MODIFIED);
@@ -76,7 +76,7 @@ static const struct sndk_dp_hook_ops ops = {
     .tx_fpdu_out = tx_fpdu_out,
 };
 
-static bool attach(struct sndk_qp_io *io, const struct sndk_link_params *p)
+static bool attach(struct sndk_conn *io, const struct sndk_link_params *p)
 {
     (void)p;
     struct sndk_qp *qp = io->qp;
@@ -90,7 +90,7 @@ static bool attach(struct sndk_qp_io *io, const struct sndk_link_params *p)
     return io->src_iov != NULL;
 }
 
-static void detach(struct sndk_qp_io *io)
+static void detach(struct sndk_conn *io)
 {
     free(io->src_iov);
     io->src_iov = NULL;

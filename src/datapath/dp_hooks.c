@@ -14,7 +14,7 @@ static const struct sndk_dp_hook *const concerns[] = {
 _Static_assert(sizeof concerns / sizeof concerns[0] <= SNDK_DP_HOOKS_MAX,
                "a slot per concern in struct sndk_dp_hooks");
 
-void sndk_dp_hooks_attach(struct sndk_qp_io *io, const struct sndk_link_params *p)
+void sndk_dp_hooks_attach(struct sndk_conn *io, const struct sndk_link_params *p)
 {
     io->hooks.n = 0;
     for (size_t i = 0; i < sizeof concerns / sizeof concerns[0]; i++)
@@ -22,7 +22,7 @@ void sndk_dp_hooks_attach(struct sndk_qp_io *io, const struct sndk_link_params *
             io->hooks.ops[io->hooks.n++] = concerns[i]->ops;
 }
 
-void sndk_dp_hooks_detach(struct sndk_qp_io *io)
+void sndk_dp_hooks_detach(struct sndk_conn *io)
 {
     for (size_t i = 0; i < sizeof concerns / sizeof concerns[0]; i++)
         concerns[i]->detach(io);

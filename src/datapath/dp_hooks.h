@@ -1,5 +1,5 @@
 /* The hook table of a connection's data path: what is attached at the named seams of
- * dp_seams.h. Only the table's shape lives here, so that qp_io.h can hold one per connection
+ * dp_seams.h. Only the table's shape lives here, so that conn.h can hold one per connection
  * without seeing the seams. docs/datapath.md, "Hooks". */
 #ifndef SOFTNDK_DATAPATH_DP_HOOKS_H
 #define SOFTNDK_DATAPATH_DP_HOOKS_H

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "datapath/qp_io.h"
+#include "datapath/conn.h"
 
 /* What a seam that may act on the stream says. */
 enum sndk_seam_verdict {
@@ -62,16 +62,16 @@ struct sndk_dp_hook_ops {
 struct sndk_dp_hook {
     const struct sndk_dp_hook_ops *ops;
     /* Set up its state for this connection; false: not attached (off, or no memory). */
-    bool (*attach)(struct sndk_qp_io *io, const struct sndk_link_params *p);
-    void (*detach)(struct sndk_qp_io *io); /* free what attach made; may run unattached */
+    bool (*attach)(struct sndk_conn *io, const struct sndk_link_params *p);
+    void (*detach)(struct sndk_conn *io); /* free what attach made; may run unattached */
 };
 extern const struct sndk_dp_hook sndk_dp_hook_faults, sndk_dp_hook_pcap, sndk_dp_hook_source;
 
 /* At sndk_qp_attach, before the connection's first byte: attach every concern that serves it
  * (the options, the adapter's fault rules, capture on). */
-void sndk_dp_hooks_attach(struct sndk_qp_io *io, const struct sndk_link_params *p);
+void sndk_dp_hooks_attach(struct sndk_conn *io, const struct sndk_link_params *p);
 /* At the QP's destroy: every hook frees its state. */
-void sndk_dp_hooks_detach(struct sndk_qp_io *io);
+void sndk_dp_hooks_detach(struct sndk_conn *io);
 
 /* The dispatch of the seams below (dp_hooks.c): only called with hooks attached. */
 bool sndk_dp_tx_fpdu_next(struct sndk_qp *qp, bool *corrupt);
@@ -147,7 +147,7 @@ static inline void sndk_seam_tx_wrote(struct sndk_qp *qp, const struct iovec *io
 static inline void sndk_seam_tx_term_sent(struct sndk_qp *qp, const struct sndk_term *t,
                                           const struct iovec *iov, int n, size_t w, size_t wire_len)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     if (io->crec) {
         sndk_cc_add(io->crec, SNDK_CC_TX_OCTETS, (uint64_t)w);
         if (w == wire_len)
@@ -175,7 +175,7 @@ static inline enum sndk_seam_verdict sndk_seam_rx_fpdu_next(struct sndk_qp *qp,
     return SNDK_DP_HOOKED(qp->io) ? sndk_dp_rx_fpdu_next(qp, fail) : SNDK_SEAM_GO_ON;
 }
 /* An FPDU ended in the staged bytes: stop feeding there? */
-static inline bool sndk_seam_rx_fpdu_ended(struct sndk_qp_io *io)
+static inline bool sndk_seam_rx_fpdu_ended(struct sndk_conn *io)
 {
     return SNDK_DP_HOOKED(io) && sndk_dp_rx_fpdu_ended(io->qp);
 }
@@ -197,7 +197,7 @@ static inline void sndk_seam_rx_read(struct sndk_qp *qp, const struct iovec *iov
 /* The pass is over: the FPDUs it completed go to the connection's counters. */
 static inline void sndk_seam_rx_fpdus(struct sndk_qp *qp)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     if (io->crec && io->rx.fpdus != io->rx_fpdus_seen) {
         sndk_cc_add(io->crec, SNDK_CC_RX_FPDUS, io->rx.fpdus - io->rx_fpdus_seen);
         io->rx_fpdus_seen = io->rx.fpdus;
@@ -220,7 +220,7 @@ static inline void sndk_seam_rx_term_received(struct sndk_qp *qp, const struct s
 /* ---------------------------------------------------------------- QP seams (tx_lock) */
 
 /* A request was queued. */
-static inline void sndk_seam_sq_posted(struct sndk_qp_io *io)
+static inline void sndk_seam_sq_posted(struct sndk_conn *io)
 {
     if (io->crec)
         sndk_cc_add(io->crec, SNDK_CC_SQ_POSTED, 1);

@@ -45,7 +45,7 @@ const char *sndk_rnr_phase_name(enum sndk_rnr_phase p)
  * waiting, waiting => receiving, waiting => expired. */
 static void rnr_set(struct sndk_qp *qp, enum sndk_rnr_phase to, const char *why)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     sndk_assert_held(&qp->rx_lock);
     sndk_assert_held(&qp->tx_lock);
     enum sndk_rnr_phase from = sndk_rnr_phase(io);
@@ -75,7 +75,7 @@ static bool rnr_may_wait(struct sndk_qp *qp)
  * back on the sender), arm the bound, count and name it. rx_lock held. */
 static void rnr_begin(struct sndk_qp *qp)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     unsigned ms = qp->base.adapter->cfg.rnr_wait_ms;
     sndk_mutex_lock(&qp->tx_lock);
     if (!sndk_conn_stopped(io)) {
@@ -101,7 +101,7 @@ static void rnr_begin(struct sndk_qp *qp)
 /* Waiting: is the receive there now? Then the held Send goes on. rx_lock held. */
 static bool rnr_try_resume(struct sndk_qp *qp, const char *why)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     if (sndk_rnr_phase(io) != SNDK_RNR_WAITING || io->rx.state != SNDK_RX_HELD)
         return false;
     int rc = sndk_rx_resume(&io->rx);
@@ -133,7 +133,7 @@ bool sndk_rx_rnr_resume(struct sndk_qp *qp)
 
 void sndk_rx_rnr_expire(struct sndk_qp *qp, const char *why)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     sndk_assert_held(&qp->rx_lock);
     if (rnr_try_resume(qp, "a receive came before the bound"))
         return;
@@ -151,7 +151,7 @@ void sndk_rx_rnr_expire(struct sndk_qp *qp, const char *why)
  * and find its memory. */
 static int take_receive(struct sndk_qp *qp)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     struct sndk_recv_wqe *w = io->cur;
     bool got = false;
     if (sndk_rnr_phase(io) == SNDK_RNR_EXPIRED) {
@@ -246,7 +246,7 @@ static int place_write(struct sndk_qp *qp, const struct sndk_rx_seg *seg, uint32
  * request order, [IW-ORDER]). Its slot's fields do not change while it is outstanding. */
 static struct sndk_sqe *read_head(struct sndk_qp *qp)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     if (io->rd_active)
         return &qp->sq[io->rd_req % qp->initiator_depth];
     sndk_mutex_lock(&qp->tx_lock);
@@ -267,7 +267,7 @@ static struct sndk_sqe *read_head(struct sndk_qp *qp)
  * response is being placed. */
 static bool fence_head(struct sndk_qp *qp)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     if (io->rd_active)
         return false;
     sndk_mutex_lock(&qp->tx_lock);
@@ -279,7 +279,7 @@ static bool fence_head(struct sndk_qp *qp)
 /* The fence's (zero-length) response: the Writes before it are placed at the peer. */
 static int fence_resp_done(struct sndk_qp *qp, const struct sndk_rx_seg *seg, uint64_t msg_len)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     sndk_mutex_lock(&qp->tx_lock);
     bool ours = seg->stag == io->orq_fence_stag[io->orq_head];
     if (ours && msg_len == 0)
@@ -295,7 +295,7 @@ static int fence_resp_done(struct sndk_qp *qp, const struct sndk_rx_seg *seg, ui
 static int place_read_resp(struct sndk_qp *qp, const struct sndk_rx_seg *seg, uint32_t off,
                            struct iovec *iov, int max_iov)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     if (off == 0 && fence_head(qp))
         return -SNDK_WERR_BOUNDS; /* a fence Read asked for no byte */
     if (off == 0) {
@@ -328,7 +328,7 @@ static int place_read_resp(struct sndk_qp *qp, const struct sndk_rx_seg *seg, ui
 /* The last Read Response segment was placed: the Read is done (it retires in order). */
 static int read_resp_done(struct sndk_qp *qp, const struct sndk_rx_seg *seg, uint64_t msg_len)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     if (fence_head(qp))
         return fence_resp_done(qp, seg, msg_len);
     struct sndk_sqe *e = read_head(qp); /* a zero-length response placed nothing before */
@@ -350,7 +350,7 @@ static int rx_place(void *ctx, const struct sndk_rx_seg *seg, uint32_t off, stru
                     int max_iov)
 {
     struct sndk_qp *qp = ctx;
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     if (seg->tagged)
         return seg->opcode == SNDK_OP_WRITE ? place_write(qp, seg, off, iov, max_iov)
                                             : place_read_resp(qp, seg, off, iov, max_iov);
@@ -388,7 +388,7 @@ static int rx_place(void *ctx, const struct sndk_rx_seg *seg, uint32_t off, stru
 static int rx_msg_done(void *ctx, const struct sndk_rx_seg *seg, uint64_t msg_len)
 {
     struct sndk_qp *qp = ctx;
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     if (seg->opcode == SNDK_OP_READ_RESP)
         return read_resp_done(qp, seg, msg_len);
     if (seg->tagged) {
@@ -432,7 +432,7 @@ static int rx_msg_done(void *ctx, const struct sndk_rx_seg *seg, uint64_t msg_le
 static int rx_read_req(void *ctx, const struct sndk_rx_seg *seg, const struct sndk_read_req *rr)
 {
     struct sndk_qp *qp = ctx;
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     sndk_mutex_lock(&qp->tx_lock);
     bool full = io->irq_count >= io->ird;
     sndk_mutex_unlock(&qp->tx_lock);
@@ -474,7 +474,7 @@ static void rx_terminate(void *ctx, const struct sndk_rx_seg *seg, const struct 
 {
     (void)seg;
     struct sndk_qp *qp = ctx;
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     struct sndk_fail *f = &io->rx_fail;
     sndk_seam_rx_term_received(qp, t);
     f->link_status = STATUS_CONNECTION_ABORTED;
@@ -511,7 +511,7 @@ static const struct sndk_rx_ops rx_ops = {
     .terminate = rx_terminate,
 };
 
-void sndk_rx_io_init(struct sndk_qp_io *io, bool crc)
+void sndk_rx_io_init(struct sndk_conn *io, bool crc)
 {
     struct sndk_rx_config cfg = {.crc = crc};
     sndk_rx_init(&io->rx, &cfg, &rx_ops, io->qp);
@@ -523,7 +523,7 @@ void sndk_rx_io_init(struct sndk_qp_io *io, bool crc)
 
 void sndk_rx_cancel_current(struct sndk_qp *qp, NTSTATUS st, ULONG code)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     sndk_assert_held(&qp->rx_lock);
     if (!io || !io->cur_active)
         return;
@@ -543,7 +543,7 @@ void sndk_rx_cancel_current(struct sndk_qp *qp, NTSTATUS st, ULONG code)
 /* ---------------------------------------------------------------- the pass */
 
 /* Hand staged bytes to the parser. */
-static int feed_stage(struct sndk_qp_io *io)
+static int feed_stage(struct sndk_conn *io)
 {
     while (io->stage_pos < io->stage_len) {
         struct iovec iov[SNDK_RX_PLACE_IOV + 2];
@@ -577,7 +577,7 @@ static int feed_stage(struct sndk_qp_io *io)
  * has a shorter header the few payload bytes read with it are copied into the region the
  * parser offers for them, after its checks. Returns the probe's index, or -1. */
 #define RX_PROBE_LEN (SNDK_MPA_LEN_SIZE + SNDK_DDP_UNTAGGED_HDR_LEN)
-static int probe_into_stage(struct sndk_qp_io *io, struct iovec *iov, int n)
+static int probe_into_stage(struct sndk_conn *io, struct iovec *iov, int n)
 {
     if (n < 2 || iov[n - 1].iov_base != io->rx.hdr || io->rx.state == SNDK_RX_HDR)
         return -1;
@@ -587,7 +587,7 @@ static int probe_into_stage(struct sndk_qp_io *io, struct iovec *iov, int n)
 
 /* After a direct read: the bytes that went into the probe become the staged bytes. Returns
  * how many bytes the parser's own offer took. */
-static size_t probe_staged(struct sndk_qp_io *io, const struct iovec *iov, int probe, size_t got)
+static size_t probe_staged(struct sndk_conn *io, const struct iovec *iov, int probe, size_t got)
 {
     if (probe < 0)
         return got;
@@ -625,7 +625,7 @@ static bool send_saw_reset(struct sndk_qp *qp)
 
 static enum sndk_rx_result protocol_end(struct sndk_qp *qp, int rc, struct sndk_fail *fail)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     if (io->rx_failed) { /* the peer's Terminate */
         *fail = io->rx_fail;
         return SNDK_RXR_FAIL;
@@ -676,7 +676,7 @@ static enum sndk_rx_result rx_stop(struct sndk_qp *qp, int rc, struct sndk_fail 
  * socket's bytes stay in TCP); once the wait expired, its Terminate. */
 static bool rx_held(struct sndk_qp *qp, struct sndk_fail *fail, enum sndk_rx_result *r)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     if (io->rx.state != SNDK_RX_HELD)
         return false;
     if (sndk_rnr_phase(io) == SNDK_RNR_WAITING) {
@@ -706,12 +706,12 @@ static int clamp_iov(struct iovec *iov, int n, size_t cap)
     return k;
 }
 
-uint32_t sndk_rx_due_after_pass(const struct sndk_qp_io *io)
+uint32_t sndk_rx_due_after_pass(const struct sndk_conn *io)
 {
     return io->rx_emptied && io->rx.state == SNDK_RX_DATA ? io->rx.seg.len - io->rx.pay_got : 0;
 }
 
-bool sndk_rx_emptied_between_fpdus(const struct sndk_qp_io *io, uint64_t fpdus_before)
+bool sndk_rx_emptied_between_fpdus(const struct sndk_conn *io, uint64_t fpdus_before)
 {
     return io->rx_emptied && io->rx.fpdus != fpdus_before && io->rx.state == SNDK_RX_HDR &&
            io->stage_pos == io->stage_len;
@@ -720,7 +720,7 @@ bool sndk_rx_emptied_between_fpdus(const struct sndk_qp_io *io, uint64_t fpdus_b
 /* The pass, then the FPDUs it completed into the connection's counters. */
 enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     if (io->rx_ended) {
         /* rx_lock is released before sndk_qp_fail marks the QP dead: whoever gets it in
          * between learns the same end (nothing after it is read or counted again). */
@@ -748,7 +748,7 @@ enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
 
 static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     sndk_assert_held(&qp->rx_lock);
     int rc;
     /* A read shorter than asked emptied the socket: the pass ends when its bytes are placed,

@@ -29,7 +29,7 @@ static struct sndk_sqe *slot(struct sndk_qp *qp, uint32_t idx);
 /* WriteCompletion placed (docs/qp.md, "Write completion"): a Write is done when a Read cut
  * after it is answered. Without ORD (the peer takes no Read) there is no such Read: Writes
  * complete when handed to TCP, and the log says so once. */
-static void fence_init(struct sndk_qp_io *io)
+static void fence_init(struct sndk_conn *io)
 {
     io->writes_unfenced = 0;
     io->write_placed = io->qp->base.adapter->cfg.write_completion == SoftNdkWriteCompletionPlaced;
@@ -47,7 +47,7 @@ static void fence_init(struct sndk_qp_io *io)
  * far. */
 static void orq_note(struct sndk_qp *qp, uint32_t i, enum sndk_orq_kind kind, uint32_t stag)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     io->orq_kind[i] = (uint8_t)kind;
     io->orq_covers[i] = qp->sq_sent;
     io->orq_fence_stag[i] = stag;
@@ -59,7 +59,7 @@ static void orq_note(struct sndk_qp *qp, uint32_t i, enum sndk_orq_kind kind, ui
  * SNDK_FENCE_BATCH Writes went without one. */
 static bool fence_due(struct sndk_qp *qp)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     if (!io->write_placed || io->writes_unfenced == 0)
         return false;
     if (qp->sq_sent == qp->sq_tail || io->writes_unfenced >= SNDK_FENCE_BATCH)
@@ -73,7 +73,7 @@ static bool fence_due(struct sndk_qp *qp)
  * (the batch stops; a response frees a credit and kicks TX), < 0 when it cannot be built. */
 static int cut_fence(struct sndk_qp *qp, int rec, struct iovec *iov, int room)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     if (io->orq_count >= io->ord)
         return 0;
     uint32_t msn = io->msn_read++;
@@ -94,14 +94,14 @@ static int cut_fence(struct sndk_qp *qp, int rec, struct iovec *iov, int room)
     return n;
 }
 
-bool sndk_tx_fence_at_head(const struct sndk_qp_io *io)
+bool sndk_tx_fence_at_head(const struct sndk_conn *io)
 {
     return io->orq_count > 0 && io->orq_kind[io->orq_head] == SNDK_ORQ_FENCE;
 }
 
 void sndk_tx_orq_pop(struct sndk_qp *qp)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     sndk_assert_held(&qp->tx_lock);
     uint32_t covers = io->orq_covers[io->orq_head];
     io->orq_head = (io->orq_head + 1) % SNDK_RD_MAX;
@@ -120,7 +120,7 @@ void sndk_tx_orq_pop(struct sndk_qp *qp)
         io->tx_kick = true; /* a Read, a fence or a fenced request may go now */
 }
 
-void sndk_tx_init(struct sndk_qp_io *io, bool crc, uint32_t max_fpdu, uint32_t ird, uint32_t ord)
+void sndk_tx_init(struct sndk_conn *io, bool crc, uint32_t max_fpdu, uint32_t ird, uint32_t ord)
 {
     io->txcfg = (struct sndk_tx_cfg){.max_fpdu = max_fpdu, .crc = crc};
     io->msn_send = 1;
@@ -136,7 +136,7 @@ void sndk_tx_init(struct sndk_qp_io *io, bool crc, uint32_t max_fpdu, uint32_t i
     io->msg_active = false;
 }
 
-void sndk_tx_update_events(struct sndk_qp_io *io)
+void sndk_tx_update_events(struct sndk_conn *io)
 {
     if (sndk_conn_ended(io))
         return;
@@ -168,7 +168,7 @@ const char *sndk_tx_gate_name(enum sndk_tx_gate g)
 
 static void set_gate(struct sndk_qp *qp, enum sndk_tx_gate to, const char *why)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     enum sndk_tx_gate from = (enum sndk_tx_gate)io->tx_gate;
     /* OPEN is final; AWAITING -> HOLDING -> OPEN, or AWAITING -> OPEN */
     assert(from != SNDK_TXG_OPEN && to != from && to != SNDK_TXG_AWAITING);
@@ -177,7 +177,7 @@ static void set_gate(struct sndk_qp *qp, enum sndk_tx_gate to, const char *why)
     io->tx_gate = (uint8_t)to;
 }
 
-void sndk_tx_gate_await(struct sndk_qp_io *io)
+void sndk_tx_gate_await(struct sndk_conn *io)
 {
     io->tx_gate = SNDK_TXG_AWAITING;
     sndk_debug("tx", "QP %p: gate open => %s (MPA Responder without an RTR)", (void *)io->qp,
@@ -186,7 +186,7 @@ void sndk_tx_gate_await(struct sndk_qp_io *io)
 
 void sndk_tx_gate_open(struct sndk_qp *qp)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     sndk_assert_held(&qp->tx_lock);
     if (io->tx_gate == SNDK_TXG_OPEN)
         return;
@@ -202,7 +202,7 @@ void sndk_tx_gate_open(struct sndk_qp *qp)
  * count and trace that it waits. (With nothing ready the push goes on: a FIN is no FPDU.) */
 static void gate_hold(struct sndk_qp *qp)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     if (io->tx_gate != SNDK_TXG_AWAITING)
         return;
     set_gate(qp, SNDK_TXG_HOLDING, "a request is ready before the Initiator's first FPDU");
@@ -217,7 +217,7 @@ static void gate_hold(struct sndk_qp *qp)
 static void response_refused(struct sndk_qp *qp, const struct sndk_irq_entry *q,
                              enum sndk_access_result r)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     struct sndk_fpdu tmp;
     struct iovec iov[3];
     struct sndk_wire_fault wf = {.err = (enum sndk_wire_err)-sndk_acc_rreq_werr(r),
@@ -245,7 +245,7 @@ static void response_refused(struct sndk_qp *qp, const struct sndk_irq_entry *q,
  * read. Returns false when the connection must end (io->tx_fail). */
 static bool start_response(struct sndk_qp *qp)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     const struct sndk_irq_entry *q = &io->irq[(io->irq_head + io->irq_built) % SNDK_RD_MAX];
     uint64_t need = (uint64_t)q->rr.size / NDK_ADAPTER_PAGE_SIZE + 2;
     if (need > (uint64_t)io->resp_cap) {
@@ -281,7 +281,7 @@ static bool start_response(struct sndk_qp *qp)
  * when ORD Reads are outstanding, and before a READ_FENCE request while any Read is. */
 static void fill_batch(struct sndk_qp *qp)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     int nrec = 0, niov = 0;
     bool corrupt = false;
     while (nrec < SNDK_TX_BATCH && !io->tx_failed && io->tx_fault == SNDK_FACT_NONE) {
@@ -425,7 +425,7 @@ stall:
 /* n more bytes of the batch went out: what ends with a complete FPDU is done. */
 static void consumed(struct sndk_qp *qp, size_t n)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     sndk_iov_advance(&io->iov_cur, &io->iov_left, n);
     bool retire = false;
     uint64_t fpdus = 0;
@@ -470,7 +470,7 @@ static int clamp_iov(const struct iovec *iov, int n, uint64_t cap, struct iovec 
 
 enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     sndk_assert_held(&qp->tx_lock);
     if (sndk_conn_ended(io))
         return SNDK_TX_IO_ERR;
@@ -544,7 +544,7 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
 
 void sndk_tx_terminate(struct sndk_qp *qp, const struct sndk_term *t)
 {
-    struct sndk_qp_io *io = qp->io;
+    struct sndk_conn *io = qp->io;
     sndk_assert_held(&qp->tx_lock);
     if (sndk_conn_ended(io))
         return;
@@ -567,7 +567,7 @@ void sndk_tx_terminate(struct sndk_qp *qp, const struct sndk_term *t)
                sndk_term_code_name(t->layer, t->etype, t->code), w, f.wire_len);
 }
 
-void sndk_tx_discard(struct sndk_qp_io *io)
+void sndk_tx_discard(struct sndk_conn *io)
 {
     io->nrec = io->rec_i = 0;
     io->rec_done = 0;

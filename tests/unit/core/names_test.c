@@ -15,7 +15,7 @@
 #include "core/mr.h"
 #include "core/object.h"
 #include "core/qp.h"
-#include "datapath/qp_io.h"
+#include "datapath/conn.h"
 #include "engine/engine.h"
 #include "faults/faults.h"
 #include "harness.h"

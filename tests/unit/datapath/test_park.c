@@ -7,7 +7,7 @@
 
 #include "datapath.h"
 #include "core/cq.h"
-#include "datapath/qp_io.h"
+#include "datapath/conn.h"
 
 #define YCTX ((void *)0x2002) /* dp_pair_open's QP context of y */
 

@@ -9,8 +9,8 @@
  *
  * Events are called on the socket's progress thread, never with a QP lock held, each at most
  * once per attach, and never after the done item of sndk_qp_detach has been queued. */
-#ifndef SOFTNDK_CORE_LINK_H
-#define SOFTNDK_CORE_LINK_H
+#ifndef SOFTNDK_DATAPATH_LINK_H
+#define SOFTNDK_DATAPATH_LINK_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,11 +1,12 @@
-/* The connection state of a QP and the internal interface between qp.c (objects, states,
- * posting), tx.c (requests -> FPDUs -> socket) and rx.c (socket -> parser -> placement and
- * receive completions). docs/datapath.md explains the design. */
-#ifndef SOFTNDK_DATAPATH_QP_IO_H
-#define SOFTNDK_DATAPATH_QP_IO_H
+/* The connection under a QP, and the interface between conn.c (phases, attach, the end, the
+ * drivers, timers, retirement), core/qp.c (the object: checks, filling slots), tx.c (requests
+ * -> FPDUs -> socket) and rx.c (socket -> parser -> placement and receive completions).
+ * docs/datapath.md explains the design. */
+#ifndef SOFTNDK_DATAPATH_CONN_H
+#define SOFTNDK_DATAPATH_CONN_H
 
 #include "core/access.h"
-#include "core/link.h"
+#include "datapath/link.h"
 #include "core/qp.h"
 #include "datapath/dp_hooks.h"
 #include "iwarp/fpdu.h"
@@ -136,7 +137,7 @@ enum sndk_rx_result {
 };
 
 /* The life of the connection under a QP, from its attach to its end. The QP's own state
- * (qp.c: idle, connected, disconnecting, error) is what the consumer sees; this is what the
+ * (core/qp.h: idle, connected, disconnecting, error) is what the consumer sees; this is what the
  * socket is doing. Written only through sndk_conn_phase_set(), which refuses illegal moves and
  * logs `X => Y (why)`; each move is made holding the lock its readers hold (listed), so a
  * reader holding that lock sees the phase stable:
@@ -192,7 +193,7 @@ enum sndk_orq_kind { SNDK_ORQ_READ, SNDK_ORQ_FENCE };
 #define SNDK_EV_ABORTED       2u
 #define SNDK_EV_SHUTDOWN_DONE 4u
 
-struct sndk_qp_io {
+struct sndk_conn {
     struct sndk_qp *qp;
     struct sndk_conn_rec *crec;    /* counters / pcap of the connection (NULL: none); a reference */
     uint64_t rx_fpdus_seen;        /* rx.fpdus already added to crec (under rx_lock) */
@@ -223,10 +224,10 @@ struct sndk_qp_io {
      * piece rather than in crumbs (docs/datapath.md, "Who receives"). */
     _Atomic uint64_t rx_poll_after_ns;
     /* ... nor before this one (0: none): a polled pass emptied the socket between two FPDUs,
-     * so the polls of the next SNDK_RX_QUIET_NS do not read (qp.c set_poll_quiet) */
+     * so the polls of the next SNDK_RX_QUIET_NS do not read (conn.c set_poll_quiet) */
     _Atomic uint64_t rx_quiet_until_ns;
 #define SNDK_RX_QUIET_NS 1000u /* no read for this long after a message emptied the socket */
-    /* under rx_lock: the arrival rate the back-off assumes, as ns per KiB due (qp.c), learnt
+    /* under rx_lock: the arrival rate the back-off assumes, as ns per KiB due (conn.c), learnt
      * from polls that came back too early (nothing new) or in time */
     uint32_t rx_backoff_ns_per_kib;
 
@@ -252,7 +253,7 @@ struct sndk_qp_io {
                                         (rnr_set); a relaxed load elsewhere is a hint only */
     bool rnr_timer_ref;              /* rnr_timer armed */
     _Atomic bool rnr_work_queued;    /* rnr_work queued (any thread may queue it) */
-    struct sndk_qp_io *rnr_next;     /* on the SRQ's waiter list (under srq->lock) */
+    struct sndk_conn *rnr_next;     /* on the SRQ's waiter list (under srq->lock) */
     bool rnr_listed;                 /* ... is on it (under srq->lock) */
     _Atomic bool sock_failed;      /* a send failed hard (reset): the socket's error is
                                       consumed, so a later read of 0 is not the peer's FIN */
@@ -324,20 +325,39 @@ struct sndk_qp_io {
     uint32_t stage_len, stage_pos;
 };
 
-/* qp.c */
+/* conn.c: the QP's states (core/qp.h), which only the connection moves. Move to `next` if the
+ * current state allows it, logging `X => Y (why)`. Caller holds qp->state_lock. */
+const char *sndk_qp_state_name(enum sndk_qp_state s);
+bool sndk_qp_set_state(struct sndk_qp *qp, enum sndk_qp_state next, const char *why);
+
+/* conn.c: what core/qp.c calls, one call each. */
+/* Publish the request filled at sq_tail (tx_lock taken here) and, unless `defer`, push what can
+ * go. False when the connection ended meanwhile: nothing was published (the post fails with
+ * STATUS_CONNECTION_INVALID). */
+bool sndk_conn_publish(struct sndk_qp *qp, bool defer);
+/* A post is refused inline ([DEFER-2]): what was accepted with DEFER before it goes first. */
+void sndk_conn_push_deferred(struct sndk_qp *qp);
+/* NdkFlush or close of a live connection: end it locally (RST, link event when `notify`). */
+void sndk_conn_fail_local(struct sndk_qp *qp, bool notify);
+/* Complete the receive being filled and every queued one with STATUS_CANCELLED. */
+void sndk_conn_flush_receives(struct sndk_qp *qp);
+/* With the QP: free the connection's state (NULL: nothing). */
+void sndk_conn_free(struct sndk_conn *io);
+
+/* conn.c */
 const char *sndk_conn_phase_name(enum sndk_conn_phase p);
-static inline enum sndk_conn_phase sndk_conn_phase(const struct sndk_qp_io *io)
+static inline enum sndk_conn_phase sndk_conn_phase(const struct sndk_conn *io)
 {
-    return (enum sndk_conn_phase)atomic_load_explicit(&((struct sndk_qp_io *)io)->phase,
+    return (enum sndk_conn_phase)atomic_load_explicit(&((struct sndk_conn *)io)->phase,
                                                       memory_order_acquire);
 }
 /* The end was acted on: the socket is no longer ours to use. Stable under rx_lock or tx_lock. */
-static inline bool sndk_conn_ended(const struct sndk_qp_io *io)
+static inline bool sndk_conn_ended(const struct sndk_conn *io)
 {
     return sndk_conn_phase(io) == SNDK_PHASE_ENDED;
 }
 /* Failing or ended: nothing more is sent or received. Stable under rx_lock or tx_lock. */
-static inline bool sndk_conn_stopped(const struct sndk_qp_io *io)
+static inline bool sndk_conn_stopped(const struct sndk_conn *io)
 {
     return sndk_conn_phase(io) >= SNDK_PHASE_FAILING;
 }
@@ -357,45 +377,45 @@ void sndk_qp_retire_head(struct sndk_qp *qp, NTSTATUS st, ULONG code);
 void sndk_qp_retire_done(struct sndk_qp *qp);
 
 /* tx.c (all: qp->tx_lock held) */
-void sndk_tx_init(struct sndk_qp_io *io, bool crc, uint32_t max_fpdu, uint32_t ird, uint32_t ord);
+void sndk_tx_init(struct sndk_conn *io, bool crc, uint32_t max_fpdu, uint32_t ird, uint32_t ord);
 enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp);
 /* A Responder without an RTR: hold every FPDU until the Initiator's first arrives. At attach,
  * after sndk_tx_init, before the connection is published. */
-void sndk_tx_gate_await(struct sndk_qp_io *io);
+void sndk_tx_gate_await(struct sndk_conn *io);
 /* The Initiator's first FPDU arrived: open the gate (sets tx_kick when something waits). */
 void sndk_tx_gate_open(struct sndk_qp *qp);
 /* Best effort, one non-blocking write; skipped when an FPDU is half written. */
 void sndk_tx_terminate(struct sndk_qp *qp, const struct sndk_term *t);
 /* Set the watched events from tx_blocked / peer_fin / parking / stalls. */
-void sndk_tx_update_events(struct sndk_qp_io *io);
-/* qp.c, tx_lock held: the same facts into the CQs' readiness sets (core/cq.h). */
-void sndk_qp_watch_cqs(struct sndk_qp_io *io);
+void sndk_tx_update_events(struct sndk_conn *io);
+/* conn.c, tx_lock held: the same facts into the CQs' readiness sets (core/cq.h). */
+void sndk_qp_watch_cqs(struct sndk_conn *io);
 /* Drop the unwritten batch (the connection is closing). */
-void sndk_tx_discard(struct sndk_qp_io *io);
+void sndk_tx_discard(struct sndk_conn *io);
 /* RX, a Read Response ended: is the entry at the head of the ORQ a fence? (none: false) */
-bool sndk_tx_fence_at_head(const struct sndk_qp_io *io);
+bool sndk_tx_fence_at_head(const struct sndk_conn *io);
 /* RX: the Read or fence at the head of the ORQ got its whole response: pop it and mark the
  * Writes it covers done (WriteCompletion placed); then retire what can be. */
 void sndk_tx_orq_pop(struct sndk_qp *qp);
 
 /* rx.c (all: qp->rx_lock held) */
-void sndk_rx_io_init(struct sndk_qp_io *io, bool crc);
+void sndk_rx_io_init(struct sndk_conn *io, bool crc);
 /* Read what the socket has (bounded), place it, complete receives. */
 enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail);
 /* Payload bytes of the current segment still due when the last pass ended because the socket
  * ran dry in the middle of it; 0 otherwise. */
-uint32_t sndk_rx_due_after_pass(const struct sndk_qp_io *io);
+uint32_t sndk_rx_due_after_pass(const struct sndk_conn *io);
 /* The last pass took n_before..fpdus FPDUs, at least one, and emptied the socket at an FPDU
  * boundary (not inside a payload, not waiting for a receive). */
-bool sndk_rx_emptied_between_fpdus(const struct sndk_qp_io *io, uint64_t fpdus_before);
+bool sndk_rx_emptied_between_fpdus(const struct sndk_conn *io, uint64_t fpdus_before);
 /* Complete the receive being filled, if any, with st. */
 void sndk_rx_cancel_current(struct sndk_qp *qp, NTSTATUS st, ULONG code);
 const char *sndk_rnr_phase_name(enum sndk_rnr_phase p);
 /* tx.c; "?" past the last gate */
 const char *sndk_tx_gate_name(enum sndk_tx_gate g);
-static inline enum sndk_rnr_phase sndk_rnr_phase(const struct sndk_qp_io *io)
+static inline enum sndk_rnr_phase sndk_rnr_phase(const struct sndk_conn *io)
 {
-    return (enum sndk_rnr_phase)atomic_load_explicit(&((struct sndk_qp_io *)io)->rnr_phase,
+    return (enum sndk_rnr_phase)atomic_load_explicit(&((struct sndk_conn *)io)->rnr_phase,
                                                      memory_order_relaxed);
 }
 /* Receiver-not-ready: a receive may have been posted (rnr_work) — resume the held Send if its
@@ -405,15 +425,15 @@ bool sndk_rx_rnr_resume(struct sndk_qp *qp);
  * came meanwhile (then it resumes). The next pass raises the Send's Terminate. */
 void sndk_rx_rnr_expire(struct sndk_qp *qp, const char *why);
 
-/* qp.c: a receive was posted on qp (its RQ, or the SRQ it shares): if its connection waits for
+/* conn.c: a receive was posted on qp (its RQ, or the SRQ it shares): if its connection waits for
  * one, resume it on its progress thread. Any thread, no QP lock needed (takes none). */
 void sndk_qp_rnr_kick(struct sndk_qp *qp);
-/* qp.c: arm the receiver-not-ready bound (holds a reference). tx_lock held. */
+/* conn.c: arm the receiver-not-ready bound (holds a reference). tx_lock held. */
 void sndk_qp_rnr_timer(struct sndk_qp *qp, unsigned ms);
 struct sndk_srq;
 /* srq.c: a connection on srq waits for a receive (sndk_srq_rnr_wait) / no longer does
  * (sndk_srq_rnr_done, also when not listed). Posting on the SRQ kicks its waiters. */
-void sndk_srq_rnr_wait(struct sndk_srq *srq, struct sndk_qp_io *io);
-void sndk_srq_rnr_done(struct sndk_srq *srq, struct sndk_qp_io *io);
+void sndk_srq_rnr_wait(struct sndk_srq *srq, struct sndk_conn *io);
+void sndk_srq_rnr_done(struct sndk_srq *srq, struct sndk_conn *io);
 
 #endif
