@@ -422,7 +422,11 @@ static bool timer_insert(struct sndk_progress *t, struct sndk_timer *tm)
     return t->timers == tm;
 }
 
-static void timer_arm(struct sndk_engine *e, struct sndk_progress *want, struct sndk_timer *tm,
+/* Returns whether tm was not pending when it was put on its list: the check and the insert are
+ * one critical section under the lock(s) that also serialise its firing and its cancel, so
+ * exactly one of "fire", "successful cancel" and "arm saw it pending" follows each arm that
+ * returned true (engine.h, "References"). */
+static bool timer_arm(struct sndk_engine *e, struct sndk_progress *want, struct sndk_timer *tm,
                       uint64_t delay_us)
 {
     uint64_t deadline = now_us() + delay_us;
@@ -463,22 +467,22 @@ static void timer_arm(struct sndk_engine *e, struct sndk_progress *want, struct 
         if (second)
             sndk_mutex_unlock(&second->lock);
         sndk_mutex_unlock(&first->lock);
-        return;
+        return cur == NULL;
     }
 }
 
-void sndk_timer_arm(struct sndk_engine *e, struct sndk_timer *t, uint64_t delay_us)
+bool sndk_timer_arm(struct sndk_engine *e, struct sndk_timer *t, uint64_t delay_us)
 {
-    timer_arm(e, NULL, t, delay_us);
+    return timer_arm(e, NULL, t, delay_us);
 }
 
-void sndk_timer_arm_on(struct sndk_engine *e, unsigned thread, struct sndk_timer *t,
+bool sndk_timer_arm_on(struct sndk_engine *e, unsigned thread, struct sndk_timer *t,
                        uint64_t delay_us)
 {
     assert(thread < e->nthreads);
     if (thread >= e->nthreads)
         thread = 0;
-    timer_arm(e, &e->thr[thread], t, delay_us);
+    return timer_arm(e, &e->thr[thread], t, delay_us);
 }
 
 bool sndk_timer_cancel(struct sndk_timer *tm)

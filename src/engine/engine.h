@@ -94,7 +94,9 @@ void sndk_work_init(struct sndk_work *w, void (*fn)(struct sndk_work *w));
 
 /* Queue w to run once on a progress thread. Any thread, including progress threads and work,
  * source, timer and poller fns; never blocks, never allocates, never fails.
- * Returns false (and does nothing) when w is already queued, on any thread of any engine.
+ * Returns false (and does nothing) when w is already queued, on any thread of any engine;
+ * true when it was not: the owner then takes one reference and fn drops it (see "References"
+ * below, at the timers), so the owner needs no "queued" flag.
  * w is unqueued just before fn is called, so fn may queue w again; the engine does not touch w
  * after calling fn, so fn may free it.
  * Thread choice: a progress thread queues to itself; any other thread always queues to the
@@ -180,20 +182,42 @@ struct sndk_timer {
 /* Initialise a timer (not pending). Must not be called while it is pending. */
 void sndk_timer_init(struct sndk_timer *t, void (*fn)(struct sndk_timer *t));
 
+/* References. A pending timer or a queued work item usually keeps its owner alive: the owner
+ * takes a reference when the item becomes pending and the item gives it back when it is no
+ * longer pending. The engine's own pending state is the record of that reference, so the owner
+ * needs no "armed" or "queued" flag of its own:
+ *   - sndk_timer_arm (and _arm_on) returns true when t was not pending: a new pending period
+ *     begins and the owner takes one reference (false: t was pending and was only moved, the
+ *     period and its reference go on);
+ *   - each pending period ends exactly once: either fn is called (fn drops the reference) or
+ *     sndk_timer_cancel returns true (its caller drops it). A cancel that returns false ended
+ *     nothing: the fn that is running or about to run drops it;
+ *   - so an arm while fn runs (t already not pending) returns true and takes a second
+ *     reference, for the new period; the running fn still drops the first;
+ *   - for work, sndk_engine_queue returning true begins the period and fn ends it.
+ * Take the reference when arm or queue returned true (the object is alive then: the caller
+ * holds its own reference or the owner's lock), so the take never races with the drop. Arm and
+ * cancel must be serialised by the owner (its lock), as below; fn's start is not, and need
+ * not be: the engine decides "pending" under its own lock. A timer still pending when its
+ * engine is destroyed never ends its period (destroy comes after every owner is gone). */
+
 /* Arm t to fire once, delay_us from now. A pending timer is moved to the new deadline and stays
  * on its thread; otherwise it goes on the caller's progress thread, or for other callers on
  * the thread sndk_engine_queue would pick. Timers with equal deadlines fire in arming order.
  * fn runs on that thread with no engine lock held; t is no longer pending when fn starts,
- * so fn may re-arm or free it. Any thread, including t's own fn; never fails. */
-void sndk_timer_arm(struct sndk_engine *e, struct sndk_timer *t, uint64_t delay_us);
+ * so fn may re-arm or free it. Any thread, including t's own fn; never fails.
+ * Returns true when t was not pending (a new pending period: take a reference, see above),
+ * false when a pending t was moved. */
+bool sndk_timer_arm(struct sndk_engine *e, struct sndk_timer *t, uint64_t delay_us);
 
 /* As sndk_timer_arm, but on progress thread `thread` (moving t there if pending elsewhere). */
-void sndk_timer_arm_on(struct sndk_engine *e, unsigned thread, struct sndk_timer *t,
+bool sndk_timer_arm_on(struct sndk_engine *e, unsigned thread, struct sndk_timer *t,
                        uint64_t delay_us);
 
-/* Cancel t. Returns true when it was pending and now will not run; false when it was not
- * pending: never armed, already ran, or is running right now (fn may still be executing on
- * its thread: the caller synchronises with it through its own state). Any thread.
+/* Cancel t. Returns true when it was pending and now will not run (the caller ends its pending
+ * period: drops the reference its arm took); false when it was not pending: never armed,
+ * already ran, or is running right now (fn may still be executing on its thread: the caller
+ * synchronises with it through its own state, and that fn drops the reference). Any thread.
  * Arm and cancel of one timer from different threads at once are not ordered; the owner
  * serialises them (it normally does so under its own lock). */
 bool sndk_timer_cancel(struct sndk_timer *t);

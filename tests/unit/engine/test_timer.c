@@ -185,6 +185,145 @@ TEST(timer_cancel_semantics)
     harness_event_destroy(&b.release);
 }
 
+/* The reference rule of engine.h ("References"): arm returns true exactly when a pending
+ * period begins, and each period ends once, by fn or by a cancel that returns true. refs is
+ * what an owner following the rule would hold for the timer. */
+struct reftimer {
+    struct sndk_timer t;
+    atomic_int refs;
+    atomic_uint fires;
+    atomic_bool block;
+    struct harness_event entered, release;
+};
+
+static void ref_fn(struct sndk_timer *t)
+{
+    struct reftimer *r = (struct reftimer *)t;
+    if (atomic_load(&r->block)) {
+        harness_event_signal(&r->entered);
+        CHECK(harness_event_wait(&r->release, 1, WAIT_MS));
+    }
+    atomic_fetch_sub(&r->refs, 1); /* the period that fired ends here */
+    atomic_fetch_add(&r->fires, 1);
+}
+
+static void reftimer_init(struct reftimer *r)
+{
+    atomic_init(&r->refs, 0);
+    atomic_init(&r->fires, 0);
+    atomic_init(&r->block, false);
+    harness_event_init(&r->entered);
+    harness_event_init(&r->release);
+    sndk_timer_init(&r->t, ref_fn);
+}
+
+static void reftimer_destroy(struct reftimer *r)
+{
+    harness_event_destroy(&r->entered);
+    harness_event_destroy(&r->release);
+}
+
+/* What an owner does: take a reference when arm says a period began, drop it on a cancel. */
+static void ref_arm(struct sndk_engine *e, struct reftimer *r, uint64_t delay_us)
+{
+    if (sndk_timer_arm(e, &r->t, delay_us))
+        atomic_fetch_add(&r->refs, 1);
+}
+
+static bool ref_cancel(struct reftimer *r)
+{
+    bool ended = sndk_timer_cancel(&r->t);
+    if (ended)
+        atomic_fetch_sub(&r->refs, 1);
+    return ended;
+}
+
+TEST(timer_arm_reports_pending_period)
+{
+    struct sndk_engine *e = mk_engine(1, 0);
+    struct reftimer r;
+    reftimer_init(&r);
+    CHECK(sndk_timer_arm(e, &r.t, 60u * 1000000u));        /* not pending: a period begins */
+    CHECK(!sndk_timer_arm(e, &r.t, 30u * 1000000u));       /* pending: only moved */
+    CHECK(!sndk_timer_arm_on(e, 0, &r.t, 60u * 1000000u)); /* likewise, pinned */
+    CHECK(sndk_timer_cancel(&r.t));                        /* ends it */
+    CHECK(!sndk_timer_cancel(&r.t));                       /* once */
+    CHECK(sndk_timer_arm_on(e, 0, &r.t, 0));               /* cancelled: a new period */
+    atomic_fetch_add(&r.refs, 1);
+    CHECK(wait_ge(&r.fires, 1, WAIT_MS)); /* fn ended it */
+    flush_thread(e, 0);
+    CHECK_EQ_I64(atomic_load(&r.refs), 0);
+    CHECK(!sndk_timer_cancel(&r.t));                /* fired: nothing to end */
+    CHECK(sndk_timer_arm(e, &r.t, 60u * 1000000u)); /* fired: a new period */
+    CHECK(sndk_timer_cancel(&r.t));
+    CHECK_EQ_U64(atomic_load(&r.fires), 1);
+
+    /* Armed again while fn runs: t is not pending, so that arm begins a second period (and
+     * takes a second reference) while the running fn has yet to end the first. */
+    atomic_store(&r.block, true);
+    ref_arm(e, &r, 0);
+    CHECK_EQ_I64(atomic_load(&r.refs), 1);
+    CHECK(harness_event_wait(&r.entered, 1, WAIT_MS));
+    CHECK(!sndk_timer_pending(&r.t));
+    CHECK(!ref_cancel(&r));                /* running: cancel ends nothing */
+    CHECK_EQ_I64(atomic_load(&r.refs), 1); /* the running fn's period */
+    atomic_store(&r.block, false);
+    ref_arm(e, &r, 60u * 1000000u); /* the second period */
+    CHECK_EQ_I64(atomic_load(&r.refs), 2);
+    ref_arm(e, &r, 50u * 1000000u); /* pending: no third */
+    CHECK_EQ_I64(atomic_load(&r.refs), 2);
+    harness_event_signal(&r.release);
+    CHECK(wait_ge(&r.fires, 2, WAIT_MS));
+    flush_thread(e, 0);
+    CHECK_EQ_I64(atomic_load(&r.refs), 1); /* the first ended in fn; the second is pending */
+    CHECK(sndk_timer_pending(&r.t));
+    CHECK(ref_cancel(&r));
+    CHECK_EQ_I64(atomic_load(&r.refs), 0);
+    CHECK_EQ_U64(atomic_load(&r.fires), 2);
+    sndk_engine_destroy(e);
+    reftimer_destroy(&r);
+}
+
+/* Arm and cancel (serialised by one owner thread, as the rule asks) racing with the timer
+ * firing on a progress thread, also moved between threads: whatever wins each race, every
+ * period ends exactly once, so an owner's count comes back to zero and the periods begun are
+ * the fires plus the successful cancels. */
+TEST(timer_reference_cancel_vs_fire)
+{
+    struct sndk_engine *e = mk_engine(2, SNDK_ENGINE_DEFAULT_SPIN);
+    struct reftimer r;
+    reftimer_init(&r);
+    unsigned begun = 0, cancelled = 0;
+    for (unsigned i = 0; i < 4000; i++) {
+        uint64_t delay = i % 4 == 0 ? 0 : (i * 7u) % 40u;
+        bool began =
+            i % 2 ? sndk_timer_arm_on(e, (i / 2) % 2, &r.t, delay) : sndk_timer_arm(e, &r.t, delay);
+        if (began) {
+            atomic_fetch_add(&r.refs, 1);
+            begun++;
+        }
+        for (volatile unsigned spin = 0; spin < (i * 13u) % 200u; spin++)
+            ;
+        if (i % 3 == 0 && sndk_timer_arm(e, &r.t, delay)) { /* re-arm, maybe as it fires */
+            atomic_fetch_add(&r.refs, 1);
+            begun++;
+        }
+        if (i % 5 != 4 && ref_cancel(&r))
+            cancelled++;
+    }
+    if (ref_cancel(&r))
+        cancelled++;
+    /* Nothing is pending now; a fn that was running or about to run has finished once each
+     * thread has gone round its loop. */
+    flush_thread(e, 0);
+    flush_thread(e, 1);
+    CHECK(!sndk_timer_pending(&r.t));
+    CHECK_EQ_I64(atomic_load(&r.refs), 0);
+    CHECK_EQ_U64(atomic_load(&r.fires) + cancelled, begun);
+    sndk_engine_destroy(e);
+    reftimer_destroy(&r);
+}
+
 /* A timer armed from another thread with an earlier deadline must wake a thread that is
  * blocked until a later one. */
 TEST(timer_earlier_deadline_wakes_sleeper)
