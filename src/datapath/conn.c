@@ -1,5 +1,5 @@
 /* The connection under a QP (docs/datapath.md, "The connection"): its phases and the QP's
- * states they drive, attach, shutdown and the one end (sndk_qp_fail), the TX and RX drivers on
+ * states they drive, attach, shutdown and the one end (conn_end), the TX and RX drivers on
  * the progress thread and on polling consumers, parking, the timers (receiver not ready,
  * shutdown bound, injected stalls) and the retirement of finished requests into the CQs.
  * core/qp.c keeps the NDK object (create, close, validation, filling a request slot) and calls
@@ -287,11 +287,9 @@ static void ev_queue_locked(struct sndk_qp *qp, unsigned what)
     if (io->detached)
         return;
     io->ev_pending |= what;
-    if (!io->ev_queued) {
-        io->ev_queued = true;
-        sndk_obj_get(&qp->base); /* the QP outlives the queued work */
-        sndk_engine_queue_on(io->engine, io->thread, &io->ev_work);
-    }
+    /* queued now: the QP outlives the work (engine.h, "References") */
+    if (sndk_engine_queue_on(io->engine, io->thread, &io->ev_work))
+        sndk_obj_get(&qp->base);
 }
 
 static void ev_work_fn(struct sndk_work *w)
@@ -301,7 +299,6 @@ static void ev_work_fn(struct sndk_work *w)
     sndk_mutex_lock(&qp->state_lock);
     unsigned pending = io->ev_pending;
     io->ev_pending = 0;
-    io->ev_queued = false;
     bool detached = io->detached;
     NTSTATUS abort_st = io->ev_abort_status, shut_st = io->ev_shut_status;
     ULONG reason = io->ev_abort_reason;
@@ -331,7 +328,9 @@ static void src_done_fn(struct sndk_work *w)
 {
     struct sndk_conn *io = sndk_container_of(w, struct sndk_conn, src_done);
     struct sndk_qp *qp = io->qp;
-    if (io->close_rst) {
+    const struct sndk_fail *end = sndk_conn_end_found(io); /* recorded before the removal */
+    bool rst = end && end->rst;
+    if (rst) {
         struct linger l = {.l_onoff = 1, .l_linger = 0};
         setsockopt(io->fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
     }
@@ -346,18 +345,55 @@ static void src_done_fn(struct sndk_work *w)
     if (qp->icq != qp->rcq)
         sndk_cq_conn_remove(qp->icq, &io->iconn);
     close(io->fd);
-    sndk_debug("qp", "QP %p: socket closed%s", (void *)qp, io->close_rst ? " (RST)" : "");
+    sndk_debug("qp", "QP %p: socket closed%s", (void *)qp, rst ? " (RST)" : "");
     sndk_obj_put(&qp->base); /* the connection's reference */
 }
 
-/* ---------------------------------------------------------------- failure */
+/* ---------------------------------------------------------------- the end */
 
-void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
+static const char *const end_finder_names[SNDK_END_FINDER_COUNT] = {
+    [SNDK_END_NONE] = "none",
+    [SNDK_END_RX] = "receive side",
+    [SNDK_END_TX] = "send side",
+    [SNDK_END_LOCAL] = "local",
+    [SNDK_END_SHUTDOWN] = "shutdown",
+};
+
+const char *sndk_end_finder_name(enum sndk_end_finder b)
+{
+    return (unsigned)b < SNDK_END_FINDER_COUNT ? end_finder_names[b] : "?";
+}
+
+const struct sndk_fail *sndk_conn_end_record(struct sndk_conn *io, enum sndk_end_finder by,
+                                             const struct sndk_fail *f)
+{
+    sndk_assert_held(&io->qp->tx_lock);
+    assert(by != SNDK_END_NONE && by < SNDK_END_FINDER_COUNT);
+    if (atomic_load_explicit(&io->end.by, memory_order_relaxed) == SNDK_END_NONE) {
+        io->end.why = *f;
+        atomic_store_explicit(&io->end.by, (uint8_t)by, memory_order_release);
+        sndk_debug("qp", "QP %p: connection end found by the %s: 0x%08x reason 0x%08x%s",
+                   (void *)io->qp, sndk_end_finder_name(by), (unsigned)f->link_status,
+                   (unsigned)f->reason, f->graceful ? " (graceful)" : "");
+    }
+    return &io->end.why;
+}
+
+/* Act on the connection's end: the first one recorded, f (found by `by`) when none was. Once
+ * (the QP's move to ERROR decides who acts; later calls only return). Takes every QP lock in
+ * turn: the caller holds none. Completes every outstanding request. */
+static void conn_end(struct sndk_qp *qp, enum sndk_end_finder by, const struct sndk_fail *f)
 {
     struct sndk_conn *io = qp->io;
+    if (!io)
+        return;
+    sndk_mutex_lock(&qp->tx_lock);
+    struct sndk_fail end = *sndk_conn_end_record(io, by, f);
+    sndk_mutex_unlock(&qp->tx_lock);
+    f = &end;
     sndk_mutex_lock(&qp->state_lock);
     enum sndk_qp_state was = sndk_qp_state(qp);
-    if (!io || !sndk_qp_set_state(qp, SNDK_QP_ERROR, f->graceful ? "shutdown finished" : "failed")) {
+    if (!sndk_qp_set_state(qp, SNDK_QP_ERROR, f->graceful ? "shutdown finished" : "failed")) {
         sndk_mutex_unlock(&qp->state_lock);
         return;
     }
@@ -378,21 +414,12 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
     }
     /* from here only src_done touches the socket */
     sndk_conn_phase_set(qp, SNDK_PHASE_ENDED, f->graceful ? "shutdown finished" : "failed");
-    io->close_rst = f->rst;
     sndk_tx_discard(io);
-    unsigned stall_refs = 0;
-    if (io->tx_stall_ref && sndk_timer_cancel(&io->tx_stall_timer)) {
-        io->tx_stall_ref = false;
-        stall_refs++;
-    }
-    if (io->rx_stall_ref && sndk_timer_cancel(&io->rx_stall_timer)) {
-        io->rx_stall_ref = false;
-        stall_refs++;
-    }
-    if (io->rnr_timer_ref && sndk_timer_cancel(&io->rnr_timer)) {
-        io->rnr_timer_ref = false;
-        stall_refs++; /* the receiver-not-ready bound: a wait ends with the connection */
-    }
+    /* each timer cancelled before it fired ends its pending period: its reference is ours */
+    unsigned stall_refs = (unsigned)sndk_timer_cancel(&io->tx_stall_timer) +
+                          (unsigned)sndk_timer_cancel(&io->rx_stall_timer) +
+                          /* the receiver-not-ready bound: a wait ends with the connection */
+                          (unsigned)sndk_timer_cancel(&io->rnr_timer);
     /* Every outstanding initiator request completes, in order: its own local error, the
      * peer's refusal when a Terminate named it, else STATUS_CANCELLED. */
     while (atomic_load_explicit(&qp->sq_head, memory_order_relaxed) != qp->sq_tail) {
@@ -417,12 +444,8 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
         sndk_srq_rnr_done(qp->srq, io); /* off the SRQ's waiters, if it was waiting */
     sndk_mutex_unlock(&qp->rx_lock);
 
-    bool drop_timer_ref = false;
     sndk_mutex_lock(&qp->state_lock);
-    if (io->shut_timer_ref && sndk_timer_cancel(&io->shut_timer)) {
-        io->shut_timer_ref = false;
-        drop_timer_ref = true;
-    }
+    bool drop_timer_ref = sndk_timer_cancel(&io->shut_timer);
     if (was == SNDK_QP_DISCONNECTING || f->graceful) {
         /* sndk_qp_shutdown is waiting: it learns the end, whatever it was. */
         io->ev_shut_status = f->graceful ? f->shut_status : f->link_status;
@@ -445,8 +468,6 @@ void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f)
 
 static void qp_cq_overrun(struct sndk_qp *qp)
 {
-    if (!qp->io)
-        return;
     struct sndk_fail f = {.link_status = STATUS_CONNECTION_ABORTED,
                           .reason = SNDK_REASON_TERM(SNDK_REASON_TERM_SENT,
                                                      SNDK_TERM_LAYER_RDMAP,
@@ -454,42 +475,46 @@ static void qp_cq_overrun(struct sndk_qp *qp)
                           .notify = true, .send_term = true};
     f.term.layer = SNDK_TERM_LAYER_RDMAP;
     f.term.etype = SNDK_TERM_RDMAP_LOCAL_CATA;
-    sndk_qp_fail(qp, &f);
+    conn_end(qp, SNDK_END_LOCAL, &f);
 }
 
 /* The end of a connection found by its data path (a receive pass, a TX result, the end of a
  * shutdown) is acted on by the connection's progress thread, its one owner: found there, at
  * once; found on a consumer thread (polling a CQ, posting, disconnecting), handed over. The
  * move to failing stops the data path in the same rx_lock + tx_lock section, so nothing more
- * goes out or comes in between the finding and the ending; a second end found meanwhile is
- * dropped (the first one wins, as a second sndk_qp_fail would). A connection still attaching
+ * goes out or comes in between the finding and the ending; the end is recorded in the same
+ * section, and a second end found meanwhile is dropped (the first one wins: the record keeps
+ * it, and every later finder acts on it). A connection still attaching
  * has no progress-thread source yet: it ends at once. */
 static void end_work_fn(struct sndk_work *w)
 {
     struct sndk_conn *io = sndk_container_of(w, struct sndk_conn, end_work);
     struct sndk_qp *qp = io->qp;
-    sndk_qp_fail(qp, &io->end_due);
+    const struct sndk_fail *end = sndk_conn_end_found(io); /* recorded before the queueing */
+    conn_end(qp, (enum sndk_end_finder)atomic_load(&io->end.by), end);
     sndk_obj_put(&qp->base); /* end_connection's */
 }
 
-static void end_connection(struct sndk_qp *qp, const struct sndk_fail *f)
+static void end_connection(struct sndk_qp *qp, enum sndk_end_finder by, const struct sndk_fail *f)
 {
     struct sndk_conn *io = qp->io;
     if (sndk_engine_current_thread(io->engine) == (int)io->thread ||
         sndk_conn_phase(io) == SNDK_PHASE_ATTACHING) {
-        sndk_qp_fail(qp, f);
+        conn_end(qp, by, f);
         return;
     }
     sndk_mutex_lock(&qp->rx_lock);
     sndk_mutex_lock(&qp->tx_lock);
+    sndk_conn_end_record(io, by, f);
     bool handed = sndk_conn_phase_set(qp, SNDK_PHASE_FAILING, "found on a consumer thread");
-    if (handed)
-        io->end_due = *f;
     sndk_mutex_unlock(&qp->tx_lock);
     sndk_mutex_unlock(&qp->rx_lock);
+    /* Queued only with the one move to failing; the QP outlives the work (its reference is
+     * taken first: the work may run at once and drop it). */
     if (handed) {
-        sndk_obj_get(&qp->base); /* the QP outlives the queued work */
-        sndk_engine_queue_on(io->engine, io->thread, &io->end_work);
+        sndk_obj_get(&qp->base);
+        if (!sndk_engine_queue_on(io->engine, io->thread, &io->end_work))
+            sndk_obj_put(&qp->base);
     }
 }
 
@@ -497,14 +522,14 @@ void sndk_conn_fail_local(struct sndk_qp *qp, bool notify)
 {
     struct sndk_fail f = {.link_status = STATUS_CANCELLED, .reason = SNDK_REASON_LOCAL,
                           .notify = notify, .rst = true};
-    sndk_qp_fail(qp, &f);
+    conn_end(qp, SNDK_END_LOCAL, &f);
 }
 
 static void finish_shutdown(struct sndk_qp *qp, NTSTATUS st)
 {
     struct sndk_fail f = {.link_status = st, .graceful = true, .shut_status = st,
                           .rst = st != STATUS_SUCCESS};
-    end_connection(qp, &f);
+    end_connection(qp, SNDK_END_SHUTDOWN, &f);
 }
 
 /* ---------------------------------------------------------------- progress */
@@ -518,22 +543,21 @@ static void tx_io_failed(struct sndk_qp *qp)
     if (!qp->io->peer_fin && !sndk_conn_stopped(qp->io)) {
         struct sndk_fail rf;
         if (sndk_rx_pass(qp, &rf) == SNDK_RXR_FAIL)
-            f = rf; /* the peer's Terminate, a fault found, or the reset (the same end any
-                       concurrent pass reports) */
+            f = rf; /* the peer's Terminate, a fault found, or the reset: the pass recorded it,
+                       or found an end recorded before (the first stands) */
     }
     sndk_mutex_unlock(&qp->rx_lock);
-    end_connection(qp, &f);
+    end_connection(qp, SNDK_END_TX, &f);
 }
 
 /* After a TX attempt outside tx_lock: act on failures, finish a shutdown whose FIN went. */
 static void after_tx(struct sndk_qp *qp, enum sndk_tx_result res)
 {
-    if (res == SNDK_TX_LOCAL_ERR && qp->io->tx_failed) {
-        /* A Read Request's source was revoked before its response went out. */
-        sndk_mutex_lock(&qp->tx_lock);
-        struct sndk_fail f = qp->io->tx_fail;
-        sndk_mutex_unlock(&qp->tx_lock);
-        end_connection(qp, &f);
+    const struct sndk_fail *found = sndk_conn_end_found(qp->io);
+    if (res == SNDK_TX_LOCAL_ERR && found) {
+        /* An end is recorded (a Read Request's source revoked before its response went out,
+         * an injected fault, or the other direction's end): act on it. */
+        end_connection(qp, SNDK_END_TX, found);
     } else if (res == SNDK_TX_LOCAL_ERR) {
         /* A request failed its local checks (siw: Terminate, local catastrophic). */
         struct sndk_fail f = {.link_status = STATUS_CONNECTION_ABORTED,
@@ -541,7 +565,7 @@ static void after_tx(struct sndk_qp *qp, enum sndk_tx_result res)
                               .notify = true, .send_term = true};
         f.term.layer = SNDK_TERM_LAYER_RDMAP;
         f.term.etype = SNDK_TERM_RDMAP_LOCAL_CATA;
-        end_connection(qp, &f);
+        end_connection(qp, SNDK_END_TX, &f);
     } else if (res == SNDK_TX_IO_ERR) {
         if (sndk_qp_state(qp) != SNDK_QP_ERROR)
             tx_io_failed(qp);
@@ -653,7 +677,7 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
     struct sndk_conn *io = qp->io;
     if (!io || !sndk_mutex_trylock(&qp->rx_lock))
         return false;
-    if (sndk_conn_stopped(io) || io->rx_stalled) {
+    if (sndk_conn_stopped(io) || sndk_conn_stalled(io, SNDK_FDIR_RX)) {
         sndk_mutex_unlock(&qp->rx_lock);
         return false;
     }
@@ -667,7 +691,7 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
             if (err || sndk_qp_state(qp) != SNDK_QP_DISCONNECTING) {
                 struct sndk_fail f = {.link_status = STATUS_CONNECTION_RESET,
                                       .reason = SNDK_REASON_RESET, .notify = true, .rst = true};
-                end_connection(qp, &f);
+                end_connection(qp, SNDK_END_RX, &f);
             }
         }
         return false;
@@ -697,7 +721,7 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
     if (res != SNDK_RXR_FAIL)
         kick_tx(qp);
     if (res == SNDK_RXR_FAIL)
-        end_connection(qp, &f);
+        end_connection(qp, SNDK_END_RX, &f);
     else if (res == SNDK_RXR_PEER_FIN)
         on_peer_fin(qp, fin_sent);
     return true;
@@ -819,9 +843,9 @@ void sndk_qp_watch_cqs(struct sndk_conn *io)
 {
     struct sndk_qp *qp = io->qp;
     sndk_assert_held(&qp->tx_lock);
-    bool rx_off = io->peer_fin || io->rx_stalled || sndk_rnr_phase(io) == SNDK_RNR_WAITING;
+    bool rx_off = io->peer_fin || sndk_conn_stalled(io, SNDK_FDIR_RX) || sndk_rnr_phase(io) == SNDK_RNR_WAITING;
     uint32_t ev = (rx_off ? 0u : (uint32_t)EPOLLIN) |
-                  (io->tx_blocked && !io->tx_stalled ? (uint32_t)EPOLLOUT : 0u);
+                  (io->tx_blocked && !sndk_conn_stalled(io, SNDK_FDIR_TX) ? (uint32_t)EPOLLOUT : 0u);
     sndk_cq_conn_watch(qp->rcq, &io->rconn, ev);
     if (qp->icq != qp->rcq)
         sndk_cq_conn_watch(qp->icq, &io->iconn, ev);
@@ -859,9 +883,7 @@ static void tx_stall_timer_fn(struct sndk_timer *t)
     struct sndk_qp *qp = io->qp;
     enum sndk_tx_result res = SNDK_TX_DRAINED;
     sndk_mutex_lock(&qp->tx_lock);
-    io->tx_stall_ref = false;
     if (!sndk_conn_stopped(io)) {
-        io->tx_stalled = false;
         res = sndk_tx_push(qp); /* tx_blocked is still set: the push clears it when drained */
     }
     sndk_mutex_unlock(&qp->tx_lock);
@@ -875,12 +897,9 @@ static void rx_stall_timer_fn(struct sndk_timer *t)
     struct sndk_qp *qp = io->qp;
     sndk_mutex_lock(&qp->rx_lock);
     sndk_mutex_lock(&qp->tx_lock);
-    io->rx_stall_ref = false;
     bool live = !sndk_conn_stopped(io);
-    if (live) {
-        io->rx_stalled = false;
-        sndk_tx_update_events(io);
-    }
+    if (live)
+        sndk_tx_update_events(io); /* no longer pending: EPOLLIN watched again */
     sndk_mutex_unlock(&qp->tx_lock);
     sndk_mutex_unlock(&qp->rx_lock);
     /* Bytes may wait in the staging buffer, which no EPOLLIN reports: receive now. */
@@ -896,7 +915,6 @@ static void rnr_timer_fn(struct sndk_timer *t)
     struct sndk_qp *qp = io->qp;
     sndk_mutex_lock(&qp->rx_lock);
     sndk_mutex_lock(&qp->tx_lock);
-    io->rnr_timer_ref = false;
     bool live = !sndk_conn_stopped(io);
     sndk_mutex_unlock(&qp->tx_lock);
     if (live)
@@ -912,11 +930,10 @@ void sndk_qp_rnr_timer(struct sndk_qp *qp, unsigned ms)
 {
     struct sndk_conn *io = qp->io;
     sndk_assert_held(&qp->tx_lock);
-    if (io->rnr_timer_ref)
-        return;
-    io->rnr_timer_ref = true;
-    sndk_obj_get(&qp->base);
-    sndk_timer_arm_on(io->engine, io->thread, &io->rnr_timer, (uint64_t)ms * 1000u);
+    if (sndk_timer_pending(&io->rnr_timer))
+        return; /* one bound per wait: a second arm would move it */
+    if (sndk_timer_arm_on(io->engine, io->thread, &io->rnr_timer, (uint64_t)ms * 1000u))
+        sndk_obj_get(&qp->base); /* the pending timer's (engine.h, "References") */
 }
 
 /* A receive was posted while the connection waited: resume on the progress thread. rx_lock is
@@ -925,7 +942,6 @@ static void rnr_work_fn(struct sndk_work *w)
 {
     struct sndk_conn *io = sndk_container_of(w, struct sndk_conn, rnr_work);
     struct sndk_qp *qp = io->qp;
-    atomic_store_explicit(&io->rnr_work_queued, false, memory_order_release);
     sndk_mutex_lock(&qp->rx_lock);
     bool resumed = !sndk_conn_stopped(io) && sndk_rx_rnr_resume(qp);
     sndk_mutex_unlock(&qp->rx_lock);
@@ -937,27 +953,24 @@ static void rnr_work_fn(struct sndk_work *w)
 void sndk_qp_rnr_kick(struct sndk_qp *qp)
 {
     struct sndk_conn *io = qp->io;
-    if (!io || sndk_rnr_phase(io) != SNDK_RNR_WAITING ||
-        atomic_exchange_explicit(&io->rnr_work_queued, true, memory_order_acq_rel))
+    if (!io || sndk_rnr_phase(io) != SNDK_RNR_WAITING)
         return;
+    /* The reference first: this thread may hold none but the poster's, and the work may run
+     * and drop its reference before a get after the queueing. Queued already: give it back. */
     sndk_obj_get(&qp->base);
-    if (!sndk_engine_queue_on(io->engine, io->thread, &io->rnr_work)) {
-        atomic_store_explicit(&io->rnr_work_queued, false, memory_order_release);
+    if (!sndk_engine_queue_on(io->engine, io->thread, &io->rnr_work))
         sndk_obj_put(&qp->base);
-    }
 }
 
 void sndk_qp_stall_timer(struct sndk_qp *qp, enum sndk_fault_dir dir, uint32_t ms)
 {
     struct sndk_conn *io = qp->io;
     sndk_assert_held(&qp->tx_lock);
-    bool *ref = dir == SNDK_FDIR_TX ? &io->tx_stall_ref : &io->rx_stall_ref;
     struct sndk_timer *t = dir == SNDK_FDIR_TX ? &io->tx_stall_timer : &io->rx_stall_timer;
-    if (*ref)
-        return;
-    *ref = true;
-    sndk_obj_get(&qp->base);
-    sndk_timer_arm_on(io->engine, io->thread, t, (uint64_t)ms * 1000u);
+    if (sndk_timer_pending(t))
+        return; /* one stall at a time per direction */
+    if (sndk_timer_arm_on(io->engine, io->thread, t, (uint64_t)ms * 1000u))
+        sndk_obj_get(&qp->base); /* the pending timer's (engine.h, "References") */
 }
 
 static void shut_timer_fn(struct sndk_timer *t)
@@ -965,14 +978,11 @@ static void shut_timer_fn(struct sndk_timer *t)
     struct sndk_conn *io = sndk_container_of(t, struct sndk_conn, shut_timer);
     struct sndk_qp *qp = io->qp;
     sndk_mutex_lock(&qp->state_lock);
-    bool had_ref = io->shut_timer_ref;
-    io->shut_timer_ref = false;
     bool waiting = sndk_qp_state(qp) == SNDK_QP_DISCONNECTING;
     sndk_mutex_unlock(&qp->state_lock);
     if (waiting)
         finish_shutdown(qp, STATUS_IO_TIMEOUT);
-    if (had_ref)
-        sndk_obj_put(&qp->base);
+    sndk_obj_put(&qp->base); /* its pending period's */
 }
 
 /* ---------------------------------------------------------------- link.h */
@@ -1041,7 +1051,6 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     io->engine = qp->base.adapter->engine;
     io->fd = p->fd;
     io->thread = p->thread < sndk_engine_threads(io->engine) ? p->thread : 0;
-    io->crc = p->crc;
     if (ev)
         io->ev = *ev;
     io->ev_ctx = ctx;
@@ -1098,7 +1107,7 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
         return rc;
     }
     /* A failure before this point (a close, a CQ poll, a post on another thread) did not
-     * remove the source (see sndk_qp_fail): do it now. One after it sees the phase live. */
+     * remove the source (see conn_end): do it now. One after it sees the phase live. */
     sndk_mutex_lock(&qp->state_lock);
     bool failed = sndk_qp_state(qp) == SNDK_QP_ERROR;
     if (!failed)
@@ -1135,9 +1144,8 @@ void sndk_qp_shutdown(struct sndk_qp *qp, unsigned timeout_ms)
         sndk_mutex_unlock(&qp->state_lock);
         return;
     }
-    io->shut_timer_ref = true;
-    sndk_obj_get(&qp->base);
-    sndk_timer_arm_on(io->engine, io->thread, &io->shut_timer, (uint64_t)timeout_ms * 1000u);
+    if (sndk_timer_arm_on(io->engine, io->thread, &io->shut_timer, (uint64_t)timeout_ms * 1000u))
+        sndk_obj_get(&qp->base); /* the pending timer's (engine.h, "References") */
     sndk_mutex_unlock(&qp->state_lock);
 
     sndk_mutex_lock(&qp->tx_lock);

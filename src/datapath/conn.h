@@ -23,7 +23,8 @@
 #define SNDK_TX_SEG_IOV 34 /* iovecs one FPDU may use: header, 32 payload pieces, trailer */
 #define SNDK_RX_STAGE   4096 /* receive staging for headers and small messages, see rx.c */
 
-/* Why a connection ends, gathered where it is found and acted on by sndk_qp_fail(). */
+/* Why a connection ends: built where an end is found, kept in the connection's one end record
+ * (struct sndk_conn_end) and acted on by conn.c's conn_end(). */
 struct sndk_fail {
     NTSTATUS link_status;  /* the link's aborted event */
     ULONG reason;          /* its ProviderDisconnectReason, see SNDK_REASON_* */
@@ -61,6 +62,27 @@ static inline void sndk_fail_reset(struct sndk_fail *fail)
     fail->notify = true;
     fail->rst = true;
 }
+
+/* Who found the end the record holds. */
+enum sndk_end_finder {
+    SNDK_END_NONE,     /* nothing has ended the connection */
+    SNDK_END_RX,       /* the receive side: the peer's Terminate, a fault in its stream, a reset */
+    SNDK_END_TX,       /* the send side: a request failing its checks, a Read's source revoked,
+                          an injected fault, a reset on send */
+    SNDK_END_LOCAL,    /* the consumer or the connector: flush, close, abort, detach, overrun */
+    SNDK_END_SHUTDOWN, /* NdkDisconnect's end: both FINs, or its bound expired */
+    SNDK_END_FINDER_COUNT
+};
+
+/* The one record of why a connection ended. The first end found wins: every later one (the
+ * other direction's, a close racing a Terminate, a second pass) is dropped, and everyone who
+ * acts on the end acts on this one. Written once, holding tx_lock (sndk_conn_end_record);
+ * `by` is stored last with release, so a reader that loads it set (acquire) reads `why`
+ * without a lock: it never changes again. */
+struct sndk_conn_end {
+    _Atomic uint8_t by; /* enum sndk_end_finder */
+    struct sndk_fail why;
+};
 
 #define SNDK_RD_MAX 128  /* IRD / ORD ceiling (adapter MaxInbound/OutboundReadLimit) */
 
@@ -200,24 +222,27 @@ struct sndk_conn {
     struct sndk_engine *engine;
     int fd;
     unsigned thread;
-    bool crc;
     struct sndk_link_events ev;
     void *ev_ctx;
     struct sndk_source src;
     struct sndk_work src_done;     /* source removed: close the socket, drop the reference */
     struct sndk_work ev_work;      /* delivers ev_pending on `thread`; holds a reference */
     struct sndk_work detach_work;  /* on `thread`, after any event work: queue detach_done */
-    struct sndk_work end_work;     /* on `thread`: sndk_qp_fail(end_due); holds a reference */
-    struct sndk_fail end_due;      /* the end handed over (written with the move to failing) */
+    struct sndk_work end_work;     /* on `thread`: act on `end` (handed over with the move to
+                                      failing); holds a reference */
+    struct sndk_conn_end end;      /* why it ended: the first end found */
     struct sndk_work *detach_done;
-    struct sndk_timer shut_timer; /* sndk_qp_shutdown's bound; holds a reference */
+    struct sndk_timer shut_timer; /* sndk_qp_shutdown's bound; holds a reference while pending */
     struct sndk_cq_conn rconn, iconn;
     struct sndk_dp_hooks hooks;    /* attached at the seams of dp_seams.h (set before publication) */
     struct sndk_fault_conn *fc;    /* fault rules of this connection (docs/faults.md), or NULL */
-    struct sndk_timer tx_stall_timer, rx_stall_timer; /* injected stalls; each holds a reference */
-    struct sndk_timer rnr_timer; /* the receiver-not-ready bound; holds a reference */
-    struct sndk_work rnr_work;   /* a receive was posted while waiting: resume on `thread`;
-                                    holds a reference */
+    /* Each timer and work item holds a reference on the QP while pending or queued: the
+     * engine's own pending state is the record of it (engine.h, "References"). */
+    /* injected stalls: a direction is stalled while its timer is pending (sndk_conn_stalled);
+     * a TX stall sets tx_blocked too, so posts queue meanwhile */
+    struct sndk_timer tx_stall_timer, rx_stall_timer;
+    struct sndk_timer rnr_timer; /* the receiver-not-ready bound */
+    struct sndk_work rnr_work;   /* a receive was posted while waiting: resume on `thread` */
     _Atomic int phase; /* enum sndk_conn_phase: sndk_conn_phase_set() only */
     /* A polling consumer's next receive pass: not before this (CLOCK_MONOTONIC ns; 0: now).
      * Set when a pass ended in the middle of a large payload, so the rest is read in one
@@ -233,10 +258,7 @@ struct sndk_conn {
 
     /* under qp->state_lock */
     unsigned ev_pending;           /* SNDK_EV_* */
-    bool ev_queued;
     bool detached;
-    bool close_rst;                /* close the socket with RST */
-    bool shut_timer_ref;
     NTSTATUS ev_abort_status, ev_shut_status;
     ULONG ev_abort_reason;
 
@@ -246,13 +268,8 @@ struct sndk_conn {
     /* under qp->tx_lock */
     bool tx_blocked;               /* EPOLLOUT armed */
     bool rx_parked;                /* a consumer polls the receive CQ: EPOLLIN not watched */
-    bool rx_stalled;               /* injected stall: no receiving (also under rx_lock) */
-    bool tx_stalled;               /* injected stall: no sending (tx_blocked is set too) */
-    bool tx_stall_ref, rx_stall_ref; /* the stall timers are armed */
     _Atomic uint8_t rnr_phase;       /* enum sndk_rnr_phase: written holding rx_lock and tx_lock
                                         (rnr_set); a relaxed load elsewhere is a hint only */
-    bool rnr_timer_ref;              /* rnr_timer armed */
-    _Atomic bool rnr_work_queued;    /* rnr_work queued (any thread may queue it) */
     struct sndk_conn *rnr_next;     /* on the SRQ's waiter list (under srq->lock) */
     bool rnr_listed;                 /* ... is on it (under srq->lock) */
     _Atomic bool sock_failed;      /* a send failed hard (reset): the socket's error is
@@ -281,8 +298,6 @@ struct sndk_conn {
     uint32_t msg_req;              /* what io->msg is: SQ counter, or a response */
     uint8_t msg_ends;              /* enum sndk_rec_end */
     bool tx_kick;                  /* RX made TX work possible (a Read ended, a request came) */
-    bool tx_failed;                /* TX found a peer fault: tx_fail says how to end */
-    struct sndk_fail tx_fail;
     struct sndk_tx_cfg txcfg;
     struct sndk_tx_msg msg;        /* the request being cut into FPDUs */
     bool msg_active;
@@ -302,13 +317,9 @@ struct sndk_conn {
     bool rx_emptied;               /* the last pass ended on a read shorter than asked (or
                                       EAGAIN): it emptied the socket, inside a payload when the
                                       parser is in DATA (sndk_rx_due_after_pass) */
-    bool rx_failed;                /* a parser callback recorded rx_fail */
     uint64_t rx_fault_checked;     /* rx.fpdus when the fault rules were last asked */
-    bool rx_ended;                 /* a pass decided the connection's end: rx_end says how; the
-                                      passes that get rx_lock before sndk_qp_fail ran report
-                                      the same end instead of reading on */
-    struct sndk_fail rx_end;
-    struct sndk_fail rx_fail;
+    NTSTATUS cur_err_status;       /* the receive being placed failed its local checks: */
+    ULONG cur_err_code;            /* its status and ProviderErrorCode (0: none) */
     bool cur_active;               /* a receive is being filled */
     bool cur_inval;                /* its message asked for a remote invalidation */
     struct sndk_recv_wqe *cur;     /* copy of that receive (room for recv_max_sge SGEs) */
@@ -344,6 +355,13 @@ void sndk_conn_flush_receives(struct sndk_qp *qp);
 /* With the QP: free the connection's state (NULL: nothing). */
 void sndk_conn_free(struct sndk_conn *io);
 
+/* Is direction dir stalled by an injected fault? (tx_lock held, or rx_lock for SNDK_FDIR_RX:
+ * the stall's arm and its end are made holding them) */
+static inline bool sndk_conn_stalled(const struct sndk_conn *io, enum sndk_fault_dir dir)
+{
+    return sndk_timer_pending(dir == SNDK_FDIR_TX ? &io->tx_stall_timer : &io->rx_stall_timer);
+}
+
 /* conn.c */
 const char *sndk_conn_phase_name(enum sndk_conn_phase p);
 static inline enum sndk_conn_phase sndk_conn_phase(const struct sndk_conn *io)
@@ -365,9 +383,19 @@ static inline bool sndk_conn_stopped(const struct sndk_conn *io)
  * names. False when refused: quietly once failing or ended (a late shutdown, a second end
  * found), else it is a bug: logged, and an assertion fails. */
 bool sndk_conn_phase_set(struct sndk_qp *qp, enum sndk_conn_phase next, const char *why);
-/* End the connection for the reason in *f (once; later calls only return). Takes every QP
- * lock in turn: the caller holds none. Completes every outstanding request. */
-void sndk_qp_fail(struct sndk_qp *qp, const struct sndk_fail *f);
+const char *sndk_end_finder_name(enum sndk_end_finder b);
+/* Record f, found by `by`, as the connection's end unless one is recorded already (the first
+ * wins). Returns the end that stands. tx_lock held. */
+const struct sndk_fail *sndk_conn_end_record(struct sndk_conn *io, enum sndk_end_finder by,
+                                             const struct sndk_fail *f);
+/* The end recorded, or NULL while none is. Any thread, no lock. */
+static inline const struct sndk_fail *sndk_conn_end_found(const struct sndk_conn *io)
+{
+    return atomic_load_explicit(&((struct sndk_conn *)io)->end.by, memory_order_acquire) !=
+                   SNDK_END_NONE
+               ? &io->end.why
+               : NULL;
+}
 /* An injected stall of direction dir for ms: arm its timer (holds a reference), which ends
  * the stall and resumes that direction. tx_lock held (rx: rx_lock too). */
 void sndk_qp_stall_timer(struct sndk_qp *qp, enum sndk_fault_dir dir, uint32_t ms);

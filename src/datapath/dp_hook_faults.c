@@ -46,14 +46,12 @@ static enum sndk_tx_result tx_act(struct sndk_qp *qp, enum sndk_fault_action a, 
     struct sndk_conn *io = qp->io;
     io->tx_fault = SNDK_FACT_NONE;
     if (a == SNDK_FACT_STALL) {
-        io->tx_stalled = true;
+        sndk_qp_stall_timer(qp, SNDK_FDIR_TX, ms); /* stalled while it is pending */
         io->tx_blocked = true; /* postings queue meanwhile */
         sndk_tx_update_events(io);
-        sndk_qp_stall_timer(qp, SNDK_FDIR_TX, ms);
         return SNDK_TX_BLOCKED;
     }
-    struct sndk_fail *f = &io->tx_fail;
-    memset(f, 0, sizeof *f);
+    struct sndk_fail end = {0}, *f = &end;
     f->notify = true;
     if (a == SNDK_FACT_TERMINATE && r) {
         f->send_term = true;
@@ -67,7 +65,7 @@ static enum sndk_tx_result tx_act(struct sndk_qp *qp, enum sndk_fault_action a, 
         f->reason = SNDK_REASON_RESET;
         f->rst = true;
     }
-    io->tx_failed = true;
+    sndk_conn_end_record(io, SNDK_END_TX, f);
     return SNDK_TX_LOCAL_ERR;
 }
 
@@ -119,9 +117,8 @@ static enum sndk_seam_verdict rx_act(struct sndk_qp *qp, enum sndk_fault_action 
     case SNDK_FACT_STALL:
         sndk_mutex_lock(&qp->tx_lock);
         if (!sndk_conn_stopped(io)) {
-            io->rx_stalled = true;
+            sndk_qp_stall_timer(qp, SNDK_FDIR_RX, ms); /* stalled while it is pending */
             sndk_tx_update_events(io);
-            sndk_qp_stall_timer(qp, SNDK_FDIR_RX, ms);
         }
         sndk_mutex_unlock(&qp->tx_lock);
         return SNDK_SEAM_STOP;

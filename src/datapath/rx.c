@@ -114,8 +114,7 @@ static bool rnr_try_resume(struct sndk_qp *qp, const char *why)
     if (!sndk_conn_stopped(io)) {
         rnr_set(qp, SNDK_RNR_RECEIVING, why);
         sndk_tx_update_events(io);
-        if (io->rnr_timer_ref && sndk_timer_cancel(&io->rnr_timer)) {
-            io->rnr_timer_ref = false;
+        if (sndk_timer_cancel(&io->rnr_timer)) { /* its pending period's reference is ours */
             sndk_mutex_unlock(&qp->tx_lock);
             sndk_obj_put(&qp->base);
             return true;
@@ -191,8 +190,8 @@ static int take_receive(struct sndk_qp *qp)
         if (r != SNDK_ACC_OK) {
             /* NDSPI: a receive whose SGE names invalid memory completes with an access
              * violation; the Send cannot be placed, so the stream is over. */
-            io->rx_fail.rx_status = STATUS_ACCESS_VIOLATION;
-            io->rx_fail.rx_code = (ULONG)r;
+            io->cur_err_status = STATUS_ACCESS_VIOLATION;
+            io->cur_err_code = (ULONG)r;
             return -SNDK_WERR_LOCAL;
         }
         n += k;
@@ -361,8 +360,8 @@ static int rx_place(void *ctx, const struct sndk_rx_seg *seg, uint32_t off, stru
                 return rc;
         }
         if ((uint64_t)seg->mo + seg->len > io->cur->bytes) {
-            io->rx_fail.rx_status = STATUS_BUFFER_OVERFLOW;
-            io->rx_fail.rx_code = SNDK_WERR_TOO_LONG;
+            io->cur_err_status = STATUS_BUFFER_OVERFLOW;
+            io->cur_err_code = SNDK_WERR_TOO_LONG;
             return -SNDK_WERR_TOO_LONG;
         }
     }
@@ -410,8 +409,8 @@ static int rx_msg_done(void *ctx, const struct sndk_rx_seg *seg, uint64_t msg_le
         enum sndk_access_result a = sndk_access_invalidate_remote(qp->pd, seg->inval_stag);
         if (a != SNDK_ACC_OK) {
             note_refused(a, qp, seg->inval_stag);
-            io->rx_fail.rx_status = STATUS_ACCESS_VIOLATION;
-            io->rx_fail.rx_code = a == SNDK_ACC_UNASSOC ? SNDK_WERR_INV_STAG_PD : SNDK_WERR_INV_STAG;
+            io->cur_err_status = STATUS_ACCESS_VIOLATION;
+            io->cur_err_code = a == SNDK_ACC_UNASSOC ? SNDK_WERR_INV_STAG_PD : SNDK_WERR_INV_STAG;
             return a == SNDK_ACC_UNASSOC ? -SNDK_WERR_INV_STAG_PD : -SNDK_WERR_INV_STAG;
         }
         r.Type = NdkOperationTypeReceiveAndInvalidate;
@@ -475,7 +474,7 @@ static void rx_terminate(void *ctx, const struct sndk_rx_seg *seg, const struct 
     (void)seg;
     struct sndk_qp *qp = ctx;
     struct sndk_conn *io = qp->io;
-    struct sndk_fail *f = &io->rx_fail;
+    struct sndk_fail end = {0}, *f = &end;
     sndk_seam_rx_term_received(qp, t);
     f->link_status = STATUS_CONNECTION_ABORTED;
     f->reason = SNDK_REASON_TERM(SNDK_REASON_TERM_RECV, t->layer, t->etype, t->code);
@@ -491,7 +490,11 @@ static void rx_terminate(void *ctx, const struct sndk_rx_seg *seg, const struct 
     f->named_stag = named.stag;
     f->named_to = named.to;
     f->named_status = term_blame_status[named.blame];
-    io->rx_failed = true;
+    /* the peer's word ends the connection unless an end was found first (rx_lock held: tx_lock
+     * comes after it) */
+    sndk_mutex_lock(&qp->tx_lock);
+    sndk_conn_end_record(io, SNDK_END_RX, f);
+    sndk_mutex_unlock(&qp->tx_lock);
     /* Once per connection, at info: what the peer said and the bytes it said it with (a
      * layout guessed wrong stays readable). */
     sndk_info_peer(sndk_ctr_log_suppressed(&qp->base.adapter->ctrs), "rx",
@@ -517,8 +520,8 @@ void sndk_rx_io_init(struct sndk_conn *io, bool crc)
     sndk_rx_init(&io->rx, &cfg, &rx_ops, io->qp);
     io->stage_len = io->stage_pos = 0;
     io->cur_active = false;
-    io->rx_failed = false;
-    memset(&io->rx_fail, 0, sizeof io->rx_fail);
+    io->cur_err_status = 0;
+    io->cur_err_code = 0;
 }
 
 void sndk_rx_cancel_current(struct sndk_qp *qp, NTSTATUS st, ULONG code)
@@ -626,15 +629,16 @@ static bool send_saw_reset(struct sndk_qp *qp)
 static enum sndk_rx_result protocol_end(struct sndk_qp *qp, int rc, struct sndk_fail *fail)
 {
     struct sndk_conn *io = qp->io;
-    if (io->rx_failed) { /* the peer's Terminate */
-        *fail = io->rx_fail;
+    const struct sndk_fail *found = sndk_conn_end_found(io);
+    if (found) { /* the peer's Terminate, or an end found before it */
+        *fail = *found;
         return SNDK_RXR_FAIL;
     }
     const struct sndk_wire_fault *f = sndk_rx_fault(&io->rx);
     memset(fail, 0, sizeof *fail);
     fail->notify = true;
-    fail->rx_status = io->rx_fail.rx_status;
-    fail->rx_code = io->rx_fail.rx_code;
+    fail->rx_status = io->cur_err_status;
+    fail->rx_code = io->cur_err_code;
     if (!f) {
         sndk_err("rx", "QP %p: internal: parser stopped (%d) without a fault", (void *)qp, rc);
         fail->link_status = STATUS_INTERNAL_ERROR;
@@ -721,10 +725,11 @@ bool sndk_rx_emptied_between_fpdus(const struct sndk_conn *io, uint64_t fpdus_be
 enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
 {
     struct sndk_conn *io = qp->io;
-    if (io->rx_ended) {
-        /* rx_lock is released before sndk_qp_fail marks the QP dead: whoever gets it in
-         * between learns the same end (nothing after it is read or counted again). */
-        *fail = io->rx_end;
+    const struct sndk_fail *found = sndk_conn_end_found(io);
+    if (found) {
+        /* An end is recorded, and rx_lock is released before it is acted on: whoever gets
+         * the lock in between learns that end (nothing after it is read or counted again). */
+        *fail = *found;
         return SNDK_RXR_FAIL;
     }
     io->rx_emptied = false;
@@ -739,8 +744,10 @@ enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
         sndk_mutex_unlock(&qp->tx_lock);
     }
     if (r == SNDK_RXR_FAIL) {
-        io->rx_ended = true;
-        io->rx_end = *fail;
+        /* first wins: a pass that found its end after another was recorded reports that one */
+        sndk_mutex_lock(&qp->tx_lock);
+        *fail = *sndk_conn_end_record(io, SNDK_END_RX, fail);
+        sndk_mutex_unlock(&qp->tx_lock);
     }
     sndk_seam_rx_fpdus(qp);
     return r;

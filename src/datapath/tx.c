@@ -140,10 +140,10 @@ void sndk_tx_update_events(struct sndk_conn *io)
 {
     if (sndk_conn_ended(io))
         return;
-    bool rx_off = io->peer_fin || io->rx_parked || io->rx_stalled ||
+    bool rx_off = io->peer_fin || io->rx_parked || sndk_conn_stalled(io, SNDK_FDIR_RX) ||
                   sndk_rnr_phase(io) == SNDK_RNR_WAITING; /* receiver not ready: backpressure */
     uint32_t ev = (rx_off ? 0u : (uint32_t)EPOLLIN) |
-                  (io->tx_blocked && !io->tx_stalled ? (uint32_t)EPOLLOUT : 0u);
+                  (io->tx_blocked && !sndk_conn_stalled(io, SNDK_FDIR_TX) ? (uint32_t)EPOLLOUT : 0u);
     int rc = sndk_source_modify(&io->src, ev);
     if (rc < 0 && rc != -ENOENT)
         sndk_warn("tx", "QP %p: epoll modify: %d", (void *)io->qp, rc);
@@ -230,19 +230,18 @@ static void response_refused(struct sndk_qp *qp, const struct sndk_irq_entry *q,
         memcpy(wf.rreq, tmp.hdr + SNDK_MPA_LEN_SIZE + SNDK_DDP_UNTAGGED_HDR_LEN,
                SNDK_RDMAP_READ_REQ_LEN);
     }
-    struct sndk_fail *f = &io->tx_fail;
-    memset(f, 0, sizeof *f);
+    struct sndk_fail end = {0}, *f = &end;
     sndk_term_from_fault(&f->term, &wf);
     f->send_term = true;
     f->notify = true;
     f->link_status = STATUS_CONNECTION_ABORTED;
     f->reason = SNDK_REASON_TERM(SNDK_REASON_TERM_SENT, f->term.layer, f->term.etype, f->term.code);
-    io->tx_failed = true;
+    sndk_conn_end_record(io, SNDK_END_TX, f);
 }
 
 /* Start cutting the response to the oldest inbound Read Request not yet cut. The source is
  * checked (again) and translated now, so a region revoked since the request arrived is never
- * read. Returns false when the connection must end (io->tx_fail). */
+ * read. Returns false when the connection must end (its end is recorded). */
 static bool start_response(struct sndk_qp *qp)
 {
     struct sndk_conn *io = qp->io;
@@ -284,7 +283,7 @@ static void fill_batch(struct sndk_qp *qp)
     struct sndk_conn *io = qp->io;
     int nrec = 0, niov = 0;
     bool corrupt = false;
-    while (nrec < SNDK_TX_BATCH && !io->tx_failed && io->tx_fault == SNDK_FACT_NONE) {
+    while (nrec < SNDK_TX_BATCH && !sndk_conn_end_found(io) && io->tx_fault == SNDK_FACT_NONE) {
         int room = SNDK_TX_IOV - niov;
         if (room < 3)
             break;
@@ -476,7 +475,7 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
         return SNDK_TX_IO_ERR;
     if (sndk_conn_stopped(io))
         return SNDK_TX_BLOCKED; /* failing: the progress thread ends it; nothing more goes out */
-    if (io->tx_stalled)
+    if (sndk_conn_stalled(io, SNDK_FDIR_TX))
         return SNDK_TX_BLOCKED;
     if (io->tx_gate != SNDK_TXG_OPEN && (qp->sq_sent != qp->sq_tail || io->irq_count != 0)) {
         gate_hold(qp);
@@ -528,7 +527,7 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
         io->tx_blocked = false;
         sndk_tx_update_events(io);
     }
-    if (io->tx_failed ||
+    if (sndk_conn_end_found(io) ||
         (qp->sq_sent != qp->sq_tail && slot(qp, qp->sq_sent)->status != STATUS_SUCCESS))
         return SNDK_TX_LOCAL_ERR;
     if (sndk_conn_phase(io) == SNDK_PHASE_SHUTTING_DOWN && qp->sq_sent == qp->sq_tail &&

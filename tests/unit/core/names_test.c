@@ -57,6 +57,7 @@ ADAPT(sndk_verify_callback_name, enum sndk_callback_kind)
 ADAPT(sndk_tx_gate_name, enum sndk_tx_gate)
 ADAPT(sndk_rnr_phase_name, enum sndk_rnr_phase)
 ADAPT(sndk_conn_phase_name, enum sndk_conn_phase)
+ADAPT(sndk_end_finder_name, enum sndk_end_finder)
 ADAPT(sndk_qp_state_name, enum sndk_qp_state)
 ADAPT(sndk_mr_state_name, enum sndk_mr_state)
 ADAPT(sndk_obj_type_name, NDK_OBJECT_TYPE)
@@ -89,9 +90,10 @@ static const struct table tables[] = {
     /* datapath/ */
     T(sndk_tx_gate_name, SNDK_TXG_COUNT),
     T(sndk_rnr_phase_name, SNDK_RNR_COUNT),
-    /* core/ */
     T(sndk_conn_phase_name, SNDK_PHASE_COUNT),
+    T(sndk_end_finder_name, SNDK_END_FINDER_COUNT),
     T(sndk_qp_state_name, SNDK_QP_STATE_COUNT),
+    /* core/ */
     T(sndk_mr_state_name, SNDK_MR_STATE_COUNT),
     T(sndk_obj_type_name, NdkObjectTypeMax),
     T(sndk_listener_state_name, SNDK_LISTENER_STATE_COUNT),
