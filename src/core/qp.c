@@ -366,7 +366,7 @@ static NTSTATUS qp_receive(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *
     if (st == STATUS_SUCCESS && (sndk_qp_state(qp) == SNDK_QP_ERROR || sndk_obj_closing(&qp->base)))
         sndk_conn_flush_receives(qp);
     else if (st == STATUS_SUCCESS)
-        sndk_qp_rnr_kick(qp); /* a Send waiting for it (receiver not ready) goes on */
+        sndk_rx_rnr_kick(qp); /* a Send waiting for it (receiver not ready) goes on */
     return st;
 }
 

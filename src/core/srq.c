@@ -145,12 +145,12 @@ void sndk_srq_rnr_done(struct sndk_srq *srq, struct sndk_conn *io)
 }
 
 /* A receive was posted: every waiter may take it (the first pass to run wins; the others
- * wait on). sndk_qp_rnr_kick takes no lock, only queues work. */
+ * wait on). sndk_rx_rnr_kick takes no lock, only queues work. */
 static void srq_rnr_kick_locked(struct sndk_srq *srq)
 {
     sndk_assert_held(&srq->lock);
     for (struct sndk_conn *w = srq->rnr_waiters; w; w = w->rnr_next)
-        sndk_qp_rnr_kick(w->qp);
+        sndk_rx_rnr_kick(w->qp);
 }
 
 static NTSTATUS srq_receive(NDK_SRQ *pNdkSrq, PVOID RequestContext, const NDK_SGE *pSgl,

@@ -20,6 +20,9 @@
 #include "core/srq.h"
 #include "datapath/dp_seams.h"
 #include "datapath/link.h"
+#include "datapath/phase.h"
+#include "datapath/watch.h"
+#include "datapath/sq.h"
 #include "util/log.h"
 #include "verify/verify.h"
 
@@ -79,146 +82,7 @@ bool sndk_qp_set_state(struct sndk_qp *qp, enum sndk_qp_state next, const char *
     return true;
 }
 
-/* ---------------------------------------------------------------- connection phase */
-
-static const char *const conn_phase_names[SNDK_PHASE_COUNT] = {
-    [SNDK_PHASE_ATTACHING] = "attaching",
-    [SNDK_PHASE_LIVE] = "live",
-    [SNDK_PHASE_SHUTTING_DOWN] = "shutting-down",
-    [SNDK_PHASE_FIN_SENT] = "fin-sent",
-    [SNDK_PHASE_FAILING] = "failing",
-    [SNDK_PHASE_ENDED] = "ended",
-};
-
-const char *sndk_conn_phase_name(enum sndk_conn_phase p)
-{
-    return (unsigned)p < SNDK_PHASE_COUNT ? conn_phase_names[p] : "?";
-}
-
-/* One function per source phase (qp_io.h draws the machine). */
-static bool phase_from_attaching(enum sndk_conn_phase next)
-{
-    return next == SNDK_PHASE_LIVE || next == SNDK_PHASE_ENDED;
-}
-static bool phase_from_live(enum sndk_conn_phase next)
-{
-    return next == SNDK_PHASE_SHUTTING_DOWN || next == SNDK_PHASE_FAILING ||
-           next == SNDK_PHASE_ENDED;
-}
-static bool phase_from_shutting_down(enum sndk_conn_phase next)
-{
-    return next == SNDK_PHASE_FIN_SENT || next == SNDK_PHASE_FAILING || next == SNDK_PHASE_ENDED;
-}
-static bool phase_from_fin_sent(enum sndk_conn_phase next)
-{
-    return next == SNDK_PHASE_FAILING || next == SNDK_PHASE_ENDED;
-}
-static bool phase_from_failing(enum sndk_conn_phase next)
-{
-    return next == SNDK_PHASE_ENDED;
-}
-static bool phase_from_ended(enum sndk_conn_phase next)
-{
-    (void)next;
-    return false; /* final */
-}
-
-static bool (*const phase_transitions[SNDK_PHASE_COUNT])(enum sndk_conn_phase) = {
-    [SNDK_PHASE_ATTACHING] = phase_from_attaching,
-    [SNDK_PHASE_LIVE] = phase_from_live,
-    [SNDK_PHASE_SHUTTING_DOWN] = phase_from_shutting_down,
-    [SNDK_PHASE_FIN_SENT] = phase_from_fin_sent,
-    [SNDK_PHASE_FAILING] = phase_from_failing,
-    [SNDK_PHASE_ENDED] = phase_from_ended,
-};
-
-bool sndk_conn_phase_set(struct sndk_qp *qp, enum sndk_conn_phase next, const char *why)
-{
-    struct sndk_conn *io = qp->io;
-    /* the locks the readers of each phase hold (qp_io.h) */
-    if (next == SNDK_PHASE_LIVE)
-        sndk_assert_held(&qp->state_lock);
-    else if (next == SNDK_PHASE_ENDED || next == SNDK_PHASE_FAILING)
-        assert(sndk_mutex_held(&qp->rx_lock) && sndk_mutex_held(&qp->tx_lock));
-    else
-        sndk_assert_held(&qp->tx_lock);
-    int cur = atomic_load_explicit(&io->phase, memory_order_relaxed);
-    do {
-        if (!phase_transitions[cur](next)) {
-            if (cur < SNDK_PHASE_FAILING) {
-                sndk_err("qp", "QP %p: connection: refused %s => %s (%s)", (void *)qp,
-                         sndk_conn_phase_name((enum sndk_conn_phase)cur),
-                         sndk_conn_phase_name(next), why);
-                assert(!"illegal connection phase transition");
-            }
-            return false;
-        }
-    } while (!atomic_compare_exchange_weak_explicit(&io->phase, &cur, (int)next,
-                                                    memory_order_acq_rel, memory_order_relaxed));
-    sndk_debug("qp", "QP %p: connection %s => %s (%s)", (void *)qp,
-               sndk_conn_phase_name((enum sndk_conn_phase)cur), sndk_conn_phase_name(next), why);
-    SNDK_TRACE("qp.conn_phase", "QP", qp, "\"from\":\"%s\",\"to\":\"%s\",\"why\":\"%s\"",
-               sndk_conn_phase_name((enum sndk_conn_phase)cur), sndk_conn_phase_name(next), why);
-    return true;
-}
-
 /* ---------------------------------------------------------------- completions */
-
-static struct sndk_sqe *sq_slot(struct sndk_qp *qp, uint32_t idx)
-{
-    return &qp->sq[idx % qp->initiator_depth];
-}
-
-void sndk_qp_retire_head(struct sndk_qp *qp, NTSTATUS st, ULONG code)
-{
-    sndk_assert_held(&qp->tx_lock);
-    uint32_t idx = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
-    struct sndk_sqe *e = sq_slot(qp, idx);
-    static const NDK_OPERATION_TYPE types[] = {
-        [SNDK_SQ_SEND] = NdkOperationTypeSend,
-        [SNDK_SQ_WRITE] = NdkOperationTypeWrite,
-        [SNDK_SQ_READ] = NdkOperationTypeRead,
-        [SNDK_SQ_BIND] = NdkOperationTypeBind,
-        [SNDK_SQ_FAST_REGISTER] = NdkOperationTypeFastRegister,
-        [SNDK_SQ_INVALIDATE] = NdkOperationTypeInvalidate,
-    };
-    if (e->target) { /* an Invalidate that never ran */
-        sndk_obj_put(e->target);
-        e->target = NULL;
-    }
-    bool report = st != STATUS_SUCCESS || !(e->flags & NDK_OP_FLAG_SILENT_SUCCESS);
-    bool data = e->kind == SNDK_SQ_SEND || e->kind == SNDK_SQ_WRITE || e->kind == SNDK_SQ_READ;
-    NDK_RESULT_EX r = {
-        .Status = st,
-        .BytesTransferred = st == STATUS_SUCCESS && data ? (ULONG)e->bytes : 0,
-        .QPContext = qp->context,
-        .RequestContext = e->context,
-        .Type = types[e->kind],
-        .ProviderErrorCode = st == STATUS_SUCCESS ? 0 : code,
-    };
-    sndk_seam_sq_retired(qp, st);
-    /* The slot is free before its completion can be seen: a consumer that polls the completion
-     * on another thread and posts the next request at once (a queue of depth 1, ndkperf's
-     * read_lat) must find room. Release: the poster reads sq_head without the lock. Nothing
-     * reads the slot after this; the result was copied out above. */
-    atomic_store_explicit(&qp->sq_head, idx + 1, memory_order_release);
-    if (report)
-        sndk_cq_post(qp->icq, &r, false);
-}
-
-void sndk_qp_retire_done(struct sndk_qp *qp)
-{
-    sndk_assert_held(&qp->tx_lock);
-    for (;;) {
-        uint32_t idx = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
-        if (idx == qp->sq_sent)
-            return;
-        struct sndk_sqe *e = sq_slot(qp, idx);
-        if (!e->done)
-            return;
-        sndk_qp_retire_head(qp, e->status, e->code);
-    }
-}
 
 /* Does the peer's Terminate (*f) name request e? */
 static bool named_by(const struct sndk_fail *f, const struct sndk_sqe *e)
@@ -351,34 +215,6 @@ static void src_done_fn(struct sndk_work *w)
 
 /* ---------------------------------------------------------------- the end */
 
-static const char *const end_finder_names[SNDK_END_FINDER_COUNT] = {
-    [SNDK_END_NONE] = "none",
-    [SNDK_END_RX] = "receive side",
-    [SNDK_END_TX] = "send side",
-    [SNDK_END_LOCAL] = "local",
-    [SNDK_END_SHUTDOWN] = "shutdown",
-};
-
-const char *sndk_end_finder_name(enum sndk_end_finder b)
-{
-    return (unsigned)b < SNDK_END_FINDER_COUNT ? end_finder_names[b] : "?";
-}
-
-const struct sndk_fail *sndk_conn_end_record(struct sndk_conn *io, enum sndk_end_finder by,
-                                             const struct sndk_fail *f)
-{
-    sndk_assert_held(&io->qp->tx_lock);
-    assert(by != SNDK_END_NONE && by < SNDK_END_FINDER_COUNT);
-    if (atomic_load_explicit(&io->end.by, memory_order_relaxed) == SNDK_END_NONE) {
-        io->end.why = *f;
-        atomic_store_explicit(&io->end.by, (uint8_t)by, memory_order_release);
-        sndk_debug("qp", "QP %p: connection end found by the %s: 0x%08x reason 0x%08x%s",
-                   (void *)io->qp, sndk_end_finder_name(by), (unsigned)f->link_status,
-                   (unsigned)f->reason, f->graceful ? " (graceful)" : "");
-    }
-    return &io->end.why;
-}
-
 /* Act on the connection's end: the first one recorded, f (found by `by`) when none was. Once
  * (the QP's move to ERROR decides who acts; later calls only return). Takes every QP lock in
  * turn: the caller holds none. Completes every outstanding request. */
@@ -423,7 +259,7 @@ static void conn_end(struct sndk_qp *qp, enum sndk_end_finder by, const struct s
     /* Every outstanding initiator request completes, in order: its own local error, the
      * peer's refusal when a Terminate named it, else STATUS_CANCELLED. */
     while (atomic_load_explicit(&qp->sq_head, memory_order_relaxed) != qp->sq_tail) {
-        struct sndk_sqe *e = sq_slot(qp, atomic_load_explicit(&qp->sq_head, memory_order_relaxed));
+        struct sndk_sqe *e = sndk_sq_slot(qp, atomic_load_explicit(&qp->sq_head, memory_order_relaxed));
         NTSTATUS st = STATUS_CANCELLED;
         ULONG code = 0;
         if (e->status == STATUS_SUCCESS && named_by(f, e)) {
@@ -434,7 +270,7 @@ static void conn_end(struct sndk_qp *qp, enum sndk_end_finder by, const struct s
             st = e->status; /* its own local error, or finished behind an unfinished one */
             code = e->code;
         }
-        sndk_qp_retire_head(qp, st, code);
+        sndk_sq_retire_head(qp, st, code);
     }
     qp->sq_sent = qp->sq_tail;
     sndk_mutex_unlock(&qp->tx_lock);
@@ -709,7 +545,7 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
         /* rx_lock + tx_lock: the receive side stops passes, TX stops watching EPOLLIN */
         sndk_mutex_lock(&qp->tx_lock);
         io->peer_fin = true;
-        sndk_tx_update_events(io);
+        sndk_conn_update_events(io);
         fin_sent = sndk_conn_phase(io) == SNDK_PHASE_FIN_SENT;
         sndk_mutex_unlock(&qp->tx_lock);
     }
@@ -773,7 +609,7 @@ static void park_rx(struct sndk_qp *qp)
     if (now) {
         io->rx_parked = true;
         sndk_cq_parked(qp->rcq, +1);
-        sndk_tx_update_events(io);
+        sndk_conn_update_events(io);
     }
     sndk_mutex_unlock(&qp->tx_lock);
     if (!now)
@@ -797,7 +633,7 @@ static void qp_unpark_rx(struct sndk_qp *qp)
     if (io->rx_parked) {
         io->rx_parked = false;
         sndk_cq_parked(qp->rcq, -1);
-        sndk_tx_update_events(io); /* level-triggered: bytes already there report at once */
+        sndk_conn_update_events(io); /* level-triggered: bytes already there report at once */
     }
     sndk_mutex_unlock(&qp->tx_lock);
 }
@@ -832,24 +668,6 @@ static const struct sndk_cq_conn_ops cq_conn_ops = {
     .stop_polling = cq_conn_stop_polling,
     .cq_dead = cq_conn_dead,
 };
-
-/* What an empty poll of either CQ should act on: receiving while the receive side may read
- * (parked or not: parking hands the receiving to the polling consumer), sending while the
- * socket is full. A connection that can do neither leaves the CQs' readiness sets. A Send held
- * for a receive (receiver not ready) leaves the peer's bytes in the socket on purpose: watched,
- * it would be reported by every empty poll, each a pass that can do nothing; the post that
- * brings the receive resumes it (rnr_work), and the resume watches again. */
-void sndk_qp_watch_cqs(struct sndk_conn *io)
-{
-    struct sndk_qp *qp = io->qp;
-    sndk_assert_held(&qp->tx_lock);
-    bool rx_off = io->peer_fin || sndk_conn_stalled(io, SNDK_FDIR_RX) || sndk_rnr_phase(io) == SNDK_RNR_WAITING;
-    uint32_t ev = (rx_off ? 0u : (uint32_t)EPOLLIN) |
-                  (io->tx_blocked && !sndk_conn_stalled(io, SNDK_FDIR_TX) ? (uint32_t)EPOLLOUT : 0u);
-    sndk_cq_conn_watch(qp->rcq, &io->rconn, ev);
-    if (qp->icq != qp->rcq)
-        sndk_cq_conn_watch(qp->icq, &io->iconn, ev);
-}
 
 static void src_fn(struct sndk_source *s, uint32_t events)
 {
@@ -899,7 +717,7 @@ static void rx_stall_timer_fn(struct sndk_timer *t)
     sndk_mutex_lock(&qp->tx_lock);
     bool live = !sndk_conn_stopped(io);
     if (live)
-        sndk_tx_update_events(io); /* no longer pending: EPOLLIN watched again */
+        sndk_conn_update_events(io); /* no longer pending: EPOLLIN watched again */
     sndk_mutex_unlock(&qp->tx_lock);
     sndk_mutex_unlock(&qp->rx_lock);
     /* Bytes may wait in the staging buffer, which no EPOLLIN reports: receive now. */
@@ -926,15 +744,6 @@ static void rnr_timer_fn(struct sndk_timer *t)
     sndk_obj_put(&qp->base);
 }
 
-void sndk_qp_rnr_timer(struct sndk_qp *qp, unsigned ms)
-{
-    struct sndk_conn *io = qp->io;
-    sndk_assert_held(&qp->tx_lock);
-    if (sndk_timer_pending(&io->rnr_timer))
-        return; /* one bound per wait: a second arm would move it */
-    if (sndk_timer_arm_on(io->engine, io->thread, &io->rnr_timer, (uint64_t)ms * 1000u))
-        sndk_obj_get(&qp->base); /* the pending timer's (engine.h, "References") */
-}
 
 /* A receive was posted while the connection waited: resume on the progress thread. rx_lock is
  * taken, not tried: a try-lock could lose the wake-up to a pass that looked just before. */
@@ -950,28 +759,7 @@ static void rnr_work_fn(struct sndk_work *w)
     sndk_obj_put(&qp->base);
 }
 
-void sndk_qp_rnr_kick(struct sndk_qp *qp)
-{
-    struct sndk_conn *io = qp->io;
-    if (!io || sndk_rnr_phase(io) != SNDK_RNR_WAITING)
-        return;
-    /* The reference first: this thread may hold none but the poster's, and the work may run
-     * and drop its reference before a get after the queueing. Queued already: give it back. */
-    sndk_obj_get(&qp->base);
-    if (!sndk_engine_queue_on(io->engine, io->thread, &io->rnr_work))
-        sndk_obj_put(&qp->base);
-}
 
-void sndk_qp_stall_timer(struct sndk_qp *qp, enum sndk_fault_dir dir, uint32_t ms)
-{
-    struct sndk_conn *io = qp->io;
-    sndk_assert_held(&qp->tx_lock);
-    struct sndk_timer *t = dir == SNDK_FDIR_TX ? &io->tx_stall_timer : &io->rx_stall_timer;
-    if (sndk_timer_pending(t))
-        return; /* one stall at a time per direction */
-    if (sndk_timer_arm_on(io->engine, io->thread, t, (uint64_t)ms * 1000u))
-        sndk_obj_get(&qp->base); /* the pending timer's (engine.h, "References") */
-}
 
 static void shut_timer_fn(struct sndk_timer *t)
 {
@@ -1120,7 +908,7 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     /* A post in the window may have found the socket full and asked for EPOLLOUT before the
      * source existed: watch what the state says now. */
     sndk_mutex_lock(&qp->tx_lock);
-    sndk_tx_update_events(io);
+    sndk_conn_update_events(io);
     sndk_mutex_unlock(&qp->tx_lock);
     sndk_debug("qp", "QP %p: attached fd %d on thread %u, CRC %s, FPDU <= %u", (void *)qp, p->fd,
                io->thread, p->crc ? "on" : "off", io->txcfg.max_fpdu);
@@ -1162,7 +950,7 @@ uint32_t sndk_qp_initiator_outstanding(struct sndk_qp *qp, void **oldest_ctx)
     sndk_mutex_lock(&qp->tx_lock);
     uint32_t head = atomic_load_explicit(&qp->sq_head, memory_order_acquire);
     uint32_t n = qp->sq_tail - head;
-    *oldest_ctx = n ? sq_slot(qp, head)->context : NULL;
+    *oldest_ctx = n ? sndk_sq_slot(qp, head)->context : NULL;
     sndk_mutex_unlock(&qp->tx_lock);
     return n;
 }

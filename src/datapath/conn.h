@@ -9,6 +9,7 @@
 #include "datapath/link.h"
 #include "core/qp.h"
 #include "datapath/dp_hooks.h"
+#include "engine/engine.h"
 #include "iwarp/fpdu.h"
 #include "iwarp/parser.h"
 #include "observe/counters.h"
@@ -362,7 +363,7 @@ static inline bool sndk_conn_stalled(const struct sndk_conn *io, enum sndk_fault
     return sndk_timer_pending(dir == SNDK_FDIR_TX ? &io->tx_stall_timer : &io->rx_stall_timer);
 }
 
-/* conn.c */
+/* phase.c: the phase machine and the end record */
 const char *sndk_conn_phase_name(enum sndk_conn_phase p);
 static inline enum sndk_conn_phase sndk_conn_phase(const struct sndk_conn *io)
 {
@@ -396,13 +397,6 @@ static inline const struct sndk_fail *sndk_conn_end_found(const struct sndk_conn
                ? &io->end.why
                : NULL;
 }
-/* An injected stall of direction dir for ms: arm its timer (holds a reference), which ends
- * the stall and resumes that direction. tx_lock held (rx: rx_lock too). */
-void sndk_qp_stall_timer(struct sndk_qp *qp, enum sndk_fault_dir dir, uint32_t ms);
-/* Retire the request at sq_head with st (no CQE for a silent success). tx_lock held. */
-void sndk_qp_retire_head(struct sndk_qp *qp, NTSTATUS st, ULONG code);
-/* Retire, in order, the finished requests at the head of the queue. tx_lock held. */
-void sndk_qp_retire_done(struct sndk_qp *qp);
 
 /* tx.c (all: qp->tx_lock held) */
 void sndk_tx_init(struct sndk_conn *io, bool crc, uint32_t max_fpdu, uint32_t ird, uint32_t ord);
@@ -414,10 +408,6 @@ void sndk_tx_gate_await(struct sndk_conn *io);
 void sndk_tx_gate_open(struct sndk_qp *qp);
 /* Best effort, one non-blocking write; skipped when an FPDU is half written. */
 void sndk_tx_terminate(struct sndk_qp *qp, const struct sndk_term *t);
-/* Set the watched events from tx_blocked / peer_fin / parking / stalls. */
-void sndk_tx_update_events(struct sndk_conn *io);
-/* conn.c, tx_lock held: the same facts into the CQs' readiness sets (core/cq.h). */
-void sndk_qp_watch_cqs(struct sndk_conn *io);
 /* Drop the unwritten batch (the connection is closing). */
 void sndk_tx_discard(struct sndk_conn *io);
 /* RX, a Read Response ended: is the entry at the head of the ORQ a fence? (none: false) */
@@ -453,11 +443,10 @@ bool sndk_rx_rnr_resume(struct sndk_qp *qp);
  * came meanwhile (then it resumes). The next pass raises the Send's Terminate. */
 void sndk_rx_rnr_expire(struct sndk_qp *qp, const char *why);
 
-/* conn.c: a receive was posted on qp (its RQ, or the SRQ it shares): if its connection waits for
- * one, resume it on its progress thread. Any thread, no QP lock needed (takes none). */
-void sndk_qp_rnr_kick(struct sndk_qp *qp);
-/* conn.c: arm the receiver-not-ready bound (holds a reference). tx_lock held. */
-void sndk_qp_rnr_timer(struct sndk_qp *qp, unsigned ms);
+/* A receive was posted on qp (its RQ, or the SRQ it shares): if its connection waits for one,
+ * resume it on its progress thread (conn.c's rnr_work). Any thread, no QP lock needed (takes
+ * none). */
+void sndk_rx_rnr_kick(struct sndk_qp *qp);
 struct sndk_srq;
 /* srq.c: a connection on srq waits for a receive (sndk_srq_rnr_wait) / no longer does
  * (sndk_srq_rnr_done, also when not listed). Posting on the SRQ kicks its waiters. */

@@ -3,6 +3,8 @@
  * corrupt a CRC, stall a direction, drop the connection, send a Terminate. Attached when the
  * adapter has rules for this connection. */
 #include "datapath/dp_seams.h"
+#include "datapath/phase.h"
+#include "datapath/watch.h"
 
 #include <errno.h>
 #include <string.h>
@@ -46,9 +48,9 @@ static enum sndk_tx_result tx_act(struct sndk_qp *qp, enum sndk_fault_action a, 
     struct sndk_conn *io = qp->io;
     io->tx_fault = SNDK_FACT_NONE;
     if (a == SNDK_FACT_STALL) {
-        sndk_qp_stall_timer(qp, SNDK_FDIR_TX, ms); /* stalled while it is pending */
+        sndk_conn_stall(qp, SNDK_FDIR_TX, ms); /* stalled while it is pending */
         io->tx_blocked = true; /* postings queue meanwhile */
-        sndk_tx_update_events(io);
+        sndk_conn_update_events(io);
         return SNDK_TX_BLOCKED;
     }
     struct sndk_fail end = {0}, *f = &end;
@@ -117,8 +119,8 @@ static enum sndk_seam_verdict rx_act(struct sndk_qp *qp, enum sndk_fault_action 
     case SNDK_FACT_STALL:
         sndk_mutex_lock(&qp->tx_lock);
         if (!sndk_conn_stopped(io)) {
-            sndk_qp_stall_timer(qp, SNDK_FDIR_RX, ms); /* stalled while it is pending */
-            sndk_tx_update_events(io);
+            sndk_conn_stall(qp, SNDK_FDIR_RX, ms); /* stalled while it is pending */
+            sndk_conn_update_events(io);
         }
         sndk_mutex_unlock(&qp->tx_lock);
         return SNDK_SEAM_STOP;

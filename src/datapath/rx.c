@@ -22,6 +22,8 @@
 #include "core/access.h"
 #include "core/srq.h"
 #include "datapath/dp_seams.h"
+#include "datapath/phase.h"
+#include "datapath/watch.h"
 #include "verify/verify.h"
 #include "util/log.h"
 
@@ -71,6 +73,29 @@ static bool rnr_may_wait(struct sndk_qp *qp)
     return qp->base.adapter->cfg.rnr_wait_ms != 0 && sndk_rnr_phase(qp->io) != SNDK_RNR_EXPIRED;
 }
 
+/* Arm the receiver-not-ready bound (a reference while pending). tx_lock held. */
+static void rnr_arm(struct sndk_qp *qp, unsigned ms)
+{
+    struct sndk_conn *io = qp->io;
+    sndk_assert_held(&qp->tx_lock);
+    if (sndk_timer_pending(&io->rnr_timer))
+        return; /* one bound per wait: a second arm would move it */
+    if (sndk_timer_arm_on(io->engine, io->thread, &io->rnr_timer, (uint64_t)ms * 1000u))
+        sndk_obj_get(&qp->base); /* the pending timer's (engine.h, "References") */
+}
+
+void sndk_rx_rnr_kick(struct sndk_qp *qp)
+{
+    struct sndk_conn *io = qp->io;
+    if (!io || sndk_rnr_phase(io) != SNDK_RNR_WAITING)
+        return;
+    /* The reference first: this thread may hold none but the poster's, and the work may run
+     * and drop its reference before a get after the queueing. Queued already: give it back. */
+    sndk_obj_get(&qp->base);
+    if (!sndk_engine_queue_on(io->engine, io->thread, &io->rnr_work))
+        sndk_obj_put(&qp->base);
+}
+
 /* The parser holds a Send that found no receive: stop reading (EPOLLIN off, so TCP pushes
  * back on the sender), arm the bound, count and name it. rx_lock held. */
 static void rnr_begin(struct sndk_qp *qp)
@@ -80,14 +105,14 @@ static void rnr_begin(struct sndk_qp *qp)
     sndk_mutex_lock(&qp->tx_lock);
     if (!sndk_conn_stopped(io)) {
         rnr_set(qp, SNDK_RNR_WAITING, "a Send found no receive posted");
-        sndk_tx_update_events(io);
-        sndk_qp_rnr_timer(qp, ms);
+        sndk_conn_update_events(io);
+        rnr_arm(qp, ms);
     }
     sndk_mutex_unlock(&qp->tx_lock);
     if (qp->srq) {
         sndk_srq_rnr_wait(qp->srq, io);
         /* a receive posted between take_receive and the listing kicked nobody: look again */
-        sndk_qp_rnr_kick(qp);
+        sndk_rx_rnr_kick(qp);
     }
     sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_RNR_WAITS);
     if (sndk_verify_on(qp->base.adapter))
@@ -113,7 +138,7 @@ static bool rnr_try_resume(struct sndk_qp *qp, const char *why)
     sndk_mutex_lock(&qp->tx_lock);
     if (!sndk_conn_stopped(io)) {
         rnr_set(qp, SNDK_RNR_RECEIVING, why);
-        sndk_tx_update_events(io);
+        sndk_conn_update_events(io);
         if (sndk_timer_cancel(&io->rnr_timer)) { /* its pending period's reference is ours */
             sndk_mutex_unlock(&qp->tx_lock);
             sndk_obj_put(&qp->base);

@@ -17,6 +17,9 @@
 
 #include "core/adapter.h"
 #include "datapath/dp_seams.h"
+#include "datapath/phase.h"
+#include "datapath/watch.h"
+#include "datapath/sq.h"
 #include "iwarp/crc32c.h"
 #include "verify/verify.h"
 #include "util/log.h"
@@ -24,7 +27,6 @@
 
 /* ---------------------------------------------------------------- placed Write completion */
 
-static struct sndk_sqe *slot(struct sndk_qp *qp, uint32_t idx);
 
 /* WriteCompletion placed (docs/qp.md, "Write completion"): a Write is done when a Read cut
  * after it is answered. Without ORD (the peer takes no Read) there is no such Read: Writes
@@ -64,7 +66,7 @@ static bool fence_due(struct sndk_qp *qp)
         return false;
     if (qp->sq_sent == qp->sq_tail || io->writes_unfenced >= SNDK_FENCE_BATCH)
         return true;
-    uint8_t next = slot(qp, qp->sq_sent)->kind;
+    uint8_t next = sndk_sq_slot(qp, qp->sq_sent)->kind;
     return next != SNDK_SQ_WRITE && next != SNDK_SQ_READ;
 }
 
@@ -110,12 +112,12 @@ void sndk_tx_orq_pop(struct sndk_qp *qp)
         /* requests before sq_head are retired (their slots may be reused): start there */
         for (uint32_t c = atomic_load_explicit(&qp->sq_head, memory_order_relaxed); c != covers;
              c++) {
-            struct sndk_sqe *e = slot(qp, c);
+            struct sndk_sqe *e = sndk_sq_slot(qp, c);
             if (e->kind == SNDK_SQ_WRITE)
                 e->done = true; /* placed at the peer */
         }
     }
-    sndk_qp_retire_done(qp);
+    sndk_sq_retire_done(qp);
     if (qp->sq_sent != qp->sq_tail || io->writes_unfenced)
         io->tx_kick = true; /* a Read, a fence or a fenced request may go now */
 }
@@ -134,25 +136,6 @@ void sndk_tx_init(struct sndk_conn *io, bool crc, uint32_t max_fpdu, uint32_t ir
     io->iov_cur = io->iov;
     io->iov_left = 0;
     io->msg_active = false;
-}
-
-void sndk_tx_update_events(struct sndk_conn *io)
-{
-    if (sndk_conn_ended(io))
-        return;
-    bool rx_off = io->peer_fin || io->rx_parked || sndk_conn_stalled(io, SNDK_FDIR_RX) ||
-                  sndk_rnr_phase(io) == SNDK_RNR_WAITING; /* receiver not ready: backpressure */
-    uint32_t ev = (rx_off ? 0u : (uint32_t)EPOLLIN) |
-                  (io->tx_blocked && !sndk_conn_stalled(io, SNDK_FDIR_TX) ? (uint32_t)EPOLLOUT : 0u);
-    int rc = sndk_source_modify(&io->src, ev);
-    if (rc < 0 && rc != -ENOENT)
-        sndk_warn("tx", "QP %p: epoll modify: %d", (void *)io->qp, rc);
-    sndk_qp_watch_cqs(io);
-}
-
-static struct sndk_sqe *slot(struct sndk_qp *qp, uint32_t idx)
-{
-    return &qp->sq[idx % qp->initiator_depth];
 }
 
 static const char *const tx_gate_names[SNDK_TXG_COUNT] = {
@@ -309,7 +292,7 @@ static void fill_batch(struct sndk_qp *qp)
             }
             if (qp->sq_sent == qp->sq_tail)
                 break;
-            struct sndk_sqe *e = slot(qp, qp->sq_sent);
+            struct sndk_sqe *e = sndk_sq_slot(qp, qp->sq_sent);
             if (e->status != STATUS_SUCCESS)
                 break;
             if ((e->flags & NDK_OP_FLAG_READ_FENCE) && io->orq_count > 0)
@@ -395,7 +378,7 @@ static void fill_batch(struct sndk_qp *qp)
                                              .resp = io->msg_ends == SNDK_REC_RESP,
                                              .req = io->msg_req};
         if (fin && io->write_placed && io->msg_ends == SNDK_REC_REQ &&
-            slot(qp, io->msg_req)->kind == SNDK_SQ_WRITE) {
+            sndk_sq_slot(qp, io->msg_req)->kind == SNDK_SQ_WRITE) {
             io->rec[nrec].ends = SNDK_REC_NONE; /* done when placed: a Read behind it says */
             io->writes_unfenced++;
         }
@@ -418,7 +401,7 @@ stall:
     io->rec_done = 0;
     io->iov_cur = io->iov;
     io->iov_left = niov;
-    sndk_qp_retire_done(qp); /* local requests at the head */
+    sndk_sq_retire_done(qp); /* local requests at the head */
 }
 
 /* n more bytes of the batch went out: what ends with a complete FPDU is done. */
@@ -441,7 +424,7 @@ static void consumed(struct sndk_qp *qp, size_t n)
         fpdus++;
         sndk_seam_tx_fpdu_out(qp, r);
         if (r->ends == SNDK_REC_REQ) {
-            slot(qp, r->req)->done = true;
+            sndk_sq_slot(qp, r->req)->done = true;
             retire = true;
         } else if (r->ends == SNDK_REC_RESP) {
             io->irq_head = (io->irq_head + 1) % SNDK_RD_MAX;
@@ -451,7 +434,7 @@ static void consumed(struct sndk_qp *qp, size_t n)
     }
     sndk_seam_tx_fpdus_out(qp, fpdus);
     if (retire)
-        sndk_qp_retire_done(qp);
+        sndk_sq_retire_done(qp);
 }
 
 /* Copy the first `cap` bytes of iov[0..n) into out (at most SNDK_TX_IOV pieces). */
@@ -512,7 +495,7 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
                 if (!io->tx_blocked) {
                     io->tx_blocked = true;
-                    sndk_tx_update_events(io);
+                    sndk_conn_update_events(io);
                 }
                 return SNDK_TX_BLOCKED;
             }
@@ -525,10 +508,10 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
     }
     if (io->tx_blocked) {
         io->tx_blocked = false;
-        sndk_tx_update_events(io);
+        sndk_conn_update_events(io);
     }
     if (sndk_conn_end_found(io) ||
-        (qp->sq_sent != qp->sq_tail && slot(qp, qp->sq_sent)->status != STATUS_SUCCESS))
+        (qp->sq_sent != qp->sq_tail && sndk_sq_slot(qp, qp->sq_sent)->status != STATUS_SUCCESS))
         return SNDK_TX_LOCAL_ERR;
     if (sndk_conn_phase(io) == SNDK_PHASE_SHUTTING_DOWN && qp->sq_sent == qp->sq_tail &&
         io->irq_count == 0 && io->writes_unfenced == 0 /* a fence goes before the FIN */) {

@@ -1,0 +1,53 @@
+/* What a connection's socket is watched for, by its progress thread's epoll and by the CQs it
+ * feeds (a polling consumer's readiness sets, core/cq.h), from the facts of the moment: TX
+ * blocked, the peer's FIN, parking, an injected stall, a Send held for a receive. Below the TX
+ * and RX drivers and the hooks, which change those facts and call down here. */
+#include "datapath/watch.h"
+
+#include <errno.h>
+#include <sys/epoll.h>
+
+#include "util/log.h"
+
+/* What an empty poll of either CQ should act on: receiving while the receive side may read
+ * (parked or not: parking hands the receiving to the polling consumer), sending while the
+ * socket is full. A connection that can do neither leaves the CQs' readiness sets. A Send held
+ * for a receive (receiver not ready) leaves the peer's bytes in the socket on purpose: watched,
+ * it would be reported by every empty poll, each a pass that can do nothing; the post that
+ * brings the receive resumes it (rnr_work), and the resume watches again. */
+static void watch_cqs(struct sndk_conn *io)
+{
+    struct sndk_qp *qp = io->qp;
+    sndk_assert_held(&qp->tx_lock);
+    bool rx_off = io->peer_fin || sndk_conn_stalled(io, SNDK_FDIR_RX) || sndk_rnr_phase(io) == SNDK_RNR_WAITING;
+    uint32_t ev = (rx_off ? 0u : (uint32_t)EPOLLIN) |
+                  (io->tx_blocked && !sndk_conn_stalled(io, SNDK_FDIR_TX) ? (uint32_t)EPOLLOUT : 0u);
+    sndk_cq_conn_watch(qp->rcq, &io->rconn, ev);
+    if (qp->icq != qp->rcq)
+        sndk_cq_conn_watch(qp->icq, &io->iconn, ev);
+}
+
+void sndk_conn_update_events(struct sndk_conn *io)
+{
+    if (sndk_conn_ended(io))
+        return;
+    bool rx_off = io->peer_fin || io->rx_parked || sndk_conn_stalled(io, SNDK_FDIR_RX) ||
+                  sndk_rnr_phase(io) == SNDK_RNR_WAITING; /* receiver not ready: backpressure */
+    uint32_t ev = (rx_off ? 0u : (uint32_t)EPOLLIN) |
+                  (io->tx_blocked && !sndk_conn_stalled(io, SNDK_FDIR_TX) ? (uint32_t)EPOLLOUT : 0u);
+    int rc = sndk_source_modify(&io->src, ev);
+    if (rc < 0 && rc != -ENOENT)
+        sndk_warn("tx", "QP %p: epoll modify: %d", (void *)io->qp, rc);
+    watch_cqs(io);
+}
+
+void sndk_conn_stall(struct sndk_qp *qp, enum sndk_fault_dir dir, uint32_t ms)
+{
+    struct sndk_conn *io = qp->io;
+    sndk_assert_held(&qp->tx_lock);
+    struct sndk_timer *t = dir == SNDK_FDIR_TX ? &io->tx_stall_timer : &io->rx_stall_timer;
+    if (sndk_timer_pending(t))
+        return; /* one stall at a time per direction */
+    if (sndk_timer_arm_on(io->engine, io->thread, t, (uint64_t)ms * 1000u))
+        sndk_obj_get(&qp->base); /* the pending timer's (engine.h, "References") */
+}

@@ -1,0 +1,15 @@
+/* What the connection's socket is watched for (watch.c). */
+#ifndef SOFTNDK_DATAPATH_WATCH_H
+#define SOFTNDK_DATAPATH_WATCH_H
+
+#include "datapath/conn.h"
+
+/* Set the watched events (epoll and the CQs' readiness sets) from tx_blocked, peer_fin,
+ * parking, stalls and the receiver-not-ready wait. tx_lock held. */
+void sndk_conn_update_events(struct sndk_conn *io);
+/* An injected stall of direction dir for ms: arm its timer (a reference while pending); the
+ * direction is stalled while it is pending, and its fn (conn.c) resumes it. One stall at a
+ * time per direction. tx_lock held (rx: rx_lock too). */
+void sndk_conn_stall(struct sndk_qp *qp, enum sndk_fault_dir dir, uint32_t ms);
+
+#endif
