@@ -194,10 +194,6 @@ static void src_done_fn(struct sndk_work *w)
     struct sndk_qp *qp = io->qp;
     const struct sndk_fail *end = sndk_conn_end_found(io); /* recorded before the removal */
     bool rst = end && end->rst;
-    if (rst) {
-        struct linger l = {.l_onoff = 1, .l_linger = 0};
-        setsockopt(io->fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
-    }
     sndk_mutex_lock(&qp->tx_lock);
     if (io->rx_parked) { /* ended parked: nothing will unpark it */
         io->rx_parked = false;
@@ -208,8 +204,9 @@ static void src_done_fn(struct sndk_work *w)
     sndk_cq_conn_remove(qp->rcq, &io->rconn);
     if (qp->icq != qp->rcq)
         sndk_cq_conn_remove(qp->icq, &io->iconn);
-    close(io->fd);
-    sndk_debug("qp", "QP %p: socket closed%s", (void *)qp, rst ? " (RST)" : "");
+    sndk_stream_close(&io->stream, rst);
+    sndk_debug("qp", "QP %p: %s stream closed%s", (void *)qp, io->stream.ops->name,
+               rst ? " (reset)" : "");
     sndk_obj_put(&qp->base); /* the connection's reference */
 }
 
@@ -242,10 +239,14 @@ static void conn_end(struct sndk_qp *qp, enum sndk_end_finder by, const struct s
 
     sndk_mutex_lock(&qp->rx_lock);
     sndk_mutex_lock(&qp->tx_lock);
-    if (f->send_term)
+    /* Our direction may have ended already (the shutdown's FIN went after the last request):
+     * then nothing more can be written, and it ends once. */
+    bool fin_out = sndk_conn_phase(io) == SNDK_PHASE_FIN_SENT;
+    if (f->send_term && !fin_out)
         sndk_tx_terminate(qp, &f->term);
-    if (f->send_term || f->graceful) {
-        shutdown(io->fd, SHUT_WR); /* FIN right behind the Terminate / the last FPDU */
+    if ((f->send_term || f->graceful) && !fin_out) {
+        /* FIN right behind the Terminate / the last FPDU */
+        sndk_stream_shutdown_write(&io->stream);
         sndk_seam_tx_fin(qp);
     }
     /* from here only src_done touches the socket */
@@ -521,9 +522,7 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
         sndk_mutex_unlock(&qp->rx_lock);
         if (events & (EPOLLERR | EPOLLHUP)) {
             /* After the peer's FIN only an error or the end of our own side is left. */
-            int err = 0;
-            socklen_t len = sizeof err;
-            getsockopt(io->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+            int err = sndk_stream_error(&io->stream);
             if (err || sndk_qp_state(qp) != SNDK_QP_DISCONNECTING) {
                 struct sndk_fail f = {.link_status = STATUS_CONNECTION_RESET,
                                       .reason = SNDK_REASON_RESET, .notify = true, .rst = true};
@@ -775,28 +774,6 @@ static void shut_timer_fn(struct sndk_timer *t)
 
 /* ---------------------------------------------------------------- link.h */
 
-static uint32_t fpdu_size_for(int fd)
-{
-    /* docs/wire.md: one FPDU per TCP segment. TCP_MAXSEG of a young connection is bounded by
-     * half the peer's window seen so far (32 KiB on a fresh loopback socket), so the MSS this
-     * end advertises (its MTU) decides whether the link is loopback-sized. */
-    struct tcp_info ti;
-    socklen_t tl = sizeof ti;
-    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 &&
-        ti.tcpi_advmss + 3u >= SNDK_FPDU_MAX_DEFAULT)
-        return SNDK_FPDU_MAX_DEFAULT;
-    int mss = 0;
-    socklen_t len = sizeof mss;
-    uint32_t max = SNDK_FPDU_MAX_DEFAULT;
-    if (getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) == 0 && mss > 0 &&
-        (uint32_t)mss < max) {
-        max = (uint32_t)mss & ~3u;
-        if (max < 1024)
-            max = 1024; /* a tiny MSS (tunnels, odd links): let TCP segment */
-    }
-    return max;
-}
-
 static struct sndk_conn *io_create(struct sndk_qp *qp)
 {
     struct sndk_conn *io = calloc(1, sizeof *io);
@@ -837,7 +814,10 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
         return -ENOMEM;
     }
     io->engine = qp->base.adapter->engine;
-    io->fd = p->fd;
+    if (p->stream_ops)
+        io->stream = (struct sndk_stream){.ops = p->stream_ops, .fd = p->fd};
+    else
+        sndk_stream_tcp_init(&io->stream, p->fd);
     io->thread = p->thread < sndk_engine_threads(io->engine) ? p->thread : 0;
     if (ev)
         io->ev = *ev;
@@ -853,9 +833,7 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     sndk_work_init(&io->rnr_work, rnr_work_fn);
     io->crec = p->rec;
     sndk_conn_rec_get(io->crec);
-    int one = 1;
-    setsockopt(p->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    sndk_tx_init(io, p->crc, fpdu_size_for(p->fd), p->ird, p->ord);
+    sndk_tx_init(io, p->crc, sndk_stream_fpdu_max(&io->stream), p->ird, p->ord);
     if (p->await_initiator)
         sndk_tx_gate_await(io);
     sndk_rx_io_init(io, p->crc);
@@ -910,8 +888,8 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     sndk_mutex_lock(&qp->tx_lock);
     sndk_conn_update_events(io);
     sndk_mutex_unlock(&qp->tx_lock);
-    sndk_debug("qp", "QP %p: attached fd %d on thread %u, CRC %s, FPDU <= %u", (void *)qp, p->fd,
-               io->thread, p->crc ? "on" : "off", io->txcfg.max_fpdu);
+    sndk_debug("qp", "QP %p: attached %s stream fd %d on thread %u, CRC %s, FPDU <= %u",
+               (void *)qp, io->stream.ops->name, p->fd, io->thread, p->crc ? "on" : "off", io->txcfg.max_fpdu);
     return 0;
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/access.h"
 #include "datapath/link.h"
+#include "datapath/stream.h"
 #include "core/qp.h"
 #include "datapath/dp_hooks.h"
 #include "engine/engine.h"
@@ -221,7 +222,7 @@ struct sndk_conn {
     struct sndk_conn_rec *crec;    /* counters / pcap of the connection (NULL: none); a reference */
     uint64_t rx_fpdus_seen;        /* rx.fpdus already added to crec (under rx_lock) */
     struct sndk_engine *engine;
-    int fd;
+    struct sndk_stream stream;     /* the transport (stream.h): a TCP socket today */
     unsigned thread;
     struct sndk_link_events ev;
     void *ev_ctx;

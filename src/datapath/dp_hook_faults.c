@@ -159,9 +159,7 @@ static enum sndk_seam_verdict rx_read_cap(struct sndk_qp *qp, struct sndk_fail *
     struct sndk_conn *io = qp->io;
     struct sndk_fault_dirstate *d = &io->fc->d[SNDK_FDIR_RX];
     while (d->byte_mark != UINT64_MAX && d->byte_mark == d->bytes) {
-        uint8_t b;
-        if (recv(io->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
-            (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (sndk_stream_peek(&io->stream) == 0) {
             *cap = 0; /* acts when the byte after the mark arrives (or the end shows) */
             return SNDK_SEAM_GO_ON;
         }

@@ -20,9 +20,12 @@
 
 struct sndk_qp;
 struct sndk_conn_rec;
+struct sndk_stream_ops;
 
 struct sndk_link_params {
-    int fd;                 /* connected TCP socket, O_NONBLOCK, TCP_NODELAY; the QP closes it */
+    int fd;                 /* connected TCP socket, O_NONBLOCK; the QP closes it */
+    /* The transport behind fd (datapath/stream.h); NULL: fd is a TCP socket. */
+    const struct sndk_stream_ops *stream_ops;
     unsigned thread;        /* progress thread that serves it */
     bool crc;               /* CRC32c on every FPDU, both directions */
     uint8_t mpa_rev;        /* 1 or 2 (informational) */

@@ -823,7 +823,7 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
                 n = clamp_iov(iov, n, cap);
             if (probe >= n)
                 probe = -1;
-            got = readv(io->fd, iov, n);
+            got = sndk_stream_readv(&io->stream, iov, n);
             if (got > 0)
                 drained = (size_t)got < sndk_iov_len(iov, n);
             if (got > 0) {
@@ -834,8 +834,8 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
                 continue;
             }
         } else {
-            got = recv(io->fd, io->stage, cap < sizeof io->stage ? cap : sizeof io->stage,
-                       MSG_DONTWAIT);
+            struct iovec stage = {io->stage, cap < sizeof io->stage ? cap : sizeof io->stage};
+            got = sndk_stream_readv(&io->stream, &stage, 1);
             if (got > 0) {
                 sndk_seam_rx_read(qp, &(struct iovec){io->stage, (size_t)got}, 1, (size_t)got);
                 io->stage_len = (uint32_t)got;
@@ -856,13 +856,13 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
                 return protocol_end(qp, rc, fail);
             return SNDK_RXR_PEER_FIN;
         }
-        if (errno == EINTR)
+        if (got == -EINTR)
             continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (got == -EAGAIN) {
             io->rx_emptied = true;
             return SNDK_RXR_OK;
         }
-        sndk_debug("rx", "QP %p: receive: errno %d", (void *)qp, errno);
+        sndk_debug("rx", "QP %p: receive: errno %d", (void *)qp, (int)-got);
         sndk_fail_reset(fail);
         return SNDK_RXR_FAIL;
     }

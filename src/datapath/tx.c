@@ -488,18 +488,18 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
             mh.msg_iovlen = (size_t)clamp_iov(mh.msg_iov, (int)mh.msg_iovlen, cap, clamped);
             mh.msg_iov = clamped;
         }
-        ssize_t w = sendmsg(io->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w = sndk_stream_writev(&io->stream, mh.msg_iov, (int)mh.msg_iovlen);
         if (w < 0) {
-            if (errno == EINTR)
+            if (w == -EINTR)
                 continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            if (w == -EAGAIN) {
                 if (!io->tx_blocked) {
                     io->tx_blocked = true;
                     sndk_conn_update_events(io);
                 }
                 return SNDK_TX_BLOCKED;
             }
-            sndk_debug("tx", "QP %p: sendmsg: errno %d", (void *)qp, errno);
+            sndk_debug("tx", "QP %p: send: errno %d", (void *)qp, (int)-w);
             atomic_store_explicit(&io->sock_failed, true, memory_order_release);
             return SNDK_TX_IO_ERR;
         }
@@ -516,7 +516,7 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
     if (sndk_conn_phase(io) == SNDK_PHASE_SHUTTING_DOWN && qp->sq_sent == qp->sq_tail &&
         io->irq_count == 0 && io->writes_unfenced == 0 /* a fence goes before the FIN */) {
         /* sndk_qp_shutdown: everything posted before it is out; now our FIN. */
-        shutdown(io->fd, SHUT_WR);
+        sndk_stream_shutdown_write(&io->stream);
         sndk_conn_phase_set(qp, SNDK_PHASE_FIN_SENT, "last request out");
         sndk_seam_tx_fin(qp);
         sndk_debug("tx", "QP %p: FIN sent", (void *)qp);
@@ -540,8 +540,7 @@ void sndk_tx_terminate(struct sndk_qp *qp, const struct sndk_term *t)
     int n = sndk_fpdu_terminate(&f, io->msn_term++, t, io->txcfg.crc, iov, 3);
     if (n < 0)
         return;
-    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-    ssize_t w = sendmsg(io->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t w = sndk_stream_writev(&io->stream, iov, n);
     if (w > 0)
         sndk_seam_tx_term_sent(qp, t, iov, n, (size_t)w, f.wire_len);
     sndk_debug("tx", "QP %p: Terminate %s/%s/%s sent (%zd of %u bytes)", (void *)qp,

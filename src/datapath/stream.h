@@ -1,0 +1,77 @@
+/* The byte stream under a connection: everything the connection does with its transport goes
+ * through these operations. Today's stream is a TCP socket (stream_tcp.c). A second transport
+ * (peers on one host, say) is a new file behind the same operations; the connection, its TX
+ * and RX drivers and every hook stay as they are (docs/datapath.md, "The byte stream").
+ *
+ * Every operation is non-blocking and called with the connection's locks as its caller holds
+ * them: writes under tx_lock, reads under rx_lock, the rest from the connection's own paths. */
+#ifndef SOFTNDK_DATAPATH_STREAM_H
+#define SOFTNDK_DATAPATH_STREAM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct sndk_stream;
+
+struct sndk_stream_ops {
+    const char *name; /* "tcp": in the log and ndkstat */
+    /* Write from iov[0..n) as much as fits now. Bytes written (> 0), or -errno: -EAGAIN when
+     * nothing fits (the progress thread's epoll reports EPOLLOUT on `fd` when some does),
+     * -EINTR to try again, any other a failed stream (its error is then consumed). */
+    ssize_t (*writev)(struct sndk_stream *s, const struct iovec *iov, int n);
+    /* Read into iov[0..n) what is there. Bytes read (> 0), 0 at the peer's orderly end of
+     * stream, or -errno (-EAGAIN: nothing yet; EPOLLIN on `fd` reports more). */
+    ssize_t (*readv)(struct sndk_stream *s, const struct iovec *iov, int n);
+    /* Is a byte waiting, without taking it? 1: yes; 0: not yet; -errno: end or error. */
+    int (*peek)(struct sndk_stream *s);
+    /* End our direction after what was written (TCP: FIN). */
+    void (*shutdown_write)(struct sndk_stream *s);
+    /* The stream's pending error (0: none), consumed. */
+    int (*error)(struct sndk_stream *s);
+    /* The largest FPDU to cut so that one FPDU rides in one segment of the transport. */
+    uint32_t (*fpdu_max)(struct sndk_stream *s);
+    /* Close it; `abort`: tell the peer it was reset (TCP: RST) rather than ended. Last call. */
+    void (*close)(struct sndk_stream *s, bool abort);
+};
+
+struct sndk_stream {
+    const struct sndk_stream_ops *ops;
+    int fd; /* what the progress thread's epoll and the CQs' readiness sets watch */
+};
+
+/* TCP: a connected, non-blocking socket (stream_tcp.c); sets TCP_NODELAY. The stream owns fd
+ * from here and closes it. */
+void sndk_stream_tcp_init(struct sndk_stream *s, int fd);
+
+static inline ssize_t sndk_stream_writev(struct sndk_stream *s, const struct iovec *iov, int n)
+{
+    return s->ops->writev(s, iov, n);
+}
+static inline ssize_t sndk_stream_readv(struct sndk_stream *s, const struct iovec *iov, int n)
+{
+    return s->ops->readv(s, iov, n);
+}
+static inline int sndk_stream_peek(struct sndk_stream *s)
+{
+    return s->ops->peek(s);
+}
+static inline void sndk_stream_shutdown_write(struct sndk_stream *s)
+{
+    s->ops->shutdown_write(s);
+}
+static inline int sndk_stream_error(struct sndk_stream *s)
+{
+    return s->ops->error(s);
+}
+static inline uint32_t sndk_stream_fpdu_max(struct sndk_stream *s)
+{
+    return s->ops->fpdu_max(s);
+}
+static inline void sndk_stream_close(struct sndk_stream *s, bool abort)
+{
+    s->ops->close(s, abort);
+}
+
+#endif

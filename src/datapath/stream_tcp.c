@@ -1,0 +1,100 @@
+/* The byte stream over a TCP socket (stream.h): the transport of the iWARP wire. */
+#include "datapath/stream.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "iwarp/fpdu.h"
+
+static ssize_t tcp_writev(struct sndk_stream *s, const struct iovec *iov, int n)
+{
+    struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n};
+    ssize_t w = sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    return w < 0 ? -(errno == EWOULDBLOCK ? EAGAIN : errno) : w;
+}
+
+static ssize_t tcp_readv(struct sndk_stream *s, const struct iovec *iov, int n)
+{
+    struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n};
+    ssize_t got = recvmsg(s->fd, &mh, MSG_DONTWAIT);
+    return got < 0 ? -(errno == EWOULDBLOCK ? EAGAIN : errno) : got;
+}
+
+static int tcp_peek(struct sndk_stream *s)
+{
+    uint8_t b;
+    ssize_t got = recv(s->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (got > 0)
+        return 1;
+    if (got == 0)
+        return -EPIPE; /* the peer's end of stream */
+    return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+}
+
+static void tcp_shutdown_write(struct sndk_stream *s)
+{
+    shutdown(s->fd, SHUT_WR);
+}
+
+static int tcp_error(struct sndk_stream *s)
+{
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+        return errno;
+    return err;
+}
+
+/* docs/wire.md: one FPDU per TCP segment. TCP_MAXSEG of a young connection is bounded by half
+ * the peer's window seen so far (32 KiB on a fresh loopback socket), so the MSS this end
+ * advertises (its MTU) decides whether the link is loopback-sized. */
+static uint32_t tcp_fpdu_max(struct sndk_stream *s)
+{
+    struct tcp_info ti;
+    socklen_t tl = sizeof ti;
+    if (getsockopt(s->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 &&
+        ti.tcpi_advmss + 3u >= SNDK_FPDU_MAX_DEFAULT)
+        return SNDK_FPDU_MAX_DEFAULT;
+    int mss = 0;
+    socklen_t len = sizeof mss;
+    uint32_t max = SNDK_FPDU_MAX_DEFAULT;
+    if (getsockopt(s->fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) == 0 && mss > 0 &&
+        (uint32_t)mss < max) {
+        max = (uint32_t)mss & ~3u;
+        if (max < 1024)
+            max = 1024; /* a tiny MSS (tunnels, odd links): let TCP segment */
+    }
+    return max;
+}
+
+static void tcp_close(struct sndk_stream *s, bool abort)
+{
+    if (abort) { /* RST: a zero linger makes close reset the connection */
+        struct linger l = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    }
+    close(s->fd);
+    s->fd = -1;
+}
+
+static const struct sndk_stream_ops tcp_ops = {
+    .name = "tcp",
+    .writev = tcp_writev,
+    .readv = tcp_readv,
+    .peek = tcp_peek,
+    .shutdown_write = tcp_shutdown_write,
+    .error = tcp_error,
+    .fpdu_max = tcp_fpdu_max,
+    .close = tcp_close,
+};
+
+void sndk_stream_tcp_init(struct sndk_stream *s, int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    s->ops = &tcp_ops;
+    s->fd = fd;
+}
