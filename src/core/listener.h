@@ -43,8 +43,17 @@ const char *sndk_listener_state_name(enum sndk_listener_state s);
 
 /* A connector's state as its logs and ndkstat name it ("wait-request"), by value; "?" from the
  * count on. The states are connector.c's own (it checks the count statically). */
-#define SNDK_CONN_STATES 11
+#define SNDK_CONN_STATES 12
 const char *sndk_conn_state_name(unsigned s);
+/* The connector's side machines, by value (connector.c, docs/connector.md "States"): its
+ * request ("done-active"), its consumer events ("disconnect-due"), its link to the QP
+ * ("attached"); "?" from the count on. */
+#define SNDK_CONN_REQ_PHASES   4
+#define SNDK_CONN_EVENT_PHASES 5
+#define SNDK_CONN_LINK_PHASES  4
+const char *sndk_conn_req_name(unsigned s);
+const char *sndk_conn_event_name(unsigned s);
+const char *sndk_conn_link_name(unsigned s);
 
 void sndk_connector_incoming(struct sndk_listener *l, int fd, const struct sndk_addr *local,
                              const struct sndk_addr *peer);
