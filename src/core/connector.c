@@ -27,7 +27,7 @@
 #include "core/errno_status.h"
 #include "core/link.h"
 #include "faults/faults.h"
-#include "core/listener.h"
+#include "core/connector.h"
 #include "core/qp.h"
 #include "verify/verify.h"
 #include "iwarp/fpdu.h"
@@ -68,7 +68,7 @@ static const char *const conn_state_names[SNDK_CONN_STATE_COUNT] = {
     [SNDK_CONN_DISCONNECTING] = "disconnecting",
     [SNDK_CONN_CLOSED] = "closed",
 };
-_Static_assert(SNDK_CONN_STATE_COUNT == SNDK_CONN_STATES, "listener.h's count of states");
+_Static_assert(SNDK_CONN_STATE_COUNT == SNDK_CONN_STATES, "connector.h's count of states");
 
 const char *sndk_conn_state_name(unsigned s)
 {
@@ -102,7 +102,7 @@ static const unsigned conn_req_moves[SNDK_REQ_COUNT] = {
     [SNDK_REQ_DONE] = BIT(SNDK_REQ_NONE) | BIT(SNDK_REQ_DONE_ACTIVE),
     [SNDK_REQ_DONE_ACTIVE] = BIT(SNDK_REQ_ACTIVE) | BIT(SNDK_REQ_DONE),
 };
-_Static_assert(SNDK_REQ_COUNT == SNDK_CONN_REQ_PHASES, "listener.h's count of request phases");
+_Static_assert(SNDK_REQ_COUNT == SNDK_CONN_REQ_PHASES, "connector.h's count of request phases");
 
 /* The consumer's events: a passive connector's connect event, then at most one disconnect event
  * (docs/connector.md, "The disconnect event"). */
@@ -129,7 +129,7 @@ static const unsigned conn_event_moves[SNDK_EV_COUNT] = {
     [SNDK_EV_DISC_FIRED] = BIT(SNDK_EV_SILENT),
     [SNDK_EV_SILENT] = 0,
 };
-_Static_assert(SNDK_EV_COUNT == SNDK_CONN_EVENT_PHASES, "listener.h's count of event phases");
+_Static_assert(SNDK_EV_COUNT == SNDK_CONN_EVENT_PHASES, "connector.h's count of event phases");
 
 /* The connector's hold on its QP's connection (link.h). */
 enum sndk_conn_link {
@@ -153,7 +153,7 @@ static const unsigned conn_link_moves[SNDK_LINK_COUNT] = {
     [SNDK_LINK_FAIL_DUE] = BIT(SNDK_LINK_FAILED),
     [SNDK_LINK_FAILED] = 0,
 };
-_Static_assert(SNDK_LINK_COUNT == SNDK_CONN_LINK_PHASES, "listener.h's count of link phases");
+_Static_assert(SNDK_LINK_COUNT == SNDK_CONN_LINK_PHASES, "connector.h's count of link phases");
 
 const char *sndk_conn_req_name(unsigned s)
 {
@@ -232,7 +232,7 @@ struct sndk_connector {
     bool have_addresses;
     struct sndk_endpoint *ep;
     bool se_peer; /* peer registered on a shared endpoint */
-    struct sndk_listener *listener;
+    const struct sndk_conn_origin *origin; /* passive: its listener's (connector.h) */
     struct sndk_adm_entry adm; /* passive, while waiting for the Request (admission.h) */
     struct sndk_qp *qp;
     struct sndk_conn_rec *rec; /* counters, ndkstat, pcap (NULL when out of memory) */
@@ -290,8 +290,8 @@ static void door_transition(struct sndk_connector *c, enum sndk_conn_state next)
     sndk_assert_held(&c->lock);
     if (c->state == next)
         return;
-    if (c->state == SNDK_CONN_WAIT_REQUEST && c->listener)
-        sndk_admission_leave(c->listener, &c->adm);
+    if (c->state == SNDK_CONN_WAIT_REQUEST && c->origin)
+        sndk_admission_leave(c->origin->adm, &c->adm);
     bool was = awaits_answer(c, c->state), now = awaits_answer(c, next);
     if (now && !was)
         atomic_fetch_add_explicit(&ctrs_of(c)->incoming, 1, memory_order_relaxed);
@@ -567,13 +567,10 @@ static void deliver_fn(struct sndk_work *w)
         }
         if (c->ev == SNDK_EV_CONNECT_DUE) {
             set_ev_why(c, SNDK_EV_NONE, "connect event delivered");
-            struct sndk_listener *l = c->listener;
+            const struct sndk_conn_origin *o = c->origin;
             sndk_mutex_unlock(&c->lock);
-            /* From here the consumer owns the connector (it must close it). */
-            if (sndk_listener_accepting(l))
-                SNDK_CALLBACK(&l->base, SNDK_CB_CONNECT_EVENT, l->connect_ctx,
-                              l->connect_cb(l->connect_ctx, &c->base.pub.connector));
-            else
+            /* Delivered, the consumer owns the connector (it must close it). */
+            if (!o->connect_event(o->owner, &c->base))
                 reject_incoming(c);
             sndk_mutex_lock(&c->lock);
             continue;
@@ -1487,7 +1484,7 @@ static NTSTATUS start_connect(struct sndk_connector *c, const struct connect_arg
         return STATUS_INVALID_PARAMETER;
 
     sndk_mutex_lock(&c->lock);
-    if (c->state != SNDK_CONN_IDLE || c->active || c->listener) {
+    if (c->state != SNDK_CONN_IDLE || c->active || c->origin) {
         enum sndk_conn_state was = c->state;
         sndk_mutex_unlock(&c->lock);
         if (sndk_verify_on(c->base.adapter))
@@ -1955,7 +1952,7 @@ static NTSTATUS connector_data(NDK_CONNECTOR *pub, ULONG *pIrd, ULONG *pOrd, PVO
     }
     *pPrivateDataLength = rds;
     enum sndk_conn_state was = c->state;
-    bool passive = c->listener != NULL;
+    bool passive = c->origin != NULL;
     sndk_mutex_unlock(&c->lock);
     if (late && sndk_verify_on(c->base.adapter))
         sndk_verify_report(&c->base, SoftNdkVerifyConnDataLate, NULL,
@@ -2132,49 +2129,11 @@ NTSTATUS sndk_connector_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CREATE_COMPLETIO
     return STATUS_SUCCESS;
 }
 
-void sndk_connector_incoming(struct sndk_listener *l, int fd, const struct sndk_addr *local,
-                             const struct sndk_addr *peer)
+/* The door evicts c while it still waits for its Request (admission.h): reset the connection and
+ * close c. Called with a reference held, without any lock. */
+static void connector_evict(struct sndk_adm_entry *e)
 {
-    struct sndk_connector *c = connector_new(l->base.adapter);
-    if (!c) {
-        sndk_close_with_reset(fd);
-        return;
-    }
-    sndk_obj_hold(&c->base, &l->base);
-    /* Listed before its socket is watched, and outside c->lock: making room may evict (lock)
-     * an older connector. Leaving WAIT_REQUEST unlists it (door_transition). */
-    sndk_admission_enter(l, &c->adm, &c->base, fd, peer);
-    sndk_mutex_lock(&l->lock);
-    if (l->ep) {
-        sndk_endpoint_get(l->ep);
-        c->ep = l->ep;
-    }
-    sndk_mutex_unlock(&l->lock);
-    sndk_mutex_lock(&c->lock);
-    c->listener = l;
-    c->fd = fd;
-    c->local = *local;
-    c->peer = *peer;
-    c->have_addresses = true;
-    c->rec = sndk_conn_rec_new(l->base.adapter, SNDK_ROLE_PASSIVE, &local->sa, &peer->sa,
-                               conn_state_names);
-    SNDK_TRACE("connector.incoming", "connector", c, "\"listener\":\"%p\",\"peer\":\"%s\"",
-               (void *)l, c->rec ? c->rec->peer_str : "");
-    sndk_mpa_rx_init(&c->mpa, false, SNDK_MPA_PD_MAX_RFC); /* RFC 5044: up to 512 */
-    set_state(c, SNDK_CONN_WAIT_REQUEST);
-    NTSTATUS st = io_start_locked(c, EPOLLIN);
-    if (st == STATUS_SUCCESS)
-        timer_start_locked(c);
-    else
-        set_state(c, SNDK_CONN_CLOSED);
-    sndk_mutex_unlock(&c->lock);
-    if (st != STATUS_SUCCESS)
-        sndk_obj_close(&c->base.pub.Header, NULL, NULL);
-}
-
-void sndk_connector_evict(struct sndk_obj *obj)
-{
-    struct sndk_connector *c = sndk_container_of(obj, struct sndk_connector, base);
+    struct sndk_connector *c = sndk_container_of(e, struct sndk_connector, adm);
     sndk_mutex_lock(&c->lock);
     bool evicted = c->state == SNDK_CONN_WAIT_REQUEST;
     if (evicted) {
@@ -2192,5 +2151,43 @@ void sndk_connector_evict(struct sndk_obj *obj)
     }
     sndk_mutex_unlock(&c->lock);
     if (evicted) /* never delivered: nobody else will close it */
+        sndk_obj_close(&c->base.pub.Header, NULL, NULL);
+}
+
+void sndk_connector_incoming(const struct sndk_conn_origin *origin, int fd,
+                             const struct sndk_addr *local, const struct sndk_addr *peer)
+{
+    struct sndk_connector *c = connector_new(origin->owner->adapter);
+    if (!c) {
+        sndk_close_with_reset(fd);
+        return;
+    }
+    sndk_obj_hold(&c->base, origin->owner);
+    /* Listed before its socket is watched, and outside c->lock: making room may evict (lock)
+     * an older connector. Leaving WAIT_REQUEST unlists it (door_transition). */
+    sndk_admission_enter(origin->adm, &c->adm, &c->base, connector_evict, fd, peer);
+    if (origin->ep) {
+        sndk_endpoint_get(origin->ep);
+        c->ep = origin->ep;
+    }
+    sndk_mutex_lock(&c->lock);
+    c->origin = origin;
+    c->fd = fd;
+    c->local = *local;
+    c->peer = *peer;
+    c->have_addresses = true;
+    c->rec = sndk_conn_rec_new(c->base.adapter, SNDK_ROLE_PASSIVE, &local->sa, &peer->sa,
+                               conn_state_names);
+    SNDK_TRACE("connector.incoming", "connector", c, "\"listener\":\"%p\",\"peer\":\"%s\"",
+               (void *)origin->owner, c->rec ? c->rec->peer_str : "");
+    sndk_mpa_rx_init(&c->mpa, false, SNDK_MPA_PD_MAX_RFC); /* RFC 5044: up to 512 */
+    set_state(c, SNDK_CONN_WAIT_REQUEST);
+    NTSTATUS st = io_start_locked(c, EPOLLIN);
+    if (st == STATUS_SUCCESS)
+        timer_start_locked(c);
+    else
+        set_state(c, SNDK_CONN_CLOSED);
+    sndk_mutex_unlock(&c->lock);
+    if (st != STATUS_SUCCESS)
         sndk_obj_close(&c->base.pub.Header, NULL, NULL);
 }

@@ -10,6 +10,7 @@
 
 #include "core/access.h"
 #include "core/admission.h"
+#include "core/connector.h"
 #include "core/errno_status.h"
 #include "core/listener.h"
 #include "core/mr.h"
