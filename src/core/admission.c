@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "core/adapter.h"
-#include "core/listener.h"
 #include "util/log.h"
 #include "observe/trace.h"
 
@@ -42,14 +41,16 @@ const char *sndk_adm_phase_name(enum sndk_adm_phase p)
     return (unsigned)p < SNDK_ADM_PHASE_COUNT ? adm_phase_names[p] : "?";
 }
 
-static struct sndk_listener *listener_of(struct sndk_admission *adm)
+static struct sndk_adapter_ctrs *ctrs_of(struct sndk_admission *adm)
 {
-    return sndk_container_of(adm, struct sndk_listener, adm);
+    return &adm->owner->adapter->ctrs;
 }
 
-static struct sndk_adapter_ctrs *ctrs_of(struct sndk_listener *l)
+void sndk_close_with_reset(int fd)
 {
-    return &l->base.adapter->ctrs;
+    struct linger lg = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    close(fd);
 }
 
 static uint64_t now_us(void)
@@ -77,12 +78,12 @@ static bool phase_ok(enum sndk_adm_phase from, enum sndk_adm_phase to)
 static void set_phase(struct sndk_admission *adm, enum sndk_adm_phase next, const char *why)
 {
     if (!phase_ok(adm->phase, next)) {
-        sndk_err("listener", "%p door: %s => %s refused (%s)", (void *)listener_of(adm),
+        sndk_err("listener", "%p door: %s => %s refused (%s)", (void *)adm->owner,
                  adm_phase_names[adm->phase], adm_phase_names[next], why);
         assert(!"invalid door phase transition");
         return;
     }
-    sndk_debug("listener", "%p door: %s => %s (%s)", (void *)listener_of(adm),
+    sndk_debug("listener", "%p door: %s => %s (%s)", (void *)adm->owner,
                adm_phase_names[adm->phase], adm_phase_names[next], why);
     adm->phase = next;
 }
@@ -94,30 +95,29 @@ static void door_log(struct sndk_admission *adm, const char *fmt, const char *wh
     uint64_t now = now_us();
     if (adm->log_at_us && now - adm->log_at_us < LOG_EVERY_US) {
         adm->log_suppressed++;
-        atomic_fetch_add_explicit(sndk_ctr_log_suppressed(&listener_of(adm)->base.adapter->ctrs), 1,
-                                  memory_order_relaxed);
+        atomic_fetch_add_explicit(sndk_ctr_log_suppressed(ctrs_of(adm)), 1, memory_order_relaxed);
         return;
     }
     char buf[64];
     sndk_warn("listener",
               "%p: %s %s%s (waiting %u, limit %u, per peer %u; %u similar lines "
               "suppressed)",
-              (void *)listener_of(adm), what, peer ? sndk_addr_str(peer, buf, sizeof buf) : "", fmt,
+              (void *)adm->owner, what, peer ? sndk_addr_str(peer, buf, sizeof buf) : "", fmt,
               adm->pending, adm->limit, adm->per_peer, adm->log_suppressed);
     adm->log_at_us = now;
     adm->log_suppressed = 0;
 }
 
 /* adm->lock held */
-static void unlink_locked(struct sndk_listener *l, struct sndk_adm_entry *e)
+static void unlink_locked(struct sndk_admission *adm, struct sndk_adm_entry *e)
 {
-    sndk_assert_held(&l->adm.lock);
+    sndk_assert_held(&adm->lock);
     e->prev->next = e->next;
     e->next->prev = e->prev;
     e->prev = e->next = NULL;
     e->listed = false;
-    l->adm.pending--;
-    atomic_fetch_sub_explicit(&ctrs_of(l)->hs_pending, 1, memory_order_relaxed);
+    adm->pending--;
+    atomic_fetch_sub_explicit(&ctrs_of(adm)->hs_pending, 1, memory_order_relaxed);
 }
 
 /* Take the oldest entry (of peer when given) off the list with a reference; adm->lock held. */
@@ -132,11 +132,10 @@ static bool request_arriving(const struct sndk_adm_entry *e)
 /* The oldest entry (of peer when given) that had min_age_us, preferring one with nothing
  * waiting to be read among the first few; unlinked and returned with a reference.
  * adm->lock held. */
-static struct sndk_obj *pick_victim_locked(struct sndk_listener *l, const struct sndk_addr *peer,
-                                           uint64_t min_age_us)
+static struct sndk_adm_entry *pick_victim_locked(struct sndk_admission *adm,
+                                                 const struct sndk_addr *peer, uint64_t min_age_us)
 {
-    sndk_assert_held(&l->adm.lock);
-    struct sndk_admission *adm = &l->adm;
+    sndk_assert_held(&adm->lock);
     uint64_t now = now_us();
     struct sndk_adm_entry *first = NULL, *pick = NULL;
     int looked = 0;
@@ -157,26 +156,27 @@ static struct sndk_obj *pick_victim_locked(struct sndk_listener *l, const struct
     if (!pick)
         pick = first;
     if (pick) {
-        struct sndk_adm_entry *e = pick;
-        struct sndk_obj *o = e->obj;
-        sndk_obj_get(o);
-        unlink_locked(l, e);
-        return o;
+        sndk_obj_get(pick->obj); /* the entry is the obj's: this keeps it until evict returns */
+        unlink_locked(adm, pick);
     }
-    return NULL;
+    return pick;
 }
 
-static void evict(struct sndk_listener *l, struct sndk_obj *victim)
+static void evict(struct sndk_admission *adm, struct sndk_adm_entry *victim)
 {
-    sndk_ctr_inc(ctrs_of(l), SNDK_CTR_HANDSHAKE_EVICTED);
-    SNDK_TRACE("listener.evict", "listener", l, "\"connector\":\"%p\"", (void *)victim);
-    sndk_connector_evict(victim);
-    sndk_obj_put(victim);
+    struct sndk_obj *obj = victim->obj;
+    sndk_ctr_inc(ctrs_of(adm), SNDK_CTR_HANDSHAKE_EVICTED);
+    SNDK_TRACE("listener.evict", "listener", adm->owner, "\"connector\":\"%p\"", (void *)obj);
+    victim->evict(victim);
+    sndk_obj_put(obj);
 }
 
-void sndk_admission_init(struct sndk_admission *adm)
+void sndk_admission_init(struct sndk_admission *adm, struct sndk_obj *owner,
+                         struct sndk_source *listen_src)
 {
     memset(adm, 0, sizeof *adm);
+    adm->owner = owner;
+    adm->listen_src = listen_src;
     sndk_mutex_init_ranked(&adm->lock, SNDK_LOCK_ADMISSION);
     adm->phase = SNDK_ADM_IDLE;
     adm->head.next = adm->head.prev = &adm->head;
@@ -193,10 +193,9 @@ void sndk_admission_destroy(struct sndk_admission *adm)
 
 static void on_backoff(struct sndk_timer *t);
 
-void sndk_admission_start(struct sndk_listener *l)
+void sndk_admission_start(struct sndk_admission *adm)
 {
-    struct sndk_admission *adm = &l->adm;
-    const struct sndk_config *cfg = &l->base.adapter->cfg;
+    const struct sndk_config *cfg = &adm->owner->adapter->cfg;
     unsigned limit = cfg->handshake_limit;
     struct rlimit rl;
     /* Never let half-open connections take more than a quarter of the fds (twice the limit,
@@ -222,17 +221,16 @@ void sndk_admission_start(struct sndk_listener *l)
     sndk_info("listener",
               "%p door: %u connections waiting for their MPA Request (%u from one peer), "
               "%u ms each, %llu ms grace",
-              (void *)l, limit, adm->per_peer, cfg->request_timeout_ms,
+              (void *)adm->owner, limit, adm->per_peer, cfg->request_timeout_ms,
               (unsigned long long)(adm->grace_us / 1000u));
 }
 
-void sndk_admission_stop(struct sndk_listener *l)
+void sndk_admission_stop(struct sndk_admission *adm)
 {
-    struct sndk_admission *adm = &l->adm;
     sndk_mutex_lock(&adm->lock);
     bool put = false;
-    if (adm->phase == SNDK_ADM_BACKOFF && sndk_timer_cancel(&adm->backoff))
-        put = true; /* the timer's reference */
+    if (sndk_timer_cancel(&adm->backoff))
+        put = true; /* the pending timer's reference (engine.h, "References") */
     if (adm->phase != SNDK_ADM_STOPPED && adm->phase != SNDK_ADM_IDLE)
         set_phase(adm, SNDK_ADM_STOPPED, "listener closing");
     if (adm->reserve_fd >= 0) {
@@ -241,21 +239,21 @@ void sndk_admission_stop(struct sndk_listener *l)
     }
     sndk_mutex_unlock(&adm->lock);
     if (put)
-        sndk_obj_put(&l->base);
+        sndk_obj_put(adm->owner);
 }
 
-void sndk_admission_enter(struct sndk_listener *l, struct sndk_adm_entry *e, struct sndk_obj *obj,
-                          int fd, const struct sndk_addr *peer)
+void sndk_admission_enter(struct sndk_admission *adm, struct sndk_adm_entry *e,
+                          struct sndk_obj *obj, void (*evict_fn)(struct sndk_adm_entry *e), int fd,
+                          const struct sndk_addr *peer)
 {
-    struct sndk_admission *adm = &l->adm;
-    struct sndk_obj *victim = NULL;
+    struct sndk_adm_entry *victim = NULL;
     sndk_mutex_lock(&adm->lock);
     unsigned same = 0;
     for (struct sndk_adm_entry *x = adm->head.next; x != &adm->head; x = x->next)
         same += sndk_addr_same_host(&x->peer, peer);
     /* Over a limit, the oldest goes once it has had its grace; twice over, at once. */
     if (adm->per_peer && same >= adm->per_peer) {
-        victim = pick_victim_locked(l, peer, same >= 2 * adm->per_peer ? 0 : adm->grace_us);
+        victim = pick_victim_locked(adm, peer, same >= 2 * adm->per_peer ? 0 : adm->grace_us);
         if (victim)
             door_log(adm, ": evicted its oldest waiting connection (per-peer limit)", "peer", peer);
     }
@@ -263,14 +261,15 @@ void sndk_admission_enter(struct sndk_listener *l, struct sndk_adm_entry *e, str
         /* the newcomer's own peer pays first: a flood evicts itself, not a good client */
         uint64_t age = adm->pending >= 2 * adm->limit ? 0 : adm->grace_us;
         if (same)
-            victim = pick_victim_locked(l, peer, age);
+            victim = pick_victim_locked(adm, peer, age);
         if (!victim)
-            victim = pick_victim_locked(l, NULL, age);
+            victim = pick_victim_locked(adm, NULL, age);
         if (victim)
             door_log(adm, ": evicted the oldest waiting connection (listener limit)",
                      "connection from", peer);
     }
     e->obj = obj;
+    e->evict = evict_fn;
     e->fd = fd;
     e->since_us = now_us();
     e->peer = *peer;
@@ -280,52 +279,50 @@ void sndk_admission_enter(struct sndk_listener *l, struct sndk_adm_entry *e, str
     adm->head.prev = e;
     e->listed = true;
     adm->pending++;
-    atomic_fetch_add_explicit(&ctrs_of(l)->hs_pending, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ctrs_of(adm)->hs_pending, 1, memory_order_relaxed);
     sndk_mutex_unlock(&adm->lock);
     if (victim)
-        evict(l, victim);
+        evict(adm, victim);
 }
 
-void sndk_admission_leave(struct sndk_listener *l, struct sndk_adm_entry *e)
+void sndk_admission_leave(struct sndk_admission *adm, struct sndk_adm_entry *e)
 {
-    sndk_mutex_lock(&l->adm.lock);
+    sndk_mutex_lock(&adm->lock);
     if (e->listed)
-        unlink_locked(l, e);
-    sndk_mutex_unlock(&l->adm.lock);
+        unlink_locked(adm, e);
+    sndk_mutex_unlock(&adm->lock);
 }
 
 static void on_backoff(struct sndk_timer *t)
 {
     struct sndk_admission *adm = sndk_container_of(t, struct sndk_admission, backoff);
-    struct sndk_listener *l = listener_of(adm);
+    struct sndk_obj *owner = adm->owner;
     sndk_mutex_lock(&adm->lock);
     if (adm->phase == SNDK_ADM_BACKOFF) {
         set_phase(adm, SNDK_ADM_OPEN, "backoff over");
         if (adm->reserve_fd < 0)
             adm->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        sndk_source_modify(&l->src, EPOLLIN);
+        sndk_source_modify(adm->listen_src, EPOLLIN);
     }
     sndk_mutex_unlock(&adm->lock);
-    sndk_obj_put(&l->base); /* the timer's reference */
+    sndk_obj_put(owner); /* the pending timer's reference */
 }
 
 /* Pause the listen source for delay_us; adm->lock held. */
-static void backoff_locked(struct sndk_listener *l, uint64_t delay_us, const char *why)
+static void backoff_locked(struct sndk_admission *adm, uint64_t delay_us, const char *why)
 {
-    sndk_assert_held(&l->adm.lock);
-    struct sndk_admission *adm = &l->adm;
+    sndk_assert_held(&adm->lock);
     if (adm->phase != SNDK_ADM_OPEN)
         return;
     set_phase(adm, SNDK_ADM_BACKOFF, why);
-    sndk_source_modify(&l->src, 0);
-    sndk_obj_get(&l->base);
-    sndk_timer_arm(l->base.adapter->engine, &adm->backoff, delay_us);
+    sndk_source_modify(adm->listen_src, 0);
+    if (sndk_timer_arm(adm->owner->adapter->engine, &adm->backoff, delay_us))
+        sndk_obj_get(adm->owner); /* on_backoff takes adm->lock before it drops it */
 }
 
-bool sndk_admission_fd_exhausted(struct sndk_listener *l, int err)
+bool sndk_admission_fd_exhausted(struct sndk_admission *adm, int listen_fd, int err)
 {
-    struct sndk_admission *adm = &l->adm;
-    struct sndk_obj *victims[16];
+    struct sndk_adm_entry *victims[16];
     int nv = 0;
     bool again = false;
     sndk_mutex_lock(&adm->lock);
@@ -339,10 +336,10 @@ bool sndk_admission_fd_exhausted(struct sndk_listener *l, int err)
         int want = (int)(adm->pending / 8 ? adm->pending / 8 : 1);
         if (want > (int)(sizeof victims / sizeof victims[0]))
             want = (int)(sizeof victims / sizeof victims[0]);
-        while (nv < want && (victims[nv] = pick_victim_locked(l, NULL, 0)) != NULL)
+        while (nv < want && (victims[nv] = pick_victim_locked(adm, NULL, 0)) != NULL)
             nv++;
         door_log(adm, ": evicted the oldest waiting connections", strerror(err), NULL);
-        backoff_locked(l, BACKOFF_EVICTED_US, "fd limit: evicting");
+        backoff_locked(adm, BACKOFF_EVICTED_US, "fd limit: evicting");
     } else if (adm->reserve_fd >= 0) {
         /* Nothing of ours to free: give up the reserve for one accept, refuse that connection
          * with a reset (as if nobody listened), take the reserve back. */
@@ -351,36 +348,37 @@ bool sndk_admission_fd_exhausted(struct sndk_listener *l, int err)
         struct sndk_addr peer;
         memset(&peer, 0, sizeof peer);
         socklen_t plen = sizeof peer.in6;
-        int fd = accept4(l->fd, &peer.sa, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(listen_fd, &peer.sa, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
             peer.len = plen;
             sndk_close_with_reset(fd);
-            sndk_ctr_inc(ctrs_of(l), SNDK_CTR_HANDSHAKE_REFUSED);
+            sndk_ctr_inc(ctrs_of(adm), SNDK_CTR_HANDSHAKE_REFUSED);
             door_log(adm, " refused: no fd left", "connection from", &peer);
             again = true;
         }
         adm->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (adm->reserve_fd < 0) {
             door_log(adm, ": no reserve fd, pausing the listener", strerror(err), NULL);
-            backoff_locked(l, BACKOFF_NO_FD_US, "fd limit: no reserve");
+            backoff_locked(adm, BACKOFF_NO_FD_US, "fd limit: no reserve");
             again = false;
         }
     } else {
         door_log(adm, ": no reserve fd, pausing the listener", strerror(err), NULL);
-        backoff_locked(l, BACKOFF_NO_FD_US, "fd limit: no reserve");
+        backoff_locked(adm, BACKOFF_NO_FD_US, "fd limit: no reserve");
     }
     sndk_mutex_unlock(&adm->lock);
     for (int i = 0; i < nv; i++)
-        evict(l, victims[i]);
+        evict(adm, victims[i]);
     return again;
 }
 
-void sndk_admission_refused(struct sndk_listener *l, const struct sndk_addr *peer, const char *why)
+void sndk_admission_refused(struct sndk_admission *adm, const struct sndk_addr *peer,
+                            const char *why)
 {
-    sndk_ctr_inc(ctrs_of(l), SNDK_CTR_HANDSHAKE_REFUSED);
-    sndk_mutex_lock(&l->adm.lock);
+    sndk_ctr_inc(ctrs_of(adm), SNDK_CTR_HANDSHAKE_REFUSED);
+    sndk_mutex_lock(&adm->lock);
     char what[96];
     snprintf(what, sizeof what, " refused: %s", why);
-    door_log(&l->adm, what, "connection from", peer);
-    sndk_mutex_unlock(&l->adm.lock);
+    door_log(adm, what, "connection from", peer);
+    sndk_mutex_unlock(&adm->lock);
 }

@@ -20,6 +20,11 @@
  * most once a second with the number suppressed; HandshakesPending and IncomingUnanswered are
  * gauges of the connectors waiting for their Request / for the consumer's answer.
  *
+ * The door knows neither the listener nor the connector: the listener gives it its object and
+ * listen source (sndk_admission_init), a connector registers how to evict it with its entry
+ * (sndk_admission_enter). The listener includes the connector, both include this; nothing here
+ * calls back into either but through those.
+ *
  * Locking: adm->lock guards the list and the phase. A connector calls sndk_admission_leave with
  * its own lock held (connector lock -> admission lock); evictions are chosen under adm->lock
  * and carried out after it is dropped, so the order is never reversed. */
@@ -34,13 +39,15 @@
 #include "engine/engine.h"
 #include "util/lock.h"
 
-struct sndk_listener;
 struct sndk_adapter_ctrs;
 
 /* One waiting connection, embedded in its connector. */
 struct sndk_adm_entry {
     struct sndk_adm_entry *prev, *next; /* the listener's list, oldest first; under adm->lock */
     struct sndk_obj *obj;               /* the connector (a reference is taken to evict it) */
+    /* Evict it: reset its connection and close it (connector.c). Called with a reference on obj
+     * held, without any lock. */
+    void (*evict)(struct sndk_adm_entry *e);
     int fd;                             /* its socket (open while listed) */
     struct sndk_addr peer;
     uint64_t since_us; /* when it was listed (CLOCK_MONOTONIC) */
@@ -56,6 +63,9 @@ enum sndk_adm_phase {
 };
 
 struct sndk_admission {
+    struct sndk_obj *owner;         /* the listener: its adapter's options and counters; the
+                                       backoff timer holds a reference on it */
+    struct sndk_source *listen_src; /* the listen source, paused during a backoff */
     struct sndk_mutex lock;
     enum sndk_adm_phase phase;
     struct sndk_adm_entry head; /* list sentinel */
@@ -70,31 +80,35 @@ struct sndk_admission {
 
 /* Set up when the listener starts listening (caps from the adapter's options and the fd
  * limit). */
-void sndk_admission_start(struct sndk_listener *l);
+void sndk_admission_start(struct sndk_admission *adm);
 /* The listener closes: no more backoff; the reserve fd is closed. */
-void sndk_admission_stop(struct sndk_listener *l);
-void sndk_admission_init(struct sndk_admission *adm);
+void sndk_admission_stop(struct sndk_admission *adm);
+/* owner: the listener object; listen_src: its listen source (added before start). */
+void sndk_admission_init(struct sndk_admission *adm, struct sndk_obj *owner,
+                         struct sndk_source *listen_src);
 /* "backoff"; "?" past the last phase. */
 const char *sndk_adm_phase_name(enum sndk_adm_phase p);
 void sndk_admission_destroy(struct sndk_admission *adm);
 
-/* A connector starts waiting for its Request on l: list it, evicting whom the caps say. */
-void sndk_admission_enter(struct sndk_listener *l, struct sndk_adm_entry *e, struct sndk_obj *obj,
-                          int fd, const struct sndk_addr *peer);
+/* A connector (obj) starts waiting for its Request: list it, evicting whom the caps say (each
+ * through its own entry's evict). */
+void sndk_admission_enter(struct sndk_admission *adm, struct sndk_adm_entry *e,
+                          struct sndk_obj *obj, void (*evict)(struct sndk_adm_entry *e), int fd,
+                          const struct sndk_addr *peer);
 /* It stopped waiting (Request in, failed, timed out, closed): unlist it (no-op if not listed). */
-void sndk_admission_leave(struct sndk_listener *l, struct sndk_adm_entry *e);
+void sndk_admission_leave(struct sndk_admission *adm, struct sndk_adm_entry *e);
 
-/* accept() on l's listening socket failed with err (EMFILE, ENFILE, ENOBUFS, ENOMEM). Returns
- * true when the caller should call accept again now, false when it must return (the source
- * is paused, or nothing more can be done for this readiness). */
-bool sndk_admission_fd_exhausted(struct sndk_listener *l, int err);
+/* accept() on the listening socket listen_fd failed with err (EMFILE, ENFILE, ENOBUFS,
+ * ENOMEM). Returns true when the caller should call accept again now, false when it must
+ * return (the source is paused, or nothing more can be done for this readiness). */
+bool sndk_admission_fd_exhausted(struct sndk_admission *adm, int listen_fd, int err);
 
-/* A connection accepted on l is being reset because the fd limit left no way to serve it:
- * count it (HandshakesRefused) and log (rate limited). */
-void sndk_admission_refused(struct sndk_listener *l, const struct sndk_addr *peer, const char *why);
+/* A connection accepted is being reset because the fd limit left no way to serve it: count it
+ * (HandshakesRefused) and log (rate limited). */
+void sndk_admission_refused(struct sndk_admission *adm, const struct sndk_addr *peer,
+                            const char *why);
 
-/* Evict an incoming connector still waiting for its Request: reset its connection and close
- * it (connector.c). Called with a reference held, without any lock. */
-void sndk_connector_evict(struct sndk_obj *obj);
+/* Close fd with a TCP reset: "as if there were no listener" ([EP-6]). */
+void sndk_close_with_reset(int fd);
 
 #endif

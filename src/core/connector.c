@@ -27,7 +27,7 @@
 #include "core/errno_status.h"
 #include "datapath/link.h"
 #include "faults/faults.h"
-#include "core/listener.h"
+#include "core/connector.h"
 #include "core/qp.h"
 #include "verify/verify.h"
 #include "iwarp/fpdu.h"
@@ -38,17 +38,19 @@
 #include "observe/trace.h"
 
 enum sndk_conn_state {
-    SNDK_CONN_IDLE,         /* created; nothing started */
-    SNDK_CONN_CONNECTING,   /* active: TCP connect under way */
-    SNDK_CONN_REQ_SENT,     /* active: MPA Request out, reading the Reply */
-    SNDK_CONN_REPLIED,      /* active: peer accepted, NdkConnect completed; awaiting consumer */
-    SNDK_CONN_WAIT_REQUEST, /* passive: TCP accepted, reading the MPA Request */
-    SNDK_CONN_INCOMING,     /* passive: connect event delivered; awaiting Accept / Reject */
-    SNDK_CONN_ACCEPTING,    /* passive: Reply out, waiting for the RTR */
-    SNDK_CONN_ESTABLISHING, /* handing the socket to the QP */
-    SNDK_CONN_CONNECTED,    /* QP attached */
-    SNDK_CONN_DISCONNECTING,/* NdkDisconnect under way */
-    SNDK_CONN_CLOSED,       /* disconnected, failed, rejected or closing: final */
+    SNDK_CONN_IDLE,          /* created; nothing started */
+    SNDK_CONN_CONNECTING,    /* active: TCP connect under way */
+    SNDK_CONN_REQ_SENT,      /* active: MPA Request out, reading the Reply */
+    SNDK_CONN_REPLIED,       /* active: peer accepted, NdkConnect completed; awaiting consumer */
+    SNDK_CONN_WAIT_REQUEST,  /* passive: TCP accepted, reading the MPA Request */
+    SNDK_CONN_INCOMING,      /* passive: connect event delivered; awaiting Accept / Reject */
+    SNDK_CONN_ABANDONED,     /* replied or incoming, and the peer left before the consumer's
+                                answer: that answer fails (STATUS_CONNECTION_ABORTED) */
+    SNDK_CONN_ACCEPTING,     /* passive: Reply out, waiting for the RTR */
+    SNDK_CONN_ESTABLISHING,  /* handing the socket to the QP */
+    SNDK_CONN_CONNECTED,     /* QP attached */
+    SNDK_CONN_DISCONNECTING, /* NdkDisconnect under way */
+    SNDK_CONN_CLOSED,        /* disconnected, failed, rejected or closing: final */
     SNDK_CONN_STATE_COUNT
 };
 
@@ -59,17 +61,113 @@ static const char *const conn_state_names[SNDK_CONN_STATE_COUNT] = {
     [SNDK_CONN_REPLIED] = "replied",
     [SNDK_CONN_WAIT_REQUEST] = "wait-request",
     [SNDK_CONN_INCOMING] = "incoming",
+    [SNDK_CONN_ABANDONED] = "abandoned",
     [SNDK_CONN_ACCEPTING] = "accepting",
     [SNDK_CONN_ESTABLISHING] = "establishing",
     [SNDK_CONN_CONNECTED] = "connected",
     [SNDK_CONN_DISCONNECTING] = "disconnecting",
     [SNDK_CONN_CLOSED] = "closed",
 };
-_Static_assert(SNDK_CONN_STATE_COUNT == SNDK_CONN_STATES, "listener.h's count of states");
+_Static_assert(SNDK_CONN_STATE_COUNT == SNDK_CONN_STATES, "connector.h's count of states");
 
 const char *sndk_conn_state_name(unsigned s)
 {
     return s < SNDK_CONN_STATE_COUNT ? conn_state_names[s] : "?";
+}
+
+/* Beside the connection's state, three small machines of their own (docs/connector.md,
+ * "States"), each moved by a validated, logged transition under c->lock (side_move_locked). */
+
+/* The one request a connector has outstanding (NdkConnect, NdkCompleteConnect, NdkAccept,
+ * NdkDisconnect) and its completion: started, completed (the completion is queued to the
+ * delivery work with its own callback and status), delivered. A consumer may start the next
+ * request before the delivery ran (it saw the connection up on its CQ): done-active. */
+enum sndk_conn_req {
+    SNDK_REQ_NONE,        /* nothing outstanding, no completion queued */
+    SNDK_REQ_ACTIVE,      /* a request outstanding */
+    SNDK_REQ_DONE,        /* its completion queued for delivery */
+    SNDK_REQ_DONE_ACTIVE, /* a completion queued, and the next request already outstanding */
+    SNDK_REQ_COUNT
+};
+static const char *const conn_req_names[SNDK_REQ_COUNT] = {
+    [SNDK_REQ_NONE] = "none",
+    [SNDK_REQ_ACTIVE] = "active",
+    [SNDK_REQ_DONE] = "done",
+    [SNDK_REQ_DONE_ACTIVE] = "done-active",
+};
+#define BIT(x) (1u << (x))
+static const unsigned conn_req_moves[SNDK_REQ_COUNT] = {
+    [SNDK_REQ_NONE] = BIT(SNDK_REQ_ACTIVE),
+    [SNDK_REQ_ACTIVE] = BIT(SNDK_REQ_DONE),
+    [SNDK_REQ_DONE] = BIT(SNDK_REQ_NONE) | BIT(SNDK_REQ_DONE_ACTIVE),
+    [SNDK_REQ_DONE_ACTIVE] = BIT(SNDK_REQ_ACTIVE) | BIT(SNDK_REQ_DONE),
+};
+_Static_assert(SNDK_REQ_COUNT == SNDK_CONN_REQ_PHASES, "connector.h's count of request phases");
+
+/* The consumer's events: a passive connector's connect event, then at most one disconnect event
+ * (docs/connector.md, "The disconnect event"). */
+enum sndk_conn_event {
+    SNDK_EV_NONE,        /* nothing queued; a disconnect event may still come */
+    SNDK_EV_CONNECT_DUE, /* the connect event is queued (passive, incoming) */
+    SNDK_EV_DISC_DUE,    /* the disconnect event is queued */
+    SNDK_EV_DISC_FIRED,  /* the disconnect event was delivered, or came with no callback */
+    SNDK_EV_SILENT,      /* NdkDisconnect or close came first: no disconnect event; final */
+    SNDK_EV_COUNT
+};
+static const char *const conn_event_names[SNDK_EV_COUNT] = {
+    [SNDK_EV_NONE] = "none",
+    [SNDK_EV_CONNECT_DUE] = "connect-due",
+    [SNDK_EV_DISC_DUE] = "disconnect-due",
+    [SNDK_EV_DISC_FIRED] = "disconnect-fired",
+    [SNDK_EV_SILENT] = "silent",
+};
+static const unsigned conn_event_moves[SNDK_EV_COUNT] = {
+    [SNDK_EV_NONE] = BIT(SNDK_EV_CONNECT_DUE) | BIT(SNDK_EV_DISC_DUE) | BIT(SNDK_EV_DISC_FIRED) |
+                     BIT(SNDK_EV_SILENT),
+    [SNDK_EV_CONNECT_DUE] = BIT(SNDK_EV_NONE) | BIT(SNDK_EV_SILENT),
+    [SNDK_EV_DISC_DUE] = BIT(SNDK_EV_DISC_FIRED) | BIT(SNDK_EV_SILENT),
+    [SNDK_EV_DISC_FIRED] = BIT(SNDK_EV_SILENT),
+    [SNDK_EV_SILENT] = 0,
+};
+_Static_assert(SNDK_EV_COUNT == SNDK_CONN_EVENT_PHASES, "connector.h's count of event phases");
+
+/* The connector's hold on its QP's connection (link.h). */
+enum sndk_conn_link {
+    SNDK_LINK_NONE,     /* not attached: no QP, or one bound for the handshake */
+    SNDK_LINK_ATTACHED, /* attach under way or done: link events may come; holds a reference
+                           (detach_done_fn drops it) */
+    SNDK_LINK_FAIL_DUE, /* NdkAccept failed before attach: deliver_fn puts the QP in error
+                           (sndk_qp_connect_failed) before the completion */
+    SNDK_LINK_FAILED,   /* ... and it did; final */
+    SNDK_LINK_COUNT
+};
+static const char *const conn_link_names[SNDK_LINK_COUNT] = {
+    [SNDK_LINK_NONE] = "none",
+    [SNDK_LINK_ATTACHED] = "attached",
+    [SNDK_LINK_FAIL_DUE] = "fail-due",
+    [SNDK_LINK_FAILED] = "failed",
+};
+static const unsigned conn_link_moves[SNDK_LINK_COUNT] = {
+    [SNDK_LINK_NONE] = BIT(SNDK_LINK_ATTACHED) | BIT(SNDK_LINK_FAIL_DUE),
+    [SNDK_LINK_ATTACHED] = BIT(SNDK_LINK_NONE), /* the attach failed */
+    [SNDK_LINK_FAIL_DUE] = BIT(SNDK_LINK_FAILED),
+    [SNDK_LINK_FAILED] = 0,
+};
+_Static_assert(SNDK_LINK_COUNT == SNDK_CONN_LINK_PHASES, "connector.h's count of link phases");
+
+const char *sndk_conn_req_name(unsigned s)
+{
+    return s < SNDK_REQ_COUNT ? conn_req_names[s] : "?";
+}
+
+const char *sndk_conn_event_name(unsigned s)
+{
+    return s < SNDK_EV_COUNT ? conn_event_names[s] : "?";
+}
+
+const char *sndk_conn_link_name(unsigned s)
+{
+    return s < SNDK_LINK_COUNT ? conn_link_names[s] : "?";
 }
 
 /* The RTR this provider sends and accepts: a zero-length RDMA Write (STag 1, TO 0, as siw). Its
@@ -88,26 +186,26 @@ _Static_assert((SNDK_MPA_LEN_SIZE + SNDK_DDP_TAGGED_HDR_LEN) % 4 == 0, "an RTR F
 #define RTR_CHUNK 64
 _Static_assert(RTR_CHUNK >= RTR_READ_FPDU_LEN, "chunk size");
 
+/* Under c->lock, all of it. A pending timer, a queued work item and a watched source each hold
+ * a reference on c; the engine's own state records which (engine.h, "References";
+ * sndk_source_watched), so no flag here repeats it. */
 struct sndk_connector {
     struct sndk_obj base;
     struct sndk_mutex lock;
     enum sndk_conn_state state;
+    enum sndk_conn_req request;
+    enum sndk_conn_event ev;
+    enum sndk_conn_link link;
     bool active;
-    bool abandoned;         /* the peer went away while we waited for the consumer */
-    bool local_disconnect;  /* NdkDisconnect or close: no disconnect event for it */
-    bool peer_rejected;     /* the peer's MPA Reply said R=1; its private data is kept */
-    bool disc_fired;
-    bool linked;            /* QP attached, link events may come; holds a reference */
-    bool qp_fail_due;       /* NdkAccept failed before attach: deliver_fn puts the QP in error
-                               (sndk_qp_connect_failed) before the completion */
+    bool peer_rejected; /* the peer's MPA Reply said R=1; its private data is kept */
 
     /* the handshake socket (until the QP takes it) */
     int fd;
-    bool src_added;
-    struct sndk_source src;
+    unsigned thread;           /* the socket's progress thread, once watched: deliveries run
+                                  there, one at a time */
+    struct sndk_source src;    /* holds a reference while watched (until src_done runs) */
     struct sndk_work src_done; /* source out of epoll: establish or close */
-    struct sndk_timer timer;   /* handshake timeout */
-    bool timer_ref;
+    struct sndk_timer timer;   /* handshake timeout; holds a reference while pending */
     uint8_t tx[SNDK_MPA_FRAME_MAX];
     size_t tx_len, tx_off;
     struct sndk_mpa_rx mpa;    /* the peer's Request or Reply */
@@ -134,24 +232,22 @@ struct sndk_connector {
     bool have_addresses;
     struct sndk_endpoint *ep;
     bool se_peer; /* peer registered on a shared endpoint */
-    struct sndk_listener *listener;
+    const struct sndk_conn_origin *origin; /* passive: its listener's (connector.h) */
     struct sndk_adm_entry adm; /* passive, while waiting for the Request (admission.h) */
     struct sndk_qp *qp;
     struct sndk_conn_rec *rec; /* counters, ndkstat, pcap (NULL when out of memory) */
 
-    /* the one outstanding request, and deliveries to the consumer */
-    bool req_active, req_done;
-    NDK_FN_REQUEST_COMPLETION req_cb;
+    /* the one outstanding request (c->request), and deliveries to the consumer */
+    NDK_FN_REQUEST_COMPLETION req_cb; /* the outstanding request's */
     void *req_ctx;
-    NTSTATUS req_status;
-    bool connect_event_due;
-    bool disc_event_due;
+    NDK_FN_REQUEST_COMPLETION done_cb; /* the completion queued (req done or done-active) */
+    void *done_ctx;
+    NTSTATUS done_status;
     ULONG disc_reason;
     NDK_FN_DISCONNECT_EVENT_CALLBACK disc_cb;
     NDK_FN_DISCONNECT_EVENT_CALLBACK_EX disc_cb_ex;
     void *disc_ctx;
-    bool deliver_scheduled; /* holds a reference */
-    struct sndk_work deliver;
+    struct sndk_work deliver; /* holds a reference while queued */
     struct sndk_work detach_done;
 };
 
@@ -180,17 +276,26 @@ static bool state_is_up(enum sndk_conn_state s)
     return s == SNDK_CONN_CONNECTED || s == SNDK_CONN_DISCONNECTING;
 }
 
+/* A passive connector delivered to the consumer and not answered yet (the peer may have left
+ * meanwhile): what IncomingUnanswered counts. */
+static bool awaits_answer(const struct sndk_connector *c, enum sndk_conn_state s)
+{
+    return s == SNDK_CONN_INCOMING || (s == SNDK_CONN_ABANDONED && !c->active);
+}
+
 /* The listener's door counts what waits for a Request and what waits for the consumer
  * (admission.h); c->lock held. */
 static void door_transition(struct sndk_connector *c, enum sndk_conn_state next)
 {
+    sndk_assert_held(&c->lock);
     if (c->state == next)
         return;
-    if (c->state == SNDK_CONN_WAIT_REQUEST && c->listener)
-        sndk_admission_leave(c->listener, &c->adm);
-    if (next == SNDK_CONN_INCOMING)
+    if (c->state == SNDK_CONN_WAIT_REQUEST && c->origin)
+        sndk_admission_leave(c->origin->adm, &c->adm);
+    bool was = awaits_answer(c, c->state), now = awaits_answer(c, next);
+    if (now && !was)
         atomic_fetch_add_explicit(&ctrs_of(c)->incoming, 1, memory_order_relaxed);
-    else if (c->state == SNDK_CONN_INCOMING)
+    else if (was && !now)
         atomic_fetch_sub_explicit(&ctrs_of(c)->incoming, 1, memory_order_relaxed);
 }
 
@@ -212,7 +317,8 @@ static bool conn_from_req_sent(enum sndk_conn_state next)
 }
 static bool conn_from_replied(enum sndk_conn_state next)
 {
-    return next == SNDK_CONN_ESTABLISHING /* NdkCompleteConnect */ || next == SNDK_CONN_CLOSED;
+    return next == SNDK_CONN_ESTABLISHING /* NdkCompleteConnect */
+           || next == SNDK_CONN_ABANDONED /* the peer left */ || next == SNDK_CONN_CLOSED;
 }
 static bool conn_from_wait_request(enum sndk_conn_state next)
 {
@@ -220,7 +326,12 @@ static bool conn_from_wait_request(enum sndk_conn_state next)
 }
 static bool conn_from_incoming(enum sndk_conn_state next)
 {
-    return next == SNDK_CONN_ACCEPTING /* NdkAccept */ || next == SNDK_CONN_CLOSED;
+    return next == SNDK_CONN_ACCEPTING /* NdkAccept */
+           || next == SNDK_CONN_ABANDONED /* the peer left */ || next == SNDK_CONN_CLOSED;
+}
+static bool conn_from_abandoned(enum sndk_conn_state next)
+{
+    return next == SNDK_CONN_CLOSED; /* the consumer's answer, or close */
 }
 static bool conn_from_accepting(enum sndk_conn_state next)
 {
@@ -251,6 +362,7 @@ static bool (*const conn_transitions[SNDK_CONN_STATE_COUNT])(enum sndk_conn_stat
     [SNDK_CONN_REPLIED] = conn_from_replied,
     [SNDK_CONN_WAIT_REQUEST] = conn_from_wait_request,
     [SNDK_CONN_INCOMING] = conn_from_incoming,
+    [SNDK_CONN_ABANDONED] = conn_from_abandoned,
     [SNDK_CONN_ACCEPTING] = conn_from_accepting,
     [SNDK_CONN_ESTABLISHING] = conn_from_establishing,
     [SNDK_CONN_CONNECTED] = conn_from_connected,
@@ -263,6 +375,7 @@ static bool (*const conn_transitions[SNDK_CONN_STATE_COUNT])(enum sndk_conn_stat
  * a bug in the caller: logged, and an assertion fails. */
 static bool set_state_why(struct sndk_connector *c, enum sndk_conn_state next, const char *why)
 {
+    sndk_assert_held(&c->lock);
     enum sndk_conn_state cur = c->state;
     if (!conn_transitions[cur](next)) {
         if (cur != SNDK_CONN_CLOSED || next != SNDK_CONN_CLOSED) {
@@ -293,6 +406,58 @@ static bool set_state_why(struct sndk_connector *c, enum sndk_conn_state next, c
 /* The common case: the reason is the function that decided it. */
 #define set_state(c, next) set_state_why((c), (next), __func__)
 
+/* A move of one of the side machines (req, ev, link): legal when moves[from] has the bit of
+ * `to`; logged. A refused move is a bug in the caller: logged, and an assertion fails. */
+static bool side_move_locked(struct sndk_connector *c, const char *what, const char *const names[],
+                             const unsigned moves[], unsigned from, unsigned to, const char *why)
+{
+    sndk_assert_held(&c->lock);
+    if (!(moves[from] & BIT(to))) {
+        sndk_err("connector", "%p: refused %s %s => %s (%s)", (void *)c, what, names[from],
+                 names[to], why);
+        assert(!"illegal connector transition");
+        return false;
+    }
+    sndk_debug("connector", "%p: %s %s => %s (%s)", (void *)c, what, names[from], names[to], why);
+    return true;
+}
+
+static void set_req_why(struct sndk_connector *c, enum sndk_conn_req to, const char *why)
+{
+    if (side_move_locked(c, "request", conn_req_names, conn_req_moves, c->request, to, why))
+        c->request = to;
+}
+
+static void set_ev_why(struct sndk_connector *c, enum sndk_conn_event to, const char *why)
+{
+    if (side_move_locked(c, "events", conn_event_names, conn_event_moves, c->ev, to, why))
+        c->ev = to;
+}
+
+static void set_link_why(struct sndk_connector *c, enum sndk_conn_link to, const char *why)
+{
+    if (side_move_locked(c, "link", conn_link_names, conn_link_moves, c->link, to, why))
+        c->link = to;
+}
+#define set_req(c, to)  set_req_why((c), (to), __func__)
+#define set_ev(c, to)   set_ev_why((c), (to), __func__)
+#define set_link(c, to) set_link_why((c), (to), __func__)
+
+/* A request outstanding (what NdkConnect, NdkCompleteConnect, NdkAccept and NdkDisconnect wait
+ * for to start, and close cancels). */
+static bool req_outstanding(const struct sndk_connector *c)
+{
+    return c->request == SNDK_REQ_ACTIVE || c->request == SNDK_REQ_DONE_ACTIVE;
+}
+
+/* NdkDisconnect or close: no disconnect event from now on (one already queued is delivered). */
+static void silence_events_locked(struct sndk_connector *c, const char *why)
+{
+    sndk_assert_held(&c->lock);
+    if (c->ev == SNDK_EV_NONE)
+        set_ev_why(c, SNDK_EV_SILENT, why);
+}
+
 /* Handshake bytes (MPA Request / Reply) written or read on the connector's socket. */
 static void hs_bytes(struct sndk_connector *c, bool out, const void *buf, size_t n)
 {
@@ -306,22 +471,23 @@ static void hs_bytes(struct sndk_connector *c, bool out, const void *buf, size_t
 /* Deliveries: request completion, connect event, disconnect event — one work item, so they
  * never overlap, and always outside c->lock. */
 
+/* Queue the delivery work, pinned to the connector's thread so that two runs never overlap (a
+ * run that queues it again is followed by the next, on the same thread). Queued means one
+ * reference, dropped by deliver_fn: the engine says whether this call queued it. */
 static void schedule_locked(struct sndk_connector *c)
 {
     sndk_assert_held(&c->lock);
-    if (c->deliver_scheduled)
-        return;
-    c->deliver_scheduled = true;
-    sndk_obj_get(&c->base);
-    sndk_engine_queue(engine_of(c), &c->deliver);
+    if (sndk_engine_queue_on(engine_of(c), c->thread, &c->deliver))
+        sndk_obj_get(&c->base); /* deliver_fn takes c->lock before it drops it */
 }
 
-/* The one request a connector has outstanding at a time; complete_locked delivers it. */
+/* The one request a connector has outstanding at a time; complete_locked queues its
+ * completion. */
 static void start_request_locked(struct sndk_connector *c, NDK_FN_REQUEST_COMPLETION cb,
                                  void *ctx)
 {
     sndk_assert_held(&c->lock);
-    c->req_active = true;
+    set_req(c, c->request == SNDK_REQ_DONE ? SNDK_REQ_DONE_ACTIVE : SNDK_REQ_ACTIVE);
     c->req_cb = cb;
     c->req_ctx = ctx;
 }
@@ -340,23 +506,31 @@ static void set_disconnect_event_locked(struct sndk_connector *c,
 static void complete_locked(struct sndk_connector *c, NTSTATUS st)
 {
     sndk_assert_held(&c->lock);
-    if (!c->req_active)
+    if (!req_outstanding(c))
         return;
-    c->req_active = false;
-    c->req_done = true;
-    c->req_status = st;
+    if (c->request == SNDK_REQ_DONE_ACTIVE)
+        sndk_warn("connector",
+                  "%p: a request completed before the last completion was "
+                  "delivered: that one is lost",
+                  (void *)c);
+    set_req(c, SNDK_REQ_DONE);
+    c->done_cb = c->req_cb;
+    c->done_ctx = c->req_ctx;
+    c->done_status = st;
+    c->req_cb = NULL;
     schedule_locked(c);
 }
 
 static void disconnect_event_locked(struct sndk_connector *c, ULONG reason)
 {
     sndk_assert_held(&c->lock);
-    if (c->disc_fired || c->local_disconnect || sndk_obj_closing(&c->base))
+    if (c->ev != SNDK_EV_NONE || sndk_obj_closing(&c->base))
         return;
-    c->disc_fired = true;
-    if (!c->disc_cb && !c->disc_cb_ex)
+    if (!c->disc_cb && !c->disc_cb_ex) {
+        set_ev(c, SNDK_EV_DISC_FIRED); /* nobody to tell: it never fires again either */
         return;
-    c->disc_event_due = true;
+    }
+    set_ev(c, SNDK_EV_DISC_DUE);
     c->disc_reason = reason;
     schedule_locked(c);
 }
@@ -369,42 +543,40 @@ static void deliver_fn(struct sndk_work *w)
     struct sndk_connector *c = sndk_container_of(w, struct sndk_connector, deliver);
     sndk_mutex_lock(&c->lock);
     for (;;) {
-        if (c->qp_fail_due) {
+        if (c->link == SNDK_LINK_FAIL_DUE) {
             /* Before the NdkAccept completion: the flushed receives are on the CQ by then. */
-            c->qp_fail_due = false;
+            set_link_why(c, SNDK_LINK_FAILED, "the failed NdkAccept's QP in error");
             struct sndk_qp *qp = c->qp; /* held by c (sndk_obj_hold) */
             sndk_mutex_unlock(&c->lock);
             sndk_qp_connect_failed(qp);
             sndk_mutex_lock(&c->lock);
             continue;
         }
-        if (c->req_done) {
-            NDK_FN_REQUEST_COMPLETION cb = c->req_cb;
-            void *ctx = c->req_ctx;
-            NTSTATUS st = c->req_status;
-            c->req_done = false;
-            c->req_cb = NULL;
+        if (c->request == SNDK_REQ_DONE || c->request == SNDK_REQ_DONE_ACTIVE) {
+            NDK_FN_REQUEST_COMPLETION cb = c->done_cb;
+            void *ctx = c->done_ctx;
+            NTSTATUS st = c->done_status;
+            set_req_why(c, c->request == SNDK_REQ_DONE ? SNDK_REQ_NONE : SNDK_REQ_ACTIVE,
+                        "completion delivered");
+            c->done_cb = NULL;
             sndk_mutex_unlock(&c->lock);
             if (cb)
                 SNDK_CALLBACK(&c->base, SNDK_CB_REQUEST_COMPLETION, ctx, cb(ctx, st));
             sndk_mutex_lock(&c->lock);
             continue;
         }
-        if (c->connect_event_due) {
-            c->connect_event_due = false;
-            struct sndk_listener *l = c->listener;
+        if (c->ev == SNDK_EV_CONNECT_DUE) {
+            set_ev_why(c, SNDK_EV_NONE, "connect event delivered");
+            const struct sndk_conn_origin *o = c->origin;
             sndk_mutex_unlock(&c->lock);
-            /* From here the consumer owns the connector (it must close it). */
-            if (sndk_listener_accepting(l))
-                SNDK_CALLBACK(&l->base, SNDK_CB_CONNECT_EVENT, l->connect_ctx,
-                              l->connect_cb(l->connect_ctx, &c->base.pub.connector));
-            else
+            /* Delivered, the consumer owns the connector (it must close it). */
+            if (!o->connect_event(o->owner, &c->base))
                 reject_incoming(c);
             sndk_mutex_lock(&c->lock);
             continue;
         }
-        if (c->disc_event_due) {
-            c->disc_event_due = false;
+        if (c->ev == SNDK_EV_DISC_DUE) {
+            set_ev_why(c, SNDK_EV_DISC_FIRED, "disconnect event delivered");
             NDK_FN_DISCONNECT_EVENT_CALLBACK cb = c->disc_cb;
             NDK_FN_DISCONNECT_EVENT_CALLBACK_EX cb_ex = c->disc_cb_ex;
             void *ctx = c->disc_ctx;
@@ -419,9 +591,8 @@ static void deliver_fn(struct sndk_work *w)
         }
         break;
     }
-    c->deliver_scheduled = false;
     sndk_mutex_unlock(&c->lock);
-    sndk_obj_put(&c->base);
+    sndk_obj_put(&c->base); /* the queued work's */
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -433,28 +604,24 @@ static NTSTATUS status_from_errno(int err)
     return sndk_status_from_errno(SNDK_CALL_CONNECT, err);
 }
 
+/* The timer's reference: taken by an arm that found it not pending, dropped by on_timeout or
+ * by a cancel that found it pending (engine.h, "References"). */
 static void timer_stop_locked(struct sndk_connector *c)
 {
     sndk_assert_held(&c->lock);
-    if (c->timer_ref && sndk_timer_cancel(&c->timer)) {
-        c->timer_ref = false;
-        /* the open reference or a request keeps c alive: this is never the last one */
-        atomic_fetch_sub_explicit(&c->base.refs, 1, memory_order_acq_rel);
-    }
+    if (sndk_timer_cancel(&c->timer)) /* the open reference or a request keeps c alive: */
+        atomic_fetch_sub_explicit(&c->base.refs, 1, memory_order_acq_rel); /* never the last */
 }
 
 static void timer_start_locked(struct sndk_connector *c)
 {
     sndk_assert_held(&c->lock);
-    if (!c->timer_ref) {
-        c->timer_ref = true;
-        sndk_obj_get(&c->base);
-    }
     /* An incoming connection has a shorter time to deliver its Request (admission.h). */
     const struct sndk_config *cfg = &c->base.adapter->cfg;
     unsigned ms =
         c->state == SNDK_CONN_WAIT_REQUEST ? cfg->request_timeout_ms : cfg->connect_timeout_ms;
-    sndk_timer_arm(engine_of(c), &c->timer, (uint64_t)ms * 1000u);
+    if (sndk_timer_arm(engine_of(c), &c->timer, (uint64_t)ms * 1000u))
+        sndk_obj_get(&c->base); /* on_timeout takes c->lock before it drops it */
 }
 
 /* Take the socket out of epoll; src_done then closes it, or hands it to the QP when the
@@ -462,8 +629,7 @@ static void timer_start_locked(struct sndk_connector *c)
 static void io_stop_locked(struct sndk_connector *c)
 {
     sndk_assert_held(&c->lock);
-    if (c->src_added) {
-        c->src_added = false;
+    if (sndk_source_watched(&c->src)) {
         sndk_source_remove(&c->src, &c->src_done);
     } else if (c->fd >= 0) {
         close(c->fd);
@@ -487,10 +653,10 @@ static void fail_locked(struct sndk_connector *c, NTSTATUS st, const char *why)
     timer_stop_locked(c);
     set_state_why(c, SNDK_CONN_CLOSED, why);
     io_stop_locked(c);
-    if (c->qp && !c->linked) {
+    if (c->qp && c->link != SNDK_LINK_ATTACHED) {
         sndk_obj_unbind(&c->qp->base, c);
-        if (!c->active && c->req_active)
-            c->qp_fail_due = true; /* a failed NdkAccept: its QP is done (docs/connector.md) */
+        if (!c->active && req_outstanding(c))         /* a failed NdkAccept: its QP is done */
+            set_link_why(c, SNDK_LINK_FAIL_DUE, why); /* (docs/connector.md) */
     }
     complete_locked(c, st);
 }
@@ -740,7 +906,7 @@ static void set_peer_timeout(int fd, unsigned timeout_ms)
 
 static void establish(struct sndk_connector *c)
 {
-    /* c->lock held on entry and exit */
+    sndk_assert_held(&c->lock); /* on entry and exit */
     if (c->active && c->p2p && !send_rtr(c)) {
         fail_locked(c, STATUS_CONNECTION_ABORTED, "cannot send the RTR");
         return;
@@ -769,13 +935,13 @@ static void establish(struct sndk_connector *c)
         atomic_store(&c->rec->rq_depth, c->qp->srq ? 0u : c->qp->rq.depth);
         atomic_store(&c->rec->qp, c->qp);
     }
-    c->linked = true;
+    set_link(c, SNDK_LINK_ATTACHED);
     sndk_obj_get(&c->base); /* the link's reference, dropped in detach_done_fn */
     sndk_mutex_unlock(&c->lock);
     int rc = sndk_qp_attach(c->qp, &p, &link_events, c);
     sndk_mutex_lock(&c->lock);
     if (rc != 0) {
-        c->linked = false;
+        set_link_why(c, SNDK_LINK_NONE, "QP attach failed");
         atomic_fetch_sub_explicit(&c->base.refs, 1, memory_order_acq_rel);
         fail_locked(c, sndk_status_from_errno(SNDK_CALL_QP_ATTACH, -rc), "QP attach failed");
         return;
@@ -816,7 +982,6 @@ static void begin_establish_locked(struct sndk_connector *c)
     sndk_assert_held(&c->lock);
     timer_stop_locked(c);
     set_state(c, SNDK_CONN_ESTABLISHING);
-    c->src_added = false;
     sndk_source_remove(&c->src, &c->src_done);
 }
 
@@ -923,7 +1088,6 @@ static void io_wait_request(struct sndk_connector *c, uint32_t ev)
         timer_stop_locked(c);
         set_state(c, SNDK_CONN_CLOSED);
         io_stop_locked(c);
-        c->abandoned = true;
         /* never delivered: nobody else will close it */
         sndk_mutex_unlock(&c->lock);
         sndk_obj_close(&c->base.pub.Header, NULL, NULL);
@@ -977,17 +1141,17 @@ static void io_wait_request(struct sndk_connector *c, uint32_t ev)
     timer_stop_locked(c);
     set_state(c, SNDK_CONN_INCOMING);
     sndk_source_modify(&c->src, EPOLLRDHUP | EPOLLONESHOT);
-    c->connect_event_due = true;
+    set_ev(c, SNDK_EV_CONNECT_DUE);
     schedule_locked(c);
 }
 
 static void io_watch_abandon(struct sndk_connector *c, uint32_t ev)
 {
-    if ((ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && !c->abandoned) {
+    if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
         sndk_info_peer(peer_log(c), "connector", "%p: peer gave up during connection setup",
                        (void *)c);
         sndk_ctr_inc(ctrs_of(c), SNDK_CTR_SETUP_ABANDONED);
-        c->abandoned = true;
+        set_state_why(c, SNDK_CONN_ABANDONED, "the peer left before the consumer's answer");
     }
 }
 
@@ -1178,7 +1342,7 @@ static void on_io(struct sndk_source *s, uint32_t ev)
 {
     struct sndk_connector *c = sndk_container_of(s, struct sndk_connector, src);
     sndk_mutex_lock(&c->lock);
-    if (c->src_added) {
+    if (sndk_source_watched(s)) { /* else a call in flight after the remove */
         switch (c->state) {
         case SNDK_CONN_CONNECTING:
             io_connecting(c, ev);
@@ -1207,11 +1371,9 @@ static void on_timeout(struct sndk_timer *t)
 {
     struct sndk_connector *c = sndk_container_of(t, struct sndk_connector, timer);
     sndk_mutex_lock(&c->lock);
-    bool had_ref = c->timer_ref;
-    c->timer_ref = false;
     bool incoming_never_delivered = c->state == SNDK_CONN_WAIT_REQUEST;
-    if (had_ref && (c->state == SNDK_CONN_CONNECTING || c->state == SNDK_CONN_REQ_SENT ||
-                    c->state == SNDK_CONN_ACCEPTING || c->state == SNDK_CONN_WAIT_REQUEST)) {
+    if (c->state == SNDK_CONN_CONNECTING || c->state == SNDK_CONN_REQ_SENT ||
+        c->state == SNDK_CONN_ACCEPTING || c->state == SNDK_CONN_WAIT_REQUEST) {
         sndk_ctr_inc(ctrs_of(c), SNDK_CTR_HANDSHAKE_TIMEOUT);
         if (c->state == SNDK_CONN_WAIT_REQUEST)
             sndk_ctr_inc(ctrs_of(c), SNDK_CTR_CONNECT_FAILURE); /* fail_locked counts others */
@@ -1232,8 +1394,7 @@ static void on_timeout(struct sndk_timer *t)
     sndk_mutex_unlock(&c->lock);
     if (incoming_never_delivered)
         sndk_obj_close(&c->base.pub.Header, NULL, NULL);
-    if (had_ref)
-        sndk_obj_put(&c->base);
+    sndk_obj_put(&c->base); /* the pending timer's */
 }
 
 static NTSTATUS io_start_locked(struct sndk_connector *c, uint32_t events)
@@ -1245,7 +1406,7 @@ static NTSTATUS io_start_locked(struct sndk_connector *c, uint32_t events)
         atomic_fetch_sub_explicit(&c->base.refs, 1, memory_order_acq_rel);
         return STATUS_INSUFFICIENT_RESOURCES;
     }
-    c->src_added = true;
+    c->thread = sndk_source_thread(&c->src);
     return STATUS_SUCCESS;
 }
 
@@ -1323,7 +1484,7 @@ static NTSTATUS start_connect(struct sndk_connector *c, const struct connect_arg
         return STATUS_INVALID_PARAMETER;
 
     sndk_mutex_lock(&c->lock);
-    if (c->state != SNDK_CONN_IDLE || c->active || c->listener) {
+    if (c->state != SNDK_CONN_IDLE || c->active || c->origin) {
         enum sndk_conn_state was = c->state;
         sndk_mutex_unlock(&c->lock);
         if (sndk_verify_on(c->base.adapter))
@@ -1506,9 +1667,10 @@ static NTSTATUS complete_connect(struct sndk_connector *c, NDK_FN_DISCONNECT_EVE
                                  NDK_FN_REQUEST_COMPLETION cb, PVOID ctx)
 {
     sndk_mutex_lock(&c->lock);
-    if (c->state != SNDK_CONN_REPLIED || c->req_active) {
+    bool abandoned = c->state == SNDK_CONN_ABANDONED && c->active;
+    if ((c->state != SNDK_CONN_REPLIED && !abandoned) || req_outstanding(c)) {
         enum sndk_conn_state was = c->state;
-        bool busy = c->req_active;
+        bool busy = req_outstanding(c);
         sndk_mutex_unlock(&c->lock);
         /* CLOSED may be the peer's doing (it gave up meanwhile): not the consumer's mistake */
         if (was != SNDK_CONN_CLOSED && sndk_verify_on(c->base.adapter))
@@ -1518,7 +1680,7 @@ static NTSTATUS complete_connect(struct sndk_connector *c, NDK_FN_DISCONNECT_EVE
                                conn_state_names[was], busy ? " with a request pending" : "");
         return STATUS_CONNECTION_INVALID;
     }
-    if (c->abandoned) {
+    if (abandoned) {
         set_state(c, SNDK_CONN_CLOSED);
         io_stop_locked(c);
         sndk_obj_unbind(&c->qp->base, c);
@@ -1572,7 +1734,8 @@ static NTSTATUS accept_common(struct sndk_connector *c, const struct accept_args
     if (r->pdlen && !r->pd)
         return STATUS_INVALID_PARAMETER;
     sndk_mutex_lock(&c->lock);
-    if (c->state != SNDK_CONN_INCOMING || c->req_active) {
+    bool abandoned = c->state == SNDK_CONN_ABANDONED && !c->active;
+    if ((c->state != SNDK_CONN_INCOMING && !abandoned) || req_outstanding(c)) {
         enum sndk_conn_state was = c->state;
         sndk_mutex_unlock(&c->lock);
         if (was != SNDK_CONN_CLOSED && sndk_verify_on(c->base.adapter))
@@ -1590,7 +1753,7 @@ static NTSTATUS accept_common(struct sndk_connector *c, const struct accept_args
         sndk_mutex_unlock(&c->lock);
         return st;
     }
-    if (c->abandoned) {
+    if (abandoned) {
         /* The peer left before this call: the accept fails inline, and its QP ends as after a
          * failed completion (decisions.md 14c): error, what was posted STATUS_CANCELLED on the
          * CQ before the call returns. The QP stays bound to c until then, so that no other
@@ -1701,7 +1864,7 @@ static void send_reject_locked(struct sndk_connector *c, const void *pd, uint16_
 static void reject_incoming(struct sndk_connector *c)
 {
     sndk_mutex_lock(&c->lock);
-    if (c->state == SNDK_CONN_INCOMING)
+    if (awaits_answer(c, c->state))
         send_reject_locked(c, NULL, 0);
     sndk_mutex_unlock(&c->lock);
     sndk_obj_close(&c->base.pub.Header, NULL, NULL);
@@ -1714,23 +1877,25 @@ static NTSTATUS connector_reject(NDK_CONNECTOR *pub, const void *pd, ULONG pdlen
         return STATUS_INVALID_PARAMETER;
     sndk_mutex_lock(&c->lock);
     NTSTATUS st = STATUS_SUCCESS;
-    if (c->state == SNDK_CONN_INCOMING && pdlen > c->base.adapter->info.MaxCalleeData) {
+    bool abandoned = c->state == SNDK_CONN_ABANDONED;
+    bool replied = c->state == SNDK_CONN_REPLIED || (abandoned && c->active);
+    if (awaits_answer(c, c->state) && pdlen > c->base.adapter->info.MaxCalleeData) {
         st = STATUS_INVALID_BUFFER_SIZE; /* only the passive side's Reject carries data */
-    } else if (c->state == SNDK_CONN_INCOMING) {
-        if (c->abandoned) {
+    } else if (awaits_answer(c, c->state)) {
+        if (abandoned) {
             set_state(c, SNDK_CONN_CLOSED);
             io_stop_locked(c);
             st = STATUS_CONNECTION_ABORTED;
         } else {
             send_reject_locked(c, pd, (uint16_t)pdlen);
         }
-    } else if (c->state == SNDK_CONN_REPLIED && !c->req_active) {
+    } else if (replied && !req_outstanding(c)) {
         /* The active side refuses what the peer accepted: MPA has no frame for this, so the
          * connection is closed and the peer's Accept fails. */
         set_state(c, SNDK_CONN_CLOSED);
         io_stop_locked(c);
         sndk_obj_unbind(&c->qp->base, c);
-        st = c->abandoned ? STATUS_CONNECTION_ABORTED : STATUS_SUCCESS;
+        st = abandoned ? STATUS_CONNECTION_ABORTED : STATUS_SUCCESS;
     } else {
         st = STATUS_INVALID_DEVICE_STATE;
     }
@@ -1755,6 +1920,7 @@ static NTSTATUS connector_data(NDK_CONNECTOR *pub, ULONG *pIrd, ULONG *pOrd, PVO
     switch (c->state) {
     case SNDK_CONN_REPLIED:
     case SNDK_CONN_INCOMING:
+    case SNDK_CONN_ABANDONED:
         answers = true;
         break;
     case SNDK_CONN_ACCEPTING:
@@ -1786,7 +1952,7 @@ static NTSTATUS connector_data(NDK_CONNECTOR *pub, ULONG *pIrd, ULONG *pOrd, PVO
     }
     *pPrivateDataLength = rds;
     enum sndk_conn_state was = c->state;
-    bool passive = c->listener != NULL;
+    bool passive = c->origin != NULL;
     sndk_mutex_unlock(&c->lock);
     if (late && sndk_verify_on(c->base.adapter))
         sndk_verify_report(&c->base, SoftNdkVerifyConnDataLate, NULL,
@@ -1824,13 +1990,13 @@ static NTSTATUS connector_disconnect(NDK_CONNECTOR *pub, NDK_FN_REQUEST_COMPLETI
     if (!c || !cb)
         return STATUS_INVALID_PARAMETER;
     sndk_mutex_lock(&c->lock);
-    if (c->state == SNDK_CONN_CLOSED && c->linked) {
+    if (c->state == SNDK_CONN_CLOSED && c->link == SNDK_LINK_ATTACHED) {
         /* Already down (the peer aborted): nothing left to do gracefully. */
-        c->local_disconnect = true;
+        silence_events_locked(c, "NdkDisconnect");
         sndk_mutex_unlock(&c->lock);
         return STATUS_SUCCESS;
     }
-    if (c->state != SNDK_CONN_CONNECTED || c->req_active) {
+    if (c->state != SNDK_CONN_CONNECTED || req_outstanding(c)) {
         enum sndk_conn_state was = c->state;
         sndk_mutex_unlock(&c->lock);
         if (was != SNDK_CONN_CLOSED && sndk_verify_on(c->base.adapter))
@@ -1840,7 +2006,7 @@ static NTSTATUS connector_disconnect(NDK_CONNECTOR *pub, NDK_FN_REQUEST_COMPLETI
                                conn_state_names[was]);
         return STATUS_CONNECTION_INVALID;
     }
-    c->local_disconnect = true;
+    silence_events_locked(c, "NdkDisconnect");
     start_request_locked(c, cb, ctx);
     SNDK_TRACE("api.NdkDisconnect", "connector", c, NULL);
     set_state(c, SNDK_CONN_DISCONNECTING);
@@ -1884,26 +2050,25 @@ static void connector_close_begin(struct sndk_obj *o)
 {
     struct sndk_connector *c = sndk_container_of(o, struct sndk_connector, base);
     sndk_mutex_lock(&c->lock);
-    c->local_disconnect = true;
-    c->connect_event_due = false;
-    c->disc_event_due = false;
+    if (c->ev != SNDK_EV_SILENT) /* a queued connect or disconnect event is dropped too */
+        set_ev_why(c, SNDK_EV_SILENT, "close");
     timer_stop_locked(c);
-    if (c->state == SNDK_CONN_INCOMING && !c->abandoned)
+    if (c->state == SNDK_CONN_INCOMING)
         send_reject_locked(c, NULL, 0);
     /* While ESTABLISHING, establish() owns the detach: it runs sndk_qp_attach with c->lock
-     * dropped (linked already set) and detaches once it sees CLOSED. Detaching here too ran
+     * dropped (link already attached) and detaches once it sees CLOSED. Detaching here too ran
      * detach_done twice: two puts of the link's one reference. */
-    bool detach = c->linked && c->state != SNDK_CONN_ESTABLISHING;
+    bool detach = c->link == SNDK_LINK_ATTACHED && c->state != SNDK_CONN_ESTABLISHING;
     if (c->state != SNDK_CONN_CLOSED && c->state != SNDK_CONN_ESTABLISHING) {
         io_stop_locked(c);
         set_state(c, SNDK_CONN_CLOSED);
     } else if (c->state == SNDK_CONN_ESTABLISHING) {
         set_state(c, SNDK_CONN_CLOSED); /* src_done sees it and closes the socket */
     }
-    if (c->qp && !c->linked) {
+    if (c->qp && c->link != SNDK_LINK_ATTACHED) {
         sndk_obj_unbind(&c->qp->base, c);
-        if (!c->active && c->req_active)
-            c->qp_fail_due = true; /* the NdkAccept it cancels failed: as in fail_locked */
+        if (!c->active && req_outstanding(c))             /* the NdkAccept it cancels failed: */
+            set_link_why(c, SNDK_LINK_FAIL_DUE, "close"); /* as in fail_locked */
     }
     complete_locked(c, STATUS_CANCELLED);
     sndk_mutex_unlock(&c->lock);
@@ -1964,49 +2129,11 @@ NTSTATUS sndk_connector_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CREATE_COMPLETIO
     return STATUS_SUCCESS;
 }
 
-void sndk_connector_incoming(struct sndk_listener *l, int fd, const struct sndk_addr *local,
-                             const struct sndk_addr *peer)
+/* The door evicts c while it still waits for its Request (admission.h): reset the connection and
+ * close c. Called with a reference held, without any lock. */
+static void connector_evict(struct sndk_adm_entry *e)
 {
-    struct sndk_connector *c = connector_new(l->base.adapter);
-    if (!c) {
-        sndk_close_with_reset(fd);
-        return;
-    }
-    sndk_obj_hold(&c->base, &l->base);
-    /* Listed before its socket is watched, and outside c->lock: making room may evict (lock)
-     * an older connector. Leaving WAIT_REQUEST unlists it (door_transition). */
-    sndk_admission_enter(l, &c->adm, &c->base, fd, peer);
-    sndk_mutex_lock(&l->lock);
-    if (l->ep) {
-        sndk_endpoint_get(l->ep);
-        c->ep = l->ep;
-    }
-    sndk_mutex_unlock(&l->lock);
-    sndk_mutex_lock(&c->lock);
-    c->listener = l;
-    c->fd = fd;
-    c->local = *local;
-    c->peer = *peer;
-    c->have_addresses = true;
-    c->rec = sndk_conn_rec_new(l->base.adapter, SNDK_ROLE_PASSIVE, &local->sa, &peer->sa,
-                               conn_state_names);
-    SNDK_TRACE("connector.incoming", "connector", c, "\"listener\":\"%p\",\"peer\":\"%s\"",
-               (void *)l, c->rec ? c->rec->peer_str : "");
-    sndk_mpa_rx_init(&c->mpa, false, SNDK_MPA_PD_MAX_RFC); /* RFC 5044: up to 512 */
-    set_state(c, SNDK_CONN_WAIT_REQUEST);
-    NTSTATUS st = io_start_locked(c, EPOLLIN);
-    if (st == STATUS_SUCCESS)
-        timer_start_locked(c);
-    else
-        set_state(c, SNDK_CONN_CLOSED);
-    sndk_mutex_unlock(&c->lock);
-    if (st != STATUS_SUCCESS)
-        sndk_obj_close(&c->base.pub.Header, NULL, NULL);
-}
-
-void sndk_connector_evict(struct sndk_obj *obj)
-{
-    struct sndk_connector *c = sndk_container_of(obj, struct sndk_connector, base);
+    struct sndk_connector *c = sndk_container_of(e, struct sndk_connector, adm);
     sndk_mutex_lock(&c->lock);
     bool evicted = c->state == SNDK_CONN_WAIT_REQUEST;
     if (evicted) {
@@ -2021,9 +2148,46 @@ void sndk_connector_evict(struct sndk_obj *obj)
         }
         set_state(c, SNDK_CONN_CLOSED);
         io_stop_locked(c);
-        c->abandoned = true;
     }
     sndk_mutex_unlock(&c->lock);
     if (evicted) /* never delivered: nobody else will close it */
+        sndk_obj_close(&c->base.pub.Header, NULL, NULL);
+}
+
+void sndk_connector_incoming(const struct sndk_conn_origin *origin, int fd,
+                             const struct sndk_addr *local, const struct sndk_addr *peer)
+{
+    struct sndk_connector *c = connector_new(origin->owner->adapter);
+    if (!c) {
+        sndk_close_with_reset(fd);
+        return;
+    }
+    sndk_obj_hold(&c->base, origin->owner);
+    /* Listed before its socket is watched, and outside c->lock: making room may evict (lock)
+     * an older connector. Leaving WAIT_REQUEST unlists it (door_transition). */
+    sndk_admission_enter(origin->adm, &c->adm, &c->base, connector_evict, fd, peer);
+    if (origin->ep) {
+        sndk_endpoint_get(origin->ep);
+        c->ep = origin->ep;
+    }
+    sndk_mutex_lock(&c->lock);
+    c->origin = origin;
+    c->fd = fd;
+    c->local = *local;
+    c->peer = *peer;
+    c->have_addresses = true;
+    c->rec = sndk_conn_rec_new(c->base.adapter, SNDK_ROLE_PASSIVE, &local->sa, &peer->sa,
+                               conn_state_names);
+    SNDK_TRACE("connector.incoming", "connector", c, "\"listener\":\"%p\",\"peer\":\"%s\"",
+               (void *)origin->owner, c->rec ? c->rec->peer_str : "");
+    sndk_mpa_rx_init(&c->mpa, false, SNDK_MPA_PD_MAX_RFC); /* RFC 5044: up to 512 */
+    set_state(c, SNDK_CONN_WAIT_REQUEST);
+    NTSTATUS st = io_start_locked(c, EPOLLIN);
+    if (st == STATUS_SUCCESS)
+        timer_start_locked(c);
+    else
+        set_state(c, SNDK_CONN_CLOSED);
+    sndk_mutex_unlock(&c->lock);
+    if (st != STATUS_SUCCESS)
         sndk_obj_close(&c->base.pub.Header, NULL, NULL);
 }

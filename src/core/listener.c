@@ -12,6 +12,7 @@
 
 #include "util/log.h"
 #include "observe/trace.h"
+#include "verify/verify.h"
 
 static const char *const listener_state_names[SNDK_LISTENER_STATE_COUNT] = {
     [SNDK_LISTENER_IDLE] = "idle",
@@ -53,19 +54,24 @@ static bool set_state(struct sndk_listener *l, enum sndk_listener_state next)
     return true;
 }
 
-void sndk_close_with_reset(int fd)
-{
-    struct linger lg = {1, 0};
-    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-    close(fd);
-}
-
 bool sndk_listener_accepting(struct sndk_listener *l)
 {
     sndk_mutex_lock(&l->lock);
     bool ok = l->state == SNDK_LISTENER_LISTENING && !atomic_load(&l->paused);
     sndk_mutex_unlock(&l->lock);
     return ok;
+}
+
+/* The connect event of a connector this listener created (its origin's connect_event). */
+static bool deliver_connect_event(struct sndk_obj *owner, struct sndk_obj *conn)
+{
+    struct sndk_listener *l = sndk_container_of(owner, struct sndk_listener, base);
+    if (!sndk_listener_accepting(l))
+        return false;
+    /* From here the consumer owns the connector (it must close it). */
+    SNDK_CALLBACK(&l->base, SNDK_CB_CONNECT_EVENT, l->connect_ctx,
+                  l->connect_cb(l->connect_ctx, &conn->pub.connector));
+    return true;
 }
 
 #define ACCEPT_BATCH 8
@@ -87,7 +93,7 @@ static void on_listen_ready(struct sndk_source *s, uint32_t events)
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                if (sndk_admission_fd_exhausted(l, errno))
+                if (sndk_admission_fd_exhausted(&l->adm, l->fd, errno))
                     continue;
                 return;
             }
@@ -113,12 +119,12 @@ static void on_listen_ready(struct sndk_source *s, uint32_t events)
             errno = 0;
             if (!sndk_adapter_owns_address(l->base.adapter, &local)) {
                 if (errno == EMFILE || errno == ENFILE) /* it could not even ask: the fd limit */
-                    sndk_admission_refused(l, &peer, "no fd to check its address");
+                    sndk_admission_refused(&l->adm, &peer, "no fd to check its address");
                 sndk_close_with_reset(fd);
                 continue;
             }
         }
-        sndk_connector_incoming(l, fd, &local, &peer);
+        sndk_connector_incoming(&l->origin, fd, &local, &peer);
     }
 }
 
@@ -151,6 +157,7 @@ static NTSTATUS listener_listen(NDK_LISTENER *pNdkListener, const struct sockadd
     st = sndk_endpoint_open(l->base.adapter, SNDK_EP_LISTEN, &addr, &l->ep, &fd);
     if (st == STATUS_SUCCESS) {
         l->fd = fd;
+        l->origin.ep = l->ep;   /* published to the source's thread by the add */
         sndk_obj_get(&l->base); /* for the source, until on_listen_removed */
         int rc = sndk_source_add(l->base.adapter->engine, &l->src, fd, EPOLLIN, on_listen_ready, -1);
         if (rc != 0) {
@@ -159,10 +166,11 @@ static NTSTATUS listener_listen(NDK_LISTENER *pNdkListener, const struct sockadd
             l->fd = -1;
             sndk_endpoint_put(l->ep);
             l->ep = NULL;
+            l->origin.ep = NULL;
             st = STATUS_INSUFFICIENT_RESOURCES;
         } else {
             set_state(l, SNDK_LISTENER_LISTENING);
-            sndk_admission_start(l);
+            sndk_admission_start(&l->adm);
             char buf[64];
             sndk_addr_str(sndk_endpoint_addr(l->ep), buf, sizeof buf);
             sndk_info("listener", "%p listening on %s", (void *)l, buf);
@@ -214,7 +222,7 @@ static void listener_close_begin(struct sndk_obj *o)
     bool was_listening = l->state == SNDK_LISTENER_LISTENING;
     set_state(l, SNDK_LISTENER_CLOSED);
     sndk_mutex_unlock(&l->lock);
-    sndk_admission_stop(l);
+    sndk_admission_stop(&l->adm);
     if (was_listening) {
         sndk_counters_listener(&l->base.adapter->ctrs, l, NULL);
         sndk_source_remove(&l->src, &l->src_done);
@@ -253,7 +261,9 @@ NTSTATUS sndk_listener_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CONNECT_EVENT_CAL
     l->fd = -1;
     atomic_init(&l->paused, false);
     sndk_mutex_init_ranked(&l->lock, SNDK_LOCK_LISTENER);
-    sndk_admission_init(&l->adm);
+    sndk_admission_init(&l->adm, &l->base, &l->src);
+    l->origin = (struct sndk_conn_origin){
+        .owner = &l->base, .adm = &l->adm, .connect_event = deliver_connect_event};
     sndk_work_init(&l->src_done, on_listen_removed);
     sndk_obj_init(&l->base, a, &listener_ops, &listener_dispatch);
     sndk_obj_hold(&l->base, &a->base);

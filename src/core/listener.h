@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include "core/admission.h"
+#include "core/connector.h"
 #include "core/endpoint.h"
 #include "util/lock.h"
 
@@ -26,6 +27,8 @@ struct sndk_listener {
     struct sndk_source src;
     struct sndk_work src_done; /* listening socket out of epoll: close it, drop the ref */
     struct sndk_admission adm; /* handshake limits, the fd limit (admission.h) */
+    struct sndk_conn_origin origin; /* what its connectors know of it (connector.h); ep set
+                                       under lock by NdkListen */
 };
 
 static inline struct sndk_listener *sndk_listener_from(const void *pub)
@@ -37,19 +40,7 @@ static inline struct sndk_listener *sndk_listener_from(const void *pub)
 /* Does the listener take a new request now (listening, not paused, not closing)? */
 bool sndk_listener_accepting(struct sndk_listener *l);
 
-/* A TCP connection arrived on l: start the passive MPA handshake on it (connector.c). Takes fd. */
 /* "listening"; "?" past the last state. */
 const char *sndk_listener_state_name(enum sndk_listener_state s);
-
-/* A connector's state as its logs and ndkstat name it ("wait-request"), by value; "?" from the
- * count on. The states are connector.c's own (it checks the count statically). */
-#define SNDK_CONN_STATES 11
-const char *sndk_conn_state_name(unsigned s);
-
-void sndk_connector_incoming(struct sndk_listener *l, int fd, const struct sndk_addr *local,
-                             const struct sndk_addr *peer);
-
-/* Close fd with a TCP reset: "as if there were no listener" ([EP-6]). */
-void sndk_close_with_reset(int fd);
 
 #endif

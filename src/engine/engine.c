@@ -645,6 +645,11 @@ unsigned sndk_source_thread(const struct sndk_source *s)
     return s->owner->idx;
 }
 
+bool sndk_source_watched(const struct sndk_source *s)
+{
+    return atomic_load_explicit(&s->state, memory_order_acquire) == SRC_ACTIVE;
+}
+
 void sndk_source_remove(struct sndk_source *s, struct sndk_work *done)
 {
     int prev = atomic_load_explicit(&s->state, memory_order_acquire);

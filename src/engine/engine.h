@@ -152,6 +152,12 @@ int sndk_source_modify(struct sndk_source *s, uint32_t events);
 /* Index of the progress thread that runs s's fn. */
 unsigned sndk_source_thread(const struct sndk_source *s);
 
+/* Is s watched: its add returned 0 (and found no earlier remove) and no remove came since? A
+ * snapshot, stable when the owner serialises add and remove (under its lock, as it must for
+ * remove-after-add anyway): the owner then asks the engine whether it still has a source to
+ * remove, rather than keeping an "added" flag beside it. Any thread. */
+bool sndk_source_watched(const struct sndk_source *s);
+
 /* Stop watching s. Any thread, including s's own fn; non-blocking. When it returns, fd is out
  * of epoll and no new call of fn starts, except one that the progress thread had already
  * committed to (its readiness was fetched before the removal and it raced with it): that call

@@ -10,6 +10,7 @@
 
 #include "core/access.h"
 #include "core/admission.h"
+#include "core/connector.h"
 #include "core/errno_status.h"
 #include "core/listener.h"
 #include "core/mr.h"
@@ -63,6 +64,9 @@ ADAPT(sndk_mr_state_name, enum sndk_mr_state)
 ADAPT(sndk_obj_type_name, NDK_OBJECT_TYPE)
 ADAPT(sndk_listener_state_name, enum sndk_listener_state)
 ADAPT(sndk_conn_state_name, unsigned)
+ADAPT(sndk_conn_req_name, unsigned)
+ADAPT(sndk_conn_event_name, unsigned)
+ADAPT(sndk_conn_link_name, unsigned)
 ADAPT(sndk_adm_phase_name, enum sndk_adm_phase)
 ADAPT(sndk_access_result_name, enum sndk_access_result)
 ADAPT(sndk_errno_call_name, enum sndk_errno_call)
@@ -98,6 +102,9 @@ static const struct table tables[] = {
     T(sndk_obj_type_name, NdkObjectTypeMax),
     T(sndk_listener_state_name, SNDK_LISTENER_STATE_COUNT),
     T(sndk_conn_state_name, SNDK_CONN_STATES),
+    T(sndk_conn_req_name, SNDK_CONN_REQ_PHASES),
+    T(sndk_conn_event_name, SNDK_CONN_EVENT_PHASES),
+    T(sndk_conn_link_name, SNDK_CONN_LINK_PHASES),
     T(sndk_adm_phase_name, SNDK_ADM_PHASE_COUNT),
     T(sndk_access_result_name, SNDK_ACC_COUNT),
     T(sndk_errno_call_name, SNDK_CALL_COUNT),

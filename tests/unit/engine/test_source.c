@@ -111,17 +111,22 @@ TEST(source_add_errors)
     struct tsrc t;
     tsrc_init(&t, e);
     int fd = make_evfd(0);
+    CHECK(!sndk_source_watched(&t.s)); /* never added */
     CHECK_EQ_I64(sndk_source_add(e, &t.s, fd, EPOLLIN, tsrc_fn, 2), -EINVAL);
     CHECK_EQ_I64(sndk_source_add(e, &t.s, fd, EPOLLIN, tsrc_fn, -2), -EINVAL);
     CHECK_EQ_I64(sndk_source_add(e, &t.s, -1, EPOLLIN, tsrc_fn, 0), -EINVAL);
     CHECK_EQ_I64(sndk_source_add(e, &t.s, 9999, EPOLLIN, tsrc_fn, 0), -EBADF);
+    CHECK(!sndk_source_watched(&t.s)); /* failed adds leave it unwatched */
     CHECK_EQ_I64(sndk_source_add(e, &t.s, fd, EPOLLIN, tsrc_fn, 0), 0);
+    CHECK(sndk_source_watched(&t.s));
     struct sndk_source dup = {0};
     CHECK_EQ_I64(sndk_source_add(e, &dup, fd, EPOLLIN, tsrc_fn, 0), -EEXIST);
     /* s already added: refused, and s keeps its fields */
     CHECK_EQ_I64(sndk_source_add(e, &t.s, fd, EPOLLIN, tsrc_fn, 1), -EINVAL);
     CHECK_EQ_U64(sndk_source_thread(&t.s), 0);
+    CHECK(sndk_source_watched(&t.s));
     sndk_source_remove(&t.s, &t.done);
+    CHECK(!sndk_source_watched(&t.s)); /* at once, before done runs */
     CHECK(harness_event_wait(&t.done_ev, 1, WAIT_MS));
     CHECK_EQ_I64(sndk_source_modify(&t.s, EPOLLIN), -ENOENT);
     sndk_engine_destroy(e);
@@ -447,6 +452,7 @@ TEST(source_remove_before_add)
         flush_thread(e, 1);
         CHECK_EQ_U64(atomic_load(&r->dones), 0); /* not before the add: it would free s */
         CHECK_EQ_I64(sndk_source_add(e, &r->s, r->fd, EPOLLIN, early_fn, thread), 0);
+        CHECK(!sndk_source_watched(&r->s)); /* the add completed the early removal */
         early_check_and_free(r, thread < 0 ? sndk_source_thread(&r->s) : (unsigned)thread);
     }
     sndk_engine_destroy(e);
