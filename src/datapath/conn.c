@@ -779,12 +779,12 @@ static struct sndk_conn *io_create(struct sndk_qp *qp)
     struct sndk_conn *io = calloc(1, sizeof *io);
     if (!io)
         return NULL;
-    io->cur = calloc(1, sizeof *io->cur + (size_t)qp->recv_max_sge * sizeof(NDK_SGE));
-    io->cur_cap = (int)qp->recv_max_sge + 16; /* fast-registered pieces may split an SGE */
-    io->cur_iov = calloc((size_t)io->cur_cap, sizeof *io->cur_iov);
-    if (!io->cur || !io->cur_iov) {
-        free(io->cur);
-        free(io->cur_iov);
+    io->place.cur = calloc(1, sizeof *io->place.cur + (size_t)qp->recv_max_sge * sizeof(NDK_SGE));
+    io->place.cur_cap = (int)qp->recv_max_sge + 16; /* fast-registered pieces may split an SGE */
+    io->place.cur_iov = calloc((size_t)io->place.cur_cap, sizeof *io->place.cur_iov);
+    if (!io->place.cur || !io->place.cur_iov) {
+        free(io->place.cur);
+        free(io->place.cur_iov);
         free(io);
         return NULL;
     }
@@ -1018,9 +1018,9 @@ void sndk_conn_free(struct sndk_conn *io)
     if (!io)
         return;
     sndk_conn_rec_put(io->crec); /* first: ndkstat may look at this QP until then */
-    free(io->cur);
-    free(io->cur_iov);
-    free(io->resp_iov);
+    free(io->place.cur);
+    free(io->place.cur_iov);
+    free(io->cut.resp_iov);
     sndk_dp_hooks_detach(io);
     free(io);
 }

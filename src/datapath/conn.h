@@ -209,6 +209,10 @@ enum sndk_rnr_phase { SNDK_RNR_RECEIVING, SNDK_RNR_WAITING, SNDK_RNR_EXPIRED, SN
  * follows the placement of everything before its request). */
 enum sndk_orq_kind { SNDK_ORQ_READ, SNDK_ORQ_FENCE };
 
+/* When a Write completes on a connection (docs/qp.md, "Write completion"): when TCP has its
+ * last byte, or once a Read cut after it is answered (WriteCompletion placed, with ORD > 0). */
+enum sndk_write_done { SNDK_WRITE_DONE_IN_TCP, SNDK_WRITE_DONE_PLACED };
+
 /* Writes cut since the last Read or fence at which a fence goes anyway, so that a long stream
  * of Writes is not left without completions until it ends. */
 #define SNDK_FENCE_BATCH 16
@@ -216,6 +220,36 @@ enum sndk_orq_kind { SNDK_ORQ_READ, SNDK_ORQ_FENCE };
 #define SNDK_EV_PEER_CLOSED   1u
 #define SNDK_EV_ABORTED       2u
 #define SNDK_EV_SHUTDOWN_DONE 4u
+
+/* TX's cursor (tx.c, under tx_lock): the message being cut into FPDUs. */
+struct sndk_tx_cut {
+    struct sndk_tx_msg msg;        /* the request or response being cut */
+    bool msg_active;               /* ... is: msg holds one */
+    uint32_t msg_req;              /* what msg is: SQ counter, or a response */
+    uint8_t msg_ends;              /* enum sndk_rec_end */
+    struct iovec *resp_iov;        /* the source of the response being cut */
+    int resp_cap;
+};
+
+/* RX's placement cursors (rx.c, under rx_lock): the untagged message being placed into a
+ * receive, and the Read Response being placed into a Read's sink. Both may be open at once:
+ * the peer's Sends and its Read Responses interleave at FPDU boundaries. */
+struct sndk_rx_place {
+    NTSTATUS cur_err_status;       /* the receive being placed failed its local checks: */
+    ULONG cur_err_code;            /* its status and ProviderErrorCode (0: none) */
+    bool cur_active;               /* a receive is being filled */
+    bool cur_inval;                /* its message asked for a remote invalidation */
+    struct sndk_recv_wqe *cur;     /* copy of that receive (room for recv_max_sge SGEs) */
+    struct iovec *cur_iov;         /* its SGEs in host memory */
+    int cur_niov, cur_cap;
+    int cur_i;                     /* placement cursor: piece and offset in it */
+    size_t cur_off;
+    bool rd_active;                /* a Read Response is being placed into SQ request rd_req */
+    uint32_t rd_req;
+    uint64_t rd_got;
+    int rd_i;                      /* placement cursor in its sink iovecs */
+    size_t rd_off;
+};
 
 struct sndk_conn {
     struct sndk_qp *qp;
@@ -290,19 +324,14 @@ struct sndk_conn {
     uint32_t orq_covers[SNDK_RD_MAX];     /* its response places the Writes before this SQ
                                              counter */
     uint32_t orq_fence_stag[SNDK_RD_MAX]; /* a fence's private sink STag */
-    bool write_placed;        /* WriteCompletion placed on this connection (and ORD > 0) */
+    uint8_t write_done;       /* enum sndk_write_done: when a Write of this connection is done */
     uint32_t writes_unfenced; /* Writes cut since the last Read or fence was cut */
     struct sndk_irq_entry irq[SNDK_RD_MAX]; /* inbound Read Requests, oldest first */
     uint32_t irq_head, irq_count;
     uint32_t irq_built;            /* of those, responses completely cut into the batch */
-    struct iovec *resp_iov;        /* the source of the response being cut */
-    int resp_cap;
-    uint32_t msg_req;              /* what io->msg is: SQ counter, or a response */
-    uint8_t msg_ends;              /* enum sndk_rec_end */
     bool tx_kick;                  /* RX made TX work possible (a Read ended, a request came) */
     struct sndk_tx_cfg txcfg;
-    struct sndk_tx_msg msg;        /* the request being cut into FPDUs */
-    bool msg_active;
+    struct sndk_tx_cut cut;        /* the message being cut into FPDUs (tx.c's) */
     int nrec, rec_i;               /* FPDUs of the current writev batch, first unfinished */
     uint32_t rec_done;             /* bytes of rec[rec_i] already written */
     struct iovec *iov_cur;         /* unwritten part of iov[] */
@@ -320,20 +349,7 @@ struct sndk_conn {
                                       EAGAIN): it emptied the socket, inside a payload when the
                                       parser is in DATA (sndk_rx_due_after_pass) */
     uint64_t rx_fault_checked;     /* rx.fpdus when the fault rules were last asked */
-    NTSTATUS cur_err_status;       /* the receive being placed failed its local checks: */
-    ULONG cur_err_code;            /* its status and ProviderErrorCode (0: none) */
-    bool cur_active;               /* a receive is being filled */
-    bool cur_inval;                /* its message asked for a remote invalidation */
-    struct sndk_recv_wqe *cur;     /* copy of that receive (room for recv_max_sge SGEs) */
-    struct iovec *cur_iov;         /* its SGEs in host memory */
-    int cur_niov, cur_cap;
-    int cur_i;                     /* placement cursor: piece and offset in it */
-    size_t cur_off;
-    bool rd_active;                /* a Read Response is being placed into SQ request rd_req */
-    uint32_t rd_req;
-    uint64_t rd_got;
-    int rd_i;                      /* placement cursor in its sink iovecs */
-    size_t rd_off;
+    struct sndk_rx_place place;    /* where the messages in flight are placed (rx.c's) */
     uint8_t stage[SNDK_RX_STAGE];
     uint32_t stage_len, stage_pos;
 };

@@ -176,7 +176,7 @@ void sndk_rx_rnr_expire(struct sndk_qp *qp, const char *why)
 static int take_receive(struct sndk_qp *qp)
 {
     struct sndk_conn *io = qp->io;
-    struct sndk_recv_wqe *w = io->cur;
+    struct sndk_recv_wqe *w = io->place.cur;
     bool got = false;
     if (sndk_rnr_phase(io) == SNDK_RNR_EXPIRED) {
         /* the bound is over: this Send ends the connection, as without a wait */
@@ -201,27 +201,27 @@ static int take_receive(struct sndk_qp *qp)
                                qp->srq ? "SRQ" : "receive queue");
         return -SNDK_WERR_MSN_NO_BUF;
     }
-    io->cur_active = true;
-    io->cur_i = 0;
-    io->cur_off = 0;
+    io->place.cur_active = true;
+    io->place.cur_i = 0;
+    io->place.cur_off = 0;
     int n = 0;
     for (uint32_t i = 0; i < w->nsge; i++) {
         const NDK_SGE *s = &w->sge[i];
         int k = 0;
         enum sndk_access_result r =
             sndk_access_check(qp->pd, s->MemoryRegionToken, (uint64_t)(uintptr_t)s->VirtualAddress,
-                              s->Length, SNDK_ACCESS_LOCAL_WRITE, false, io->cur_iov + n,
-                              io->cur_cap - n, &k);
+                              s->Length, SNDK_ACCESS_LOCAL_WRITE, false, io->place.cur_iov + n,
+                              io->place.cur_cap - n, &k);
         if (r != SNDK_ACC_OK) {
             /* NDSPI: a receive whose SGE names invalid memory completes with an access
              * violation; the Send cannot be placed, so the stream is over. */
-            io->cur_err_status = STATUS_ACCESS_VIOLATION;
-            io->cur_err_code = (ULONG)r;
+            io->place.cur_err_status = STATUS_ACCESS_VIOLATION;
+            io->place.cur_err_code = (ULONG)r;
             return -SNDK_WERR_LOCAL;
         }
         n += k;
     }
-    io->cur_niov = n;
+    io->place.cur_niov = n;
     return 0;
 }
 
@@ -271,19 +271,19 @@ static int place_write(struct sndk_qp *qp, const struct sndk_rx_seg *seg, uint32
 static struct sndk_sqe *read_head(struct sndk_qp *qp)
 {
     struct sndk_conn *io = qp->io;
-    if (io->rd_active)
-        return &qp->sq[io->rd_req % qp->initiator_depth];
+    if (io->place.rd_active)
+        return &qp->sq[io->place.rd_req % qp->initiator_depth];
     sndk_mutex_lock(&qp->tx_lock);
     bool any = io->orq_count > 0;
     uint32_t idx = any ? io->orq[io->orq_head] : 0;
     sndk_mutex_unlock(&qp->tx_lock);
     if (!any)
         return NULL;
-    io->rd_active = true;
-    io->rd_req = idx;
-    io->rd_got = 0;
-    io->rd_i = 0;
-    io->rd_off = 0;
+    io->place.rd_active = true;
+    io->place.rd_req = idx;
+    io->place.rd_got = 0;
+    io->place.rd_i = 0;
+    io->place.rd_off = 0;
     return &qp->sq[idx % qp->initiator_depth];
 }
 
@@ -292,7 +292,7 @@ static struct sndk_sqe *read_head(struct sndk_qp *qp)
 static bool fence_head(struct sndk_qp *qp)
 {
     struct sndk_conn *io = qp->io;
-    if (io->rd_active)
+    if (io->place.rd_active)
         return false;
     sndk_mutex_lock(&qp->tx_lock);
     bool fence = sndk_tx_fence_at_head(io);
@@ -326,24 +326,24 @@ static int place_read_resp(struct sndk_qp *qp, const struct sndk_rx_seg *seg, ui
         struct sndk_sqe *e = read_head(qp);
         if (!e || seg->stag != e->sink_stag)
             return -SNDK_WERR_STAG;
-        if (seg->to != io->rd_got || seg->len > e->bytes - io->rd_got)
+        if (seg->to != io->place.rd_got || seg->len > e->bytes - io->place.rd_got)
             return -SNDK_WERR_BOUNDS;
     }
-    struct sndk_sqe *e = &qp->sq[io->rd_req % qp->initiator_depth];
+    struct sndk_sqe *e = &qp->sq[io->place.rd_req % qp->initiator_depth];
     uint32_t want = seg->len - off;
     int n = 0;
-    while (n < max_iov && want > 0 && io->rd_i < e->niov) {
-        const struct iovec *p = &e->iov[io->rd_i];
-        size_t take = p->iov_len - io->rd_off;
+    while (n < max_iov && want > 0 && io->place.rd_i < e->niov) {
+        const struct iovec *p = &e->iov[io->place.rd_i];
+        size_t take = p->iov_len - io->place.rd_off;
         if (take > want)
             take = want;
-        iov[n++] = (struct iovec){(uint8_t *)p->iov_base + io->rd_off, take};
-        io->rd_off += take;
-        io->rd_got += take;
+        iov[n++] = (struct iovec){(uint8_t *)p->iov_base + io->place.rd_off, take};
+        io->place.rd_off += take;
+        io->place.rd_got += take;
         want -= (uint32_t)take;
-        if (io->rd_off == p->iov_len) {
-            io->rd_i++;
-            io->rd_off = 0;
+        if (io->place.rd_off == p->iov_len) {
+            io->place.rd_i++;
+            io->place.rd_off = 0;
         }
     }
     return n;
@@ -360,7 +360,7 @@ static int read_resp_done(struct sndk_qp *qp, const struct sndk_rx_seg *seg, uin
         return -SNDK_WERR_STAG;
     if (msg_len != e->bytes)
         return -SNDK_WERR_BOUNDS; /* a response shorter than the Read */
-    io->rd_active = false;
+    io->place.rd_active = false;
     if (e->local_tok)
         sndk_access_invalidate_remote(qp->pd, e->local_tok); /* RDMA_READ_LOCAL_INVALIDATE */
     sndk_mutex_lock(&qp->tx_lock);
@@ -384,26 +384,26 @@ static int rx_place(void *ctx, const struct sndk_rx_seg *seg, uint32_t off, stru
             if (rc < 0)
                 return rc;
         }
-        if ((uint64_t)seg->mo + seg->len > io->cur->bytes) {
-            io->cur_err_status = STATUS_BUFFER_OVERFLOW;
-            io->cur_err_code = SNDK_WERR_TOO_LONG;
+        if ((uint64_t)seg->mo + seg->len > io->place.cur->bytes) {
+            io->place.cur_err_status = STATUS_BUFFER_OVERFLOW;
+            io->place.cur_err_code = SNDK_WERR_TOO_LONG;
             return -SNDK_WERR_TOO_LONG;
         }
     }
     /* The parser asks for chunks in order, each starting where the previous offer ended. */
     uint32_t want = seg->len - off;
     int n = 0;
-    while (n < max_iov && want > 0 && io->cur_i < io->cur_niov) {
-        const struct iovec *p = &io->cur_iov[io->cur_i];
-        size_t take = p->iov_len - io->cur_off;
+    while (n < max_iov && want > 0 && io->place.cur_i < io->place.cur_niov) {
+        const struct iovec *p = &io->place.cur_iov[io->place.cur_i];
+        size_t take = p->iov_len - io->place.cur_off;
         if (take > want)
             take = want;
-        iov[n++] = (struct iovec){(uint8_t *)p->iov_base + io->cur_off, take};
-        io->cur_off += take;
+        iov[n++] = (struct iovec){(uint8_t *)p->iov_base + io->place.cur_off, take};
+        io->place.cur_off += take;
         want -= (uint32_t)take;
-        if (io->cur_off == p->iov_len) {
-            io->cur_i++;
-            io->cur_off = 0;
+        if (io->place.cur_off == p->iov_len) {
+            io->place.cur_i++;
+            io->place.cur_off = 0;
         }
     }
     return n;
@@ -420,13 +420,13 @@ static int rx_msg_done(void *ctx, const struct sndk_rx_seg *seg, uint64_t msg_le
         sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_INBOUND_WRITES);
         return 0;
     }
-    if (!io->cur_active)
+    if (!io->place.cur_active)
         return 0;
     NDK_RESULT_EX r = {
         .Status = STATUS_SUCCESS,
         .BytesTransferred = (ULONG)msg_len,
         .QPContext = qp->context,
-        .RequestContext = io->cur->context,
+        .RequestContext = io->place.cur->context,
         .Type = NdkOperationTypeReceive,
     };
     if (sndk_op_has_inval(seg->opcode)) {
@@ -434,15 +434,15 @@ static int rx_msg_done(void *ctx, const struct sndk_rx_seg *seg, uint64_t msg_le
         enum sndk_access_result a = sndk_access_invalidate_remote(qp->pd, seg->inval_stag);
         if (a != SNDK_ACC_OK) {
             note_refused(a, qp, seg->inval_stag);
-            io->cur_err_status = STATUS_ACCESS_VIOLATION;
-            io->cur_err_code = a == SNDK_ACC_UNASSOC ? SNDK_WERR_INV_STAG_PD : SNDK_WERR_INV_STAG;
+            io->place.cur_err_status = STATUS_ACCESS_VIOLATION;
+            io->place.cur_err_code = a == SNDK_ACC_UNASSOC ? SNDK_WERR_INV_STAG_PD : SNDK_WERR_INV_STAG;
             return a == SNDK_ACC_UNASSOC ? -SNDK_WERR_INV_STAG_PD : -SNDK_WERR_INV_STAG;
         }
         r.Type = NdkOperationTypeReceiveAndInvalidate;
         r.TypeSpecificCompletionOutput = seg->inval_stag;
         sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_REMOTE_INVAL);
     }
-    io->cur_active = false;
+    io->place.cur_active = false;
     /* What a consumer can observe must find the QP connected: a consumer that answers this
      * message at once posts on it (sndk_qp_attach connects before linking the CQs). */
     assert(atomic_load_explicit(&qp->state, memory_order_acquire) != SNDK_QP_IDLE);
@@ -544,22 +544,22 @@ void sndk_rx_io_init(struct sndk_conn *io, bool crc)
     struct sndk_rx_config cfg = {.crc = crc};
     sndk_rx_init(&io->rx, &cfg, &rx_ops, io->qp);
     io->stage_len = io->stage_pos = 0;
-    io->cur_active = false;
-    io->cur_err_status = 0;
-    io->cur_err_code = 0;
+    io->place.cur_active = false;
+    io->place.cur_err_status = 0;
+    io->place.cur_err_code = 0;
 }
 
 void sndk_rx_cancel_current(struct sndk_qp *qp, NTSTATUS st, ULONG code)
 {
     struct sndk_conn *io = qp->io;
     sndk_assert_held(&qp->rx_lock);
-    if (!io || !io->cur_active)
+    if (!io || !io->place.cur_active)
         return;
-    io->cur_active = false;
+    io->place.cur_active = false;
     NDK_RESULT_EX r = {
         .Status = st,
         .QPContext = qp->context,
-        .RequestContext = io->cur->context,
+        .RequestContext = io->place.cur->context,
         .Type = NdkOperationTypeReceive,
         .ProviderErrorCode = code,
     };
@@ -662,8 +662,8 @@ static enum sndk_rx_result protocol_end(struct sndk_qp *qp, int rc, struct sndk_
     const struct sndk_wire_fault *f = sndk_rx_fault(&io->rx);
     memset(fail, 0, sizeof *fail);
     fail->notify = true;
-    fail->rx_status = io->cur_err_status;
-    fail->rx_code = io->cur_err_code;
+    fail->rx_status = io->place.cur_err_status;
+    fail->rx_code = io->place.cur_err_code;
     if (!f) {
         sndk_err("rx", "QP %p: internal: parser stopped (%d) without a fault", (void *)qp, rc);
         fail->link_status = STATUS_INTERNAL_ERROR;

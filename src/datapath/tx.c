@@ -34,9 +34,9 @@
 static void fence_init(struct sndk_conn *io)
 {
     io->writes_unfenced = 0;
-    io->write_placed = io->qp->base.adapter->cfg.write_completion == SoftNdkWriteCompletionPlaced;
-    if (io->write_placed && io->ord == 0) {
-        io->write_placed = false;
+    bool placed = io->qp->base.adapter->cfg.write_completion == SoftNdkWriteCompletionPlaced;
+    io->write_done = placed && io->ord > 0 ? SNDK_WRITE_DONE_PLACED : SNDK_WRITE_DONE_IN_TCP;
+    if (placed && io->ord == 0) {
         /* per connection, and the peer's IRD decides it */
         sndk_warn_peer(sndk_ctr_log_suppressed(&io->qp->base.adapter->ctrs), "tx",
                        "QP %p: WriteCompletion placed needs an RDMA Read credit (ORD 0 on this "
@@ -62,7 +62,7 @@ static void orq_note(struct sndk_qp *qp, uint32_t i, enum sndk_orq_kind kind, ui
 static bool fence_due(struct sndk_qp *qp)
 {
     struct sndk_conn *io = qp->io;
-    if (!io->write_placed || io->writes_unfenced == 0)
+    if (io->write_done != SNDK_WRITE_DONE_PLACED || io->writes_unfenced == 0)
         return false;
     if (qp->sq_sent == qp->sq_tail || io->writes_unfenced >= SNDK_FENCE_BATCH)
         return true;
@@ -108,7 +108,7 @@ void sndk_tx_orq_pop(struct sndk_qp *qp)
     uint32_t covers = io->orq_covers[io->orq_head];
     io->orq_head = (io->orq_head + 1) % SNDK_RD_MAX;
     io->orq_count--;
-    if (io->write_placed) {
+    if (io->write_done == SNDK_WRITE_DONE_PLACED) {
         /* requests before sq_head are retired (their slots may be reused): start there */
         for (uint32_t c = atomic_load_explicit(&qp->sq_head, memory_order_relaxed); c != covers;
              c++) {
@@ -135,7 +135,7 @@ void sndk_tx_init(struct sndk_conn *io, bool crc, uint32_t max_fpdu, uint32_t ir
     io->rec_done = 0;
     io->iov_cur = io->iov;
     io->iov_left = 0;
-    io->msg_active = false;
+    io->cut.msg_active = false;
 }
 
 static const char *const tx_gate_names[SNDK_TXG_COUNT] = {
@@ -230,30 +230,30 @@ static bool start_response(struct sndk_qp *qp)
     struct sndk_conn *io = qp->io;
     const struct sndk_irq_entry *q = &io->irq[(io->irq_head + io->irq_built) % SNDK_RD_MAX];
     uint64_t need = (uint64_t)q->rr.size / NDK_ADAPTER_PAGE_SIZE + 2;
-    if (need > (uint64_t)io->resp_cap) {
-        struct iovec *n = realloc(io->resp_iov, (size_t)need * sizeof *n);
+    if (need > (uint64_t)io->cut.resp_cap) {
+        struct iovec *n = realloc(io->cut.resp_iov, (size_t)need * sizeof *n);
         if (!n) {
             response_refused(qp, q, SNDK_ACC_TOO_MANY);
             return false;
         }
-        io->resp_iov = n;
-        io->resp_cap = (int)need;
+        io->cut.resp_iov = n;
+        io->cut.resp_cap = (int)need;
     }
     int n = 0;
     enum sndk_access_result r =
         sndk_access_check(qp->pd, q->rr.src_stag, q->rr.src_to, q->rr.size,
-                          SNDK_ACCESS_REMOTE_READ, true, io->resp_iov, io->resp_cap, &n);
+                          SNDK_ACCESS_REMOTE_READ, true, io->cut.resp_iov, io->cut.resp_cap, &n);
     if (r != SNDK_ACC_OK) {
         response_refused(qp, q, r);
         return false;
     }
-    if (sndk_tx_read_resp(&io->msg, &io->txcfg, q->rr.sink_stag, q->rr.sink_to, io->resp_iov,
+    if (sndk_tx_read_resp(&io->cut.msg, &io->txcfg, q->rr.sink_stag, q->rr.sink_to, io->cut.resp_iov,
                           n) < 0) {
         response_refused(qp, q, SNDK_ACC_WRAP); /* checked on arrival; cannot happen */
         return false;
     }
-    io->msg_active = true;
-    io->msg_ends = SNDK_REC_RESP;
+    io->cut.msg_active = true;
+    io->cut.msg_ends = SNDK_REC_RESP;
     return true;
 }
 
@@ -272,10 +272,10 @@ static void fill_batch(struct sndk_qp *qp)
             break;
         if (room > SNDK_TX_SEG_IOV)
             room = SNDK_TX_SEG_IOV;
-        if (!io->msg_active && io->irq_built < io->irq_count) {
+        if (!io->cut.msg_active && io->irq_built < io->irq_count) {
             if (!start_response(qp))
                 break;
-        } else if (!io->msg_active) {
+        } else if (!io->cut.msg_active) {
             if (fence_due(qp)) {
                 if (io->orq_count >= io->ord)
                     goto stall; /* no ORD credit: Writes wait for their fence */
@@ -301,13 +301,13 @@ static void fill_batch(struct sndk_qp *qp)
             switch (e->kind) {
             case SNDK_SQ_SEND:
                 e->msn = io->msn_send++;
-                rc = sndk_tx_send(&io->msg, &io->txcfg, e->msn, e->opcode, e->inv_stag, e->iov,
+                rc = sndk_tx_send(&io->cut.msg, &io->txcfg, e->msn, e->opcode, e->inv_stag, e->iov,
                                   e->niov);
                 if (rc < 0)
                     io->msn_send--;
                 break;
             case SNDK_SQ_WRITE:
-                rc = sndk_tx_write(&io->msg, &io->txcfg, e->rstag, e->rto, e->iov, e->niov);
+                rc = sndk_tx_write(&io->cut.msg, &io->txcfg, e->rstag, e->rto, e->iov, e->niov);
                 break;
             case SNDK_SQ_READ: {
                 if (io->orq_count >= io->ord)
@@ -361,24 +361,24 @@ static void fill_batch(struct sndk_qp *qp)
                 e->status = STATUS_INTERNAL_ERROR;
                 break;
             }
-            io->msg_active = true;
-            io->msg_ends = SNDK_REC_REQ;
-            io->msg_req = qp->sq_sent;
+            io->cut.msg_active = true;
+            io->cut.msg_ends = SNDK_REC_REQ;
+            io->cut.msg_req = qp->sq_sent;
         }
         if (sndk_seam_tx_fpdu_next(qp, &corrupt))
             break;
-        int n = sndk_tx_msg_next(&io->msg, &io->fp[nrec], io->iov + niov, room);
+        int n = sndk_tx_msg_next(&io->cut.msg, &io->fp[nrec], io->iov + niov, room);
         if (n <= 0) { /* cannot happen with room >= 3 and an unfinished message */
             sndk_err("tx", "QP %p: internal: FPDU build failed (%d)", (void *)qp, n);
             break;
         }
-        bool fin = io->msg.finished;
+        bool fin = io->cut.msg.finished;
         io->rec[nrec] = (struct sndk_tx_rec){.wire_len = io->fp[nrec].wire_len,
-                                             .ends = fin ? io->msg_ends : (uint8_t)SNDK_REC_NONE,
-                                             .resp = io->msg_ends == SNDK_REC_RESP,
-                                             .req = io->msg_req};
-        if (fin && io->write_placed && io->msg_ends == SNDK_REC_REQ &&
-            sndk_sq_slot(qp, io->msg_req)->kind == SNDK_SQ_WRITE) {
+                                             .ends = fin ? io->cut.msg_ends : (uint8_t)SNDK_REC_NONE,
+                                             .resp = io->cut.msg_ends == SNDK_REC_RESP,
+                                             .req = io->cut.msg_req};
+        if (fin && io->write_done == SNDK_WRITE_DONE_PLACED && io->cut.msg_ends == SNDK_REC_REQ &&
+            sndk_sq_slot(qp, io->cut.msg_req)->kind == SNDK_SQ_WRITE) {
             io->rec[nrec].ends = SNDK_REC_NONE; /* done when placed: a Read behind it says */
             io->writes_unfenced++;
         }
@@ -387,8 +387,8 @@ static void fill_batch(struct sndk_qp *qp)
         nrec++;
         niov += n;
         if (fin) {
-            io->msg_active = false;
-            if (io->msg_ends == SNDK_REC_RESP)
+            io->cut.msg_active = false;
+            if (io->cut.msg_ends == SNDK_REC_RESP)
                 io->irq_built++;
             else
                 qp->sq_sent++;
@@ -554,5 +554,5 @@ void sndk_tx_discard(struct sndk_conn *io)
     io->rec_done = 0;
     io->iov_cur = io->iov;
     io->iov_left = 0;
-    io->msg_active = false;
+    io->cut.msg_active = false;
 }
