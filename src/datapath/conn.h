@@ -271,7 +271,7 @@ struct sndk_conn {
     struct sndk_timer shut_timer; /* sndk_qp_shutdown's bound; holds a reference while pending */
     struct sndk_cq_conn rconn, iconn;
     struct sndk_dp_hooks hooks;    /* attached at the seams of dp_seams.h (set before publication) */
-    struct sndk_fault_conn *fc;    /* fault rules of this connection (docs/faults.md), or NULL */
+    struct sndk_fault_hook *fault_hook; /* fault injection's state (dp_hook_faults.c), or NULL */
     /* Each timer and work item holds a reference on the QP while pending or queued: the
      * engine's own pending state is the record of it (engine.h, "References"). */
     /* injected stalls: a direction is stalled while its timer is pending (sndk_conn_stalled);
@@ -310,9 +310,6 @@ struct sndk_conn {
     bool rnr_listed;                 /* ... is on it (under srq->lock) */
     _Atomic bool sock_failed;      /* a send failed hard (reset): the socket's error is
                                       consumed, so a later read of 0 is not the peer's FIN */
-    enum sndk_fault_action tx_fault; /* before the next FPDU (fill_batch stops in front of it) */
-    uint32_t tx_fault_ms;
-    const struct sndk_fault_rule *tx_fault_rule;
     uint8_t tx_gate;               /* enum sndk_tx_gate */
     uint32_t msn_send;             /* next Send MSN (QN 0), first = 1 */
     uint32_t msn_term;             /* next Terminate MSN (QN 2), first = 1 */
@@ -348,7 +345,6 @@ struct sndk_conn {
     bool rx_emptied;               /* the last pass ended on a read shorter than asked (or
                                       EAGAIN): it emptied the socket, inside a payload when the
                                       parser is in DATA (sndk_rx_due_after_pass) */
-    uint64_t rx_fault_checked;     /* rx.fpdus when the fault rules were last asked */
     struct sndk_rx_place place;    /* where the messages in flight are placed (rx.c's) */
     uint8_t stage[SNDK_RX_STAGE];
     uint32_t stage_len, stage_pos;

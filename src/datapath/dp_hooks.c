@@ -66,6 +66,16 @@ void sndk_dp_tx_fpdu_out(struct sndk_qp *qp, const struct sndk_tx_rec *r)
     }
 }
 
+bool sndk_dp_tx_holding(struct sndk_qp *qp)
+{
+    for (unsigned i = 0; i < qp->io->hooks.n; i++) {
+        const struct sndk_dp_hook_ops *op = qp->io->hooks.ops[i];
+        if (op->tx_holding && op->tx_holding(qp))
+            return true;
+    }
+    return false;
+}
+
 enum sndk_tx_result sndk_dp_tx_stopped(struct sndk_qp *qp)
 {
     for (unsigned i = 0; i < qp->io->hooks.n; i++) {

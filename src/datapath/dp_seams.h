@@ -35,6 +35,8 @@ struct sndk_dp_hook_ops {
     void (*tx_batch_built)(struct sndk_qp *qp, int niov);
     /* TX: the FPDU of record r is wholly in TCP. */
     void (*tx_fpdu_out)(struct sndk_qp *qp, const struct sndk_tx_rec *r);
+    /* TX: does a hook hold the stream in front of the next FPDU (tx_fpdu_next said so)? */
+    bool (*tx_holding)(struct sndk_qp *qp);
     /* TX: a hook stopped the batch and it is out: what the push returns. */
     enum sndk_tx_result (*tx_stopped)(struct sndk_qp *qp);
     /* TX, before a write: *cap = how many bytes may go (left as it is: any). AGAIN, or STOP
@@ -78,6 +80,7 @@ bool sndk_dp_tx_fpdu_next(struct sndk_qp *qp, bool *corrupt);
 void sndk_dp_tx_fpdu_cut(struct sndk_qp *qp, int rec, int first, int n, bool corrupt);
 void sndk_dp_tx_batch_built(struct sndk_qp *qp, int niov);
 void sndk_dp_tx_fpdu_out(struct sndk_qp *qp, const struct sndk_tx_rec *r);
+bool sndk_dp_tx_holding(struct sndk_qp *qp);
 enum sndk_tx_result sndk_dp_tx_stopped(struct sndk_qp *qp);
 enum sndk_seam_verdict sndk_dp_tx_write_cap(struct sndk_qp *qp, uint64_t *cap,
                                             enum sndk_tx_result *res);
@@ -123,7 +126,12 @@ static inline void sndk_seam_tx_fpdus_out(struct sndk_qp *qp, uint64_t n)
     if (qp->io->crec)
         sndk_cc_add(qp->io->crec, SNDK_CC_TX_FPDUS, n);
 }
-/* A hook stopped the batch (io->tx_fault) and it is out: what the push returns. */
+/* Does a hook hold the stream in front of the next FPDU? Then no more is cut. */
+static inline bool sndk_seam_tx_holding(struct sndk_qp *qp)
+{
+    return SNDK_DP_HOOKED(qp->io) && sndk_dp_tx_holding(qp);
+}
+/* A hook stopped the batch (sndk_seam_tx_holding) and it is out: what the push returns. */
 static inline enum sndk_tx_result sndk_seam_tx_stopped(struct sndk_qp *qp)
 {
     return sndk_dp_tx_stopped(qp);

@@ -266,7 +266,7 @@ static void fill_batch(struct sndk_qp *qp)
     struct sndk_conn *io = qp->io;
     int nrec = 0, niov = 0;
     bool corrupt = false;
-    while (nrec < SNDK_TX_BATCH && !sndk_conn_end_found(io) && io->tx_fault == SNDK_FACT_NONE) {
+    while (nrec < SNDK_TX_BATCH && !sndk_conn_end_found(io) && !sndk_seam_tx_holding(qp)) {
         int room = SNDK_TX_IOV - niov;
         if (room < 3)
             break;
@@ -468,7 +468,7 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
         if (io->iov_left == 0) {
             fill_batch(qp);
             if (io->iov_left == 0) {
-                if (io->tx_fault != SNDK_FACT_NONE)
+                if (sndk_seam_tx_holding(qp))
                     return sndk_seam_tx_stopped(qp);
                 break;
             }
