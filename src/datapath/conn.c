@@ -446,10 +446,13 @@ static void kick_tx(struct sndk_qp *qp)
         after_tx(qp, res);
 }
 
-#define SNDK_RX_BACKOFF_MIN_DUE      2048u /* less: read at once (the direct-read minimum) */
-#define SNDK_RX_BACKOFF_FAST_NS_KIB  128u   /* 8 bytes/ns: this machine's loopback at its best */
-#define SNDK_RX_BACKOFF_SLOW_NS_KIB  1024u  /* 1 byte/ns: the slowest rate it learns */
-#define SNDK_RX_BACKOFF_MAX_NS       64000u
+/* The back-off's assumptions (docs/datapath.md, "Tuning constants", with what they were
+ * measured on): */
+#define SNDK_RX_BACKOFF_MIN_DUE      2048u  /* less due: read at once (the direct-read minimum) */
+#define SNDK_RX_BACKOFF_FAST_NS_KIB  128u   /* the fastest arrival assumed: 8 bytes/ns, a
+                                               loopback's best */
+#define SNDK_RX_BACKOFF_SLOW_NS_KIB  1024u  /* the slowest it learns: 1 byte/ns */
+#define SNDK_RX_BACKOFF_MAX_NS       64000u /* never longer: a 64 KiB FPDU at the slowest rate */
 
 static uint64_t now_ns(void)
 {
@@ -481,7 +484,7 @@ static void set_poll_backoff(struct sndk_conn *io, uint32_t due)
 /* A consumer that polls its CQ until it is empty — NDK's usual loop, and ndkperf's — polls again
  * at once after each message it took. That poll's read can only say EAGAIN when the pass before
  * emptied the socket between two FPDUs: the peer's next message is a one-way trip away at the
- * least (3.5 µs on loopback here). It was a system call on the path between a message and the
+ * least (3.5 µs on a loopback: docs/datapath.md, "Tuning constants"). It was a system call on the path between a message and the
  * consumer's answer to it, 0.43 µs of the 64 B one-way latency (docs/datapath.md, "Empty polls
  * right after a message"). So for SNDK_RX_QUIET_NS after such a pass polls do not read; bytes
  * that arrive meanwhile are read by the first poll after it, with whatever follows them. The
