@@ -22,6 +22,7 @@
 #include <stddef.h>
 
 #include "engine/engine.h"
+#include "util/container.h"
 #include <ndk/softndk.h>
 
 struct sndk_adapter;
@@ -156,10 +157,5 @@ static inline bool sndk_obj_usable(const struct sndk_obj *o, const struct sndk_a
 }
 
 const char *sndk_obj_type_name(NDK_OBJECT_TYPE type);
-
-/* Through void *: the member pointer came from an object of `type`, so the result is aligned
- * (clang's -Wcast-align cannot know that from a char pointer). */
-#define sndk_container_of(ptr, type, member)                                                       \
-    ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 #endif
