@@ -202,9 +202,8 @@ NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OP
     *ppNdkAdapter = NULL;
     NDK_VERSION run;
     if (!negotiate_version(Version, &run)) {
-        sndk_err("adapter", "NDKPI version %u.%u not offered (1.0-1.%d, 2.0-2.%d)",
-                 Version.Major, Version.Minor, SOFTNDK_NDK_VERSION_1_MAX_MINOR,
-                 SOFTNDK_NDK_VERSION_2_MAX_MINOR);
+        sndk_err("adapter", "NDKPI version %u.%u not offered (1.0-1.%d, 2.0-2.%d)", Version.Major,
+                 Version.Minor, SOFTNDK_NDK_VERSION_1_MAX_MINOR, SOFTNDK_NDK_VERSION_2_MAX_MINOR);
         return NDIS_STATUS_BAD_VERSION;
     }
     struct sndk_config cfg;
@@ -277,8 +276,7 @@ NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OP
     if (cfg.trace_path[0]) {
         rc = sndk_trace_acquire(cfg.trace_path);
         if (rc != 0) {
-            sndk_err("adapter", "SOFTNDK_TRACE: cannot open %s: %s", cfg.trace_path,
-                     strerror(-rc));
+            sndk_err("adapter", "SOFTNDK_TRACE: cannot open %s: %s", cfg.trace_path, strerror(-rc));
             st = STATUS_INVALID_PARAMETER;
             goto fail_obs;
         }
@@ -287,13 +285,18 @@ NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OP
     if (cfg.pcap_path[0]) {
         a->pcap = sndk_pcap_acquire(cfg.pcap_path);
         if (!a->pcap) {
-            sndk_err("adapter", "SOFTNDK_PCAP: cannot open %s: %s", cfg.pcap_path,
-                     strerror(errno));
+            sndk_err("adapter", "SOFTNDK_PCAP: cannot open %s: %s", cfg.pcap_path, strerror(errno));
             st = STATUS_INVALID_PARAMETER;
             goto fail_obs;
         }
     }
-    rc = sndk_stat_open(a, &a->stat);
+    if (cfg.stat) {
+        const struct sndk_stat_where where = {
+            .path = cfg.stat_path, .seq = a->seq, .engine = a->engine, .ctrs = &a->ctrs};
+        rc = sndk_stat_open(&where, sndk_adapter_snapshot, a, &a->stat);
+    } else {
+        rc = 0;
+    }
     if (rc != 0) {
         sndk_err("adapter", "SOFTNDK_STAT: cannot open the control endpoint: %s", strerror(-rc));
         st = STATUS_INVALID_PARAMETER;
@@ -435,4 +438,3 @@ NTSTATUS SoftNdkQuerySemantics(NDK_ADAPTER *pNdkAdapter, SOFTNDK_SEMANTICS *Sema
     memcpy(Semantics, &s, size);
     return STATUS_SUCCESS;
 }
-

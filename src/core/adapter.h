@@ -19,7 +19,7 @@ struct sndk_adapter {
     NDK_VERSION version;  /* what the adapter runs at */
     ULONG if_index;
     struct sndk_config cfg;
-    NDK_ADAPTER_INFO info; /* advertised and enforced limits */
+    NDK_ADAPTER_INFO info;         /* advertised and enforced limits */
     struct sndk_device *dev;       /* shared by every instance on if_index */
     struct sndk_engine *engine;    /* the device's */
     struct sndk_stag_table *stags; /* the device's */
@@ -33,12 +33,12 @@ struct sndk_adapter {
     bool released; /* refs reached zero */
 
     /* observability (docs/observability.md) */
-    unsigned seq;             /* adapters opened by this process so far, from 0 */
-    struct timespec opened;   /* CLOCK_MONOTONIC */
+    unsigned seq;           /* adapters opened by this process so far, from 0 */
+    struct timespec opened; /* CLOCK_MONOTONIC */
     struct sndk_adapter_ctrs ctrs;
-    struct sndk_pcap *pcap;   /* NULL: no capture */
-    bool trace;               /* holds a reference on the trace log */
-    struct sndk_stat *stat;   /* the ndkstat endpoint, NULL when off */
+    struct sndk_pcap *pcap;     /* NULL: no capture */
+    bool trace;                 /* holds a reference on the trace log */
+    struct sndk_stat *stat;     /* the ndkstat endpoint, NULL when off */
     struct sndk_faults *faults; /* fault injection rules (docs/faults.md), NULL = none */
 };
 
@@ -47,6 +47,20 @@ static inline struct sndk_adapter *sndk_adapter_from(NDK_ADAPTER *pub)
     struct sndk_obj *o = sndk_obj_check(pub, NdkObjectTypeAdapter);
     return o ? sndk_container_of(o, struct sndk_adapter, base) : NULL;
 }
+
+/* A connection record of adapter a (observe/counters.h: sndk_conn_rec_open): counted in a's
+ * counters, captured into a's pcap file. */
+static inline struct sndk_conn_rec *
+sndk_conn_rec_new(struct sndk_adapter *a, enum sndk_conn_role role, const struct sockaddr *local,
+                  const struct sockaddr *peer, const char *const *state_names)
+{
+    return sndk_conn_rec_open(&a->ctrs, a->pcap, role, local, peer, state_names);
+}
+
+/* The ndkstat snapshot of an adapter (core/adapter_stat.c), as observe/stat.h serves it:
+ * adapter is a struct sndk_adapter *. A malloc'd text, *len its length; NULL when out of
+ * memory. */
+char *sndk_adapter_snapshot(void *adapter, size_t *len);
 
 /* Dispatch slots implemented in the object files. */
 NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
