@@ -243,9 +243,11 @@ NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OP
         return STATUS_INSUFFICIENT_RESOURCES;
     }
     a->faults = cfg.faults;
-    if (a->faults)
+    if (a->faults) {
+        a->faults->ctrs = &a->ctrs; /* the rules count their firings in this adapter's counters */
         sndk_info("adapter", "fault injection: %u rule(s), seed %llu", a->faults->n,
                   (unsigned long long)a->faults->seed);
+    }
     a->version = run;
     a->if_index = IfIndex;
     a->cfg = cfg;

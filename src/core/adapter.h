@@ -12,6 +12,7 @@
 #include "core/object.h"
 #include "config/options.h"
 #include "core/stag.h"
+#include "faults/faults.h"
 #include "util/lock.h"
 
 struct sndk_adapter {
@@ -55,6 +56,33 @@ sndk_conn_rec_new(struct sndk_adapter *a, enum sndk_conn_role role, const struct
                   const struct sockaddr *peer, const char *const *state_names)
 {
     return sndk_conn_rec_open(&a->ctrs, a->pcap, role, local, peer, state_names);
+}
+
+/* Fault injection as the objects ask for it: the adapter's rules (faults/faults.h, NULL: none),
+ * by the adapter. Same results as the sndk_faults_* they call. */
+static inline bool sndk_fault_call(struct sndk_adapter *a, enum sndk_fault_call call)
+{
+    return sndk_faults_call(a->faults, call, a);
+}
+static inline bool sndk_fault_mpa_reject(struct sndk_adapter *a, const void *obj)
+{
+    return sndk_faults_mpa_reject(a->faults, obj);
+}
+static inline uint64_t sndk_fault_cq_overrun_at(struct sndk_adapter *a,
+                                                const struct sndk_fault_rule **rule,
+                                                unsigned *cq_no)
+{
+    return sndk_faults_cq_overrun_at(a->faults, rule, cq_no);
+}
+static inline void sndk_fault_fired(struct sndk_adapter *a, const struct sndk_fault_rule *r,
+                                    const void *obj, const char *what)
+{
+    sndk_faults_fired(a->faults, r, obj, what);
+}
+static inline struct sndk_fault_conn *sndk_fault_conn_new(struct sndk_adapter *a, bool active,
+                                                          bool crc)
+{
+    return sndk_faults_conn_new(a->faults, active, crc);
 }
 
 /* The ndkstat snapshot of an adapter (core/adapter_stat.c), as observe/stat.h serves it:

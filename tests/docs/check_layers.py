@@ -19,7 +19,7 @@ LAYERS = {
     "engine": {"util"},
     "observe": {"util", "engine"},
     "config": {"util", "faults"},
-    "faults": {"util", "iwarp", "observe", "core"},
+    "faults": {"util", "iwarp", "observe"},
     "verify": {"util", "observe", "core"},
     "datapath": {"util", "iwarp", "engine", "observe", "faults", "verify", "config", "core"},
     "core": {"util", "iwarp", "engine", "observe", "faults", "verify", "config", "datapath"},
