@@ -268,9 +268,16 @@ NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OP
      * AdapterFlags limit is taken as it is. The threads are the device's (its first open's). */
     if (a->dev->threads > 1 && !cfg.flags_given)
         a->info.AdapterFlags |= NDK_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED;
-    sndk_obj_init(&a->base, a, &adapter_ops, &adapter_dispatch);
+    a->root = (struct sndk_obj_root){.version = run,
+                                     .engine = a->engine,
+                                     .device = a->dev,
+                                     .verify = {.mode = cfg.verify,
+                                                .callback_ms = cfg.verify_callback_ms,
+                                                .violations = a->ctrs.verify}};
+    sndk_obj_init_root(&a->base, a, &a->root, &adapter_ops, &adapter_dispatch);
     /* from now on, not before: the adapter is the root, not on its own list */
     a->objects = (struct sndk_obj_tracker){.track = track, .untrack = untrack};
+    a->root.tracker = &a->objects;
     a->seq = atomic_fetch_add(&adapter_seq, 1);
     clock_gettime(CLOCK_MONOTONIC, &a->opened);
     sndk_counters_init(&a->ctrs);
@@ -379,7 +386,7 @@ VOID SoftNdkCloseAdapter(NDK_ADAPTER *pNdkAdapter)
             log_still_open(a);
     }
     sndk_mutex_unlock(&a->lock);
-    sndk_verify_summary(a);
+    sndk_verify_summary(&a->root.verify, a);
     /* Every object of this instance is gone; the device goes with its last instance. */
     device_release(a->dev);
     sndk_counters_destroy(&a->ctrs);

@@ -10,14 +10,16 @@
 
 #include "observe/counters.h"
 #include "core/object.h"
+#include "core/verifier.h"
 #include "config/options.h"
 #include "core/stag.h"
 #include "faults/faults.h"
 #include "util/lock.h"
 
 struct sndk_adapter {
-    struct sndk_obj base; /* NDK_ADAPTER first */
-    NDK_VERSION version;  /* what the adapter runs at */
+    struct sndk_obj base;      /* NDK_ADAPTER first */
+    struct sndk_obj_root root; /* what the objects of this adapter share (object.h) */
+    NDK_VERSION version;       /* what the adapter runs at */
     ULONG if_index;
     struct sndk_config cfg;
     NDK_ADAPTER_INFO info;         /* advertised and enforced limits */
@@ -42,6 +44,18 @@ struct sndk_adapter {
     struct sndk_stat *stat;     /* the ndkstat endpoint, NULL when off */
     struct sndk_faults *faults; /* fault injection rules (docs/faults.md), NULL = none */
 };
+
+_Static_assert(offsetof(struct sndk_adapter, base) == 0,
+               "the adapter's object first: sndk_adapter_obj (object.h)");
+
+/* Do two adapter instances share a device? */
+bool sndk_adapter_same_device(const struct sndk_adapter *x, const struct sndk_adapter *y);
+
+/* Is the consumer verifier on for adapter a (verify/verify.h, core/verifier.h)? */
+static inline bool sndk_verify_on(const struct sndk_adapter *a)
+{
+    return __builtin_expect(a->cfg.verify != SoftNdkVerifyOff, 0);
+}
 
 static inline struct sndk_adapter *sndk_adapter_from(NDK_ADAPTER *pub)
 {

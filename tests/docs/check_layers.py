@@ -20,7 +20,7 @@ LAYERS = {
     "observe": {"util", "engine"},
     "config": {"util", "faults"},
     "faults": {"util", "iwarp", "observe"},
-    "verify": {"util", "observe", "core"},
+    "verify": {"util", "observe"},
     "datapath": {"util", "iwarp", "engine", "observe", "faults", "verify", "config", "core"},
     "core": {"util", "iwarp", "engine", "observe", "faults", "verify", "config", "datapath"},
 }
