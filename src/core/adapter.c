@@ -105,11 +105,6 @@ static void device_release(struct sndk_device *d)
     free(d);
 }
 
-bool sndk_adapter_same_device(const struct sndk_adapter *x, const struct sndk_adapter *y)
-{
-    return x && y && x->dev == y->dev;
-}
-
 static NTSTATUS query_adapter_info(NDK_ADAPTER *pNdkAdapter, NDK_ADAPTER_INFO *pInfo,
                                    ULONG *pBufferSize);
 

@@ -48,8 +48,13 @@ struct sndk_adapter {
 _Static_assert(offsetof(struct sndk_adapter, base) == 0,
                "the adapter's object first: sndk_adapter_obj (object.h)");
 
-/* Do two adapter instances share a device? */
-bool sndk_adapter_same_device(const struct sndk_adapter *x, const struct sndk_adapter *y);
+/* Do two adapter instances share a device? Inline, so that the object files asking it (qp.c)
+ * need nothing of adapter.c, which builds on them. */
+static inline bool sndk_adapter_same_device(const struct sndk_adapter *x,
+                                            const struct sndk_adapter *y)
+{
+    return x && y && x->dev == y->dev;
+}
 
 /* Is the consumer verifier on for adapter a (verify/verify.h, core/verifier.h)? */
 static inline bool sndk_verify_on(const struct sndk_adapter *a)

@@ -95,7 +95,7 @@ void sndk_verify_bad_handle(struct sndk_obj *caller, const char *call, const cha
                  (void *)o->adapter);
     else
         return; /* live and of the right kind (refused for another reason), or closing: that
-                 * is use_after_close, reported on it when the call looked it up */ /* a live object of the right kind: refused for another reason */
+                 * is use_after_close, reported on it when the call looked it up */
     sndk_verify_report(caller, SoftNdkVerifyHandleInvalid, NULL, "%s given %s %p, which %s", call,
                        arg, handle, what);
 }
