@@ -105,11 +105,6 @@ static void device_release(struct sndk_device *d)
     free(d);
 }
 
-bool sndk_adapter_same_device(const struct sndk_adapter *x, const struct sndk_adapter *y)
-{
-    return x && y && x->dev == y->dev;
-}
-
 static NTSTATUS query_adapter_info(NDK_ADAPTER *pNdkAdapter, NDK_ADAPTER_INFO *pInfo,
                                    ULONG *pBufferSize);
 
@@ -202,9 +197,8 @@ NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OP
     *ppNdkAdapter = NULL;
     NDK_VERSION run;
     if (!negotiate_version(Version, &run)) {
-        sndk_err("adapter", "NDKPI version %u.%u not offered (1.0-1.%d, 2.0-2.%d)",
-                 Version.Major, Version.Minor, SOFTNDK_NDK_VERSION_1_MAX_MINOR,
-                 SOFTNDK_NDK_VERSION_2_MAX_MINOR);
+        sndk_err("adapter", "NDKPI version %u.%u not offered (1.0-1.%d, 2.0-2.%d)", Version.Major,
+                 Version.Minor, SOFTNDK_NDK_VERSION_1_MAX_MINOR, SOFTNDK_NDK_VERSION_2_MAX_MINOR);
         return NDIS_STATUS_BAD_VERSION;
     }
     struct sndk_config cfg;
@@ -244,9 +238,11 @@ NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OP
         return STATUS_INSUFFICIENT_RESOURCES;
     }
     a->faults = cfg.faults;
-    if (a->faults)
+    if (a->faults) {
+        a->faults->ctrs = &a->ctrs; /* the rules count their firings in this adapter's counters */
         sndk_info("adapter", "fault injection: %u rule(s), seed %llu", a->faults->n,
                   (unsigned long long)a->faults->seed);
+    }
     a->version = run;
     a->if_index = IfIndex;
     a->cfg = cfg;
@@ -267,9 +263,16 @@ NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OP
      * AdapterFlags limit is taken as it is. The threads are the device's (its first open's). */
     if (a->dev->threads > 1 && !cfg.flags_given)
         a->info.AdapterFlags |= NDK_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED;
-    sndk_obj_init(&a->base, a, &adapter_ops, &adapter_dispatch);
+    a->root = (struct sndk_obj_root){.version = run,
+                                     .engine = a->engine,
+                                     .device = a->dev,
+                                     .verify = {.mode = cfg.verify,
+                                                .callback_ms = cfg.verify_callback_ms,
+                                                .violations = a->ctrs.verify}};
+    sndk_obj_init_root(&a->base, a, &a->root, &adapter_ops, &adapter_dispatch);
     /* from now on, not before: the adapter is the root, not on its own list */
     a->objects = (struct sndk_obj_tracker){.track = track, .untrack = untrack};
+    a->root.tracker = &a->objects;
     a->seq = atomic_fetch_add(&adapter_seq, 1);
     clock_gettime(CLOCK_MONOTONIC, &a->opened);
     sndk_counters_init(&a->ctrs);
@@ -277,8 +280,7 @@ NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OP
     if (cfg.trace_path[0]) {
         rc = sndk_trace_acquire(cfg.trace_path);
         if (rc != 0) {
-            sndk_err("adapter", "SOFTNDK_TRACE: cannot open %s: %s", cfg.trace_path,
-                     strerror(-rc));
+            sndk_err("adapter", "SOFTNDK_TRACE: cannot open %s: %s", cfg.trace_path, strerror(-rc));
             st = STATUS_INVALID_PARAMETER;
             goto fail_obs;
         }
@@ -287,13 +289,18 @@ NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OP
     if (cfg.pcap_path[0]) {
         a->pcap = sndk_pcap_acquire(cfg.pcap_path);
         if (!a->pcap) {
-            sndk_err("adapter", "SOFTNDK_PCAP: cannot open %s: %s", cfg.pcap_path,
-                     strerror(errno));
+            sndk_err("adapter", "SOFTNDK_PCAP: cannot open %s: %s", cfg.pcap_path, strerror(errno));
             st = STATUS_INVALID_PARAMETER;
             goto fail_obs;
         }
     }
-    rc = sndk_stat_open(a, &a->stat);
+    if (cfg.stat) {
+        const struct sndk_stat_where where = {
+            .path = cfg.stat_path, .seq = a->seq, .engine = a->engine, .ctrs = &a->ctrs};
+        rc = sndk_stat_open(&where, sndk_adapter_snapshot, a, &a->stat);
+    } else {
+        rc = 0;
+    }
     if (rc != 0) {
         sndk_err("adapter", "SOFTNDK_STAT: cannot open the control endpoint: %s", strerror(-rc));
         st = STATUS_INVALID_PARAMETER;
@@ -374,7 +381,7 @@ VOID SoftNdkCloseAdapter(NDK_ADAPTER *pNdkAdapter)
             log_still_open(a);
     }
     sndk_mutex_unlock(&a->lock);
-    sndk_verify_summary(a);
+    sndk_verify_summary(&a->root.verify, a);
     /* Every object of this instance is gone; the device goes with its last instance. */
     device_release(a->dev);
     sndk_counters_destroy(&a->ctrs);
@@ -435,4 +442,3 @@ NTSTATUS SoftNdkQuerySemantics(NDK_ADAPTER *pNdkAdapter, SOFTNDK_SEMANTICS *Sema
     memcpy(Semantics, &s, size);
     return STATUS_SUCCESS;
 }
-

@@ -10,16 +10,19 @@
 
 #include "observe/counters.h"
 #include "core/object.h"
+#include "core/verifier.h"
 #include "config/options.h"
 #include "core/stag.h"
+#include "faults/faults.h"
 #include "util/lock.h"
 
 struct sndk_adapter {
-    struct sndk_obj base; /* NDK_ADAPTER first */
-    NDK_VERSION version;  /* what the adapter runs at */
+    struct sndk_obj base;      /* NDK_ADAPTER first */
+    struct sndk_obj_root root; /* what the objects of this adapter share (object.h) */
+    NDK_VERSION version;       /* what the adapter runs at */
     ULONG if_index;
     struct sndk_config cfg;
-    NDK_ADAPTER_INFO info; /* advertised and enforced limits */
+    NDK_ADAPTER_INFO info;         /* advertised and enforced limits */
     struct sndk_device *dev;       /* shared by every instance on if_index */
     struct sndk_engine *engine;    /* the device's */
     struct sndk_stag_table *stags; /* the device's */
@@ -33,20 +36,78 @@ struct sndk_adapter {
     bool released; /* refs reached zero */
 
     /* observability (docs/observability.md) */
-    unsigned seq;             /* adapters opened by this process so far, from 0 */
-    struct timespec opened;   /* CLOCK_MONOTONIC */
+    unsigned seq;           /* adapters opened by this process so far, from 0 */
+    struct timespec opened; /* CLOCK_MONOTONIC */
     struct sndk_adapter_ctrs ctrs;
-    struct sndk_pcap *pcap;   /* NULL: no capture */
-    bool trace;               /* holds a reference on the trace log */
-    struct sndk_stat *stat;   /* the ndkstat endpoint, NULL when off */
+    struct sndk_pcap *pcap;     /* NULL: no capture */
+    bool trace;                 /* holds a reference on the trace log */
+    struct sndk_stat *stat;     /* the ndkstat endpoint, NULL when off */
     struct sndk_faults *faults; /* fault injection rules (docs/faults.md), NULL = none */
 };
+
+_Static_assert(offsetof(struct sndk_adapter, base) == 0,
+               "the adapter's object first: sndk_adapter_obj (object.h)");
+
+/* Do two adapter instances share a device? Inline, so that the object files asking it (qp.c)
+ * need nothing of adapter.c, which builds on them. */
+static inline bool sndk_adapter_same_device(const struct sndk_adapter *x,
+                                            const struct sndk_adapter *y)
+{
+    return x && y && x->dev == y->dev;
+}
+
+/* Is the consumer verifier on for adapter a (verify/verify.h, core/verifier.h)? */
+static inline bool sndk_verify_on(const struct sndk_adapter *a)
+{
+    return __builtin_expect(a->cfg.verify != SoftNdkVerifyOff, 0);
+}
 
 static inline struct sndk_adapter *sndk_adapter_from(NDK_ADAPTER *pub)
 {
     struct sndk_obj *o = sndk_obj_check(pub, NdkObjectTypeAdapter);
     return o ? sndk_container_of(o, struct sndk_adapter, base) : NULL;
 }
+
+/* A connection record of adapter a (observe/counters.h: sndk_conn_rec_open): counted in a's
+ * counters, captured into a's pcap file. */
+static inline struct sndk_conn_rec *
+sndk_conn_rec_new(struct sndk_adapter *a, enum sndk_conn_role role, const struct sockaddr *local,
+                  const struct sockaddr *peer, const char *const *state_names)
+{
+    return sndk_conn_rec_open(&a->ctrs, a->pcap, role, local, peer, state_names);
+}
+
+/* Fault injection as the objects ask for it: the adapter's rules (faults/faults.h, NULL: none),
+ * by the adapter. Same results as the sndk_faults_* they call. */
+static inline bool sndk_fault_call(struct sndk_adapter *a, enum sndk_fault_call call)
+{
+    return sndk_faults_call(a->faults, call, a);
+}
+static inline bool sndk_fault_mpa_reject(struct sndk_adapter *a, const void *obj)
+{
+    return sndk_faults_mpa_reject(a->faults, obj);
+}
+static inline uint64_t sndk_fault_cq_overrun_at(struct sndk_adapter *a,
+                                                const struct sndk_fault_rule **rule,
+                                                unsigned *cq_no)
+{
+    return sndk_faults_cq_overrun_at(a->faults, rule, cq_no);
+}
+static inline void sndk_fault_fired(struct sndk_adapter *a, const struct sndk_fault_rule *r,
+                                    const void *obj, const char *what)
+{
+    sndk_faults_fired(a->faults, r, obj, what);
+}
+static inline struct sndk_fault_conn *sndk_fault_conn_new(struct sndk_adapter *a, bool active,
+                                                          bool crc)
+{
+    return sndk_faults_conn_new(a->faults, active, crc);
+}
+
+/* The ndkstat snapshot of an adapter (core/adapter_stat.c), as observe/stat.h serves it:
+ * adapter is a struct sndk_adapter *. A malloc'd text, *len its length; NULL when out of
+ * memory. */
+char *sndk_adapter_snapshot(void *adapter, size_t *len);
 
 /* Dispatch slots implemented in the object files. */
 NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,

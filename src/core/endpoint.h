@@ -10,37 +10,15 @@
 #include <sys/socket.h>
 
 #include "core/adapter.h"
-
-struct sndk_addr {
-    union {
-        struct sockaddr sa;
-        struct sockaddr_in in;
-        struct sockaddr_in6 in6;
-    };
-    socklen_t len;
-};
-
-/* Copy a consumer's address: STATUS_SUCCESS, or STATUS_INVALID_ADDRESS (not AF_INET / AF_INET6
- * of the right length). */
-NTSTATUS sndk_addr_from(struct sndk_addr *a, const struct sockaddr *sa, ULONG len);
-uint16_t sndk_addr_port(const struct sndk_addr *a);
-void sndk_addr_set_port(struct sndk_addr *a, uint16_t port);
-bool sndk_addr_is_wildcard(const struct sndk_addr *a);
-bool sndk_addr_same_host(const struct sndk_addr *a, const struct sndk_addr *b); /* addr only */
-bool sndk_addr_equal(const struct sndk_addr *a, const struct sndk_addr *b); /* addr + port */
-/* "1.2.3.4:5" / "[::1]:5" */
-const char *sndk_addr_str(const struct sndk_addr *a, char *buf, size_t len);
-/* Write a to the consumer's buffer with the NDK size protocol: STATUS_SUCCESS or
- * STATUS_BUFFER_TOO_SMALL, *plen set either way. */
-NTSTATUS sndk_addr_copy_out(const struct sndk_addr *a, struct sockaddr *out, ULONG *plen);
+#include "util/addr.h"
 
 /* Is the address (port ignored) one of adapter a's? Wildcards are. */
 bool sndk_adapter_owns_address(const struct sndk_adapter *a, const struct sndk_addr *addr);
 
 enum sndk_ep_kind {
-    SNDK_EP_LISTEN,    /* a listening socket; accepted connectors add references */
-    SNDK_EP_SHARED,    /* a shared endpoint; its connectors add references */
-    SNDK_EP_CONNECT,   /* NdkConnect's own endpoint: one connector */
+    SNDK_EP_LISTEN,  /* a listening socket; accepted connectors add references */
+    SNDK_EP_SHARED,  /* a shared endpoint; its connectors add references */
+    SNDK_EP_CONNECT, /* NdkConnect's own endpoint: one connector */
 };
 
 struct sndk_endpoint;

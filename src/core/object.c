@@ -1,10 +1,10 @@
 #include "core/object.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/adapter.h"
-#include "verify/verify.h"
+#include "core/verifier.h"
 #include "util/log.h"
 #include "observe/trace.h"
 
@@ -31,17 +31,19 @@ const char *sndk_obj_type_name(NDK_OBJECT_TYPE type)
 
 static void close_work_fn(struct sndk_work *w);
 
-void sndk_obj_init(struct sndk_obj *o, struct sndk_adapter *a, const struct sndk_obj_ops *ops,
-                   const void *dispatch)
+/* The common part of sndk_obj_init and sndk_obj_init_root. */
+static void init(struct sndk_obj *o, struct sndk_adapter *a, struct sndk_obj_root *root,
+                 const struct sndk_obj_ops *ops, const void *dispatch)
 {
     memset(&o->pub, 0, sizeof o->pub);
-    o->pub.Header.Version = a->version;
+    o->pub.Header.Version = root->version;
     o->pub.Header.ObjectType = ops->type;
     /* Every public object is {Header; Dispatch}: store through the adapter view. */
     o->pub.adapter.Dispatch = (const NDK_ADAPTER_DISPATCH *)dispatch;
     o->magic = SNDK_OBJ_MAGIC;
     o->ops = ops;
     o->adapter = a;
+    o->root = root;
     atomic_init(&o->refs, 1);
     atomic_init(&o->state, SNDK_OBJ_OPEN);
     o->close_cb = NULL;
@@ -51,7 +53,13 @@ void sndk_obj_init(struct sndk_obj *o, struct sndk_adapter *a, const struct sndk
     o->live_next = o->live_prev = NULL;
     atomic_init(&o->bound_to, NULL);
     atomic_init(&o->verify_reported, 0);
-    o->tracker = a->objects.track ? &a->objects : NULL;
+    o->tracker = root->tracker;
+}
+
+void sndk_obj_init(struct sndk_obj *o, struct sndk_adapter *a, const struct sndk_obj_ops *ops,
+                   const void *dispatch)
+{
+    init(o, a, sndk_adapter_obj(a)->root, ops, dispatch);
     if (o->tracker) {
         o->tracker->track(o->tracker, o);
         SNDK_TRACE("object.create", sndk_obj_type_name(ops->type), o, "\"adapter\":\"%p\"",
@@ -59,10 +67,19 @@ void sndk_obj_init(struct sndk_obj *o, struct sndk_adapter *a, const struct sndk
     }
 }
 
+void sndk_obj_init_root(struct sndk_obj *o, struct sndk_adapter *a, struct sndk_obj_root *root,
+                        const struct sndk_obj_ops *ops, const void *dispatch)
+{
+    assert(sndk_adapter_obj(a) == o);
+    root->tracker = NULL; /* the root is not on its own list */
+    init(o, a, root, ops, dispatch);
+}
+
 void sndk_obj_hold(struct sndk_obj *o, struct sndk_obj *ante)
 {
     if (o->nholds >= SNDK_OBJ_MAX_HOLDS) {
-        sndk_err("object", "internal: too many antecedents on a %s", sndk_obj_type_name(o->ops->type));
+        sndk_err("object", "internal: too many antecedents on a %s",
+                 sndk_obj_type_name(o->ops->type));
         abort();
     }
     sndk_obj_get(ante);
@@ -124,7 +141,7 @@ void sndk_obj_put(struct sndk_obj *o)
         o->ops->last_ref(o);
         return;
     }
-    sndk_engine_queue(o->adapter->engine, &o->close_work);
+    sndk_engine_queue(o->root->engine, &o->close_work);
 }
 
 NTSTATUS sndk_obj_close(NDK_OBJECT_HEADER *hdr, NDK_FN_CLOSE_COMPLETION cb, void *ctx)
@@ -171,8 +188,14 @@ struct sndk_obj *sndk_obj_check(const void *pub, NDK_OBJECT_TYPE type)
     struct sndk_obj *o = sndk_obj_lookup(pub, type);
     /* [CLOSE-2]: every consumer call finds its objects here, so this is where a call on a
      * closing object is seen (the memory is still there until the close completes). */
-    if (o && sndk_verify_on(o->adapter) && sndk_obj_closing(o))
-        sndk_verify_use_after_close(o);
+    if (o && sndk_obj_verified(o) && sndk_obj_closing(o)) {
+        struct sndk_verify_subject s = sndk_obj_subject(o);
+        sndk_verify_report_on(&s, SoftNdkVerifyUseAfterClose, NULL,
+                              "a call reached this %s after its close started: the consumer "
+                              "must not touch an object after starting its close (a stale "
+                              "pointer kept by another thread?)",
+                              s.type);
+    }
     return o;
 }
 

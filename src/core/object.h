@@ -22,6 +22,8 @@
 #include <stddef.h>
 
 #include "engine/engine.h"
+#include "util/container.h"
+#include "verify/verify.h"
 #include <ndk/softndk.h>
 
 struct sndk_adapter;
@@ -41,6 +43,17 @@ enum sndk_obj_state {
 struct sndk_obj_tracker {
     void (*track)(struct sndk_obj_tracker *t, struct sndk_obj *o);
     void (*untrack)(struct sndk_obj_tracker *t, struct sndk_obj *o);
+};
+
+/* What the objects of a tree share, kept by its root (the adapter, which fills it in before its
+ * own init) and read through o->root. The base object reads this, never the adapter: adapter.c
+ * builds on object.c, object.c needs no adapter type. */
+struct sndk_obj_root {
+    NDK_VERSION version;              /* what every object's header carries */
+    struct sndk_engine *engine;       /* runs the close work */
+    const void *device;               /* trees on one device share objects (sndk_obj_usable) */
+    struct sndk_obj_tracker *tracker; /* NULL until the root's own init is done */
+    struct sndk_verify_policy verify; /* the verifier's settings for the tree */
 };
 
 struct sndk_obj_ops {
@@ -73,6 +86,7 @@ struct sndk_obj {
     uint32_t magic;
     const struct sndk_obj_ops *ops;
     struct sndk_adapter *adapter; /* lives at least as long as the object (held transitively) */
+    struct sndk_obj_root *root;   /* the adapter's: what the tree shares */
     atomic_uint refs;
     atomic_int state; /* enum sndk_obj_state */
     NDK_FN_CLOSE_COMPLETION close_cb;
@@ -92,11 +106,23 @@ struct sndk_obj {
 
 _Static_assert(offsetof(struct sndk_obj, pub) == 0, "public object first");
 
+/* The adapter's own object. It is the adapter's first member (adapter.h asserts it), so a
+ * pointer to the adapter points to it (C11 6.7.2.1): the base object reaches the tree's root
+ * through it without knowing the adapter type. */
+static inline const struct sndk_obj *sndk_adapter_obj(const struct sndk_adapter *a)
+{
+    return (const struct sndk_obj *)(const void *)a;
+}
+
 /* Set up a new object of adapter a: header (negotiated version, type, zeroed reserved block),
- * dispatch table, one open reference, on the tracker the adapter registered (none for the
- * adapter itself). Does not hold anything yet. */
+ * dispatch table, one open reference, on the tracker the adapter registered. Does not hold
+ * anything yet. */
 void sndk_obj_init(struct sndk_obj *o, struct sndk_adapter *a, const struct sndk_obj_ops *ops,
                    const void *dispatch);
+/* The same for the root of a tree, the adapter a whose first member o is: its objects share
+ * *root (filled in by the caller), and the root is on no tracker. */
+void sndk_obj_init_root(struct sndk_obj *o, struct sndk_adapter *a, struct sndk_obj_root *root,
+                        const struct sndk_obj_ops *ops, const void *dispatch);
 
 /* Take a reference on antecedent `ante` for the lifetime of o (released after o's close). */
 void sndk_obj_hold(struct sndk_obj *o, struct sndk_obj *ante);
@@ -145,21 +171,13 @@ static inline void sndk_obj_unbind(struct sndk_obj *o, void *owner)
     atomic_compare_exchange_strong(&o->bound_to, &expected, NULL);
 }
 
-/* Do two adapter instances share a device (adapter.c)? */
-bool sndk_adapter_same_device(const struct sndk_adapter *x, const struct sndk_adapter *y);
-
 /* Does o belong to the device of adapter a (any instance opened on its interface) and is it
  * still open? */
 static inline bool sndk_obj_usable(const struct sndk_obj *o, const struct sndk_adapter *a)
 {
-    return o && sndk_adapter_same_device(o->adapter, a) && !sndk_obj_closing(o);
+    return o && a && o->root->device == sndk_adapter_obj(a)->root->device && !sndk_obj_closing(o);
 }
 
 const char *sndk_obj_type_name(NDK_OBJECT_TYPE type);
-
-/* Through void *: the member pointer came from an object of `type`, so the result is aligned
- * (clang's -Wcast-align cannot know that from a char pointer). */
-#define sndk_container_of(ptr, type, member)                                                       \
-    ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 #endif

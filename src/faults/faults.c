@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/adapter.h"
 #include "iwarp/terminate.h"
 #include "iwarp/wire.h"
 #include "util/log.h"
@@ -425,18 +424,19 @@ static bool draw(uint64_t *s, uint32_t ppm)
 
 /* Count, trace and log one firing; fc: the connection (NULL for call and handshake rules);
  * nth > 1: a repeating rule's later firing, logged at debug only. */
-static void fired(struct sndk_adapter *a, const struct sndk_fault_rule *r,
+static void fired(struct sndk_faults *f, const struct sndk_fault_rule *r,
                   const struct sndk_fault_conn *fc, const void *obj, const char *what, uint64_t nth)
 {
-    sndk_ctr_inc(&a->ctrs, SNDK_CTR_INJECTED);
+    if (f->ctrs)
+        sndk_ctr_inc(f->ctrs, SNDK_CTR_INJECTED);
     const char *side = fc ? (fc->active ? "active" : "passive") : "";
     SNDK_TRACE("fault.injected", "object", obj,
                "\"kind\":\"%s\",\"rule\":%u,\"conn\":%u,\"side\":\"%s\"", kind_names[r->kind],
                r->index, fc ? fc->conn_no : 0u, side);
     if (nth > 1) { /* delay, p=: the first firing is enough at warn */
         sndk_debug("fault", "injected %s (rule %u) on connection #%u again (%llu times): %s",
-                   kind_names[r->kind], r->index, fc ? fc->conn_no : 0u,
-                   (unsigned long long)nth, what);
+                   kind_names[r->kind], r->index, fc ? fc->conn_no : 0u, (unsigned long long)nth,
+                   what);
         return;
     }
     if (fc)
@@ -447,10 +447,11 @@ static void fired(struct sndk_adapter *a, const struct sndk_fault_rule *r,
                   r->text, obj, what);
 }
 
-void sndk_fault_fired(struct sndk_adapter *a, const struct sndk_fault_rule *r, const void *obj,
-                      const char *what)
+void sndk_faults_fired(struct sndk_faults *f, const struct sndk_fault_rule *r, const void *obj,
+                       const char *what)
 {
-    fired(a, r, NULL, obj, what, 1);
+    if (f)
+        fired(f, r, NULL, obj, what, 1);
 }
 
 /* An adapter-wide rule with nth/count/p over the occurrences counted in *seen (under f->lock). */
@@ -467,9 +468,8 @@ static bool occurrence_fires(struct sndk_faults *f, unsigned i, uint64_t seen)
     return r->count == 0 || seen < r->nth + r->count;
 }
 
-bool sndk_fault_call(struct sndk_adapter *a, enum sndk_fault_call call)
+bool sndk_faults_call(struct sndk_faults *f, enum sndk_fault_call call, const void *obj)
 {
-    struct sndk_faults *f = a->faults;
     if (!f)
         return false;
     const struct sndk_fault_rule *hit = NULL;
@@ -488,13 +488,12 @@ bool sndk_fault_call(struct sndk_adapter *a, enum sndk_fault_call call)
     char what[64];
     snprintf(what, sizeof what, "%s call %" PRIu64 " fails with STATUS_INSUFFICIENT_RESOURCES",
              call_names[call], seen);
-    sndk_fault_fired(a, hit, a, what);
+    fired(f, hit, NULL, obj, what, 1);
     return true;
 }
 
-bool sndk_fault_mpa_reject(struct sndk_adapter *a, const void *obj)
+bool sndk_faults_mpa_reject(struct sndk_faults *f, const void *obj)
 {
-    struct sndk_faults *f = a->faults;
     if (!f)
         return false;
     const struct sndk_fault_rule *hit = NULL;
@@ -512,14 +511,13 @@ bool sndk_fault_mpa_reject(struct sndk_adapter *a, const void *obj)
         return false;
     char what[48];
     snprintf(what, sizeof what, "MPA Request %" PRIu64 " rejected", seen);
-    sndk_fault_fired(a, hit, obj, what);
+    fired(f, hit, NULL, obj, what, 1);
     return true;
 }
 
-uint64_t sndk_fault_cq_overrun_at(struct sndk_adapter *a, const struct sndk_fault_rule **rule,
-                                  unsigned *cq_no)
+uint64_t sndk_faults_cq_overrun_at(struct sndk_faults *f, const struct sndk_fault_rule **rule,
+                                   unsigned *cq_no)
 {
-    struct sndk_faults *f = a->faults;
     *rule = NULL;
     *cq_no = 0;
     if (!f)
@@ -557,9 +555,8 @@ static void update_byte_mark(struct sndk_fault_conn *fc, enum sndk_fault_dir dir
     }
 }
 
-struct sndk_fault_conn *sndk_fault_conn_new(struct sndk_adapter *a, bool active, bool crc)
+struct sndk_fault_conn *sndk_faults_conn_new(struct sndk_faults *f, bool active, bool crc)
 {
-    struct sndk_faults *f = a->faults;
     if (!f || !f->any_conn)
         return NULL;
     unsigned no = atomic_fetch_add(&f->conns, 1) + 1;
@@ -574,7 +571,7 @@ struct sndk_fault_conn *sndk_fault_conn_new(struct sndk_adapter *a, bool active,
                 sndk_err("fault", "connection #%u: no memory for its fault rules", no);
                 return NULL;
             }
-            fc->adapter = a;
+            fc->faults = f;
             fc->conn_no = no;
             fc->active = active;
             fc->crc = crc;
@@ -634,7 +631,7 @@ enum sndk_fault_action sndk_fault_fpdu(struct sndk_fault_conn *fc, enum sndk_fau
             continue;
         }
         if (act == SNDK_FACT_CRC && !fc->crc) {
-            struct sndk_faults *f = fc->adapter->faults;
+            struct sndk_faults *f = fc->faults;
             if (!atomic_exchange(&f->crc_off_logged, true))
                 sndk_warn("fault", "rule %u \"%s\": connection #%u has no CRC: not injected",
                           r->index, r->text, fc->conn_no);
@@ -649,7 +646,7 @@ enum sndk_fault_action sndk_fault_fpdu(struct sndk_fault_conn *fc, enum sndk_fau
             *rule = r;
         char what[64];
         snprintf(what, sizeof what, "%s FPDU %" PRIu64, dir == SNDK_FDIR_TX ? "tx" : "rx", k + 1);
-        fired(fc->adapter, r, fc, obj, what, m->fired);
+        fired(fc->faults, r, fc, obj, what, m->fired);
         return act;
     }
     return SNDK_FACT_NONE;
@@ -672,7 +669,7 @@ enum sndk_fault_action sndk_fault_bytes(struct sndk_fault_conn *fc, enum sndk_fa
         char what[64];
         snprintf(what, sizeof what, "%s byte %" PRIu64, dir == SNDK_FDIR_TX ? "tx" : "rx",
                  d->bytes);
-        fired(fc->adapter, r, fc, obj, what, 1);
+        fired(fc->faults, r, fc, obj, what, 1);
     }
     update_byte_mark(fc, dir);
     return act;

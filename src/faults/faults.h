@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "observe/counters.h"
 #include "util/lock.h"
 
 #define SNDK_FAULT_MAX_RULES 16
@@ -66,13 +67,14 @@ struct sndk_fault_rule {
     atomic_uint_fast64_t fired;
 };
 
-struct sndk_adapter;
-
+/* An adapter's rule set. The rules know no adapter: the adapter hands over where firings are
+ * counted (ctrs) and routes its calls here (the sndk_fault_* of core/adapter.h). */
 struct sndk_faults {
+    struct sndk_adapter_ctrs *ctrs; /* InjectedFaults counts here; NULL until the adapter sets it */
     uint64_t seed;
     unsigned n;
     struct sndk_fault_rule rule[SNDK_FAULT_MAX_RULES];
-    bool any_conn;        /* some rule acts on connections */
+    bool any_conn;          /* some rule acts on connections */
     struct sndk_mutex lock; /* call counters and their generators */
     uint64_t calls[SNDK_FCALL_COUNT];
     uint64_t mpa_requests;
@@ -87,24 +89,26 @@ struct sndk_faults {
 bool sndk_faults_parse(const char *text, struct sndk_faults **out, char *err, size_t errlen);
 void sndk_faults_free(struct sndk_faults *f);
 
-/* Count, log (warn) and trace one firing of a call or handshake rule (connection rules do it
- * themselves, naming the connection and its side). */
-void sndk_fault_fired(struct sndk_adapter *a, const struct sndk_fault_rule *r, const void *obj,
-                      const char *what);
+/* Every function of f below takes f NULL as "no rules": nothing fires. */
+
+/* Count, log (warn) and trace one firing of a call or handshake rule of f (connection rules do
+ * it themselves, naming the connection and its side); obj names the object in the log. */
+void sndk_faults_fired(struct sndk_faults *f, const struct sndk_fault_rule *r, const void *obj,
+                       const char *what);
 
 /* Call faults: true when this call must fail with STATUS_INSUFFICIENT_RESOURCES (counted and
- * logged already). */
-bool sndk_fault_call(struct sndk_adapter *a, enum sndk_fault_call call);
+ * logged already, naming obj: the adapter). */
+bool sndk_faults_call(struct sndk_faults *f, enum sndk_fault_call call, const void *obj);
 /* A rule's kind and a fail rule's call as the rules spell them ("drop", "cq"); "?" past the
  * last. */
 const char *sndk_fault_kind_name(enum sndk_fault_kind k);
 const char *sndk_fault_call_name(enum sndk_fault_call c);
 /* Handshake: true when this (valid) MPA Request must be rejected. */
-bool sndk_fault_mpa_reject(struct sndk_adapter *a, const void *obj);
+bool sndk_faults_mpa_reject(struct sndk_faults *f, const void *obj);
 /* A CQ is created: the completion number (produced count) at which it overruns, or
  * UINT64_MAX; *rule the rule to report. */
-uint64_t sndk_fault_cq_overrun_at(struct sndk_adapter *a, const struct sndk_fault_rule **rule,
-                                  unsigned *cq_no);
+uint64_t sndk_faults_cq_overrun_at(struct sndk_faults *f, const struct sndk_fault_rule **rule,
+                                   unsigned *cq_no);
 
 /* ---- per connection ---- */
 
@@ -130,7 +134,7 @@ struct sndk_fault_dirstate {
 };
 
 struct sndk_fault_conn {
-    struct sndk_adapter *adapter;
+    struct sndk_faults *faults; /* the rule set the arms point into */
     unsigned conn_no;
     bool active;
     unsigned n;
@@ -140,7 +144,7 @@ struct sndk_fault_conn {
 };
 
 /* A connection is established: its number, and the rules that apply to it (NULL when none). */
-struct sndk_fault_conn *sndk_fault_conn_new(struct sndk_adapter *a, bool active, bool crc);
+struct sndk_fault_conn *sndk_faults_conn_new(struct sndk_faults *f, bool active, bool crc);
 void sndk_fault_conn_free(struct sndk_fault_conn *fc);
 
 /* The FPDU after fc->d[dir].fpdus is about to be built (tx) or has just been started (rx):

@@ -5,9 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/adapter.h"
-#include "core/endpoint.h"
 #include "observe/pcap.h"
+#include "util/addr.h"
 
 void sndk_counters_init(struct sndk_adapter_ctrs *a)
 {
@@ -166,9 +165,10 @@ void sndk_counters_read(struct sndk_adapter_ctrs *a, SOFTNDK_COUNTERS *out)
     memcpy(out, &c, size);
 }
 
-struct sndk_conn_rec *sndk_conn_rec_new(struct sndk_adapter *a, enum sndk_conn_role role,
-                                        const struct sockaddr *local, const struct sockaddr *peer,
-                                        const char *const *state_names)
+struct sndk_conn_rec *sndk_conn_rec_open(struct sndk_adapter_ctrs *ac, struct sndk_pcap *capture,
+                                         enum sndk_conn_role role, const struct sockaddr *local,
+                                         const struct sockaddr *peer,
+                                         const char *const *state_names)
 {
     struct sndk_conn_rec *r = calloc(1, sizeof *r);
     if (!r)
@@ -186,21 +186,23 @@ struct sndk_conn_rec *sndk_conn_rec_new(struct sndk_adapter *a, enum sndk_conn_r
     atomic_init(&r->qp, NULL);
     r->state_names = state_names;
     r->role = role;
-    r->adapter = a;
+    r->ctrs = ac;
+    r->capture = capture;
     struct sndk_addr tmp;
-    if (local && sndk_addr_from(&tmp, local, local->sa_family == AF_INET6
-                                                 ? sizeof(struct sockaddr_in6)
-                                                 : sizeof(struct sockaddr_in)) == STATUS_SUCCESS) {
+    if (local && sndk_addr_from(&tmp, local,
+                                local->sa_family == AF_INET6
+                                    ? sizeof(struct sockaddr_in6)
+                                    : sizeof(struct sockaddr_in)) == STATUS_SUCCESS) {
         memcpy(&r->local, &tmp.in6, tmp.len);
         sndk_addr_str(&tmp, r->local_str, sizeof r->local_str);
     }
-    if (peer && sndk_addr_from(&tmp, peer, peer->sa_family == AF_INET6
-                                               ? sizeof(struct sockaddr_in6)
-                                               : sizeof(struct sockaddr_in)) == STATUS_SUCCESS) {
+    if (peer && sndk_addr_from(&tmp, peer,
+                               peer->sa_family == AF_INET6
+                                   ? sizeof(struct sockaddr_in6)
+                                   : sizeof(struct sockaddr_in)) == STATUS_SUCCESS) {
         memcpy(&r->peer, &tmp.in6, tmp.len);
         sndk_addr_str(&tmp, r->peer_str, sizeof r->peer_str);
     }
-    struct sndk_adapter_ctrs *ac = &a->ctrs;
     sndk_mutex_lock(&ac->lock);
     r->id = ac->next_id++;
     r->next = ac->recs;
@@ -210,9 +212,8 @@ struct sndk_conn_rec *sndk_conn_rec_new(struct sndk_adapter *a, enum sndk_conn_r
     ac->recs = r;
     sndk_mutex_unlock(&ac->lock);
     if (local && !sndk_addr_is_wildcard((const struct sndk_addr *)(const void *)&r->local))
-        r->pcap = sndk_pcap_conn_new(a->pcap, r->id, (const struct sockaddr *)&r->local,
-                                     (const struct sockaddr *)&r->peer,
-                                     role == SNDK_ROLE_ACTIVE);
+        r->pcap = sndk_pcap_conn_new(capture, r->id, (const struct sockaddr *)&r->local,
+                                     (const struct sockaddr *)&r->peer, role == SNDK_ROLE_ACTIVE);
     return r;
 }
 
@@ -221,19 +222,19 @@ void sndk_conn_rec_set_local(struct sndk_conn_rec *r, const struct sockaddr *loc
     if (!r || !local)
         return;
     struct sndk_addr tmp;
-    if (sndk_addr_from(&tmp, local, local->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                                                 : sizeof(struct sockaddr_in)) !=
-        STATUS_SUCCESS)
+    if (sndk_addr_from(&tmp, local,
+                       local->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                    : sizeof(struct sockaddr_in)) != STATUS_SUCCESS)
         return;
-    struct sndk_adapter_ctrs *ac = &r->adapter->ctrs;
+    struct sndk_adapter_ctrs *ac = r->ctrs;
     sndk_mutex_lock(&ac->lock);
     memcpy(&r->local, &tmp.in6, tmp.len);
     sndk_addr_str(&tmp, r->local_str, sizeof r->local_str);
     sndk_mutex_unlock(&ac->lock);
     if (!r->pcap)
-        r->pcap = sndk_pcap_conn_new(r->adapter->pcap, r->id, (const struct sockaddr *)&r->local,
-                                     (const struct sockaddr *)&r->peer,
-                                     r->role == SNDK_ROLE_ACTIVE);
+        r->pcap =
+            sndk_pcap_conn_new(r->capture, r->id, (const struct sockaddr *)&r->local,
+                               (const struct sockaddr *)&r->peer, r->role == SNDK_ROLE_ACTIVE);
 }
 
 void sndk_conn_rec_get(struct sndk_conn_rec *r)
@@ -247,7 +248,7 @@ void sndk_conn_rec_put(struct sndk_conn_rec *r)
     if (!r || atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
         return;
     sndk_pcap_conn_close(r->pcap);
-    struct sndk_adapter_ctrs *ac = &r->adapter->ctrs;
+    struct sndk_adapter_ctrs *ac = r->ctrs;
     sndk_mutex_lock(&ac->lock);
     for (int i = 0; i < SNDK_CC_FOLDED; i++)
         ac->retired[i] += sndk_cc_get(r, (enum sndk_conn_ctr)i);

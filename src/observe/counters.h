@@ -28,7 +28,7 @@
 
 #include "util/lock.h"
 
-struct sndk_adapter;
+struct sndk_pcap;
 struct sndk_pcap_conn;
 
 /* Adapter-wide event counters (index into sndk_adapter_ctrs.v). */
@@ -60,8 +60,8 @@ enum sndk_ctr {
     SNDK_CTR_COUNT
 };
 
-#define SNDK_TERM_LAYERS     3  /* RDMAP, DDP, MPA (LLP) */
-#define SNDK_TERM_SLOTS      16 /* distinct (layer, etype, code) kept per direction */
+#define SNDK_TERM_LAYERS 3  /* RDMAP, DDP, MPA (LLP) */
+#define SNDK_TERM_SLOTS  16 /* distinct (layer, etype, code) kept per direction */
 
 struct sndk_term_slot {
     uint32_t code; /* 0x00LLTTCC */
@@ -70,15 +70,15 @@ struct sndk_term_slot {
 
 struct sndk_listen_rec {
     struct sndk_listen_rec *next;
-    const void *obj;   /* the listener, for display only */
+    const void *obj; /* the listener, for display only */
     char addr[64];
 };
 
 struct sndk_adapter_ctrs {
     _Atomic uint64_t v[SNDK_CTR_COUNT];
-    _Atomic int64_t active;          /* ActiveConnection: a gauge */
-    _Atomic int64_t hs_pending;      /* HandshakesPending: a gauge (admission.c) */
-    _Atomic int64_t incoming;        /* IncomingUnanswered: a gauge (admission.c) */
+    _Atomic int64_t active;     /* ActiveConnection: a gauge */
+    _Atomic int64_t hs_pending; /* HandshakesPending: a gauge (admission.c) */
+    _Atomic int64_t incoming;   /* IncomingUnanswered: a gauge (admission.c) */
     _Atomic uint64_t term_sent[SNDK_TERM_LAYERS], term_recv[SNDK_TERM_LAYERS];
     _Atomic uint64_t verify[SOFTNDK_VERIFY_RULE_SLOTS]; /* violations by rule (verify/verify.h) */
 
@@ -86,20 +86,20 @@ struct sndk_adapter_ctrs {
     struct sndk_conn_rec *recs;      /* live connection records */
     struct sndk_listen_rec *listens; /* listening endpoints */
     uint64_t next_id;
-    uint64_t retired[8];             /* folded sndk_conn_rec byte/frame counts, see below */
+    uint64_t retired[8]; /* folded sndk_conn_rec byte/frame counts, see below */
     struct sndk_term_slot term_sent_slot[SNDK_TERM_SLOTS], term_recv_slot[SNDK_TERM_SLOTS];
 };
 
 /* Per-connection counts. tx_*: the TX owner writes (tx_lock, or the connector before the QP
  * has the socket); rx_*: the RX owner; sq_*: under the QP's tx_lock. */
 enum sndk_conn_ctr {
-    SNDK_CC_TX_OCTETS,  /* bytes of FPDUs written (RDMAOutOctets) */
-    SNDK_CC_TX_FPDUS,   /* FPDUs written completely (RDMAOutFrames) */
-    SNDK_CC_RX_OCTETS,  /* bytes of FPDUs read (RDMAInOctets) */
-    SNDK_CC_RX_FPDUS,   /* FPDUs received completely (RDMAInFrames) */
-    SNDK_CC_HS_TX,      /* MPA Request/Reply bytes written */
-    SNDK_CC_HS_RX,      /* MPA Request/Reply bytes read */
-    SNDK_CC_FOLDED,     /* (count of the above: these are folded into the adapter on retire) */
+    SNDK_CC_TX_OCTETS, /* bytes of FPDUs written (RDMAOutOctets) */
+    SNDK_CC_TX_FPDUS,  /* FPDUs written completely (RDMAOutFrames) */
+    SNDK_CC_RX_OCTETS, /* bytes of FPDUs read (RDMAInOctets) */
+    SNDK_CC_RX_FPDUS,  /* FPDUs received completely (RDMAInFrames) */
+    SNDK_CC_HS_TX,     /* MPA Request/Reply bytes written */
+    SNDK_CC_HS_RX,     /* MPA Request/Reply bytes read */
+    SNDK_CC_FOLDED,    /* (count of the above: these are folded into the adapter on retire) */
     SNDK_CC_SQ_POSTED = SNDK_CC_FOLDED, /* initiator requests accepted onto the wire queue */
     SNDK_CC_SQ_RETIRED, /* ... retired (sent and completed, or cancelled); both under tx_lock.
                            The receive queue's use is read from the QP (stat.c). */
@@ -110,21 +110,22 @@ enum sndk_conn_role { SNDK_ROLE_ACTIVE, SNDK_ROLE_PASSIVE };
 
 struct sndk_conn_rec {
     _Atomic uint64_t c[SNDK_CC_COUNT];
-    _Atomic int state;          /* an index into state_names */
+    _Atomic int state; /* an index into state_names */
     const char *const *state_names;
     _Atomic uint32_t ird, ord;
     _Atomic uint32_t sq_depth, rq_depth; /* 0 until a QP is attached */
     _Atomic bool crc;
     _Atomic uint8_t mpa_rev;
-    uint64_t id;                /* per adapter, from 1 */
+    uint64_t id; /* per adapter, from 1 */
     enum sndk_conn_role role;
     struct sockaddr_storage local, peer;
     char local_str[64], peer_str[64];
-    _Atomic(struct sndk_qp *) qp; /* set once attached; valid while the record is listed (the
-                                     connector holds the QP, the QP puts the record first
-                                     thing in its destroy); ndkstat reads its receive queue */
-    struct sndk_pcap_conn *pcap;/* NULL when pcap capture is off */
-    struct sndk_adapter *adapter;
+    _Atomic(struct sndk_qp *) qp;   /* set once attached; valid while the record is listed (the
+                                       connector holds the QP, the QP puts the record first
+                                       thing in its destroy); ndkstat reads its receive queue */
+    struct sndk_pcap_conn *pcap;    /* NULL when pcap capture is off */
+    struct sndk_adapter_ctrs *ctrs; /* the adapter's: the registry the record is listed in */
+    struct sndk_pcap *capture;      /* the adapter's pcap file, NULL when off */
     atomic_uint refs;
     struct sndk_conn_rec *next, *prev; /* registry, under the adapter's counter lock */
 };
@@ -175,12 +176,14 @@ void sndk_counters_read(struct sndk_adapter_ctrs *a, SOFTNDK_COUNTERS *out);
 
 /* --------------------------------------------------------------- connection records */
 
-/* A new record (one reference, the caller's) in a's registry. NULL when out of memory: every
- * user of a record accepts NULL and then counts nothing. */
-struct sndk_conn_rec *sndk_conn_rec_new(struct sndk_adapter *a, enum sndk_conn_role role,
-                                        const struct sockaddr *local,
-                                        const struct sockaddr *peer,
-                                        const char *const *state_names);
+/* A new record (one reference, the caller's) in the registry of ac, captured into `capture`
+ * (NULL: no capture) once its local address is known. NULL when out of memory: every user of a
+ * record accepts NULL and then counts nothing. The adapter passes its own counters and capture
+ * (sndk_conn_rec_new, core/adapter.h): the counters know no adapter. */
+struct sndk_conn_rec *sndk_conn_rec_open(struct sndk_adapter_ctrs *ac, struct sndk_pcap *capture,
+                                         enum sndk_conn_role role, const struct sockaddr *local,
+                                         const struct sockaddr *peer,
+                                         const char *const *state_names);
 /* The active side learns its local address when connect() completes: update it, and start the
  * capture of the connection (the handshake has not begun yet). Called by the record's owner. */
 void sndk_conn_rec_set_local(struct sndk_conn_rec *r, const struct sockaddr *local);

@@ -1,6 +1,5 @@
 /* The ndkstat control endpoint: see stat.h. */
 #include "observe/stat.h"
-#include "verify/verify.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,8 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/adapter.h"
-#include "core/qp.h"
+#include "engine/engine.h"
+#include "observe/counters.h"
+#include "util/container.h"
 #include "util/log.h"
 #include "util/lock.h"
 
@@ -33,7 +33,10 @@ struct stat_client {
 };
 
 struct sndk_stat {
-    struct sndk_adapter *a;
+    sndk_stat_snapshot_fn snapshot;
+    void *owner;                    /* the snapshot's argument: the adapter */
+    struct sndk_engine *engine;     /* serves the socket */
+    struct sndk_adapter_ctrs *ctrs; /* counts refused clients' log lines left out */
     int fd;
     char path[108];
     bool file; /* a filesystem socket: unlink on close */
@@ -46,173 +49,50 @@ struct sndk_stat {
     struct stat_client clients[STAT_MAX_CLIENTS];
 };
 
-/* ------------------------------------------------------------------ snapshot */
+/* ------------------------------------------------------------------ text */
 
-struct buf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-};
-
-__attribute__((format(printf, 2, 3))) static void put(struct buf *b, const char *fmt, ...)
+void sndk_stat_printf(struct sndk_stat_text *t, const char *fmt, ...)
 {
     for (;;) {
-        if (b->oom)
+        if (t->oom)
             return;
+        if (!t->p) {
+            t->cap = 4096;
+            t->p = malloc(t->cap);
+            if (!t->p) {
+                t->oom = true;
+                return;
+            }
+        }
         va_list ap;
         va_start(ap, fmt);
-        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        int n = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
         va_end(ap);
         if (n < 0)
             return;
-        if ((size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
+        if ((size_t)n < t->cap - t->len) {
+            t->len += (size_t)n;
             return;
         }
-        size_t cap = b->cap * 2 + (size_t)n;
-        char *p = realloc(b->p, cap);
+        size_t cap = t->cap * 2 + (size_t)n;
+        char *p = realloc(t->p, cap);
         if (!p) {
-            b->oom = true;
+            t->oom = true;
             return;
         }
-        b->p = p;
-        b->cap = cap;
+        t->p = p;
+        t->cap = cap;
     }
 }
 
-static void conn_line(const struct sndk_conn_rec *r, void *arg)
+char *sndk_stat_text_take(struct sndk_stat_text *t, size_t *len)
 {
-    struct buf *b = arg;
-    int st = atomic_load_explicit(&((struct sndk_conn_rec *)r)->state, memory_order_relaxed);
-    struct sndk_conn_rec *w = (struct sndk_conn_rec *)r;
-    uint64_t sq = sndk_cc_get(r, SNDK_CC_SQ_POSTED) - sndk_cc_get(r, SNDK_CC_SQ_RETIRED);
-    /* The receive queue under its lock, if free right now (never wait for the data path). */
-    char rq[32] = "-";
-    struct sndk_qp *qp = atomic_load(&w->qp);
-    if (qp && qp->srq) {
-        snprintf(rq, sizeof rq, "srq");
-    } else if (qp && sndk_mutex_trylock(&qp->rq_lock)) {
-        snprintf(rq, sizeof rq, "%u/%u", qp->rq.count, qp->rq.depth);
-        sndk_mutex_unlock(&qp->rq_lock);
-    } else if (qp) {
-        snprintf(rq, sizeof rq, "busy/%u", atomic_load(&w->rq_depth));
-    }
-    put(b,
-        "conn\tid=%llu\trole=%s\tstate=%s\tlocal=%s\tpeer=%s\tird=%u\tord=%u\tcrc=%s\t"
-        "mpa_rev=%u\tsq=%llu/%u\trq=%s\tout_octets=%llu\tin_octets=%llu\tout_frames=%llu\t"
-        "in_frames=%llu\ths_out=%llu\ths_in=%llu\n",
-        (unsigned long long)r->id, r->role == SNDK_ROLE_ACTIVE ? "active" : "passive",
-        r->state_names ? r->state_names[st] : "?", r->local_str[0] ? r->local_str : "-",
-        r->peer_str[0] ? r->peer_str : "-", atomic_load(&w->ird), atomic_load(&w->ord),
-        atomic_load(&w->crc) ? "on" : "off", (unsigned)atomic_load(&w->mpa_rev),
-        (unsigned long long)sq, atomic_load(&w->sq_depth), rq,
-        (unsigned long long)sndk_cc_get(r, SNDK_CC_TX_OCTETS),
-        (unsigned long long)sndk_cc_get(r, SNDK_CC_RX_OCTETS),
-        (unsigned long long)sndk_cc_get(r, SNDK_CC_TX_FPDUS),
-        (unsigned long long)sndk_cc_get(r, SNDK_CC_RX_FPDUS),
-        (unsigned long long)sndk_cc_get(r, SNDK_CC_HS_TX),
-        (unsigned long long)sndk_cc_get(r, SNDK_CC_HS_RX));
-}
-
-char *sndk_stat_snapshot(struct sndk_adapter *a, size_t *len)
-{
-    struct buf b = {malloc(4096), 0, 4096, false};
-    if (!b.p)
-        return NULL;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    struct timespec mono;
-    clock_gettime(CLOCK_MONOTONIC, &mono);
-    double up = (double)(mono.tv_sec - a->opened.tv_sec) +
-                (double)(mono.tv_nsec - a->opened.tv_nsec) / 1e9;
-    put(&b,
-        "softndk\tversion=%s\tpid=%ld\tadapter=%u\tif=%u\tndk=%u.%u\tmpa_rev=%u\tcrc=%s\t"
-        "threads=%u\ttime=%lld.%09ld\tuptime=%.6f\n",
-        SoftNdkVersionString(), (long)getpid(), a->seq, a->if_index, a->version.Major,
-        a->version.Minor, a->cfg.mpa_revision, a->cfg.crc ? "on" : "off", a->cfg.threads,
-        (long long)now.tv_sec, now.tv_nsec, up);
-    SOFTNDK_COUNTERS c;
-    c.Size = sizeof c;
-    sndk_counters_read(&a->ctrs, &c);
-#define C(f) put(&b, "counter\t%s\t%llu\n", #f, (unsigned long long)c.f)
-    C(Connect);
-    C(Accept);
-    C(ConnectFailure);
-    C(ConnectionError);
-    C(ActiveConnection);
-    C(CQError);
-    C(RDMAInOctets);
-    C(RDMAOutOctets);
-    C(RDMAInFrames);
-    C(RDMAOutFrames);
-    C(CrcErrors);
-    C(FlushedRequests);
-    C(InjectedFaults);
-    C(SourceModified);
-    C(ResponderHeld);
-    C(RnrWaits);
-    C(RnrTimeouts);
-    C(FenceReads);
-    C(InboundWrites);
-    C(InboundReadRequests);
-    C(RemoteInvalidations);
-    C(SetupsAbandoned);
-    C(LogLinesSuppressed);
-    C(HandshakeInOctets);
-    C(HandshakeOutOctets);
-    C(MpaRejectsSent);
-    C(MpaRejectsReceived);
-    C(HandshakeTimeouts);
-    C(HandshakesEvicted);
-    C(HandshakesRefused);
-    C(HandshakesPending);
-    C(IncomingUnanswered);
-#undef C
-    for (int i = 0; i < SoftNdkVerifyRuleCount; i++)
-        put(&b, "counter\tVerify.%s\t%llu\n", sndk_verify_rules[i].name,
-            (unsigned long long)c.VerifyViolations[i]);
-    static const char *const layers[3] = {"RDMAP", "DDP", "MPA"};
-    for (int i = 0; i < 3; i++) {
-        put(&b, "counter\tTerminatesSent.%s\t%llu\n", layers[i],
-            (unsigned long long)c.TerminatesSent[i]);
-        put(&b, "counter\tTerminatesReceived.%s\t%llu\n", layers[i],
-            (unsigned long long)c.TerminatesReceived[i]);
-    }
-    for (int i = 0; i < SOFTNDK_COUNTERS_TERM_SLOTS; i++) {
-        if (c.TerminateSentCodes[i].Count)
-            put(&b, "term\tsent\t0x%06x\t%llu\n", c.TerminateSentCodes[i].Code,
-                (unsigned long long)c.TerminateSentCodes[i].Count);
-        if (c.TerminateReceivedCodes[i].Count)
-            put(&b, "term\treceived\t0x%06x\t%llu\n", c.TerminateReceivedCodes[i].Code,
-                (unsigned long long)c.TerminateReceivedCodes[i].Count);
-    }
-    unsigned counts[NdkObjectTypeMax];
-    sndk_mutex_lock(&a->lock);
-    memcpy(counts, a->live_count, sizeof counts);
-    sndk_mutex_unlock(&a->lock);
-    put(&b, "objects");
-    for (int t = 1; t < NdkObjectTypeMax; t++)
-        if (t != NdkObjectTypeAdapter) {
-            char name[32];
-            snprintf(name, sizeof name, "%s", sndk_obj_type_name((NDK_OBJECT_TYPE)t));
-            for (char *p = name; *p; p++)
-                if (*p == ' ')
-                    *p = '_';
-            put(&b, "\t%s=%u", name, counts[t]);
-        }
-    put(&b, "\n");
-    sndk_mutex_lock(&a->ctrs.lock);
-    for (struct sndk_listen_rec *l = a->ctrs.listens; l; l = l->next)
-        put(&b, "listener\tid=%p\taddr=%s\n", l->obj, l->addr);
-    sndk_mutex_unlock(&a->ctrs.lock);
-    sndk_conn_rec_foreach(&a->ctrs, conn_line, &b);
-    put(&b, "end\n");
-    if (b.oom) {
-        free(b.p);
+    if (t->oom || !t->p) {
+        free(t->p);
         return NULL;
     }
-    *len = b.len;
-    return b.p;
+    *len = t->len;
+    return t->p;
 }
 
 /* ------------------------------------------------------------------ serving */
@@ -272,7 +152,7 @@ static void on_accept(struct sndk_source *src, uint32_t ev)
             static const char msg[] = "error\tpermission denied: not the adapter's user\n";
             (void)!send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
             /* another local user can connect at will */
-            sndk_warn_peer(sndk_ctr_log_suppressed(&s->a->ctrs), "stat",
+            sndk_warn_peer(sndk_ctr_log_suppressed(s->ctrs), "stat",
                            "ndkstat client uid %d refused (serving uid %d only)",
                            crlen == sizeof cr ? (int)cr.uid : -1, (int)geteuid());
             close(fd);
@@ -294,11 +174,11 @@ static void on_accept(struct sndk_source *src, uint32_t ev)
             continue;
         }
         c->off = 0;
-        c->buf = sndk_stat_snapshot(s->a, &c->len);
+        c->buf = s->snapshot(s->owner, &c->len);
         if (!c->buf)
             c->len = 0;
         /* Level-triggered EPOLLOUT: a fresh socket is writable, so client_io starts at once. */
-        if (sndk_source_add(s->a->engine, &c->src, fd, EPOLLOUT, client_io,
+        if (sndk_source_add(s->engine, &c->src, fd, EPOLLOUT, client_io,
                             (int)sndk_source_thread(&s->src)) != 0) {
             free(c->buf);
             sndk_mutex_lock(&s->lock);
@@ -390,18 +270,20 @@ static bool try_bind(struct sndk_stat *s, int *err)
     return true;
 }
 
-int sndk_stat_open(struct sndk_adapter *a, struct sndk_stat **out)
+int sndk_stat_open(const struct sndk_stat_where *where, sndk_stat_snapshot_fn snapshot, void *owner,
+                   struct sndk_stat **out)
 {
     *out = NULL;
-    if (!a->cfg.stat)
-        return 0;
     struct sndk_stat *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
-    s->a = a;
+    s->snapshot = snapshot;
+    s->owner = owner;
+    s->engine = where->engine;
+    s->ctrs = where->ctrs;
     char base[108];
-    if (a->cfg.stat_path[0]) {
-        snprintf(base, sizeof base, "%s", a->cfg.stat_path);
+    if (where->path && where->path[0]) {
+        snprintf(base, sizeof base, "%s", where->path);
     } else {
         char dir[80];
         int rc = default_dir(dir, sizeof dir);
@@ -409,7 +291,7 @@ int sndk_stat_open(struct sndk_adapter *a, struct sndk_stat **out)
             free(s);
             return rc;
         }
-        snprintf(base, sizeof base, "%s/%ld.%u.sock", dir, (long)getpid(), a->seq);
+        snprintf(base, sizeof base, "%s/%ld.%u.sock", dir, (long)getpid(), where->seq);
     }
     s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (s->fd < 0) {
@@ -453,7 +335,7 @@ int sndk_stat_open(struct sndk_adapter *a, struct sndk_stat **out)
     }
     sndk_work_init(&s->done, listen_done);
     s->pending = 1;
-    rc = sndk_source_add(a->engine, &s->src, s->fd, EPOLLIN, on_accept, -1);
+    rc = sndk_source_add(s->engine, &s->src, s->fd, EPOLLIN, on_accept, -1);
     if (rc != 0) {
         close(s->fd);
         if (s->file)

@@ -18,21 +18,49 @@
 #ifndef SOFTNDK_OBSERVE_STAT_H
 #define SOFTNDK_OBSERVE_STAT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
-struct sndk_adapter;
+struct sndk_adapter_ctrs;
+struct sndk_engine;
 struct sndk_stat;
 
-/* Open the endpoint of adapter a as its configuration says (a->cfg.stat, stat_path). Returns 0
- * (*out NULL when the endpoint is off) or -errno (logged). Any non-progress thread. */
-int sndk_stat_open(struct sndk_adapter *a, struct sndk_stat **out);
+/* The snapshot a client is served, written by the endpoint's owner (the adapter, which knows
+ * its objects: core/adapter_stat.c) into a malloc'd buffer; *len its length. NULL when out of
+ * memory (the client then gets an empty stream). Called on a progress thread. */
+typedef char *(*sndk_stat_snapshot_fn)(void *owner, size_t *len);
+
+/* Where and how the endpoint serves. */
+struct sndk_stat_where {
+    const char *path;               /* SOFTNDK_STAT_PATH; NULL or "": the per-user default */
+    unsigned seq;                   /* the adapter's number in this process: the default name */
+    struct sndk_engine *engine;     /* serves the socket */
+    struct sndk_adapter_ctrs *ctrs; /* counts the log lines of refused clients left out */
+};
+
+/* Open the endpoint: each client gets snapshot(owner). Returns 0 with *out set, or -errno
+ * (logged). Any non-progress thread. */
+int sndk_stat_open(const struct sndk_stat_where *where, sndk_stat_snapshot_fn snapshot, void *owner,
+                   struct sndk_stat **out);
 /* Close it: no client is served after it returns; the socket file is removed. Blocking; never
  * on a progress thread. NULL is ignored. */
 void sndk_stat_close(struct sndk_stat *s);
 /* The socket's path ("@name" for an abstract one). */
 const char *sndk_stat_path(const struct sndk_stat *s);
 
-/* Write the snapshot of a into a malloc'd buffer; *len its length. NULL when out of memory. */
-char *sndk_stat_snapshot(struct sndk_adapter *a, size_t *len);
+/* A snapshot being written: start from {0}, append with sndk_stat_printf, finish with
+ * sndk_stat_text_take. */
+struct sndk_stat_text {
+    char *p;
+    size_t len, cap;
+    bool oom; /* an append failed: the snapshot is lost */
+};
+
+/* Append to t (grows as needed; out of memory marks t lost). */
+void sndk_stat_printf(struct sndk_stat_text *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The text written (the caller frees it), *len its length; NULL (and t freed) when it was lost
+ * or is empty. */
+char *sndk_stat_text_take(struct sndk_stat_text *t, size_t *len);
 
 #endif

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/mr.h"
+#include "util/lock.h"
 #include "util/log.h"
 #include "observe/trace.h"
 
@@ -90,33 +90,30 @@ const struct sndk_verify_rule_info sndk_verify_rules[SoftNdkVerifyRuleCount] = {
                                       "runs)"},
 };
 
-void sndk_verify_report(struct sndk_obj *o, SOFTNDK_VERIFY_RULE rule, const void *ctx,
-                        const char *fmt, ...)
+void sndk_verify_vreport(const struct sndk_verify_subject *s, SOFTNDK_VERIFY_RULE rule,
+                         const void *ctx, const char *fmt, va_list ap)
 {
-    struct sndk_adapter *a = o->adapter;
     uint32_t bit = 1u << (unsigned)rule;
-    if (atomic_fetch_or_explicit(&o->verify_reported, bit, memory_order_relaxed) & bit)
+    if (atomic_fetch_or_explicit(s->reported, bit, memory_order_relaxed) & bit)
         return; /* once per object and rule */
-    atomic_fetch_add_explicit(&a->ctrs.verify[rule], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->policy->violations[rule], 1, memory_order_relaxed);
     const struct sndk_verify_rule_info *r = &sndk_verify_rules[rule];
     char what[400];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
     char reqctx[40] = "";
     if (ctx)
         snprintf(reqctx, sizeof reqctx, " RequestContext %p", ctx);
-    bool strict = a->cfg.verify == SoftNdkVerifyStrict;
-    const char *type = sndk_obj_type_name(o->ops->type);
+    bool strict = s->policy->mode == SoftNdkVerifyStrict;
+    const char *type = s->type;
     /* Written whatever the log level: the verifier was asked for. */
     sndk_log_write(strict ? SNDK_LOG_ERROR : SNDK_LOG_WARN, "verify",
                    "[%s] %s: %s %p%s: %s (NDKPI: %s; docs/ndk-rules.md %s)", r->name, r->title,
-                   type, (void *)o, reqctx, what, r->ref, r->rules);
+                   type, s->obj, reqctx, what, r->ref, r->rules);
     if (sndk_trace_on()) {
         char ev[48];
         snprintf(ev, sizeof ev, "verify.%s", r->name);
-        sndk_trace_emit(ev, type, o, "\"ids\":\"%s\",\"request_context\":\"%p\"", r->rules, ctx);
+        sndk_trace_emit(ev, type, s->obj, "\"ids\":\"%s\",\"request_context\":\"%p\"", r->rules,
+                        ctx);
     }
     if (strict) {
         sndk_log_write(SNDK_LOG_ERROR, "verify",
@@ -125,67 +122,24 @@ void sndk_verify_report(struct sndk_obj *o, SOFTNDK_VERIFY_RULE rule, const void
     }
 }
 
-void sndk_verify_remote_token(struct sndk_adapter *a, uint32_t stag)
+void sndk_verify_report_on(const struct sndk_verify_subject *s, SOFTNDK_VERIFY_RULE rule,
+                           const void *ctx, const char *fmt, ...)
 {
-    struct sndk_stag_table *t = a->stags;
-    sndk_mutex_lock(&t->lock);
-    uint32_t slot = sndk_stag_slot(t, stag);
-    if (slot == 0 || slot >= t->used || !t->entries[slot].owner)
-        goto out; /* never valid, or its object is gone: nothing to name */
-    const struct sndk_stag_entry *e = &t->entries[slot];
-    struct sndk_obj *o = e->owner;
-    if (!sndk_verify_on(o->adapter))
-        goto out;
-    uint32_t current = sndk_stag_of_slot(t, slot, e->key);
-    const char *why = NULL;
-    if (e->key != sndk_stag_key(stag)) {
-        bool unregistered =
-            o->ops->type == NdkObjectTypeMr &&
-            sndk_container_of(o, struct sndk_mr, base)->state == SNDK_MR_UNREGISTERED;
-        if (e->last_key == sndk_stag_key(stag))
-            why = unregistered ? "is from a registration since deregistered"
-                               : "is from the previous registration";
-    } else if (o->ops->type == NdkObjectTypeMr) {
-        const struct sndk_mr *mr = sndk_container_of(o, struct sndk_mr, base);
-        if (mr->state == SNDK_MR_FR_INVALID)
-            why = "names a fast-registered MR that was invalidated";
-    } else if (o->ops->type == NdkObjectTypeMw) {
-        const struct sndk_mw *mw = sndk_container_of(o, struct sndk_mw, base);
-        if (!mw->bound)
-            why = "names a window that is not bound (invalidated)";
-    }
-    /* Under the table lock: the owner cannot go away meanwhile; the report takes no softndk
-     * lock. */
-    if (why)
-        sndk_verify_report(o, SoftNdkVerifyStaleToken, NULL,
-                           "token 0x%08x %s; current 0x%08x (a peer's remote access used it: "
-                           "read the token after each registration)",
-                           stag, why, current);
-out:
-    sndk_mutex_unlock(&t->lock);
+    va_list ap;
+    va_start(ap, fmt);
+    sndk_verify_vreport(s, rule, ctx, fmt, ap);
+    va_end(ap);
 }
 
-void sndk_verify_fast_register(struct sndk_mr *mr, const void *ctx)
+void sndk_verify_summary(const struct sndk_verify_policy *p, const void *adapter)
 {
-    struct sndk_stag_table *t = mr->base.adapter->stags;
-    sndk_mutex_lock(&t->lock);
-    if (mr->state == SNDK_MR_FR_VALID)
-        sndk_verify_report(&mr->base, SoftNdkVerifyFastRegisterValid, ctx,
-                           "token 0x%08x is still valid: NdkInvalidate it (or let a Send with "
-                           "Invalidate do it) before registering the MR again",
-                           mr->stag);
-    sndk_mutex_unlock(&t->lock);
-}
-
-void sndk_verify_summary(struct sndk_adapter *a)
-{
-    if (!sndk_verify_on(a))
+    if (p->mode == SoftNdkVerifyOff)
         return;
     char line[600];
     size_t n = 0;
     uint64_t total = 0;
     for (int i = 0; i < SoftNdkVerifyRuleCount; i++) {
-        uint64_t c = atomic_load_explicit(&a->ctrs.verify[i], memory_order_relaxed);
+        uint64_t c = atomic_load_explicit(&p->violations[i], memory_order_relaxed);
         total += c;
         if (c && n < sizeof line) {
             int k = snprintf(line + n, sizeof line - n, " %s=%llu", sndk_verify_rules[i].name,
@@ -195,10 +149,11 @@ void sndk_verify_summary(struct sndk_adapter *a)
     }
     if (total)
         sndk_log_write(SNDK_LOG_WARN, "verify", "adapter %p closes with %llu violation(s):%s",
-                       (void *)a, (unsigned long long)total, line);
+                       adapter, (unsigned long long)total, line);
     else
-        sndk_info("verify", "adapter %p closes with no violation", (void *)a);
-    SNDK_TRACE("verify.summary", "adapter", a, "\"violations\":%llu", (unsigned long long)total);
+        sndk_info("verify", "adapter %p closes with no violation", adapter);
+    SNDK_TRACE("verify.summary", "adapter", adapter, "\"violations\":%llu",
+               (unsigned long long)total);
 }
 
 /* ---- Callbacks ------------------------------------------------------------------------------ */
@@ -298,10 +253,11 @@ struct delay_sample {
 };
 static _Thread_local struct delay_sample tls_delay;
 
-void sndk_callback_enter_verified(struct sndk_callback_scope *s, struct sndk_obj *o,
+void sndk_callback_enter_verified(struct sndk_callback_scope *s,
+                                  const struct sndk_verify_subject *subj,
                                   enum sndk_callback_kind kind, const void *ctx)
 {
-    s->obj = o;
+    s->subject = *subj;
     s->ctx = ctx;
     s->kind = kind;
     s->outer = tls_callback;
@@ -319,8 +275,8 @@ void sndk_callback_leave_verified(struct sndk_callback_scope *s)
     uint64_t end = clock_ns(CLOCK_MONOTONIC);
     uint64_t wall = end - s->start_ns;
     tls_callback = s->outer;
-    struct sndk_obj *o = s->obj;
-    uint64_t limit = (uint64_t)o->adapter->cfg.verify_callback_ms * 1000000u;
+    unsigned limit_ms = s->subject.policy->callback_ms;
+    uint64_t limit = (uint64_t)limit_ms * 1000000u;
     if (wall <= limit)
         return; /* the common case */
     /* Long by the clock: the callback's doing, or the machine's? It is the callback's when it
@@ -345,12 +301,12 @@ void sndk_callback_leave_verified(struct sndk_callback_scope *s)
         snprintf(how, sizeof how, "it waited (%ld voluntary context switch(es))", waits);
     else
         return;
-    sndk_verify_report(o, SoftNdkVerifyCallbackSlow, s->ctx,
-                       "the %s took %.1f ms (threshold %u ms, SOFTNDK_VERIFY_CALLBACK_MS) and %s: "
-                       "callbacks run at DISPATCH_LEVEL on Windows and must not block; hand long "
-                       "work to a thread of your own",
-                       callback_names[s->kind], (double)wall / 1e6,
-                       o->adapter->cfg.verify_callback_ms, how);
+    sndk_verify_report_on(
+        &s->subject, SoftNdkVerifyCallbackSlow, s->ctx,
+        "the %s took %.1f ms (threshold %u ms, SOFTNDK_VERIFY_CALLBACK_MS) and %s: "
+        "callbacks run at DISPATCH_LEVEL on Windows and must not block; hand long "
+        "work to a thread of your own",
+        callback_names[s->kind], (double)wall / 1e6, limit_ms, how);
 }
 
 bool sndk_verify_not_from_callback(const char *call, const char *why)
@@ -358,70 +314,10 @@ bool sndk_verify_not_from_callback(const char *call, const char *why)
     struct sndk_callback_scope *s = tls_callback;
     if (!s)
         return false;
-    sndk_verify_report(s->obj, SoftNdkVerifyCallbackCall, s->ctx,
-                       "%s called from the %s of this %s: %s", call, callback_names[s->kind],
-                       sndk_obj_type_name(s->obj->ops->type), why);
+    sndk_verify_report_on(&s->subject, SoftNdkVerifyCallbackCall, s->ctx,
+                          "%s called from the %s of this %s: %s", call, callback_names[s->kind],
+                          s->subject.type, why);
     return true;
-}
-
-/* ---- Handles -------------------------------------------------------------------------------- */
-
-void sndk_verify_bad_handle(struct sndk_obj *caller, const char *call, const char *arg,
-                            const void *handle, NDK_OBJECT_TYPE want)
-{
-    const char *want_name = sndk_obj_type_name(want);
-    if (!handle) {
-        sndk_verify_report(caller, SoftNdkVerifyHandleInvalid, NULL,
-                           "%s given %s NULL (not created yet, or read before the thread that "
-                           "created it stored it)",
-                           call, arg);
-        return;
-    }
-    struct sndk_obj *o = sndk_obj_lookup(handle, NdkObjectTypeUndefined);
-    char what[160];
-    if (!o)
-        snprintf(what, sizeof what,
-                 "is no softndk object (never created, not yet published by the thread that "
-                 "created it, or already freed)");
-    else if (o->ops->type != want)
-        snprintf(what, sizeof what, "is a %s, not a %s", sndk_obj_type_name(o->ops->type),
-                 want_name);
-    else if (!sndk_adapter_same_device(o->adapter, caller->adapter))
-        snprintf(what, sizeof what, "is a %s of another adapter (%p)", want_name,
-                 (void *)o->adapter);
-    else
-        return; /* live and of the right kind (refused for another reason), or closing: that
-                 * is use_after_close, reported on it when the call looked it up */ /* a live object of the right kind: refused for another reason */
-    sndk_verify_report(caller, SoftNdkVerifyHandleInvalid, NULL, "%s given %s %p, which %s", call,
-                       arg, handle, what);
-}
-
-void sndk_verify_use_after_close(struct sndk_obj *o)
-{
-    sndk_verify_report(o, SoftNdkVerifyUseAfterClose, NULL,
-                       "a call reached this %s after its close started: the consumer must not "
-                       "touch an object after starting its close (a stale pointer kept by "
-                       "another thread?)",
-                       sndk_obj_type_name(o->ops->type));
-}
-
-void sndk_verify_queue_overlap(struct sndk_obj *o, SOFTNDK_VERIFY_RULE rule, const char *queue,
-                               const char *call, const void *ctx)
-{
-    sndk_verify_report(o, rule, ctx,
-                       "%s on the %s while another thread was inside a call on the same queue: "
-                       "serialize the calls of each queue",
-                       call, queue);
-}
-
-void sndk_verify_close_during_post(struct sndk_obj *o, unsigned inside)
-{
-    if (inside)
-        sndk_verify_report(o, SoftNdkVerifyCloseDuringPost, NULL,
-                           "closed while %u post(s) on it were running on other threads: let "
-                           "every call on an object return before closing it (softndk: the "
-                           "close completes when they have)",
-                           inside);
 }
 
 /* The verified calls of this thread, innermost first (verify.h, struct sndk_verify_call). */

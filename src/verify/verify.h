@@ -6,15 +6,20 @@
  *
  * Cost when off: every check sits behind sndk_verify_on(), one load of an immutable adapter
  * field and a branch predicted not taken; most checks sit on paths that already fail (a refused
- * call, a Terminate), so the branch is not on the fast path at all. */
+ * call, a Terminate), so the branch is not on the fast path at all.
+ *
+ * The verifier knows no NDK object: a report is about a subject (struct sndk_verify_subject)
+ * that the object layer describes, and the objects call it through core/verifier.h, which
+ * builds the subject from an object. */
 #ifndef SOFTNDK_VERIFY_VERIFY_H
 #define SOFTNDK_VERIFY_VERIFY_H
 
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/adapter.h"
+#include <ndk/softndk.h>
 
 struct sndk_verify_rule_info {
     const char *name;  /* "conn_data_late": the trace event is verify.<name> */
@@ -28,37 +33,42 @@ struct sndk_verify_rule_info {
  * row here (name, rule IDs, title, Microsoft's page), and at the place that sees the mistake
  *     if (sndk_verify_on(o->adapter))
  *         sndk_verify_report(o, SoftNdkVerifyNewRule, request_context, "what happened", ...);
- * The log line, trace event, counter, ndkstat line and summary follow from the table. */
+ * (core/verifier.h). The log line, trace event, counter, ndkstat line and summary follow from
+ * the table. */
 extern const struct sndk_verify_rule_info sndk_verify_rules[SoftNdkVerifyRuleCount];
 
-static inline bool sndk_verify_on(const struct sndk_adapter *a)
-{
-    return __builtin_expect(a->cfg.verify != SoftNdkVerifyOff, 0);
-}
+/* What an adapter asks of the verifier, and where it counts the violations: set at its open,
+ * shared by all its objects, unchanged after. */
+struct sndk_verify_policy {
+    SOFTNDK_VERIFY_MODE mode;     /* Off, Warn or Strict */
+    unsigned callback_ms;         /* SOFTNDK_VERIFY_CALLBACK_MS: a longer callback is reported */
+    _Atomic uint64_t *violations; /* [SOFTNDK_VERIFY_RULE_SLOTS], by rule (the counters') */
+};
 
-/* Report that the consumer broke `rule` on object o (ctx: the RequestContext concerned, NULL
- * for none), `fmt` saying what happened. Once per object and rule: later calls for the same pair
- * do nothing. Call only with sndk_verify_on(o->adapter). Strict: does not return. Any thread, no
- * lock needed; must not be called with a lock the log or trace could wait on (neither takes
- * softndk locks). */
-void sndk_verify_report(struct sndk_obj *o, SOFTNDK_VERIFY_RULE rule, const void *ctx,
-                        const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* What a report is about: an object as the object layer describes it. */
+struct sndk_verify_subject {
+    const struct sndk_verify_policy *policy; /* its adapter's; NULL: the verifier is off */
+    const void *obj;                         /* named by its address */
+    const char *type;                        /* its NDK type as the reports name it ("QP") */
+    _Atomic uint32_t *reported; /* bit r: rule r was reported for it (once per object and rule) */
+};
 
-/* The same rule for a token (an MR or MW): called on the side that owns the STag when a peer's
- * remote access (Write, Read Request, Send with Invalidate) was refused as an invalid token.
- * Reports when the token names a slot whose previous key it carries ("from the previous
- * registration") or an MR/MW that is no longer valid (deregistered, invalidated, unbound); a
- * token that was never valid is not the owner's mistake and is not reported. */
-void sndk_verify_remote_token(struct sndk_adapter *a, uint32_t stag);
+/* Report that the consumer broke `rule` on subject s (ctx: the RequestContext concerned, NULL
+ * for none), `fmt` saying what happened. Once per subject and rule: later calls for the same
+ * pair do nothing. Call only with the verifier on (s->policy->mode not Off). Strict: does not
+ * return. Any thread, no lock needed; must not be called with a lock the log or trace could
+ * wait on (neither takes softndk locks). */
+void sndk_verify_report_on(const struct sndk_verify_subject *s, SOFTNDK_VERIFY_RULE rule,
+                           const void *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* The same with the arguments in a va_list. */
+void sndk_verify_vreport(const struct sndk_verify_subject *s, SOFTNDK_VERIFY_RULE rule,
+                         const void *ctx, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
 
-/* NdkFastRegister of mr (ctx its RequestContext) is about to take effect: report when mr is
- * still valid from the registration before (it must be invalidated first). Takes the STag
- * table lock. */
-struct sndk_mr;
-void sndk_verify_fast_register(struct sndk_mr *mr, const void *ctx);
-
-/* At adapter close: the rules violated and their counts (log, trace). */
-void sndk_verify_summary(struct sndk_adapter *a);
+/* At adapter close: the rules violated under policy p and their counts (log, trace); adapter
+ * names it. Nothing when the verifier is off. */
+void sndk_verify_summary(const struct sndk_verify_policy *p, const void *adapter);
 
 /* ---- Consumer callbacks (callback_slow, callback_call) -------------------------------------
  * Every place softndk calls a consumer callback goes through SNDK_CALLBACK, which (verifier on)
@@ -83,8 +93,8 @@ enum sndk_callback_kind {
 const char *sndk_verify_callback_name(enum sndk_callback_kind k);
 
 struct sndk_callback_scope {
-    struct sndk_obj *obj; /* NULL: verifier off, nothing to do at the end */
-    const void *ctx;      /* the callback's context argument (the RequestContext for requests) */
+    struct sndk_verify_subject subject; /* policy NULL: verifier off, nothing to do at the end */
+    const void *ctx; /* the callback's context argument (the RequestContext for requests) */
     enum sndk_callback_kind kind;
     uint64_t start_ns;
     uint64_t start_cpu_ns; /* the thread's CPU time at the start */
@@ -92,34 +102,13 @@ struct sndk_callback_scope {
     struct sndk_callback_scope *outer;
 };
 
-void sndk_callback_enter_verified(struct sndk_callback_scope *s, struct sndk_obj *o,
+/* A callback of subject *subj starts on this thread (verifier on; the objects reach this through
+ * SNDK_CALLBACK, core/verifier.h) / has returned (call only while the subject's object is still
+ * allocated: a close completion's before the object is freed). */
+void sndk_callback_enter_verified(struct sndk_callback_scope *s,
+                                  const struct sndk_verify_subject *subj,
                                   enum sndk_callback_kind kind, const void *ctx);
 void sndk_callback_leave_verified(struct sndk_callback_scope *s);
-
-static inline void sndk_callback_enter(struct sndk_callback_scope *s, struct sndk_obj *o,
-                                       enum sndk_callback_kind kind, const void *ctx)
-{
-    s->obj = NULL;
-    if (sndk_verify_on(o->adapter))
-        sndk_callback_enter_verified(s, o, kind, ctx);
-}
-
-/* Call only while o is still allocated (a close completion: before the object is freed). */
-static inline void sndk_callback_leave(struct sndk_callback_scope *s)
-{
-    if (s->obj)
-        sndk_callback_leave_verified(s);
-}
-
-/* Invoke a consumer callback of object o: SNDK_CALLBACK(&cq->base, SNDK_CB_CQ_NOTIFICATION,
- * cq->notify_ctx, cq->notify_cb(cq->notify_ctx, st)). */
-#define SNDK_CALLBACK(o, kind, ctx, call)                                                          \
-    do {                                                                                           \
-        struct sndk_callback_scope sndk_cb_scope_;                                                 \
-        sndk_callback_enter(&sndk_cb_scope_, (o), (kind), (ctx));                                  \
-        call;                                                                                      \
-        sndk_callback_leave(&sndk_cb_scope_);                                                      \
-    } while (0)
 
 /* A provider function that NDKPI does not allow from a callback (`call`: its NDK name; `why`:
  * the reason, e.g. "runs at PASSIVE_LEVEL and blocks") is being entered: when this thread is
@@ -127,28 +116,13 @@ static inline void sndk_callback_leave(struct sndk_callback_scope *s)
  * Returns true when it reported (the caller then behaves as without the verifier). */
 bool sndk_verify_not_from_callback(const char *call, const char *why);
 
-/* ---- Handles (handle_invalid, use_after_close) ---------------------------------------------
- * The call `call` of object `caller` was given, as argument `arg`, a handle that is not a live
- * softndk object of the expected type on caller's device (`handle`, already refused by the
- * caller with its status). Reports handle_invalid on caller, saying what the handle is: NULL,
- * an object of another type or device, a closing object, or no softndk object at all (never
- * created, not yet published by the thread that created it, or freed). */
-void sndk_verify_bad_handle(struct sndk_obj *caller, const char *call, const char *arg,
-                            const void *handle, NDK_OBJECT_TYPE want);
-
-/* o is reached by a consumer call after its close started (called by sndk_obj_check). */
-void sndk_verify_use_after_close(struct sndk_obj *o);
-
 /* ---- Queues (post_concurrent, srq_concurrent, close_during_post)
  * ------------------------------------------ [POST-2], [SRQ-7]: the consumer serializes its calls
  * on each queue (a QP's initiator queue, its receive queue, an SRQ). Checked like [CQ-3]: an atomic
- * count of the threads inside a call on the queue; a call that finds another inside reports it.
- * Only with the verifier on: then a QP or SRQ gets a second dispatch table whose posting entries
- * wrap the real ones in enter/leave (qp.c, srq.c), so with the verifier off a post runs exactly as
- * before, not even a branch (decisions.md). `queue` names the queue ("initiator queue of the QP").
- */
-void sndk_verify_queue_overlap(struct sndk_obj *o, SOFTNDK_VERIFY_RULE rule, const char *queue,
-                               const char *call, const void *ctx);
+ * count of the threads inside a call on the queue; a call that finds another inside reports it
+ * (sndk_verify_queue_enter, core/verifier.h). Only with the verifier on: then a QP or SRQ gets a
+ * second dispatch table whose posting entries wrap the real ones in enter/leave (qp.c, srq.c), so
+ * with the verifier off a post runs exactly as before, not even a branch (decisions.md). */
 
 /* A verified call in progress on this thread (on the caller's stack): the count it is in.
  *
@@ -175,26 +149,5 @@ unsigned sndk_verify_call_enter(struct sndk_verify_call *c, atomic_uint *callers
 void sndk_verify_call_commit(atomic_uint *callers);
 /* The call returns: out of the count unless it committed. */
 void sndk_verify_call_leave(struct sndk_verify_call *c);
-
-static inline void sndk_verify_queue_enter(struct sndk_verify_call *c, struct sndk_obj *o,
-                                           atomic_uint *callers, SOFTNDK_VERIFY_RULE rule,
-                                           const char *queue, const char *call, const void *ctx)
-{
-    if (sndk_verify_call_enter(c, callers) != 0)
-        sndk_verify_queue_overlap(o, rule, queue, call, ctx);
-}
-
-static inline void sndk_verify_queue_leave(struct sndk_verify_call *c)
-{
-    sndk_verify_call_leave(c);
-}
-
-/* [CLOSE-3], for the posts only (close_during_post): the close of o (a QP or SRQ, from its
- * close_begin) found `inside` posts on it still running and not yet committed (the sum of its
- * queue counts: a close from the completion callback of a post that has not returned yet is
- * not one). The
- * verified posts hold a reference on the object for their duration, so such a close completes
- * when they have returned instead of freeing the object under them. */
-void sndk_verify_close_during_post(struct sndk_obj *o, unsigned inside);
 
 #endif

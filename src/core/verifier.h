@@ -1,0 +1,112 @@
+/* The consumer verifier (verify/verify.h) as the objects call it: each call names an object,
+ * and the verifier gets the subject built from it here, since it knows no object itself.
+ * Whether the verifier is on for an adapter: sndk_verify_on (core/adapter.h). */
+#ifndef SOFTNDK_CORE_VERIFIER_H
+#define SOFTNDK_CORE_VERIFIER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/object.h"
+#include "verify/verify.h"
+
+struct sndk_adapter;
+struct sndk_mr;
+
+/* Object o as the verifier's reports name it: its type, its address, its adapter's settings. */
+static inline struct sndk_verify_subject sndk_obj_subject(struct sndk_obj *o)
+{
+    return (struct sndk_verify_subject){.policy = &o->root->verify,
+                                        .obj = o,
+                                        .type = sndk_obj_type_name(o->ops->type),
+                                        .reported = &o->verify_reported};
+}
+
+/* Is the verifier on for o's adapter? The same answer as sndk_verify_on(o->adapter). */
+static inline bool sndk_obj_verified(const struct sndk_obj *o)
+{
+    return __builtin_expect(o->root->verify.mode != SoftNdkVerifyOff, 0);
+}
+
+/* Report that the consumer broke `rule` on object o (sndk_verify_report_on: once per object and
+ * rule; strict does not return). Call only with sndk_verify_on(o->adapter). */
+void sndk_verify_report(struct sndk_obj *o, SOFTNDK_VERIFY_RULE rule, const void *ctx,
+                        const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* The same rule for a token (an MR or MW): called on the side that owns the STag when a peer's
+ * remote access (Write, Read Request, Send with Invalidate) was refused as an invalid token.
+ * Reports when the token names a slot whose previous key it carries ("from the previous
+ * registration") or an MR/MW that is no longer valid (deregistered, invalidated, unbound); a
+ * token that was never valid is not the owner's mistake and is not reported. Takes the STag
+ * table lock. */
+void sndk_verify_remote_token(struct sndk_adapter *a, uint32_t stag);
+
+/* NdkFastRegister of mr (ctx its RequestContext) is about to take effect: report when mr is
+ * still valid from the registration before (it must be invalidated first). Takes the STag
+ * table lock. */
+void sndk_verify_fast_register(struct sndk_mr *mr, const void *ctx);
+
+/* ---- Handles (handle_invalid; use_after_close is sndk_obj_check's) ---------------------------
+ * The call `call` of object `caller` was given, as argument `arg`, a handle that is not a live
+ * softndk object of the expected type on caller's device (`handle`, already refused by the
+ * caller with its status). Reports handle_invalid on caller, saying what the handle is: NULL,
+ * an object of another type or device, or no softndk object at all (never created, not yet
+ * published by the thread that created it, or freed); a closing object is use_after_close,
+ * reported when the call looked it up. */
+void sndk_verify_bad_handle(struct sndk_obj *caller, const char *call, const char *arg,
+                            const void *handle, NDK_OBJECT_TYPE want);
+
+/* ---- Queues (verify/verify.h): `queue` names the queue ("initiator queue of the QP"). ---- */
+void sndk_verify_queue_overlap(struct sndk_obj *o, SOFTNDK_VERIFY_RULE rule, const char *queue,
+                               const char *call, const void *ctx);
+
+static inline void sndk_verify_queue_enter(struct sndk_verify_call *c, struct sndk_obj *o,
+                                           atomic_uint *callers, SOFTNDK_VERIFY_RULE rule,
+                                           const char *queue, const char *call, const void *ctx)
+{
+    if (sndk_verify_call_enter(c, callers) != 0)
+        sndk_verify_queue_overlap(o, rule, queue, call, ctx);
+}
+
+static inline void sndk_verify_queue_leave(struct sndk_verify_call *c)
+{
+    sndk_verify_call_leave(c);
+}
+
+/* [CLOSE-3], for the posts only (close_during_post): the close of o (a QP or SRQ, from its
+ * close_begin) found `inside` posts on it still running and not yet committed (the sum of its
+ * queue counts: a close from the completion callback of a post that has not returned yet is
+ * not one). The verified posts hold a reference on the object for their duration, so such a
+ * close completes when they have returned instead of freeing the object under them. */
+void sndk_verify_close_during_post(struct sndk_obj *o, unsigned inside);
+
+/* ---- Consumer callbacks (verify/verify.h: callback_slow, callback_call) ---------------------- */
+
+static inline void sndk_callback_enter(struct sndk_callback_scope *s, struct sndk_obj *o,
+                                       enum sndk_callback_kind kind, const void *ctx)
+{
+    s->subject.policy = NULL;
+    if (sndk_obj_verified(o)) {
+        struct sndk_verify_subject subj = sndk_obj_subject(o);
+        sndk_callback_enter_verified(s, &subj, kind, ctx);
+    }
+}
+
+/* Call only while o is still allocated (a close completion: before the object is freed). */
+static inline void sndk_callback_leave(struct sndk_callback_scope *s)
+{
+    if (s->subject.policy)
+        sndk_callback_leave_verified(s);
+}
+
+/* Invoke a consumer callback of object o: SNDK_CALLBACK(&cq->base, SNDK_CB_CQ_NOTIFICATION,
+ * cq->notify_ctx, cq->notify_cb(cq->notify_ctx, st)). */
+#define SNDK_CALLBACK(o, kind, ctx, call)                                                          \
+    do {                                                                                           \
+        struct sndk_callback_scope sndk_cb_scope_;                                                 \
+        sndk_callback_enter(&sndk_cb_scope_, (o), (kind), (ctx));                                  \
+        call;                                                                                      \
+        sndk_callback_leave(&sndk_cb_scope_);                                                      \
+    } while (0)
+
+#endif
