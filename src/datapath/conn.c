@@ -240,15 +240,13 @@ static void conn_end(struct sndk_qp *qp, enum sndk_end_finder by, const struct s
     sndk_mutex_lock(&qp->rx_lock);
     sndk_mutex_lock(&qp->tx_lock);
     /* Our direction may have ended already (the shutdown's FIN went after the last request):
-     * then nothing more can be written, and it ends once. */
-    bool fin_out = sndk_conn_phase(io) == SNDK_PHASE_FIN_SENT;
-    if (f->send_term && !fin_out)
+     * then nothing more can be written, and it ends once (the stream keeps that record: the
+     * phase may have moved on to failing since). */
+    if (f->send_term && !io->stream.write_ended)
         sndk_tx_terminate(qp, &f->term);
-    if ((f->send_term || f->graceful) && !fin_out) {
-        /* FIN right behind the Terminate / the last FPDU */
-        sndk_stream_shutdown_write(&io->stream);
+    /* FIN right behind the Terminate / the last FPDU */
+    if ((f->send_term || f->graceful) && sndk_stream_shutdown_write(&io->stream))
         sndk_seam_tx_fin(qp);
-    }
     /* from here only src_done touches the socket */
     sndk_conn_phase_set(qp, SNDK_PHASE_ENDED, f->graceful ? "shutdown finished" : "failed");
     sndk_tx_discard(io);
@@ -818,7 +816,7 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     }
     io->engine = qp->base.adapter->engine;
     if (p->stream_ops)
-        io->stream = (struct sndk_stream){.ops = p->stream_ops, .fd = p->fd};
+        io->stream = (struct sndk_stream){.ops = p->stream_ops, .fd = p->fd, .write_ended = false};
     else
         sndk_stream_tcp_init(&io->stream, p->fd);
     io->thread = p->thread < sndk_engine_threads(io->engine) ? p->thread : 0;

@@ -26,7 +26,8 @@ struct sndk_stream_ops {
     ssize_t (*readv)(struct sndk_stream *s, const struct iovec *iov, int n);
     /* Is a byte waiting, without taking it? 1: yes; 0: not yet; -errno: end or error. */
     int (*peek)(struct sndk_stream *s);
-    /* End our direction after what was written (TCP: FIN). */
+    /* End our direction after what was written (TCP: FIN). Called once (the wrapper below
+     * keeps the record). */
     void (*shutdown_write)(struct sndk_stream *s);
     /* The stream's pending error (0: none), consumed. */
     int (*error)(struct sndk_stream *s);
@@ -39,6 +40,9 @@ struct sndk_stream_ops {
 struct sndk_stream {
     const struct sndk_stream_ops *ops;
     int fd; /* what the progress thread's epoll and the CQs' readiness sets watch */
+    /* Our direction has ended (shutdown_write went): nothing more may be written. A fact of
+     * the stream, as a socket keeps it, written under the connection's tx_lock. */
+    bool write_ended;
 };
 
 /* TCP: a connected, non-blocking socket (stream_tcp.c); sets TCP_NODELAY. The stream owns fd
@@ -57,9 +61,14 @@ static inline int sndk_stream_peek(struct sndk_stream *s)
 {
     return s->ops->peek(s);
 }
-static inline void sndk_stream_shutdown_write(struct sndk_stream *s)
+/* End our direction, once: true when this call ended it, false when it had ended before. */
+static inline bool sndk_stream_shutdown_write(struct sndk_stream *s)
 {
+    if (s->write_ended)
+        return false;
+    s->write_ended = true;
     s->ops->shutdown_write(s);
+    return true;
 }
 static inline int sndk_stream_error(struct sndk_stream *s)
 {
