@@ -169,6 +169,20 @@ lat_callback)
     [ $st -eq 2 ] || fail "send_bw --callback: exit $st, want 2"
     expect_line "$work/err" '^ndkperf: --callback applies to send_lat and read_lat' "usage error"
     ;;
+blocking_stages)
+    # bench/blocking_stages chains each message's stages in both blocking modes (not a timing
+    # test: it checks that the chain is found and printed). Needs perf with tracepoint access.
+    command -v perf >/dev/null || skip "perf not installed (Debian linux-perf)"
+    perf record -q -o "$work/probe.data" -e syscalls:sys_enter_futex -- true >/dev/null 2>&1 ||
+        skip "perf cannot record tracepoints here (root, or perf_event_paranoid -1)"
+    timeout 100 "$(dirname "$0")/../../bench/blocking_stages" "$NDKPERF" --iters 300 --rounds 1 \
+        >"$work/out" 2>"$work/err"; st=$?
+    [ $st -eq 0 ] || fail "bench/blocking_stages exited $st: $(tail -n 1 "$work/err")"
+    expect_line "$work/out" '^wait \(-e\): [1-9][0-9]* messages, 1 rounds' "the -e chain"
+    expect_line "$work/out" '^callback \(--callback\): [1-9][0-9]* messages, 1 rounds' "the --callback chain"
+    expect_line "$work/out" '^  callback -> consumer runs \(its wake-up\) +[0-9]+\.[0-9]+ us' "the consumer's stage"
+    expect_line "$work/out" '^  read -> answer.s sendmsg \(CQ post, callback\) +[0-9]+\.[0-9]+ us' "the callback's stage"
+    ;;
 send_bw_check)
     timeout 90 "$NDKPERF" --loopback send_bw -s 65536 -n 200 -c --timeout 60 \
         --out_json --out_json_file "$work/result.json" >"$work/out" 2>"$work/err"; st=$?
