@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Run bench/compare --quick --rounds 1 into a temporary folder and check its JSON: every
-bandwidth row of the table has a CPU-per-GB figure for softndk and raw TCP, both blocking
-latency rows (the thread woken, and the work in the callback) are in the table with softndk's
-figure, and every point of the plot holds every plotted system (softndk, raw TCP, libfabric
+bandwidth row of the table has a CPU-per-GB figure for softndk and raw TCP, the blocking
+latency rows (the thread woken, and the work in the callback, each pinned and unpinned) are in
+the table with softndk's figure, and every point of the plot holds every plotted system (softndk, raw TCP, libfabric
 tcp, UCX tcp), each exactly its row's median (None where that system did not run): at 64 B
 latency, 64 KiB and 1 MiB bandwidth those are the table's.
     compare_check.py BENCH_COMPARE BUILD_DIR"""
@@ -33,7 +33,9 @@ def main():
             d = json.load(f)
     m, cpu, sweep = d["metrics"], d["cpu_per_gb"], d["sweep"]
     for row, label in (("lat64_block", "64 B one-way latency, blocking"),
-                       ("lat64_block_cb", "64 B one-way latency, blocking, callback")):
+                       ("lat64_block_cb", "64 B one-way latency, blocking, callback"),
+                       ("lat64_block_nopin", "64 B one-way latency, blocking, unpinned"),
+                       ("lat64_block_cb_nopin", "64 B one-way, blocking, callback, unpinned")):
         if row not in m or not m[row]["in_table"] or m[row]["label"] != label:
             fail("no table row %s (%r)" % (row, label))
         v = m[row]["median"].get("softndk")
@@ -69,7 +71,7 @@ def main():
         fail("plot bandwidth sizes %r" % sizes)
     peers = sorted({s for k in ("bw", "lat") for p in sweep[k] for s in plotted[2:]
                     if p[s] is not None})
-    print("compare_check: CPU per GB for 5 rows, both blocking latency rows, plot points = "
+    print("compare_check: CPU per GB for 5 rows, 4 blocking latency rows, plot points = "
           "row medians (peers plotted: %s): ok" % (", ".join(peers) or "none installed"))
 
 
