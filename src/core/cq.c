@@ -3,6 +3,7 @@
 #include "faults/faults.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +109,7 @@ static void overrun_work_fn(struct sndk_work *w)
 static void notify_work_fn(struct sndk_work *w)
 {
     struct sndk_cq *cq = sndk_container_of(w, struct sndk_cq, notify_work);
+    bool called = false;
     sndk_mutex_lock(&cq->lock);
     while (cq->notify_due) {
         NTSTATUS st = cq->notify_status;
@@ -117,12 +119,20 @@ static void notify_work_fn(struct sndk_work *w)
         sndk_mutex_unlock(&cq->lock);
         SNDK_CALLBACK(&cq->base, SNDK_CB_CQ_NOTIFICATION, cq->notify_ctx,
                       cq->notify_cb(cq->notify_ctx, st));
+        called = true;
         sndk_mutex_lock(&cq->lock);
     }
     cq->notify_due = false;
     cq->notify_scheduled = false;
     sndk_mutex_unlock(&cq->lock);
     sndk_obj_put(&cq->base);
+    /* The callback has most likely woken a thread: the consumer it hands the completion to, or,
+     * when it did the work itself and posted, the peer's progress thread (on loopback the send
+     * wakes it). The scheduler may have put that thread on this CPU, where the progress thread
+     * would now spin for its whole window before it ran: give the CPU up once (a system call
+     * that returns at once when nobody waits for it). docs/datapath.md, "The blocking path". */
+    if (called)
+        sched_yield();
 }
 
 static void mod_timer_fn(struct sndk_timer *t)

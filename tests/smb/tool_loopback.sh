@@ -90,8 +90,10 @@ for i in 1 2 3 4; do [ "$(sha "$work/client/par$i")" = "$(sha "$work/share/par$i
 # a client killed mid-transfer: the server goes on
 head -c 67108864 /dev/urandom >"$work/client/big"
 # ndksmb itself in the background (not through a function or timeout: kill -9 must reach it)
-# (small requests one at a time, so it lasts; killed once 4 MiB of it reached the server)
-"$N" -U smbtest%loop-pass --port "$port" --io-size 65536 --depth 1 //127.0.0.1/share \
+# (4 KiB requests one at a time, so it lasts: 64 KiB ones took the whole 64 MiB in 0.12 s once
+# blocking round trips got faster, and the put could end between two looks below; killed once
+# 4 MiB of it reached the server)
+"$N" -U smbtest%loop-pass --port "$port" --io-size 4096 --depth 1 //127.0.0.1/share \
     put "$work/client/big" big.bin >/dev/null 2>&1 &
 kp=$!
 for _ in $(seq 1000); do

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Run bench/compare --quick --rounds 1 into a temporary folder and check its JSON: every
-bandwidth row of the table has a CPU-per-GB figure for softndk and raw TCP, and the plot's
-points at 64 B latency, 64 KiB and 1 MiB bandwidth are exactly the table's medians.
+bandwidth row of the table has a CPU-per-GB figure for softndk and raw TCP, the blocking
+latency rows (the thread woken, and the work in the callback, each pinned and unpinned) are in
+the table with softndk's figure, and every point of the plot holds every plotted system (softndk, raw TCP, libfabric
+tcp, UCX tcp), each exactly its row's median (None where that system did not run): at 64 B
+latency, 64 KiB and 1 MiB bandwidth those are the table's.
     compare_check.py BENCH_COMPARE BUILD_DIR"""
 import json
 import os
@@ -29,6 +32,17 @@ def main():
         with open(os.path.join(out, "latest.json")) as f:
             d = json.load(f)
     m, cpu, sweep = d["metrics"], d["cpu_per_gb"], d["sweep"]
+    for row, label in (("lat64_block", "64 B one-way latency, blocking"),
+                       ("lat64_block_cb", "64 B one-way latency, blocking, callback"),
+                       ("lat64_block_nopin", "64 B one-way latency, blocking, unpinned"),
+                       ("lat64_block_cb_nopin", "64 B one-way, blocking, callback, unpinned")):
+        if row not in m or not m[row]["in_table"] or m[row]["label"] != label:
+            fail("no table row %s (%r)" % (row, label))
+        v = m[row]["median"].get("softndk")
+        if not isinstance(v, float) or not v > 0:
+            fail("%s: no softndk median (%r)" % (row, v))
+        if label not in p.stdout:
+            fail("the report has no row %r" % label)
     for row in ("bw64k", "bw1m", "bw1m_nocrc", "bw1m_block", "write_bw1m"):
         for system in ("softndk", "rawtcp"):
             v = cpu.get(row, {}).get("median", {}).get(system)
@@ -36,17 +50,29 @@ def main():
                 fail("%s: no CPU per GB for %s (%r)" % (row, system, v))
     points = {("bw", 65536): "bw64k", ("bw", 1 << 20): "bw1m", ("lat", 64): "lat64_poll"}
     for (kind, size), row in points.items():
-        pt = [p for p in sweep[kind] if p["size"] == size]
-        if len(pt) != 1:
-            fail("plot has %d points at %s %d" % (len(pt), kind, size))
-        for system in ("softndk", "rawtcp"):
-            if pt[0][system] != m[row]["median"][system]:
-                fail("plot %s %d %s = %r, table %s = %r" % (kind, size, system, pt[0][system],
-                                                            row, m[row]["median"][system]))
+        if len([p for p in sweep[kind] if p["size"] == size]) != 1:
+            fail("plot has no single point at %s %d" % (kind, size))
+    plotted = ("softndk", "rawtcp", "libfabric_tcp", "ucx_tcp")
+    for kind in ("bw", "lat"):
+        for pt in sweep[kind]:
+            size = pt["size"]
+            row = points.get((kind, size), "plot_%s%d" % (kind, size))
+            for system in plotted:
+                if system not in pt:
+                    fail("plot %s %d has no %s entry" % (kind, size, system))
+                if pt[system] != m[row]["median"].get(system):
+                    fail("plot %s %d %s = %r, row %s = %r" % (
+                        kind, size, system, pt[system], row, m[row]["median"].get(system)))
+            for system in ("softndk", "rawtcp"):
+                if pt[system] is None:
+                    fail("plot %s %d: no %s figure" % (kind, size, system))
     sizes = [p["size"] for p in sweep["bw"]]
     if sizes != sorted(sizes) or len(sizes) < 3:
         fail("plot bandwidth sizes %r" % sizes)
-    print("compare_check: CPU per GB for 5 rows, plot points = table medians: ok")
+    peers = sorted({s for k in ("bw", "lat") for p in sweep[k] for s in plotted[2:]
+                    if p[s] is not None})
+    print("compare_check: CPU per GB for 5 rows, 4 blocking latency rows, plot points = "
+          "row medians (peers plotted: %s): ok" % (", ".join(peers) or "none installed"))
 
 
 if __name__ == "__main__":

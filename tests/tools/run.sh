@@ -152,6 +152,37 @@ send_lat_histogram)
     awk '/^hist/ {b = $2 + 0; if (b <= last) exit 1; last = b}' last=-1 "$work/err" ||
         fail "histogram buckets not in ascending order"
     ;;
+lat_callback)
+    # --callback: the latency loops run in the CQ notification callback (poll, post, re-arm);
+    # every message checked (-c), two sizes (rounds) each, under the verifier where ctest sets it.
+    for t in send_lat read_lat; do
+        timeout 90 "$NDKPERF" --loopback $t -a --max-size 128 -n 300 -c --callback --timeout 60 \
+            --out_json --out_json_file "$work/$t.json" >"$work/$t.out" 2>"$work/$t.err"; st=$?
+        skip_if_unsupported $st "$work/$t.err"
+        [ $st -eq 0 ] || fail "ndkperf --loopback $t --callback exited $st: $(tail -n 1 "$work/$t.err")"
+        expect_line "$work/$t.out" '^ Completions +: events, work in the callback' "$t header"
+        expect_line "$work/$t.out" '^ 64 +300 +[0-9.]+ +[0-9.]+ +[0-9.]+' "$t 64 B row"
+        expect_line "$work/$t.out" '^ 128 +300 +[0-9.]+ +[0-9.]+ +[0-9.]+' "$t 128 B row"
+        expect_line "$work/$t.json" '"events": true, "callback": true,' "$t JSON"
+    done
+    timeout 30 "$NDKPERF" --loopback send_bw --callback >"$work/out" 2>"$work/err"; st=$?
+    [ $st -eq 2 ] || fail "send_bw --callback: exit $st, want 2"
+    expect_line "$work/err" '^ndkperf: --callback applies to send_lat and read_lat' "usage error"
+    ;;
+blocking_stages)
+    # bench/blocking_stages chains each message's stages in both blocking modes (not a timing
+    # test: it checks that the chain is found and printed). Needs perf with tracepoint access.
+    command -v perf >/dev/null || skip "perf not installed (Debian linux-perf)"
+    perf record -q -o "$work/probe.data" -e syscalls:sys_enter_futex -- true >/dev/null 2>&1 ||
+        skip "perf cannot record tracepoints here (root, or perf_event_paranoid -1)"
+    timeout 100 "$(dirname "$0")/../../bench/blocking_stages" "$NDKPERF" --iters 300 --rounds 1 \
+        >"$work/out" 2>"$work/err"; st=$?
+    [ $st -eq 0 ] || fail "bench/blocking_stages exited $st: $(tail -n 1 "$work/err")"
+    expect_line "$work/out" '^wait \(-e\): [1-9][0-9]* messages, 1 rounds' "the -e chain"
+    expect_line "$work/out" '^callback \(--callback\): [1-9][0-9]* messages, 1 rounds' "the --callback chain"
+    expect_line "$work/out" '^  callback -> consumer runs \(its wake-up\) +[0-9]+\.[0-9]+ us' "the consumer's stage"
+    expect_line "$work/out" '^  read -> answer.s sendmsg \(CQ post, callback\) +[0-9]+\.[0-9]+ us' "the callback's stage"
+    ;;
 send_bw_check)
     timeout 90 "$NDKPERF" --loopback send_bw -s 65536 -n 200 -c --timeout 60 \
         --out_json --out_json_file "$work/result.json" >"$work/out" 2>"$work/err"; st=$?

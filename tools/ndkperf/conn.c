@@ -210,18 +210,34 @@ static void close_obj(NDK_FN_CLOSE_OBJECT fn, NDK_OBJECT_HEADER *h, const char *
 /* ------------------------------------------------------------------------------------------ */
 /* Callbacks */
 
+void futex_wake_all(_Atomic unsigned *word)
+{
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+void futex_wait_ms(_Atomic unsigned *word, unsigned value, unsigned ms)
+{
+    struct timespec left = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    /* returns at once if the word no longer holds value */
+    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, &left, NULL, 0);
+}
+
 /* A notification for the side's waiter: a count and a futex wake, no lock, never a wait. */
 static void event_signal(struct side *s)
 {
     atomic_fetch_add_explicit(&s->ev_count, 1, memory_order_release);
-    syscall(SYS_futex, &s->ev_count, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    futex_wake_all(&s->ev_count);
 }
 
 static void on_cq(void *ctx, NTSTATUS st)
 {
     struct side *s = ctx;
-    if (st != STATUS_SUCCESS)
+    if (st != STATUS_SUCCESS) {
         atomic_store(&s->ev_status, st);
+        futex_wake_all(&s->cb_mode); /* a --callback thread looks at ev_status */
+    } else if (callback_loop(s)) {
+        return; /* --callback: the work was done here, nobody waits for this one */
+    }
     event_signal(s);
 }
 

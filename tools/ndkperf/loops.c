@@ -11,8 +11,11 @@
  * read_lat times one RDMA Read at a time (the whole round trip), as perftest does.
  *
  * Polling (default) spins on NdkGetCqResultsEx, which also drives the provider's receive path;
- * -e arms the CQs with NdkArmCq(ANY), polls once more, then blocks on the notification. */
+ * -e arms the CQs with NdkArmCq(ANY), polls once more, then blocks on the notification;
+ * --callback (send_lat, read_lat) runs the latency loop in the notification callback itself
+ * (below), the rest of the round (END, SYNC) as -e. */
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -564,6 +567,118 @@ static void read_lat(struct side *s, struct flow *f, uint64_t *samples, uint64_t
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* --callback: the latency loop in the CQ notification callback, as a kernel consumer runs it in
+ * its DPC: the callback polls the CQ until it is empty, acts on what it took (the client times
+ * the reply and posts the next message or Read, the server answers), and re-arms; a completion
+ * written between its last empty poll and the arm fires the arm ([CQ-7]). The thread hands the
+ * loop over and waits for its end; it never wakes per message. */
+
+struct cb_lat {
+    struct flow *f;
+    uint64_t *samples;
+    uint64_t n, i; /* message (Read) i is in flight, or awaited (server) */
+    uint64_t t0;
+    bool timed; /* client: message i has its sample */
+};
+
+/* One pass: drain, act, then arm, or end the loop. Only one caller at a time (cb_busy). */
+static void cb_step(struct side *s)
+{
+    struct cb_lat *c = s->cb;
+    struct flow *f = c->f;
+    const enum test_kind t = s->o->test;
+    for (;;) {
+        bool took = progress(f) > 0;
+        if (t == T_READ_LAT) {
+            if (f->completed == c->i + 1) {
+                c->samples[c->i] = now_ns() - c->t0;
+                if (++c->i == c->n)
+                    break;
+                c->t0 = now_ns();
+                post_data(f, c->i, 0);
+            }
+        } else if (!s->is_server) {
+            if (!c->timed && f->received == c->i + 1) {
+                c->samples[c->i] = (now_ns() - c->t0) / 2;
+                c->timed = true;
+            }
+            if (c->timed && f->outstanding == 0) {
+                if (++c->i == c->n)
+                    break;
+                c->timed = false;
+                c->t0 = now_ns();
+                post_data(f, c->i, 0);
+            }
+        } else if (c->i < c->n && f->received == c->i + 1 && f->outstanding == 0) {
+            post_data(f, c->i, 0);
+            c->i++;
+        } else if (c->i == c->n && f->outstanding == 0) {
+            break;
+        }
+        if (!took) {
+            struct qpctx *q = f->q;
+            q->cq->Dispatch->NdkArmCq(q->cq, NDK_CQ_NOTIFY_ANY);
+            return;
+        }
+    }
+    /* the end: the last thing this loop touches, then the thread owns the flow again */
+    atomic_store(&s->cb_mode, CB_DONE);
+    futex_wake_all(&s->cb_mode);
+}
+
+/* Run steps while one is due and nobody else runs them: a caller that finds the loop busy
+ * leaves it pending for the one inside, who runs another step (a callback never waits). */
+static void cb_run(struct side *s)
+{
+    atomic_store(&s->cb_pending, true);
+    while (atomic_load(&s->cb_pending) && !atomic_exchange(&s->cb_busy, true)) {
+        atomic_store(&s->cb_pending, false);
+        if (atomic_load(&s->cb_mode) == CB_RUNNING)
+            cb_step(s);
+        atomic_store(&s->cb_busy, false);
+    }
+}
+
+bool callback_loop(struct side *s)
+{
+    if (atomic_load(&s->cb_mode) != CB_RUNNING)
+        return false;
+    cb_run(s);
+    return true;
+}
+
+static void callback_lat(struct side *s, struct flow *f, uint64_t *samples, uint64_t n)
+{
+    struct qpctx *q = f->q;
+    struct cb_lat c = {.f = f, .samples = samples, .n = n};
+    if (s->o->test == T_READ_LAT && s->is_server)
+        return; /* the target only answers (inside the provider) */
+    if (!s->is_server) {
+        c.t0 = now_ns();
+        post_data(f, 0, 0);
+    }
+    s->cb = &c;
+    atomic_store(&s->cb_mode, CB_RUNNING);
+    /* the first step here: it takes what is queued already (or held from the last round),
+     * then arms; from then on the callbacks run the loop */
+    cb_run(s);
+    while (atomic_load(&s->cb_mode) == CB_RUNNING) {
+        futex_wait_ms(&s->cb_mode, CB_RUNNING, 1000);
+        NTSTATUS st = atomic_load(&s->ev_status);
+        if (st != STATUS_SUCCESS)
+            die_status("CQ notification", st, "the CQ overran or failed");
+        if (atomic_load(&s->cb_mode) == CB_RUNNING && atomic_load(&q->peer_gone))
+            die(EXIT_FAIL, "%s: QP %u: the peer disconnected during the test",
+                test_name(s->o->test), q->index);
+    }
+    /* the step that ended the loop may still be leaving cb_run (it touches only the flags) */
+    while (atomic_load(&s->cb_busy))
+        sched_yield();
+    s->cb = NULL;
+    f->target = f->posted;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 
 static void flow_init(struct flow *f, struct side *s, struct qpctx *q, uint32_t size)
 {
@@ -633,7 +748,9 @@ void run_test(struct side *s)
             drive(s, fl, s->nqps);
         } else {
             struct flow *f = &fl[0];
-            if (o->test == T_SEND_LAT)
+            if (o->callback)
+                callback_lat(s, f, samples, o->iters);
+            else if (o->test == T_SEND_LAT)
                 send_lat(s, f, samples, o->iters);
             else if (o->test == T_WRITE_LAT)
                 write_lat(s, f, samples, o->iters);

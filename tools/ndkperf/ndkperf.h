@@ -66,6 +66,7 @@ struct opts {
     uint32_t post_list;    /* -l: requests per DEFER chain */
     uint32_t outs;         /* -o: outstanding reads (ORD asked) */
     bool events;           /* -e: block on CQ notifications */
+    bool callback;         /* --callback: -e, the latency loop runs in the notification callback */
     bool bidir;            /* -b */
     bool verify;           /* -c */
     bool report_gbits;     /* --report_gbits */
@@ -226,6 +227,13 @@ struct side {
     _Atomic unsigned ev_count;
     unsigned ev_timeouts;
     _Atomic NTSTATUS ev_status;
+    /* --callback (loops.c): while cb_mode is CB_RUNNING the notification callback runs the
+     * latency loop (cb holds its state) instead of waking the thread, which waits for CB_DONE
+     * (a futex on cb_mode). cb_busy lets one caller at a time in (the CQ's polls and arms are
+     * serialized, [CQ-3]); a caller that finds it taken leaves cb_pending for the one inside. */
+    _Atomic unsigned cb_mode;
+    atomic_bool cb_busy, cb_pending;
+    void *cb;
     /* connect events (server) */
     pthread_mutex_t conn_lock;
     pthread_cond_t conn_cond;
@@ -266,6 +274,10 @@ void hold_completion(struct qpctx *q, const NDK_RESULT_EX *r);
 unsigned side_arm(struct side *s);
 /* Block until a notification newer than `seen` (or 1 s, counted in ev_timeouts). */
 void side_wait_event(struct side *s, unsigned seen);
+/* Wake every thread waiting on a futex word. */
+void futex_wake_all(_Atomic unsigned *word);
+/* Wait on a futex word while it holds `value`, at most ms milliseconds. */
+void futex_wait_ms(_Atomic unsigned *word, unsigned value, unsigned ms);
 const char *sockaddr_text(const struct sockaddr_storage *ss, char *buf, size_t cap);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -285,6 +297,10 @@ struct round_result {
 
 /* Run every round of the test on the connected side; fills s->rounds. */
 void run_test(struct side *s);
+/* The CQ notification callback's part in --callback: runs the latency loop and returns true
+ * while one runs in callbacks (CB_RUNNING), else returns false at once (the thread waits). */
+enum { CB_OFF = 0, CB_RUNNING = 1, CB_DONE = 2 };
+bool callback_loop(struct side *s);
 
 /* Pattern for -c: fill / check len bytes of message `iter` of QP `qp`. */
 void pattern_fill(uint8_t *buf, size_t len, uint64_t iter, unsigned qp);

@@ -47,7 +47,12 @@ static void usage(FILE *f)
             "  -I, --inline_size N     send/write up to N bytes inline (default 0)\n"
             "  -l, --post_list N       post N requests per DEFER chain (default 1)\n"
             "  -o, --outs N            outstanding reads asked (ORD/IRD, default 16)\n"
-            "  -e, --events            block on CQ notifications (NdkArmCq) instead of polling\n"
+            "  -e, --events            block on CQ notifications (NdkArmCq) instead of polling:\n"
+            "                          the thread waits, the notification callback wakes it\n"
+            "      --callback          send_lat, read_lat: block as -e, but do the work in the\n"
+            "                          notification callback (poll, post the next message,\n"
+            "                          re-arm), as a kernel consumer does in its DPC; the\n"
+            "                          thread only waits for the end of the loop\n"
             "  -b, --bidirectional     BW tests: both sides send\n"
             "  -c, --check             fill every message with a per-iteration pattern and\n"
             "                          check every received byte\n"
@@ -131,6 +136,7 @@ void parse_options(int argc, char **argv, struct opts *o)
         O_CRC,
         O_MAX_SIZE,
         O_PERFTEST,
+        O_CALLBACK,
     };
     static const struct option longopts[] = {
         {"size", required_argument, NULL, 's'},
@@ -165,6 +171,7 @@ void parse_options(int argc, char **argv, struct opts *o)
         {"crc", required_argument, NULL, O_CRC},
         {"max-size", required_argument, NULL, O_MAX_SIZE},
         {"perftest", no_argument, NULL, O_PERFTEST},
+        {"callback", no_argument, NULL, O_CALLBACK},
         {NULL, 0, NULL, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "s:an:D:q:t:r:I:l:o:ebcp:d:vVh", longopts, NULL)) != -1) {
@@ -276,6 +283,10 @@ void parse_options(int argc, char **argv, struct opts *o)
         case O_PERFTEST:
             o->perftest = true;
             break;
+        case O_CALLBACK:
+            o->callback = true;
+            o->events = true;
+            break;
         default:
             usage(stderr);
             exit(EXIT_USAGE);
@@ -328,6 +339,8 @@ void parse_options(int argc, char **argv, struct opts *o)
         bad("-l applies to the BW tests");
     if (o->post_list > o->tx_depth)
         bad("-l %u is above the TX depth -t %u", o->post_list, o->tx_depth);
+    if (o->callback && o->test != T_SEND_LAT && o->test != T_READ_LAT)
+        bad("--callback applies to send_lat and read_lat");
     if (o->events && o->test == T_WRITE_LAT)
         bad("-e does not apply to write_lat: an RDMA Write makes no completion at its target");
     if (o->verify && o->duration && (o->test == T_WRITE_BW))

@@ -122,7 +122,10 @@ void print_header(const struct side *s, const struct side *peer)
            test_is_send(o->test) ? q->peer_data_slots : 0);
     snprintf(tmp, sizeof tmp, "%u (max %u)", s->inline_size, s->info.MaxInlineDataSize);
     printf(" %-16s: %-30u %-15s: %s\n", "Post list (DEFER)", o->post_list, "Inline size", tmp);
-    printf(" %-16s: %-30s %-15s: %s\n", "Completions", o->events ? "events (NdkArmCq)" : "polling",
+    printf(" %-16s: %-30s %-15s: %s\n", "Completions",
+           o->callback ? "events, work in the callback"
+           : o->events ? "events (NdkArmCq)"
+                       : "polling",
            "Data check", onoff(o->verify));
     printf(" %-16s: %-30s %-15s: %s\n", "MPA revision", mpa, "CRC", crc);
     snprintf(tmp, sizeof tmp, "%u/%u (effective)", q->ird, q->ord);
@@ -231,13 +234,14 @@ void write_json(const struct side *s, const struct side *peer)
     fprintf(f,
             ", \"NDK_version\": \"%u.%u\", \"Number_of_qps\": %u, \"Transport_type\": \"IW\","
             " \"Connection_type\": \"RC\", \"tx_depth\": %u, \"rx_depth\": %u, \"post_list\": %u,"
-            " \"inline_size\": %u, \"events\": %s, \"bidirectional\": %s, \"check\": %s,"
+            " \"inline_size\": %u, \"events\": %s, \"callback\": %s, \"bidirectional\": %s,"
+            " \"check\": %s,"
             " \"loopback\": %s, \"ird\": %u, \"ord\": %u, \"duration\": %u, \"mpa_rev\": ",
             s->info.Version.Major, s->info.Version.Minor, s->nqps, o->tx_depth,
             test_is_send(o->test) ? s->qps[0].peer_data_slots : 0, o->post_list, s->inline_size,
-            o->events ? "true" : "false", o->bidir ? "true" : "false",
-            o->verify ? "true" : "false", o->loopback ? "true" : "false", s->qps[0].ird,
-            s->qps[0].ord, o->duration);
+            o->events ? "true" : "false", o->callback ? "true" : "false",
+            o->bidir ? "true" : "false", o->verify ? "true" : "false",
+            o->loopback ? "true" : "false", s->qps[0].ird, s->qps[0].ord, o->duration);
     json_str(f, mpa);
     fprintf(f, ", \"crc\": ");
     json_str(f, crc);
