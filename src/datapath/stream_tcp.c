@@ -16,10 +16,11 @@ static ssize_t tcp_writev(struct sndk_stream *s, const struct iovec *iov, int n)
     return w < 0 ? -(errno == EWOULDBLOCK ? EAGAIN : errno) : w;
 }
 
+/* readv: the socket is non-blocking (the link's contract), and readv is the system call the
+ * data path's measurements trace (bench/blocking_stages, docs/datapath.md). */
 static ssize_t tcp_readv(struct sndk_stream *s, const struct iovec *iov, int n)
 {
-    struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n};
-    ssize_t got = recvmsg(s->fd, &mh, MSG_DONTWAIT);
+    ssize_t got = readv(s->fd, iov, n);
     return got < 0 ? -(errno == EWOULDBLOCK ? EAGAIN : errno) : got;
 }
 
