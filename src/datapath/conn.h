@@ -169,8 +169,8 @@ enum sndk_rx_result {
  *   attaching --attach: socket watched (state_lock)--> live
  *   live --NdkDisconnect (tx_lock)--> shutting-down --last request out, FIN (tx_lock)--> fin-sent
  *   live | shutting-down | fin-sent --an end found on a consumer thread (rx_lock + tx_lock)-->
- *       failing --sndk_qp_fail on the progress thread--> ended
- *   attaching | live | shutting-down | fin-sent | failing --sndk_qp_fail (rx_lock + tx_lock)-->
+ *       failing --conn_end on the progress thread--> ended
+ *   attaching | live | shutting-down | fin-sent | failing --conn_end (rx_lock + tx_lock)-->
  *       ended
  *
  * The Responder rule (no RTR negotiated: TX held until the peer's first FPDU) is no phase of its
@@ -186,7 +186,7 @@ enum sndk_conn_phase {
     SNDK_PHASE_FAILING,       /* a consumer thread (polling, posting) found the end and handed
                                  it to the progress thread (end_work): nothing more is sent or
                                  received; requests posted meanwhile are cancelled with it */
-    SNDK_PHASE_ENDED,         /* decided by sndk_qp_fail: the socket is src_done's alone */
+    SNDK_PHASE_ENDED,         /* decided by conn_end: the socket is src_done's alone */
     SNDK_PHASE_COUNT
 };
 

@@ -20,7 +20,7 @@ const char *sndk_conn_phase_name(enum sndk_conn_phase p)
     return (unsigned)p < SNDK_PHASE_COUNT ? conn_phase_names[p] : "?";
 }
 
-/* One function per source phase (qp_io.h draws the machine). */
+/* One function per source phase (conn.h draws the machine). */
 static bool phase_from_attaching(enum sndk_conn_phase next)
 {
     return next == SNDK_PHASE_LIVE || next == SNDK_PHASE_ENDED;
@@ -60,7 +60,7 @@ static bool (*const phase_transitions[SNDK_PHASE_COUNT])(enum sndk_conn_phase) =
 bool sndk_conn_phase_set(struct sndk_qp *qp, enum sndk_conn_phase next, const char *why)
 {
     struct sndk_conn *io = qp->io;
-    /* the locks the readers of each phase hold (qp_io.h) */
+    /* the locks the readers of each phase hold (conn.h) */
     if (next == SNDK_PHASE_LIVE)
         sndk_assert_held(&qp->state_lock);
     else if (next == SNDK_PHASE_ENDED || next == SNDK_PHASE_FAILING)
