@@ -85,7 +85,8 @@ struct sndk_cq {
     ULONG mod_count;
     bool moderating;   /* an arm is satisfied, its callback held back */
     uint32_t mod_accum;
-    bool timer_ref;    /* moderation timer pending; holds a reference */
+    /* Pending only while moderating (armed and cancelled under lock); each pending period
+     * holds a reference (engine.h, "References"). */
     struct sndk_timer mod_timer;
 
     /* Connected QPs feeding the CQ. conn_lock is outermost (qp.h lock order): a poll holds it
@@ -109,9 +110,8 @@ struct sndk_cq {
     atomic_uint parked;
     /* While any is parked, one check every SNDK_CQ_PARK_CHECK_US for all of them: a consumer
      * that stopped polling without arming gets its connections back to the progress threads
-     * (docs/datapath.md, "parking"). Under cq->lock: park_check_ref (the timer is pending or
-     * running and holds a reference). */
-    bool park_check_ref;
+     * (docs/datapath.md, "parking"). Armed and cancelled under lock; each pending period holds
+     * a reference (engine.h, "References"). */
     struct sndk_timer park_timer;
 };
 
