@@ -38,7 +38,6 @@ static bool interval_governs(const struct sndk_cq *cq)
     return cq->mod_interval != MAXULONG;
 }
 
-static void notify_work_fn(struct sndk_work *w);
 static void unpark_conns(struct sndk_cq *cq);
 static void mod_timer_fn(struct sndk_timer *t);
 static void park_timer_fn(struct sndk_timer *t);
@@ -53,7 +52,7 @@ static void put_not_last(struct sndk_cq *cq, unsigned n)
     (void)was;
 }
 
-/* Make the callback due and make sure the work runs. Caller holds cq->lock. */
+/* Make the callback due; the notification delivers it. Caller holds cq->lock. */
 static void fire_locked(struct sndk_cq *cq, NTSTATUS status)
 {
     sndk_assert_held(&cq->lock);
@@ -63,13 +62,7 @@ static void fire_locked(struct sndk_cq *cq, NTSTATUS status)
     /* A held-back callback goes now: its timer's pending period ends here (its reference is
      * ours) or in the fn already running, which drops it. */
     bool timer_ref = sndk_timer_cancel(&cq->mod_timer);
-    cq->notify_due = true;
-    cq->notify_status = status;
-    if (!cq->notify_scheduled) {
-        cq->notify_scheduled = true;
-        sndk_obj_get(&cq->base);
-        sndk_engine_queue(cq->base.adapter->engine, &cq->notify_work);
-    }
+    sndk_notify_raise(&cq->notify, status);
     if (timer_ref)
         put_not_last(cq, 1);
 }
@@ -109,24 +102,12 @@ static void overrun_work_fn(struct sndk_work *w)
     sndk_obj_put(&cq->base);
 }
 
-static void notify_work_fn(struct sndk_work *w)
+/* The notification's callback (core/notify.h): a progress thread, no lock held. */
+static void cq_notify_call(struct sndk_notify *n, NTSTATUS st)
 {
-    struct sndk_cq *cq = sndk_container_of(w, struct sndk_cq, notify_work);
-    sndk_mutex_lock(&cq->lock);
-    while (cq->notify_due) {
-        NTSTATUS st = cq->notify_status;
-        cq->notify_due = false;
-        if (sndk_obj_closing(&cq->base))
-            break; /* the consumer closed the CQ: no more notifications */
-        sndk_mutex_unlock(&cq->lock);
-        SNDK_CALLBACK(&cq->base, SNDK_CB_CQ_NOTIFICATION, cq->notify_ctx,
-                      cq->notify_cb(cq->notify_ctx, st));
-        sndk_mutex_lock(&cq->lock);
-    }
-    cq->notify_due = false;
-    cq->notify_scheduled = false;
-    sndk_mutex_unlock(&cq->lock);
-    sndk_obj_put(&cq->base);
+    struct sndk_cq *cq = sndk_container_of(n, struct sndk_cq, notify);
+    SNDK_CALLBACK(&cq->base, SNDK_CB_CQ_NOTIFICATION, cq->notify_ctx,
+                  cq->notify_cb(cq->notify_ctx, st));
 }
 
 /* The interval of a held-back callback passed. A fn that lost a race with the count (the
@@ -582,7 +563,7 @@ static void cq_close_begin(struct sndk_obj *o)
     sndk_mutex_lock(&cq->lock);
     cq->armed = SNDK_CQ_UNARMED;
     cq->moderating = false;
-    cq->notify_due = false;
+    sndk_notify_drop(&cq->notify);
     /* Each timer cancelled before it fired ends its pending period: its reference is ours. A
      * fn running now sees the close: the moderation timer delivers nothing, the park check
      * does not come again; each drops its own. */
@@ -656,7 +637,7 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
     if (cq->ready_fd < 0)
         sndk_warn("cq", "CQ %p: no readiness set (errno %d): empty polls ask every connection",
                   (void *)cq, errno);
-    sndk_work_init(&cq->notify_work, notify_work_fn);
+    sndk_notify_init(&cq->notify, &cq->base, &cq->lock, cq_notify_call);
     sndk_work_init(&cq->overrun_work, overrun_work_fn);
     sndk_timer_init(&cq->mod_timer, mod_timer_fn);
     sndk_timer_init(&cq->park_timer, park_timer_fn);

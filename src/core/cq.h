@@ -7,6 +7,7 @@
 #include <pthread.h>
 
 #include "core/adapter.h"
+#include "core/notify.h"
 #include "util/lock.h"
 
 #define SNDK_CQ_UNARMED (-1)
@@ -72,12 +73,8 @@ struct sndk_cq {
     struct sndk_work overrun_work; /* after an overrun: the QPs feeding the CQ abort; holds a
                                       reference */
 
-    /* notification delivery: one work item, re-run while notifications are due, so callbacks
-     * for this CQ never overlap */
-    bool notify_due;
-    NTSTATUS notify_status;
-    bool notify_scheduled; /* work queued or running; holds a reference */
-    struct sndk_work notify_work;
+    /* notification delivery (core/notify.h): callbacks for this CQ never overlap */
+    struct sndk_notify notify;
 
     /* interrupt moderation: an arm that is satisfied waits up to mod_interval µs or until
      * mod_count completions accumulated */
