@@ -2,6 +2,7 @@
 #include "core/cq.h"
 #include "faults/faults.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -38,37 +39,33 @@ static bool interval_governs(const struct sndk_cq *cq)
     return cq->mod_interval != MAXULONG;
 }
 
-static void notify_work_fn(struct sndk_work *w);
 static void unpark_conns(struct sndk_cq *cq);
 static void mod_timer_fn(struct sndk_timer *t);
 static void park_timer_fn(struct sndk_timer *t);
 
-/* Make the callback due and make sure the work runs. Caller holds cq->lock. */
+/* Drop a reference that cannot be the last: the caller holds one of its own (the QP feeding
+ * the CQ, the consumer in a call on it, or the open reference before close completes), so it
+ * may hold cq->lock. */
+static void put_not_last(struct sndk_cq *cq, unsigned n)
+{
+    unsigned was = atomic_fetch_sub_explicit(&cq->base.refs, n, memory_order_acq_rel);
+    assert(was > n);
+    (void)was;
+}
+
+/* Make the callback due; the notification delivers it. Caller holds cq->lock. */
 static void fire_locked(struct sndk_cq *cq, NTSTATUS status)
 {
     sndk_assert_held(&cq->lock);
     cq->armed = SNDK_CQ_UNARMED;
     cq->moderating = false;
-    cq->notify_due = true;
-    cq->notify_status = status;
     cq->notify_seq = cq->produced;
-    if (cq->timer_ref && sndk_timer_cancel(&cq->mod_timer)) {
-        cq->timer_ref = false;
-        /* the timer's reference is taken over by the notification below when it is new, or
-         * dropped: both paths keep the count right */
-        if (cq->notify_scheduled) {
-            atomic_fetch_sub_explicit(&cq->base.refs, 1, memory_order_acq_rel);
-        } else {
-            cq->notify_scheduled = true;
-            sndk_engine_queue(cq->base.adapter->engine, &cq->notify_work);
-        }
-        return;
-    }
-    if (!cq->notify_scheduled) {
-        cq->notify_scheduled = true;
-        sndk_obj_get(&cq->base);
-        sndk_engine_queue(cq->base.adapter->engine, &cq->notify_work);
-    }
+    /* A held-back callback goes now: its timer's pending period ends here (its reference is
+     * ours) or in the fn already running, which drops it. */
+    bool timer_ref = sndk_timer_cancel(&cq->mod_timer);
+    sndk_notify_raise(&cq->notify, status);
+    if (timer_ref)
+        put_not_last(cq, 1);
 }
 
 /* An arm's condition occurred. Caller holds cq->lock. */
@@ -86,11 +83,11 @@ static void satisfy_locked(struct sndk_cq *cq)
         fire_locked(cq, STATUS_SUCCESS);
         return;
     }
-    if (interval_governs(cq) && !cq->timer_ref) {
-        cq->timer_ref = true;
-        sndk_obj_get(&cq->base);
-        sndk_timer_arm(cq->base.adapter->engine, &cq->mod_timer, cq->mod_interval);
-    }
+    /* not moderating until now, so the timer is not pending: a new period, a new reference */
+    assert(!sndk_timer_pending(&cq->mod_timer));
+    if (interval_governs(cq) &&
+        sndk_timer_arm(cq->base.adapter->engine, &cq->mod_timer, cq->mod_interval))
+        sndk_obj_get(&cq->base); /* the pending timer's (engine.h, "References") */
 }
 
 /* [CQ-12]: the QPs feeding a dead CQ are unusable; the connected ones abort (their peers
@@ -106,46 +103,31 @@ static void overrun_work_fn(struct sndk_work *w)
     sndk_obj_put(&cq->base);
 }
 
-static void notify_work_fn(struct sndk_work *w)
+/* The notification's callback (core/notify.h): a progress thread, no lock held. */
+static void cq_notify_call(struct sndk_notify *n, NTSTATUS st)
 {
-    struct sndk_cq *cq = sndk_container_of(w, struct sndk_cq, notify_work);
-    bool called = false;
-    sndk_mutex_lock(&cq->lock);
-    while (cq->notify_due) {
-        NTSTATUS st = cq->notify_status;
-        cq->notify_due = false;
-        if (sndk_obj_closing(&cq->base))
-            break; /* the consumer closed the CQ: no more notifications */
-        sndk_mutex_unlock(&cq->lock);
-        SNDK_CALLBACK(&cq->base, SNDK_CB_CQ_NOTIFICATION, cq->notify_ctx,
-                      cq->notify_cb(cq->notify_ctx, st));
-        called = true;
-        sndk_mutex_lock(&cq->lock);
-    }
-    cq->notify_due = false;
-    cq->notify_scheduled = false;
-    sndk_mutex_unlock(&cq->lock);
-    sndk_obj_put(&cq->base);
+    struct sndk_cq *cq = sndk_container_of(n, struct sndk_cq, notify);
+    SNDK_CALLBACK(&cq->base, SNDK_CB_CQ_NOTIFICATION, cq->notify_ctx,
+                  cq->notify_cb(cq->notify_ctx, st));
     /* The callback has most likely woken a thread: the consumer it hands the completion to, or,
      * when it did the work itself and posted, the peer's progress thread (on loopback the send
      * wakes it). The scheduler may have put that thread on this CPU, where the progress thread
      * would now spin for its whole window before it ran: give the CPU up once (a system call
      * that returns at once when nobody waits for it). docs/datapath.md, "The blocking path". */
-    if (called)
-        sched_yield();
+    sched_yield();
 }
 
+/* The interval of a held-back callback passed. A fn that lost a race with the count (the
+ * callback went and the cancel found the fn already running) finds nothing held back, or the
+ * hold of a later arm, which it delivers at once. */
 static void mod_timer_fn(struct sndk_timer *t)
 {
     struct sndk_cq *cq = sndk_container_of(t, struct sndk_cq, mod_timer);
     sndk_mutex_lock(&cq->lock);
-    bool had_ref = cq->timer_ref;
-    cq->timer_ref = false;
     if (cq->moderating && !sndk_obj_closing(&cq->base))
         fire_locked(cq, STATUS_SUCCESS);
     sndk_mutex_unlock(&cq->lock);
-    if (had_ref)
-        sndk_obj_put(&cq->base);
+    sndk_obj_put(&cq->base); /* its pending period's */
 }
 
 bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicited)
@@ -381,13 +363,14 @@ void sndk_cq_parked(struct sndk_cq *cq, int delta)
         atomic_fetch_sub_explicit(&cq->parked, 1, memory_order_relaxed);
         return;
     }
-    atomic_fetch_add_explicit(&cq->parked, 1, memory_order_relaxed);
     sndk_mutex_lock(&cq->lock);
-    if (!cq->park_check_ref && !sndk_obj_closing(&cq->base)) {
-        cq->park_check_ref = true;
-        sndk_obj_get(&cq->base);
-        sndk_timer_arm(cq->base.adapter->engine, &cq->park_timer, SNDK_CQ_PARK_CHECK_US);
-    }
+    /* counted under the lock: whoever reads the count and the check's pending state under it
+     * (the check itself, a test) never sees a park without its check */
+    atomic_fetch_add_explicit(&cq->parked, 1, memory_order_relaxed);
+    /* a pending check is left where it is; one running now looks at the count after this */
+    if (!sndk_timer_pending(&cq->park_timer) && !sndk_obj_closing(&cq->base) &&
+        sndk_timer_arm(cq->base.adapter->engine, &cq->park_timer, SNDK_CQ_PARK_CHECK_US))
+        sndk_obj_get(&cq->base); /* the pending timer's (engine.h, "References") */
     sndk_mutex_unlock(&cq->lock);
 }
 
@@ -401,16 +384,15 @@ static void park_timer_fn(struct sndk_timer *t)
     if (!sndk_cq_polling(cq))
         unpark_conns(cq);
     sndk_mutex_lock(&cq->lock);
-    /* a park after this look arms the check again (it finds park_check_ref false) */
+    /* A park since this fn started may have armed a new period already (the timer was no
+     * longer pending): then this arm only moves it, and that period has its own reference. */
     bool again =
         atomic_load_explicit(&cq->parked, memory_order_relaxed) > 0 && !sndk_obj_closing(&cq->base);
-    if (again)
-        sndk_timer_arm(cq->base.adapter->engine, &cq->park_timer, SNDK_CQ_PARK_CHECK_US);
-    else
-        cq->park_check_ref = false;
+    bool took_over =
+        again && sndk_timer_arm(cq->base.adapter->engine, &cq->park_timer, SNDK_CQ_PARK_CHECK_US);
     sndk_mutex_unlock(&cq->lock);
-    if (!again)
-        sndk_obj_put(&cq->base);
+    if (!took_over)
+        sndk_obj_put(&cq->base); /* its pending period's; a new period took it over otherwise */
 }
 
 /* The consumer armed the CQ: it stops polling, so the progress threads receive again. Only
@@ -574,13 +556,9 @@ static NTSTATUS cq_control_moderation(NDK_CQ *pNdkCq, ULONG ModerationInterval,
     if (cq->moderating) {
         if (!moderation_on(cq) || (count_governs(cq) && cq->mod_accum >= cq->mod_count))
             fire_locked(cq, STATUS_SUCCESS);
-        else if (interval_governs(cq)) {
-            if (!cq->timer_ref) {
-                cq->timer_ref = true;
-                sndk_obj_get(&cq->base);
-            }
-            sndk_timer_arm(cq->base.adapter->engine, &cq->mod_timer, cq->mod_interval);
-        }
+        else if (interval_governs(cq) &&
+                 sndk_timer_arm(cq->base.adapter->engine, &cq->mod_timer, cq->mod_interval))
+            sndk_obj_get(&cq->base); /* a new pending period (engine.h, "References") */
     }
     sndk_mutex_unlock(&cq->lock);
     return STATUS_SUCCESS;
@@ -589,25 +567,18 @@ static NTSTATUS cq_control_moderation(NDK_CQ *pNdkCq, ULONG ModerationInterval,
 static void cq_close_begin(struct sndk_obj *o)
 {
     struct sndk_cq *cq = sndk_container_of(o, struct sndk_cq, base);
-    bool drop_timer_ref = false;
     sndk_mutex_lock(&cq->lock);
     cq->armed = SNDK_CQ_UNARMED;
     cq->moderating = false;
-    cq->notify_due = false;
-    if (cq->timer_ref && sndk_timer_cancel(&cq->mod_timer)) {
-        cq->timer_ref = false;
-        drop_timer_ref = true;
-    }
-    bool drop_park_ref = false;
-    if (cq->park_check_ref && sndk_timer_cancel(&cq->park_timer)) {
-        cq->park_check_ref = false; /* a check running now sees the close and stops */
-        drop_park_ref = true;
-    }
+    sndk_notify_drop(&cq->notify);
+    /* Each timer cancelled before it fired ends its pending period: its reference is ours. A
+     * fn running now sees the close: the moderation timer delivers nothing, the park check
+     * does not come again; each drops its own. */
+    unsigned refs =
+        (unsigned)sndk_timer_cancel(&cq->mod_timer) + (unsigned)sndk_timer_cancel(&cq->park_timer);
+    if (refs)
+        put_not_last(cq, refs); /* the open reference remains */
     sndk_mutex_unlock(&cq->lock);
-    if (drop_timer_ref)
-        atomic_fetch_sub_explicit(&cq->base.refs, 1, memory_order_acq_rel); /* open ref remains */
-    if (drop_park_ref)
-        atomic_fetch_sub_explicit(&cq->base.refs, 1, memory_order_acq_rel);
 }
 
 static void cq_destroy(struct sndk_obj *o)
@@ -673,7 +644,7 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
     if (cq->ready_fd < 0)
         sndk_warn("cq", "CQ %p: no readiness set (errno %d): empty polls ask every connection",
                   (void *)cq, errno);
-    sndk_work_init(&cq->notify_work, notify_work_fn);
+    sndk_notify_init(&cq->notify, &cq->base, &cq->lock, cq_notify_call);
     sndk_work_init(&cq->overrun_work, overrun_work_fn);
     sndk_timer_init(&cq->mod_timer, mod_timer_fn);
     sndk_timer_init(&cq->park_timer, park_timer_fn);

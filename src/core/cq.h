@@ -7,6 +7,7 @@
 #include <pthread.h>
 
 #include "core/adapter.h"
+#include "core/notify.h"
 #include "util/lock.h"
 
 #define SNDK_CQ_UNARMED (-1)
@@ -72,12 +73,8 @@ struct sndk_cq {
     struct sndk_work overrun_work; /* after an overrun: the QPs feeding the CQ abort; holds a
                                       reference */
 
-    /* notification delivery: one work item, re-run while notifications are due, so callbacks
-     * for this CQ never overlap */
-    bool notify_due;
-    NTSTATUS notify_status;
-    bool notify_scheduled; /* work queued or running; holds a reference */
-    struct sndk_work notify_work;
+    /* notification delivery (core/notify.h): callbacks for this CQ never overlap */
+    struct sndk_notify notify;
 
     /* interrupt moderation: an arm that is satisfied waits up to mod_interval µs or until
      * mod_count completions accumulated */
@@ -85,7 +82,8 @@ struct sndk_cq {
     ULONG mod_count;
     bool moderating;   /* an arm is satisfied, its callback held back */
     uint32_t mod_accum;
-    bool timer_ref;    /* moderation timer pending; holds a reference */
+    /* Pending only while moderating (armed and cancelled under lock); each pending period
+     * holds a reference (engine.h, "References"). */
     struct sndk_timer mod_timer;
 
     /* Connected QPs feeding the CQ. conn_lock is outermost (qp.h lock order): a poll holds it
@@ -109,9 +107,8 @@ struct sndk_cq {
     atomic_uint parked;
     /* While any is parked, one check every SNDK_CQ_PARK_CHECK_US for all of them: a consumer
      * that stopped polling without arming gets its connections back to the progress threads
-     * (docs/datapath.md, "parking"). Under cq->lock: park_check_ref (the timer is pending or
-     * running and holds a reference). */
-    bool park_check_ref;
+     * (docs/datapath.md, "parking"). Armed and cancelled under lock; each pending period holds
+     * a reference (engine.h, "References"). */
     struct sndk_timer park_timer;
 };
 

@@ -56,25 +56,13 @@ NTSTATUS sndk_recv_ring_push(struct sndk_recv_ring *r, void *context, const NDK_
     return STATUS_SUCCESS;
 }
 
-static void srq_notify_work(struct sndk_work *w)
+/* The notification's callback (core/notify.h): a progress thread, no lock held. One that
+ * re-arms with NdkModifySrq below the count makes the next one due: it follows this one. */
+static void srq_notify_call(struct sndk_notify *n, NTSTATUS st)
 {
-    struct sndk_srq *srq = sndk_container_of(w, struct sndk_srq, notify_work);
-    /* Loop while notifications became due meanwhile (a callback that re-arms with NdkModifySrq
-     * below the count): callbacks for one SRQ never overlap and none is lost. */
-    sndk_mutex_lock(&srq->lock);
-    while (srq->notify_due) {
-        srq->notify_due = false;
-        if (sndk_obj_closing(&srq->base))
-            break;
-        sndk_mutex_unlock(&srq->lock);
-        SNDK_CALLBACK(&srq->base, SNDK_CB_SRQ_NOTIFICATION, srq->notify_ctx,
-                      srq->notify_cb(srq->notify_ctx, STATUS_SUCCESS));
-        sndk_mutex_lock(&srq->lock);
-    }
-    srq->notify_due = false;
-    srq->notify_scheduled = false;
-    sndk_mutex_unlock(&srq->lock);
-    sndk_obj_put(&srq->base);
+    struct sndk_srq *srq = sndk_container_of(n, struct sndk_srq, notify);
+    SNDK_CALLBACK(&srq->base, SNDK_CB_SRQ_NOTIFICATION, srq->notify_ctx,
+                  srq->notify_cb(srq->notify_ctx, st));
 }
 
 /* The queued count is below the threshold and the SRQ is armed: notify once, disarm.
@@ -85,12 +73,7 @@ static void srq_check_threshold_locked(struct sndk_srq *srq)
     if (!srq->armed || !srq->notify_cb || srq->ring.count >= srq->threshold)
         return;
     srq->armed = false;
-    srq->notify_due = true;
-    if (!srq->notify_scheduled) {
-        srq->notify_scheduled = true;
-        sndk_obj_get(&srq->base);
-        sndk_engine_queue(srq->base.adapter->engine, &srq->notify_work);
-    }
+    sndk_notify_raise(&srq->notify, STATUS_SUCCESS);
 }
 
 bool sndk_recv_ring_take(struct sndk_recv_ring *r, struct sndk_recv_wqe *out)
@@ -248,6 +231,7 @@ static void srq_close_begin(struct sndk_obj *o)
         sndk_verify_close_during_post(o, atomic_load(&srq->verify_callers));
     sndk_mutex_lock(&srq->lock);
     srq->armed = false;
+    sndk_notify_drop(&srq->notify);
     sndk_mutex_unlock(&srq->lock);
 }
 
@@ -296,7 +280,7 @@ NTSTATUS sndk_srq_create(NDK_PD *pNdkPd, ULONG SrqDepth, ULONG MaxReceiveRequest
     srq->threshold = NotifyThreshold;
     srq->armed = SrqNotification && NotifyThreshold > 0;
     sndk_mutex_init_ranked(&srq->lock, SNDK_LOCK_SRQ);
-    sndk_work_init(&srq->notify_work, srq_notify_work);
+    sndk_notify_init(&srq->notify, &srq->base, &srq->lock, srq_notify_call);
     sndk_obj_init(&srq->base, pd->base.adapter, &srq_ops,
                   sndk_verify_on(pd->base.adapter) ? &srq_dispatch_verified : &srq_dispatch);
     sndk_obj_hold(&srq->base, &pd->base);

@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 
+#include "core/notify.h"
 #include "core/pd.h"
 #include "util/lock.h"
 
@@ -40,10 +41,10 @@ struct sndk_srq {
     struct sndk_mutex lock; /* guards ring and the notification state */
     struct sndk_recv_ring ring;
     uint32_t threshold;
+    /* The consumer's arm ([SRQ-3]): set by a threshold > 0 (NdkModifySrq, or the create's
+     * when there is a callback), cleared when the count falls below it and by close. */
     bool armed;
-    bool notify_due;       /* a notification is to be delivered */
-    bool notify_scheduled; /* work queued or running; holds a reference */
-    struct sndk_work notify_work;
+    struct sndk_notify notify;     /* its delivery (core/notify.h) */
     struct sndk_conn *rnr_waiters; /* connections waiting for a receive (receiver not ready,
                                        docs/datapath.md); under lock */
     /* The consumer verifier's [SRQ-7] check (verify/verify.h): threads now inside

@@ -656,9 +656,9 @@ static const char *ndk_callback_of(const char *fn)
 {
     if (!fn)
         return NULL;
-    if (!strcmp(fn, "notify_work_fn"))
+    if (!strcmp(fn, "cq_notify_call"))
         return "an NDK CQ notification callback (NDK_FN_CQ_NOTIFICATION_CALLBACK)";
-    if (!strcmp(fn, "srq_notify_work"))
+    if (!strcmp(fn, "srq_notify_call"))
         return "an NDK SRQ notification callback (NDK_FN_SRQ_NOTIFICATION_CALLBACK)";
     if (!strcmp(fn, "deliver_fn"))
         return "an NDK connector callback (a request completion, a connect event or a "

@@ -76,7 +76,7 @@ check overrun_special overrun all 7 "*** DRIVER_PAGE_FAULT_BEYOND_END_OF_ALLOCAT
 check callback callback - 5 "*** DRIVER_IRQL_NOT_LESS_OR_EQUAL" "CLASS:   null_pointer" \
   "IRQL:    2 (DISPATCH_LEVEL)" \
   "DOING:   an NDK CQ notification callback (NDK_FN_CQ_NOTIFICATION_CALLBACK): CrashCqNotify" \
-  "crash_driver.c:$(line_of BUG-CALLBACK)" "notify_work_fn+"
+  "crash_driver.c:$(line_of BUG-CALLBACK)" "cq_notify_call+"
 check stack stack - 8 "*** UNEXPECTED_KERNEL_MODE_TRAP" "CLASS:   stack_overflow" \
   "in the guard page below this thread's stack" "DOING:   a work item: CrashStackWorker" \
   "crash_driver.c:$(line_of BUG-STACK)"

@@ -162,3 +162,61 @@ TEST(cq_notifications_never_overlap_under_concurrent_posting)
     SoftNdkCloseAdapter(a); /* returns only once the last callback returned */
     CHECK_EQ_U64(atomic_load(&in_callback), 0);
 }
+
+/* A held-back notification's moderation timer holds a reference while pending (a new interval
+ * only moves it); the close cancels it and gives that reference back, so the close completes
+ * inline, with no callback. */
+TEST(cq_close_cancels_the_moderation_timer_and_its_reference)
+{
+    harness_event_init(&notified);
+    NDK_ADAPTER *a = open_lo();
+    NDK_CQ *pub;
+    CHECK_EQ_U64(a->Dispatch->NdkCreateCq(a, 8, on_cq, NULL, NULL, NULL, NULL, &pub),
+                 STATUS_SUCCESS);
+    struct sndk_cq *cq = sndk_cq_from(pub);
+    CHECK_EQ_U64(pub->Dispatch->NdkControlCqInterruptModeration(pub, 10u * 1000 * 1000, MAXULONG),
+                 STATUS_SUCCESS);
+    pub->Dispatch->NdkArmCq(pub, NDK_CQ_NOTIFY_ANY);
+    NDK_RESULT_EX r = receive_result(STATUS_SUCCESS, NULL);
+    CHECK(sndk_cq_post(cq, &r, false));
+    sndk_mutex_lock(&cq->lock);
+    bool held_back = cq->moderating && sndk_timer_pending(&cq->mod_timer);
+    sndk_mutex_unlock(&cq->lock);
+    CHECK(held_back);
+    CHECK_EQ_U64(atomic_load(&cq->base.refs), 2); /* open + the pending timer's */
+    CHECK_EQ_U64(pub->Dispatch->NdkControlCqInterruptModeration(pub, 20u * 1000 * 1000, MAXULONG),
+                 STATUS_SUCCESS);
+    CHECK_EQ_U64(atomic_load(&cq->base.refs), 2); /* moved: the same period */
+    struct harness_event done;
+    harness_event_init(&done);
+    CHECK_EQ_U64(pub->Dispatch->NdkCloseCq(&pub->Header, on_closed, &done), STATUS_SUCCESS);
+    CHECK_EQ_U64(harness_event_count(&notified), 0);
+    SoftNdkCloseAdapter(a);
+}
+
+/* The count releases a held-back notification before its interval: one callback, the
+ * cancelled timer's reference given back (the close completes, pending only while the
+ * notification's work still holds its own). */
+TEST(cq_moderation_count_first_gives_back_the_timer_reference)
+{
+    harness_event_init(&notified);
+    NDK_ADAPTER *a = open_lo();
+    NDK_CQ *pub;
+    CHECK_EQ_U64(a->Dispatch->NdkCreateCq(a, 8, on_cq, NULL, NULL, NULL, NULL, &pub),
+                 STATUS_SUCCESS);
+    struct sndk_cq *cq = sndk_cq_from(pub);
+    CHECK_EQ_U64(pub->Dispatch->NdkControlCqInterruptModeration(pub, 10u * 1000 * 1000, 2),
+                 STATUS_SUCCESS);
+    pub->Dispatch->NdkArmCq(pub, NDK_CQ_NOTIFY_ANY);
+    NDK_RESULT_EX r = receive_result(STATUS_SUCCESS, NULL);
+    CHECK(sndk_cq_post(cq, &r, false));
+    CHECK(sndk_cq_post(cq, &r, false));
+    CHECK(harness_event_wait(&notified, 1, 5000));
+    sndk_mutex_lock(&cq->lock);
+    bool pending = sndk_timer_pending(&cq->mod_timer);
+    sndk_mutex_unlock(&cq->lock);
+    CHECK(!pending);
+    close_cq(pub);
+    CHECK_EQ_U64(harness_event_count(&notified), 1);
+    SoftNdkCloseAdapter(a);
+}

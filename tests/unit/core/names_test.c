@@ -14,6 +14,7 @@
 #include "core/errno_status.h"
 #include "core/listener.h"
 #include "core/mr.h"
+#include "core/notify.h"
 #include "core/object.h"
 #include "core/qp.h"
 #include "datapath/conn.h"
@@ -61,6 +62,7 @@ ADAPT(sndk_conn_phase_name, enum sndk_conn_phase)
 ADAPT(sndk_end_finder_name, enum sndk_end_finder)
 ADAPT(sndk_qp_state_name, enum sndk_qp_state)
 ADAPT(sndk_mr_state_name, enum sndk_mr_state)
+ADAPT(sndk_notify_state_name, enum sndk_notify_state)
 ADAPT(sndk_obj_type_name, NDK_OBJECT_TYPE)
 ADAPT(sndk_listener_state_name, enum sndk_listener_state)
 ADAPT(sndk_conn_state_name, unsigned)
@@ -99,6 +101,7 @@ static const struct table tables[] = {
     T(sndk_qp_state_name, SNDK_QP_STATE_COUNT),
     /* core/ */
     T(sndk_mr_state_name, SNDK_MR_STATE_COUNT),
+    T(sndk_notify_state_name, SNDK_NOTIFY_STATE_COUNT),
     T(sndk_obj_type_name, NdkObjectTypeMax),
     T(sndk_listener_state_name, SNDK_LISTENER_STATE_COUNT),
     T(sndk_conn_state_name, SNDK_CONN_STATES),

@@ -164,7 +164,7 @@ static bool none_parked(void *arg)
 static bool park_check_pending(struct sndk_cq *cq)
 {
     sndk_mutex_lock(&cq->lock);
-    bool on = cq->park_check_ref;
+    bool on = sndk_timer_pending(&cq->park_timer);
     sndk_mutex_unlock(&cq->lock);
     return on;
 }
