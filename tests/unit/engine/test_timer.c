@@ -158,12 +158,14 @@ TEST(timer_cancel_semantics)
     CHECK(sndk_timer_cancel(&a.t));
     CHECK(!sndk_timer_pending(&a.t));
     CHECK(!sndk_timer_cancel(&a.t)); /* once */
-    /* Cancelled timers do not fire even when their time has come. */
-    sndk_timer_arm(e, &a.t, 1000);
+    /* Cancelled timers do not fire even when their time has come. The deadline leaves the
+     * cancel 50 ms (a 1 ms one failed once in a CI run: the test thread was preempted between
+     * the arm and the cancel); the probe fires well after it. */
+    sndk_timer_arm(e, &a.t, 50000);
     CHECK(sndk_timer_cancel(&a.t));
     struct ttimer probe;
-    ttimer_init(&probe, e, 1, 5000);
-    sndk_timer_arm(e, &probe.t, 5000);
+    ttimer_init(&probe, e, 1, 100000);
+    sndk_timer_arm(e, &probe.t, 100000);
     CHECK(wait_ge(&probe.fires, 1, WAIT_MS));
     CHECK_EQ_U64(atomic_load(&a.fires), 0);
 
