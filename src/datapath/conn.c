@@ -731,10 +731,8 @@ static void rnr_timer_fn(struct sndk_timer *t)
 {
     struct sndk_conn *io = sndk_container_of(t, struct sndk_conn, rnr_timer);
     struct sndk_qp *qp = io->qp;
-    sndk_mutex_lock(&qp->rx_lock);
-    sndk_mutex_lock(&qp->tx_lock);
+    sndk_mutex_lock(&qp->rx_lock); /* the phase is stable under it: no tx_lock needed */
     bool live = !sndk_conn_stopped(io);
-    sndk_mutex_unlock(&qp->tx_lock);
     if (live)
         sndk_rx_rnr_expire(qp, "the receiver-not-ready bound expired");
     sndk_mutex_unlock(&qp->rx_lock);
@@ -743,7 +741,6 @@ static void rnr_timer_fn(struct sndk_timer *t)
         rx_run(qp, 0, false);
     sndk_obj_put(&qp->base);
 }
-
 
 /* A receive was posted while the connection waited: resume on the progress thread. rx_lock is
  * taken, not tried: a try-lock could lose the wake-up to a pass that looked just before. */
