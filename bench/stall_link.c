@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "core/cq.h"
+#include "device/cq.h"
 
 void __real_sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node,
                              const struct sndk_cq_conn_ops *ops, void *owner, int fd,

@@ -26,10 +26,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/adapter.h"
+#include "device/adapter.h"
 #include "datapath/link.h"
-#include "core/mr.h"
-#include "core/qp.h"
+#include "device/mr.h"
+#include "device/qp.h"
 #include <ndk/ndkpi.h>
 #include <ndk/softndk.h>
 

@@ -1,6 +1,8 @@
 /* Adapter: SoftNdkOpenAdapter / SoftNdkCloseAdapter, NdkQueryAdapterInfo, version negotiation
  * (docs/ndk-rules.md [ADP-4]). */
-#include "core/adapter.h"
+#include "core/create.h"
+#include "device/cq.h"
+#include "device/adapter.h"
 
 #include "faults/faults.h"
 #include "iwarp/crc32c.h"

@@ -1,7 +1,8 @@
 /* What ndkstat shows of an adapter (observe/stat.h has the format): the adapter's settings, its
  * counters, its live objects and connections. Written here, where the objects are known; the
  * endpoint in observe/ only serves the text. */
-#include "core/adapter.h"
+#include "core/create.h"
+#include "device/adapter.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/qp.h"
+#include "device/qp.h"
 #include "observe/stat.h"
 #include "util/lock.h"
 #include "verify/verify.h"

@@ -24,11 +24,12 @@
 #include <netinet/tcp.h>
 #include <unistd.h>
 
+#include "core/create.h"
 #include "core/errno_status.h"
 #include "datapath/link.h"
 #include "faults/faults.h"
 #include "core/connector.h"
-#include "core/qp.h"
+#include "device/qp.h"
 #include "verify/verify.h"
 #include "iwarp/fpdu.h"
 #include "iwarp/mpa.h"

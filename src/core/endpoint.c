@@ -1,4 +1,5 @@
 /* Endpoints, the ND port space and shared endpoints (docs/ndk-rules.md#ep). */
+#include "core/create.h"
 #include "core/endpoint.h"
 
 #include <arpa/inet.h>

@@ -1,5 +1,6 @@
 /* Listener (docs/ndk-rules.md#ep): a listening TCP socket on an endpoint; each accepted
  * connection becomes an incoming connector once its MPA Request arrived (connector.c). */
+#include "core/create.h"
 #include "core/listener.h"
 #include "faults/faults.h"
 

@@ -1,5 +1,8 @@
 /* Protection domain: parent of MRs, MWs, SRQs and QPs; owner of the privileged token. */
-#include "core/pd.h"
+#include "core/create.h"
+#include "device/pd.h"
+#include "device/mr.h"
+#include "device/srq.h"
 #include "faults/faults.h"
 
 #include <stdlib.h>

@@ -5,14 +5,15 @@
  *
  * Until a connector attaches a connection, every initiator request is refused inline with
  * STATUS_CONNECTION_INVALID ([POST-5]); receives queue. */
-#include "core/qp.h"
-#include "core/srq.h"
+#include "core/create.h"
+#include "device/qp.h"
+#include "device/srq.h"
 #include "verify/verify.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/access.h"
+#include "device/access.h"
 #include "datapath/conn.h"
 #include "util/log.h"
 

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/srq.h"
+#include "device/srq.h"
 #include "datapath/dp_seams.h"
 #include "datapath/link.h"
 #include "datapath/phase.h"
@@ -276,7 +276,7 @@ static void conn_end(struct sndk_qp *qp, enum sndk_end_finder by, const struct s
     sndk_rx_cancel_current(qp, f->rx_status ? f->rx_status : STATUS_CANCELLED, f->rx_code);
     flush_queued_receives(qp);
     if (qp->srq)
-        sndk_srq_rnr_done(qp->srq, io); /* off the SRQ's waiters, if it was waiting */
+        sndk_srq_rnr_done(qp->srq, &io->rnr_waiter); /* off the SRQ's waiters, if it was waiting */
     sndk_mutex_unlock(&qp->rx_lock);
 
     sndk_mutex_lock(&qp->state_lock);
@@ -756,6 +756,12 @@ static void rnr_work_fn(struct sndk_work *w)
     sndk_obj_put(&qp->base);
 }
 
+/* The SRQ's wake-up for a connection waiting on it (device/srq.h): under the SRQ's lock. */
+static void rnr_waiter_kick(struct sndk_rnr_waiter *w)
+{
+    sndk_rx_rnr_kick(sndk_container_of(w, struct sndk_conn, rnr_waiter)->qp);
+}
+
 
 
 static void shut_timer_fn(struct sndk_timer *t)
@@ -829,6 +835,7 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     sndk_timer_init(&io->rx_stall_timer, rx_stall_timer_fn);
     sndk_timer_init(&io->rnr_timer, rnr_timer_fn);
     sndk_work_init(&io->rnr_work, rnr_work_fn);
+    io->rnr_waiter.kick = rnr_waiter_kick;
     io->crec = p->rec;
     sndk_conn_rec_get(io->crec);
     sndk_tx_init(io, p->crc, sndk_stream_fpdu_max(&io->stream), p->ird, p->ord);

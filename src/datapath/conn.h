@@ -5,10 +5,10 @@
 #ifndef SOFTNDK_DATAPATH_CONN_H
 #define SOFTNDK_DATAPATH_CONN_H
 
-#include "core/access.h"
+#include "device/access.h"
 #include "datapath/link.h"
 #include "datapath/stream.h"
-#include "core/qp.h"
+#include "device/qp.h"
 #include "datapath/dp_hooks.h"
 #include "engine/engine.h"
 #include "iwarp/fpdu.h"
@@ -161,7 +161,7 @@ enum sndk_rx_result {
 };
 
 /* The life of the connection under a QP, from its attach to its end. The QP's own state
- * (core/qp.h: idle, connected, disconnecting, error) is what the consumer sees; this is what the
+ * (device/qp.h: idle, connected, disconnecting, error) is what the consumer sees; this is what the
  * socket is doing. Written only through sndk_conn_phase_set(), which refuses illegal moves and
  * logs `X => Y (why)`; each move is made holding the lock its readers hold (listed), so a
  * reader holding that lock sees the phase stable:
@@ -306,8 +306,7 @@ struct sndk_conn {
     bool rx_parked;                /* a consumer polls the receive CQ: EPOLLIN not watched */
     _Atomic uint8_t rnr_phase;       /* enum sndk_rnr_phase: written holding rx_lock and tx_lock
                                         (rnr_set); a relaxed load elsewhere is a hint only */
-    struct sndk_conn *rnr_next;     /* on the SRQ's waiter list (under srq->lock) */
-    bool rnr_listed;                 /* ... is on it (under srq->lock) */
+    struct sndk_rnr_waiter rnr_waiter; /* on the SRQ's waiter list (its lock) */
     _Atomic bool sock_failed;      /* a send failed hard (reset): the socket's error is
                                       consumed, so a later read of 0 is not the peer's FIN */
     uint8_t tx_gate;               /* enum sndk_tx_gate */
@@ -350,7 +349,7 @@ struct sndk_conn {
     uint32_t stage_len, stage_pos;
 };
 
-/* conn.c: the QP's states (core/qp.h), which only the connection moves. Move to `next` if the
+/* conn.c: the QP's states (device/qp.h), which only the connection moves. Move to `next` if the
  * current state allows it, logging `X => Y (why)`. Caller holds qp->state_lock. */
 const char *sndk_qp_state_name(enum sndk_qp_state s);
 bool sndk_qp_set_state(struct sndk_qp *qp, enum sndk_qp_state next, const char *why);
@@ -431,6 +430,8 @@ void sndk_tx_orq_pop(struct sndk_qp *qp);
 
 /* rx.c (all: qp->rx_lock held) */
 void sndk_rx_io_init(struct sndk_conn *io, bool crc);
+/* place.c: the parser's callbacks (placement, completions, Read Requests, Terminates). */
+extern const struct sndk_rx_ops sndk_place_ops;
 /* Read what the socket has (bounded), place it, complete receives. */
 enum sndk_rx_result sndk_rx_pass(struct sndk_qp *qp, struct sndk_fail *fail);
 /* Payload bytes of the current segment still due when the last pass ended because the socket
@@ -439,7 +440,7 @@ uint32_t sndk_rx_due_after_pass(const struct sndk_conn *io);
 /* The last pass took n_before..fpdus FPDUs, at least one, and emptied the socket at an FPDU
  * boundary (not inside a payload, not waiting for a receive). */
 bool sndk_rx_emptied_between_fpdus(const struct sndk_conn *io, uint64_t fpdus_before);
-/* Complete the receive being filled, if any, with st. */
+/* place.c: complete the receive being filled, if any, with st. */
 void sndk_rx_cancel_current(struct sndk_qp *qp, NTSTATUS st, ULONG code);
 const char *sndk_rnr_phase_name(enum sndk_rnr_phase p);
 /* tx.c; "?" past the last gate */
@@ -449,6 +450,12 @@ static inline enum sndk_rnr_phase sndk_rnr_phase(const struct sndk_conn *io)
     return (enum sndk_rnr_phase)atomic_load_explicit(&((struct sndk_conn *)io)->rnr_phase,
                                                      memory_order_relaxed);
 }
+/* rnr.c. Placement: no receive for a Send: may it wait for one (RnrWaitMs set, not expired)? */
+bool sndk_rnr_may_wait(struct sndk_qp *qp);
+/* The pass: the parser holds a Send that found no receive: stop reading, arm the bound. */
+void sndk_rnr_begin(struct sndk_qp *qp);
+/* Waiting: is the receive there now? Then the held Send goes on (true). */
+bool sndk_rnr_try_resume(struct sndk_qp *qp, const char *why);
 /* Receiver-not-ready: a receive may have been posted (rnr_work) — resume the held Send if its
  * receive is there. True when the connection receives again. */
 bool sndk_rx_rnr_resume(struct sndk_qp *qp);
@@ -460,10 +467,5 @@ void sndk_rx_rnr_expire(struct sndk_qp *qp, const char *why);
  * resume it on its progress thread (conn.c's rnr_work). Any thread, no QP lock needed (takes
  * none). */
 void sndk_rx_rnr_kick(struct sndk_qp *qp);
-struct sndk_srq;
-/* srq.c: a connection on srq waits for a receive (sndk_srq_rnr_wait) / no longer does
- * (sndk_srq_rnr_done, also when not listed). Posting on the SRQ kicks its waiters. */
-void sndk_srq_rnr_wait(struct sndk_srq *srq, struct sndk_conn *io);
-void sndk_srq_rnr_done(struct sndk_srq *srq, struct sndk_conn *io);
 
 #endif

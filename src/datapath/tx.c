@@ -15,7 +15,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
-#include "core/adapter.h"
+#include "device/adapter.h"
 #include "datapath/dp_seams.h"
 #include "datapath/phase.h"
 #include "datapath/watch.h"

@@ -1,5 +1,5 @@
 /* What a connection's socket is watched for, by its progress thread's epoll and by the CQs it
- * feeds (a polling consumer's readiness sets, core/cq.h), from the facts of the moment: TX
+ * feeds (a polling consumer's readiness sets, device/cq.h), from the facts of the moment: TX
  * blocked, the peer's FIN, parking, an injected stall, a Send held for a receive. Below the TX
  * and RX drivers and the hooks, which change those facts and call down here. */
 #include "datapath/watch.h"

@@ -9,7 +9,7 @@
  * call, a Terminate), so the branch is not on the fast path at all.
  *
  * The verifier knows no NDK object: a report is about a subject (struct sndk_verify_subject)
- * that the object layer describes, and the objects call it through core/verifier.h, which
+ * that the object layer describes, and the objects call it through device/verifier.h, which
  * builds the subject from an object. */
 #ifndef SOFTNDK_VERIFY_VERIFY_H
 #define SOFTNDK_VERIFY_VERIFY_H
@@ -33,7 +33,7 @@ struct sndk_verify_rule_info {
  * row here (name, rule IDs, title, Microsoft's page), and at the place that sees the mistake
  *     if (sndk_verify_on(o->adapter))
  *         sndk_verify_report(o, SoftNdkVerifyNewRule, request_context, "what happened", ...);
- * (core/verifier.h). The log line, trace event, counter, ndkstat line and summary follow from
+ * (device/verifier.h). The log line, trace event, counter, ndkstat line and summary follow from
  * the table. */
 extern const struct sndk_verify_rule_info sndk_verify_rules[SoftNdkVerifyRuleCount];
 
@@ -103,7 +103,7 @@ struct sndk_callback_scope {
 };
 
 /* A callback of subject *subj starts on this thread (verifier on; the objects reach this through
- * SNDK_CALLBACK, core/verifier.h) / has returned (call only while the subject's object is still
+ * SNDK_CALLBACK, device/verifier.h) / has returned (call only while the subject's object is still
  * allocated: a close completion's before the object is freed). */
 void sndk_callback_enter_verified(struct sndk_callback_scope *s,
                                   const struct sndk_verify_subject *subj,
@@ -120,7 +120,7 @@ bool sndk_verify_not_from_callback(const char *call, const char *why);
  * ------------------------------------------ [POST-2], [SRQ-7]: the consumer serializes its calls
  * on each queue (a QP's initiator queue, its receive queue, an SRQ). Checked like [CQ-3]: an atomic
  * count of the threads inside a call on the queue; a call that finds another inside reports it
- * (sndk_verify_queue_enter, core/verifier.h). Only with the verifier on: then a QP or SRQ gets a
+ * (sndk_verify_queue_enter, device/verifier.h). Only with the verifier on: then a QP or SRQ gets a
  * second dispatch table whose posting entries wrap the real ones in enter/leave (qp.c, srq.c), so
  * with the verifier off a post runs exactly as before, not even a branch (decisions.md). */
 

@@ -2,7 +2,7 @@
  * direct posting. */
 #include <net/if.h>
 
-#include "core/cq.h"
+#include "device/cq.h"
 #include "harness.h"
 
 static struct harness_event notified;

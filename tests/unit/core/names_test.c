@@ -8,15 +8,15 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/access.h"
+#include "device/access.h"
 #include "core/admission.h"
 #include "core/connector.h"
 #include "core/errno_status.h"
 #include "core/listener.h"
-#include "core/mr.h"
-#include "core/notify.h"
-#include "core/object.h"
-#include "core/qp.h"
+#include "device/mr.h"
+#include "device/notify.h"
+#include "device/object.h"
+#include "device/qp.h"
 #include "datapath/conn.h"
 #include "engine/engine.h"
 #include "faults/faults.h"

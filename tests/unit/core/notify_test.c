@@ -1,11 +1,11 @@
-/* The delivery of CQ and SRQ notifications (core/notify.h): its states as the callbacks and a
+/* The delivery of CQ and SRQ notifications (device/notify.h): its states as the callbacks and a
  * second thread see them, and the reference its work item takes, which the last run gives back
  * (a reference kept would leave the close pending for ever). */
 #include <net/if.h>
 #include <stdlib.h>
 
-#include "core/cq.h"
-#include "core/srq.h"
+#include "device/cq.h"
+#include "device/srq.h"
 #include "harness.h"
 
 static NDK_ADAPTER *open_lo(unsigned threads)

@@ -1,6 +1,6 @@
 #include <string.h>
 
-#include "core/stag.h"
+#include "device/stag.h"
 #include "harness.h"
 
 TEST(stag_fresh_key_on_rekey_and_reuse)

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "datapath.h"
-#include "core/cq.h"
+#include "device/cq.h"
 #include "iwarp/fpdu.h"
 #include "iwarp/terminate.h"
 #include "iwarp/wire.h"

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "datapath.h"
-#include "core/access.h"
+#include "device/access.h"
 
 #define XCTX ((void *)0x1001)
 #define YCTX ((void *)0x2002)

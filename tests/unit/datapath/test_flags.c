@@ -5,8 +5,8 @@
 #include <sys/socket.h>
 
 #include "datapath.h"
-#include "core/adapter.h"
-#include "core/mr.h"
+#include "device/adapter.h"
+#include "device/mr.h"
 #include "iwarp/crc32c.h"
 #include <unistd.h>
 

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "datapath.h"
-#include "core/adapter.h"
-#include "core/mr.h"
+#include "device/adapter.h"
+#include "device/mr.h"
 
 #define XCTX ((void *)0x1001)
 #define YCTX ((void *)0x2002)

@@ -6,7 +6,7 @@
 #include <time.h>
 
 #include "datapath.h"
-#include "core/cq.h"
+#include "device/cq.h"
 #include "datapath/conn.h"
 
 #define YCTX ((void *)0x2002) /* dp_pair_open's QP context of y */

@@ -7,8 +7,8 @@
 #include <sys/epoll.h>
 
 #include "datapath.h"
-#include "core/adapter.h"
-#include "core/cq.h"
+#include "device/adapter.h"
+#include "device/cq.h"
 #include "engine/engine.h"
 
 #define CONNS 6 /* > SNDK_CQ_DIRECT_POLL_MAX: the hub's polls use the readiness set */

@@ -1,18 +1,18 @@
 /* The adapter: one NDK_ADAPTER instance, root of an object tree, owner of the resolved
  * configuration. The instances opened on one interface share a device (the progress engine and
  * the STag table), so that their objects work together as on one RNIC (docs/adapter.md). */
-#ifndef SOFTNDK_CORE_ADAPTER_H
-#define SOFTNDK_CORE_ADAPTER_H
+#ifndef SOFTNDK_DEVICE_ADAPTER_H
+#define SOFTNDK_DEVICE_ADAPTER_H
 
 #include <pthread.h>
 
 #include <time.h>
 
 #include "observe/counters.h"
-#include "core/object.h"
-#include "core/verifier.h"
+#include "device/object.h"
+#include "device/verifier.h"
 #include "config/options.h"
-#include "core/stag.h"
+#include "device/stag.h"
 #include "faults/faults.h"
 #include "util/lock.h"
 
@@ -56,7 +56,7 @@ static inline bool sndk_adapter_same_device(const struct sndk_adapter *x,
     return x && y && x->dev == y->dev;
 }
 
-/* Is the consumer verifier on for adapter a (verify/verify.h, core/verifier.h)? */
+/* Is the consumer verifier on for adapter a (verify/verify.h, device/verifier.h)? */
 static inline bool sndk_verify_on(const struct sndk_adapter *a)
 {
     return __builtin_expect(a->cfg.verify != SoftNdkVerifyOff, 0);
@@ -104,26 +104,7 @@ static inline struct sndk_fault_conn *sndk_fault_conn_new(struct sndk_adapter *a
     return sndk_faults_conn_new(a->faults, active, crc);
 }
 
-/* The ndkstat snapshot of an adapter (core/adapter_stat.c), as observe/stat.h serves it:
- * adapter is a struct sndk_adapter *. A malloc'd text, *len its length; NULL when out of
- * memory. */
-char *sndk_adapter_snapshot(void *adapter, size_t *len);
-
-/* Dispatch slots implemented in the object files. */
-NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
-                        NDK_FN_CQ_NOTIFICATION_CALLBACK CqNotification, PVOID CqNotificationContext,
-                        GROUP_AFFINITY *Affinity, NDK_FN_CREATE_COMPLETION CreateCompletion,
-                        PVOID RequestContext, NDK_CQ **ppNdkCq);
-NTSTATUS sndk_pd_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CREATE_COMPLETION CreateCompletion,
-                        PVOID RequestContext, NDK_PD **ppNdkPd);
-NTSTATUS sndk_endpoint_create(NDK_ADAPTER *pNdkAdapter, const struct sockaddr *pAddress,
-                              ULONG AddressLength, NDK_FN_CREATE_COMPLETION CreateCompletion,
-                              PVOID RequestContext, NDK_SHARED_ENDPOINT **ppNdkSharedEndpoint);
-NTSTATUS sndk_connector_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CREATE_COMPLETION CreateCompletion,
-                               PVOID RequestContext, NDK_CONNECTOR **ppNdkConnector);
-NTSTATUS sndk_listener_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CONNECT_EVENT_CALLBACK ConnectEvent,
-                              PVOID ConnectEventContext, NDK_FN_CREATE_COMPLETION CreateCompletion,
-                              PVOID RequestContext, NDK_LISTENER **ppNdkListener);
+/* The LAM slots of the adapter's dispatch table (device/lam.c). */
 NTSTATUS sndk_lam_build(NDK_ADAPTER *pNdkAdapter, MDL *Mdl, SIZE_T Length,
                         NDK_FN_REQUEST_COMPLETION RequestCompletion, PVOID RequestContext,
                         NDK_LOGICAL_ADDRESS_MAPPING *pNdkLAM, ULONG *pLAMSize, ULONG *pFBO);

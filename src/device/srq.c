@@ -1,6 +1,5 @@
 /* Shared receive queue (docs/ndk-rules.md#srq). */
-#include "core/srq.h"
-#include "datapath/conn.h"
+#include "device/srq.h"
 #include "faults/faults.h"
 #include "verify/verify.h"
 
@@ -56,7 +55,7 @@ NTSTATUS sndk_recv_ring_push(struct sndk_recv_ring *r, void *context, const NDK_
     return STATUS_SUCCESS;
 }
 
-/* The notification's callback (core/notify.h): a progress thread, no lock held. One that
+/* The notification's callback (device/notify.h): a progress thread, no lock held. One that
  * re-arms with NdkModifySrq below the count makes the next one due: it follows this one. */
 static void srq_notify_call(struct sndk_notify *n, NTSTATUS st)
 {
@@ -102,38 +101,39 @@ bool sndk_srq_take(struct sndk_srq *srq, struct sndk_recv_wqe *out)
 }
 
 /* Receiver not ready: connections whose Send waits for a receive of this SRQ. */
-void sndk_srq_rnr_wait(struct sndk_srq *srq, struct sndk_conn *io)
+void sndk_srq_rnr_wait(struct sndk_srq *srq, struct sndk_rnr_waiter *w)
 {
     sndk_mutex_lock(&srq->lock);
-    if (!io->rnr_listed) {
-        io->rnr_listed = true;
-        io->rnr_next = srq->rnr_waiters;
-        srq->rnr_waiters = io;
+    if (!w->pprev) {
+        w->next = srq->rnr_waiters;
+        if (w->next)
+            w->next->pprev = &w->next;
+        w->pprev = &srq->rnr_waiters;
+        srq->rnr_waiters = w;
     }
     sndk_mutex_unlock(&srq->lock);
 }
 
-void sndk_srq_rnr_done(struct sndk_srq *srq, struct sndk_conn *io)
+void sndk_srq_rnr_done(struct sndk_srq *srq, struct sndk_rnr_waiter *w)
 {
     sndk_mutex_lock(&srq->lock);
-    if (io->rnr_listed) {
-        struct sndk_conn **pp = &srq->rnr_waiters;
-        while (*pp != io)
-            pp = &(*pp)->rnr_next;
-        *pp = io->rnr_next;
-        io->rnr_listed = false;
-        io->rnr_next = NULL;
+    if (w->pprev) {
+        *w->pprev = w->next;
+        if (w->next)
+            w->next->pprev = w->pprev;
+        w->next = NULL;
+        w->pprev = NULL;
     }
     sndk_mutex_unlock(&srq->lock);
 }
 
 /* A receive was posted: every waiter may take it (the first pass to run wins; the others
- * wait on). sndk_rx_rnr_kick takes no lock, only queues work. */
+ * wait on). */
 static void srq_rnr_kick_locked(struct sndk_srq *srq)
 {
     sndk_assert_held(&srq->lock);
-    for (struct sndk_conn *w = srq->rnr_waiters; w; w = w->rnr_next)
-        sndk_rx_rnr_kick(w->qp);
+    for (struct sndk_rnr_waiter *w = srq->rnr_waiters; w; w = w->next)
+        w->kick(w);
 }
 
 static NTSTATUS srq_receive(NDK_SRQ *pNdkSrq, PVOID RequestContext, const NDK_SGE *pSgl,

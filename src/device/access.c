@@ -1,5 +1,5 @@
-/* The one access check (core/access.h). */
-#include "core/access.h"
+/* The one access check (device/access.h). */
+#include "device/access.h"
 
 #include "util/log.h"
 

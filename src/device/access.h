@@ -2,7 +2,7 @@
  * receives, inbound RDMA Write, Read Request and Read Response) asks here whether a
  * token grants an access to a range and where that range lives in host memory.
  *
- * A token is an STag (core/stag.h). It names, through the adapter's table:
+ * A token is an STag (device/stag.h). It names, through the adapter's table:
  * - an MR registered with NdkRegisterMr (local and, per its flags, remote rights);
  * - a fast-registered MR while valid (rights from the NdkFastRegister flags; host memory via its
  *   page list);
@@ -11,13 +11,13 @@
  *   virtual addresses (decisions 6); never remote.
  * The check runs under the STag table lock, so a concurrent (de)registration, which changes the
  * region fields under the same lock, is seen either entirely before or entirely after. */
-#ifndef SOFTNDK_CORE_ACCESS_H
-#define SOFTNDK_CORE_ACCESS_H
+#ifndef SOFTNDK_DEVICE_ACCESS_H
+#define SOFTNDK_DEVICE_ACCESS_H
 
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "core/mr.h"
+#include "device/mr.h"
 
 enum sndk_access_result {
     SNDK_ACC_OK = 0,

@@ -1,10 +1,10 @@
-#include "core/object.h"
+#include "device/object.h"
 
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/verifier.h"
+#include "device/verifier.h"
 #include "util/log.h"
 #include "observe/trace.h"
 

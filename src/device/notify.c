@@ -1,6 +1,6 @@
 /* The delivery of a consumer notification (notify.h). */
-#include "core/notify.h"
-#include "core/adapter.h"
+#include "device/notify.h"
+#include "device/adapter.h"
 
 #include <assert.h>
 

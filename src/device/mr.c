@@ -1,12 +1,12 @@
 /* Memory region (docs/ndk-rules.md#mem): NdkRegisterMr kind and fast-register kind. The VA
  * range is an index for peers and SGEs; the region's memory is the consumer's, kept valid by it
  * while registered (its "locked pages"). */
-#include "core/mr.h"
+#include "device/mr.h"
 #include "faults/faults.h"
 
 #include <stdlib.h>
 
-#include "core/access.h"
+#include "device/access.h"
 #include "util/log.h"
 #include "observe/trace.h"
 

@@ -15,8 +15,8 @@
  * handed out: slot 0, and the slot whose index would be 0 (STag index 0 has a meaning of its own
  * on the wire: RFC 6581's zero-length RTR uses STag 0/1). The owner's own state (registered?
  * fast-registered valid?) is checked too, since an MR's slot stays live from its creation on. */
-#ifndef SOFTNDK_CORE_STAG_H
-#define SOFTNDK_CORE_STAG_H
+#ifndef SOFTNDK_DEVICE_STAG_H
+#define SOFTNDK_DEVICE_STAG_H
 
 #include <pthread.h>
 #include <stdbool.h>

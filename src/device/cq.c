@@ -1,5 +1,5 @@
 /* Completion queue (docs/ndk-rules.md#cq). */
-#include "core/cq.h"
+#include "device/cq.h"
 #include "faults/faults.h"
 
 #include <assert.h>
@@ -103,7 +103,7 @@ static void overrun_work_fn(struct sndk_work *w)
     sndk_obj_put(&cq->base);
 }
 
-/* The notification's callback (core/notify.h): a progress thread, no lock held. */
+/* The notification's callback (device/notify.h): a progress thread, no lock held. */
 static void cq_notify_call(struct sndk_notify *n, NTSTATUS st)
 {
     struct sndk_cq *cq = sndk_container_of(n, struct sndk_cq, notify);

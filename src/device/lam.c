@@ -4,7 +4,7 @@
  * those VAs. */
 #include <stdlib.h>
 
-#include "core/adapter.h"
+#include "device/adapter.h"
 #include "util/log.h"
 
 #define LAM_HEADER offsetof(NDK_LOGICAL_ADDRESS_MAPPING, AdapterPageArray)

@@ -1,13 +1,13 @@
 /* The consumer verifier (verify/verify.h) as the objects call it: each call names an object,
  * and the verifier gets the subject built from it here, since it knows no object itself.
- * Whether the verifier is on for an adapter: sndk_verify_on (core/adapter.h). */
-#ifndef SOFTNDK_CORE_VERIFIER_H
-#define SOFTNDK_CORE_VERIFIER_H
+ * Whether the verifier is on for an adapter: sndk_verify_on (device/adapter.h). */
+#ifndef SOFTNDK_DEVICE_VERIFIER_H
+#define SOFTNDK_DEVICE_VERIFIER_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/object.h"
+#include "device/object.h"
 #include "verify/verify.h"
 
 struct sndk_adapter;

@@ -19,10 +19,10 @@
  * the consumer thread's own progress thread), not to a thread of its own: "delivering" is what
  * keeps a second run, raised meanwhile on another thread, from calling back at the same time.
  */
-#ifndef SOFTNDK_CORE_NOTIFY_H
-#define SOFTNDK_CORE_NOTIFY_H
+#ifndef SOFTNDK_DEVICE_NOTIFY_H
+#define SOFTNDK_DEVICE_NOTIFY_H
 
-#include "core/object.h"
+#include "device/object.h"
 #include "util/lock.h"
 
 enum sndk_notify_state {

@@ -1,12 +1,12 @@
-/* The consumer verifier as the objects call it (core/verifier.h): the checks that need to know
+/* The consumer verifier as the objects call it (device/verifier.h): the checks that need to know
  * an object (an MR's state, what a handle is), and the subject each report is about. */
-#include "core/verifier.h"
+#include "device/verifier.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "core/adapter.h"
-#include "core/mr.h"
+#include "device/adapter.h"
+#include "device/mr.h"
 
 void sndk_verify_report(struct sndk_obj *o, SOFTNDK_VERIFY_RULE rule, const void *ctx,
                         const char *fmt, ...)

@@ -1,4 +1,4 @@
-#include "core/stag.h"
+#include "device/stag.h"
 
 #include <stdlib.h>
 #include <string.h>

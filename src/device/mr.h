@@ -1,7 +1,7 @@
-#ifndef SOFTNDK_CORE_MR_H
-#define SOFTNDK_CORE_MR_H
+#ifndef SOFTNDK_DEVICE_MR_H
+#define SOFTNDK_DEVICE_MR_H
 
-#include "core/pd.h"
+#include "device/pd.h"
 
 /* Access rights of a region or window, as the data path checks them. */
 enum sndk_access {
@@ -42,7 +42,7 @@ struct sndk_mr {
 
 /* Registration fields (state, va, length, access, the FR mapping; an MW's binding) change only
  * with the adapter's STag table lock held, together with the key, so that the one access check
- * (core/access.c) reads a consistent region while it holds that lock. */
+ * (device/access.c) reads a consistent region while it holds that lock. */
 
 /* Memory window. Bound and invalidated by QP work requests; until then it owns an STag index
  * whose key changes on every bind. */
@@ -78,5 +78,12 @@ NTSTATUS sndk_mr_fast_register(struct sndk_mr *mr, struct sndk_pd *pd, ULONG npa
  * a reference on the MR while bound, so the MR's close stays pending. */
 NTSTATUS sndk_mw_bind(struct sndk_mw *mw, struct sndk_mr *mr, struct sndk_pd *pd, uint64_t va,
                       uint64_t len, unsigned access);
+
+/* NdkCreateMr and NdkCreateMw, PD dispatch slots (core/pd.c lists them; mr.c, mw.c). */
+NTSTATUS sndk_mr_create(NDK_PD *pNdkPd, BOOLEAN FastRegister,
+                        NDK_FN_CREATE_COMPLETION CreateCompletion, PVOID RequestContext,
+                        NDK_MR **ppNdkMr);
+NTSTATUS sndk_mw_create(NDK_PD *pNdkPd, NDK_FN_CREATE_COMPLETION CreateCompletion,
+                        PVOID RequestContext, NDK_MW **ppNdkMw);
 
 #endif

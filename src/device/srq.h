@@ -1,10 +1,10 @@
-#ifndef SOFTNDK_CORE_SRQ_H
-#define SOFTNDK_CORE_SRQ_H
+#ifndef SOFTNDK_DEVICE_SRQ_H
+#define SOFTNDK_DEVICE_SRQ_H
 
 #include <pthread.h>
 
-#include "core/notify.h"
-#include "core/pd.h"
+#include "device/notify.h"
+#include "device/pd.h"
 #include "util/lock.h"
 
 /* A posted receive: its context and a copy of its SGEs (the consumer's array is only read
@@ -32,7 +32,14 @@ struct sndk_recv_wqe *sndk_recv_ring_at(const struct sndk_recv_ring *r, uint32_t
 NTSTATUS sndk_recv_ring_push(struct sndk_recv_ring *r, void *context, const NDK_SGE *sgl,
                              ULONG nsge, ULONG max_transfer);
 
-struct sndk_conn;
+/* A connection waiting for a receive of an SRQ (receiver not ready, docs/datapath.md). The
+ * connection embeds one and says how to wake it: the SRQ knows no connection, only this. */
+struct sndk_rnr_waiter {
+    /* On the SRQ's list while pprev is set (under srq->lock): membership is the link itself. */
+    struct sndk_rnr_waiter *next, **pprev;
+    /* A receive was posted: called under srq->lock, so it takes no lock, only queues work. */
+    void (*kick)(struct sndk_rnr_waiter *w);
+};
 
 struct sndk_srq {
     struct sndk_obj base;
@@ -44,9 +51,8 @@ struct sndk_srq {
     /* The consumer's arm ([SRQ-3]): set by a threshold > 0 (NdkModifySrq, or the create's
      * when there is a callback), cleared when the count falls below it and by close. */
     bool armed;
-    struct sndk_notify notify;     /* its delivery (core/notify.h) */
-    struct sndk_conn *rnr_waiters; /* connections waiting for a receive (receiver not ready,
-                                       docs/datapath.md); under lock */
+    struct sndk_notify notify;           /* its delivery (device/notify.h) */
+    struct sndk_rnr_waiter *rnr_waiters; /* connections waiting for a receive; under lock */
     /* The consumer verifier's [SRQ-7] check (verify/verify.h): threads now inside
      * NdkSrqReceive; only counted with the verifier on. */
     atomic_uint verify_callers;
@@ -57,6 +63,11 @@ struct sndk_srq {
  * false when the SRQ is empty. Any thread; takes srq->lock. */
 bool sndk_srq_take(struct sndk_srq *srq, struct sndk_recv_wqe *out);
 
+/* w waits for a receive of srq (listed once however often asked) / no longer does (also when
+ * not listed). Posting on the SRQ calls the kick of every waiter. Any thread; takes srq->lock. */
+void sndk_srq_rnr_wait(struct sndk_srq *srq, struct sndk_rnr_waiter *w);
+void sndk_srq_rnr_done(struct sndk_srq *srq, struct sndk_rnr_waiter *w);
+
 /* Take the oldest receive of a plain ring into *out; caller serialises access to r. */
 bool sndk_recv_ring_take(struct sndk_recv_ring *r, struct sndk_recv_wqe *out);
 
@@ -65,5 +76,12 @@ static inline struct sndk_srq *sndk_srq_from(const void *pub)
     struct sndk_obj *o = sndk_obj_check(pub, NdkObjectTypeSrq);
     return o ? sndk_container_of(o, struct sndk_srq, base) : NULL;
 }
+
+/* NdkCreateSrq, a PD dispatch slot (core/pd.c lists it). */
+NTSTATUS sndk_srq_create(NDK_PD *pNdkPd, ULONG SrqDepth, ULONG MaxReceiveRequestSge,
+                         ULONG NotifyThreshold, NDK_FN_SRQ_NOTIFICATION_CALLBACK SrqNotification,
+                         PVOID SrqNotificationContext, GROUP_AFFINITY *Affinity,
+                         NDK_FN_CREATE_COMPLETION CreateCompletion, PVOID RequestContext,
+                         NDK_SRQ **ppNdkSrq);
 
 #endif

@@ -2,9 +2,9 @@
  * then it owns an STag index whose key changes on every bind. */
 #include <stdlib.h>
 
-#include "core/access.h"
+#include "device/access.h"
 #include "faults/faults.h"
-#include "core/mr.h"
+#include "device/mr.h"
 
 NTSTATUS sndk_mw_bind(struct sndk_mw *mw, struct sndk_mr *mr, struct sndk_pd *pd, uint64_t va,
                       uint64_t len, unsigned access)

@@ -14,8 +14,8 @@
  *
  * Private state is reached from the public pointer (never through ->Dispatch, which a
  * consumer may overwrite). */
-#ifndef SOFTNDK_CORE_OBJECT_H
-#define SOFTNDK_CORE_OBJECT_H
+#ifndef SOFTNDK_DEVICE_OBJECT_H
+#define SOFTNDK_DEVICE_OBJECT_H
 
 #include <stdatomic.h>
 #include <stdbool.h>

@@ -1,10 +1,10 @@
-#ifndef SOFTNDK_CORE_QP_H
-#define SOFTNDK_CORE_QP_H
+#ifndef SOFTNDK_DEVICE_QP_H
+#define SOFTNDK_DEVICE_QP_H
 
 #include <sys/uio.h>
 
-#include "core/cq.h"
-#include "core/srq.h"
+#include "device/cq.h"
+#include "device/srq.h"
 #include "util/lock.h"
 
 /* QP states (datapath.md#states): one enum, a name table, one transition function per source state,

@@ -1,13 +1,13 @@
 /* Completion queue: a ring of NDK_RESULT_EX filled by the QPs feeding it, drained by the
  * consumer, with one-shot arming (docs/ndk-rules.md#cq), serialized notification callbacks on a
  * progress thread, overrun detection, resize and software interrupt moderation. */
-#ifndef SOFTNDK_CORE_CQ_H
-#define SOFTNDK_CORE_CQ_H
+#ifndef SOFTNDK_DEVICE_CQ_H
+#define SOFTNDK_DEVICE_CQ_H
 
 #include <pthread.h>
 
-#include "core/adapter.h"
-#include "core/notify.h"
+#include "device/adapter.h"
+#include "device/notify.h"
 #include "util/lock.h"
 
 #define SNDK_CQ_UNARMED (-1)
@@ -73,7 +73,7 @@ struct sndk_cq {
     struct sndk_work overrun_work; /* after an overrun: the QPs feeding the CQ abort; holds a
                                       reference */
 
-    /* notification delivery (core/notify.h): callbacks for this CQ never overlap */
+    /* notification delivery (device/notify.h): callbacks for this CQ never overlap */
     struct sndk_notify notify;
 
     /* interrupt moderation: an arm that is satisfied waits up to mod_interval µs or until
@@ -148,5 +148,11 @@ void sndk_cq_conn_watch(struct sndk_cq *cq, struct sndk_cq_conn *node, uint32_t 
  * one park check if it is not pending. Any thread; takes cq->lock on a park. */
 #define SNDK_CQ_PARK_CHECK_US 5000u
 void sndk_cq_parked(struct sndk_cq *cq, int delta);
+
+/* NdkCreateCq, the adapter's dispatch slot (core/adapter.c lists it). */
+NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
+                        NDK_FN_CQ_NOTIFICATION_CALLBACK CqNotification, PVOID CqNotificationContext,
+                        GROUP_AFFINITY *Affinity, NDK_FN_CREATE_COMPLETION CreateCompletion,
+                        PVOID RequestContext, NDK_CQ **ppNdkCq);
 
 #endif
