@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "datapath/link.h"
-#include "device/qp.h"
+#include "device/qp_state.h"
 
 static double case_seconds = 1.5;
 static bool use_crc = true;

@@ -26,10 +26,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "device/adapter.h"
+#include "device/adapter_state.h"
 #include "datapath/link.h"
 #include "device/mr.h"
-#include "device/qp.h"
+#include "device/qp_state.h"
 #include <ndk/ndkpi.h>
 #include <ndk/softndk.h>
 

@@ -2,7 +2,7 @@
  * (docs/ndk-rules.md [ADP-4]). */
 #include "core/create.h"
 #include "device/cq.h"
-#include "device/adapter.h"
+#include "device/adapter_state.h"
 
 #include "faults/faults.h"
 #include "iwarp/crc32c.h"

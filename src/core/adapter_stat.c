@@ -2,7 +2,7 @@
  * counters, its live objects and connections. Written here, where the objects are known; the
  * endpoint in observe/ only serves the text. */
 #include "core/create.h"
-#include "device/adapter.h"
+#include "device/adapter_state.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "device/qp.h"
+#include "device/qp_state.h"
 #include "observe/stat.h"
 #include "util/lock.h"
 #include "verify/verify.h"

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "device/adapter.h"
+#include "device/adapter_state.h"
 #include "util/log.h"
 #include "observe/trace.h"
 

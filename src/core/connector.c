@@ -29,7 +29,7 @@
 #include "datapath/link.h"
 #include "faults/faults.h"
 #include "core/connector.h"
-#include "device/qp.h"
+#include "device/qp_state.h"
 #include "verify/verify.h"
 #include "iwarp/fpdu.h"
 #include "iwarp/mpa.h"

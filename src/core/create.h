@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "device/adapter.h"
+#include "device/adapter_state.h"
 
 NTSTATUS sndk_pd_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CREATE_COMPLETION CreateCompletion,
                         PVOID RequestContext, NDK_PD **ppNdkPd);

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <sys/socket.h>
 
-#include "device/adapter.h"
+#include "device/adapter_state.h"
 #include "util/addr.h"
 
 /* Is the address (port ignored) one of adapter a's? Wildcards are. */

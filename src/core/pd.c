@@ -1,6 +1,6 @@
 /* Protection domain: parent of MRs, MWs, SRQs and QPs; owner of the privileged token. */
 #include "core/create.h"
-#include "device/pd.h"
+#include "device/pd_state.h"
 #include "device/mr.h"
 #include "device/srq.h"
 #include "faults/faults.h"

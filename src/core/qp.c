@@ -6,7 +6,8 @@
  * Until a connector attaches a connection, every initiator request is refused inline with
  * STATUS_CONNECTION_INVALID ([POST-5]); receives queue. */
 #include "core/create.h"
-#include "device/qp.h"
+#include "datapath/rnr.h"
+#include "device/qp_state.h"
 #include "device/srq.h"
 #include "verify/verify.h"
 
@@ -367,7 +368,7 @@ static NTSTATUS qp_receive(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *
     if (st == STATUS_SUCCESS && (sndk_qp_state(qp) == SNDK_QP_ERROR || sndk_obj_closing(&qp->base)))
         sndk_conn_flush_receives(qp);
     else if (st == STATUS_SUCCESS)
-        sndk_rx_rnr_kick(qp); /* a Send waiting for it (receiver not ready) goes on */
+        sndk_rnr_kick(qp); /* a Send waiting for it (receiver not ready) goes on */
     return st;
 }
 

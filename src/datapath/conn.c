@@ -6,6 +6,10 @@
  * down here to publish, flush and end; tx.c and rx.c turn requests into FPDUs and FPDUs into
  * placements. */
 #include "datapath/conn.h"
+#include "datapath/tx.h"
+#include "datapath/rx.h"
+#include "datapath/place.h"
+#include "datapath/rnr.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -684,7 +688,7 @@ static void src_fn(struct sndk_source *s, uint32_t events)
          * Send any more (and a level-triggered hang-up would come back at once) */
         sndk_mutex_lock(&qp->rx_lock);
         if (!sndk_conn_stopped(io))
-            sndk_rx_rnr_expire(qp, "the socket hung up");
+            sndk_rnr_expire(qp, "the socket hung up");
         sndk_mutex_unlock(&qp->rx_lock);
     }
     if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
@@ -734,7 +738,7 @@ static void rnr_timer_fn(struct sndk_timer *t)
     sndk_mutex_lock(&qp->rx_lock); /* the phase is stable under it: no tx_lock needed */
     bool live = !sndk_conn_stopped(io);
     if (live)
-        sndk_rx_rnr_expire(qp, "the receiver-not-ready bound expired");
+        sndk_rnr_expire(qp, "the receiver-not-ready bound expired");
     sndk_mutex_unlock(&qp->rx_lock);
     /* the pass ends it with the Send's Terminate (or goes on: the receive came) */
     if (live)
@@ -749,7 +753,7 @@ static void rnr_work_fn(struct sndk_work *w)
     struct sndk_conn *io = sndk_container_of(w, struct sndk_conn, rnr_work);
     struct sndk_qp *qp = io->qp;
     sndk_mutex_lock(&qp->rx_lock);
-    bool resumed = !sndk_conn_stopped(io) && sndk_rx_rnr_resume(qp);
+    bool resumed = !sndk_conn_stopped(io) && sndk_rnr_resume(qp);
     sndk_mutex_unlock(&qp->rx_lock);
     if (resumed)
         rx_run(qp, 0, false); /* the rest of the staging buffer: no EPOLLIN reports it */
@@ -759,7 +763,7 @@ static void rnr_work_fn(struct sndk_work *w)
 /* The SRQ's wake-up for a connection waiting on it (device/srq.h): under the SRQ's lock. */
 static void rnr_waiter_kick(struct sndk_rnr_waiter *w)
 {
-    sndk_rx_rnr_kick(sndk_container_of(w, struct sndk_conn, rnr_waiter)->qp);
+    sndk_rnr_kick(sndk_container_of(w, struct sndk_conn, rnr_waiter)->qp);
 }
 
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/adapter.h"
+#include "device/adapter_state.h"
 #include "verify/verify.h"
 #include "iwarp/crc32c.h"
 #include "util/log.h"

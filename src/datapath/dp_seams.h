@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "datapath/conn.h"
+#include "datapath/conn_state.h"
 
 /* What a seam that may act on the stream says. */
 enum sndk_seam_verdict {

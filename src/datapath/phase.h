@@ -1,8 +1,19 @@
-/* The connection's phase and its end record (phase.c). The types live in conn.h with the
- * connection. */
+/* The connection's phase machine and its one end record (phase.c). The types and the lock-free
+ * readers are the connection's state (conn_state.h). */
 #ifndef SOFTNDK_DATAPATH_PHASE_H
 #define SOFTNDK_DATAPATH_PHASE_H
 
-#include "datapath/conn.h"
+#include "datapath/conn_state.h"
+
+const char *sndk_conn_phase_name(enum sndk_conn_phase p);
+/* Move the connection to `next` if its phase allows it, holding the locks the table above
+ * names. False when refused: quietly once failing or ended (a late shutdown, a second end
+ * found), else it is a bug: logged, and an assertion fails. */
+bool sndk_conn_phase_set(struct sndk_qp *qp, enum sndk_conn_phase next, const char *why);
+const char *sndk_end_finder_name(enum sndk_end_finder b);
+/* Record f, found by `by`, as the connection's end unless one is recorded already (the first
+ * wins). Returns the end that stands. tx_lock held. */
+const struct sndk_fail *sndk_conn_end_record(struct sndk_conn *io, enum sndk_end_finder by,
+                                             const struct sndk_fail *f);
 
 #endif

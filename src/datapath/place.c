@@ -13,6 +13,9 @@
 #include <string.h>
 
 #include "device/access.h"
+#include "datapath/tx.h"
+#include "datapath/place.h"
+#include "datapath/rnr.h"
 #include "device/srq.h"
 #include "datapath/dp_seams.h"
 #include "datapath/phase.h"

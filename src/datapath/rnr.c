@@ -6,6 +6,7 @@
  * expired) is written holding rx_lock and tx_lock. Called by the placement (place.c: may it
  * wait?), the pass (rx.c: begin, resume) and the connection's timers and work (conn.c). */
 #include "device/srq.h"
+#include "datapath/rnr.h"
 #include "datapath/phase.h"
 #include "datapath/watch.h"
 #include "verify/verify.h"
@@ -63,7 +64,7 @@ static void rnr_arm(struct sndk_qp *qp, unsigned ms)
         sndk_obj_get(&qp->base); /* the pending timer's (engine.h, "References") */
 }
 
-void sndk_rx_rnr_kick(struct sndk_qp *qp)
+void sndk_rnr_kick(struct sndk_qp *qp)
 {
     struct sndk_conn *io = qp->io;
     if (!io || sndk_rnr_phase(io) != SNDK_RNR_WAITING)
@@ -91,7 +92,7 @@ void sndk_rnr_begin(struct sndk_qp *qp)
     if (qp->srq) {
         sndk_srq_rnr_wait(qp->srq, &io->rnr_waiter);
         /* a receive posted between take_receive and the listing kicked nobody: look again */
-        sndk_rx_rnr_kick(qp);
+        sndk_rnr_kick(qp);
     }
     sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_RNR_WAITS);
     if (sndk_verify_on(qp->base.adapter))
@@ -128,13 +129,13 @@ bool sndk_rnr_try_resume(struct sndk_qp *qp, const char *why)
     return true;
 }
 
-bool sndk_rx_rnr_resume(struct sndk_qp *qp)
+bool sndk_rnr_resume(struct sndk_qp *qp)
 {
     sndk_assert_held(&qp->rx_lock);
     return sndk_rnr_try_resume(qp, "a receive was posted");
 }
 
-void sndk_rx_rnr_expire(struct sndk_qp *qp, const char *why)
+void sndk_rnr_expire(struct sndk_qp *qp, const char *why)
 {
     struct sndk_conn *io = qp->io;
     sndk_assert_held(&qp->rx_lock);

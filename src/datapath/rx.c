@@ -20,6 +20,10 @@
 #include <sys/uio.h>
 
 #include "datapath/dp_seams.h"
+#include "datapath/tx.h"
+#include "datapath/rx.h"
+#include "datapath/place.h"
+#include "datapath/rnr.h"
 #include "datapath/phase.h"
 #include "datapath/watch.h"
 #include "verify/verify.h"

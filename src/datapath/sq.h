@@ -2,7 +2,7 @@
 #ifndef SOFTNDK_DATAPATH_SQ_H
 #define SOFTNDK_DATAPATH_SQ_H
 
-#include "device/qp.h"
+#include "device/qp_state.h"
 
 /* The slot of SQ counter idx. */
 static inline struct sndk_sqe *sndk_sq_slot(struct sndk_qp *qp, uint32_t idx)

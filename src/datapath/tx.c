@@ -15,7 +15,8 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
-#include "device/adapter.h"
+#include "device/adapter_state.h"
+#include "datapath/tx.h"
 #include "datapath/dp_seams.h"
 #include "datapath/phase.h"
 #include "datapath/watch.h"

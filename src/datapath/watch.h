@@ -2,7 +2,7 @@
 #ifndef SOFTNDK_DATAPATH_WATCH_H
 #define SOFTNDK_DATAPATH_WATCH_H
 
-#include "datapath/conn.h"
+#include "datapath/conn_state.h"
 
 /* Set the watched events (epoll and the CQs' readiness sets) from tx_blocked, peer_fin,
  * parking, stalls and the receiver-not-ready wait. tx_lock held. */

@@ -6,7 +6,7 @@
 
 #include <pthread.h>
 
-#include "device/adapter.h"
+#include "device/adapter_state.h"
 #include "device/notify.h"
 #include "util/lock.h"
 

@@ -4,7 +4,7 @@
  * those VAs. */
 #include <stdlib.h>
 
-#include "device/adapter.h"
+#include "device/adapter_state.h"
 #include "util/log.h"
 
 #define LAM_HEADER offsetof(NDK_LOGICAL_ADDRESS_MAPPING, AdapterPageArray)

@@ -1,7 +1,7 @@
 #ifndef SOFTNDK_DEVICE_MR_H
 #define SOFTNDK_DEVICE_MR_H
 
-#include "device/pd.h"
+#include "device/pd_state.h"
 
 /* Access rights of a region or window, as the data path checks them. */
 enum sndk_access {

@@ -1,6 +1,6 @@
 /* The delivery of a consumer notification (notify.h). */
 #include "device/notify.h"
-#include "device/adapter.h"
+#include "device/adapter_state.h"
 
 #include <assert.h>
 

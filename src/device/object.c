@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/verifier.h"
 #include "util/log.h"
 #include "observe/trace.h"
 

@@ -180,4 +180,50 @@ static inline bool sndk_obj_usable(const struct sndk_obj *o, const struct sndk_a
 
 const char *sndk_obj_type_name(NDK_OBJECT_TYPE type);
 
+
+/* ---- The verifier's view of an object (verify/verify.h knows no object type) ---------------- */
+
+/* Object o as the verifier's reports name it: its type, its address, its adapter's settings. */
+static inline struct sndk_verify_subject sndk_obj_subject(struct sndk_obj *o)
+{
+    return (struct sndk_verify_subject){.policy = &o->root->verify,
+                                        .obj = o,
+                                        .type = sndk_obj_type_name(o->ops->type),
+                                        .reported = &o->verify_reported};
+}
+
+/* Is the verifier on for o's adapter? The same answer as sndk_verify_on(o->adapter). */
+static inline bool sndk_obj_verified(const struct sndk_obj *o)
+{
+    return __builtin_expect(o->root->verify.mode != SoftNdkVerifyOff, 0);
+}
+
+/* Consumer callbacks (verify/verify.h: callback_slow, callback_call). */
+static inline void sndk_callback_enter(struct sndk_callback_scope *s, struct sndk_obj *o,
+                                       enum sndk_callback_kind kind, const void *ctx)
+{
+    s->subject.policy = NULL;
+    if (sndk_obj_verified(o)) {
+        struct sndk_verify_subject subj = sndk_obj_subject(o);
+        sndk_callback_enter_verified(s, &subj, kind, ctx);
+    }
+}
+
+/* Call only while o is still allocated (a close completion: before the object is freed). */
+static inline void sndk_callback_leave(struct sndk_callback_scope *s)
+{
+    if (s->subject.policy)
+        sndk_callback_leave_verified(s);
+}
+
+/* Invoke a consumer callback of object o: SNDK_CALLBACK(&cq->base, SNDK_CB_CQ_NOTIFICATION,
+ * cq->notify_ctx, cq->notify_cb(cq->notify_ctx, st)). */
+#define SNDK_CALLBACK(o, kind, ctx, call)                                                          \
+    do {                                                                                           \
+        struct sndk_callback_scope sndk_cb_scope_;                                                 \
+        sndk_callback_enter(&sndk_cb_scope_, (o), (kind), (ctx));                                  \
+        call;                                                                                      \
+        sndk_callback_leave(&sndk_cb_scope_);                                                      \
+    } while (0)
+
 #endif

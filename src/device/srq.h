@@ -4,7 +4,7 @@
 #include <pthread.h>
 
 #include "device/notify.h"
-#include "device/pd.h"
+#include "device/pd_state.h"
 #include "util/lock.h"
 
 /* A posted receive: its context and a copy of its SGEs (the consumer's array is only read

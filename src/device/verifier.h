@@ -1,6 +1,7 @@
 /* The consumer verifier (verify/verify.h) as the objects call it: each call names an object,
- * and the verifier gets the subject built from it here, since it knows no object itself.
- * Whether the verifier is on for an adapter: sndk_verify_on (device/adapter.h). */
+ * and the verifier gets the subject built from it (sndk_obj_subject, device/object.h), since it
+ * knows no object itself.
+ * Whether the verifier is on for an adapter: sndk_verify_on (device/adapter_state.h). */
 #ifndef SOFTNDK_DEVICE_VERIFIER_H
 #define SOFTNDK_DEVICE_VERIFIER_H
 
@@ -12,21 +13,6 @@
 
 struct sndk_adapter;
 struct sndk_mr;
-
-/* Object o as the verifier's reports name it: its type, its address, its adapter's settings. */
-static inline struct sndk_verify_subject sndk_obj_subject(struct sndk_obj *o)
-{
-    return (struct sndk_verify_subject){.policy = &o->root->verify,
-                                        .obj = o,
-                                        .type = sndk_obj_type_name(o->ops->type),
-                                        .reported = &o->verify_reported};
-}
-
-/* Is the verifier on for o's adapter? The same answer as sndk_verify_on(o->adapter). */
-static inline bool sndk_obj_verified(const struct sndk_obj *o)
-{
-    return __builtin_expect(o->root->verify.mode != SoftNdkVerifyOff, 0);
-}
 
 /* Report that the consumer broke `rule` on object o (sndk_verify_report_on: once per object and
  * rule; strict does not return). Call only with sndk_verify_on(o->adapter). */
@@ -79,34 +65,5 @@ static inline void sndk_verify_queue_leave(struct sndk_verify_call *c)
  * not one). The verified posts hold a reference on the object for their duration, so such a
  * close completes when they have returned instead of freeing the object under them. */
 void sndk_verify_close_during_post(struct sndk_obj *o, unsigned inside);
-
-/* ---- Consumer callbacks (verify/verify.h: callback_slow, callback_call) ---------------------- */
-
-static inline void sndk_callback_enter(struct sndk_callback_scope *s, struct sndk_obj *o,
-                                       enum sndk_callback_kind kind, const void *ctx)
-{
-    s->subject.policy = NULL;
-    if (sndk_obj_verified(o)) {
-        struct sndk_verify_subject subj = sndk_obj_subject(o);
-        sndk_callback_enter_verified(s, &subj, kind, ctx);
-    }
-}
-
-/* Call only while o is still allocated (a close completion: before the object is freed). */
-static inline void sndk_callback_leave(struct sndk_callback_scope *s)
-{
-    if (s->subject.policy)
-        sndk_callback_leave_verified(s);
-}
-
-/* Invoke a consumer callback of object o: SNDK_CALLBACK(&cq->base, SNDK_CB_CQ_NOTIFICATION,
- * cq->notify_ctx, cq->notify_cb(cq->notify_ctx, st)). */
-#define SNDK_CALLBACK(o, kind, ctx, call)                                                          \
-    do {                                                                                           \
-        struct sndk_callback_scope sndk_cb_scope_;                                                 \
-        sndk_callback_enter(&sndk_cb_scope_, (o), (kind), (ctx));                                  \
-        call;                                                                                      \
-        sndk_callback_leave(&sndk_cb_scope_);                                                      \
-    } while (0)
 
 #endif

@@ -68,7 +68,7 @@ struct sndk_fault_rule {
 };
 
 /* An adapter's rule set. The rules know no adapter: the adapter hands over where firings are
- * counted (ctrs) and routes its calls here (the sndk_fault_* of device/adapter.h). */
+ * counted (ctrs) and routes its calls here (the sndk_fault_* of device/adapter_state.h). */
 struct sndk_faults {
     struct sndk_adapter_ctrs *ctrs; /* InjectedFaults counts here; NULL until the adapter sets it */
     uint64_t seed;

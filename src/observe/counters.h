@@ -179,7 +179,7 @@ void sndk_counters_read(struct sndk_adapter_ctrs *a, SOFTNDK_COUNTERS *out);
 /* A new record (one reference, the caller's) in the registry of ac, captured into `capture`
  * (NULL: no capture) once its local address is known. NULL when out of memory: every user of a
  * record accepts NULL and then counts nothing. The adapter passes its own counters and capture
- * (sndk_conn_rec_new, device/adapter.h): the counters know no adapter. */
+ * (sndk_conn_rec_new, device/adapter_state.h): the counters know no adapter. */
 struct sndk_conn_rec *sndk_conn_rec_open(struct sndk_adapter_ctrs *ac, struct sndk_pcap *capture,
                                          enum sndk_conn_role role, const struct sockaddr *local,
                                          const struct sockaddr *peer,

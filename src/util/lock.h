@@ -36,7 +36,7 @@
 
 /* The lock order, outermost first: every mutex of the library has a rank here, and the table in
  * docs/architecture.md#lock-order lists the same locks in the same order. The QP and CQ locks
- * in the middle are the data path's order of src/device/qp.h. Locks that nest nothing (the
+ * in the middle are the data path's order of src/device/qp_state.h. Locks that nest nothing (the
  * adapter's, the observability locks) sit after the data path's so that any of them may be
  * taken under any data-path lock; the engine's come last, as nothing is taken under them. */
 enum sndk_lock_rank {

@@ -9,6 +9,9 @@
 #include <string.h>
 
 #include "device/access.h"
+#include "datapath/phase.h"
+#include "datapath/tx.h"
+#include "datapath/rnr.h"
 #include "core/admission.h"
 #include "core/connector.h"
 #include "core/errno_status.h"
@@ -16,7 +19,7 @@
 #include "device/mr.h"
 #include "device/notify.h"
 #include "device/object.h"
-#include "device/qp.h"
+#include "device/qp_state.h"
 #include "datapath/conn.h"
 #include "engine/engine.h"
 #include "faults/faults.h"

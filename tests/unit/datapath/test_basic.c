@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "datapath.h"
-#include "device/adapter.h"
+#include "device/adapter_state.h"
 
 #define XCTX ((void *)0x1001)
 #define YCTX ((void *)0x2002)

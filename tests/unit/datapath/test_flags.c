@@ -5,7 +5,7 @@
 #include <sys/socket.h>
 
 #include "datapath.h"
-#include "device/adapter.h"
+#include "device/adapter_state.h"
 #include "device/mr.h"
 #include "iwarp/crc32c.h"
 #include <unistd.h>

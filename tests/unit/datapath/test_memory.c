@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "datapath.h"
-#include "device/adapter.h"
+#include "device/adapter_state.h"
 #include "device/mr.h"
 
 #define XCTX ((void *)0x1001)

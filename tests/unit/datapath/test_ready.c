@@ -7,7 +7,7 @@
 #include <sys/epoll.h>
 
 #include "datapath.h"
-#include "device/adapter.h"
+#include "device/adapter_state.h"
 #include "device/cq.h"
 #include "engine/engine.h"
 

@@ -1,8 +1,8 @@
 /* The adapter: one NDK_ADAPTER instance, root of an object tree, owner of the resolved
  * configuration. The instances opened on one interface share a device (the progress engine and
  * the STag table), so that their objects work together as on one RNIC (docs/adapter.md). */
-#ifndef SOFTNDK_DEVICE_ADAPTER_H
-#define SOFTNDK_DEVICE_ADAPTER_H
+#ifndef SOFTNDK_DEVICE_ADAPTER_STATE_H
+#define SOFTNDK_DEVICE_ADAPTER_STATE_H
 
 #include <pthread.h>
 

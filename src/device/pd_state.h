@@ -1,7 +1,7 @@
-#ifndef SOFTNDK_DEVICE_PD_H
-#define SOFTNDK_DEVICE_PD_H
+#ifndef SOFTNDK_DEVICE_PD_STATE_H
+#define SOFTNDK_DEVICE_PD_STATE_H
 
-#include "device/adapter.h"
+#include "device/adapter_state.h"
 
 struct sndk_pd {
     struct sndk_obj base;

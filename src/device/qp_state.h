@@ -1,5 +1,5 @@
-#ifndef SOFTNDK_DEVICE_QP_H
-#define SOFTNDK_DEVICE_QP_H
+#ifndef SOFTNDK_DEVICE_QP_STATE_H
+#define SOFTNDK_DEVICE_QP_STATE_H
 
 #include <sys/uio.h>
 
