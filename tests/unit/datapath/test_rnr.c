@@ -228,3 +228,67 @@ TEST(rnr_the_verifier_names_the_late_receiver_and_the_connection_survives)
     dp_pair_close(&p);
     unsetenv("SOFTNDK_VERIFY");
 }
+
+/* Three connections wait on one SRQ; the one listed between the two others closes, which takes
+ * it off the SRQ's list from the middle; the two receives posted then reach the two still
+ * waiting, whose Sends complete. The list is the waiters' own links (struct sndk_rnr_waiter). */
+TEST(rnr_srq_three_waiters_one_leaves_from_the_middle_the_others_resume)
+{
+    setenv("SOFTNDK_PROFILE", "roce", 1);
+    struct dp_opts o;
+    dp_opts_default(&o);
+    NDK_ADAPTER *ax = dp_open_adapter(), *ay = dp_open_adapter();
+    struct dp_side x[3], y[3];
+    dp_side_init(&y[0], ay, &o);
+    CHECK_EQ_U64(y[0].pd->Dispatch->NdkCreateSrq(y[0].pd, 16, o.rsge, 0, NULL, NULL, NULL, NULL,
+                                                 NULL, &y[0].srq),
+                 STATUS_SUCCESS);
+    for (int i = 0; i < 3; i++) {
+        if (i > 0) {
+            y[i] = y[0]; /* the same PD, CQ, MR and SRQ; a QP and link events of its own */
+            harness_event_init(&y[i].link.peer_closed);
+            harness_event_init(&y[i].link.aborted);
+            harness_event_init(&y[i].link.shutdown_done);
+        }
+        dp_side_create_qp(&y[i], &o, YCTX);
+        dp_side_init(&x[i], ax, &o);
+        dp_side_create_qp(&x[i], &o, XCTX);
+        int a, b;
+        dp_tcp_pair(&a, &b);
+        dp_attach(&x[i], a, o.crc);
+        dp_attach(&y[i], b, o.crc);
+    }
+    for (int i = 0; i < 3; i++) {
+        dp_post_send(&x[i], (void *)(uintptr_t)(10 + i), 0, 32, 0);
+        CHECK(dp_wait_rnr(ay, (uint64_t)i + 1, DP_TIMEOUT_MS)); /* listed in this order */
+    }
+    dp_close_qp(y[1].qp);
+    y[1].qp = NULL;
+    CHECK(harness_event_wait(&x[1].link.aborted, 1, DP_TIMEOUT_MS));
+    for (uintptr_t k = 1; k <= 2; k++) {
+        NDK_SGE sge = dp_sge(&y[0], 128 * k, 100);
+        CHECK_EQ_U64(y[0].srq->Dispatch->NdkSrqReceive(y[0].srq, (void *)k, &sge, 1),
+                     STATUS_SUCCESS);
+    }
+    NDK_RESULT_EX r[2];
+    dp_expect(y[0].cq, r, 2, 20);
+    for (int k = 0; k < 2; k++) {
+        CHECK_EQ_U64(r[k].Status, STATUS_SUCCESS);
+        CHECK_EQ_U64(r[k].BytesTransferred, 32);
+    }
+    CHECK(r[0].RequestContext != r[1].RequestContext);
+    NDK_RESULT_EX s;
+    dp_expect(x[0].cq, &s, 1, 20);
+    dp_check_result(&s, STATUS_SUCCESS, 32, XCTX, (void *)10, NdkOperationTypeSend);
+    dp_expect(x[2].cq, &s, 1, 20);
+    dp_check_result(&s, STATUS_SUCCESS, 32, XCTX, (void *)12, NdkOperationTypeSend);
+    SOFTNDK_COUNTERS cy = dp_counters(ay);
+    CHECK_EQ_U64(cy.RnrWaits, 3);
+    CHECK_EQ_U64(cy.RnrTimeouts, 0);
+    dp_close_qp(y[2].qp);
+    for (int i = 0; i < 3; i++)
+        dp_side_close(&x[i]);
+    dp_side_close(&y[0]);
+    SoftNdkCloseAdapter(ax);
+    SoftNdkCloseAdapter(ay);
+}
