@@ -237,7 +237,6 @@ struct sndk_rx_place {
     NTSTATUS cur_err_status;       /* the receive being placed failed its local checks: */
     ULONG cur_err_code;            /* its status and ProviderErrorCode (0: none) */
     bool cur_active;               /* a receive is being filled */
-    bool cur_inval;                /* its message asked for a remote invalidation */
     struct sndk_recv_wqe *cur;     /* copy of that receive (room for recv_max_sge SGEs) */
     struct iovec *cur_iov;         /* its SGEs in host memory */
     int cur_niov, cur_cap;
