@@ -1,4 +1,4 @@
-/* ndkperf connection set-up: failure reporting and the watchdog, then one side's objects
+/* ndkperf connection set-up: one side's objects
  * (adapter, PD, MR over one region, a CQ and a QP per connection), listen / accept / connect
  * with the option block in the MPA private data, and the bounded teardown. */
 #include <arpa/inet.h>
@@ -19,107 +19,12 @@
 
 #include "ndkperf.h"
 
-const struct opts *g_opts;
-const char *g_prog = "ndkperf";
-
-/* ------------------------------------------------------------------------------------------ */
-/* Failure and time */
-
 static bool printable(const char *p, ULONG n)
 {
     for (ULONG i = 0; i < n; i++)
         if (p[i] < 0x20 || p[i] > 0x7e)
             return false;
     return true;
-}
-
-static pthread_mutex_t die_lock = PTHREAD_MUTEX_INITIALIZER;
-static char phase[160] = "starting";
-static pthread_mutex_t phase_lock = PTHREAD_MUTEX_INITIALIZER;
-
-uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-_Noreturn void die(int code, const char *fmt, ...)
-{
-    pthread_mutex_lock(&die_lock); /* never released: the first failure is the one reported */
-    fflush(stdout);
-    va_list ap;
-    va_start(ap, fmt);
-    char line[512];
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "%s: %s\n", g_prog, line);
-    fflush(stderr);
-    _exit(code);
-}
-
-_Noreturn void die_status(const char *call, NTSTATUS st, const char *hint)
-{
-    const char *test = g_opts ? test_name(g_opts->test) : g_prog;
-    if (st == STATUS_NOT_IMPLEMENTED || st == STATUS_NOT_SUPPORTED) {
-        const char *what = hint;
-        if (!what) {
-            if (strstr(call, "Write"))
-                what = "RDMA Write not supported by this provider build";
-            else if (strstr(call, "Read"))
-                what = "RDMA Read not supported by this provider build";
-            else
-                what = "not supported by this provider build";
-        }
-        die(EXIT_UNSUPPORTED, "%s: %s: %s (%s)", test, call, SoftNdkStatusName(st), what);
-    }
-    if (hint)
-        die(EXIT_FAIL, "%s: %s: %s (%s)", test, call, SoftNdkStatusName(st), hint);
-    die(EXIT_FAIL, "%s: %s: %s", test, call, SoftNdkStatusName(st));
-}
-
-void set_phase(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    pthread_mutex_lock(&phase_lock);
-    vsnprintf(phase, sizeof phase, fmt, ap);
-    pthread_mutex_unlock(&phase_lock);
-    va_end(ap);
-    if (g_opts && g_opts->verbose) {
-        pthread_mutex_lock(&phase_lock);
-        fprintf(stderr, "%s: [%.3f] %s\n", g_prog, (double)now_ns() / 1e9, phase);
-        pthread_mutex_unlock(&phase_lock);
-    }
-}
-
-static uint32_t watchdog_seconds;
-
-static void *watchdog(void *arg)
-{
-    (void)arg;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += watchdog_seconds;
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
-    char what[160];
-    pthread_mutex_lock(&phase_lock);
-    snprintf(what, sizeof what, "%s", phase);
-    pthread_mutex_unlock(&phase_lock);
-    die(EXIT_FAIL, "timeout: no result after %u s (--timeout) while %s", watchdog_seconds, what);
-}
-
-void start_watchdog(uint32_t seconds)
-{
-    watchdog_seconds = seconds;
-    pthread_t t;
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &a, watchdog, NULL) != 0)
-        die(EXIT_FAIL, "cannot start the watchdog thread");
-    pthread_attr_destroy(&a);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -210,19 +115,6 @@ static void close_obj(NDK_FN_CLOSE_OBJECT fn, NDK_OBJECT_HEADER *h, const char *
 /* ------------------------------------------------------------------------------------------ */
 /* Callbacks */
 
-void futex_wake_all(_Atomic unsigned *word)
-{
-    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
-}
-
-void futex_wait_ms(_Atomic unsigned *word, unsigned value, unsigned ms)
-{
-    struct timespec left = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-    /* returns at once if the word no longer holds value */
-    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, &left, NULL, 0);
-}
-
-/* A notification for the side's waiter: a count and a futex wake, no lock, never a wait. */
 static void event_signal(struct side *s)
 {
     atomic_fetch_add_explicit(&s->ev_count, 1, memory_order_release);
@@ -235,7 +127,7 @@ static void on_cq(void *ctx, NTSTATUS st)
     if (st != STATUS_SUCCESS) {
         atomic_store(&s->ev_status, st);
         futex_wake_all(&s->cb_mode); /* a --callback thread looks at ev_status */
-    } else if (callback_loop(s)) {
+    } else if (s->on_notify && s->on_notify(s)) {
         return; /* --callback: the work was done here, nobody waits for this one */
     }
     event_signal(s);
@@ -603,31 +495,6 @@ static socklen_t resolve(const char *host, uint16_t port, struct sockaddr_storag
     return len;
 }
 
-static const char *addr_str(const struct sockaddr_storage *ss, char *buf, size_t cap)
-{
-    char ip[INET6_ADDRSTRLEN] = "?";
-    uint16_t port = 0;
-    if (ss->ss_family == AF_INET) {
-        const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
-        inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip);
-        port = ntohs(a->sin_port);
-        snprintf(buf, cap, "%s:%u", ip, port);
-    } else if (ss->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
-        inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof ip);
-        port = ntohs(a->sin6_port);
-        snprintf(buf, cap, "[%s]:%u", ip, port);
-    } else {
-        snprintf(buf, cap, "?");
-    }
-    return buf;
-}
-
-const char *sockaddr_text(const struct sockaddr_storage *ss, char *buf, size_t cap)
-{
-    return addr_str(ss, buf, cap);
-}
-
 static void set_port(struct sockaddr_storage *ss, uint16_t port)
 {
     if (ss->ss_family == AF_INET)
@@ -714,7 +581,7 @@ void side_listen(struct side *s)
     if (st != STATUS_SUCCESS) {
         char a[80];
         char hint[128];
-        snprintf(hint, sizeof hint, "cannot listen on %s%s", addr_str(&ss, a, sizeof a),
+        snprintf(hint, sizeof hint, "cannot listen on %s%s", sockaddr_text(&ss, a, sizeof a),
                  st == STATUS_SHARING_VIOLATION ? ": the port is in use (-p)" : "");
         die_status("NdkListen", st, st == STATUS_NOT_SUPPORTED || st == STATUS_NOT_IMPLEMENTED
                                         ? "connections not supported by this provider build"
@@ -730,7 +597,7 @@ void side_listen(struct side *s)
     if (!o->loopback) {
         char a[80];
         fprintf(stderr, "ndkperf: %s server listening on %s\n", test_name(o->test),
-                addr_str(&got, a, sizeof a));
+                sockaddr_text(&got, a, sizeof a));
         fflush(stderr);
     }
 }
@@ -816,7 +683,7 @@ void side_connect(struct side *s, const char *host, uint16_t port)
     else
         slen = source_for(&dst, dlen, &src);
     char da[80];
-    addr_str(&dst, da, sizeof da);
+    sockaddr_text(&dst, da, sizeof da);
     for (unsigned i = 0; i < s->nqps; i++) {
         struct qpctx *q = &s->qps[i];
         set_phase("client: connecting QP %u to %s", i, da);

@@ -80,7 +80,9 @@ int main(int argc, char **argv)
     if (o.loopback) {
         static struct side sv, cl;
         side_init(&sv, &o, true);
+        sv.on_notify = callback_loop;
         side_init(&cl, &o, false);
+        cl.on_notify = callback_loop;
         int cs = -1, cc = -1;
         if (!o.no_pin)
             two_cpus(&cs, &cc);
@@ -111,6 +113,7 @@ int main(int argc, char **argv)
 
     static struct side s;
     side_init(&s, &o, o.server == NULL);
+    s.on_notify = callback_loop;
     side_open(&s);
     side_pin(&s, o.cpu);
     if (o.server) {

@@ -204,6 +204,9 @@ struct peak_meter {
 
 struct side {
     const struct opts *o;
+    /* The CQ notification callback's work (--callback: loops.c's callback_loop, which main.c
+     * hands the side): true when it did the work, so no waiting thread is woken. NULL: none. */
+    bool (*on_notify)(struct side *s);
     bool is_server;
     const char *role; /* "server" / "client" */
     NDK_ADAPTER *adapter;
@@ -302,10 +305,12 @@ void run_test(struct side *s);
 enum { CB_OFF = 0, CB_RUNNING = 1, CB_DONE = 2 };
 bool callback_loop(struct side *s);
 
-/* Pattern for -c: fill / check len bytes of message `iter` of QP `qp`. */
+/* Pattern for -c (pattern.c): fill / check len bytes of message `iter` of QP `qp`. */
 void pattern_fill(uint8_t *buf, size_t len, uint64_t iter, unsigned qp);
 /* Returns the offset of the first wrong byte, or (size_t)-1 when all are right. */
 size_t pattern_check(const uint8_t *buf, size_t len, uint64_t iter, unsigned qp);
+/* The byte at offset off of message `iter` of QP `qp`: what a failed check expected. */
+uint8_t pattern_expected(size_t off, uint64_t iter, unsigned qp);
 
 /* Latency statistics over n samples in ns (sorted in place). */
 void lat_stats(uint64_t *samples, size_t n, struct round_result *r);

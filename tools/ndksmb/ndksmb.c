@@ -91,26 +91,6 @@ static void usage(FILE *f)
             "      --timeout S           give up after S seconds (default 600)\n");
 }
 
-unsigned long ndksmb_parse_num(const char *s, const char *what)
-{
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(s, &end, 0);
-    if (errno || end == s) {
-        fprintf(stderr, "ndksmb: %s: not a number: %s\n", what, s);
-        exit(2);
-    }
-    if (*end == 'k' || *end == 'K')
-        v <<= 10, end++;
-    else if (*end == 'm' || *end == 'M')
-        v <<= 20, end++;
-    if (*end) {
-        fprintf(stderr, "ndksmb: %s: not a number: %s\n", what, s);
-        exit(2);
-    }
-    return v;
-}
-
 static double now_s(void)
 {
     struct timespec ts;
@@ -164,18 +144,6 @@ static int print_entry(void *ctx, const char *name, uint64_t size, int is_dir)
     json_append(l, "\"}", 2);
     l->n++;
     return 0;
-}
-
-void ndksmb_split_user(const char *arg, const char **user, const char **password)
-{
-    static char buf[512];
-    snprintf(buf, sizeof buf, "%s", arg);
-    char *pct = strchr(buf, '%');
-    if (pct) {
-        *pct = 0;
-        *password = pct + 1;
-    }
-    *user = buf;
 }
 
 int main(int argc, char **argv)

@@ -1,4 +1,5 @@
-/* ndksmb's two halves: the client (ndksmb.c) and the server (serve.c). */
+/* ndksmb's two halves: the client (ndksmb.c) and the server (serve.c), and what both read from
+ * their command lines (args.c). */
 #ifndef SOFTNDK_TOOLS_NDKSMB_H
 #define SOFTNDK_TOOLS_NDKSMB_H
 
