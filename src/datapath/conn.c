@@ -813,7 +813,7 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     }
     io->engine = qp->base.adapter->engine;
     if (p->stream_ops)
-        io->stream = (struct sndk_stream){.ops = p->stream_ops, .fd = p->fd, .write_ended = false};
+        io->stream = (struct sndk_stream){.ops = p->stream_ops, .fd = p->fd, .priv = p->stream_priv};
     else
         sndk_stream_tcp_init(&io->stream, p->fd);
     io->thread = p->thread < sndk_engine_threads(io->engine) ? p->thread : 0;
