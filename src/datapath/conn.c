@@ -673,7 +673,7 @@ static void src_fn(struct sndk_source *s, uint32_t events)
 {
     struct sndk_conn *io = sndk_container_of(s, struct sndk_conn, src);
     struct sndk_qp *qp = io->qp;
-    if (events & EPOLLOUT) {
+    if (events & (EPOLLOUT | io->stream.ops->room_events)) {
         sndk_mutex_lock(&qp->tx_lock);
         enum sndk_tx_result res = sndk_conn_stopped(io) ? SNDK_TX_DRAINED : sndk_tx_push(qp);
         sndk_mutex_unlock(&qp->tx_lock);

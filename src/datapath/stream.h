@@ -35,6 +35,9 @@ struct sndk_stream_ops {
     uint32_t (*fpdu_max)(struct sndk_stream *s);
     /* Close it; `abort`: tell the peer it was reset (TCP: RST) rather than ended. Last call. */
     void (*close)(struct sndk_stream *s, bool abort);
+    /* Events on fd, besides EPOLLOUT, that may mean room to write: 0 for a socket; EPOLLIN for
+     * a stream whose fd is an epoll set, which never reports EPOLLOUT (stream_shm.c). */
+    uint32_t room_events;
 };
 
 struct sndk_stream {
@@ -62,6 +65,9 @@ extern const struct sndk_stream_ops sndk_stream_shm_ops;
 void *sndk_stream_shm_new(int sock, bool active);
 int sndk_stream_shm_fd(const void *priv);
 void sndk_stream_shm_free(void *priv);
+/* Tests: the shared mapping (NULL before the rings are there) and its length, to play a
+ * hostile peer that writes garbage into it. */
+void *sndk_stream_shm_mapping(const void *priv, size_t *len);
 
 static inline ssize_t sndk_stream_writev(struct sndk_stream *s, const struct iovec *iov, int n)
 {

@@ -26,15 +26,14 @@
  * connection's level-triggered EPOLLIN keeps reporting bytes left in the ring when a receive
  * pass stops early (its budget, a try-lock another thread holds): the socket alone could only
  * report bytes the peer sent. Such a set reports EPOLLIN only, never EPOLLOUT: a writer
- * blocked on a full ring is resumed by the peer's wake byte (EPOLLIN), after which the
- * connection's receive pass kicks its sender. The peer's death is the socket's hang-up, which
- * the set reports as EPOLLIN; the read that follows finds the socket ended without the ring's
- * end mark and reports ECONNRESET, as TCP's reset. */
+ * blocked on a full ring is resumed by the peer's wake byte (EPOLLIN), on which the
+ * connection's event handler pushes its sender too (ops.room_events). The peer's death is the
+ * socket's hang-up, which the set reports as EPOLLIN; the read that follows finds the socket
+ * ended without the ring's end mark and reports ECONNRESET, as TCP's reset. */
 #include "datapath/stream.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,16 +102,17 @@ struct shm_stream {
     int epfd; /* the stream's fd: sock + evfd */
     bool active;
     _Atomic int phase;
-    _Atomic int err;          /* the failure, positive errno, once SHM_FAILED */
-    pthread_mutex_t map_lock; /* the handshake: readers and writers may both try it */
-    uint8_t *base;            /* the mapping, SHM_SIZE bytes */
+    _Atomic int err;      /* the failure, positive errno, once SHM_FAILED */
+    _Atomic bool claimed; /* the handshake's try-lock: one of reader and writer takes the hello */
+    uint8_t *base;        /* the mapping, SHM_SIZE bytes */
     struct shm_ctl *in, *out;
     uint8_t *in_ring, *out_ring;
     /* reader side (under the connection's rx_lock) */
-    uint64_t head;       /* our copy: the shared one is never read back */
-    uint32_t wakes_seen; /* wake bytes taken off the socket */
-    bool self_armed;     /* evfd holds a count */
-    bool in_ended;       /* the peer's end of stream reached */
+    uint64_t head;           /* our copy: the shared one is never read back */
+    uint32_t wakes_seen;     /* wake bytes taken off the socket */
+    _Atomic bool self_armed; /* evfd holds a count (set by the reader, or by a writer that
+                                mapped the rings: the reader then looks at them) */
+    bool in_ended;           /* the peer's end of stream reached */
     /* writer side (under tx_lock) */
     uint64_t tail;
     uint64_t seen_head; /* the peer's head as last validated: it never goes back */
@@ -215,8 +215,8 @@ static int create_rings(struct shm_stream *st)
 }
 
 /* Passive: take the hello and its memfd if they are here. 0: mapped; -EAGAIN: not yet; other:
- * the stream failed. */
-static int receive_rings_locked(struct shm_stream *st)
+ * the stream failed. The caller holds the claim. */
+static int receive_rings(struct shm_stream *st)
 {
     struct shm_hello hello;
     struct iovec iov = {&hello, sizeof hello};
@@ -276,6 +276,11 @@ static int receive_rings_locked(struct shm_stream *st)
         return fail(st, err, "mapping the rings");
     st->base = m;
     map_rings(st);
+    /* The peer may have written already, and nobody has said it waits: whoever reads next
+     * must look (a writer that took the hello would otherwise leave the bytes unreported). */
+    uint64_t one = 1;
+    (void)!write(st->evfd, &one, sizeof one);
+    atomic_store(&st->self_armed, true);
     set_phase(st, SHM_MAPPED, "the peer's rings arrived");
     return 0;
 }
@@ -288,10 +293,14 @@ static int ready(struct shm_stream *st)
         return 0;
     if (ph == SHM_FAILED)
         return -atomic_load(&st->err);
-    pthread_mutex_lock(&st->map_lock);
-    int rc = atomic_load(&st->phase) == SHM_HANDSHAKE ? receive_rings_locked(st) : ready(st);
-    pthread_mutex_unlock(&st->map_lock);
-    return rc;
+    /* Reader and writer may both get here: one takes the hello, the other says "not yet"
+     * (the taker raises evfd, so a reader comes back; a writer is kicked by that reader). */
+    bool free_claim = false;
+    if (!atomic_compare_exchange_strong(&st->claimed, &free_claim, true))
+        return -EAGAIN;
+    int rc = atomic_load(&st->phase) == SHM_HANDSHAKE ? receive_rings(st) : 0;
+    atomic_store(&st->claimed, false);
+    return rc == 0 ? ready(st) : rc;
 }
 
 /* ---------------------------------------------------------------- reading */
@@ -311,10 +320,10 @@ static int64_t in_avail(struct shm_stream *st, uint64_t *tail_out)
  * before saying we wait. 0, or -errno when the socket ended (the peer gone or closed). */
 static int drain_wakes(struct shm_stream *st)
 {
-    if (st->self_armed) {
+    if (atomic_load_explicit(&st->self_armed, memory_order_relaxed)) {
         uint64_t v;
+        atomic_store_explicit(&st->self_armed, false, memory_order_relaxed);
         (void)!read(st->evfd, &v, sizeof v);
-        st->self_armed = false;
     }
     uint32_t told = atomic_load_explicit(&st->in->wakes_r, memory_order_relaxed) +
                     atomic_load_explicit(&st->out->wakes_w, memory_order_relaxed);
@@ -396,6 +405,16 @@ static void ring_out_copy(const uint8_t *ring, uint64_t pos, const struct iovec 
     }
 }
 
+/* Keep the stream's fd readable: bytes are left in the ring that no wake byte reports. */
+static void raise_self(struct shm_stream *st)
+{
+    if (atomic_load_explicit(&st->self_armed, memory_order_relaxed))
+        return;
+    atomic_store_explicit(&st->self_armed, true, memory_order_relaxed);
+    uint64_t one = 1;
+    (void)!write(st->evfd, &one, sizeof one);
+}
+
 static ssize_t shm_readv(struct sndk_stream *s, const struct iovec *iov, int n)
 {
     struct shm_stream *st = st_of(s);
@@ -453,19 +472,14 @@ static ssize_t shm_readv(struct sndk_stream *s, const struct iovec *iov, int n)
         int64_t avail = in_avail(st, &tail);
         if (avail < 0)
             return avail;
-        if (avail > 0 && !st->self_armed) {
-            uint64_t one = 1;
-            (void)!write(st->evfd, &one, sizeof one);
-            st->self_armed = true;
-        } else if (avail == 0 && !said_waiting) {
+        if (avail > 0)
+            raise_self(st);
+        else if (avail == 0 && !said_waiting) {
             /* emptied exactly: say we wait, as a short read would */
             atomic_store_explicit(&st->in->reader_waiting, 1, memory_order_relaxed);
             atomic_thread_fence(memory_order_seq_cst);
-            if (in_avail(st, &tail) > 0 && !st->self_armed) {
-                uint64_t one = 1;
-                (void)!write(st->evfd, &one, sizeof one);
-                st->self_armed = true;
-            }
+            if (in_avail(st, &tail) > 0)
+                raise_self(st);
         }
     }
     if (got)
@@ -593,7 +607,6 @@ static void destroy(struct shm_stream *st)
         close(st->evfd);
     if (st->sock >= 0)
         close(st->sock);
-    pthread_mutex_destroy(&st->map_lock);
     free(st);
 }
 
@@ -621,6 +634,8 @@ const struct sndk_stream_ops sndk_stream_shm_ops = {
     .error = shm_error,
     .fpdu_max = shm_fpdu_max,
     .close = shm_close,
+    /* the peer's wake byte for a blocked writer arrives as EPOLLIN (top of the file) */
+    .room_events = EPOLLIN,
 };
 
 void *sndk_stream_shm_new(int sock, bool active)
@@ -632,7 +647,8 @@ void *sndk_stream_shm_new(int sock, bool active)
     st->active = active;
     atomic_init(&st->phase, SHM_HANDSHAKE);
     atomic_init(&st->err, 0);
-    pthread_mutex_init(&st->map_lock, NULL);
+    atomic_init(&st->claimed, false);
+    atomic_init(&st->self_armed, false);
     st->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     st->epfd = epoll_create1(EPOLL_CLOEXEC);
     int err = 0;
@@ -673,4 +689,11 @@ void sndk_stream_shm_free(void *priv)
 {
     if (priv)
         destroy(priv);
+}
+
+void *sndk_stream_shm_mapping(const void *priv, size_t *len)
+{
+    const struct shm_stream *st = priv;
+    *len = SHM_SIZE;
+    return atomic_load(&((struct shm_stream *)st)->phase) == SHM_MAPPED ? st->base : NULL;
 }
