@@ -110,6 +110,7 @@ struct shm_stream {
     /* reader side (under the connection's rx_lock) */
     uint64_t head;           /* our copy: the shared one is never read back */
     uint32_t wakes_seen;     /* wake bytes taken off the socket */
+    uint32_t room_wakes;     /* the peer's count of wakes for our writer, as last drained */
     _Atomic bool self_armed; /* evfd holds a count (set by the reader, or by a writer that
                                 mapped the rings: the reader then looks at them) */
     bool in_ended;           /* the peer's end of stream reached */
@@ -316,6 +317,16 @@ static int64_t in_avail(struct shm_stream *st, uint64_t *tail_out)
     return (int64_t)n;
 }
 
+/* Keep the stream's fd readable: bytes are left in the ring that no wake byte reports. */
+static void raise_self(struct shm_stream *st)
+{
+    if (atomic_load_explicit(&st->self_armed, memory_order_relaxed))
+        return;
+    atomic_store_explicit(&st->self_armed, true, memory_order_relaxed);
+    uint64_t one = 1;
+    (void)!write(st->evfd, &one, sizeof one);
+}
+
 /* Take the wake bytes the peer said it sent, and our own wake: called when the ring is empty,
  * before saying we wait. 0, or -errno when the socket ended (the peer gone or closed). */
 static int drain_wakes(struct shm_stream *st)
@@ -325,8 +336,15 @@ static int drain_wakes(struct shm_stream *st)
         atomic_store_explicit(&st->self_armed, false, memory_order_relaxed);
         (void)!read(st->evfd, &v, sizeof v);
     }
-    uint32_t told = atomic_load_explicit(&st->in->wakes_r, memory_order_relaxed) +
-                    atomic_load_explicit(&st->out->wakes_w, memory_order_relaxed);
+    uint32_t room = atomic_load_explicit(&st->out->wakes_w, memory_order_relaxed);
+    uint32_t told = atomic_load_explicit(&st->in->wakes_r, memory_order_relaxed) + room;
+    if (room != st->room_wakes) {
+        /* Among the bytes may be the peer's "room in your ring" for our blocked writer; the
+         * event that brought it may have run the sender before the byte came. Taking it here
+         * would lose it: the stream stays readable once more, and the next event pushes. */
+        st->room_wakes = room;
+        raise_self(st);
+    }
     for (;;) {
         uint8_t sink[256];
         uint32_t want = told - st->wakes_seen;
@@ -403,16 +421,6 @@ static void ring_out_copy(const uint8_t *ring, uint64_t pos, const struct iovec 
         n -= take;
         skip = 0;
     }
-}
-
-/* Keep the stream's fd readable: bytes are left in the ring that no wake byte reports. */
-static void raise_self(struct shm_stream *st)
-{
-    if (atomic_load_explicit(&st->self_armed, memory_order_relaxed))
-        return;
-    atomic_store_explicit(&st->self_armed, true, memory_order_relaxed);
-    uint64_t one = 1;
-    (void)!write(st->evfd, &one, sizeof one);
 }
 
 static ssize_t shm_readv(struct sndk_stream *s, const struct iovec *iov, int n)
