@@ -10,23 +10,35 @@
 
 #include "conn.h"
 
-static char *connect_pair_logged(SOFTNDK_OPTIONS *o)
+/* A connection from an adapter with options co to a listener of one with options so (NULL:
+ * the same adapter); the log it wrote at info level. */
+static char *connect_logged(SOFTNDK_OPTIONS *co, SOFTNDK_OPTIONS *so)
 {
-    o->LogLevel = SoftNdkLogInfo;
+    co->LogLevel = SoftNdkLogInfo;
+    if (so)
+        so->LogLevel = SoftNdkLogInfo;
     struct fx_capture cap;
     fx_capture_begin(&cap);
-    NDK_ADAPTER *a = fx_open_with(o);
+    NDK_ADAPTER *a = fx_open_with(co);
+    NDK_ADAPTER *b = so ? fx_open_with(so) : a;
     struct fx_server srv;
-    fx_listen(&srv, a);
+    fx_listen(&srv, b);
     struct fx_side cl, sv;
     fx_side_init(&cl, a, 4096, 4, 4);
-    fx_side_init(&sv, a, 4096, 4, 4);
+    fx_side_init(&sv, b, 4096, 4, 4);
     fx_establish(&cl, &sv, &srv);
     fx_side_close(&cl);
     fx_side_close(&sv);
     fx_server_close(&srv);
+    if (b != a)
+        SoftNdkCloseAdapter(b);
     SoftNdkCloseAdapter(a);
     return fx_capture_end(&cap);
+}
+
+static char *connect_pair_logged(SOFTNDK_OPTIONS *o)
+{
+    return connect_logged(o, NULL);
 }
 
 TEST(transport_shm_connects_same_host_peers_through_shared_memory)
@@ -69,4 +81,27 @@ TEST(transport_shm_with_pcap_capture_uses_tcp_and_says_why)
           2);
     free(log);
     unlink(path);
+}
+
+/* A listener on TCP alone has no same-host name: auto connects over TCP without a word, shm
+ * over TCP with a line saying why. */
+TEST(transport_auto_falls_back_to_tcp_silently_shm_says_so)
+{
+    SOFTNDK_OPTIONS co, so;
+    fx_options(&co, "");
+    fx_options(&so, "");
+    co.Transport = SoftNdkTransportAuto;
+    so.Transport = SoftNdkTransportTcp;
+    char *log = connect_logged(&co, &so);
+    CHECK(fx_count_lines(log, "connected", "(tcp, MPA rev", NULL) >= 1);
+    CHECK_EQ_U64(fx_count_lines(log, "connected", "(shm, MPA rev", NULL), 0);
+    CHECK_EQ_U64(fx_count_lines(log, "transport shm:", NULL), 0);
+    free(log);
+    fx_options(&co, "");
+    fx_options(&so, "");
+    co.Transport = SoftNdkTransportShm;
+    so.Transport = SoftNdkTransportTcp;
+    log = connect_logged(&co, &so); /* connected (fx_establish): its own line is rate-limited */
+    CHECK_EQ_U64(fx_count_lines(log, "transport shm:", "has no same-host listener: TCP", NULL), 1);
+    free(log);
 }
