@@ -104,7 +104,7 @@ struct shm_stream {
     _Atomic int phase;
     _Atomic int err;      /* the failure, positive errno, once SHM_FAILED */
     _Atomic bool claimed; /* the handshake's try-lock: one of reader and writer takes the hello */
-    uint8_t *base;        /* the mapping, SHM_SIZE bytes */
+    void *base;           /* the mapping, SHM_SIZE bytes */
     struct shm_ctl *in, *out;
     uint8_t *in_ring, *out_ring;
     /* reader side (under the connection's rx_lock) */
@@ -156,12 +156,12 @@ static void wake_peer(struct shm_stream *st, _Atomic uint32_t *count)
 
 static void map_rings(struct shm_stream *st)
 {
-    struct shm_hdr *h = (struct shm_hdr *)st->base;
+    struct shm_hdr *h = st->base;
     int me = st->active ? 0 : 1; /* the ring we write */
     st->out = &h->ctl[me];
     st->in = &h->ctl[1 - me];
-    st->out_ring = st->base + SHM_PAGE + (size_t)me * SHM_RING;
-    st->in_ring = st->base + SHM_PAGE + (size_t)(1 - me) * SHM_RING;
+    st->out_ring = (uint8_t *)st->base + SHM_PAGE + (size_t)me * SHM_RING;
+    st->in_ring = (uint8_t *)st->base + SHM_PAGE + (size_t)(1 - me) * SHM_RING;
 }
 
 /* ---------------------------------------------------------------- the handshake */
