@@ -32,6 +32,7 @@
  * ended without the ring's end mark and reports ECONNRESET, as TCP's reset. */
 #include "datapath/stream.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -124,12 +125,24 @@ static struct shm_stream *st_of(struct sndk_stream *s)
     return s->priv;
 }
 
-static void set_phase(struct shm_stream *st, enum shm_phase to, const char *why)
+/* The legal moves: handshake -> rings-mapped, and either -> failed (final). */
+static bool may_move(int from, enum shm_phase to)
 {
-    int from = atomic_exchange_explicit(&st->phase, (int)to, memory_order_acq_rel);
-    if (from != (int)to)
-        sndk_debug("shm", "stream %p: %s => %s (%s)", (void *)st, phase_names[from],
-                   phase_names[to], why);
+    return (from == SHM_HANDSHAKE && to == SHM_MAPPED) || (from != SHM_FAILED && to == SHM_FAILED);
+}
+
+/* Move to `to` if that is legal from where the stream is; false (and nothing) when it is not:
+ * a failure that came first stays. */
+static bool set_phase(struct shm_stream *st, enum shm_phase to, const char *why)
+{
+    int from = atomic_load(&st->phase);
+    do {
+        if (!may_move(from, to))
+            return false;
+    } while (!atomic_compare_exchange_weak(&st->phase, &from, (int)to));
+    sndk_debug("shm", "stream %p: %s => %s (%s)", (void *)st, phase_names[from], phase_names[to],
+               why);
+    return true;
 }
 
 /* Fail once: the first error is the one reported. */
@@ -282,7 +295,8 @@ static int receive_rings(struct shm_stream *st)
     uint64_t one = 1;
     (void)!write(st->evfd, &one, sizeof one);
     atomic_store(&st->self_armed, true);
-    set_phase(st, SHM_MAPPED, "the peer's rings arrived");
+    if (!set_phase(st, SHM_MAPPED, "the peer's rings arrived"))
+        return -atomic_load(&st->err);
     return 0;
 }
 
@@ -399,6 +413,7 @@ static size_t iov_total(const struct iovec *iov, int n)
 static void ring_out_copy(const uint8_t *ring, uint64_t pos, const struct iovec *iov, int niov,
                           size_t skip, size_t n)
 {
+    assert(n <= SHM_RING); /* callers took at most what the validated indices allow */
     for (int i = 0; i < niov && n; i++) {
         if (skip >= iov[i].iov_len) {
             skip -= iov[i].iov_len;
@@ -527,6 +542,7 @@ static int64_t out_room(struct shm_stream *st)
 
 static void ring_in_copy(uint8_t *ring, uint64_t pos, const uint8_t *src, size_t n)
 {
+    assert(n <= SHM_RING);
     size_t done = 0;
     while (done < n) {
         size_t off = (size_t)((pos + done) & (SHM_RING - 1));
