@@ -3,9 +3,14 @@
  * carried in shared memory (the connector's log says which), the rest of the connection's
  * behaviour is what the suite checks either way (conformance_shm); pcap capture forces TCP
  * and says so. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -103,5 +108,53 @@ TEST(transport_auto_falls_back_to_tcp_silently_shm_says_so)
     so.Transport = SoftNdkTransportTcp;
     log = connect_logged(&co, &so); /* connected (fx_establish): its own line is rate-limited */
     CHECK_EQ_U64(fx_count_lines(log, "transport shm:", "has no same-host listener: TCP", NULL), 1);
+    free(log);
+}
+
+/* A process of our user that reaches the listener's same-host name without being a softndk
+ * connector (its socket has no connector name): refused before any handshake, with a log
+ * line; the listener serves the next connection as before. */
+TEST(transport_shm_listener_refuses_a_socket_that_is_not_a_connector)
+{
+    SOFTNDK_OPTIONS o;
+    fx_options(&o, "");
+    o.Transport = SoftNdkTransportShm;
+    o.LogLevel = SoftNdkLogInfo;
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    NDK_ADAPTER *a = fx_open_with(&o);
+    struct fx_server srv;
+    fx_listen(&srv, a);
+    /* the name of docs/transport-shm.md: netns inode, 127.0.0.1, the port, all in hex */
+    struct stat ns;
+    CHECK_EQ_I64(stat("/proc/self/ns/net", &ns), 0);
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    int n = snprintf(un.sun_path + 1, sizeof un.sun_path - 1, "softndk/%lx/7f000001/%04x",
+                     (unsigned long)ns.st_ino, (unsigned)srv.port);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(fd >= 0);
+    CHECK_EQ_I64(connect(fd, (struct sockaddr *)&un,
+                         (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)),
+                 0);
+    /* closed by the listener, no byte read or written: end of stream within the bound */
+    struct timeval tv = {10, 0};
+    CHECK_EQ_I64(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+    char b;
+    CHECK_EQ_I64(recv(fd, &b, 1, 0), 0);
+    close(fd);
+    CHECK_EQ_U64(atomic_load(&srv.n), 0); /* no connect event */
+    /* and a real connector after it connects */
+    struct fx_side cl, sv;
+    fx_side_init(&cl, a, 4096, 4, 4);
+    fx_side_init(&sv, a, 4096, 4, 4);
+    fx_establish(&cl, &sv, &srv);
+    fx_side_close(&cl);
+    fx_side_close(&sv);
+    fx_server_close(&srv);
+    SoftNdkCloseAdapter(a);
+    char *log = fx_capture_end(&cap);
+    CHECK_EQ_U64(fx_count_lines(log, "refused a same-host connection from pid",
+                                "its socket name is not a softndk connector's", NULL),
+                 1);
     free(log);
 }
