@@ -341,6 +341,19 @@ static void raise_self(struct shm_stream *st)
     (void)!write(st->evfd, &one, sizeof one);
 }
 
+/* After taking wake bytes: was one of them the peer's "room in your ring" for our blocked
+ * writer? The event that brought it may have run the sender before the byte came, so taking
+ * it would lose it: the stream stays readable once more, and the next event pushes. The peer
+ * counts such a byte before it sends it, so once we have read the byte the count shows it. */
+static void keep_room_wake(struct shm_stream *st)
+{
+    uint32_t room = atomic_load_explicit(&st->out->wakes_w, memory_order_acquire);
+    if (room != st->room_wakes) {
+        st->room_wakes = room;
+        raise_self(st);
+    }
+}
+
 /* Take the wake bytes the peer said it sent, and our own wake: called when the ring is empty,
  * before saying we wait. 0, or -errno when the socket ended (the peer gone or closed). */
 static int drain_wakes(struct shm_stream *st)
@@ -350,15 +363,8 @@ static int drain_wakes(struct shm_stream *st)
         atomic_store_explicit(&st->self_armed, false, memory_order_relaxed);
         (void)!read(st->evfd, &v, sizeof v);
     }
-    uint32_t room = atomic_load_explicit(&st->out->wakes_w, memory_order_relaxed);
-    uint32_t told = atomic_load_explicit(&st->in->wakes_r, memory_order_relaxed) + room;
-    if (room != st->room_wakes) {
-        /* Among the bytes may be the peer's "room in your ring" for our blocked writer; the
-         * event that brought it may have run the sender before the byte came. Taking it here
-         * would lose it: the stream stays readable once more, and the next event pushes. */
-        st->room_wakes = room;
-        raise_self(st);
-    }
+    uint32_t told = atomic_load_explicit(&st->in->wakes_r, memory_order_relaxed) +
+                    atomic_load_explicit(&st->out->wakes_w, memory_order_relaxed);
     for (;;) {
         uint8_t sink[256];
         uint32_t want = told - st->wakes_seen;
@@ -368,15 +374,19 @@ static int drain_wakes(struct shm_stream *st)
         if (got > 0) {
             st->wakes_seen += (uint32_t)got;
             if ((size_t)got < want)
-                return 0;
+                break;
             continue;
         }
         if (got == 0)
             return -ECONNRESET; /* the peer's socket closed */
         if (errno == EINTR)
             continue;
-        return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return -errno;
+        break;
     }
+    keep_room_wake(st);
+    return 0;
 }
 
 /* The ring looked empty: 0 (nothing more yet), 1 (the peer's end of stream), 2 (bytes came
