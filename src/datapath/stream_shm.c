@@ -98,9 +98,10 @@ static const char *const phase_names[SHM_PHASES] = {
 };
 
 struct shm_stream {
-    int sock; /* the rendezvous socket: the hello, wake bytes, hang-up */
-    int evfd; /* our own wake: readable while the ring may hold bytes nobody reported */
-    int epfd; /* the stream's fd: sock + evfd */
+    int sock;      /* the rendezvous socket: the hello, wake bytes, hang-up */
+    int evfd;      /* our own wake: readable while the ring may hold bytes nobody reported */
+    int room_evfd; /* readable while a room byte for our blocked writer waits for a write */
+    int epfd;      /* the stream's fd: sock + evfd + room_evfd */
     bool active;
     _Atomic int phase;
     _Atomic int err;      /* the failure, positive errno, once SHM_FAILED */
@@ -112,6 +113,8 @@ struct shm_stream {
     uint64_t head;           /* our copy: the shared one is never read back */
     uint32_t wakes_seen;     /* wake bytes taken off the socket */
     uint32_t room_wakes;     /* the peer's count of wakes for our writer, as last drained */
+    _Atomic bool room_armed; /* room_evfd holds a count */
+    _Atomic bool w_blocked;  /* the writer said "full" (-EAGAIN) and has not written since */
     _Atomic bool self_armed; /* evfd holds a count (set by the reader, or by a writer that
                                 mapped the rings: the reader then looks at them) */
     bool in_ended;           /* the peer's end of stream reached */
@@ -348,9 +351,24 @@ static void raise_self(struct shm_stream *st)
 static void keep_room_wake(struct shm_stream *st)
 {
     uint32_t room = atomic_load_explicit(&st->out->wakes_w, memory_order_acquire);
-    if (room != st->room_wakes) {
-        st->room_wakes = room;
-        raise_self(st);
+    if (room == st->room_wakes)
+        return;
+    st->room_wakes = room;
+    /* Kept on an eventfd of its own, which only a write takes: a later drain (a receive pass
+     * that no push follows) must not take it either. A writer that is not blocked needs none. */
+    if (atomic_load(&st->w_blocked) && !atomic_exchange(&st->room_armed, true)) {
+        uint64_t one = 1;
+        (void)!write(st->room_evfd, &one, sizeof one);
+    }
+}
+
+/* Take the room signal: a write runs now, or the writer is no longer blocked. */
+static void take_room(struct shm_stream *st)
+{
+    if (atomic_load_explicit(&st->room_armed, memory_order_relaxed) &&
+        atomic_exchange(&st->room_armed, false)) {
+        uint64_t v;
+        (void)!read(st->room_evfd, &v, sizeof v);
     }
 }
 
@@ -363,6 +381,8 @@ static int drain_wakes(struct shm_stream *st)
         atomic_store_explicit(&st->self_armed, false, memory_order_relaxed);
         (void)!read(st->evfd, &v, sizeof v);
     }
+    if (!atomic_load(&st->w_blocked))
+        take_room(st); /* raised for a writer that has written since (a race): not needed */
     uint32_t told = atomic_load_explicit(&st->in->wakes_r, memory_order_relaxed) +
                     atomic_load_explicit(&st->out->wakes_w, memory_order_relaxed);
     for (;;) {
@@ -570,18 +590,22 @@ static ssize_t shm_writev(struct sndk_stream *s, const struct iovec *iov, int n)
     int rc = ready(st);
     if (rc < 0)
         return rc;
+    take_room(st); /* this write is what a room byte asked for */
     int64_t room = out_room(st);
     if (room < 0)
         return room;
     if (room == 0) {
-        /* Full: say so, then look once more (the reader stores its head, then reads the
-         * flag). The peer's wake byte reaches us as EPOLLIN: see the top of the file. */
+        /* Full: say so (blocked before the flag: whoever sees the flag sees that), then look
+         * once more (the reader stores its head, then reads the flag). The peer's wake byte
+         * reaches us as EPOLLIN: see the top of the file. */
+        atomic_store(&st->w_blocked, true);
         atomic_store_explicit(&st->out->writer_waiting, 1, memory_order_relaxed);
         atomic_thread_fence(memory_order_seq_cst);
         room = out_room(st);
         if (room <= 0)
             return room < 0 ? room : -EAGAIN;
     }
+    atomic_store_explicit(&st->w_blocked, false, memory_order_relaxed);
     size_t put = 0;
     for (int i = 0; i < n && room > 0; i++) {
         size_t take = iov[i].iov_len < (size_t)room ? iov[i].iov_len : (size_t)room;
@@ -639,6 +663,8 @@ static void destroy(struct shm_stream *st)
         close(st->epfd);
     if (st->evfd >= 0)
         close(st->evfd);
+    if (st->room_evfd >= 0)
+        close(st->room_evfd);
     if (st->sock >= 0)
         close(st->sock);
     free(st);
@@ -683,16 +709,21 @@ void *sndk_stream_shm_new(int sock, bool active)
     atomic_init(&st->err, 0);
     atomic_init(&st->claimed, false);
     atomic_init(&st->self_armed, false);
+    atomic_init(&st->room_armed, false);
+    atomic_init(&st->w_blocked, false);
     st->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    st->room_evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     st->epfd = epoll_create1(EPOLL_CLOEXEC);
     int err = 0;
-    if (st->evfd < 0 || st->epfd < 0) {
+    if (st->evfd < 0 || st->room_evfd < 0 || st->epfd < 0) {
         err = errno;
     } else {
         struct epoll_event es = {.events = EPOLLIN | EPOLLRDHUP, .data.u32 = 0};
         struct epoll_event ee = {.events = EPOLLIN, .data.u32 = 1};
+        struct epoll_event er = {.events = EPOLLIN, .data.u32 = 2};
         if (epoll_ctl(st->epfd, EPOLL_CTL_ADD, sock, &es) != 0 ||
-            epoll_ctl(st->epfd, EPOLL_CTL_ADD, st->evfd, &ee) != 0)
+            epoll_ctl(st->epfd, EPOLL_CTL_ADD, st->evfd, &ee) != 0 ||
+            epoll_ctl(st->epfd, EPOLL_CTL_ADD, st->room_evfd, &er) != 0)
             err = errno;
     }
     st->sock = sock;
