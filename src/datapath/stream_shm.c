@@ -204,6 +204,11 @@ static int create_rings(struct shm_stream *st)
     h->magic = SHM_MAGIC;
     h->version = SHM_VERSION;
     h->ring_size = SHM_RING;
+    /* Both readers start out waiting: nothing has read either ring yet, and a connection whose
+     * receive pass runs only on readiness (a CQ's readiness set, an idle progress thread) would
+     * otherwise never hear of the first bytes. */
+    atomic_store(&h->ctl[0].reader_waiting, 1);
+    atomic_store(&h->ctl[1].reader_waiting, 1);
     struct shm_hello hello = {.magic = SHM_MAGIC, .version = SHM_VERSION, .ring_size = SHM_RING};
     struct iovec iov = {&hello, sizeof hello};
     union {
