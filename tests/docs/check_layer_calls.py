@@ -22,6 +22,7 @@ import re
 import subprocess
 import sys
 
+from check_layer_cycles import cycles
 from check_layers import ORDER
 
 # build/src/CMakeFiles/softndk_core.dir/./core/qp.c.o, build/src/util/CMakeFiles/softndk_util.dir/log.c.o
@@ -77,52 +78,14 @@ def main():
     edges = {}
     for src, (folder, undefined) in unresolved.items():
         edges[src] = sorted({where[s][1] for s in undefined if s in where and where[s][1] != src})
-    for comp in file_cycles(edges):
-        bad.append("cycle: " + " -> ".join(comp + [comp[0]]))
+    for _, path in cycles(edges):
+        bad.append("cycle: " + " -> ".join(path))
     for line in bad:
         print(line)
     if not bad:
         print(f"check_layer_calls: {len(objs)} objects, {sum(map(len, edges.values()))} "
               "references between files, none up a layer, no cycle")
     return 1 if bad else 0
-
-
-def file_cycles(edges):
-    """One closed path for each set of files that refer to each other (Tarjan, iterative)."""
-    index, low, on, stack, comps = {}, {}, set(), [], []
-    for root in sorted(edges):
-        if root in index:
-            continue
-        work = [(root, iter(edges.get(root, ())))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on.add(root)
-        while work:
-            v, it = work[-1]
-            w = next(it, None)
-            if w is not None:
-                if w not in index:
-                    index[w] = low[w] = len(index)
-                    stack.append(w)
-                    on.add(w)
-                    work.append((w, iter(edges.get(w, ()))))
-                elif w in on:
-                    low[v] = min(low[v], index[w])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[v])
-            if low[v] == index[v]:
-                comp = []
-                while True:
-                    w = stack.pop()
-                    on.discard(w)
-                    comp.append(w)
-                    if w == v:
-                        break
-                if len(comp) > 1:
-                    comps.append(sorted(comp))
-    return comps
 
 
 if __name__ == "__main__":
