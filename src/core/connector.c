@@ -1385,10 +1385,19 @@ static void on_timeout(struct sndk_timer *t)
     case SNDK_CONN_ACCEPTING:
         fail_locked(c, STATUS_IO_TIMEOUT, "handshake timed out");
         break;
-    case SNDK_CONN_WAIT_REQUEST:
-        set_state(c, SNDK_CONN_CLOSED);
+    case SNDK_CONN_WAIT_REQUEST: {
+        /* Said at warn: the client only sees its connection refused, so the listener's log is
+         * where an operator learns why (a slow or lossy path, or a client that never speaks). */
+        char buf[64];
+        sndk_warn_peer(peer_log(c), "listener",
+                       "connection from %s closed: no MPA Request within %u ms "
+                       "(RequestTimeoutMs, SOFTNDK_REQUEST_TIMEOUT_MS)",
+                       c->have_addresses ? sndk_addr_str(&c->peer, buf, sizeof buf) : "?",
+                       c->base.adapter->cfg.request_timeout_ms);
+        set_state_why(c, SNDK_CONN_CLOSED, "no MPA Request in time");
         io_stop_locked(c);
         break;
+    }
     default:
         break;
     }

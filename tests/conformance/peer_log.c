@@ -149,3 +149,71 @@ TEST_T(bad_mpa_requests_cannot_flood_the_log, 120)
     fixture_close_wait(&l->Header);
     ndk_close_adapter(a);
 }
+
+/* Connections that never send their Request are closed after RequestTimeoutMs, each counted in
+ * HandshakeTimeouts, and the listener says so at warn (the client sees only a refusal): one
+ * line for the first, the rest of the burst suppressed and counted, not one line each. */
+TEST_T(silent_connections_are_named_in_the_log_once_a_second, 60)
+{
+    enum { SILENT = 24 };
+    SOFTNDK_OPTIONS o;
+    conf_options(&o);
+    o.LogLevel = SoftNdkLogWarn;
+    o.RequestTimeoutMs = 200;
+    NDK_ADAPTER *a = conf_open_with(&o);
+    NDK_LISTENER *l;
+    CHECK_STATUS(
+        a->Dispatch->NdkCreateListener(a, on_event_never, NULL, ndk_create_never, NULL, &l),
+        STATUS_SUCCESS);
+    struct sockaddr_in sin = ndk_loopback4(0);
+    CHECK_STATUS(
+        l->Dispatch->NdkListen(l, (struct sockaddr *)&sin, sizeof sin, ndk_request_never, NULL),
+        STATUS_SUCCESS);
+    ULONG len = sizeof sin;
+    CHECK_STATUS(l->Dispatch->NdkGetLocalAddress(l, (struct sockaddr *)&sin, &len), STATUS_SUCCESS);
+    SOFTNDK_COUNTERS before = counters_of(a);
+
+    FILE *log = tmpfile();
+    CHECK(log != NULL);
+    fflush(stderr);
+    int saved = dup(2);
+    CHECK(saved >= 0 && dup2(fileno(log), 2) == 2);
+    uint64_t t0 = mono_ms();
+    int fds[SILENT];
+    for (int i = 0; i < SILENT; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(fds[i] >= 0);
+        CHECK(connect(fds[i], (struct sockaddr *)&sin, sizeof sin) == 0);
+    }
+    /* each is closed by the server: end of stream, nothing before it */
+    for (int i = 0; i < SILENT; i++) {
+        struct pollfd p = {fds[i], POLLIN, 0};
+        CHECK_MSG(poll(&p, 1, FIXTURE_WAIT_MS) == 1, "silent connection %d was not closed", i);
+        unsigned char sink[16];
+        CHECK_EQ_U64(recv(fds[i], sink, sizeof sink, 0) <= 0, 1);
+        close(fds[i]);
+    }
+    bool done = wait_counter(a, offsetof(SOFTNDK_COUNTERS, HandshakeTimeouts),
+                             before.HandshakeTimeouts + SILENT);
+    uint64_t took_ms = mono_ms() - t0;
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    CHECK_MSG(done, "HandshakeTimeouts did not count every silent connection");
+    CHECK_MSG(took_ms >= 200, "closed after %llu ms, before RequestTimeoutMs",
+              (unsigned long long)took_ms);
+
+    SOFTNDK_COUNTERS after = counters_of(a);
+    unsigned named = count_lines(log, "no MPA Request within 200 ms"),
+             all = count_lines(log, "softndk ");
+    fclose(log);
+    ULONG64 suppressed = after.LogLinesSuppressed - before.LogLinesSuppressed;
+    CHECK_EQ_U64(after.HandshakeTimeouts - before.HandshakeTimeouts, SILENT);
+    CHECK_EQ_U64(after.ConnectFailure - before.ConnectFailure, SILENT);
+    unsigned per_second = (unsigned)(took_ms / 1000u) + 1;
+    CHECK(named >= 1 && named <= per_second);
+    CHECK_EQ_U64(all, named);
+    CHECK_EQ_U64(named + suppressed, SILENT);
+    fixture_close_wait(&l->Header);
+    ndk_close_adapter(a);
+}

@@ -371,10 +371,12 @@ fault_case() {
 # Loss cases check that everything completes, not how fast an outage is noticed: under 5 % loss
 # on both hosts a TCP handshake sometimes needs a SYN retransmission after 3 s, which the
 # outage cases' 3 s timeouts would count as a failure.
+# Every handshake and liveness bound is relaxed, the listener's MPA Request bound included
+# (2 s by default: a Request lost twice under a slow, sanitized client can miss it).
 relaxed_timeouts() {
     export SOFTNDK_CONNECT_TIMEOUT_MS=20000 SOFTNDK_DISCONNECT_TIMEOUT_MS=20000
-    export SOFTNDK_PEER_TIMEOUT_MS=20000
-    echo "loss case: SOFTNDK_CONNECT/DISCONNECT/PEER_TIMEOUT_MS=20000"
+    export SOFTNDK_PEER_TIMEOUT_MS=20000 SOFTNDK_REQUEST_TIMEOUT_MS=20000
+    echo "loss case: SOFTNDK_CONNECT/DISCONNECT/PEER/REQUEST_TIMEOUT_MS=20000"
 }
 
 # ---------------------------------------------------------------- injected faults (docs/faults.md)
