@@ -92,6 +92,16 @@ typedef enum _SOFTNDK_WRITE_COMPLETION {
                                           behind it came back (RoCE: after the remote ACK) */
 } SOFTNDK_WRITE_COMPLETION;
 
+/* The byte stream under a connection (docs/transport-shm.md). */
+typedef enum _SOFTNDK_TRANSPORT {
+    SoftNdkTransportDefault = 0, /* SOFTNDK_TRANSPORT, else tcp */
+    SoftNdkTransportTcp = 1,     /* TCP always */
+    SoftNdkTransportShm = 2,     /* shared memory to a same-host, same-user softndk peer; TCP
+                                    (and a log line) when the peer is remote or not there */
+    SoftNdkTransportAuto = 3,    /* shared memory when the peer is reachable so, else TCP
+                                    silently */
+} SOFTNDK_TRANSPORT;
+
 /* Spin option value for "never spin before blocking". */
 #define SOFTNDK_SPIN_NONE 0xFFFFFFFFu
 
@@ -153,6 +163,8 @@ typedef struct _SOFTNDK_OPTIONS {
     SOFTNDK_WRITE_COMPLETION WriteCompletion; /* default: SOFTNDK_WRITE_COMPLETION (handed,
                                                  placed), else the profile's (handed for
                                                  iwarp, placed for roce) */
+    /* ---- same-host transport (docs/transport-shm.md) ---- */
+    SOFTNDK_TRANSPORT Transport; /* default: SOFTNDK_TRANSPORT (tcp, shm, auto), else tcp */
 } SOFTNDK_OPTIONS;
 
 /* RnrWaitMs value for "no receiver-not-ready wait" (the iWARP Terminate at once). */
@@ -172,6 +184,8 @@ typedef struct _SOFTNDK_OPTIONS {
 #define SOFTNDK_OPTIONS_SIZE_V5 offsetof(SOFTNDK_OPTIONS, Verify)
 /* The sixth layout (ending at Verify): Profile and RnrWaitMs from the environment. */
 #define SOFTNDK_OPTIONS_SIZE_V6 offsetof(SOFTNDK_OPTIONS, Profile)
+/* The seventh layout (ending at WriteCompletion): Transport from the environment. */
+#define SOFTNDK_OPTIONS_SIZE_V7 offsetof(SOFTNDK_OPTIONS, Transport)
 
 /* Fill *Options with "all defaults" (Size set, everything else zero). */
 SOFTNDK_API VOID SoftNdkInitOptions(SOFTNDK_OPTIONS *Options);

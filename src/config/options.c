@@ -284,6 +284,7 @@ struct setting {
 static const char *const log_names[] = {"error", "warn", "info", "debug"};
 static const char *const verify_names[] = {"off", "warn", "strict"};
 static const char *const write_completion_names[] = {"handed", "placed"};
+static const char *const transport_names[] = {"tcp", "shm", "auto"};
 
 /* An on/off option's enum: 0 default, 1 on, 2 off (SoftNdkCrc* and SoftNdkSourceCheck* share
  * these values). */
@@ -293,6 +294,7 @@ _Static_assert(SoftNdkCrcDefault == 0 && SoftNdkCrcOn == 1 && SoftNdkCrcOff == 2
                "SET_ON_OFF reads both enums as 0 default, 1 on, 2 off");
 _Static_assert(sizeof(SOFTNDK_CRC_POLICY) == 4 && sizeof(SOFTNDK_LOG_LEVEL) == 4 &&
                    sizeof(SOFTNDK_WRITE_COMPLETION) == 4 && sizeof(SOFTNDK_VERIFY_MODE) == 4 &&
+                   sizeof(SOFTNDK_TRANSPORT) == 4 &&
                    sizeof(ULONG) == 4,
                "option fields of the table are 4 bytes");
 
@@ -363,6 +365,15 @@ static const struct setting settings[] = {
      .names = write_completion_names,
      .names_n = 2,
      .names_base = SoftNdkWriteCompletionHanded},
+    {.field = "Transport",
+     .var = "SOFTNDK_TRANSPORT",
+     .kind = SET_NAMES,
+     .opt_off = OPT(Transport),
+     CFG(transport),
+     .dflt = SoftNdkTransportTcp,
+     .names = transport_names,
+     .names_n = 3,
+     .names_base = SoftNdkTransportTcp},
     {.field = "VerifyCallbackMs",
      .var = "SOFTNDK_VERIFY_CALLBACK_MS",
      .kind = SET_UINT,
@@ -582,7 +593,8 @@ static bool size_known(ULONG size)
 {
     static const size_t layouts[] = {SOFTNDK_OPTIONS_SIZE_V1, SOFTNDK_OPTIONS_SIZE_V2,
                                      SOFTNDK_OPTIONS_SIZE_V3, SOFTNDK_OPTIONS_SIZE_V4,
-                                     SOFTNDK_OPTIONS_SIZE_V5, SOFTNDK_OPTIONS_SIZE_V6};
+                                     SOFTNDK_OPTIONS_SIZE_V5, SOFTNDK_OPTIONS_SIZE_V6,
+                                     SOFTNDK_OPTIONS_SIZE_V7};
     if (size > 4096)
         return false;
     if (size >= sizeof(SOFTNDK_OPTIONS))
@@ -606,11 +618,11 @@ NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *given, struct sndk_config *c
         if (!size_known(given->Size)) {
             snprintf(err, errlen,
                      "SOFTNDK_OPTIONS.Size %u is not sizeof(SOFTNDK_OPTIONS) (%zu, or %zu / %zu / "
-                     "%zu / %zu / %zu / %zu for the earlier layouts)",
+                     "%zu / %zu / %zu / %zu / %zu for the earlier layouts)",
                      given->Size, sizeof(SOFTNDK_OPTIONS), (size_t)SOFTNDK_OPTIONS_SIZE_V1,
                      (size_t)SOFTNDK_OPTIONS_SIZE_V2, (size_t)SOFTNDK_OPTIONS_SIZE_V3,
                      (size_t)SOFTNDK_OPTIONS_SIZE_V4, (size_t)SOFTNDK_OPTIONS_SIZE_V5,
-                     (size_t)SOFTNDK_OPTIONS_SIZE_V6);
+                     (size_t)SOFTNDK_OPTIONS_SIZE_V6, (size_t)SOFTNDK_OPTIONS_SIZE_V7);
             return STATUS_INVALID_PARAMETER;
         }
         memcpy(&copy, given, given->Size < sizeof copy ? given->Size : sizeof copy);

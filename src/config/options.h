@@ -33,6 +33,7 @@ struct sndk_config {
     unsigned write_completion;  /* SOFTNDK_WRITE_COMPLETION: Handed or Placed */
     unsigned rnr_wait_ms;       /* receiver not ready: how long a Send waits for a receive; 0 = it
                                    does not (the iWARP Terminate at once) */
+    unsigned transport;         /* SOFTNDK_TRANSPORT: Tcp, Shm or Auto (never Default) */
     unsigned verify_callback_ms; /* SOFTNDK_VERIFY_CALLBACK_MS: a longer callback is reported */
     uint16_t port_low, port_high;
     unsigned threads;

@@ -30,6 +30,8 @@
 #include "faults/faults.h"
 #include "core/connector.h"
 #include "device/qp_state.h"
+#include "core/rendezvous.h"
+#include "datapath/stream.h"
 #include "verify/verify.h"
 #include "iwarp/fpdu.h"
 #include "iwarp/mpa.h"
@@ -200,8 +202,10 @@ struct sndk_connector {
     bool active;
     bool peer_rejected; /* the peer's MPA Reply said R=1; its private data is kept */
 
-    /* the handshake socket (until the QP takes it) */
+    /* the handshake socket (until the QP takes it): TCP, or AF_UNIX when the peer was met on
+     * this host (core/rendezvous.h) */
     int fd;
+    int tcp_hold; /* active, same host: the bound TCP socket that keeps our port ours */
     unsigned thread;           /* the socket's progress thread, once watched: deliveries run
                                   there, one at a time */
     struct sndk_source src;    /* holds a reference while watched (until src_done runs) */
@@ -912,11 +916,24 @@ static void establish(struct sndk_connector *c)
         fail_locked(c, STATUS_CONNECTION_ABORTED, "cannot send the RTR");
         return;
     }
-    int one = 1;
-    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    set_peer_timeout(c->fd, c->base.adapter->cfg.peer_timeout_ms);
+    /* A peer of this host (rendezvous.h): the byte stream is shared memory, set up over the
+     * AF_UNIX socket the handshake used; it then owns that socket. */
+    void *shm = NULL;
+    if (sndk_rdv_is_unix(c->fd)) {
+        shm = sndk_stream_shm_new(c->fd, c->active);
+        if (!shm) {
+            fail_locked(c, STATUS_INSUFFICIENT_RESOURCES, "cannot set up the shared rings");
+            return;
+        }
+    } else {
+        int one = 1;
+        setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        set_peer_timeout(c->fd, c->base.adapter->cfg.peer_timeout_ms);
+    }
     struct sndk_link_params p = {
-        .fd = c->fd,
+        .fd = shm ? sndk_stream_shm_fd(shm) : c->fd,
+        .stream_ops = shm ? &sndk_stream_shm_ops : NULL,
+        .stream_priv = shm,
         .thread = sndk_source_thread(&c->src),
         .crc = c->crc,
         .mpa_rev = c->rev,
@@ -935,6 +952,7 @@ static void establish(struct sndk_connector *c)
         atomic_store(&c->rec->sq_depth, c->qp->initiator_depth);
         atomic_store(&c->rec->rq_depth, c->qp->srq ? 0u : c->qp->rq.depth);
         atomic_store(&c->rec->qp, c->qp);
+        atomic_store(&c->rec->transport, shm ? sndk_stream_shm_ops.name : "tcp");
     }
     set_link(c, SNDK_LINK_ATTACHED);
     sndk_obj_get(&c->base); /* the link's reference, dropped in detach_done_fn */
@@ -942,6 +960,10 @@ static void establish(struct sndk_connector *c)
     int rc = sndk_qp_attach(c->qp, &p, &link_events, c);
     sndk_mutex_lock(&c->lock);
     if (rc != 0) {
+        if (shm) { /* never attached: the rings and the socket are still ours to close */
+            sndk_stream_shm_free(shm);
+            c->fd = -1;
+        }
         set_link_why(c, SNDK_LINK_NONE, "QP attach failed");
         atomic_fetch_sub_explicit(&c->base.refs, 1, memory_order_acq_rel);
         fail_locked(c, sndk_status_from_errno(SNDK_CALL_QP_ATTACH, -rc), "QP attach failed");
@@ -952,9 +974,10 @@ static void establish(struct sndk_connector *c)
         set_state(c, SNDK_CONN_CONNECTED);
         char a[64], b[64];
         sndk_info_peer(peer_log(c), "connector",
-                       "%p connected %s <-> %s (MPA rev %u, CRC %s, IRD %u, ORD %u%s)", (void *)c,
-                       sndk_addr_str(&c->local, a, sizeof a), sndk_addr_str(&c->peer, b, sizeof b),
-                       c->rev, c->crc ? "on" : "off", c->ird, c->ord, c->p2p ? ", RTR" : "");
+                       "%p connected %s <-> %s (%s, MPA rev %u, CRC %s, IRD %u, ORD %u%s)",
+                       (void *)c, sndk_addr_str(&c->local, a, sizeof a),
+                       sndk_addr_str(&c->peer, b, sizeof b), shm ? "shm" : "tcp", c->rev,
+                       c->crc ? "on" : "off", c->ird, c->ord, c->p2p ? ", RTR" : "");
         complete_locked(c, STATUS_SUCCESS);
     } else {
         /* closed while establishing: the close path could not detach yet */
@@ -1001,9 +1024,11 @@ static void io_connecting(struct sndk_connector *c, uint32_t ev)
         fail_locked(c, status_from_errno(err), strerror(err));
         return;
     }
-    socklen_t llen = sizeof c->local.in6;
-    getsockname(c->fd, &c->local.sa, &llen);
-    c->local.len = llen;
+    if (c->tcp_hold < 0) { /* TCP: the address the kernel chose (same host: rendezvous.c's) */
+        socklen_t llen = sizeof c->local.in6;
+        getsockname(c->fd, &c->local.sa, &llen);
+        c->local.len = llen;
+    }
     sndk_conn_rec_set_local(c->rec, &c->local.sa);
     set_state(c, SNDK_CONN_REQ_SENT);
     SNDK_TRACE("mpa.request_sent", "connector", c, "\"bytes\":%zu", c->tx_len);
@@ -1472,6 +1497,49 @@ struct connect_args {
     PVOID ctx;
 };
 
+static void drop_tcp_hold(struct sndk_connector *c)
+{
+    if (c->tcp_hold >= 0) {
+        close(c->tcp_hold);
+        c->tcp_hold = -1;
+    }
+}
+
+/* The adapter's transport asks for a same-host peer first (rendezvous.h): try the peer's name.
+ * True with *fd the connected AF_UNIX socket (the TCP one, bound to our reserved port, kept in
+ * tcp_hold so that the port stays ours) and *local the address the peer is told. False: TCP,
+ * *fd untouched. c->lock held. */
+static bool try_same_host(struct sndk_connector *c, struct sndk_addr *local,
+                          const struct sndk_addr *peer, int *fd)
+{
+    const char *why;
+    SOFTNDK_TRANSPORT t = sndk_rdv_transport(c->base.adapter, &why);
+    if (t == SoftNdkTransportTcp) {
+        if (why)
+            sndk_info("connector", "%p: same-host transport off: %s", (void *)c, why);
+        return false;
+    }
+    struct sndk_addr me = *local;
+    int ufd = sndk_rdv_connect(&me, peer);
+    if (ufd < 0) {
+        /* auto: TCP without a word when the peer is remote or has no same-host name */
+        if (t == SoftNdkTransportShm) {
+            char pb[64];
+            sndk_info("connector", "%p: transport shm: %s %s: TCP", (void *)c,
+                      sndk_addr_str(peer, pb, sizeof pb),
+                      ufd == -EHOSTUNREACH ? "is not on this host"
+                      : ufd == -ECONNREFUSED || ufd == -ENOENT
+                          ? "has no same-host listener"
+                          : strerror(-ufd));
+        }
+        return false;
+    }
+    c->tcp_hold = *fd;
+    *fd = ufd;
+    *local = me;
+    return true;
+}
+
 static NTSTATUS start_connect(struct sndk_connector *c, const struct connect_args *r)
 {
     const NDK_ADAPTER_INFO *info = &c->base.adapter->info;
@@ -1536,6 +1604,7 @@ static NTSTATUS start_connect(struct sndk_connector *c, const struct connect_arg
         sndk_mutex_unlock(&c->lock);
         return st;
     }
+    bool same_host = try_same_host(c, &local, &peer, &fd);
     c->qp = qp;
     c->fd = fd;
     c->active = true;
@@ -1565,7 +1634,7 @@ static NTSTATUS start_connect(struct sndk_connector *c, const struct connect_arg
     if (r->se)
         sndk_obj_hold(&c->base, &r->se->base);
 
-    int rc = connect(fd, &peer.sa, peer.len);
+    int rc = same_host ? 0 : connect(fd, &peer.sa, peer.len);
     /* A port drawn for us (source port 0) whose 4-tuple to this peer still waits in TIME_WAIT
      * (the kernel says EADDRNOTAVAIL): draw another rather than fail a churning consumer. */
     for (unsigned tries = 0; rc != 0 && errno == EADDRNOTAVAIL && !r->se && want_port == 0 &&
@@ -1591,6 +1660,7 @@ static NTSTATUS start_connect(struct sndk_connector *c, const struct connect_arg
         int err = errno;
         close(fd);
         c->fd = -1;
+        drop_tcp_hold(c);
         sndk_obj_unbind(&qp->base, c);
         set_state(c, SNDK_CONN_CLOSED);
         sndk_mutex_unlock(&c->lock);
@@ -1603,6 +1673,7 @@ static NTSTATUS start_connect(struct sndk_connector *c, const struct connect_arg
     if (st != STATUS_SUCCESS) {
         close(fd);
         c->fd = -1;
+        drop_tcp_hold(c);
         sndk_obj_unbind(&qp->base, c);
         set_state(c, SNDK_CONN_CLOSED);
         sndk_mutex_unlock(&c->lock);
@@ -2091,6 +2162,7 @@ static void connector_destroy(struct sndk_obj *o)
     struct sndk_connector *c = sndk_container_of(o, struct sndk_connector, base);
     if (c->fd >= 0)
         close(c->fd);
+    drop_tcp_hold(c);
     if (c->ep) {
         if (c->se_peer)
             sndk_endpoint_del_peer(c->ep, &c->peer);
@@ -2110,6 +2182,7 @@ static struct sndk_connector *connector_new(struct sndk_adapter *a)
     if (!c)
         return NULL;
     c->fd = -1;
+    c->tcp_hold = -1;
     c->state = SNDK_CONN_IDLE;
     sndk_mutex_init_ranked(&c->lock, SNDK_LOCK_CONNECTOR);
     sndk_work_init(&c->deliver, deliver_fn);

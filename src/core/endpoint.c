@@ -138,6 +138,12 @@ bool sndk_adapter_owns_address(const struct sndk_adapter *a, const struct sndk_a
     return a->if_index == 0 || oif == a->if_index;
 }
 
+bool sndk_addr_is_local(const struct sndk_addr *addr)
+{
+    unsigned oif = 0;
+    return route_is_local(addr, &oif) == 1;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* The process-wide table: one entry per listener, shared endpoint and active connection, so
  * tens of thousands at scale. Indexed by port (a list per port, both families): whether an

@@ -15,6 +15,9 @@
 /* Is the address (port ignored) one of adapter a's? Wildcards are. */
 bool sndk_adapter_owns_address(const struct sndk_adapter *a, const struct sndk_addr *addr);
 
+/* Does this host deliver addr (port ignored) to itself, on any interface? */
+bool sndk_addr_is_local(const struct sndk_addr *addr);
+
 enum sndk_ep_kind {
     SNDK_EP_LISTEN,  /* a listening socket; accepted connectors add references */
     SNDK_EP_SHARED,  /* a shared endpoint; its connectors add references */

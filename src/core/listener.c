@@ -2,6 +2,7 @@
  * connection becomes an incoming connector once its MPA Request arrived (connector.c). */
 #include "core/create.h"
 #include "core/listener.h"
+#include "core/rendezvous.h"
 #include "faults/faults.h"
 
 #include <assert.h>
@@ -77,6 +78,30 @@ static bool deliver_connect_event(struct sndk_obj *owner, struct sndk_obj *conn)
 
 #define ACCEPT_BATCH 8
 
+/* An accepted connection, TCP or same-host: becomes an incoming connector unless the
+ * listener takes no request now or the address is not the adapter's. */
+static void take_connection(struct sndk_listener *l, int fd, const struct sndk_addr *local,
+                            const struct sndk_addr *peer)
+{
+    if (!sndk_listener_accepting(l)) {
+        sndk_close_with_reset(fd);
+        return;
+    }
+    /* A wildcard listener of an adapter bound to one interface serves only its addresses
+     * (an adapter on every interface owns every local address; a listener on one address
+     * gets only that one). */
+    if (l->base.adapter->if_index != 0 && sndk_addr_is_wildcard(sndk_endpoint_addr(l->ep))) {
+        errno = 0;
+        if (!sndk_adapter_owns_address(l->base.adapter, local)) {
+            if (errno == EMFILE || errno == ENFILE) /* it could not even ask: the fd limit */
+                sndk_admission_refused(&l->adm, peer, "no fd to check its address");
+            sndk_close_with_reset(fd);
+            return;
+        }
+    }
+    sndk_connector_incoming(&l->origin, fd, local, peer);
+}
+
 static void on_listen_ready(struct sndk_source *s, uint32_t events)
 {
     (void)events;
@@ -104,28 +129,38 @@ static void on_listen_ready(struct sndk_source *s, uint32_t events)
             return;
         }
         peer.len = plen;
-        if (!sndk_listener_accepting(l)) {
-            sndk_close_with_reset(fd);
-            continue;
-        }
         struct sndk_addr local;
         memset(&local, 0, sizeof local);
         socklen_t llen = sizeof local.in6;
         getsockname(fd, &local.sa, &llen);
         local.len = llen;
-        /* A wildcard listener of an adapter bound to one interface serves only its addresses
-         * (an adapter on every interface owns every local address; a listener on one address
-         * gets only that one). */
-        if (l->base.adapter->if_index != 0 && sndk_addr_is_wildcard(sndk_endpoint_addr(l->ep))) {
-            errno = 0;
-            if (!sndk_adapter_owns_address(l->base.adapter, &local)) {
-                if (errno == EMFILE || errno == ENFILE) /* it could not even ask: the fd limit */
-                    sndk_admission_refused(&l->adm, &peer, "no fd to check its address");
-                sndk_close_with_reset(fd);
+        take_connection(l, fd, &local, &peer);
+    }
+}
+
+/* The same-host door (core/rendezvous.h): a connection on the rendezvous socket is one more
+ * incoming connection, with the addresses its connector's name gave. */
+static void on_rdv_ready(struct sndk_source *s, uint32_t events)
+{
+    (void)events;
+    struct sndk_listener *l = sndk_container_of(s, struct sndk_listener, usrc);
+    for (int batch = 0; batch < ACCEPT_BATCH; batch++) {
+        struct sndk_addr local, peer;
+        int fd = sndk_rdv_accept(l->ufd, sndk_endpoint_addr(l->ep), &local, &peer);
+        if (fd == -EPERM || fd == -EPROTO || fd == -EINTR || fd == -ECONNABORTED)
+            continue; /* refused (and logged) or gone: the next one */
+        if (fd == -EMFILE || fd == -ENFILE || fd == -ENOBUFS || fd == -ENOMEM) {
+            if (sndk_admission_fd_exhausted(&l->adm, l->ufd, -fd))
                 continue;
-            }
+            return;
         }
-        sndk_connector_incoming(&l->origin, fd, &local, &peer);
+        if (fd < 0) {
+            if (fd != -EAGAIN)
+                sndk_warn_peer(sndk_ctr_log_suppressed(&l->base.adapter->ctrs), "listener",
+                               "accept (same host): %s", strerror(-fd));
+            return;
+        }
+        take_connection(l, fd, &local, &peer);
     }
 }
 
@@ -135,6 +170,39 @@ static void on_listen_removed(struct sndk_work *w)
     close(l->fd);
     l->fd = -1;
     sndk_obj_put(&l->base);
+}
+
+static void on_rdv_removed(struct sndk_work *w)
+{
+    struct sndk_listener *l = sndk_container_of(w, struct sndk_listener, usrc_done);
+    close(l->ufd);
+    l->ufd = -1;
+    sndk_obj_put(&l->base);
+}
+
+/* With the TCP socket listening: the same-host name too, when the adapter's transport asks
+ * for it. A failure here leaves the listener on TCP alone (connectors then fall back). */
+static void listen_same_host(struct sndk_listener *l)
+{
+    const char *why;
+    if (sndk_rdv_transport(l->base.adapter, &why) == SoftNdkTransportTcp) {
+        if (why)
+            sndk_info("listener", "%p: same-host transport off: %s", (void *)l, why);
+        return;
+    }
+    int fd = sndk_rdv_listen(sndk_endpoint_addr(l->ep));
+    if (fd < 0) {
+        sndk_warn("listener", "%p: no same-host name (%s): TCP only", (void *)l, strerror(-fd));
+        return;
+    }
+    l->ufd = fd;
+    sndk_obj_get(&l->base); /* for the source, until on_rdv_removed */
+    if (sndk_source_add(l->base.adapter->engine, &l->usrc, fd, EPOLLIN, on_rdv_ready, -1) != 0) {
+        sndk_obj_put(&l->base);
+        close(fd);
+        l->ufd = -1;
+        sndk_warn("listener", "%p: no same-host name (epoll): TCP only", (void *)l);
+    }
 }
 
 static NTSTATUS listener_listen(NDK_LISTENER *pNdkListener, const struct sockaddr *pAddress,
@@ -171,6 +239,7 @@ static NTSTATUS listener_listen(NDK_LISTENER *pNdkListener, const struct sockadd
             st = STATUS_INSUFFICIENT_RESOURCES;
         } else {
             set_state(l, SNDK_LISTENER_LISTENING);
+            listen_same_host(l);
             sndk_admission_start(&l->adm);
             char buf[64];
             sndk_addr_str(sndk_endpoint_addr(l->ep), buf, sizeof buf);
@@ -227,6 +296,8 @@ static void listener_close_begin(struct sndk_obj *o)
     if (was_listening) {
         sndk_counters_listener(&l->base.adapter->ctrs, l, NULL);
         sndk_source_remove(&l->src, &l->src_done);
+        if (l->ufd >= 0)
+            sndk_source_remove(&l->usrc, &l->usrc_done);
     }
 }
 
@@ -260,12 +331,14 @@ NTSTATUS sndk_listener_create(NDK_ADAPTER *pNdkAdapter, NDK_FN_CONNECT_EVENT_CAL
     l->connect_cb = ConnectEvent;
     l->connect_ctx = ConnectEventContext;
     l->fd = -1;
+    l->ufd = -1;
     atomic_init(&l->paused, false);
     sndk_mutex_init_ranked(&l->lock, SNDK_LOCK_LISTENER);
     sndk_admission_init(&l->adm, &l->base, &l->src);
     l->origin = (struct sndk_conn_origin){
         .owner = &l->base, .adm = &l->adm, .connect_event = deliver_connect_event};
     sndk_work_init(&l->src_done, on_listen_removed);
+    sndk_work_init(&l->usrc_done, on_rdv_removed);
     sndk_obj_init(&l->base, a, &listener_ops, &listener_dispatch);
     sndk_obj_hold(&l->base, &a->base);
     *ppNdkListener = &l->base.pub.listener;

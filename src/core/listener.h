@@ -26,6 +26,11 @@ struct sndk_listener {
     struct sndk_endpoint *ep;
     struct sndk_source src;
     struct sndk_work src_done; /* listening socket out of epoll: close it, drop the ref */
+    /* The same-host rendezvous socket (core/rendezvous.h), -1 when the adapter's transport is
+     * tcp or it could not listen; its source and removal as for fd. */
+    int ufd;
+    struct sndk_source usrc;
+    struct sndk_work usrc_done;
     struct sndk_admission adm; /* handshake limits, the fd limit (admission.h) */
     struct sndk_conn_origin origin; /* what its connectors know of it (connector.h); ep set
                                        under lock by NdkListen */

@@ -677,7 +677,7 @@ static void src_fn(struct sndk_source *s, uint32_t events)
 {
     struct sndk_conn *io = sndk_container_of(s, struct sndk_conn, src);
     struct sndk_qp *qp = io->qp;
-    if (events & EPOLLOUT) {
+    if (events & (EPOLLOUT | io->stream.ops->room_events)) {
         sndk_mutex_lock(&qp->tx_lock);
         enum sndk_tx_result res = sndk_conn_stopped(io) ? SNDK_TX_DRAINED : sndk_tx_push(qp);
         sndk_mutex_unlock(&qp->tx_lock);
@@ -823,7 +823,7 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     }
     io->engine = qp->base.adapter->engine;
     if (p->stream_ops)
-        io->stream = (struct sndk_stream){.ops = p->stream_ops, .fd = p->fd, .write_ended = false};
+        io->stream = (struct sndk_stream){.ops = p->stream_ops, .fd = p->fd, .priv = p->stream_priv};
     else
         sndk_stream_tcp_init(&io->stream, p->fd);
     io->thread = p->thread < sndk_engine_threads(io->engine) ? p->thread : 0;

@@ -26,6 +26,7 @@ struct sndk_link_params {
     int fd;                 /* connected TCP socket, O_NONBLOCK; the QP closes it */
     /* The transport behind fd (datapath/stream.h); NULL: fd is a TCP socket. */
     const struct sndk_stream_ops *stream_ops;
+    void *stream_priv;      /* its state (stream.h: struct sndk_stream.priv), NULL for TCP */
     unsigned thread;        /* progress thread that serves it */
     bool crc;               /* CRC32c on every FPDU, both directions */
     uint8_t mpa_rev;        /* 1 or 2 (informational) */

@@ -35,11 +35,15 @@ struct sndk_stream_ops {
     uint32_t (*fpdu_max)(struct sndk_stream *s);
     /* Close it; `abort`: tell the peer it was reset (TCP: RST) rather than ended. Last call. */
     void (*close)(struct sndk_stream *s, bool abort);
+    /* Events on fd, besides EPOLLOUT, that may mean room to write: 0 for a socket; EPOLLIN for
+     * a stream whose fd is an epoll set, which never reports EPOLLOUT (stream_shm.c). */
+    uint32_t room_events;
 };
 
 struct sndk_stream {
     const struct sndk_stream_ops *ops;
     int fd; /* what the progress thread's epoll and the CQs' readiness sets watch */
+    void *priv; /* the transport's own state (NULL for TCP) */
     /* Our direction has ended (shutdown_write went): nothing more may be written. A fact of
      * the stream, as a socket keeps it, written under the connection's tx_lock. */
     bool write_ended;
@@ -48,6 +52,22 @@ struct sndk_stream {
 /* TCP: a connected, non-blocking socket (stream_tcp.c); sets TCP_NODELAY. The stream owns fd
  * from here and closes it. */
 void sndk_stream_tcp_init(struct sndk_stream *s, int fd);
+
+/* Shared memory between two processes of one host (stream_shm.c, docs/transport-shm.md),
+ * over a connected AF_UNIX socket whose MPA handshake is done. The active end creates the two
+ * rings and sends them over the socket; the passive end maps them when they arrive (its
+ * operations say "nothing yet" until then). Returns the state to hand to the connection as
+ * sndk_link_params.stream_priv with stream_ops = &sndk_stream_shm_ops and fd =
+ * sndk_stream_shm_fd(), or NULL with errno set (the socket is still the caller's). From a
+ * successful call on, the state owns sock: the stream's close, or sndk_stream_shm_free when it
+ * was never attached, closes it. */
+extern const struct sndk_stream_ops sndk_stream_shm_ops;
+void *sndk_stream_shm_new(int sock, bool active);
+int sndk_stream_shm_fd(const void *priv);
+void sndk_stream_shm_free(void *priv);
+/* Tests: the shared mapping (NULL before the rings are there) and its length, to play a
+ * hostile peer that writes garbage into it. */
+void *sndk_stream_shm_mapping(const void *priv, size_t *len);
 
 static inline ssize_t sndk_stream_writev(struct sndk_stream *s, const struct iovec *iov, int n)
 {

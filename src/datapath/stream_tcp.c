@@ -98,5 +98,6 @@ void sndk_stream_tcp_init(struct sndk_stream *s, int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     s->ops = &tcp_ops;
     s->fd = fd;
+    s->priv = NULL;
     s->write_ended = false;
 }

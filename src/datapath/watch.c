@@ -9,6 +9,16 @@
 
 #include "util/log.h"
 
+/* The events that tell a blocked sender there is room: EPOLLOUT, and for a stream whose fd
+ * cannot report it (shared memory: an epoll set) what it reports instead — watched even when
+ * the receive side is not, or the sender would wait for a receive that never comes. */
+static uint32_t room_events(const struct sndk_conn *io)
+{
+    if (!io->tx_blocked || sndk_conn_stalled(io, SNDK_FDIR_TX))
+        return 0;
+    return (uint32_t)EPOLLOUT | io->stream.ops->room_events;
+}
+
 /* What an empty poll of either CQ should act on: receiving while the receive side may read
  * (parked or not: parking hands the receiving to the polling consumer), sending while the
  * socket is full. A connection that can do neither leaves the CQs' readiness sets. A Send held
@@ -20,8 +30,7 @@ static void watch_cqs(struct sndk_conn *io)
     struct sndk_qp *qp = io->qp;
     sndk_assert_held(&qp->tx_lock);
     bool rx_off = io->peer_fin || sndk_conn_stalled(io, SNDK_FDIR_RX) || sndk_rnr_phase(io) == SNDK_RNR_WAITING;
-    uint32_t ev = (rx_off ? 0u : (uint32_t)EPOLLIN) |
-                  (io->tx_blocked && !sndk_conn_stalled(io, SNDK_FDIR_TX) ? (uint32_t)EPOLLOUT : 0u);
+    uint32_t ev = (rx_off ? 0u : (uint32_t)EPOLLIN) | room_events(io);
     sndk_cq_conn_watch(qp->rcq, &io->rconn, ev);
     if (qp->icq != qp->rcq)
         sndk_cq_conn_watch(qp->icq, &io->iconn, ev);
@@ -33,8 +42,7 @@ void sndk_conn_update_events(struct sndk_conn *io)
         return;
     bool rx_off = io->peer_fin || io->rx_parked || sndk_conn_stalled(io, SNDK_FDIR_RX) ||
                   sndk_rnr_phase(io) == SNDK_RNR_WAITING; /* receiver not ready: backpressure */
-    uint32_t ev = (rx_off ? 0u : (uint32_t)EPOLLIN) |
-                  (io->tx_blocked && !sndk_conn_stalled(io, SNDK_FDIR_TX) ? (uint32_t)EPOLLOUT : 0u);
+    uint32_t ev = (rx_off ? 0u : (uint32_t)EPOLLIN) | room_events(io);
     int rc = sndk_source_modify(&io->src, ev);
     if (rc < 0 && rc != -ENOENT)
         sndk_warn("tx", "QP %p: epoll modify: %d", (void *)io->qp, rc);

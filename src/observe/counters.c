@@ -182,6 +182,7 @@ struct sndk_conn_rec *sndk_conn_rec_open(struct sndk_adapter_ctrs *ac, struct sn
     atomic_init(&r->rq_depth, 0);
     atomic_init(&r->crc, false);
     atomic_init(&r->mpa_rev, 0);
+    atomic_init(&r->transport, NULL);
     atomic_init(&r->refs, 1);
     atomic_init(&r->qp, NULL);
     r->state_names = state_names;

@@ -116,6 +116,7 @@ struct sndk_conn_rec {
     _Atomic uint32_t sq_depth, rq_depth; /* 0 until a QP is attached */
     _Atomic bool crc;
     _Atomic uint8_t mpa_rev;
+    _Atomic(const char *) transport; /* the stream's name ("tcp", "shm") once attached, else NULL */
     uint64_t id; /* per adapter, from 1 */
     enum sndk_conn_role role;
     struct sockaddr_storage local, peer;

@@ -332,3 +332,37 @@ TEST(options_verify)
     CHECK_MSG(strstr(err, "SOFTNDK_VERIFY") != NULL, "error does not name the variable: %s", err);
     unsetenv("SOFTNDK_VERIFY");
 }
+
+/* docs/transport-shm.md: tcp by default; the variable in any case; the option over it; a
+ * layout before the field reads the variable; anything else is an error naming it. */
+TEST(options_transport)
+{
+    struct sndk_config cfg;
+    unsetenv("SOFTNDK_TRANSPORT");
+    CHECK_EQ_U64(resolve(NULL, &cfg), STATUS_SUCCESS);
+    CHECK_EQ_U64(cfg.transport, SoftNdkTransportTcp);
+    static const char *const names[] = {"tcp", "SHM", "Auto"};
+    for (int i = 0; i < 3; i++) {
+        setenv("SOFTNDK_TRANSPORT", names[i], 1);
+        CHECK_EQ_U64(resolve(NULL, &cfg), STATUS_SUCCESS);
+        CHECK_EQ_U64(cfg.transport, SoftNdkTransportTcp + i);
+    }
+    SOFTNDK_OPTIONS o;
+    SoftNdkInitOptions(&o);
+    o.Transport = SoftNdkTransportShm;
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_SUCCESS); /* explicit beats the environment */
+    CHECK_EQ_U64(cfg.transport, SoftNdkTransportShm);
+    o.Size = SOFTNDK_OPTIONS_SIZE_V7; /* the layout before it: from the environment */
+    CHECK_EQ_U64(resolve(&o, &cfg), STATUS_SUCCESS);
+    CHECK_EQ_U64(cfg.transport, SoftNdkTransportAuto);
+    SoftNdkInitOptions(&o);
+    o.Transport = (SOFTNDK_TRANSPORT)4;
+    char err[256] = "";
+    CHECK_EQ_U64(sndk_config_resolve(&o, &cfg, err, sizeof err), STATUS_INVALID_PARAMETER);
+    CHECK_MSG(strstr(err, "Transport") != NULL, "error does not name Transport: %s", err);
+    setenv("SOFTNDK_TRANSPORT", "rdma", 1);
+    CHECK_EQ_U64(sndk_config_resolve(NULL, &cfg, err, sizeof err), STATUS_INVALID_PARAMETER);
+    CHECK_MSG(strstr(err, "SOFTNDK_TRANSPORT='rdma': must be tcp, shm or auto") != NULL,
+              "error does not name the variable: %s", err);
+    unsetenv("SOFTNDK_TRANSPORT");
+}

@@ -59,6 +59,7 @@ ndkstat)
     grep -qE '^  HandshakesRefused +0$' "$T/table.txt" || fail "HandshakesRefused 0"
     grep -qE ' active +connected ' "$T/table.txt" || fail "active connection row"
     grep -qE ' passive +connected ' "$T/table.txt" || fail "passive connection row"
+    grep -qE ' active +connected .* tcp *$' "$T/table.txt" || fail "transport column (XPORT, last)"
     grep -q 'listener 0x' "$T/table.txt" || fail "listener row"
     grep -qE 'listener 0x[0-9a-f]+ on 127\.0\.0\.1:[0-9]+$' "$T/table.txt" || fail "listener address"
 

@@ -1,0 +1,769 @@
+/* The byte stream in shared memory (stream.h; docs/transport-shm.md): two softndk processes
+ * of one host, the same user, met through the rendezvous socket (core/rendezvous.c). The FPDUs
+ * are the same bytes TCP would carry; they go through two single-producer, single-consumer
+ * byte rings in one memfd instead of the kernel's socket buffers.
+ *
+ * Layout of the memfd (sealed against shrinking and growing, so the peer cannot make our
+ * mapping fault):
+ *
+ *   page 0          struct shm_hdr: magic, version, ring size, one struct shm_ctl per ring
+ *   page 1 ...      ring 0 (active -> passive), SHM_RING bytes
+ *   ... then        ring 1 (passive -> active), SHM_RING bytes
+ *
+ * Every index the peer writes (the head of the ring we fill, the tail and end of the ring we
+ * drain) is read once into a local, checked against what we know (never more bytes than the
+ * ring holds, never backwards), and only then used; a bad one fails the stream with -EPROTO.
+ * Offsets into a ring are always pos & (SHM_RING - 1), so no value reaches outside it.
+ *
+ * Wake-ups: the AF_UNIX socket carries single bytes, each "look at the rings". A reader that
+ * finds its ring empty says so in the ring's `reader_waiting` (then looks once more: the
+ * seq_cst fences on both sides make either the reader see the new bytes or the writer see the
+ * flag); a writer that fills a ring tells a waiting reader with a byte. A writer that finds
+ * the ring full does the same with `writer_waiting`, and the reader that frees room answers.
+ * While a ring is being read, nobody writes to the socket.
+ *
+ * The stream's fd is an epoll set over the socket and an eventfd of our own, so that the
+ * connection's level-triggered EPOLLIN keeps reporting bytes left in the ring when a receive
+ * pass stops early (its budget, a try-lock another thread holds): the socket alone could only
+ * report bytes the peer sent. Such a set reports EPOLLIN only, never EPOLLOUT: a writer
+ * blocked on a full ring is resumed by the peer's wake byte (EPOLLIN), on which the
+ * connection's event handler pushes its sender too (ops.room_events). The peer's death is the
+ * socket's hang-up, which the set reports as EPOLLIN; the read that follows finds the socket
+ * ended without the ring's end mark and reports ECONNRESET, as TCP's reset. */
+#include "datapath/stream.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "iwarp/fpdu.h"
+#include "util/log.h"
+
+#define SHM_MAGIC   0x314d48534b444e53ull /* "SNDKSHM1" */
+#define SHM_VERSION 1u
+#define SHM_RING    (4u << 20) /* per direction: 4 MiB, 64 of the largest FPDUs in flight */
+#define SHM_PAGE    4096u
+#define SHM_SIZE    ((size_t)SHM_PAGE + 2u * (size_t)SHM_RING)
+#define SHM_LINE    64
+
+_Static_assert((SHM_RING & (SHM_RING - 1)) == 0, "ring offsets are pos & (SHM_RING - 1)");
+
+/* One ring's indices, each written by one side, on lines of their own. */
+struct shm_ctl {
+    _Alignas(SHM_LINE) _Atomic uint64_t tail; /* writer: bytes written so far */
+    _Atomic uint64_t end;                     /* writer: tail + 1 at its end of stream, else 0 */
+    _Atomic uint32_t reset;                   /* writer: it closed abortively */
+    _Atomic uint32_t wakes_r;                 /* writer: wake bytes it sent the reader */
+    _Alignas(SHM_LINE) _Atomic uint64_t head; /* reader: bytes consumed so far */
+    _Atomic uint32_t wakes_w;                 /* reader: wake bytes it sent the writer */
+    _Alignas(SHM_LINE) _Atomic uint32_t reader_waiting; /* set by the reader, taken by writer */
+    _Alignas(SHM_LINE) _Atomic uint32_t writer_waiting; /* set by the writer, taken by reader */
+};
+
+struct shm_hdr {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t ring_size;
+    struct shm_ctl ctl[2];
+};
+_Static_assert(sizeof(struct shm_hdr) <= SHM_PAGE, "the header fits its page");
+
+/* What the active end sends, with the memfd attached. */
+struct shm_hello {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t ring_size;
+};
+
+/* The stream's phases: every move is logged "X => Y (why)". */
+enum shm_phase {
+    SHM_HANDSHAKE, /* passive: the rings have not arrived yet */
+    SHM_MAPPED,    /* both rings mapped: bytes flow */
+    SHM_FAILED,    /* a bad index, a bad hello or the peer gone: every call says `err` */
+    SHM_PHASES
+};
+static const char *const phase_names[SHM_PHASES] = {
+    [SHM_HANDSHAKE] = "handshake",
+    [SHM_MAPPED] = "rings-mapped",
+    [SHM_FAILED] = "failed",
+};
+
+struct shm_stream {
+    int sock;      /* the rendezvous socket: the hello, wake bytes, hang-up */
+    int evfd;      /* our own wake: readable while the ring may hold bytes nobody reported */
+    int room_evfd; /* readable while a room byte for our blocked writer waits for a write */
+    int epfd;      /* the stream's fd: sock + evfd + room_evfd */
+    bool active;
+    _Atomic int phase;
+    _Atomic int err;      /* the failure, positive errno, once SHM_FAILED */
+    _Atomic bool claimed; /* the handshake's try-lock: one of reader and writer takes the hello */
+    void *base;           /* the mapping, SHM_SIZE bytes */
+    struct shm_ctl *in, *out;
+    uint8_t *in_ring, *out_ring;
+    /* reader side (under the connection's rx_lock) */
+    uint64_t head;           /* our copy: the shared one is never read back */
+    uint32_t wakes_seen;     /* wake bytes taken off the socket */
+    uint32_t room_wakes;     /* the peer's count of wakes for our writer, as last drained */
+    _Atomic bool room_armed; /* room_evfd holds a count */
+    _Atomic bool w_blocked;  /* the writer said "full" (-EAGAIN) and has not written since */
+    _Atomic bool self_armed; /* evfd holds a count (set by the reader, or by a writer that
+                                mapped the rings: the reader then looks at them) */
+    bool in_ended;           /* the peer's end of stream reached */
+    /* writer side (under tx_lock) */
+    uint64_t tail;
+    uint64_t seen_head; /* the peer's head as last validated: it never goes back */
+};
+
+static struct shm_stream *st_of(struct sndk_stream *s)
+{
+    return s->priv;
+}
+
+/* The legal moves: handshake -> rings-mapped, and either -> failed (final). */
+static bool may_move(int from, enum shm_phase to)
+{
+    return (from == SHM_HANDSHAKE && to == SHM_MAPPED) || (from != SHM_FAILED && to == SHM_FAILED);
+}
+
+/* Move to `to` if that is legal from where the stream is; false (and nothing) when it is not:
+ * a failure that came first stays. */
+static bool set_phase(struct shm_stream *st, enum shm_phase to, const char *why)
+{
+    int from = atomic_load(&st->phase);
+    do {
+        if (!may_move(from, to))
+            return false;
+    } while (!atomic_compare_exchange_weak(&st->phase, &from, (int)to));
+    sndk_debug("shm", "stream %p: %s => %s (%s)", (void *)st, phase_names[from], phase_names[to],
+               why);
+    return true;
+}
+
+/* Fail once: the first error is the one reported. */
+static int fail(struct shm_stream *st, int err, const char *why)
+{
+    int none = 0;
+    if (atomic_compare_exchange_strong(&st->err, &none, err)) {
+        if (err == EPROTO)
+            sndk_warn("shm", "stream %p: %s: the stream fails", (void *)st, why);
+        set_phase(st, SHM_FAILED, why);
+    }
+    return -atomic_load(&st->err);
+}
+
+static void wake_peer(struct shm_stream *st, _Atomic uint32_t *count)
+{
+    /* counted before it is sent: the peer drains at most what it was told of */
+    atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
+    uint8_t b = 1;
+    /* EAGAIN: the peer's queue is full of unread bytes, so it is awake already; EPIPE: gone,
+     * which its own side reports */
+    (void)send(st->sock, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+static void map_rings(struct shm_stream *st)
+{
+    struct shm_hdr *h = st->base;
+    int me = st->active ? 0 : 1; /* the ring we write */
+    st->out = &h->ctl[me];
+    st->in = &h->ctl[1 - me];
+    st->out_ring = (uint8_t *)st->base + SHM_PAGE + (size_t)me * SHM_RING;
+    st->in_ring = (uint8_t *)st->base + SHM_PAGE + (size_t)(1 - me) * SHM_RING;
+}
+
+/* ---------------------------------------------------------------- the handshake */
+
+static int create_rings(struct shm_stream *st)
+{
+    int mfd = memfd_create("softndk-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (mfd < 0)
+        return -errno;
+    if (ftruncate(mfd, (off_t)SHM_SIZE) != 0 ||
+        fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        int err = errno;
+        close(mfd);
+        return -err;
+    }
+    void *m = mmap(NULL, SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    if (m == MAP_FAILED) {
+        int err = errno;
+        close(mfd);
+        return -err;
+    }
+    st->base = m;
+    struct shm_hdr *h = m; /* zero-filled by ftruncate: every index 0 */
+    h->magic = SHM_MAGIC;
+    h->version = SHM_VERSION;
+    h->ring_size = SHM_RING;
+    /* Both readers start out waiting: nothing has read either ring yet, and a connection whose
+     * receive pass runs only on readiness (a CQ's readiness set, an idle progress thread) would
+     * otherwise never hear of the first bytes. */
+    atomic_store(&h->ctl[0].reader_waiting, 1);
+    atomic_store(&h->ctl[1].reader_waiting, 1);
+    struct shm_hello hello = {.magic = SHM_MAGIC, .version = SHM_VERSION, .ring_size = SHM_RING};
+    struct iovec iov = {&hello, sizeof hello};
+    union {
+        struct cmsghdr c;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &mfd, sizeof mfd);
+    /* the socket's queue holds at most the RTR ahead of this: it fits at once */
+    ssize_t w = sendmsg(st->sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    int err = w == (ssize_t)sizeof hello ? 0 : (w < 0 ? errno : EIO);
+    close(mfd); /* the mapping and the peer's copy keep it */
+    if (err) {
+        munmap(st->base, SHM_SIZE);
+        st->base = NULL;
+        return -err;
+    }
+    map_rings(st);
+    return 0;
+}
+
+/* Passive: take the hello and its memfd if they are here. 0: mapped; -EAGAIN: not yet; other:
+ * the stream failed. The caller holds the claim. */
+static int receive_rings(struct shm_stream *st)
+{
+    struct shm_hello hello;
+    struct iovec iov = {&hello, sizeof hello};
+    union {
+        struct cmsghdr c;
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+    } ctl;
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    ssize_t got = recvmsg(st->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return -EAGAIN;
+    if (got < 0)
+        return fail(st, errno, "receiving the rings");
+    if (got == 0)
+        return fail(st, ECONNRESET, "the peer left before its rings came");
+    /* every descriptor that came is ours to close, whatever else is wrong */
+    int mfd = -1, extra = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < n; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+            if (mfd < 0) {
+                mfd = fd;
+            } else {
+                close(fd);
+                extra++;
+            }
+        }
+    }
+    const char *bad = NULL;
+    struct stat sb;
+    int seals = mfd >= 0 ? fcntl(mfd, F_GET_SEALS) : -1;
+    if (got != (ssize_t)sizeof hello || (mh.msg_flags & (MSG_CTRUNC | MSG_TRUNC)))
+        bad = "a short or truncated hello";
+    else if (hello.magic != SHM_MAGIC || hello.version != SHM_VERSION ||
+             hello.ring_size != SHM_RING)
+        bad = "a hello of another version or ring size";
+    else if (mfd < 0 || extra)
+        bad = "not exactly one descriptor with the hello";
+    else if (fstat(mfd, &sb) != 0 || !S_ISREG(sb.st_mode) || (size_t)sb.st_size != SHM_SIZE)
+        bad = "rings of the wrong size";
+    else if (seals < 0 || !(seals & F_SEAL_SHRINK))
+        bad = "rings that could shrink under us";
+    if (bad) {
+        if (mfd >= 0)
+            close(mfd);
+        return fail(st, EPROTO, bad);
+    }
+    void *m = mmap(NULL, SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    int err = m == MAP_FAILED ? errno : 0;
+    close(mfd);
+    if (err)
+        return fail(st, err, "mapping the rings");
+    st->base = m;
+    map_rings(st);
+    /* The peer may have written already, and nobody has said it waits: whoever reads next
+     * must look (a writer that took the hello would otherwise leave the bytes unreported). */
+    uint64_t one = 1;
+    (void)!write(st->evfd, &one, sizeof one);
+    atomic_store(&st->self_armed, true);
+    if (!set_phase(st, SHM_MAPPED, "the peer's rings arrived"))
+        return -atomic_load(&st->err);
+    return 0;
+}
+
+/* 0 when the rings are mapped, -EAGAIN before, -errno once failed. */
+static int ready(struct shm_stream *st)
+{
+    int ph = atomic_load_explicit(&st->phase, memory_order_acquire);
+    if (ph == SHM_MAPPED)
+        return 0;
+    if (ph == SHM_FAILED)
+        return -atomic_load(&st->err);
+    /* Reader and writer may both get here: one takes the hello, the other says "not yet"
+     * (the taker raises evfd, so a reader comes back; a writer is kicked by that reader). */
+    bool free_claim = false;
+    if (!atomic_compare_exchange_strong(&st->claimed, &free_claim, true))
+        return -EAGAIN;
+    int rc = atomic_load(&st->phase) == SHM_HANDSHAKE ? receive_rings(st) : 0;
+    atomic_store(&st->claimed, false);
+    return rc == 0 ? ready(st) : rc;
+}
+
+/* ---------------------------------------------------------------- reading */
+
+/* The bytes waiting in the ring we drain, validated: >= 0, or -EPROTO. */
+static int64_t in_avail(struct shm_stream *st, uint64_t *tail_out)
+{
+    uint64_t tail = atomic_load_explicit(&st->in->tail, memory_order_acquire);
+    uint64_t n = tail - st->head;
+    if (n > SHM_RING)
+        return fail(st, EPROTO, "the peer's tail is outside its ring");
+    *tail_out = tail;
+    return (int64_t)n;
+}
+
+/* Keep the stream's fd readable: bytes are left in the ring that no wake byte reports. */
+static void raise_self(struct shm_stream *st)
+{
+    if (atomic_load_explicit(&st->self_armed, memory_order_relaxed))
+        return;
+    atomic_store_explicit(&st->self_armed, true, memory_order_relaxed);
+    uint64_t one = 1;
+    (void)!write(st->evfd, &one, sizeof one);
+}
+
+/* After taking wake bytes: was one of them the peer's "room in your ring" for our blocked
+ * writer? The event that brought it may have run the sender before the byte came, so taking
+ * it would lose it: the stream stays readable once more, and the next event pushes. The peer
+ * counts such a byte before it sends it, so once we have read the byte the count shows it. */
+static void keep_room_wake(struct shm_stream *st)
+{
+    uint32_t room = atomic_load_explicit(&st->out->wakes_w, memory_order_acquire);
+    if (room == st->room_wakes)
+        return;
+    st->room_wakes = room;
+    /* Kept on an eventfd of its own, which only a write takes: a later drain (a receive pass
+     * that no push follows) must not take it either. A writer that is not blocked needs none. */
+    if (atomic_load(&st->w_blocked) && !atomic_exchange(&st->room_armed, true)) {
+        uint64_t one = 1;
+        (void)!write(st->room_evfd, &one, sizeof one);
+    }
+}
+
+/* Take the room signal: a write runs now, or the writer is no longer blocked. */
+static void take_room(struct shm_stream *st)
+{
+    if (atomic_load_explicit(&st->room_armed, memory_order_relaxed) &&
+        atomic_exchange(&st->room_armed, false)) {
+        uint64_t v;
+        (void)!read(st->room_evfd, &v, sizeof v);
+    }
+}
+
+/* Take the wake bytes the peer said it sent, and our own wake: called when the ring is empty,
+ * before saying we wait. 0, or -errno when the socket ended (the peer gone or closed). */
+static int drain_wakes(struct shm_stream *st)
+{
+    if (atomic_load_explicit(&st->self_armed, memory_order_relaxed)) {
+        uint64_t v;
+        atomic_store_explicit(&st->self_armed, false, memory_order_relaxed);
+        (void)!read(st->evfd, &v, sizeof v);
+    }
+    if (!atomic_load(&st->w_blocked))
+        take_room(st); /* raised for a writer that has written since (a race): not needed */
+    uint32_t told = atomic_load_explicit(&st->in->wakes_r, memory_order_relaxed) +
+                    atomic_load_explicit(&st->out->wakes_w, memory_order_relaxed);
+    for (;;) {
+        uint8_t sink[256];
+        uint32_t want = told - st->wakes_seen;
+        if (want == 0 || want > sizeof sink)
+            want = sizeof sink; /* none said, or a lie: one read tells EOF or EAGAIN anyway */
+        ssize_t got = recv(st->sock, sink, want, MSG_DONTWAIT);
+        if (got > 0) {
+            st->wakes_seen += (uint32_t)got;
+            if ((size_t)got < want)
+                break;
+            continue;
+        }
+        if (got == 0)
+            return -ECONNRESET; /* the peer's socket closed */
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return -errno;
+        break;
+    }
+    keep_room_wake(st);
+    return 0;
+}
+
+/* The ring looked empty: 0 (nothing more yet), 1 (the peer's end of stream), 2 (bytes came
+ * after all), or -errno. The writer stores its tail before its end mark, so with the mark read
+ * first the tail read after it is final. */
+static int at_empty(struct shm_stream *st)
+{
+    uint64_t end = atomic_load_explicit(&st->in->end, memory_order_acquire);
+    if (!end)
+        return 0;
+    uint64_t tail = 0;
+    int64_t avail = in_avail(st, &tail);
+    if (avail < 0)
+        return (int)avail;
+    if (end - 1 != tail)
+        return fail(st, EPROTO, "the peer's end mark is not at its tail");
+    if (avail > 0)
+        return 2;
+    if (atomic_load_explicit(&st->in->reset, memory_order_acquire))
+        return fail(st, ECONNRESET, "the peer reset the stream");
+    st->in_ended = true;
+    return 1;
+}
+
+static size_t iov_total(const struct iovec *iov, int n)
+{
+    size_t t = 0;
+    for (int i = 0; i < n; i++)
+        t += iov[i].iov_len;
+    return t;
+}
+
+/* Copy n ring bytes from position pos into iov (from byte `skip` of it). */
+static void ring_out_copy(const uint8_t *ring, uint64_t pos, const struct iovec *iov, int niov,
+                          size_t skip, size_t n)
+{
+    assert(n <= SHM_RING); /* callers took at most what the validated indices allow */
+    for (int i = 0; i < niov && n; i++) {
+        if (skip >= iov[i].iov_len) {
+            skip -= iov[i].iov_len;
+            continue;
+        }
+        size_t take = iov[i].iov_len - skip;
+        if (take > n)
+            take = n;
+        uint8_t *dst = (uint8_t *)iov[i].iov_base + skip;
+        size_t done = 0;
+        while (done < take) {
+            size_t off = (size_t)((pos + done) & (SHM_RING - 1));
+            size_t run = SHM_RING - off;
+            if (run > take - done)
+                run = take - done;
+            memcpy(dst + done, ring + off, run);
+            done += run;
+        }
+        pos += take;
+        n -= take;
+        skip = 0;
+    }
+}
+
+static ssize_t shm_readv(struct sndk_stream *s, const struct iovec *iov, int n)
+{
+    struct shm_stream *st = st_of(s);
+    int rc = ready(st);
+    if (rc < 0)
+        return rc;
+    if (st->in_ended)
+        return 0;
+    size_t want = iov_total(iov, n), got = 0;
+    bool said_waiting = false;
+    while (got < want) {
+        uint64_t tail = 0;
+        int64_t avail = in_avail(st, &tail);
+        if (avail < 0)
+            return avail;
+        if (avail == 0) {
+            int e = at_empty(st);
+            if (e < 0)
+                return got ? (ssize_t)got : e;
+            if (e == 2)
+                continue;
+            if (e == 1)
+                break; /* the end: what was read, then 0 */
+            if (said_waiting)
+                break; /* looked again after saying so: still empty */
+            /* About to sleep: take the wake bytes, say so, look once more (the writer stores
+             * its tail, then reads the flag; we store the flag, then read the tail). */
+            int d = drain_wakes(st);
+            if (d < 0) {
+                /* the socket ended: bytes or the end mark may have come just before */
+                if (in_avail(st, &tail) > 0 || at_empty(st) != 0)
+                    continue;
+                return got ? (ssize_t)got : fail(st, -d, "the peer's socket ended");
+            }
+            if (!atomic_load_explicit(&st->in->reader_waiting, memory_order_relaxed))
+                atomic_store_explicit(&st->in->reader_waiting, 1, memory_order_relaxed);
+            atomic_thread_fence(memory_order_seq_cst);
+            said_waiting = true;
+            continue;
+        }
+        size_t take = (size_t)avail < want - got ? (size_t)avail : want - got;
+        ring_out_copy(st->in_ring, st->head, iov, n, got, take);
+        got += take;
+        st->head += take;
+        atomic_store_explicit(&st->in->head, st->head, memory_order_release);
+        atomic_thread_fence(memory_order_seq_cst);
+        if (atomic_load_explicit(&st->in->writer_waiting, memory_order_relaxed) &&
+            atomic_exchange_explicit(&st->in->writer_waiting, 0, memory_order_acq_rel))
+            wake_peer(st, &st->in->wakes_w);
+    }
+    if (got == want && !st->in_ended) {
+        /* Full: the caller may not come back for what is left (a pass's budget, a try-lock
+         * another thread held); keep the fd readable until a read finds the ring empty. */
+        uint64_t tail = 0;
+        int64_t avail = in_avail(st, &tail);
+        if (avail < 0)
+            return avail;
+        if (avail > 0)
+            raise_self(st);
+        else if (avail == 0 && !said_waiting) {
+            /* emptied exactly: say we wait, as a short read would */
+            atomic_store_explicit(&st->in->reader_waiting, 1, memory_order_relaxed);
+            atomic_thread_fence(memory_order_seq_cst);
+            if (in_avail(st, &tail) > 0)
+                raise_self(st);
+        }
+    }
+    if (got)
+        return (ssize_t)got;
+    return st->in_ended ? 0 : -EAGAIN;
+}
+
+static int shm_peek(struct sndk_stream *s)
+{
+    struct shm_stream *st = st_of(s);
+    int rc = ready(st);
+    if (rc == -EAGAIN)
+        return 0;
+    if (rc < 0)
+        return rc;
+    if (st->in_ended)
+        return -EPIPE;
+    uint64_t tail = 0;
+    int64_t avail = in_avail(st, &tail);
+    if (avail != 0)
+        return avail > 0 ? 1 : (int)avail;
+    int e = at_empty(st);
+    return e == 1 ? -EPIPE : e == 2 ? 1 : e;
+}
+
+/* ---------------------------------------------------------------- writing */
+
+/* Room in the ring we fill, validated: >= 0, or -EPROTO. */
+static int64_t out_room(struct shm_stream *st)
+{
+    uint64_t head = atomic_load_explicit(&st->out->head, memory_order_acquire);
+    if (st->tail - head > SHM_RING || head - st->seen_head > st->tail - st->seen_head)
+        return fail(st, EPROTO, "the peer's head is outside its ring");
+    st->seen_head = head;
+    return (int64_t)(SHM_RING - (st->tail - head));
+}
+
+static void ring_in_copy(uint8_t *ring, uint64_t pos, const uint8_t *src, size_t n)
+{
+    assert(n <= SHM_RING);
+    size_t done = 0;
+    while (done < n) {
+        size_t off = (size_t)((pos + done) & (SHM_RING - 1));
+        size_t run = SHM_RING - off;
+        if (run > n - done)
+            run = n - done;
+        memcpy(ring + off, src + done, run);
+        done += run;
+    }
+}
+
+static ssize_t shm_writev(struct sndk_stream *s, const struct iovec *iov, int n)
+{
+    struct shm_stream *st = st_of(s);
+    int rc = ready(st);
+    if (rc < 0)
+        return rc;
+    take_room(st); /* this write is what a room byte asked for */
+    int64_t room = out_room(st);
+    if (room < 0)
+        return room;
+    if (room == 0) {
+        /* Full: say so (blocked before the flag: whoever sees the flag sees that), then look
+         * once more (the reader stores its head, then reads the flag). The peer's wake byte
+         * reaches us as EPOLLIN: see the top of the file. */
+        atomic_store(&st->w_blocked, true);
+        atomic_store_explicit(&st->out->writer_waiting, 1, memory_order_relaxed);
+        atomic_thread_fence(memory_order_seq_cst);
+        room = out_room(st);
+        if (room <= 0)
+            return room < 0 ? room : -EAGAIN;
+    }
+    atomic_store_explicit(&st->w_blocked, false, memory_order_relaxed);
+    size_t put = 0;
+    for (int i = 0; i < n && room > 0; i++) {
+        size_t take = iov[i].iov_len < (size_t)room ? iov[i].iov_len : (size_t)room;
+        ring_in_copy(st->out_ring, st->tail + put, iov[i].iov_base, take);
+        put += take;
+        room -= (int64_t)take;
+    }
+    if (put == 0)
+        return 0 == iov_total(iov, n) ? 0 : -EAGAIN;
+    st->tail += put;
+    atomic_store_explicit(&st->out->tail, st->tail, memory_order_release);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&st->out->reader_waiting, memory_order_relaxed) &&
+        atomic_exchange_explicit(&st->out->reader_waiting, 0, memory_order_acq_rel))
+        wake_peer(st, &st->out->wakes_r);
+    return (ssize_t)put;
+}
+
+/* ---------------------------------------------------------------- the end */
+
+static void shm_shutdown_write(struct sndk_stream *s)
+{
+    struct shm_stream *st = st_of(s);
+    if (ready(st) < 0)
+        return; /* no rings: the peer sees the socket end instead (a reset) */
+    atomic_store_explicit(&st->out->end, st->tail + 1, memory_order_release);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_exchange_explicit(&st->out->reader_waiting, 0, memory_order_acq_rel))
+        wake_peer(st, &st->out->wakes_r);
+    sndk_debug("shm", "stream %p: end of stream after %llu bytes", (void *)st,
+               (unsigned long long)st->tail);
+}
+
+static int shm_error(struct sndk_stream *s)
+{
+    struct shm_stream *st = st_of(s);
+    int ph = atomic_load(&st->phase);
+    return ph == SHM_FAILED ? atomic_load(&st->err) : 0;
+}
+
+/* No segments here: the largest FPDU the TX path cuts by default (65480 bytes, under MPA's
+ * 16-bit length) keeps the per-FPDU work (header, CRC, completion bookkeeping) lowest, and a
+ * 4 MiB ring still holds 64 of them, so writer and reader overlap. */
+static uint32_t shm_fpdu_max(struct sndk_stream *s)
+{
+    (void)s;
+    return SNDK_FPDU_MAX_DEFAULT;
+}
+
+static void destroy(struct shm_stream *st)
+{
+    if (st->base)
+        munmap(st->base, SHM_SIZE);
+    if (st->epfd >= 0)
+        close(st->epfd);
+    if (st->evfd >= 0)
+        close(st->evfd);
+    if (st->room_evfd >= 0)
+        close(st->room_evfd);
+    if (st->sock >= 0)
+        close(st->sock);
+    free(st);
+}
+
+static void shm_close(struct sndk_stream *s, bool abort)
+{
+    struct shm_stream *st = st_of(s);
+    if (abort && atomic_load(&st->phase) == SHM_MAPPED) {
+        /* the peer reads this when our socket ends: a reset, not an orderly end */
+        atomic_store_explicit(&st->out->reset, 1, memory_order_release);
+    }
+    /* the socket's end is the peer's hang-up; an abort without a mark reads as a reset too */
+    shutdown(st->sock, SHUT_RDWR);
+    sndk_debug("shm", "stream %p: closed%s", (void *)st, abort ? " (reset)" : "");
+    destroy(st);
+    s->priv = NULL;
+    s->fd = -1;
+}
+
+const struct sndk_stream_ops sndk_stream_shm_ops = {
+    .name = "shm",
+    .writev = shm_writev,
+    .readv = shm_readv,
+    .peek = shm_peek,
+    .shutdown_write = shm_shutdown_write,
+    .error = shm_error,
+    .fpdu_max = shm_fpdu_max,
+    .close = shm_close,
+    /* the peer's wake byte for a blocked writer arrives as EPOLLIN (top of the file) */
+    .room_events = EPOLLIN,
+};
+
+void *sndk_stream_shm_new(int sock, bool active)
+{
+    struct shm_stream *st = calloc(1, sizeof *st);
+    if (!st)
+        return NULL;
+    st->sock = -1;
+    st->active = active;
+    atomic_init(&st->phase, SHM_HANDSHAKE);
+    atomic_init(&st->err, 0);
+    atomic_init(&st->claimed, false);
+    atomic_init(&st->self_armed, false);
+    atomic_init(&st->room_armed, false);
+    atomic_init(&st->w_blocked, false);
+    st->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    st->room_evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    st->epfd = epoll_create1(EPOLL_CLOEXEC);
+    int err = 0;
+    if (st->evfd < 0 || st->room_evfd < 0 || st->epfd < 0) {
+        err = errno;
+    } else {
+        struct epoll_event es = {.events = EPOLLIN | EPOLLRDHUP, .data.u32 = 0};
+        struct epoll_event ee = {.events = EPOLLIN, .data.u32 = 1};
+        struct epoll_event er = {.events = EPOLLIN, .data.u32 = 2};
+        if (epoll_ctl(st->epfd, EPOLL_CTL_ADD, sock, &es) != 0 ||
+            epoll_ctl(st->epfd, EPOLL_CTL_ADD, st->evfd, &ee) != 0 ||
+            epoll_ctl(st->epfd, EPOLL_CTL_ADD, st->room_evfd, &er) != 0)
+            err = errno;
+    }
+    st->sock = sock;
+    if (!err && active) {
+        int rc = create_rings(st);
+        if (rc < 0)
+            err = -rc;
+    }
+    if (err) {
+        st->sock = -1; /* the caller keeps it */
+        destroy(st);
+        errno = err;
+        return NULL;
+    }
+    if (active)
+        set_phase(st, SHM_MAPPED, "rings created and sent");
+    sndk_debug("shm", "stream %p on socket %d (%s)", (void *)st, sock,
+               active ? "active" : "passive");
+    return st;
+}
+
+int sndk_stream_shm_fd(const void *priv)
+{
+    return ((const struct shm_stream *)priv)->epfd;
+}
+
+void sndk_stream_shm_free(void *priv)
+{
+    if (priv)
+        destroy(priv);
+}
+
+void *sndk_stream_shm_mapping(const void *priv, size_t *len)
+{
+    const struct shm_stream *st = priv;
+    *len = SHM_SIZE;
+    return atomic_load(&((struct shm_stream *)st)->phase) == SHM_MAPPED ? st->base : NULL;
+}

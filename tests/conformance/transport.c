@@ -1,0 +1,160 @@
+/* The same-host transport through the public API (docs/transport-shm.md): with Transport shm a
+ * connection between two softndk endpoints of this host is made over the rendezvous socket and
+ * carried in shared memory (the connector's log says which), the rest of the connection's
+ * behaviour is what the suite checks either way (conformance_shm); pcap capture forces TCP
+ * and says so. */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "conn.h"
+
+/* A connection from an adapter with options co to a listener of one with options so (NULL:
+ * the same adapter); the log it wrote at info level. */
+static char *connect_logged(SOFTNDK_OPTIONS *co, SOFTNDK_OPTIONS *so)
+{
+    co->LogLevel = SoftNdkLogInfo;
+    if (so)
+        so->LogLevel = SoftNdkLogInfo;
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    NDK_ADAPTER *a = fx_open_with(co);
+    NDK_ADAPTER *b = so ? fx_open_with(so) : a;
+    struct fx_server srv;
+    fx_listen(&srv, b);
+    struct fx_side cl, sv;
+    fx_side_init(&cl, a, 4096, 4, 4);
+    fx_side_init(&sv, b, 4096, 4, 4);
+    fx_establish(&cl, &sv, &srv);
+    fx_side_close(&cl);
+    fx_side_close(&sv);
+    fx_server_close(&srv);
+    if (b != a)
+        SoftNdkCloseAdapter(b);
+    SoftNdkCloseAdapter(a);
+    return fx_capture_end(&cap);
+}
+
+static char *connect_pair_logged(SOFTNDK_OPTIONS *o)
+{
+    return connect_logged(o, NULL);
+}
+
+TEST(transport_shm_connects_same_host_peers_through_shared_memory)
+{
+    SOFTNDK_OPTIONS o;
+    fx_options(&o, "");
+    o.Transport = SoftNdkTransportShm;
+    char *log = connect_pair_logged(&o);
+    /* "connected <local> <-> <peer> (shm, MPA rev 2, ...)" (a peer's lines are rate-limited) */
+    CHECK(fx_count_lines(log, "connected", "(shm, MPA rev", NULL) >= 1);
+    CHECK_EQ_U64(fx_count_lines(log, "connected", "(tcp, MPA rev", NULL), 0);
+    free(log);
+}
+
+TEST(transport_tcp_keeps_same_host_peers_on_tcp)
+{
+    SOFTNDK_OPTIONS o;
+    fx_options(&o, "");
+    o.Transport = SoftNdkTransportTcp;
+    char *log = connect_pair_logged(&o);
+    CHECK(fx_count_lines(log, "connected", "(tcp, MPA rev", NULL) >= 1);
+    CHECK_EQ_U64(fx_count_lines(log, "connected", "(shm, MPA rev", NULL), 0);
+    free(log);
+}
+
+/* pcap capture needs the TCP wire: shm is turned off, and the log says why. */
+TEST(transport_shm_with_pcap_capture_uses_tcp_and_says_why)
+{
+    char path[] = "/tmp/softndk-transport-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    SOFTNDK_OPTIONS o;
+    fx_options(&o, "");
+    o.Transport = SoftNdkTransportShm;
+    o.PcapFile = path;
+    char *log = connect_pair_logged(&o);
+    CHECK(fx_count_lines(log, "connected", "(tcp, MPA rev", NULL) >= 1);
+    CHECK(fx_count_lines(log, "same-host transport off: pcap capture needs the TCP wire", NULL) >=
+          2);
+    free(log);
+    unlink(path);
+}
+
+/* A listener on TCP alone has no same-host name: auto connects over TCP without a word, shm
+ * over TCP with a line saying why. */
+TEST(transport_auto_falls_back_to_tcp_silently_shm_says_so)
+{
+    SOFTNDK_OPTIONS co, so;
+    fx_options(&co, "");
+    fx_options(&so, "");
+    co.Transport = SoftNdkTransportAuto;
+    so.Transport = SoftNdkTransportTcp;
+    char *log = connect_logged(&co, &so);
+    CHECK(fx_count_lines(log, "connected", "(tcp, MPA rev", NULL) >= 1);
+    CHECK_EQ_U64(fx_count_lines(log, "connected", "(shm, MPA rev", NULL), 0);
+    CHECK_EQ_U64(fx_count_lines(log, "transport shm:", NULL), 0);
+    free(log);
+    fx_options(&co, "");
+    fx_options(&so, "");
+    co.Transport = SoftNdkTransportShm;
+    so.Transport = SoftNdkTransportTcp;
+    log = connect_logged(&co, &so); /* connected (fx_establish): its own line is rate-limited */
+    CHECK_EQ_U64(fx_count_lines(log, "transport shm:", "has no same-host listener: TCP", NULL), 1);
+    free(log);
+}
+
+/* A process of our user that reaches the listener's same-host name without being a softndk
+ * connector (its socket has no connector name): refused before any handshake, with a log
+ * line; the listener serves the next connection as before. */
+TEST(transport_shm_listener_refuses_a_socket_that_is_not_a_connector)
+{
+    SOFTNDK_OPTIONS o;
+    fx_options(&o, "");
+    o.Transport = SoftNdkTransportShm;
+    o.LogLevel = SoftNdkLogInfo;
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    NDK_ADAPTER *a = fx_open_with(&o);
+    struct fx_server srv;
+    fx_listen(&srv, a);
+    /* the name of docs/transport-shm.md: netns inode, 127.0.0.1, the port, all in hex */
+    struct stat ns;
+    CHECK_EQ_I64(stat("/proc/self/ns/net", &ns), 0);
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    int n = snprintf(un.sun_path + 1, sizeof un.sun_path - 1, "softndk/%lx/7f000001/%04x",
+                     (unsigned long)ns.st_ino, (unsigned)srv.port);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(fd >= 0);
+    CHECK_EQ_I64(connect(fd, (struct sockaddr *)&un,
+                         (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)),
+                 0);
+    /* closed by the listener, no byte read or written: end of stream within the bound */
+    struct timeval tv = {10, 0};
+    CHECK_EQ_I64(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+    char b;
+    CHECK_EQ_I64(recv(fd, &b, 1, 0), 0);
+    close(fd);
+    CHECK_EQ_U64(atomic_load(&srv.n), 0); /* no connect event */
+    /* and a real connector after it connects */
+    struct fx_side cl, sv;
+    fx_side_init(&cl, a, 4096, 4, 4);
+    fx_side_init(&sv, a, 4096, 4, 4);
+    fx_establish(&cl, &sv, &srv);
+    fx_side_close(&cl);
+    fx_side_close(&sv);
+    fx_server_close(&srv);
+    SoftNdkCloseAdapter(a);
+    char *log = fx_capture_end(&cap);
+    CHECK_EQ_U64(fx_count_lines(log, "refused a same-host connection from pid",
+                                "its socket name is not a softndk connector's", NULL),
+                 1);
+    free(log);
+}

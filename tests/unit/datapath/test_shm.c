@@ -1,0 +1,203 @@
+/* The shared-memory stream (datapath/stream_shm.c, docs/transport-shm.md) on its own, whatever
+ * SOFTNDK_TRANSPORT says: a 1 MiB Send and Write byte-exact through the rings, a peer process
+ * killed with SIGKILL (the survivor's requests complete and its link reports a reset within a
+ * bound), and a hostile peer that writes garbage into the shared ring header (the connection
+ * fails with an error; nothing reads or writes outside the rings — run under ASan too). */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "datapath.h"
+#include "datapath/conn.h"
+#include "datapath/link.h"
+#include "datapath/stream.h"
+
+/* One process that maps one memfd twice (both ends of a pair here) hands every ring byte from
+ * one address to another: ThreadSanitizer ties a release and an acquire only at one address,
+ * so it reports each hand-off as a race. The ends of a real connection are two processes
+ * (the peer-death test forks one, and runs under TSan too). */
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+
+#define XCTX ((void *)0x1001)
+#define YCTX ((void *)0x2002)
+#define MIB  (1u << 20)
+
+struct shm_pair {
+    struct dp_pair p;
+    void *xs, *ys; /* the streams' state: x created the rings */
+};
+
+static void shm_pair_open(struct shm_pair *sp, size_t buf_len)
+{
+#ifdef UNDER_TSAN
+    SKIP("TSan: one process mapping the rings twice (see the top of the file)");
+#endif
+    struct dp_opts o;
+    dp_opts_default(&o);
+    o.buf_len = buf_len;
+    struct dp_pair *p = &sp->p;
+    memset(p, 0, sizeof *p);
+    p->ax = p->ay = dp_open_adapter();
+    dp_side_init(&p->x, p->ax, &o);
+    dp_side_init(&p->y, p->ay, &o);
+    dp_side_create_qp(&p->x, &o, XCTX);
+    dp_side_create_qp(&p->y, &o, YCTX);
+    int sv[2];
+    CHECK_EQ_I64(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+    sp->xs = dp_attach_shm(&p->x, sv[0], true, true, 16, 16);
+    sp->ys = dp_attach_shm(&p->y, sv[1], false, true, 16, 16);
+}
+
+TEST(shm_a_mebibyte_send_and_write_arrive_byte_exact)
+{
+    struct shm_pair sp;
+    shm_pair_open(&sp, 4u * MIB);
+    struct dp_pair *p = &sp.p;
+    CHECK(strcmp(((struct sndk_qp *)p->x.qp)->io->stream.ops->name, "shm") == 0);
+    dp_fill(p->x.buf, MIB, 11);
+    dp_post_recv(&p->y, (void *)0xa1, 0, MIB);
+    dp_post_send(&p->x, (void *)0xb1, 0, MIB, 0);
+    NDK_RESULT_EX r;
+    dp_expect(p->x.cq, &r, 1, 0);
+    dp_check_result(&r, STATUS_SUCCESS, MIB, XCTX, (void *)0xb1, NdkOperationTypeSend);
+    dp_expect(p->y.cq, &r, 1, 0);
+    dp_check_result(&r, STATUS_SUCCESS, MIB, YCTX, (void *)0xa1, NdkOperationTypeReceive);
+    CHECK_MEM(p->y.buf, p->x.buf, MIB);
+    /* and back the other way as an RDMA Write into x's second mebibyte */
+    uint32_t xtok = 0;
+    NDK_MR *xmr = dp_reg(&p->x, MIB, MIB,
+                         NDK_MR_FLAG_ALLOW_REMOTE_READ | NDK_MR_FLAG_ALLOW_REMOTE_WRITE, &xtok);
+    dp_fill(p->y.buf + 2u * MIB, MIB, 12);
+    NDK_SGE g = dp_sge(&p->y, 2u * MIB, MIB);
+    CHECK_EQ_U64(p->y.qp->Dispatch->NdkWrite(p->y.qp, (void *)0xc1, &g, 1,
+                                             (UINT64)(uintptr_t)(p->x.buf + MIB), xtok, 0),
+                 STATUS_SUCCESS);
+    dp_expect(p->y.cq, &r, 1, 0);
+    dp_check_result(&r, STATUS_SUCCESS, MIB, YCTX, (void *)0xc1, NdkOperationTypeWrite);
+    /* a Send behind the Write: once it is in, the Write was placed before it */
+    dp_post_recv(&p->x, (void *)0xa2, 3u * MIB, 16);
+    dp_post_send(&p->y, (void *)0xb2, 0, 16, 0);
+    dp_expect(p->x.cq, &r, 1, 0);
+    dp_check_result(&r, STATUS_SUCCESS, 16, XCTX, (void *)0xa2, NdkOperationTypeReceive);
+    dp_expect(p->y.cq, &r, 1, 0);
+    dp_check_result(&r, STATUS_SUCCESS, 16, YCTX, (void *)0xb2, NdkOperationTypeSend);
+    CHECK_MEM(p->x.buf + MIB, p->y.buf + 2u * MIB, MIB);
+    dp_close_mr(xmr);
+    dp_pair_close(p);
+}
+
+/* The peer is another process, killed with SIGKILL mid-connection: no FIN, no end mark, only
+ * its socket's end. The survivor's outstanding receive completes STATUS_CANCELLED and its link
+ * reports a reset, as for a TCP peer that vanished. */
+TEST(shm_peer_killed_is_a_reset_and_completes_outstanding_requests)
+{
+    int sv[2];
+    CHECK_EQ_I64(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+    int ready[2];
+    CHECK_EQ_I64(pipe(ready), 0);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        /* The peer: a softndk of its own (no thread of the parent's came along: this test
+         * opens nothing before the fork), sends one message, then waits to be killed. */
+        close(sv[0]);
+        close(ready[0]);
+        struct dp_opts o;
+        dp_opts_default(&o);
+        struct dp_side s;
+        NDK_ADAPTER *a = dp_open_adapter();
+        dp_side_init(&s, a, &o);
+        dp_side_create_qp(&s, &o, XCTX);
+        dp_attach_shm(&s, sv[1], true, true, 16, 16);
+        dp_fill(s.buf, 64u * 1024u, 21);
+        dp_post_send(&s, (void *)0xb1, 0, 64u * 1024u, 0);
+        NDK_RESULT_EX r;
+        if (dp_poll(s.cq, &r, 1, DP_TIMEOUT_MS) == 1 && r.Status == STATUS_SUCCESS)
+            (void)!write(ready[1], "k", 1);
+        for (;;)
+            pause();
+    }
+    close(sv[1]);
+    close(ready[1]);
+    struct dp_opts o;
+    dp_opts_default(&o);
+    struct dp_side s;
+    NDK_ADAPTER *a = dp_open_adapter();
+    dp_side_init(&s, a, &o);
+    dp_side_create_qp(&s, &o, YCTX);
+    dp_post_recv(&s, (void *)0xa1, 0, 64u * 1024u);
+    dp_post_recv(&s, (void *)0xa2, 64u * 1024u, 64u * 1024u);
+    dp_attach_shm(&s, sv[0], false, true, 16, 16);
+    NDK_RESULT_EX r[2];
+    dp_expect(s.cq, r, 1, 0);
+    dp_check_result(&r[0], STATUS_SUCCESS, 64u * 1024u, YCTX, (void *)0xa1,
+                    NdkOperationTypeReceive);
+    uint8_t want[64u * 1024u];
+    dp_fill(want, sizeof want, 21);
+    CHECK_MEM(s.buf, want, sizeof want);
+    char k = 0;
+    CHECK_EQ_I64(read(ready[0], &k, 1), 1); /* its Send completed there too */
+    close(ready[0]);
+    uint64_t t0 = fixture_now_ms();
+    CHECK_EQ_I64(kill(child, SIGKILL), 0);
+    int status = 0;
+    CHECK_EQ_I64(waitpid(child, &status, 0), child);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    CHECK(harness_event_wait(&s.link.aborted, 1, DP_TIMEOUT_MS));
+    CHECK(fixture_now_ms() - t0 < DP_TIMEOUT_MS);
+    CHECK_EQ_U64(s.link.abort_status, STATUS_CONNECTION_RESET);
+    CHECK_EQ_U64(SNDK_LINK_REASON_CLASS(s.link.abort_reason), SNDK_LINK_REASON_RESET);
+    dp_expect(s.cq, r, 1, 20);
+    dp_check_result(&r[0], STATUS_CANCELLED, 0, YCTX, (void *)0xa2, NdkOperationTypeReceive);
+    CHECK_EQ_U64(s.qp->Dispatch->NdkSend(s.qp, NULL, NULL, 0, 0), STATUS_CONNECTION_INVALID);
+    dp_side_close(&s);
+    SoftNdkCloseAdapter(a);
+}
+
+/* Garbage in every index of the shared header, as a hostile (or broken) peer could write it:
+ * the next read or write finds an index outside its ring and fails the stream. Both QPs end
+ * with an error, their requests complete, and no byte outside the mapping is touched. */
+TEST(shm_garbage_in_the_ring_header_fails_the_connection)
+{
+    struct shm_pair sp;
+    shm_pair_open(&sp, 1u * MIB);
+    struct dp_pair *p = &sp.p;
+    /* one message first: both ends have mapped the rings */
+    dp_post_recv(&p->y, (void *)0xa1, 0, 4096);
+    dp_post_send(&p->x, (void *)0xb1, 0, 4096, 0);
+    NDK_RESULT_EX r;
+    dp_expect(p->y.cq, &r, 1, 0);
+    dp_check_result(&r, STATUS_SUCCESS, 4096, YCTX, (void *)0xa1, NdkOperationTypeReceive);
+    dp_expect(p->x.cq, &r, 1, 0);
+    dp_post_recv(&p->y, (void *)0xa2, 0, 4096);
+    dp_post_recv(&p->x, (void *)0xa3, 0, 4096);
+    size_t len = 0;
+    uint8_t *m = sndk_stream_shm_mapping(sp.ys, &len);
+    CHECK(m != NULL);
+    CHECK(len > 4096);
+    /* the header page after magic, version and size: every index, flag and count */
+    memset(m + 16, 0xA5, 4096 - 16);
+    /* x's next write reads the head of its ring; y then finds x gone or its tail outside */
+    dp_post_send(&p->x, (void *)0xb2, 0, 4096, 0);
+    CHECK(harness_event_wait(&p->x.link.aborted, 1, DP_TIMEOUT_MS));
+    CHECK(harness_event_wait(&p->y.link.aborted, 1, DP_TIMEOUT_MS));
+    CHECK(p->x.link.abort_status != STATUS_SUCCESS);
+    CHECK(p->y.link.abort_status != STATUS_SUCCESS);
+    /* every request completed, none with success: x's receive and Send, y's receive */
+    NDK_RESULT_EX rs[2];
+    dp_expect(p->x.cq, rs, 2, 20);
+    CHECK(rs[0].Status != STATUS_SUCCESS && rs[1].Status != STATUS_SUCCESS);
+    dp_expect(p->y.cq, rs, 1, 20);
+    CHECK(rs[0].Status != STATUS_SUCCESS);
+    CHECK_EQ_U64(p->x.qp->Dispatch->NdkSend(p->x.qp, NULL, NULL, 0, 0), STATUS_CONNECTION_INVALID);
+    dp_pair_close(p);
+}
