@@ -148,6 +148,17 @@ static bool set_phase(struct shm_stream *st, enum shm_phase to, const char *why)
     return true;
 }
 
+/* Make the stream's fd readable for good: its end or its failure is a state, like TCP's FIN
+ * or reset, which every later look must find. A reader that returns bytes with it, or a
+ * writer that finds it, leaves no wake byte that would report it; the read after this one
+ * returns it, and the connection then stops watching. */
+static void hold_readable(struct shm_stream *st)
+{
+    atomic_store_explicit(&st->self_armed, true, memory_order_relaxed);
+    uint64_t one = 1;
+    (void)!write(st->evfd, &one, sizeof one);
+}
+
 /* Fail once: the first error is the one reported. */
 static int fail(struct shm_stream *st, int err, const char *why)
 {
@@ -156,6 +167,7 @@ static int fail(struct shm_stream *st, int err, const char *why)
         if (err == EPROTO)
             sndk_warn("shm", "stream %p: %s: the stream fails", (void *)st, why);
         set_phase(st, SHM_FAILED, why);
+        hold_readable(st);
     }
     return -atomic_load(&st->err);
 }
@@ -411,6 +423,9 @@ static int drain_wakes(struct shm_stream *st)
         break;
     }
     keep_room_wake(st);
+    /* a failure found by the writer meanwhile raised evfd, which may be what we just took */
+    if (atomic_load(&st->phase) == SHM_FAILED)
+        return -atomic_load(&st->err);
     return 0;
 }
 
@@ -433,6 +448,9 @@ static int at_empty(struct shm_stream *st)
     if (atomic_load_explicit(&st->in->reset, memory_order_acquire))
         return fail(st, ECONNRESET, "the peer reset the stream");
     st->in_ended = true;
+    /* This read may return bytes that came before the mark; the 0 comes with the next, and
+     * the wake byte that announced both is taken already. */
+    hold_readable(st);
     return 1;
 }
 
