@@ -537,6 +537,11 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
         return false;
     }
     struct sndk_fail f;
+    /* A consumer's poll that nobody's sleep depends on (stream.h, poll_only): the progress
+     * thread does not watch, and no readiness set drives the connection. */
+    io->stream.poll_only = polled && !atomic_load_explicit(&io->rx_watched, memory_order_relaxed) &&
+                           !sndk_cq_polls_by_readiness(qp->rcq) &&
+                           !sndk_cq_polls_by_readiness(qp->icq);
     bool backed_off =
         polled && atomic_load_explicit(&io->rx_poll_after_ns, memory_order_relaxed) != 0;
     uint64_t fpdus_before = io->rx.fpdus;
@@ -553,9 +558,14 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
         fin_sent = sndk_conn_phase(io) == SNDK_PHASE_FIN_SENT;
         sndk_mutex_unlock(&qp->tx_lock);
     }
-    if (polled) {
+    /* Both hold polls back to spare them reads that cost a system call each; a stream whose
+     * empty polls cost none (shm) is read at every poll. */
+    if (polled && !(io->stream.poll_only && io->stream.ops->cheap_empty_polls)) {
         set_poll_backoff(io, sndk_rx_due_after_pass(io));
         set_poll_quiet(io, fpdus_before);
+    } else if (polled) {
+        set_poll_backoff(io, 0); /* clears what an earlier pass set */
+        atomic_store_explicit(&io->rx_quiet_until_ns, 0, memory_order_relaxed);
     }
     sndk_mutex_unlock(&qp->rx_lock);
     if (res != SNDK_RXR_FAIL)

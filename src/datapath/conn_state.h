@@ -302,6 +302,8 @@ struct sndk_conn {
     /* under qp->tx_lock */
     bool tx_blocked;               /* EPOLLOUT armed */
     bool rx_parked;                /* a consumer polls the receive CQ: EPOLLIN not watched */
+    _Atomic bool rx_watched;       /* the progress thread watches EPOLLIN (written under
+                                      tx_lock by update_events; read by passes under rx_lock) */
     _Atomic uint8_t rnr_phase;       /* enum sndk_rnr_phase: written holding rx_lock and tx_lock
                                         (rnr_set); a relaxed load elsewhere is a hint only */
     struct sndk_rnr_waiter rnr_waiter; /* on the SRQ's waiter list (its lock) */

@@ -35,9 +35,17 @@ struct sndk_stream_ops {
     uint32_t (*fpdu_max)(struct sndk_stream *s);
     /* Close it; `abort`: tell the peer it was reset (TCP: RST) rather than ended. Last call. */
     void (*close)(struct sndk_stream *s, bool abort);
+    /* Somebody sleeps on fd's readiness for the peer's bytes again (the progress thread
+     * watches EPOLLIN after a consumer's polling, say): make fd report the bytes already there
+     * and those to come. NULL when readiness is always kept (a socket's). Called under the
+     * connection's tx_lock, beside reads. */
+    void (*arm)(struct sndk_stream *s);
     /* Events on fd, besides EPOLLOUT, that may mean room to write: 0 for a socket; EPOLLIN for
      * a stream whose fd is an epoll set, which never reports EPOLLOUT (stream_shm.c). */
     uint32_t room_events;
+    /* A read that finds nothing costs no system call while poll_only (below) holds: polls may
+     * look as often as they like, so the connection does not hold them back (conn.c). */
+    bool cheap_empty_polls;
 };
 
 struct sndk_stream {
@@ -47,6 +55,12 @@ struct sndk_stream {
     /* Our direction has ended (shutdown_write went): nothing more may be written. A fact of
      * the stream, as a socket keeps it, written under the connection's tx_lock. */
     bool write_ended;
+    /* The reads about to run are a polling consumer's that nobody's sleep depends on: nothing
+     * waits for fd's readiness (the connection's receiving is parked with that consumer, and
+     * no readiness set drives it). A transport whose readiness costs the peer a system call
+     * per message (shm) then does not ask for it; `arm` asks again. Set by the connection
+     * under rx_lock before each receive pass. */
+    bool poll_only;
 };
 
 /* TCP: a connected, non-blocking socket (stream_tcp.c); sets TCP_NODELAY. The stream owns fd
@@ -97,6 +111,11 @@ static inline int sndk_stream_error(struct sndk_stream *s)
 static inline uint32_t sndk_stream_fpdu_max(struct sndk_stream *s)
 {
     return s->ops->fpdu_max(s);
+}
+static inline void sndk_stream_arm(struct sndk_stream *s)
+{
+    if (s->ops->arm)
+        s->ops->arm(s);
 }
 static inline void sndk_stream_close(struct sndk_stream *s, bool abort)
 {

@@ -43,6 +43,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "iwarp/fpdu.h"
@@ -118,6 +119,7 @@ struct shm_stream {
     _Atomic bool self_armed; /* evfd holds a count (set by the reader, or by a writer that
                                 mapped the rings: the reader then looks at them) */
     bool in_ended;           /* the peer's end of stream reached */
+    uint64_t socket_looked_ms; /* a polling reader's last look at the socket (coarse ms) */
     /* writer side (under tx_lock) */
     uint64_t tail;
     uint64_t seen_head; /* the peer's head as last validated: it never goes back */
@@ -154,9 +156,10 @@ static bool set_phase(struct shm_stream *st, enum shm_phase to, const char *why)
  * returns it, and the connection then stops watching. */
 static void hold_readable(struct shm_stream *st)
 {
-    atomic_store_explicit(&st->self_armed, true, memory_order_relaxed);
+    /* the count before the flag: a reader that takes the flag finds the count to take */
     uint64_t one = 1;
     (void)!write(st->evfd, &one, sizeof one);
+    atomic_store_explicit(&st->self_armed, true, memory_order_release);
 }
 
 /* Fail once: the first error is the one reported. */
@@ -356,9 +359,7 @@ static void raise_self(struct shm_stream *st)
 {
     if (atomic_load_explicit(&st->self_armed, memory_order_relaxed))
         return;
-    atomic_store_explicit(&st->self_armed, true, memory_order_relaxed);
-    uint64_t one = 1;
-    (void)!write(st->evfd, &one, sizeof one);
+    hold_readable(st);
 }
 
 /* After taking wake bytes: was one of them the peer's "room in your ring" for our blocked
@@ -393,9 +394,11 @@ static void take_room(struct shm_stream *st)
  * before saying we wait. 0, or -errno when the socket ended (the peer gone or closed). */
 static int drain_wakes(struct shm_stream *st)
 {
-    if (atomic_load_explicit(&st->self_armed, memory_order_relaxed)) {
+    /* Raised by us, or beside us by `arm` or a writer's failure: whoever takes the flag takes
+     * the count, which was written before it (hold_readable). */
+    if (atomic_load_explicit(&st->self_armed, memory_order_relaxed) &&
+        atomic_exchange_explicit(&st->self_armed, false, memory_order_acquire)) {
         uint64_t v;
-        atomic_store_explicit(&st->self_armed, false, memory_order_relaxed);
         (void)!read(st->evfd, &v, sizeof v);
     }
     if (!atomic_load(&st->w_blocked))
@@ -491,6 +494,34 @@ static void ring_out_copy(const uint8_t *ring, uint64_t pos, const struct iovec 
     }
 }
 
+/* Once per coarse clock tick (a few ms): time for a polling reader to look at the socket. */
+static bool poll_socket_now(struct shm_stream *st)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    uint64_t tick = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    if (tick == st->socket_looked_ms)
+        return false;
+    st->socket_looked_ms = tick;
+    return true;
+}
+
+/* Somebody sleeps on our fd again: say we wait, then look (the writer stores its tail, then
+ * reads the flag), and keep the fd readable for what is there already. Under tx_lock, beside a
+ * reader: only shared indices and the eventfd are touched. */
+static void shm_arm(struct sndk_stream *s)
+{
+    struct shm_stream *st = st_of(s);
+    if (atomic_load_explicit(&st->phase, memory_order_acquire) != SHM_MAPPED)
+        return; /* the rings' arrival and a failure raise the fd themselves */
+    atomic_store_explicit(&st->in->reader_waiting, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
+    uint64_t tail = atomic_load_explicit(&st->in->tail, memory_order_acquire);
+    uint64_t head = atomic_load_explicit(&st->in->head, memory_order_relaxed);
+    if (tail != head || atomic_load_explicit(&st->in->end, memory_order_acquire))
+        hold_readable(st);
+}
+
 static ssize_t shm_readv(struct sndk_stream *s, const struct iovec *iov, int n)
 {
     struct shm_stream *st = st_of(s);
@@ -516,6 +547,18 @@ static ssize_t shm_readv(struct sndk_stream *s, const struct iovec *iov, int n)
                 break; /* the end: what was read, then 0 */
             if (said_waiting)
                 break; /* looked again after saying so: still empty */
+            if (s->poll_only) {
+                /* A poll that nobody sleeps behind: no flag, so the peer's writes cost it no
+                 * system call. The socket is still looked at once a coarse tick, for the
+                 * peer's death (its hang-up) while the consumer only polls. */
+                int d = poll_socket_now(st) ? drain_wakes(st) : 0;
+                if (d < 0) {
+                    if (in_avail(st, &tail) > 0 || at_empty(st) != 0)
+                        continue;
+                    return got ? (ssize_t)got : fail(st, -d, "the peer's socket ended");
+                }
+                break;
+            }
             /* About to sleep: take the wake bytes, say so, look once more (the writer stores
              * its tail, then reads the flag; we store the flag, then read the tail). */
             int d = drain_wakes(st);
@@ -550,7 +593,7 @@ static ssize_t shm_readv(struct sndk_stream *s, const struct iovec *iov, int n)
             return avail;
         if (avail > 0)
             raise_self(st);
-        else if (avail == 0 && !said_waiting) {
+        else if (avail == 0 && !said_waiting && !s->poll_only) {
             /* emptied exactly: say we wait, as a short read would */
             atomic_store_explicit(&st->in->reader_waiting, 1, memory_order_relaxed);
             atomic_thread_fence(memory_order_seq_cst);
@@ -717,8 +760,10 @@ const struct sndk_stream_ops sndk_stream_shm_ops = {
     .error = shm_error,
     .fpdu_max = shm_fpdu_max,
     .close = shm_close,
+    .arm = shm_arm,
     /* the peer's wake byte for a blocked writer arrives as EPOLLIN (top of the file) */
     .room_events = EPOLLIN,
+    .cheap_empty_polls = true,
 };
 
 void *sndk_stream_shm_new(int sock, bool active)

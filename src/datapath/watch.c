@@ -43,6 +43,10 @@ void sndk_conn_update_events(struct sndk_conn *io)
     bool rx_off = io->peer_fin || io->rx_parked || sndk_conn_stalled(io, SNDK_FDIR_RX) ||
                   sndk_rnr_phase(io) == SNDK_RNR_WAITING; /* receiver not ready: backpressure */
     uint32_t ev = (rx_off ? 0u : (uint32_t)EPOLLIN) | room_events(io);
+    /* Watched again: a stream that let a polling consumer's reads skip readiness (shm) must
+     * report the bytes already there, and ask for the next ones, before the thread sleeps. */
+    if (!atomic_exchange_explicit(&io->rx_watched, !rx_off, memory_order_relaxed) && !rx_off)
+        sndk_stream_arm(&io->stream);
     int rc = sndk_source_modify(&io->src, ev);
     if (rc < 0 && rc != -ENOENT)
         sndk_warn("tx", "QP %p: epoll modify: %d", (void *)io->qp, rc);

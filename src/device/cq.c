@@ -272,6 +272,44 @@ static ULONG take_locked(struct sndk_cq *cq, ULONG n, NDK_RESULT_EX *out_ex, NDK
     return n;
 }
 
+static const char *const poll_mode_names[SNDK_CQ_POLL_MODES] = {
+    [SNDK_CQ_POLL_EACH] = "each",
+    [SNDK_CQ_POLL_SET_NEW] = "set-new",
+    [SNDK_CQ_POLL_SET] = "set",
+};
+
+/* each => set-new (more connections than asked directly) => set (the first poll walked them
+ * all); set or set-new => each (few again). Under conn_lock. */
+static void set_poll_mode(struct sndk_cq *cq, enum sndk_cq_poll_mode to, const char *why)
+{
+    sndk_assert_held(&cq->conn_lock);
+    int from = atomic_load_explicit(&cq->poll_mode, memory_order_relaxed);
+    if (from == (int)to)
+        return;
+    assert((from == SNDK_CQ_POLL_EACH && to == SNDK_CQ_POLL_SET_NEW) ||
+                (from == SNDK_CQ_POLL_SET_NEW && to == SNDK_CQ_POLL_SET) || to == SNDK_CQ_POLL_EACH);
+    atomic_store_explicit(&cq->poll_mode, (int)to, memory_order_release);
+    sndk_debug("cq", "CQ %p: polls %s => %s (%s)", (void *)cq, poll_mode_names[from],
+               poll_mode_names[to], why);
+}
+
+/* The mode for the connections linked now. Under conn_lock. */
+static void update_poll_mode(struct sndk_cq *cq)
+{
+    bool by_set = cq->nconns > SNDK_CQ_DIRECT_POLL_MAX && cq->ready_on && cq->ready_fd >= 0;
+    int now = atomic_load_explicit(&cq->poll_mode, memory_order_relaxed);
+    if (!by_set)
+        set_poll_mode(cq, SNDK_CQ_POLL_EACH, "few connections");
+    else if (now == SNDK_CQ_POLL_EACH)
+        set_poll_mode(cq, SNDK_CQ_POLL_SET_NEW, "more connections than polled one by one");
+}
+
+bool sndk_cq_polls_by_readiness(const struct sndk_cq *cq)
+{
+    return atomic_load_explicit(&((struct sndk_cq *)cq)->poll_mode, memory_order_acquire) !=
+           SNDK_CQ_POLL_EACH;
+}
+
 /* The readiness set's registration of node: ADD, MOD or DEL by what it has and wants. Caller
  * holds ready_mu. */
 static void ready_set_update(struct sndk_cq *cq, struct sndk_cq_conn *node, uint32_t events)
@@ -311,6 +349,7 @@ void sndk_cq_conn_add(struct sndk_cq *cq, struct sndk_cq_conn *node,
             ready_set_update(cq, c, c->wanted);
     }
     sndk_mutex_unlock(&cq->ready_mu);
+    update_poll_mode(cq);
     sndk_mutex_unlock(&cq->conn_lock);
 }
 
@@ -326,6 +365,7 @@ void sndk_cq_conn_remove(struct sndk_cq *cq, struct sndk_cq_conn *node)
         cq->nconns--;
     }
     sndk_mutex_unlock(&cq->ready_mu);
+    update_poll_mode(cq);
     sndk_mutex_unlock(&cq->conn_lock);
 }
 
@@ -448,10 +488,18 @@ static bool poll_conns(struct sndk_cq *cq, bool armed)
     if (!armed && atomic_load_explicit(&cq->poll_stamp, memory_order_relaxed) != now)
         atomic_store_explicit(&cq->poll_stamp, now, memory_order_relaxed);
     sndk_mutex_lock(&cq->conn_lock);
-    if (cq->nconns <= SNDK_CQ_DIRECT_POLL_MAX || !cq->ready_on || cq->ready_fd < 0)
+    switch (atomic_load_explicit(&cq->poll_mode, memory_order_relaxed)) {
+    case SNDK_CQ_POLL_SET_NEW:
         progress = poll_each(cq);
-    else
+        set_poll_mode(cq, SNDK_CQ_POLL_SET, "every connection ran a pass");
+        break;
+    case SNDK_CQ_POLL_SET:
         progress = poll_ready(cq);
+        break;
+    default:
+        progress = poll_each(cq);
+        break;
+    }
     sndk_mutex_unlock(&cq->conn_lock);
     return progress;
 }
@@ -651,6 +699,7 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
     sndk_obj_init(&cq->base, a, &cq_ops, &cq_dispatch);
     atomic_init(&cq->verify_callers, 0);
     atomic_init(&cq->parked, 0);
+    atomic_init(&cq->poll_mode, SNDK_CQ_POLL_EACH);
     sndk_obj_hold(&cq->base, &a->base);
     *ppNdkCq = &cq->base.pub.cq;
     return STATUS_SUCCESS;

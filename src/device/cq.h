@@ -97,6 +97,9 @@ struct sndk_cq {
      * CQ lock, util/lock.h) orders the registrations of one node between its owner and the CQ. */
     struct sndk_mutex ready_mu;
     bool ready_on;
+    /* How an empty poll finds the connections to drive (enum sndk_cq_poll_mode; written under
+     * conn_lock, read by the connections' polled passes without it). */
+    _Atomic int poll_mode;
     int ready_fd; /* the readiness set: an epoll set of the linked sockets (-1: none, every
                      poll walks the list) */
     /* When a consumer last polled this CQ empty (coarse ms; 0 = armed since): while it polls,
@@ -134,6 +137,20 @@ bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicite
  * readiness-set system call on the way to the data: the one-connection latency); above, it
  * asks the readiness set with a zero timeout and drives only the ready ones. */
 #define SNDK_CQ_DIRECT_POLL_MAX 2u
+
+/* The poll's modes: each connection (few of them), the readiness set (many), and between
+ * them one poll that still asks each, so that every connection runs a pass knowing that from
+ * now on only its readiness gets it driven (a stream that skips readiness for polls, shm,
+ * asks for it again in that pass). */
+enum sndk_cq_poll_mode {
+    SNDK_CQ_POLL_EACH,
+    SNDK_CQ_POLL_SET_NEW,
+    SNDK_CQ_POLL_SET,
+    SNDK_CQ_POLL_MODES
+};
+/* Does a poll of cq drive a connection only when its fd is ready (the readiness set)? Then a
+ * polled pass must leave the fd able to report the peer's next bytes. Any thread. */
+bool sndk_cq_polls_by_readiness(const struct sndk_cq *cq);
 
 /* Link a connection whose socket is fd, watching `events` (sndk_cq_conn_watch), or unlink it
  * (before its socket is closed). Any thread; takes conn_lock. */
