@@ -299,6 +299,11 @@ typedef struct _SOFTNDK_COUNTERS {
     ULONG64 LogLinesSuppressed; /* log lines a peer could repeat at will (a bad MPA frame, a
                                    failed handshake, ...) left out by their limit of one line a
                                    second per kind (docs/observability.md, "Logs") */
+    /* The same-host transport (docs/transport-shm.md): of the connections and octets above,
+     * those carried by shared memory rather than TCP */
+    ULONG64 SameHostConnections; /* connections established over shared memory */
+    ULONG64 SameHostInOctets;    /* RDMAInOctets of those connections */
+    ULONG64 SameHostOutOctets;   /* RDMAOutOctets of those connections */
 } SOFTNDK_COUNTERS;
 
 SOFTNDK_API NTSTATUS SoftNdkQueryCounters(NDK_ADAPTER *pNdkAdapter, SOFTNDK_COUNTERS *Counters);

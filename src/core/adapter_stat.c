@@ -95,6 +95,9 @@ char *sndk_adapter_snapshot(void *adapter, size_t *len)
     C(RemoteInvalidations);
     C(SetupsAbandoned);
     C(LogLinesSuppressed);
+    C(SameHostConnections);
+    C(SameHostInOctets);
+    C(SameHostOutOctets);
     C(HandshakeInOctets);
     C(HandshakeOutOctets);
     C(MpaRejectsSent);

@@ -953,6 +953,10 @@ static void establish(struct sndk_connector *c)
         atomic_store(&c->rec->rq_depth, c->qp->srq ? 0u : c->qp->rq.depth);
         atomic_store(&c->rec->qp, c->qp);
         atomic_store(&c->rec->transport, shm ? sndk_stream_shm_ops.name : "tcp");
+        if (shm) {
+            atomic_store(&c->rec->same_host, true);
+            sndk_ctr_inc(ctrs_of(c), SNDK_CTR_SAME_HOST);
+        }
     }
     set_link(c, SNDK_LINK_ATTACHED);
     sndk_obj_get(&c->base); /* the link's reference, dropped in detach_done_fn */

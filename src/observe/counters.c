@@ -108,9 +108,15 @@ void sndk_counters_read(struct sndk_adapter_ctrs *a, SOFTNDK_COUNTERS *out)
     sndk_mutex_lock(&a->lock);
     for (int i = 0; i < SNDK_CC_FOLDED; i++)
         sum[i] = a->retired[i];
-    for (struct sndk_conn_rec *r = a->recs; r; r = r->next)
+    uint64_t same_rx = a->retired_same_host[0], same_tx = a->retired_same_host[1];
+    for (struct sndk_conn_rec *r = a->recs; r; r = r->next) {
         for (int i = 0; i < SNDK_CC_FOLDED; i++)
             sum[i] += sndk_cc_get(r, (enum sndk_conn_ctr)i);
+        if (atomic_load_explicit(&r->same_host, memory_order_relaxed)) {
+            same_rx += sndk_cc_get(r, SNDK_CC_RX_OCTETS);
+            same_tx += sndk_cc_get(r, SNDK_CC_TX_OCTETS);
+        }
+    }
     for (int i = 0; i < SNDK_TERM_SLOTS; i++) {
         c.TerminateSentCodes[i].Code = a->term_sent_slot[i].code;
         c.TerminateSentCodes[i].Count = a->term_sent_slot[i].count;
@@ -157,6 +163,9 @@ void sndk_counters_read(struct sndk_adapter_ctrs *a, SOFTNDK_COUNTERS *out)
     c.RemoteInvalidations = ld(&a->v[SNDK_CTR_REMOTE_INVAL]);
     c.SetupsAbandoned = ld(&a->v[SNDK_CTR_SETUP_ABANDONED]);
     c.LogLinesSuppressed = ld(&a->v[SNDK_CTR_LOG_SUPPRESSED]);
+    c.SameHostConnections = ld(&a->v[SNDK_CTR_SAME_HOST]);
+    c.SameHostInOctets = same_rx;
+    c.SameHostOutOctets = same_tx;
     for (int i = 0; i < SOFTNDK_VERIFY_RULE_SLOTS; i++)
         c.VerifyViolations[i] = ld(&a->verify[i]);
     if (size > sizeof c)
@@ -183,6 +192,7 @@ struct sndk_conn_rec *sndk_conn_rec_open(struct sndk_adapter_ctrs *ac, struct sn
     atomic_init(&r->crc, false);
     atomic_init(&r->mpa_rev, 0);
     atomic_init(&r->transport, NULL);
+    atomic_init(&r->same_host, false);
     atomic_init(&r->refs, 1);
     atomic_init(&r->qp, NULL);
     r->state_names = state_names;
@@ -253,6 +263,10 @@ void sndk_conn_rec_put(struct sndk_conn_rec *r)
     sndk_mutex_lock(&ac->lock);
     for (int i = 0; i < SNDK_CC_FOLDED; i++)
         ac->retired[i] += sndk_cc_get(r, (enum sndk_conn_ctr)i);
+    if (atomic_load_explicit(&r->same_host, memory_order_relaxed)) {
+        ac->retired_same_host[0] += sndk_cc_get(r, SNDK_CC_RX_OCTETS);
+        ac->retired_same_host[1] += sndk_cc_get(r, SNDK_CC_TX_OCTETS);
+    }
     if (r->prev)
         r->prev->next = r->next;
     else

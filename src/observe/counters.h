@@ -57,6 +57,7 @@ enum sndk_ctr {
     SNDK_CTR_REMOTE_INVAL,      /* tokens invalidated by a peer's Send with Invalidate */
     SNDK_CTR_SETUP_ABANDONED,   /* peers gone while their connection waited for the consumer */
     SNDK_CTR_LOG_SUPPRESSED,    /* log lines on a peer's path left out by their rate limit */
+    SNDK_CTR_SAME_HOST,         /* connections established over shared memory */
     SNDK_CTR_COUNT
 };
 
@@ -87,6 +88,7 @@ struct sndk_adapter_ctrs {
     struct sndk_listen_rec *listens; /* listening endpoints */
     uint64_t next_id;
     uint64_t retired[8]; /* folded sndk_conn_rec byte/frame counts, see below */
+    uint64_t retired_same_host[2]; /* ... RX and TX octets of those over shared memory */
     struct sndk_term_slot term_sent_slot[SNDK_TERM_SLOTS], term_recv_slot[SNDK_TERM_SLOTS];
 };
 
@@ -117,6 +119,7 @@ struct sndk_conn_rec {
     _Atomic bool crc;
     _Atomic uint8_t mpa_rev;
     _Atomic(const char *) transport; /* the stream's name ("tcp", "shm") once attached, else NULL */
+    _Atomic bool same_host;          /* that stream is shared memory (SameHost* counters) */
     uint64_t id; /* per adapter, from 1 */
     enum sndk_conn_role role;
     struct sockaddr_storage local, peer;

@@ -101,6 +101,7 @@ int main(int argc, char **argv)
         pthread_mutex_unlock(&lc.m);
         side_connect(&cl, "127.0.0.1", sv.listen_port);
         cl.print_rows = true;
+        note_transport(&cl);
         print_header(&cl, &sv);
         print_table_head(&o);
         run_test(&cl);
@@ -123,6 +124,7 @@ int main(int argc, char **argv)
         side_accept(&s);
     }
     s.print_rows = true;
+    note_transport(&s);
     print_header(&s, NULL);
     print_table_head(&o);
     run_test(&s);

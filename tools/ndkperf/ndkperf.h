@@ -210,6 +210,7 @@ struct side {
     bool is_server;
     const char *role; /* "server" / "client" */
     NDK_ADAPTER *adapter;
+    const char *transport; /* "tcp" or "shm": what carried the connections (note_transport) */
     NDK_ADAPTER_INFO info;
     ULONG ifindex;
     NDK_PD *pd;
@@ -317,6 +318,9 @@ void lat_stats(uint64_t *samples, size_t n, struct round_result *r);
 /* The sorted samples of lat_stats as counts per 1 µs bucket (the last bucket takes the rest). */
 void lat_histogram(FILE *out, const uint64_t *sorted, size_t n);
 
+/* Learn what carried s's connections, once connected (its adapter's SameHostConnections):
+ * the header and the JSON say it. */
+void note_transport(struct side *s);
 void print_header(const struct side *s, const struct side *peer);
 void print_table_head(const struct opts *o);
 void print_row(const struct opts *o, const struct round_result *r);

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,21 @@ static const char *onoff(bool v)
     return v ? "ON" : "OFF";
 }
 
+void note_transport(struct side *s)
+{
+    SOFTNDK_COUNTERS c = {.Size = sizeof c};
+    s->transport = "tcp";
+    if (SoftNdkQueryCounters(s->adapter, &c) == STATUS_SUCCESS &&
+        c.Size >= offsetof(SOFTNDK_COUNTERS, SameHostConnections) + sizeof c.SameHostConnections &&
+        c.SameHostConnections > 0)
+        s->transport = "shm";
+}
+
+static const char *transport_of(const struct side *s)
+{
+    return s->transport ? s->transport : "tcp";
+}
+
 void print_header(const struct side *s, const struct side *peer)
 {
     const struct opts *o = s->o;
@@ -113,8 +129,11 @@ void print_header(const struct side *s, const struct side *peer)
     printf("                    %s (ndkperf %s)\n", test_title(o->test), NDKPERF_VERSION);
     snprintf(tmp, sizeof tmp, "softndk %s, NDKPI %u.%u", SoftNdkVersionString(),
              s->info.Version.Major, s->info.Version.Minor);
+    bool shm = strcmp(transport_of(s), "shm") == 0;
     printf(" %-16s: %-30s %-15s: %s\n", "Provider", tmp, "Transport type",
-           s->info.RdmaTechnology == NdkiWarp ? "IW (iWARP/MPA over TCP)" : "other");
+           s->info.RdmaTechnology != NdkiWarp ? "other"
+           : shm                              ? "IW (iWARP/MPA over shared memory)"
+                                              : "IW (iWARP/MPA over TCP)");
     snprintf(tmp, sizeof tmp, "%s (ifindex %u)", o->ifname ? o->ifname : "any", s->ifindex);
     printf(" %-16s: %-30s %-15s: RC\n", "Interface", tmp, "Connection type");
     printf(" %-16s: %-30u %-15s: %s\n", "Number of qps", s->nqps, "Bidirectional", onoff(o->bidir));
@@ -245,6 +264,8 @@ void write_json(const struct side *s, const struct side *peer)
     json_str(f, mpa);
     fprintf(f, ", \"crc\": ");
     json_str(f, crc);
+    fprintf(f, ", \"transport\": ");
+    json_str(f, transport_of(s));
     fprintf(f, ", \"cpu_placement\": ");
     json_str(f, cpu);
     fprintf(f, ", \"governor\": ");
