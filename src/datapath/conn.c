@@ -598,7 +598,7 @@ static bool qp_poll_tx(struct sndk_qp *qp)
     struct sndk_conn *io = qp->io;
     if (!io || !sndk_mutex_trylock(&qp->tx_lock))
         return false;
-    bool blocked = io->tx_blocked && !sndk_conn_stopped(io);
+    bool blocked = (io->tx_blocked || io->uns_n > 0) && !sndk_conn_stopped(io);
     enum sndk_tx_result res = blocked ? sndk_tx_push(qp) : SNDK_TX_DRAINED;
     sndk_mutex_unlock(&qp->tx_lock);
     if (!blocked)
@@ -853,6 +853,12 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     io->crec = p->rec;
     sndk_conn_rec_get(io->crec);
     sndk_tx_init(io, p->crc, sndk_stream_fpdu_max(&io->stream), p->ird, p->ord);
+    if (io->stream.ops->settled) {
+        /* a stream that can borrow memory: room to wait for each request and response. Without
+         * it (no memory) nothing is lent, and everything is copied as before. */
+        io->uns_cap = qp->initiator_depth + SNDK_RD_MAX;
+        io->unsettled = calloc(io->uns_cap, sizeof *io->unsettled);
+    }
     if (p->await_initiator)
         sndk_tx_gate_await(io);
     sndk_rx_io_init(io, p->crc);
@@ -1040,6 +1046,7 @@ void sndk_conn_free(struct sndk_conn *io)
     free(io->place.cur);
     free(io->place.cur_iov);
     free(io->cut.resp_iov);
+    free(io->unsettled);
     sndk_dp_hooks_detach(io);
     free(io);
 }

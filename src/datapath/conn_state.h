@@ -335,6 +335,18 @@ struct sndk_conn {
     struct sndk_tx_rec rec[SNDK_TX_BATCH];
     struct sndk_fpdu fp[SNDK_TX_BATCH];
     struct iovec iov[SNDK_TX_IOV];
+    /* iov[i] may be lent to the stream (stream.h, writev_lent): a tagged payload (an RDMA
+     * Write's or a Read Response's), whose memory stays as it is until the stream settles it */
+    uint8_t iov_lend[SNDK_TX_IOV];
+    /* Requests and Read Responses whose last byte went out in lent memory the stream has not
+     * settled yet (ends, req), retired in order once it has; FIFO of uns_cap (the initiator
+     * queue's depth plus the largest IRD), under tx_lock */
+    struct sndk_tx_unsettled {
+        uint64_t end; /* stream position after the record's last byte */
+        uint8_t ends; /* enum sndk_rec_end */
+        uint32_t req;
+    } *unsettled;
+    uint32_t uns_cap, uns_head, uns_n;
     /* SourceCheck on: the batch's iovecs as built (sendmsg progress edits iov in place), so
      * each FPDU's source can be checksummed again once it is sent; NULL when off */
     struct iovec *src_iov;

@@ -310,6 +310,9 @@ static int rx_read_req(void *ctx, const struct sndk_rx_seg *seg, const struct sn
     struct sndk_qp *qp = ctx;
     struct sndk_conn *io = qp->io;
     sndk_mutex_lock(&qp->tx_lock);
+    /* A response whose lent bytes the peer took before it asked again is done: the peer
+     * counts it so, and so must its IRD here (tx.c, sndk_tx_settle). */
+    sndk_tx_settle(qp);
     bool full = io->irq_count >= io->ird;
     sndk_mutex_unlock(&qp->tx_lock);
     if (full)

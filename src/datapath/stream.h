@@ -21,6 +21,16 @@ struct sndk_stream_ops {
      * nothing fits (the progress thread's epoll reports EPOLLOUT on `fd` when some does),
      * -EINTR to try again, any other a failed stream (its error is then consumed). */
     ssize_t (*writev)(struct sndk_stream *s, const struct iovec *iov, int n);
+    /* As writev, but iov[i] with lend[i] set and at least SNDK_STREAM_LEND_MIN bytes is lent:
+     * its memory stays as it is until settled() passes it, so the transport may let the peer
+     * copy it straight from there (shm: the reader pulls it). NULL: writev for everything. */
+    ssize_t (*writev_lent)(struct sndk_stream *s, const struct iovec *iov, int n,
+                           const uint8_t *lend);
+    /* The stream position (bytes accepted since it began, stream.written) up to which nothing
+     * written refers to lent memory any more. NULL: all of them at once. Under tx_lock.
+     * `ask`: nobody polls for the requests' completions, so ask the peer to say when it
+     * moves on (the answer comes as room_events). */
+    uint64_t (*settled)(struct sndk_stream *s, bool ask);
     /* Read into iov[0..n) what is there. Bytes read (> 0), 0 at the peer's orderly end of
      * stream, or -errno (-EAGAIN: nothing yet; EPOLLIN on `fd` reports more). */
     ssize_t (*readv)(struct sndk_stream *s, const struct iovec *iov, int n);
@@ -55,6 +65,8 @@ struct sndk_stream {
     /* Our direction has ended (shutdown_write went): nothing more may be written. A fact of
      * the stream, as a socket keeps it, written under the connection's tx_lock. */
     bool write_ended;
+    /* Bytes accepted by writes so far (the wrappers below count them), under tx_lock. */
+    uint64_t written;
     /* The reads about to run are a polling consumer's that nobody's sleep depends on: nothing
      * waits for fd's readiness (the connection's receiving is parked with that consumer, and
      * no readiness set drives it). A transport whose readiness costs the peer a system call
@@ -82,10 +94,36 @@ void sndk_stream_shm_free(void *priv);
 /* Tests: the shared mapping (NULL before the rings are there) and its length, to play a
  * hostile peer that writes garbage into it. */
 void *sndk_stream_shm_mapping(const void *priv, size_t *len);
+/* Tests: the bytes this end read straight from the peer's memory (one copy). */
+uint64_t sndk_stream_shm_pulled(const void *priv);
+/* Does this process take the peer's large tagged payloads with one copy (cross-memory
+ * attach) or through the ring? Chosen once (SOFTNDK_SHM_COPY=one|staged, else measured);
+ * *why says how (static). */
+bool sndk_stream_shm_one_copy(const char **why);
+
+/* Lent memory is worth its bookkeeping from this size on (a payload piece, never a header). */
+#define SNDK_STREAM_LEND_MIN 16384u
 
 static inline ssize_t sndk_stream_writev(struct sndk_stream *s, const struct iovec *iov, int n)
 {
-    return s->ops->writev(s, iov, n);
+    ssize_t w = s->ops->writev(s, iov, n);
+    if (w > 0)
+        s->written += (uint64_t)w;
+    return w;
+}
+static inline ssize_t sndk_stream_writev_lent(struct sndk_stream *s, const struct iovec *iov,
+                                              int n, const uint8_t *lend)
+{
+    if (!s->ops->writev_lent || !lend)
+        return sndk_stream_writev(s, iov, n);
+    ssize_t w = s->ops->writev_lent(s, iov, n, lend);
+    if (w > 0)
+        s->written += (uint64_t)w;
+    return w;
+}
+static inline uint64_t sndk_stream_settled(struct sndk_stream *s, bool ask)
+{
+    return s->ops->settled ? s->ops->settled(s, ask) : s->written;
 }
 static inline ssize_t sndk_stream_readv(struct sndk_stream *s, const struct iovec *iov, int n)
 {

@@ -285,6 +285,7 @@ static void fill_batch(struct sndk_qp *qp)
                 int n = cut_fence(qp, nrec, io->iov + niov, room);
                 if (n <= 0)
                     goto stall; /* cannot be built: cannot happen with room >= 3 */
+                memset(io->iov_lend + niov, 0, (size_t)n);
                 sndk_seam_tx_fpdu_cut(qp, nrec, niov, n, corrupt);
                 corrupt = false;
                 nrec++;
@@ -328,6 +329,7 @@ static void fill_batch(struct sndk_qp *qp)
                     rc = -1;
                     break;
                 }
+                memset(io->iov_lend + niov, 0, (size_t)n);
                 io->orq[(io->orq_head + io->orq_count) % SNDK_RD_MAX] = qp->sq_sent;
                 orq_note(qp, (io->orq_head + io->orq_count) % SNDK_RD_MAX, SNDK_ORQ_READ, 0);
                 io->orq_count++;
@@ -373,6 +375,13 @@ static void fill_batch(struct sndk_qp *qp)
             sndk_err("tx", "QP %p: internal: FPDU build failed (%d)", (void *)qp, n);
             break;
         }
+        /* A tagged payload (an RDMA Write's, a Read Response's) is placed where its STag says
+         * the moment it arrives, so the peer takes it at once: its memory may be lent to the
+         * stream. A Send's waits for a receive, and lending it would hold its completion for
+         * as long (stream.h, writev_lent). */
+        bool tagged = io->cut.msg_ends == SNDK_REC_RESP ||
+                      sndk_sq_slot(qp, io->cut.msg_req)->kind == SNDK_SQ_WRITE;
+        memset(io->iov_lend + niov, tagged && io->unsettled, (size_t)n);
         bool fin = io->cut.msg.finished;
         io->rec[nrec] = (struct sndk_tx_rec){.wire_len = io->fp[nrec].wire_len,
                                              .ends = fin ? io->cut.msg_ends : (uint8_t)SNDK_REC_NONE,
@@ -405,13 +414,56 @@ stall:
     sndk_sq_retire_done(qp); /* local requests at the head */
 }
 
-/* n more bytes of the batch went out: what ends with a complete FPDU is done. */
+/* A request's or a Read Response's last byte is out and settled: it is done. */
+static bool record_done(struct sndk_qp *qp, uint8_t ends, uint32_t req)
+{
+    struct sndk_conn *io = qp->io;
+    if (ends == SNDK_REC_REQ) {
+        sndk_sq_slot(qp, req)->done = true;
+        return true;
+    }
+    if (ends == SNDK_REC_RESP) {
+        io->irq_head = (io->irq_head + 1) % SNDK_RD_MAX;
+        io->irq_count--;
+        io->irq_built--;
+    }
+    return false;
+}
+
+void sndk_tx_settle(struct sndk_qp *qp)
+{
+    struct sndk_conn *io = qp->io;
+    sndk_assert_held(&qp->tx_lock);
+    if (io->uns_n == 0)
+        return;
+    uint64_t settled = sndk_stream_settled(&io->stream, !sndk_cq_polling(qp->icq));
+    bool retire = false;
+    while (io->uns_n > 0) {
+        const struct sndk_tx_unsettled *u = &io->unsettled[io->uns_head];
+        if (u->end > settled)
+            break;
+        retire |= record_done(qp, u->ends, u->req);
+        io->uns_head = (io->uns_head + 1) % io->uns_cap;
+        io->uns_n--;
+    }
+    if (retire)
+        sndk_sq_retire_done(qp);
+    if (io->uns_n == 0)
+        sndk_conn_update_events(io); /* the room events were watched for the settling */
+}
+
+/* n more bytes of the batch went out: what ends with a complete FPDU is done — once the
+ * stream has settled it, when its bytes were lent (in order behind anything unsettled). */
 static void consumed(struct sndk_qp *qp, size_t n)
 {
     struct sndk_conn *io = qp->io;
     sndk_iov_advance(&io->iov_cur, &io->iov_left, n);
     bool retire = false;
     uint64_t fpdus = 0;
+    uint64_t pos = io->stream.written - n; /* where these n bytes began */
+    uint64_t settled =
+        io->unsettled ? sndk_stream_settled(&io->stream, !sndk_cq_polling(qp->icq)) : UINT64_MAX;
+    uint32_t uns_before = io->uns_n;
     while (n > 0 && io->rec_i < io->nrec) {
         struct sndk_tx_rec *r = &io->rec[io->rec_i];
         size_t left = r->wire_len - io->rec_done;
@@ -420,22 +472,28 @@ static void consumed(struct sndk_qp *qp, size_t n)
             break;
         }
         n -= left;
+        pos += left;
         io->rec_done = 0;
         io->rec_i++;
         fpdus++;
         sndk_seam_tx_fpdu_out(qp, r);
-        if (r->ends == SNDK_REC_REQ) {
-            sndk_sq_slot(qp, r->req)->done = true;
-            retire = true;
-        } else if (r->ends == SNDK_REC_RESP) {
-            io->irq_head = (io->irq_head + 1) % SNDK_RD_MAX;
-            io->irq_count--;
-            io->irq_built--;
+        if (r->ends != SNDK_REC_REQ && r->ends != SNDK_REC_RESP)
+            continue;
+        if (io->uns_n == 0 && pos <= settled) {
+            retire |= record_done(qp, r->ends, r->req);
+            continue;
         }
+        /* Its room is there: one entry per request cut and per IRD slot (uns_cap). */
+        assert(io->uns_n < io->uns_cap);
+        io->unsettled[(io->uns_head + io->uns_n) % io->uns_cap] =
+            (struct sndk_tx_unsettled){.end = pos, .ends = r->ends, .req = r->req};
+        io->uns_n++;
     }
     sndk_seam_tx_fpdus_out(qp, fpdus);
     if (retire)
         sndk_sq_retire_done(qp);
+    if (uns_before == 0 && io->uns_n > 0)
+        sndk_conn_update_events(io); /* the settling arrives as room events: watch them */
 }
 
 /* Copy the first `cap` bytes of iov[0..n) into out (at most SNDK_TX_IOV pieces). */
@@ -465,6 +523,7 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
         gate_hold(qp);
         return SNDK_TX_DRAINED; /* RX opens the gate and kicks TX */
     }
+    sndk_tx_settle(qp);
     for (;;) {
         if (io->iov_left == 0) {
             fill_batch(qp);
@@ -485,11 +544,13 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
                 return stop;
             continue;
         }
+        const uint8_t *lend = io->unsettled ? io->iov_lend + (io->iov_cur - io->iov) : NULL;
         if (cap != UINT64_MAX) {
             mh.msg_iovlen = (size_t)clamp_iov(mh.msg_iov, (int)mh.msg_iovlen, cap, clamped);
             mh.msg_iov = clamped;
+            lend = NULL; /* a fault's copy of the iovecs: nothing lent */
         }
-        ssize_t w = sndk_stream_writev(&io->stream, mh.msg_iov, (int)mh.msg_iovlen);
+        ssize_t w = sndk_stream_writev_lent(&io->stream, mh.msg_iov, (int)mh.msg_iovlen, lend);
         if (w < 0) {
             if (w == -EINTR)
                 continue;
@@ -515,7 +576,8 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
         (qp->sq_sent != qp->sq_tail && sndk_sq_slot(qp, qp->sq_sent)->status != STATUS_SUCCESS))
         return SNDK_TX_LOCAL_ERR;
     if (sndk_conn_phase(io) == SNDK_PHASE_SHUTTING_DOWN && qp->sq_sent == qp->sq_tail &&
-        io->irq_count == 0 && io->writes_unfenced == 0 /* a fence goes before the FIN */) {
+        io->irq_count == 0 && io->writes_unfenced == 0 /* a fence goes before the FIN */ &&
+        io->uns_n == 0 /* and every lent byte was taken: the requests complete, not flush */) {
         /* sndk_qp_shutdown: everything posted before it is out; now our FIN. */
         sndk_stream_shutdown_write(&io->stream);
         sndk_conn_phase_set(qp, SNDK_PHASE_FIN_SENT, "last request out");
@@ -551,6 +613,7 @@ void sndk_tx_terminate(struct sndk_qp *qp, const struct sndk_term *t)
 
 void sndk_tx_discard(struct sndk_conn *io)
 {
+    io->uns_head = io->uns_n = 0; /* their requests are flushed with the rest */
     io->nrec = io->rec_i = 0;
     io->rec_done = 0;
     io->iov_cur = io->iov;

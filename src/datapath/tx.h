@@ -6,6 +6,9 @@
 
 /* all: qp->tx_lock held */
 void sndk_tx_init(struct sndk_conn *io, bool crc, uint32_t max_fpdu, uint32_t ird, uint32_t ord);
+/* Retire the requests and Read Responses whose lent bytes the stream has settled since
+ * (stream.h, settled). tx_lock held; sndk_tx_push begins with it. */
+void sndk_tx_settle(struct sndk_qp *qp);
 enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp);
 /* A Responder without an RTR: hold every FPDU until the Initiator's first arrives. At attach,
  * after sndk_tx_init, before the connection is published. */

@@ -14,7 +14,8 @@
  * the receive side is not, or the sender would wait for a receive that never comes. */
 static uint32_t room_events(const struct sndk_conn *io)
 {
-    if (!io->tx_blocked || sndk_conn_stalled(io, SNDK_FDIR_TX))
+    /* blocked, or waiting for the stream to settle lent bytes (tx.c), which it says as room */
+    if ((!io->tx_blocked && io->uns_n == 0) || sndk_conn_stalled(io, SNDK_FDIR_TX))
         return 0;
     return (uint32_t)EPOLLOUT | io->stream.ops->room_events;
 }

@@ -2,7 +2,9 @@
  * SOFTNDK_TRANSPORT says: a 1 MiB Send and Write byte-exact through the rings, a peer process
  * killed with SIGKILL (the survivor's requests complete and its link reports a reset within a
  * bound), and a hostile peer that writes garbage into the shared ring header (the connection
- * fails with an error; nothing reads or writes outside the rings — run under ASan too). */
+ * fails with an error; nothing reads or writes outside the rings — run under ASan too); large
+ * RDMA Writes and Read Responses taken with one copy (or none pulled, staged), and a span lent
+ * from outside the peer's memory failing the connection. */
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
@@ -199,5 +201,104 @@ TEST(shm_garbage_in_the_ring_header_fails_the_connection)
     dp_expect(p->y.cq, rs, 1, 20);
     CHECK(rs[0].Status != STATUS_SUCCESS);
     CHECK_EQ_U64(p->x.qp->Dispatch->NdkSend(p->x.qp, NULL, NULL, 0, 0), STATUS_CONNECTION_INVALID);
+    dp_pair_close(p);
+}
+
+/* Warm-up: one message each way, so that each end has read once (probed the other's memory,
+ * said whether spans are welcome) before the payloads that may be lent. */
+static void shm_warm_up(struct dp_pair *p)
+{
+    NDK_RESULT_EX r;
+    dp_post_recv(&p->y, (void *)0x91, 0, 64);
+    dp_post_send(&p->x, (void *)0x92, 0, 64, 0);
+    dp_expect(p->y.cq, &r, 1, 0);
+    dp_expect(p->x.cq, &r, 1, 0);
+    dp_post_recv(&p->x, (void *)0x93, 0, 64);
+    dp_post_send(&p->y, (void *)0x94, 0, 64, 0);
+    dp_expect(p->x.cq, &r, 1, 0);
+    dp_expect(p->y.cq, &r, 1, 0);
+}
+
+/* x writes 1 MiB into y's memory and then reads 1 MiB of y's: both with `mode` copies. The
+ * Write's bytes are taken by y, the Read Response's by x; `pulled_min` of them must have come
+ * straight from the other's memory (one copy), or none (staged). */
+static void shm_write_and_read(const char *mode, bool one_copy)
+{
+    setenv("SOFTNDK_SHM_COPY", mode, 1);
+    const char *why = NULL;
+    CHECK_EQ_U64(sndk_stream_shm_one_copy(&why), one_copy);
+    struct shm_pair sp;
+    shm_pair_open(&sp, 4u * MIB);
+    struct dp_pair *p = &sp.p;
+    shm_warm_up(p);
+    uint32_t ytok = 0;
+    NDK_MR *ymr = dp_reg(&p->y, MIB, 2u * MIB,
+                         NDK_MR_FLAG_ALLOW_REMOTE_READ | NDK_MR_FLAG_ALLOW_REMOTE_WRITE, &ytok);
+    dp_fill(p->x.buf + MIB, MIB, 21);
+    dp_fill(p->y.buf + 2u * MIB, MIB, 22);
+    NDK_SGE g = dp_sge(&p->x, MIB, MIB);
+    CHECK_EQ_U64(p->x.qp->Dispatch->NdkWrite(p->x.qp, (void *)0xc1, &g, 1,
+                                             (UINT64)(uintptr_t)(p->y.buf + MIB), ytok, 0),
+                 STATUS_SUCCESS);
+    NDK_SGE rg = dp_sge(&p->x, 2u * MIB, MIB);
+    CHECK_EQ_U64(p->x.qp->Dispatch->NdkRead(p->x.qp, (void *)0xc2, &rg, 1,
+                                            (UINT64)(uintptr_t)(p->y.buf + 2u * MIB), ytok, 0),
+                 STATUS_SUCCESS);
+    NDK_RESULT_EX r[2];
+    dp_expect(p->x.cq, r, 2, 0);
+    dp_check_result(&r[0], STATUS_SUCCESS, MIB, XCTX, (void *)0xc1, NdkOperationTypeWrite);
+    dp_check_result(&r[1], STATUS_SUCCESS, MIB, XCTX, (void *)0xc2, NdkOperationTypeRead);
+    /* the Read behind the Write: once its data is in, the Write was placed */
+    CHECK_MEM(p->y.buf + MIB, p->x.buf + MIB, MIB);
+    CHECK_MEM(p->x.buf + 2u * MIB, p->y.buf + 2u * MIB, MIB);
+    uint64_t by_y = sndk_stream_shm_pulled(sp.ys), by_x = sndk_stream_shm_pulled(sp.xs);
+    if (one_copy) {
+        /* every payload piece of 16 KiB or more: all of it, FPDU headers and CRCs aside */
+        CHECK(by_y >= MIB - MIB / 64 && by_y <= MIB);
+        CHECK(by_x >= MIB - MIB / 64 && by_x <= MIB);
+    } else {
+        CHECK_EQ_U64(by_y, 0);
+        CHECK_EQ_U64(by_x, 0);
+    }
+    dp_close_mr(ymr);
+    dp_pair_close(p);
+}
+
+TEST(shm_one_copy_write_and_read_are_pulled_byte_exact)
+{
+    shm_write_and_read("one", true);
+}
+
+TEST(shm_staged_copies_pull_nothing)
+{
+    shm_write_and_read("staged", false);
+}
+
+/* A hostile writer lends a span that is not in its memory: the reader's pull fails, its stream
+ * fails with an error, and the connection ends (the receive posted completes, not with
+ * success); nothing is written anywhere. The span is made by x's own stream, as any writer's. */
+TEST(shm_a_span_outside_the_peers_memory_fails_the_connection)
+{
+    setenv("SOFTNDK_SHM_COPY", "one", 1);
+    CHECK(sndk_stream_shm_one_copy(NULL));
+    struct shm_pair sp;
+    shm_pair_open(&sp, 1u * MIB);
+    struct dp_pair *p = &sp.p;
+    shm_warm_up(p);
+    dp_post_recv(&p->y, (void *)0xa1, 0, 4096);
+    struct sndk_qp *xq = (struct sndk_qp *)p->x.qp;
+    /* an address no process maps (the first page), lent as a payload */
+    struct iovec bogus = {(void *)(uintptr_t)4096, 65536};
+    uint8_t lend = 1;
+    sndk_mutex_lock(&xq->tx_lock);
+    ssize_t w = sndk_stream_writev_lent(&xq->io->stream, &bogus, 1, &lend);
+    sndk_mutex_unlock(&xq->tx_lock);
+    CHECK_EQ_I64(w, 65536);
+    CHECK(harness_event_wait(&p->y.link.aborted, 1, DP_TIMEOUT_MS));
+    CHECK(p->y.link.abort_status != STATUS_SUCCESS);
+    NDK_RESULT_EX r;
+    dp_expect(p->y.cq, &r, 1, 20);
+    CHECK(r.Status != STATUS_SUCCESS);
+    CHECK_EQ_U64(sndk_stream_shm_pulled(sp.ys), 0);
     dp_pair_close(p);
 }
