@@ -39,6 +39,8 @@ const char *sndk_lock_rank_name(enum sndk_lock_rank r)
 #if SNDK_LOCK_TRACK
 
 SNDK_TLS unsigned char sndk_lock_held[SNDK_LOCK_RANKS];
+SNDK_TLS uint64_t sndk_lock_held_mask;
+SNDK_TLS char sndk_lock_me;
 
 _Noreturn void sndk_lock_order_violation(unsigned r, unsigned held)
 {

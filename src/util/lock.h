@@ -86,8 +86,15 @@ struct sndk_mutex {
 #define SNDK_TLS _Thread_local __attribute__((tls_model("initial-exec")))
 
 #if SNDK_LOCK_TRACK
-/* How many locks of each rank the calling thread holds (util/lock.c). */
+_Static_assert(SNDK_LOCK_RANKS <= 64, "the held ranks are one 64-bit mask");
+/* How many locks of each rank the calling thread holds (util/lock.c), and the ranks of which it
+ * holds any as one mask: the check of every lock taken is one test of it, not a walk of the
+ * ranks (that walk was on every lock of a polling consumer's loop). */
 extern SNDK_TLS unsigned char sndk_lock_held[SNDK_LOCK_RANKS];
+extern SNDK_TLS uint64_t sndk_lock_held_mask;
+/* The calling thread's identity as a word: the address of a thread-local of util/lock.c (one
+ * variable for the whole library, unlike a static in this header), with no call. */
+extern SNDK_TLS char sndk_lock_me;
 /* Report "taking rank r while holding rank held" and abort. */
 _Noreturn void sndk_lock_order_violation(unsigned r, unsigned held);
 
@@ -95,30 +102,34 @@ _Noreturn void sndk_lock_order_violation(unsigned r, unsigned held);
  * after it for a nested lock of l's own rank. */
 static inline void sndk_lock_rank_check(const struct sndk_mutex *l, unsigned from)
 {
-    for (unsigned r = from; l->rank && r < SNDK_LOCK_RANKS; r++)
-        if (sndk_lock_held[r])
-            sndk_lock_order_violation(l->rank, r);
+    uint64_t above = from < 64 ? sndk_lock_held_mask & (~(uint64_t)0 << from) : 0;
+    if (l->rank && above)
+        sndk_lock_order_violation(l->rank, (unsigned)__builtin_ctzll(above));
 }
 static inline void sndk_lock_rank_take(const struct sndk_mutex *l)
 {
-    if (l->rank)
-        sndk_lock_held[l->rank]++;
+    if (l->rank && sndk_lock_held[l->rank]++ == 0)
+        sndk_lock_held_mask |= (uint64_t)1 << l->rank;
 }
 static inline void sndk_lock_rank_drop(const struct sndk_mutex *l)
 {
     if (l->rank) {
         assert(sndk_lock_held[l->rank] > 0);
-        sndk_lock_held[l->rank]--;
+        if (--sndk_lock_held[l->rank] == 0)
+            sndk_lock_held_mask &= ~((uint64_t)1 << l->rank);
     }
 }
 #endif
 
-/* The calling thread as a word. Not the address of a static thread-local here: a static in a
- * header function is one variable per translation unit, so a lock taken in one file would look
- * unowned from another. pthread_t is an unsigned long on glibc and musl. */
+/* The calling thread as a word (only the tracking uses it): the address of util/lock.c's
+ * thread-local, one variable for the whole library. */
 static inline uintptr_t sndk_lock_self(void)
 {
+#if SNDK_LOCK_TRACK
+    return (uintptr_t)&sndk_lock_me;
+#else
     return (uintptr_t)pthread_self();
+#endif
 }
 
 static inline void sndk_mutex_init_ranked(struct sndk_mutex *l, enum sndk_lock_rank rank)
