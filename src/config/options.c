@@ -294,8 +294,7 @@ _Static_assert(SoftNdkCrcDefault == 0 && SoftNdkCrcOn == 1 && SoftNdkCrcOff == 2
                "SET_ON_OFF reads both enums as 0 default, 1 on, 2 off");
 _Static_assert(sizeof(SOFTNDK_CRC_POLICY) == 4 && sizeof(SOFTNDK_LOG_LEVEL) == 4 &&
                    sizeof(SOFTNDK_WRITE_COMPLETION) == 4 && sizeof(SOFTNDK_VERIFY_MODE) == 4 &&
-                   sizeof(SOFTNDK_TRANSPORT) == 4 &&
-                   sizeof(ULONG) == 4,
+                   sizeof(SOFTNDK_TRANSPORT) == 4 && sizeof(ULONG) == 4,
                "option fields of the table are 4 bytes");
 
 #define OPT(f) offsetof(SOFTNDK_OPTIONS, f)

@@ -35,15 +35,15 @@ static void conn_line(const struct sndk_conn_rec *r, void *arg)
     sndk_stat_printf(
         b,
         "conn\tid=%llu\trole=%s\tstate=%s\tlocal=%s\tpeer=%s\tird=%u\tord=%u\tcrc=%s\t"
-        "mpa_rev=%u\ttransport=%s\tsq=%llu/%u\trq=%s\tout_octets=%llu\tin_octets=%llu\tout_frames=%llu\t"
+        "mpa_rev=%u\ttransport=%s\tsq=%llu/"
+        "%u\trq=%s\tout_octets=%llu\tin_octets=%llu\tout_frames=%llu\t"
         "in_frames=%llu\ths_out=%llu\ths_in=%llu\n",
         (unsigned long long)r->id, r->role == SNDK_ROLE_ACTIVE ? "active" : "passive",
         r->state_names ? r->state_names[st] : "?", r->local_str[0] ? r->local_str : "-",
         r->peer_str[0] ? r->peer_str : "-", atomic_load(&w->ird), atomic_load(&w->ord),
         atomic_load(&w->crc) ? "on" : "off", (unsigned)atomic_load(&w->mpa_rev),
-        atomic_load(&w->transport) ? atomic_load(&w->transport) : "-",
-        (unsigned long long)sq, atomic_load(&w->sq_depth), rq,
-        (unsigned long long)sndk_cc_get(r, SNDK_CC_TX_OCTETS),
+        atomic_load(&w->transport) ? atomic_load(&w->transport) : "-", (unsigned long long)sq,
+        atomic_load(&w->sq_depth), rq, (unsigned long long)sndk_cc_get(r, SNDK_CC_TX_OCTETS),
         (unsigned long long)sndk_cc_get(r, SNDK_CC_RX_OCTETS),
         (unsigned long long)sndk_cc_get(r, SNDK_CC_TX_FPDUS),
         (unsigned long long)sndk_cc_get(r, SNDK_CC_RX_FPDUS),

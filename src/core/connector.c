@@ -1531,10 +1531,9 @@ static bool try_same_host(struct sndk_connector *c, struct sndk_addr *local,
             char pb[64];
             sndk_info("connector", "%p: transport shm: %s %s: TCP", (void *)c,
                       sndk_addr_str(peer, pb, sizeof pb),
-                      ufd == -EHOSTUNREACH ? "is not on this host"
-                      : ufd == -ECONNREFUSED || ufd == -ENOENT
-                          ? "has no same-host listener"
-                          : strerror(-ufd));
+                      ufd == -EHOSTUNREACH                     ? "is not on this host"
+                      : ufd == -ECONNREFUSED || ufd == -ENOENT ? "has no same-host listener"
+                                                               : strerror(-ufd));
         }
         return false;
     }

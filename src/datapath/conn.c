@@ -776,8 +776,6 @@ static void rnr_waiter_kick(struct sndk_rnr_waiter *w)
     sndk_rnr_kick(sndk_container_of(w, struct sndk_conn, rnr_waiter)->qp);
 }
 
-
-
 static void shut_timer_fn(struct sndk_timer *t)
 {
     struct sndk_conn *io = sndk_container_of(t, struct sndk_conn, shut_timer);
@@ -833,7 +831,8 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     }
     io->engine = qp->base.adapter->engine;
     if (p->stream_ops)
-        io->stream = (struct sndk_stream){.ops = p->stream_ops, .fd = p->fd, .priv = p->stream_priv};
+        io->stream =
+            (struct sndk_stream){.ops = p->stream_ops, .fd = p->fd, .priv = p->stream_priv};
     else
         sndk_stream_tcp_init(&io->stream, p->fd);
     io->thread = p->thread < sndk_engine_threads(io->engine) ? p->thread : 0;

@@ -5,8 +5,8 @@
 
 #include "datapath/conn_state.h"
 
-/* conn.c: the QP's states (device/qp_state.h), which only the connection moves. Move to `next` if the
- * current state allows it, logging `X => Y (why)`. Caller holds qp->state_lock. */
+/* conn.c: the QP's states (device/qp_state.h), which only the connection moves. Move to `next` if
+ * the current state allows it, logging `X => Y (why)`. Caller holds qp->state_lock. */
 const char *sndk_qp_state_name(enum sndk_qp_state s);
 bool sndk_qp_set_state(struct sndk_qp *qp, enum sndk_qp_state next, const char *why);
 

@@ -19,22 +19,22 @@
 
 #include <string.h>
 
-#define SNDK_TX_BATCH 64   /* FPDUs gathered into one writev */
-#define SNDK_TX_IOV   512  /* iovecs of one writev (<= IOV_MAX) */
-#define SNDK_TX_SEG_IOV 34 /* iovecs one FPDU may use: header, 32 payload pieces, trailer */
+#define SNDK_TX_BATCH   64   /* FPDUs gathered into one writev */
+#define SNDK_TX_IOV     512  /* iovecs of one writev (<= IOV_MAX) */
+#define SNDK_TX_SEG_IOV 34   /* iovecs one FPDU may use: header, 32 payload pieces, trailer */
 #define SNDK_RX_STAGE   4096 /* receive staging for headers and small messages, see rx.c */
 
 /* Why a connection ends: built where an end is found, kept in the connection's one end record
  * (struct sndk_conn_end) and acted on by conn.c's conn_end(). */
 struct sndk_fail {
-    NTSTATUS link_status;  /* the link's aborted event */
-    ULONG reason;          /* its ProviderDisconnectReason, see SNDK_REASON_* */
-    NTSTATUS rx_status;    /* for the receive being placed (0: STATUS_CANCELLED) */
-    ULONG rx_code;         /* its ProviderErrorCode */
-    bool send_term;        /* send `term` before closing */
+    NTSTATUS link_status; /* the link's aborted event */
+    ULONG reason;         /* its ProviderDisconnectReason, see SNDK_REASON_* */
+    NTSTATUS rx_status;   /* for the receive being placed (0: STATUS_CANCELLED) */
+    ULONG rx_code;        /* its ProviderErrorCode */
+    bool send_term;       /* send `term` before closing */
     struct sndk_term term;
-    bool named;            /* a received Terminate names one of our requests: */
-    uint8_t named_kind;    /* SNDK_SQ_SEND / _READ: by MSN; SNDK_SQ_WRITE: by STag and TO */
+    bool named;         /* a received Terminate names one of our requests: */
+    uint8_t named_kind; /* SNDK_SQ_SEND / _READ: by MSN; SNDK_SQ_WRITE: by STag and TO */
     uint32_t named_msn;
     uint32_t named_stag;
     uint64_t named_to;
@@ -47,11 +47,11 @@ struct sndk_fail {
 
 /* ProviderDisconnectReason of an aborted connection: who sent the Terminate, and its
  * layer/etype/code; or a local cause. */
-#define SNDK_REASON_TERM_SENT 0x01000000u
-#define SNDK_REASON_TERM_RECV 0x02000000u
+#define SNDK_REASON_TERM_SENT          0x01000000u
+#define SNDK_REASON_TERM_RECV          0x02000000u
 #define SNDK_REASON_TERM(dir, l, t, c) ((dir) | (ULONG)(l) << 16 | (ULONG)(t) << 8 | (ULONG)(c))
-#define SNDK_REASON_RESET     0x03000000u /* TCP reset, I/O error, peer vanished */
-#define SNDK_REASON_LOCAL     0x04000000u /* flush, close, abort by the consumer */
+#define SNDK_REASON_RESET              0x03000000u /* TCP reset, I/O error, peer vanished */
+#define SNDK_REASON_LOCAL              0x04000000u /* flush, close, abort by the consumer */
 
 /* The connection is gone under us (a reset, an I/O error, an injected drop): no Terminate, an
  * RST, the link's event STATUS_CONNECTION_RESET. */
@@ -85,19 +85,19 @@ struct sndk_conn_end {
     struct sndk_fail why;
 };
 
-#define SNDK_RD_MAX 128  /* IRD / ORD ceiling (adapter MaxInbound/OutboundReadLimit) */
+#define SNDK_RD_MAX 128 /* IRD / ORD ceiling (adapter MaxInbound/OutboundReadLimit) */
 
 enum sndk_rec_end {
-    SNDK_REC_NONE,     /* nothing finishes with this FPDU (or a Read Request: it waits) */
-    SNDK_REC_REQ,      /* the last FPDU of SQ request `req`: it is done when this is out */
-    SNDK_REC_RESP,     /* the last FPDU of the Read Response at the head of the IRQ */
+    SNDK_REC_NONE, /* nothing finishes with this FPDU (or a Read Request: it waits) */
+    SNDK_REC_REQ,  /* the last FPDU of SQ request `req`: it is done when this is out */
+    SNDK_REC_RESP, /* the last FPDU of the Read Response at the head of the IRQ */
 };
 
 struct sndk_tx_rec {
     uint32_t wire_len;
-    uint8_t ends;      /* enum sndk_rec_end */
-    bool resp;         /* part of a Read Response (else of the request req) */
-    uint32_t req;      /* its SQ counter (SNDK_REC_REQ: the request it ends) */
+    uint8_t ends; /* enum sndk_rec_end */
+    bool resp;    /* part of a Read Response (else of the request req) */
+    uint32_t req; /* its SQ counter (SNDK_REC_REQ: the request it ends) */
     /* source check (io->src_iov set): the payload iovecs in src_iov and their CRC32c when
      * the FPDU was built */
     uint16_t pay_first, pay_n;
@@ -114,23 +114,34 @@ struct sndk_irq_entry {
 static inline int sndk_acc_tagged_werr(enum sndk_access_result r)
 {
     switch (r) {
-    case SNDK_ACC_UNASSOC: return -SNDK_WERR_UNASSOC;
-    case SNDK_ACC_BOUNDS: return -SNDK_WERR_BOUNDS;
-    case SNDK_ACC_WRAP: return -SNDK_WERR_TO_WRAP;
-    case SNDK_ACC_TOO_MANY: return -SNDK_WERR_LOCAL;
-    default: return -SNDK_WERR_STAG; /* invalid STag; missing right (DDP has no access code) */
+    case SNDK_ACC_UNASSOC:
+        return -SNDK_WERR_UNASSOC;
+    case SNDK_ACC_BOUNDS:
+        return -SNDK_WERR_BOUNDS;
+    case SNDK_ACC_WRAP:
+        return -SNDK_WERR_TO_WRAP;
+    case SNDK_ACC_TOO_MANY:
+        return -SNDK_WERR_LOCAL;
+    default:
+        return -SNDK_WERR_STAG; /* invalid STag; missing right (DDP has no access code) */
     }
 }
 /* ... and a Read Request's source. */
 static inline int sndk_acc_rreq_werr(enum sndk_access_result r)
 {
     switch (r) {
-    case SNDK_ACC_UNASSOC: return -SNDK_WERR_RREQ_UNASSOC;
-    case SNDK_ACC_BOUNDS: return -SNDK_WERR_RREQ_BOUNDS;
-    case SNDK_ACC_WRAP: return -SNDK_WERR_RREQ_TO_WRAP;
-    case SNDK_ACC_RIGHTS: return -SNDK_WERR_RREQ_ACCESS;
-    case SNDK_ACC_TOO_MANY: return -SNDK_WERR_LOCAL;
-    default: return -SNDK_WERR_RREQ_STAG;
+    case SNDK_ACC_UNASSOC:
+        return -SNDK_WERR_RREQ_UNASSOC;
+    case SNDK_ACC_BOUNDS:
+        return -SNDK_WERR_RREQ_BOUNDS;
+    case SNDK_ACC_WRAP:
+        return -SNDK_WERR_RREQ_TO_WRAP;
+    case SNDK_ACC_RIGHTS:
+        return -SNDK_WERR_RREQ_ACCESS;
+    case SNDK_ACC_TOO_MANY:
+        return -SNDK_WERR_LOCAL;
+    default:
+        return -SNDK_WERR_RREQ_STAG;
     }
 }
 
@@ -160,9 +171,9 @@ enum sndk_rx_result {
 };
 
 /* The life of the connection under a QP, from its attach to its end. The QP's own state
- * (device/qp_state.h: idle, connected, disconnecting, error) is what the consumer sees; this is what the
- * socket is doing. Written only through sndk_conn_phase_set(), which refuses illegal moves and
- * logs `X => Y (why)`; each move is made holding the lock its readers hold (listed), so a
+ * (device/qp_state.h: idle, connected, disconnecting, error) is what the consumer sees; this is
+ * what the socket is doing. Written only through sndk_conn_phase_set(), which refuses illegal moves
+ * and logs `X => Y (why)`; each move is made holding the lock its readers hold (listed), so a
  * reader holding that lock sees the phase stable:
  *
  *   attaching --attach: socket watched (state_lock)--> live
@@ -222,11 +233,11 @@ enum sndk_write_done { SNDK_WRITE_DONE_IN_TCP, SNDK_WRITE_DONE_PLACED };
 
 /* TX's cursor (tx.c, under tx_lock): the message being cut into FPDUs. */
 struct sndk_tx_cut {
-    struct sndk_tx_msg msg;        /* the request or response being cut */
-    bool msg_active;               /* ... is: msg holds one */
-    uint32_t msg_req;              /* what msg is: SQ counter, or a response */
-    uint8_t msg_ends;              /* enum sndk_rec_end */
-    struct iovec *resp_iov;        /* the source of the response being cut */
+    struct sndk_tx_msg msg; /* the request or response being cut */
+    bool msg_active;        /* ... is: msg holds one */
+    uint32_t msg_req;       /* what msg is: SQ counter, or a response */
+    uint8_t msg_ends;       /* enum sndk_rec_end */
+    struct iovec *resp_iov; /* the source of the response being cut */
     int resp_cap;
 };
 
@@ -234,41 +245,41 @@ struct sndk_tx_cut {
  * receive, and the Read Response being placed into a Read's sink. Both may be open at once:
  * the peer's Sends and its Read Responses interleave at FPDU boundaries. */
 struct sndk_rx_place {
-    NTSTATUS cur_err_status;       /* the receive being placed failed its local checks: */
-    ULONG cur_err_code;            /* its status and ProviderErrorCode (0: none) */
-    bool cur_active;               /* a receive is being filled */
-    struct sndk_recv_wqe *cur;     /* copy of that receive (room for recv_max_sge SGEs) */
-    struct iovec *cur_iov;         /* its SGEs in host memory */
+    NTSTATUS cur_err_status;   /* the receive being placed failed its local checks: */
+    ULONG cur_err_code;        /* its status and ProviderErrorCode (0: none) */
+    bool cur_active;           /* a receive is being filled */
+    struct sndk_recv_wqe *cur; /* copy of that receive (room for recv_max_sge SGEs) */
+    struct iovec *cur_iov;     /* its SGEs in host memory */
     int cur_niov, cur_cap;
-    int cur_i;                     /* placement cursor: piece and offset in it */
+    int cur_i; /* placement cursor: piece and offset in it */
     size_t cur_off;
-    bool rd_active;                /* a Read Response is being placed into SQ request rd_req */
+    bool rd_active; /* a Read Response is being placed into SQ request rd_req */
     uint32_t rd_req;
     uint64_t rd_got;
-    int rd_i;                      /* placement cursor in its sink iovecs */
+    int rd_i; /* placement cursor in its sink iovecs */
     size_t rd_off;
 };
 
 struct sndk_conn {
     struct sndk_qp *qp;
-    struct sndk_conn_rec *crec;    /* counters / pcap of the connection (NULL: none); a reference */
-    uint64_t rx_fpdus_seen;        /* rx.fpdus already added to crec (under rx_lock) */
+    struct sndk_conn_rec *crec; /* counters / pcap of the connection (NULL: none); a reference */
+    uint64_t rx_fpdus_seen;     /* rx.fpdus already added to crec (under rx_lock) */
     struct sndk_engine *engine;
-    struct sndk_stream stream;     /* the transport (stream.h): a TCP socket today */
+    struct sndk_stream stream; /* the transport (stream.h): a TCP socket today */
     unsigned thread;
     struct sndk_link_events ev;
     void *ev_ctx;
     struct sndk_source src;
-    struct sndk_work src_done;     /* source removed: close the socket, drop the reference */
-    struct sndk_work ev_work;      /* delivers ev_pending on `thread`; holds a reference */
-    struct sndk_work detach_work;  /* on `thread`, after any event work: queue detach_done */
-    struct sndk_work end_work;     /* on `thread`: act on `end` (handed over with the move to
-                                      failing); holds a reference */
-    struct sndk_conn_end end;      /* why it ended: the first end found */
+    struct sndk_work src_done;    /* source removed: close the socket, drop the reference */
+    struct sndk_work ev_work;     /* delivers ev_pending on `thread`; holds a reference */
+    struct sndk_work detach_work; /* on `thread`, after any event work: queue detach_done */
+    struct sndk_work end_work;    /* on `thread`: act on `end` (handed over with the move to
+                                     failing); holds a reference */
+    struct sndk_conn_end end;     /* why it ended: the first end found */
     struct sndk_work *detach_done;
     struct sndk_timer shut_timer; /* sndk_qp_shutdown's bound; holds a reference while pending */
     struct sndk_cq_conn rconn, iconn;
-    struct sndk_dp_hooks hooks;    /* attached at the seams of dp_seams.h (set before publication) */
+    struct sndk_dp_hooks hooks; /* attached at the seams of dp_seams.h (set before publication) */
     struct sndk_fault_hook *fault_hook; /* fault injection's state (dp_hook_faults.c), or NULL */
     /* Each timer and work item holds a reference on the QP while pending or queued: the
      * engine's own pending state is the record of it (engine.h, "References"). */
@@ -277,7 +288,7 @@ struct sndk_conn {
     struct sndk_timer tx_stall_timer, rx_stall_timer;
     struct sndk_timer rnr_timer; /* the receiver-not-ready bound */
     struct sndk_work rnr_work;   /* a receive was posted while waiting: resume on `thread` */
-    _Atomic int phase; /* enum sndk_conn_phase: sndk_conn_phase_set() only */
+    _Atomic int phase;           /* enum sndk_conn_phase: sndk_conn_phase_set() only */
     /* A polling consumer's next receive pass: not before this (CLOCK_MONOTONIC ns; 0: now).
      * Set when a pass ended in the middle of a large payload, so the rest is read in one
      * piece rather than in crumbs (docs/datapath.md, "Who receives"). */
@@ -291,7 +302,7 @@ struct sndk_conn {
     uint32_t rx_backoff_ns_per_kib;
 
     /* under qp->state_lock */
-    unsigned ev_pending;           /* SNDK_EV_* */
+    unsigned ev_pending; /* SNDK_EV_* */
     bool detached;
     NTSTATUS ev_abort_status, ev_shut_status;
     ULONG ev_abort_reason;
@@ -300,21 +311,21 @@ struct sndk_conn {
     bool peer_fin; /* the peer's FIN was read: no more passes, EPOLLIN off */
 
     /* under qp->tx_lock */
-    bool tx_blocked;               /* EPOLLOUT armed */
-    bool rx_parked;                /* a consumer polls the receive CQ: EPOLLIN not watched */
-    _Atomic bool rx_watched;       /* the progress thread watches EPOLLIN (written under
-                                      tx_lock by update_events; read by passes under rx_lock) */
-    _Atomic uint8_t rnr_phase;       /* enum sndk_rnr_phase: written holding rx_lock and tx_lock
-                                        (rnr_set); a relaxed load elsewhere is a hint only */
+    bool tx_blocked;                   /* EPOLLOUT armed */
+    bool rx_parked;                    /* a consumer polls the receive CQ: EPOLLIN not watched */
+    _Atomic bool rx_watched;           /* the progress thread watches EPOLLIN (written under
+                                          tx_lock by update_events; read by passes under rx_lock) */
+    _Atomic uint8_t rnr_phase;         /* enum sndk_rnr_phase: written holding rx_lock and tx_lock
+                                          (rnr_set); a relaxed load elsewhere is a hint only */
     struct sndk_rnr_waiter rnr_waiter; /* on the SRQ's waiter list (its lock) */
-    _Atomic bool sock_failed;      /* a send failed hard (reset): the socket's error is
-                                      consumed, so a later read of 0 is not the peer's FIN */
-    uint8_t tx_gate;               /* enum sndk_tx_gate */
-    uint32_t msn_send;             /* next Send MSN (QN 0), first = 1 */
-    uint32_t msn_term;             /* next Terminate MSN (QN 2), first = 1 */
-    uint32_t msn_read;             /* next Read Request MSN (QN 1), first = 1 */
-    uint32_t ord, ird;             /* effective, from the link (<= SNDK_RD_MAX) */
-    uint32_t orq[SNDK_RD_MAX];     /* SQ counters of the Reads on the wire, oldest first */
+    _Atomic bool sock_failed;          /* a send failed hard (reset): the socket's error is
+                                          consumed, so a later read of 0 is not the peer's FIN */
+    uint8_t tx_gate;                   /* enum sndk_tx_gate */
+    uint32_t msn_send;                 /* next Send MSN (QN 0), first = 1 */
+    uint32_t msn_term;                 /* next Terminate MSN (QN 2), first = 1 */
+    uint32_t msn_read;                 /* next Read Request MSN (QN 1), first = 1 */
+    uint32_t ord, ird;                 /* effective, from the link (<= SNDK_RD_MAX) */
+    uint32_t orq[SNDK_RD_MAX];         /* SQ counters of the Reads on the wire, oldest first */
     uint32_t orq_head, orq_count;
     uint8_t orq_kind[SNDK_RD_MAX];        /* enum sndk_orq_kind, by ORQ slot */
     uint32_t orq_covers[SNDK_RD_MAX];     /* its response places the Writes before this SQ
@@ -324,13 +335,13 @@ struct sndk_conn {
     uint32_t writes_unfenced; /* Writes cut since the last Read or fence was cut */
     struct sndk_irq_entry irq[SNDK_RD_MAX]; /* inbound Read Requests, oldest first */
     uint32_t irq_head, irq_count;
-    uint32_t irq_built;            /* of those, responses completely cut into the batch */
-    bool tx_kick;                  /* RX made TX work possible (a Read ended, a request came) */
+    uint32_t irq_built; /* of those, responses completely cut into the batch */
+    bool tx_kick;       /* RX made TX work possible (a Read ended, a request came) */
     struct sndk_tx_cfg txcfg;
-    struct sndk_tx_cut cut;        /* the message being cut into FPDUs (tx.c's) */
-    int nrec, rec_i;               /* FPDUs of the current writev batch, first unfinished */
-    uint32_t rec_done;             /* bytes of rec[rec_i] already written */
-    struct iovec *iov_cur;         /* unwritten part of iov[] */
+    struct sndk_tx_cut cut; /* the message being cut into FPDUs (tx.c's) */
+    int nrec, rec_i;        /* FPDUs of the current writev batch, first unfinished */
+    uint32_t rec_done;      /* bytes of rec[rec_i] already written */
+    struct iovec *iov_cur;  /* unwritten part of iov[] */
     int iov_left;
     struct sndk_tx_rec rec[SNDK_TX_BATCH];
     struct sndk_fpdu fp[SNDK_TX_BATCH];
@@ -345,7 +356,7 @@ struct sndk_conn {
         uint64_t end; /* stream position after the record's last byte */
         uint8_t ends; /* enum sndk_rec_end */
         uint32_t req;
-    } *unsettled;
+    } * unsettled;
     uint32_t uns_cap, uns_head, uns_n;
     /* SourceCheck on: the batch's iovecs as built (sendmsg progress edits iov in place), so
      * each FPDU's source can be checksummed again once it is sent; NULL when off */
@@ -353,10 +364,10 @@ struct sndk_conn {
 
     /* under qp->rx_lock */
     struct sndk_rx rx;
-    bool rx_emptied;               /* the last pass ended on a read shorter than asked (or
-                                      EAGAIN): it emptied the socket, inside a payload when the
-                                      parser is in DATA (sndk_rx_due_after_pass) */
-    struct sndk_rx_place place;    /* where the messages in flight are placed (rx.c's) */
+    bool rx_emptied;            /* the last pass ended on a read shorter than asked (or
+                                   EAGAIN): it emptied the socket, inside a payload when the
+                                   parser is in DATA (sndk_rx_due_after_pass) */
+    struct sndk_rx_place place; /* where the messages in flight are placed (rx.c's) */
     uint8_t stage[SNDK_RX_STAGE];
     uint32_t stage_len, stage_pos;
 };

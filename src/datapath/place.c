@@ -60,10 +60,9 @@ static int take_receive(struct sndk_qp *qp)
     for (uint32_t i = 0; i < w->nsge; i++) {
         const NDK_SGE *s = &w->sge[i];
         int k = 0;
-        enum sndk_access_result r =
-            sndk_access_check(qp->pd, s->MemoryRegionToken, (uint64_t)(uintptr_t)s->VirtualAddress,
-                              s->Length, SNDK_ACCESS_LOCAL_WRITE, false, io->place.cur_iov + n,
-                              io->place.cur_cap - n, &k);
+        enum sndk_access_result r = sndk_access_check(
+            qp->pd, s->MemoryRegionToken, (uint64_t)(uintptr_t)s->VirtualAddress, s->Length,
+            SNDK_ACCESS_LOCAL_WRITE, false, io->place.cur_iov + n, io->place.cur_cap - n, &k);
         if (r != SNDK_ACC_OK) {
             /* NDSPI: a receive whose SGE names invalid memory completes with an access
              * violation; the Send cannot be placed, so the stream is over. */
@@ -287,7 +286,8 @@ static int rx_msg_done(void *ctx, const struct sndk_rx_seg *seg, uint64_t msg_le
         if (a != SNDK_ACC_OK) {
             note_refused(a, qp, seg->inval_stag);
             io->place.cur_err_status = STATUS_ACCESS_VIOLATION;
-            io->place.cur_err_code = a == SNDK_ACC_UNASSOC ? SNDK_WERR_INV_STAG_PD : SNDK_WERR_INV_STAG;
+            io->place.cur_err_code =
+                a == SNDK_ACC_UNASSOC ? SNDK_WERR_INV_STAG_PD : SNDK_WERR_INV_STAG;
             return a == SNDK_ACC_UNASSOC ? -SNDK_WERR_INV_STAG_PD : -SNDK_WERR_INV_STAG;
         }
         r.Type = NdkOperationTypeReceiveAndInvalidate;

@@ -111,8 +111,8 @@ static inline ssize_t sndk_stream_writev(struct sndk_stream *s, const struct iov
         s->written += (uint64_t)w;
     return w;
 }
-static inline ssize_t sndk_stream_writev_lent(struct sndk_stream *s, const struct iovec *iov,
-                                              int n, const uint8_t *lend)
+static inline ssize_t sndk_stream_writev_lent(struct sndk_stream *s, const struct iovec *iov, int n,
+                                              const uint8_t *lend)
 {
     if (!s->ops->writev_lent || !lend)
         return sndk_stream_writev(s, iov, n);

@@ -53,7 +53,7 @@
 #include "util/log.h"
 
 #define SHM_MAGIC   0x314d48534b444e53ull /* "SNDKSHM1" */
-#define SHM_VERSION 2u /* 2: records, spans */
+#define SHM_VERSION 2u                    /* 2: records, spans */
 #define SHM_RING    (4u << 20) /* per direction: 4 MiB, 64 of the largest FPDUs in flight */
 #define SHM_PAGE    4096u
 #define SHM_SIZE    ((size_t)SHM_PAGE + 2u * (size_t)SHM_RING)
@@ -93,7 +93,7 @@ struct shm_span {
     struct shm_rec h;
     uint64_t addr;
 };
-#define REC_ALIGN 8u
+#define REC_ALIGN  8u
 #define REC_PAD(n) (((n) + (REC_ALIGN - 1)) & ~(uint64_t)(REC_ALIGN - 1))
 /* Spans outstanding at once on one stream; more go as bytes. */
 #define SPANS_MAX 256u
@@ -103,7 +103,7 @@ struct shm_span {
 
 /* Whether this reader may pull the writer's spans (a phase: logged as any other). */
 enum shm_pull {
-    PULL_UNKNOWN, /* not probed yet: the writer sends bytes */
+    PULL_UNKNOWN,  /* not probed yet: the writer sends bytes */
     PULL_ONE_COPY, /* the probe read the writer's word: spans welcome */
     PULL_STAGED,   /* process_vm_readv refused (ptrace scope, seccomp, ...): bytes only */
     PULL_STATES
@@ -155,25 +155,25 @@ struct shm_stream {
     struct shm_ctl *in, *out;
     uint8_t *in_ring, *out_ring;
     /* reader side (under the connection's rx_lock) */
-    uint64_t head;           /* our copy: the shared one is never read back */
-    uint32_t wakes_seen;     /* wake bytes taken off the socket */
-    uint32_t room_wakes;     /* the peer's count of wakes for our writer, as last drained */
-    _Atomic bool room_armed; /* room_evfd holds a count */
-    _Atomic bool w_blocked;  /* the writer said "full" (-EAGAIN) and has not written since */
-    _Atomic bool self_armed; /* evfd holds a count (set by the reader, or by a writer that
-                                mapped the rings: the reader then looks at them) */
-    bool in_ended;           /* the peer's end of stream reached */
-    int pull;                /* enum shm_pull: can we read the peer's spans */
-    uint32_t rec_kind;       /* the record being read: 0 (none), REC_BYTES, REC_SPAN */
-    uint32_t rec_left;       /* its bytes not read yet */
-    uint64_t rec_data;       /* REC_BYTES: ring position of its next byte */
-    uint64_t rec_addr;       /* REC_SPAN: the peer's address of its next byte */
-    uint64_t rec_end;        /* ring position after the record */
-    uint64_t pulled;         /* bytes read straight from the peer's memory (tests) */
-    uint32_t spans_passed;   /* spans our head passed since the writer last heard of it */
+    uint64_t head;             /* our copy: the shared one is never read back */
+    uint32_t wakes_seen;       /* wake bytes taken off the socket */
+    uint32_t room_wakes;       /* the peer's count of wakes for our writer, as last drained */
+    _Atomic bool room_armed;   /* room_evfd holds a count */
+    _Atomic bool w_blocked;    /* the writer said "full" (-EAGAIN) and has not written since */
+    _Atomic bool self_armed;   /* evfd holds a count (set by the reader, or by a writer that
+                                  mapped the rings: the reader then looks at them) */
+    bool in_ended;             /* the peer's end of stream reached */
+    int pull;                  /* enum shm_pull: can we read the peer's spans */
+    uint32_t rec_kind;         /* the record being read: 0 (none), REC_BYTES, REC_SPAN */
+    uint32_t rec_left;         /* its bytes not read yet */
+    uint64_t rec_data;         /* REC_BYTES: ring position of its next byte */
+    uint64_t rec_addr;         /* REC_SPAN: the peer's address of its next byte */
+    uint64_t rec_end;          /* ring position after the record */
+    uint64_t pulled;           /* bytes read straight from the peer's memory (tests) */
+    uint32_t spans_passed;     /* spans our head passed since the writer last heard of it */
     uint64_t socket_looked_ms; /* a polling reader's last look at the socket (coarse ms) */
-    pid_t peer_pid;             /* the peer process, as the kernel told (SO_PEERCRED) */
-    uint64_t probe_word;        /* what the peer's probe reads from us */
+    pid_t peer_pid;            /* the peer process, as the kernel told (SO_PEERCRED) */
+    uint64_t probe_word;       /* what the peer's probe reads from us */
     /* writer side (under tx_lock) */
     uint64_t tail;
     uint64_t seen_head; /* the peer's head as last validated: it never goes back */
@@ -629,8 +629,9 @@ static ssize_t pull_span(struct shm_stream *st, const struct iovec *iov, int nio
         int err = r < 0 ? errno : EFAULT;
         if (err == ESRCH)
             return fail(st, ECONNRESET, "the peer process is gone");
-        return fail(st, EPROTO, err == EFAULT ? "a span outside the peer's memory"
-                                              : "the peer's span could not be read");
+        return fail(st, EPROTO,
+                    err == EFAULT ? "a span outside the peer's memory"
+                                  : "the peer's span could not be read");
     }
     st->rec_addr += (uint64_t)r;
     st->pulled += (uint64_t)r;
@@ -704,8 +705,8 @@ static void choose_copy(void)
     free(src);
     free(dst);
     if (!cma_ok) {
-        snprintf(copy_choice.why, sizeof copy_choice.why,
-                 "cross-memory attach refused here (%s)", strerror(errno));
+        snprintf(copy_choice.why, sizeof copy_choice.why, "cross-memory attach refused here (%s)",
+                 strerror(errno));
         return;
     }
     copy_choice.one_copy = best_cma >= best_mem;
@@ -970,8 +971,7 @@ static ssize_t shm_writev_lent(struct sndk_stream *s, const struct iovec *iov, i
             return -EAGAIN;
     }
     atomic_store_explicit(&st->w_blocked, false, memory_order_relaxed);
-    bool may_lend = lend &&
-                    atomic_load_explicit(&st->out->pull_ok, memory_order_acquire) == 1;
+    bool may_lend = lend && atomic_load_explicit(&st->out->pull_ok, memory_order_acquire) == 1;
     uint64_t pos = st->tail; /* where the next record goes */
     size_t put = 0;          /* stream bytes in the records written */
     int i = 0;
@@ -985,9 +985,9 @@ static ssize_t shm_writev_lent(struct sndk_stream *s, const struct iovec *iov, i
         size_t left = iov[i].iov_len - off;
         if (may_lend && lend[i] && left >= SNDK_STREAM_LEND_MIN && st->span_n < SPANS_MAX &&
             left <= UINT32_MAX) {
-            struct shm_span sp = {.h = {.kind = REC_SPAN, .len = (uint32_t)left},
-                                  .addr = (uint64_t)(uintptr_t)((const uint8_t *)iov[i].iov_base +
-                                                                off)};
+            struct shm_span sp = {
+                .h = {.kind = REC_SPAN, .len = (uint32_t)left},
+                .addr = (uint64_t)(uintptr_t)((const uint8_t *)iov[i].iov_base + off)};
             ring_in_copy(st->out_ring, pos, (const uint8_t *)&sp, sizeof sp);
             pos += sizeof sp;
             room -= (int64_t)sizeof sp;

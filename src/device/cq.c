@@ -287,7 +287,7 @@ static void set_poll_mode(struct sndk_cq *cq, enum sndk_cq_poll_mode to, const c
     if (from == (int)to)
         return;
     assert((from == SNDK_CQ_POLL_EACH && to == SNDK_CQ_POLL_SET_NEW) ||
-                (from == SNDK_CQ_POLL_SET_NEW && to == SNDK_CQ_POLL_SET) || to == SNDK_CQ_POLL_EACH);
+           (from == SNDK_CQ_POLL_SET_NEW && to == SNDK_CQ_POLL_SET) || to == SNDK_CQ_POLL_EACH);
     atomic_store_explicit(&cq->poll_mode, (int)to, memory_order_release);
     sndk_debug("cq", "CQ %p: polls %s => %s (%s)", (void *)cq, poll_mode_names[from],
                poll_mode_names[to], why);
@@ -504,8 +504,7 @@ static bool poll_conns(struct sndk_cq *cq, bool armed)
     return progress;
 }
 
-static ULONG get_results(struct sndk_cq *cq, ULONG nResults, NDK_RESULT_EX *out_ex,
-                         NDK_RESULT *out)
+static ULONG get_results(struct sndk_cq *cq, ULONG nResults, NDK_RESULT_EX *out_ex, NDK_RESULT *out)
 {
     sndk_mutex_lock(&cq->lock);
     ULONG n = take_locked(cq, nResults, out_ex, out);
@@ -550,8 +549,8 @@ static ULONG cq_get_results_ex(NDK_CQ *pNdkCq, NDK_RESULT_EX Results[], ULONG nR
     return get_results(cq, nResults, Results, NULL);
 }
 
-static NTSTATUS cq_resize(NDK_CQ *pNdkCq, ULONG CqDepth, NDK_FN_REQUEST_COMPLETION RequestCompletion,
-                          PVOID RequestContext)
+static NTSTATUS cq_resize(NDK_CQ *pNdkCq, ULONG CqDepth,
+                          NDK_FN_REQUEST_COMPLETION RequestCompletion, PVOID RequestContext)
 {
     (void)RequestCompletion; /* resizes complete inline */
     (void)RequestContext;

@@ -59,17 +59,17 @@ struct sndk_cq {
     struct sndk_mutex lock; /* guards everything below; taken before engine locks */
     struct sndk_cqe *ring;
     uint32_t depth;
-    uint32_t head;      /* index of the oldest entry */
-    uint32_t count;     /* entries queued */
-    uint64_t produced;  /* entries ever queued: the next entry's sequence number */
-    uint64_t notify_seq;/* `produced` when the last notification fired */
-    uint64_t last_solicited; /* sequence + 1 of the newest solicited/error entry, 0 = none */
-    int armed;          /* SNDK_CQ_UNARMED or NDK_CQ_NOTIFY_* */
-    NTSTATUS dead;      /* STATUS_SUCCESS, or why the CQ is dead (overrun) */
+    uint32_t head;             /* index of the oldest entry */
+    uint32_t count;            /* entries queued */
+    uint64_t produced;         /* entries ever queued: the next entry's sequence number */
+    uint64_t notify_seq;       /* `produced` when the last notification fired */
+    uint64_t last_solicited;   /* sequence + 1 of the newest solicited/error entry, 0 = none */
+    int armed;                 /* SNDK_CQ_UNARMED or NDK_CQ_NOTIFY_* */
+    NTSTATUS dead;             /* STATUS_SUCCESS, or why the CQ is dead (overrun) */
     uint64_t fault_overrun_at; /* injected overrun (docs/faults.md): at this `produced`, else
                                   UINT64_MAX */
     const struct sndk_fault_rule *fault_rule;
-    unsigned fault_no;  /* the CQ's number among the adapter's, for the log */
+    unsigned fault_no;             /* the CQ's number among the adapter's, for the log */
     struct sndk_work overrun_work; /* after an overrun: the QPs feeding the CQ abort; holds a
                                       reference */
 
@@ -80,7 +80,7 @@ struct sndk_cq {
      * mod_count completions accumulated */
     ULONG mod_interval;
     ULONG mod_count;
-    bool moderating;   /* an arm is satisfied, its callback held back */
+    bool moderating; /* an arm is satisfied, its callback held back */
     uint32_t mod_accum;
     /* Pending only while moderating (armed and cancelled under lock); each pending period
      * holds a reference (engine.h, "References"). */

@@ -26,10 +26,10 @@ struct sndk_mr {
     struct sndk_pd *pd;
     bool fast; /* fixed at creation */
     enum sndk_mr_state state;
-    uint32_t stag;     /* current token (local = remote) */
-    uintptr_t va;      /* base of the region as peers and SGEs address it */
+    uint32_t stag; /* current token (local = remote) */
+    uintptr_t va;  /* base of the region as peers and SGEs address it */
     size_t length;
-    unsigned access;   /* enum sndk_access */
+    unsigned access; /* enum sndk_access */
     uint32_t fr_max_pages;
     bool fr_remote;
     /* fast-registered mapping (NdkFastRegister): logical page addresses, the region starts
@@ -54,7 +54,7 @@ struct sndk_mw {
     struct sndk_mr *mr; /* bound: the MR it windows */
     uintptr_t va;
     size_t length;
-    unsigned access;    /* SNDK_ACCESS_REMOTE_* */
+    unsigned access; /* SNDK_ACCESS_REMOTE_* */
 };
 
 static inline struct sndk_mr *sndk_mr_from(const void *pub)

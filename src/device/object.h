@@ -180,7 +180,6 @@ static inline bool sndk_obj_usable(const struct sndk_obj *o, const struct sndk_a
 
 const char *sndk_obj_type_name(NDK_OBJECT_TYPE type);
 
-
 /* ---- The verifier's view of an object (verify/verify.h knows no object type) ---------------- */
 
 /* Object o as the verifier's reports name it: its type, its address, its adapter's settings. */

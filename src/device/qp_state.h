@@ -29,21 +29,21 @@ enum sndk_qp_state {
  * when they reach their place in the queue). */
 struct sndk_sqe {
     void *context;
-    struct iovec *iov;  /* payload / Read sink: the slot's iovec storage, or its inline copy */
+    struct iovec *iov; /* payload / Read sink: the slot's iovec storage, or its inline copy */
     uint64_t bytes;
-    uint32_t flags;     /* NDK_OP_FLAG_* */
-    uint32_t inv_stag;  /* Send with Invalidate */
-    uint32_t msn;       /* Send: QN 0 MSN; Read: QN 1 MSN; assigned when the first byte is built */
-    NTSTATUS status;    /* STATUS_SUCCESS, or a local error found when posted */
-    ULONG code;         /* ProviderErrorCode with that error */
+    uint32_t flags;    /* NDK_OP_FLAG_* */
+    uint32_t inv_stag; /* Send with Invalidate */
+    uint32_t msn;      /* Send: QN 0 MSN; Read: QN 1 MSN; assigned when the first byte is built */
+    NTSTATUS status;   /* STATUS_SUCCESS, or a local error found when posted */
+    ULONG code;        /* ProviderErrorCode with that error */
     int niov;
-    uint8_t opcode;     /* RDMAP opcode; the wire layer reads it, the object layer sets it */
-    uint8_t kind;       /* enum sndk_sq_kind */
-    bool done;          /* finished (under tx_lock): retires once every earlier request has */
-    uint32_t rstag;     /* Write / Read: remote token; Read: private sink STag in sink_stag */
-    uint64_t rto;       /* Write / Read: remote address */
-    uint32_t sink_stag; /* Read */
-    uint32_t local_tok; /* Read with RDMA_READ_LOCAL_INVALIDATE: token of the first SGE */
+    uint8_t opcode;          /* RDMAP opcode; the wire layer reads it, the object layer sets it */
+    uint8_t kind;            /* enum sndk_sq_kind */
+    bool done;               /* finished (under tx_lock): retires once every earlier request has */
+    uint32_t rstag;          /* Write / Read: remote token; Read: private sink STag in sink_stag */
+    uint64_t rto;            /* Write / Read: remote address */
+    uint32_t sink_stag;      /* Read */
+    uint32_t local_tok;      /* Read with RDMA_READ_LOCAL_INVALIDATE: token of the first SGE */
     struct sndk_obj *target; /* Invalidate: the MR or MW (a reference until executed) */
 };
 
@@ -84,8 +84,8 @@ struct sndk_qp {
      * tx_lock and is read by the poster without it (acquire) to see free slots. */
     struct sndk_mutex tx_lock;
     struct sndk_sqe *sq;
-    struct iovec *sq_iov;     /* initiator_max_sge (at least 1) iovecs per slot */
-    uint8_t *sq_inline;       /* inline_size bytes per slot */
+    struct iovec *sq_iov; /* initiator_max_sge (at least 1) iovecs per slot */
+    uint8_t *sq_inline;   /* inline_size bytes per slot */
     uint32_t sq_iov_stride;
     uint32_t sq_tail;         /* written under tx_lock by the poster */
     _Atomic uint32_t sq_head; /* written under tx_lock */
@@ -96,7 +96,7 @@ struct sndk_qp {
     struct sndk_recv_ring rq;
 
     struct sndk_mutex rx_lock; /* the receive side of io: parser, current receive */
-    struct sndk_conn *io;     /* set once by the first attach, freed with the QP */
+    struct sndk_conn *io;      /* set once by the first attach, freed with the QP */
 };
 
 static inline enum sndk_qp_state sndk_qp_state(const struct sndk_qp *qp)

@@ -136,8 +136,7 @@ static void srq_rnr_kick_locked(struct sndk_srq *srq)
         w->kick(w);
 }
 
-static NTSTATUS srq_receive(NDK_SRQ *pNdkSrq, PVOID RequestContext, const NDK_SGE *pSgl,
-                            ULONG nSge)
+static NTSTATUS srq_receive(NDK_SRQ *pNdkSrq, PVOID RequestContext, const NDK_SGE *pSgl, ULONG nSge)
 {
     struct sndk_srq *srq = sndk_srq_from(pNdkSrq);
     if (!srq)

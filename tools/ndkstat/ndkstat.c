@@ -485,9 +485,9 @@ static void out_table(struct snap *s, int ns, struct snap *prev)
             }
             printf("  %4s %-7s %-13s %-22s %-22s %4s %4s %-11s %-11s %12s %12s %9s %9s %-5s\n",
                    get(r, "id"), get(r, "role"), get(r, "state"), get(r, "local"), get(r, "peer"),
-                   get(r, "ird"), get(r, "ord"), get(r, "sq"), get(r, "rq"),
-                   get(r, "out_octets"), get(r, "in_octets"), get(r, "out_frames"),
-                   get(r, "in_frames"), get(r, "transport"));
+                   get(r, "ird"), get(r, "ord"), get(r, "sq"), get(r, "rq"), get(r, "out_octets"),
+                   get(r, "in_octets"), get(r, "out_frames"), get(r, "in_frames"),
+                   get(r, "transport"));
         }
         if (!hdr)
             printf("  (no connections)\n");
