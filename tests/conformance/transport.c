@@ -10,7 +10,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <grp.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -155,6 +157,78 @@ TEST(transport_shm_listener_refuses_a_socket_that_is_not_a_connector)
     char *log = fx_capture_end(&cap);
     CHECK_EQ_U64(fx_count_lines(log, "refused a same-host connection from pid",
                                 "its socket name is not a softndk connector's", NULL),
+                 1);
+    free(log);
+}
+
+/* Only our own user shares memory with us: a client process running as another user (nobody)
+ * reaches the listener's name, is refused after SO_PEERCRED with a warn line naming its uid,
+ * and its NdkConnect fails as a refused connection; the listener's consumer sees nothing, and
+ * a client of our own user is served over shared memory right after. The client is forked
+ * before the listener's adapter exists (no thread to inherit) and drops to uid and gid 65534,
+ * which needs root: CI runs this suite as root. */
+TEST(transport_shm_listener_refuses_another_user)
+{
+    if (geteuid() != 0)
+        SKIP("needs root, to run the client as another user (nobody)");
+    int to_child[2], from_child[2];
+    CHECK_EQ_I64(pipe(to_child), 0);
+    CHECK_EQ_I64(pipe(from_child), 0);
+    SOFTNDK_OPTIONS o;
+    fx_options(&o, "");
+    o.Transport = SoftNdkTransportShm;
+    o.LogLevel = SoftNdkLogInfo;
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(to_child[1]);
+        close(from_child[0]);
+        struct fx_server srv;
+        memset(&srv, 0, sizeof srv);
+        if (read(to_child[0], &srv.port, sizeof srv.port) != (ssize_t)sizeof srv.port)
+            _exit(10);
+        if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(11);
+        NDK_ADAPTER *b = fx_open_with(&o);
+        struct fx_side cl;
+        fx_side_init(&cl, b, 4096, 4, 4);
+        fx_connect_refused(&cl, &srv, STATUS_CONNECTION_REFUSED);
+        fx_side_close(&cl);
+        SoftNdkCloseAdapter(b);
+        _exit(0);
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    NDK_ADAPTER *a = fx_open_with(&o);
+    struct fx_server srv;
+    fx_listen(&srv, a);
+    CHECK_EQ_I64(write(to_child[1], &srv.port, sizeof srv.port), (ssize_t)sizeof srv.port);
+    int status = 0;
+    CHECK_EQ_I64(waitpid(pid, &status, 0), pid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "the other user's client: status %#x (10: no port, 11: setuid refused, else a "
+              "check failed)",
+              (unsigned)status);
+    CHECK_EQ_U64(atomic_load(&srv.n), 0); /* no connect event */
+    struct fx_side cl, sv;
+    fx_side_init(&cl, a, 4096, 4, 4);
+    fx_side_init(&sv, a, 4096, 4, 4);
+    fx_establish(&cl, &sv, &srv);
+    SOFTNDK_COUNTERS c;
+    fx_counters(a, &c);
+    CHECK_EQ_U64(c.SameHostConnections, 2); /* both ends of ours, over shared memory */
+    fx_side_close(&cl);
+    fx_side_close(&sv);
+    fx_server_close(&srv);
+    SoftNdkCloseAdapter(a);
+    close(to_child[1]);
+    close(from_child[0]);
+    char *log = fx_capture_end(&cap);
+    CHECK_EQ_U64(fx_count_lines(log, "refused a same-host connection from pid", "uid 65534",
+                                "not our user", NULL),
                  1);
     free(log);
 }
