@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "iwarp/fpdu.h"
+#include "util/lock.h"
 #include "util/log.h"
 
 #define SHM_MAGIC   0x314d48534b444e53ull /* "SNDKSHM1" */
@@ -262,6 +263,70 @@ static void map_rings(struct shm_stream *st)
                           memory_order_release);
 }
 
+/* ---------------------------------------------------------------- one mapping per process */
+
+/* The rings this process mapped, by their memfd's inode: when both ends of a connection live in
+ * one process (two endpoints of one consumer; every in-process test pair) the passive end maps
+ * nothing new but takes the active end's address. One set of atomics then serves both, and
+ * ThreadSanitizer, which relates a release and an acquire only at one address, can follow every
+ * hand-off through the rings. */
+struct ring_map {
+    struct ring_map *next;
+    dev_t dev;
+    ino_t ino;
+    void *base;
+    unsigned refs;
+};
+static struct sndk_mutex maps_lock = SNDK_MUTEX_INITIALIZER(SNDK_LOCK_SHM_MAPS);
+static struct ring_map *maps;
+
+/* Map mfd's rings, or take this process's mapping of them: the base, or MAP_FAILED (errno). */
+static void *rings_map(int mfd)
+{
+    struct stat sb;
+    if (fstat(mfd, &sb) != 0)
+        return MAP_FAILED;
+    sndk_mutex_lock(&maps_lock);
+    for (struct ring_map *r = maps; r; r = r->next) {
+        if (r->dev == sb.st_dev && r->ino == sb.st_ino) {
+            r->refs++;
+            sndk_mutex_unlock(&maps_lock);
+            return r->base;
+        }
+    }
+    struct ring_map *r = calloc(1, sizeof *r);
+    void *m = r ? mmap(NULL, SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0) : MAP_FAILED;
+    if (m == MAP_FAILED) {
+        int err = r ? errno : ENOMEM;
+        free(r);
+        sndk_mutex_unlock(&maps_lock);
+        errno = err;
+        return MAP_FAILED;
+    }
+    *r = (struct ring_map){.next = maps, .dev = sb.st_dev, .ino = sb.st_ino, .base = m, .refs = 1};
+    maps = r;
+    sndk_mutex_unlock(&maps_lock);
+    return m;
+}
+
+/* One end lets its rings go: unmapped with the last. */
+static void rings_unmap(void *base)
+{
+    sndk_mutex_lock(&maps_lock);
+    for (struct ring_map **pp = &maps; *pp; pp = &(*pp)->next) {
+        struct ring_map *r = *pp;
+        if (r->base != base)
+            continue;
+        if (--r->refs == 0) {
+            *pp = r->next;
+            munmap(r->base, SHM_SIZE);
+            free(r);
+        }
+        break;
+    }
+    sndk_mutex_unlock(&maps_lock);
+}
+
 /* ---------------------------------------------------------------- the handshake */
 
 static int create_rings(struct shm_stream *st)
@@ -275,7 +340,7 @@ static int create_rings(struct shm_stream *st)
         close(mfd);
         return -err;
     }
-    void *m = mmap(NULL, SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    void *m = rings_map(mfd);
     if (m == MAP_FAILED) {
         int err = errno;
         close(mfd);
@@ -310,7 +375,7 @@ static int create_rings(struct shm_stream *st)
     int err = w == (ssize_t)sizeof hello ? 0 : (w < 0 ? errno : EIO);
     close(mfd); /* the mapping and the peer's copy keep it */
     if (err) {
-        munmap(st->base, SHM_SIZE);
+        rings_unmap(st->base);
         st->base = NULL;
         return -err;
     }
@@ -373,7 +438,7 @@ static int receive_rings(struct shm_stream *st)
             close(mfd);
         return fail(st, EPROTO, bad);
     }
-    void *m = mmap(NULL, SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    void *m = rings_map(mfd);
     int err = m == MAP_FAILED ? errno : 0;
     close(mfd);
     if (err)
@@ -1116,7 +1181,7 @@ static uint32_t shm_fpdu_max(struct sndk_stream *s)
 static void destroy(struct shm_stream *st)
 {
     if (st->base)
-        munmap(st->base, SHM_SIZE);
+        rings_unmap(st->base);
     if (st->epfd >= 0)
         close(st->epfd);
     if (st->evfd >= 0)

@@ -26,6 +26,7 @@ static const char *const rank_names[SNDK_LOCK_RANKS] = {
     [SNDK_LOCK_PCAP_LIST] = "the capture file list lock",
     [SNDK_LOCK_PCAP] = "a capture file's lock",
     [SNDK_LOCK_TRACE] = "the trace log lock",
+    [SNDK_LOCK_SHM_MAPS] = "the shared-memory ring map lock",
     [SNDK_LOCK_ENGINE_QUIESCE] = "e->quiesce_lock",
     [SNDK_LOCK_ENGINE_THREAD] = "t->lock",
     [SNDK_LOCK_ENGINE_DRAIN] = "e->drain_lock",

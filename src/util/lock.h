@@ -62,6 +62,7 @@ enum sndk_lock_rank {
     SNDK_LOCK_PCAP_LIST,      /* pcap.c: the open capture files */
     SNDK_LOCK_PCAP,           /* p->lock: one capture file */
     SNDK_LOCK_TRACE,          /* trace.c: the trace log */
+    SNDK_LOCK_SHM_MAPS,       /* stream_shm.c: the rings this process mapped */
     SNDK_LOCK_ENGINE_QUIESCE, /* e->quiesce_lock */
     SNDK_LOCK_ENGINE_THREAD,  /* t->lock, a progress thread's (two: sndk_mutex_lock_nested) */
     SNDK_LOCK_ENGINE_DRAIN,   /* e->drain_lock */

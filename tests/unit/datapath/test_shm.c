@@ -17,18 +17,6 @@
 #include "datapath/link.h"
 #include "datapath/stream.h"
 
-/* One process that maps one memfd twice (both ends of a pair here) hands every ring byte from
- * one address to another: ThreadSanitizer ties a release and an acquire only at one address,
- * so it reports each hand-off as a race. The ends of a real connection are two processes
- * (the peer-death test forks one, and runs under TSan too). */
-#if defined(__SANITIZE_THREAD__)
-#define UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
-#endif
-
 #define XCTX ((void *)0x1001)
 #define YCTX ((void *)0x2002)
 #define MIB  (1u << 20)
@@ -40,9 +28,6 @@ struct shm_pair {
 
 static void shm_pair_open(struct shm_pair *sp, size_t buf_len)
 {
-#ifdef UNDER_TSAN
-    SKIP("TSan: one process mapping the rings twice (see the top of the file)");
-#endif
     struct dp_opts o;
     dp_opts_default(&o);
     o.buf_len = buf_len;
