@@ -321,6 +321,12 @@ typedef struct _SOFTNDK_SEMANTICS {
      * and why ("forced by SOFTNDK_CRC_KERNEL", or each candidate's measured GB/s): static. */
     const char *CrcKernel;
     const char *CrcKernelReason;
+    /* How the process takes a same-host peer's large RDMA Write and Read payloads
+     * (docs/transport-shm.md, "One copy"): "one" (straight from the peer's memory) or "staged"
+     * (through the shared ring), and why ("forced by SOFTNDK_SHM_COPY", each copy's measured
+     * GB/s, or cross-memory attach refused): static. */
+    const char *SameHostCopy;
+    const char *SameHostCopyReason;
 } SOFTNDK_SEMANTICS;
 
 SOFTNDK_API NTSTATUS SoftNdkQuerySemantics(NDK_ADAPTER *pNdkAdapter, SOFTNDK_SEMANTICS *Semantics);

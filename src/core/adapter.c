@@ -1,6 +1,7 @@
 /* Adapter: SoftNdkOpenAdapter / SoftNdkCloseAdapter, NdkQueryAdapterInfo, version negotiation
  * (docs/ndk-rules.md [ADP-4]). */
 #include "core/create.h"
+#include "datapath/stream.h"
 #include "device/cq.h"
 #include "device/adapter_state.h"
 
@@ -430,6 +431,8 @@ NTSTATUS SoftNdkQuerySemantics(NDK_ADAPTER *pNdkAdapter, SOFTNDK_SEMANTICS *Sema
     struct sndk_adapter *a = sndk_adapter_from(pNdkAdapter);
     if (!a || !Semantics || Semantics->Size < offsetof(SOFTNDK_SEMANTICS, Profile))
         return STATUS_INVALID_PARAMETER;
+    const char *copy_why = NULL;
+    bool one_copy = sndk_stream_shm_one_copy(&copy_why);
     SOFTNDK_SEMANTICS s = {
         .Size = sizeof s,
         .RnrWaitMs = a->cfg.rnr_wait_ms,
@@ -438,6 +441,8 @@ NTSTATUS SoftNdkQuerySemantics(NDK_ADAPTER *pNdkAdapter, SOFTNDK_SEMANTICS *Sema
         .Family = sndk_config_profile_family(a->cfg.profile),
         .CrcKernel = sndk_crc32c_impl_name(sndk_crc32c_current()),
         .CrcKernelReason = sndk_crc32c_reason(),
+        .SameHostCopy = one_copy ? "one" : "staged",
+        .SameHostCopyReason = copy_why,
     };
     ULONG size = Semantics->Size < sizeof s ? Semantics->Size : (ULONG)sizeof s;
     s.Size = size;

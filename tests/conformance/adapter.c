@@ -777,3 +777,39 @@ TEST(adapters_coexist)
     conf_cq_destroy(&ca);
     ndk_close_adapter(a);
 }
+
+/* ---- the same-host copy (docs/transport-shm.md, "One copy"): one per process ---- */
+
+static void shm_copy_of(const char **copy, const char **why)
+{
+    NDK_ADAPTER *a = NULL;
+    CHECK_STATUS(SoftNdkOpenAdapter(0, conf_version(2, 0), NULL, &a), STATUS_SUCCESS);
+    SOFTNDK_SEMANTICS sem;
+    memset(&sem, 0, sizeof sem);
+    sem.Size = sizeof sem;
+    CHECK_STATUS(SoftNdkQuerySemantics(a, &sem), STATUS_SUCCESS);
+    CHECK(sem.SameHostCopy && sem.SameHostCopyReason);
+    *copy = sem.SameHostCopy;
+    *why = sem.SameHostCopyReason;
+    ndk_close_adapter(a);
+}
+
+/* Measured: one or staged, and the reason gives both copies' GB/s (or says cross-memory attach
+ * is refused here). */
+TEST(adapter_same_host_copy_measured)
+{
+    unsetenv("SOFTNDK_SHM_COPY");
+    const char *copy, *why;
+    shm_copy_of(&copy, &why);
+    CHECK_MSG(strcmp(copy, "one") == 0 || strcmp(copy, "staged") == 0, "SameHostCopy %s", copy);
+    CHECK_MSG(strstr(why, "cross-memory attach") != NULL, "reason: %s", why);
+}
+
+TEST(adapter_same_host_copy_forced)
+{
+    setenv("SOFTNDK_SHM_COPY", "staged", 1);
+    const char *copy, *why;
+    shm_copy_of(&copy, &why);
+    CHECK_MSG(strcmp(copy, "staged") == 0, "SameHostCopy %s", copy);
+    CHECK_MSG(strcmp(why, "forced by SOFTNDK_SHM_COPY=staged") == 0, "reason: %s", why);
+}

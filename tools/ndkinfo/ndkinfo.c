@@ -138,14 +138,23 @@ int main(int argc, char **argv)
         sem.Size > offsetof(SOFTNDK_SEMANTICS, CrcKernelReason) && sem.CrcKernelReason
             ? sem.CrcKernelReason
             : "";
+    /* the process's way with a same-host peer's large payloads (a library older: "?") */
+    const char *shm_copy =
+        sem.Size > offsetof(SOFTNDK_SEMANTICS, SameHostCopy) && sem.SameHostCopy ? sem.SameHostCopy
+                                                                                  : "?";
+    const char *shm_why =
+        sem.Size > offsetof(SOFTNDK_SEMANTICS, SameHostCopyReason) && sem.SameHostCopyReason
+            ? sem.SameHostCopyReason
+            : "";
     const char *wc = sem.WriteCompletion == SoftNdkWriteCompletionPlaced ? "placed" : "handed";
     size_t nrows = sizeof rows / sizeof rows[0];
     if (json) {
         printf("{\"provider\":\"softndk %s\",\"interface\":\"%s\",\"ifindex\":%u,"
                "\"version\":\"%u.%u\",\"RdmaTechnology\":\"%s\",\"Profile\":\"%s\","
-               "\"RnrWaitMs\":%u,\"WriteCompletion\":\"%s\",\"crc_kernel\":\"%s\"",
+               "\"RnrWaitMs\":%u,\"WriteCompletion\":\"%s\",\"crc_kernel\":\"%s\","
+               "\"same_host_copy\":\"%s\"",
                SoftNdkVersionString(), ifname, ifindex, info.Version.Major, info.Version.Minor,
-               tech, sem.Profile, sem.RnrWaitMs, wc, crc_kernel);
+               tech, sem.Profile, sem.RnrWaitMs, wc, crc_kernel, shm_copy);
         for (size_t i = 0; i < nrows; i++)
             printf(",\"%s\":%llu", rows[i].name, rows[i].value);
         printf(",\"flags\":[");
@@ -166,6 +175,7 @@ int main(int argc, char **argv)
         printf(" %-28s %u\n", "RnrWaitMs", sem.RnrWaitMs);
         printf(" %-28s %s\n", "WriteCompletion", wc);
         printf(" %-28s %s (%s)\n", "CRC32c kernel", crc_kernel, crc_why);
+        printf(" %-28s %s (%s)\n", "Same-host copy", shm_copy, shm_why);
         for (size_t i = 0; i < nrows; i++) {
             if (strcmp(rows[i].name, "AdapterFlags") == 0 || strcmp(rows[i].name, "DeviceId") == 0)
                 printf(" %-28s 0x%llx\n", rows[i].name, rows[i].value);
