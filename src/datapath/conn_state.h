@@ -336,7 +336,8 @@ struct sndk_conn {
     struct sndk_irq_entry irq[SNDK_RD_MAX]; /* inbound Read Requests, oldest first */
     uint32_t irq_head, irq_count;
     uint32_t irq_built; /* of those, responses completely cut into the batch */
-    bool tx_kick;       /* RX made TX work possible (a Read ended, a request came) */
+    _Atomic bool tx_kick;       /* RX made TX work possible (a Read ended, a request came) */
+    /* (written under tx_lock; kick_tx looks without it first) */
     struct sndk_tx_cfg txcfg;
     struct sndk_tx_cut cut; /* the message being cut into FPDUs (tx.c's) */
     int nrec, rec_i;        /* FPDUs of the current writev batch, first unfinished */

@@ -329,7 +329,7 @@ static int rx_read_req(void *ctx, const struct sndk_rx_seg *seg, const struct sn
     io->irq[(io->irq_head + io->irq_count) % SNDK_RD_MAX] =
         (struct sndk_irq_entry){.rr = *rr, .msn = seg->msn};
     io->irq_count++;
-    io->tx_kick = true;
+    atomic_store_explicit(&io->tx_kick, true, memory_order_relaxed);
     sndk_mutex_unlock(&qp->tx_lock);
     sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_INBOUND_READS);
     return 0;

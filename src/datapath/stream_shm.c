@@ -173,6 +173,7 @@ struct shm_stream {
     uint64_t pulled;           /* bytes read straight from the peer's memory (tests) */
     uint32_t spans_passed;     /* spans our head passed since the writer last heard of it */
     uint64_t socket_looked_ms; /* a polling reader's last look at the socket (coarse ms) */
+    uint32_t polls_since_look; /* empty polls since the clock was last read for that */
     pid_t peer_pid;            /* the peer process, as the kernel told (SO_PEERCRED) */
     uint64_t probe_word;       /* what the peer's probe reads from us */
     /* writer side (under tx_lock) */
@@ -819,6 +820,9 @@ static void probe_peer(struct shm_stream *st)
 /* Once per coarse clock tick (a few ms): time for a polling reader to look at the socket. */
 static bool poll_socket_now(struct shm_stream *st)
 {
+    /* the clock itself only every 64th empty poll: even a vDSO call is a cost per poll */
+    if (++st->polls_since_look & 63u)
+        return false;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     uint64_t tick = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
@@ -1019,7 +1023,12 @@ static ssize_t shm_writev_lent(struct sndk_stream *s, const struct iovec *iov, i
     if (rc < 0)
         return rc;
     take_room(st); /* this write is what a room byte asked for */
-    int64_t room = out_room(st);
+    /* The room the peer's head gave when we last looked is room still (the head only grows):
+     * a write that fits in it does not read the head, a line the reader writes at every read
+     * (a cache miss per message across cores). Looked at again when it may not fit. */
+    int64_t room = (int64_t)(SHM_RING - (st->tail - st->seen_head));
+    if ((uint64_t)room < iov_total(iov, n) + (uint64_t)n * (sizeof(struct shm_span) + REC_ALIGN))
+        room = out_room(st);
     if (room < 0)
         return room;
     if ((uint64_t)room < REC_MIN_ROOM) {

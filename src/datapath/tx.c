@@ -120,7 +120,7 @@ void sndk_tx_orq_pop(struct sndk_qp *qp)
     }
     sndk_sq_retire_done(qp);
     if (qp->sq_sent != qp->sq_tail || io->writes_unfenced)
-        io->tx_kick = true; /* a Read, a fence or a fenced request may go now */
+        atomic_store_explicit(&io->tx_kick, true, memory_order_relaxed); /* a Read, a fence or a fenced request may go now */
 }
 
 void sndk_tx_init(struct sndk_conn *io, bool crc, uint32_t max_fpdu, uint32_t ird, uint32_t ord)
@@ -178,7 +178,7 @@ void sndk_tx_gate_open(struct sndk_qp *qp)
     set_gate(qp, SNDK_TXG_OPEN, "the Initiator's first FPDU arrived");
     if (held) {
         SNDK_TRACE("tx.gate_opened", "qp", qp, "\"held\":true");
-        io->tx_kick = true;
+        atomic_store_explicit(&io->tx_kick, true, memory_order_relaxed);
     }
 }
 
