@@ -17,6 +17,18 @@
 #include "datapath/link.h"
 #include "datapath/stream.h"
 
+/* The garbage-header case plays a hostile peer by writing the shared header with plain stores
+ * from this process, beside the library's atomics: a real peer writes from another process,
+ * out of ThreadSanitizer's view, so under TSan that one case is a race of the test's making
+ * and is left to the other builds (ASan runs it). */
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+
 #define XCTX ((void *)0x1001)
 #define YCTX ((void *)0x2002)
 #define MIB  (1u << 20)
@@ -155,6 +167,9 @@ TEST(shm_peer_killed_is_a_reset_and_completes_outstanding_requests)
  * an error, their requests complete, and no byte outside the mapping is touched. */
 TEST(shm_garbage_in_the_ring_header_fails_the_connection)
 {
+#ifdef UNDER_TSAN
+    SKIP("TSan: the test's own plain stores into the shared header (see the top of the file)");
+#endif
     struct shm_pair sp;
     shm_pair_open(&sp, 1u * MIB);
     struct dp_pair *p = &sp.p;
