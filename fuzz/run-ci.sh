@@ -12,6 +12,7 @@ targets="$targets fuzz_connection" # a live listener driven by a raw TCP peer
 targets="$targets fuzz_placement"  # an attached QP's RDMA placement against canaries
 targets="$targets fuzz_smb"        # the SMB Direct message decoders
 targets="$targets fuzz_smb2_client" # the SMB2 client against responses from the input
+targets="$targets fuzz_shm_ring"    # the same-host stream's reader against raw ring bytes
 
 gen=Ninja
 command -v ninja >/dev/null 2>&1 || gen="Unix Makefiles"

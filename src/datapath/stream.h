@@ -94,6 +94,11 @@ void sndk_stream_shm_free(void *priv);
 /* Tests: the shared mapping (NULL before the rings are there) and its length, to play a
  * hostile peer that writes garbage into it. */
 void *sndk_stream_shm_mapping(const void *priv, size_t *len);
+/* Tests and fuzzing: append raw bytes (no record framing) to the ring this end writes and
+ * publish its tail, and an end mark `end` unless 0, as a hostile writer could; 0, -EAGAIN
+ * (rings not mapped) or -ENOSPC. And this end's tail as written so far. */
+int sndk_stream_shm_publish_raw(void *priv, const void *bytes, size_t n, uint64_t end);
+uint64_t sndk_stream_shm_tail(const void *priv);
 /* Tests: the bytes this end read straight from the peer's memory (one copy). */
 uint64_t sndk_stream_shm_pulled(const void *priv);
 /* Does this process take the peer's large tagged payloads with one copy (cross-memory

@@ -1311,3 +1311,26 @@ uint64_t sndk_stream_shm_pulled(const void *priv)
 {
     return ((const struct shm_stream *)priv)->pulled;
 }
+
+/* Tests and fuzzing: play a hostile writer. Append n raw bytes to the ring this end writes, as
+ * they are (no record framing), publish the tail, and optionally an end mark `end` (0: none).
+ * The peer's reader then meets them as it would meet a peer's. Under tx_lock, or alone. */
+int sndk_stream_shm_publish_raw(void *priv, const void *bytes, size_t n, uint64_t end)
+{
+    struct shm_stream *st = priv;
+    if (atomic_load(&st->phase) != SHM_MAPPED)
+        return -EAGAIN;
+    if (n > SHM_RING - (st->tail - atomic_load_explicit(&st->out->head, memory_order_acquire)))
+        return -ENOSPC;
+    ring_in_copy(st->out_ring, st->tail, bytes, n);
+    st->tail += n;
+    atomic_store_explicit(&st->out->tail, st->tail, memory_order_release);
+    if (end)
+        atomic_store_explicit(&st->out->end, end, memory_order_release);
+    return 0;
+}
+
+uint64_t sndk_stream_shm_tail(const void *priv)
+{
+    return ((const struct shm_stream *)priv)->tail;
+}
