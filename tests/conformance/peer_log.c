@@ -92,40 +92,61 @@ static unsigned count_lines(FILE *f, const char *what)
     return n;
 }
 
+/* A listener on 127.0.0.1 whose consumer must never see an event; its address in *sin. */
+static NDK_LISTENER *listen_never(NDK_ADAPTER *a, struct sockaddr_in *sin)
+{
+    NDK_LISTENER *l;
+    CHECK_STATUS(
+        a->Dispatch->NdkCreateListener(a, on_event_never, NULL, ndk_create_never, NULL, &l),
+        STATUS_SUCCESS);
+    *sin = ndk_loopback4(0);
+    CHECK_STATUS(
+        l->Dispatch->NdkListen(l, (struct sockaddr *)sin, sizeof *sin, ndk_request_never, NULL),
+        STATUS_SUCCESS);
+    ULONG len = sizeof *sin;
+    CHECK_STATUS(l->Dispatch->NdkGetLocalAddress(l, (struct sockaddr *)sin, &len), STATUS_SUCCESS);
+    return l;
+}
+
+/* The provider's log (stderr) goes to a file until log_capture_end; returns the saved fd. */
+static int log_capture_begin(FILE **log)
+{
+    *log = tmpfile();
+    CHECK(*log != NULL);
+    fflush(stderr);
+    int saved = dup(2);
+    CHECK(saved >= 0 && dup2(fileno(*log), 2) == 2);
+    return saved;
+}
+
+static void log_capture_end(int saved)
+{
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+}
+
 TEST_T(bad_mpa_requests_cannot_flood_the_log, 120)
 {
     SOFTNDK_OPTIONS o;
     conf_options(&o);
     o.LogLevel = SoftNdkLogWarn;
     NDK_ADAPTER *a = conf_open_with(&o);
-    NDK_LISTENER *l;
-    CHECK_STATUS(
-        a->Dispatch->NdkCreateListener(a, on_event_never, NULL, ndk_create_never, NULL, &l),
-        STATUS_SUCCESS);
-    struct sockaddr_in sin = ndk_loopback4(0);
-    CHECK_STATUS(
-        l->Dispatch->NdkListen(l, (struct sockaddr *)&sin, sizeof sin, ndk_request_never, NULL),
-        STATUS_SUCCESS);
-    ULONG len = sizeof sin;
-    CHECK_STATUS(l->Dispatch->NdkGetLocalAddress(l, (struct sockaddr *)&sin, &len), STATUS_SUCCESS);
+    struct sockaddr_in sin;
+    NDK_LISTENER *l = listen_never(a, &sin);
     uint16_t port = ntohs(sin.sin_port);
     SOFTNDK_COUNTERS before = counters_of(a);
 
     /* the provider's log (stderr) goes to a file while the peer misbehaves */
-    FILE *log = tmpfile();
-    CHECK(log != NULL);
-    fflush(stderr);
-    int saved = dup(2);
-    CHECK(saved >= 0 && dup2(fileno(log), 2) == 2);
+    FILE *log;
+    int saved = log_capture_begin(&log);
     uint64_t t0 = mono_ms();
     for (int i = 0; i < BAD_REQUESTS; i++)
         send_bad_request(port, i);
     bool done = wait_counter(a, offsetof(SOFTNDK_COUNTERS, ConnectFailure),
                              before.ConnectFailure + BAD_REQUESTS);
     uint64_t took_ms = mono_ms() - t0;
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
+    log_capture_end(saved);
     CHECK_MSG(done, "the server did not fail every bad Request");
 
     SOFTNDK_COUNTERS after = counters_of(a);
@@ -161,23 +182,12 @@ TEST_T(silent_connections_are_named_in_the_log_once_a_second, 60)
     o.LogLevel = SoftNdkLogWarn;
     o.RequestTimeoutMs = 200;
     NDK_ADAPTER *a = conf_open_with(&o);
-    NDK_LISTENER *l;
-    CHECK_STATUS(
-        a->Dispatch->NdkCreateListener(a, on_event_never, NULL, ndk_create_never, NULL, &l),
-        STATUS_SUCCESS);
-    struct sockaddr_in sin = ndk_loopback4(0);
-    CHECK_STATUS(
-        l->Dispatch->NdkListen(l, (struct sockaddr *)&sin, sizeof sin, ndk_request_never, NULL),
-        STATUS_SUCCESS);
-    ULONG len = sizeof sin;
-    CHECK_STATUS(l->Dispatch->NdkGetLocalAddress(l, (struct sockaddr *)&sin, &len), STATUS_SUCCESS);
+    struct sockaddr_in sin;
+    NDK_LISTENER *l = listen_never(a, &sin);
     SOFTNDK_COUNTERS before = counters_of(a);
 
-    FILE *log = tmpfile();
-    CHECK(log != NULL);
-    fflush(stderr);
-    int saved = dup(2);
-    CHECK(saved >= 0 && dup2(fileno(log), 2) == 2);
+    FILE *log;
+    int saved = log_capture_begin(&log);
     uint64_t t0 = mono_ms();
     int fds[SILENT];
     for (int i = 0; i < SILENT; i++) {
@@ -196,9 +206,7 @@ TEST_T(silent_connections_are_named_in_the_log_once_a_second, 60)
     bool done = wait_counter(a, offsetof(SOFTNDK_COUNTERS, HandshakeTimeouts),
                              before.HandshakeTimeouts + SILENT);
     uint64_t took_ms = mono_ms() - t0;
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
+    log_capture_end(saved);
     CHECK_MSG(done, "HandshakeTimeouts did not count every silent connection");
     CHECK_MSG(took_ms >= 200, "closed after %llu ms, before RequestTimeoutMs",
               (unsigned long long)took_ms);
