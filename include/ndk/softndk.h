@@ -108,7 +108,8 @@ typedef enum _SOFTNDK_TRANSPORT {
 typedef struct _SOFTNDK_OPTIONS {
     ULONG Size;                /* sizeof(SOFTNDK_OPTIONS): the struct grows at the tail only */
     ULONG MpaRevision;         /* 0 = default (SOFTNDK_MPA_REV, else 2); 1 or 2 */
-    SOFTNDK_CRC_POLICY Crc;    /* SOFTNDK_CRC, else on */
+    SOFTNDK_CRC_POLICY Crc;    /* SOFTNDK_CRC, else on (over the same-host transport, else
+                                  off: docs/transport-shm.md) */
     USHORT EphemeralPortLow;   /* ND ports that port 0 draws from; both 0 = default */
     USHORT EphemeralPortHigh;  /* (SOFTNDK_EPHEMERAL_PORTS, else 49152-65535) */
     ULONG ProgressThreads;     /* 0 = default (SOFTNDK_THREADS, else 1); at most 64 */

@@ -636,6 +636,7 @@ NTSTATUS sndk_config_resolve(const SOFTNDK_OPTIONS *given, struct sndk_config *c
             return STATUS_INVALID_PARAMETER;
     if (!resolve_ports(opt, cfg, err, errlen))
         return STATUS_INVALID_PARAMETER;
+    cfg->crc_explicit = opt->Crc != SoftNdkCrcDefault || env("SOFTNDK_CRC") != NULL;
 
     /* Adapter limits: softndk's, the profile's over them, the explicit ones over both. */
     sndk_config_default_limits(&cfg->limits);

@@ -27,6 +27,9 @@ struct sndk_faults;
 struct sndk_config {
     unsigned mpa_revision; /* 1 or 2 */
     bool crc;              /* ask for CRC */
+    /* crc came from Crc or SOFTNDK_CRC, not the default: only then does a connection over the
+     * same-host transport ask for CRC (docs/decisions.md) */
+    bool crc_explicit;
     bool source_check;     /* SourceCheck: re-checksum consumer sources after sending */
     SOFTNDK_VERIFY_MODE verify; /* Off, Warn or Strict (never Default): docs/verifier.md */
     unsigned profile;           /* index of the profile (sndk_config_profile_name); 0 = iwarp */

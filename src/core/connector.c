@@ -761,12 +761,23 @@ static void send_llp_terminate(struct sndk_connector *c, enum sndk_wire_err werr
     send_fault_terminate(c, &fault, c->req.crc);
 }
 
+/* Whether this connection asks for CRC. Over the same-host transport only when asked for by
+ * name (Crc, SOFTNDK_CRC): its bytes cross no wire, so the CRC would guard against nothing a
+ * local peer could not forge anyway, and it cost a sixth of the CPU of a 1 MiB stream
+ * (docs/decisions.md). A peer that asks still gets it: the MPA rule is "either end". */
+static bool asks_crc(const struct sndk_connector *c, const struct sndk_config *cfg)
+{
+    if (!cfg->crc || cfg->crc_explicit)
+        return cfg->crc;
+    return c->fd < 0 || !sndk_rdv_is_unix(c->fd);
+}
+
 static struct sndk_mpa_policy policy_of(struct sndk_connector *c)
 {
     const struct sndk_config *cfg = &c->base.adapter->cfg;
     struct sndk_mpa_policy p = {
         .rev = (uint8_t)cfg->mpa_revision,
-        .crc = cfg->crc,
+        .crc = asks_crc(c, cfg),
         .ird = (uint16_t)c->want_ird,
         .ord = (uint16_t)c->want_ord,
         .p2p = true,

@@ -60,6 +60,49 @@ TEST(transport_shm_connects_same_host_peers_through_shared_memory)
     free(log);
 }
 
+/* The same-host stream asks for no CRC unless told to (docs/decisions.md); either end asking
+ * by name is enough, as on the wire (RFC 5044 section 7.1); TCP keeps its default, on. */
+static void check_crc(SOFTNDK_CRC_POLICY client, SOFTNDK_CRC_POLICY server,
+                      SOFTNDK_TRANSPORT transport, const char *want, const char *not_want)
+{
+    unsetenv("SOFTNDK_CRC"); /* a suite variant's policy (its own process: one per test) */
+    SOFTNDK_OPTIONS co, so;
+    fx_options(&co, "");
+    fx_options(&so, "");
+    co.Transport = so.Transport = transport;
+    co.Crc = client;
+    so.Crc = server;
+    char *log = connect_logged(&co, &so);
+    CHECK(fx_count_lines(log, "connected", want, NULL) >= 1);
+    CHECK_EQ_U64(fx_count_lines(log, "connected", not_want, NULL), 0);
+    free(log);
+}
+
+/* One connection per test: the connector's "connected" line is rate-limited per process. */
+#define SHM_CRC_ON  "(shm, MPA rev 2, CRC on,"
+#define SHM_CRC_OFF "(shm, MPA rev 2, CRC off,"
+
+TEST(transport_shm_asks_for_no_crc_by_default)
+{
+    check_crc(SoftNdkCrcDefault, SoftNdkCrcDefault, SoftNdkTransportShm, SHM_CRC_OFF, SHM_CRC_ON);
+}
+
+TEST(transport_shm_crc_on_when_the_client_asks)
+{
+    check_crc(SoftNdkCrcOn, SoftNdkCrcDefault, SoftNdkTransportShm, SHM_CRC_ON, SHM_CRC_OFF);
+}
+
+TEST(transport_shm_crc_on_when_the_server_asks)
+{
+    check_crc(SoftNdkCrcDefault, SoftNdkCrcOn, SoftNdkTransportShm, SHM_CRC_ON, SHM_CRC_OFF);
+}
+
+TEST(transport_tcp_asks_for_crc_by_default)
+{
+    check_crc(SoftNdkCrcDefault, SoftNdkCrcDefault, SoftNdkTransportTcp, "(tcp, MPA rev 2, CRC on,",
+              "(tcp, MPA rev 2, CRC off,");
+}
+
 TEST(transport_tcp_keeps_same_host_peers_on_tcp)
 {
     SOFTNDK_OPTIONS o;
