@@ -160,7 +160,7 @@ bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicite
     }
     uint32_t slot = (cq->head + cq->count) % cq->depth;
     cq->ring[slot].result = *result;
-    cq->count++;
+    atomic_store_explicit(&cq->count, cq->count + 1, memory_order_relaxed); /* under lock */
     uint64_t seq = cq->produced++;
     bool sol = solicited || result->Status != STATUS_SUCCESS;
     if (sol)
@@ -268,7 +268,7 @@ static ULONG take_locked(struct sndk_cq *cq, ULONG n, NDK_RESULT_EX *out_ex, NDK
         }
     }
     cq->head = (cq->head + n) % cq->depth;
-    cq->count -= n;
+    atomic_store_explicit(&cq->count, cq->count - n, memory_order_relaxed); /* under lock */
     return n;
 }
 
@@ -484,9 +484,19 @@ static bool poll_conns(struct sndk_cq *cq, bool armed)
     /* A poll of an armed CQ is the last look before the consumer blocks (arm, poll once more,
      * wait): it must not mark the CQ as polled, or the progress threads would park its
      * connections while nobody polls, and the next message would wait for the park timer. */
-    uint64_t now = sndk_cq_now_ms();
-    if (!armed && atomic_load_explicit(&cq->poll_stamp, memory_order_relaxed) != now)
-        atomic_store_explicit(&cq->poll_stamp, now, memory_order_relaxed);
+    if (!armed) {
+        /* The clock every 16th poll, and at the first since an arm: even a vDSO call was a
+         * sixteenth of an empty poll. A consumer that polls less often than 16 times in
+         * SNDK_CQ_POLLING_MS is not one to leave the receiving to. */
+        uint32_t k = atomic_load_explicit(&cq->empty_polls, memory_order_relaxed) + 1u;
+        atomic_store_explicit(&cq->empty_polls, k, memory_order_relaxed);
+        uint64_t stamp = atomic_load_explicit(&cq->poll_stamp, memory_order_relaxed);
+        if ((k & 15u) == 0 || stamp == 0) {
+            uint64_t now = sndk_cq_now_ms();
+            if (stamp != now)
+                atomic_store_explicit(&cq->poll_stamp, now, memory_order_relaxed);
+        }
+    }
     sndk_mutex_lock(&cq->conn_lock);
     switch (atomic_load_explicit(&cq->poll_mode, memory_order_relaxed)) {
     case SNDK_CQ_POLL_SET_NEW:
@@ -506,12 +516,23 @@ static bool poll_conns(struct sndk_cq *cq, bool armed)
 
 static ULONG get_results(struct sndk_cq *cq, ULONG nResults, NDK_RESULT_EX *out_ex, NDK_RESULT *out)
 {
-    sndk_mutex_lock(&cq->lock);
-    ULONG n = take_locked(cq, nResults, out_ex, out);
-    bool empty = n == 0 && nResults > 0 && cq->dead == STATUS_SUCCESS;
-    bool armed = cq->armed != SNDK_CQ_UNARMED;
-    sndk_mutex_unlock(&cq->lock);
-    if (empty && poll_conns(cq, armed)) {
+    /* A polling consumer mostly finds its CQ empty: that look takes no lock (cq.h), so a poll
+     * loop costs the connections' passes and little else. An entry posted right after the
+     * look is the next poll's, as one posted right after an unlock would be. */
+    ULONG n = 0;
+    if (nResults == 0)
+        return 0;
+    if (atomic_load_explicit(&cq->count, memory_order_relaxed) > 0) {
+        sndk_mutex_lock(&cq->lock);
+        n = take_locked(cq, nResults, out_ex, out);
+        sndk_mutex_unlock(&cq->lock);
+        if (n)
+            return n;
+    }
+    if (atomic_load_explicit(&cq->dead, memory_order_relaxed) != STATUS_SUCCESS)
+        return 0;
+    bool armed = atomic_load_explicit(&cq->armed, memory_order_relaxed) != SNDK_CQ_UNARMED;
+    if (poll_conns(cq, armed)) {
         sndk_mutex_lock(&cq->lock);
         n = take_locked(cq, nResults, out_ex, out);
         sndk_mutex_unlock(&cq->lock);

@@ -60,12 +60,14 @@ struct sndk_cq {
     struct sndk_cqe *ring;
     uint32_t depth;
     uint32_t head;             /* index of the oldest entry */
-    uint32_t count;            /* entries queued */
+    /* count, armed and dead are written under the lock and read by an empty poll without it
+     * (cq.c get_results): a look, not a decision; what lands after it is the next poll's */
+    _Atomic uint32_t count;    /* entries queued */
     uint64_t produced;         /* entries ever queued: the next entry's sequence number */
     uint64_t notify_seq;       /* `produced` when the last notification fired */
     uint64_t last_solicited;   /* sequence + 1 of the newest solicited/error entry, 0 = none */
-    int armed;                 /* SNDK_CQ_UNARMED or NDK_CQ_NOTIFY_* */
-    NTSTATUS dead;             /* STATUS_SUCCESS, or why the CQ is dead (overrun) */
+    _Atomic int armed;         /* SNDK_CQ_UNARMED or NDK_CQ_NOTIFY_* */
+    _Atomic NTSTATUS dead;     /* STATUS_SUCCESS, or why the CQ is dead (overrun) */
     uint64_t fault_overrun_at; /* injected overrun (docs/faults.md): at this `produced`, else
                                   UINT64_MAX */
     const struct sndk_fault_rule *fault_rule;
@@ -105,6 +107,7 @@ struct sndk_cq {
     /* When a consumer last polled this CQ empty (coarse ms; 0 = armed since): while it polls,
      * progress threads leave the receiving to it (docs/datapath.md, "parking"). */
     _Atomic uint64_t poll_stamp;
+    _Atomic uint32_t empty_polls; /* counted to read the clock for the stamp only now and then */
     /* Connections whose progress thread left the receiving to this CQ's poller (parked):
      * an arm walks the connections only when there are any. */
     atomic_uint parked;
