@@ -584,6 +584,12 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
 static bool qp_poll_rx(struct sndk_qp *qp)
 {
     struct sndk_conn *io = qp->io;
+    /* A stream that tells, lock-free, that a pass would find nothing spares the try-lock and
+     * the pass (stream.h, idle): a polling consumer's empty loop then costs next to nothing.
+     * Not while a Send waits for a receive: posting one resumes it through a pass. */
+    if (io && io->stream.ops->idle && sndk_rnr_phase(io) == SNDK_RNR_RECEIVING &&
+        io->stream.ops->idle(&io->stream))
+        return false;
     if (io) {
         uint64_t after = atomic_load_explicit(&io->rx_poll_after_ns, memory_order_relaxed);
         uint64_t quiet = atomic_load_explicit(&io->rx_quiet_until_ns, memory_order_relaxed);
@@ -600,7 +606,12 @@ static bool qp_poll_rx(struct sndk_qp *qp)
 static bool qp_poll_tx(struct sndk_qp *qp)
 {
     struct sndk_conn *io = qp->io;
-    if (!io || !sndk_mutex_trylock(&qp->tx_lock))
+    /* Nothing waits for room or for settling: the usual case, seen without the lock. A sender
+     * that blocks right after this look is the next poll's (or its EPOLLOUT's). */
+    if (!io || (!atomic_load_explicit(&io->tx_blocked, memory_order_relaxed) &&
+                atomic_load_explicit(&io->uns_n, memory_order_relaxed) == 0))
+        return false;
+    if (!sndk_mutex_trylock(&qp->tx_lock))
         return false;
     bool blocked = (io->tx_blocked || io->uns_n > 0) && !sndk_conn_stopped(io);
     enum sndk_tx_result res = blocked ? sndk_tx_push(qp) : SNDK_TX_DRAINED;

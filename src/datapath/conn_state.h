@@ -311,7 +311,8 @@ struct sndk_conn {
     bool peer_fin; /* the peer's FIN was read: no more passes, EPOLLIN off */
 
     /* under qp->tx_lock */
-    bool tx_blocked;                   /* EPOLLOUT armed */
+    _Atomic bool tx_blocked;           /* EPOLLOUT armed (a polling consumer looks without
+                                          the lock: conn.c qp_poll_tx) */
     bool rx_parked;                    /* a consumer polls the receive CQ: EPOLLIN not watched */
     _Atomic bool rx_watched;           /* the progress thread watches EPOLLIN (written under
                                           tx_lock by update_events; read by passes under rx_lock) */
@@ -358,7 +359,8 @@ struct sndk_conn {
         uint8_t ends; /* enum sndk_rec_end */
         uint32_t req;
     } * unsettled;
-    uint32_t uns_cap, uns_head, uns_n;
+    uint32_t uns_cap, uns_head;
+    _Atomic uint32_t uns_n; /* also looked at without the lock by a polling consumer */
     /* SourceCheck on: the batch's iovecs as built (sendmsg progress edits iov in place), so
      * each FPDU's source can be checksummed again once it is sent; NULL when off */
     struct iovec *src_iov;

@@ -53,6 +53,11 @@ struct sndk_stream_ops {
     /* Events on fd, besides EPOLLOUT, that may mean room to write: 0 for a socket; EPOLLIN for
      * a stream whose fd is an epoll set, which never reports EPOLLOUT (stream_shm.c). */
     uint32_t room_events;
+    /* Without any lock, beside reads and writes: true when a receive pass would surely find
+     * nothing new (no byte, no end, no failure), so that a polling consumer spares it. A
+     * look, not a promise: now and then it says "look" anyway, for what only a pass sees (the
+     * peer's death on a socket). NULL: always pass (a socket's read is its look). */
+    bool (*idle)(struct sndk_stream *s);
     /* A read that finds nothing costs no system call while poll_only (below) holds: polls may
      * look as often as they like, so the connection does not hold them back (conn.c). */
     bool cheap_empty_polls;

@@ -174,6 +174,7 @@ struct shm_stream {
     uint32_t spans_passed;     /* spans our head passed since the writer last heard of it */
     uint64_t socket_looked_ms; /* a polling reader's last look at the socket (coarse ms) */
     uint32_t polls_since_look; /* empty polls since the clock was last read for that */
+    _Atomic uint32_t idle_looks; /* shm_idle's count, lock-free: every 64th says "look" */
     pid_t peer_pid;            /* the peer process, as the kernel told (SO_PEERCRED) */
     uint64_t probe_word;       /* what the peer's probe reads from us */
     /* writer side (under tx_lock) */
@@ -848,6 +849,24 @@ static void shm_arm(struct sndk_stream *s)
         hold_readable(st);
 }
 
+/* The ring we drain is empty, with no end mark, no failure and nothing held readable: a pass
+ * would find nothing. The head compared is the shared one (ours, as we last published it; a
+ * peer that rewrites it only delays its own bytes, to every 64th look). */
+static bool shm_idle(struct sndk_stream *s)
+{
+    struct shm_stream *st = st_of(s);
+    if (atomic_load_explicit(&st->phase, memory_order_acquire) != SHM_MAPPED ||
+        atomic_load_explicit(&st->self_armed, memory_order_relaxed) ||
+        atomic_load_explicit(&st->in->tail, memory_order_relaxed) !=
+            atomic_load_explicit(&st->in->head, memory_order_relaxed) ||
+        atomic_load_explicit(&st->in->end, memory_order_relaxed))
+        return false;
+    /* a load and a store, not an increment: a count lost between two lookers costs nothing */
+    uint32_t k = atomic_load_explicit(&st->idle_looks, memory_order_relaxed) + 1u;
+    atomic_store_explicit(&st->idle_looks, k, memory_order_relaxed);
+    return (k & 63u) != 0;
+}
+
 static ssize_t shm_readv(struct sndk_stream *s, const struct iovec *iov, int n)
 {
     struct shm_stream *st = st_of(s);
@@ -1229,6 +1248,7 @@ const struct sndk_stream_ops sndk_stream_shm_ops = {
     .fpdu_max = shm_fpdu_max,
     .close = shm_close,
     .arm = shm_arm,
+    .idle = shm_idle,
     /* the peer's wake byte for a blocked writer arrives as EPOLLIN (top of the file) */
     .room_events = EPOLLIN,
     .cheap_empty_polls = true,

@@ -613,7 +613,8 @@ void sndk_tx_terminate(struct sndk_qp *qp, const struct sndk_term *t)
 
 void sndk_tx_discard(struct sndk_conn *io)
 {
-    io->uns_head = io->uns_n = 0; /* their requests are flushed with the rest */
+    io->uns_head = 0; /* their requests are flushed with the rest */
+    io->uns_n = 0;
     io->nrec = io->rec_i = 0;
     io->rec_done = 0;
     io->iov_cur = io->iov;
