@@ -101,6 +101,13 @@ struct shm_span {
 /* A writer waiting for its spans to settle hears of them in batches: one wake byte (a system
  * call on each side) per this many, or when the reader caught up. */
 #define SETTLE_BATCH 8u
+/* A writer blocked on a full ring is woken once this much is free again (or the ring is
+ * empty), not at the first record read: with the ring full of 64 KiB FPDUs, a wake byte per
+ * record (a system call on each side, the writer's progress thread scheduled beside the
+ * polling consumers) was a wake per 64 KiB. TCP tells a writer of room the same way, once a
+ * third of its buffer is free. A writer whose consumer polls finds room itself. Every head
+ * the reader publishes looks again, and the one that empties the ring always tells. */
+#define WAKE_ROOM (SHM_RING / 4u)
 
 /* Whether this reader may pull the writer's spans (a phase: logged as any other). */
 enum shm_pull {
@@ -951,7 +958,9 @@ static ssize_t shm_readv(struct sndk_stream *s, const struct iovec *iov, int n)
         }
         atomic_store_explicit(&st->in->head, st->head, memory_order_release);
         atomic_thread_fence(memory_order_seq_cst);
-        if (atomic_load_explicit(&st->in->writer_waiting, memory_order_relaxed) &&
+        /* a writer that waits for room hears of it once WAKE_ROOM is free, or all of it */
+        bool room_to_tell = st->head == tail || SHM_RING - (tail - st->head) >= WAKE_ROOM;
+        if (room_to_tell && atomic_load_explicit(&st->in->writer_waiting, memory_order_relaxed) &&
             atomic_exchange_explicit(&st->in->writer_waiting, 0, memory_order_acq_rel))
             wake_peer(st, &st->in->wakes_w);
         else if (st->spans_passed &&
