@@ -267,15 +267,33 @@ static int raw_connect(uint16_t *local_port)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(G.port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    /* Non-blocking, then a bounded wait: libFuzzer's timeout timer (SIGALRM) interrupts a
+     * blocking connect() that had to wait (EINTR), which is no finding about the provider. */
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        fprintf(stderr, "fuzz_connection: connect: %s\n", strerror(errno));
-        finding("raw connect to the listener");
+        if (errno != EINPROGRESS && errno != EINTR) {
+            fprintf(stderr, "fuzz_connection: connect: %s\n", strerror(errno));
+            finding("raw connect to the listener");
+        }
+        uint64_t end = now_ms() + CLOSE_WAIT_MS;
+        struct pollfd pfd = {fd, POLLOUT, 0};
+        int n;
+        while ((n = poll(&pfd, 1, 10)) <= 0 && now_ms() < end)
+            if (n < 0 && errno != EINTR)
+                finding("poll on the raw connect");
+        int err = 0;
+        socklen_t el = sizeof err;
+        if (n <= 0)
+            finding("raw connect to the listener did not complete within the bound");
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
+            fprintf(stderr, "fuzz_connection: connect: %s\n", strerror(err));
+            finding("raw connect to the listener");
+        }
     }
     socklen_t sl = sizeof sa;
     if (getsockname(fd, (struct sockaddr *)&sa, &sl) != 0)
         finding("getsockname");
     *local_port = ntohs(sa.sin_port);
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     return fd;
 }
 
