@@ -45,6 +45,7 @@
 #define SETTLE_MS 20u
 #define MAX_WAIT_MS 300u
 #define CLOSE_WAIT_MS 5000u
+#define CONNECT_WAIT_MS 5000u
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -275,7 +276,7 @@ static int raw_connect(uint16_t *local_port)
             fprintf(stderr, "fuzz_connection: connect: %s\n", strerror(errno));
             finding("raw connect to the listener");
         }
-        uint64_t end = now_ms() + CLOSE_WAIT_MS;
+        uint64_t end = now_ms() + CONNECT_WAIT_MS;
         struct pollfd pfd = {fd, POLLOUT, 0};
         int n;
         while ((n = poll(&pfd, 1, 10)) <= 0 && now_ms() < end)

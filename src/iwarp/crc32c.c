@@ -734,6 +734,27 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* One turn of a candidate: CHOICE_WARM_NS of warm-up, then its shortest of CHOICE_TRIALS
+ * trials of CHOICE_REPS calls, in ns (at least 1). */
+static uint64_t best_trial_ns(crc_update_fn fn, const uint8_t *buf)
+{
+    volatile uint32_t c = 0;
+    uint64_t warm_end = mono_ns() + CHOICE_WARM_NS;
+    do
+        c = fn(c, buf, CHOICE_LEN);
+    while (mono_ns() < warm_end);
+    uint64_t best = UINT64_MAX;
+    for (int t = 0; t < CHOICE_TRIALS; t++) {
+        uint64_t t0 = mono_ns();
+        for (int r = 0; r < CHOICE_REPS; r++)
+            c = fn(c, buf, CHOICE_LEN);
+        uint64_t dt = mono_ns() - t0;
+        if (dt < best)
+            best = dt;
+    }
+    return best ? best : 1;
+}
+
 static void auto_choose(void)
 {
     const char *env = getenv("SOFTNDK_CRC_KERNEL");
@@ -759,28 +780,16 @@ static void auto_choose(void)
     uint64_t min_ns[NORDER];
     for (unsigned i = 0; i < NORDER; i++)
         min_ns[i] = UINT64_MAX;
-    volatile uint32_t c = 0;
     for (unsigned round = 0; round < CHOICE_ROUNDS; round++) {
         for (unsigned j = 0; j < NORDER; j++) {
             unsigned i = round % 2 ? NORDER - 1 - j : j;
             if (!sndk_crc32c_available(order[i]))
                 continue;
-            crc_update_fn fn = update_of(order[i]);
-            uint64_t warm_end = mono_ns() + CHOICE_WARM_NS;
-            do
-                c = fn(c, buf, CHOICE_LEN);
-            while (mono_ns() < warm_end);
-            for (int t = 0; t < CHOICE_TRIALS; t++) {
-                uint64_t t0 = mono_ns();
-                for (int r = 0; r < CHOICE_REPS; r++)
-                    c = fn(c, buf, CHOICE_LEN);
-                uint64_t dt = mono_ns() - t0;
-                if (dt < min_ns[i])
-                    min_ns[i] = dt ? dt : 1;
-            }
+            uint64_t ns = best_trial_ns(update_of(order[i]), buf);
+            if (ns < min_ns[i])
+                min_ns[i] = ns;
         }
     }
-    (void)c;
     size_t used = 0;
     unsigned ncand = 0;
     uint64_t best_ns = UINT64_MAX;
