@@ -4,7 +4,8 @@
  * marks anywhere. Per input: a fresh pair of streams on a socketpair; the input's first byte
  * picks the reads (poll or not, the size of each iovec) and whether an end mark follows, the
  * next one its offset from the tail; the rest is published raw into the ring the reader
- * drains. The reader must return bytes, the end, -EAGAIN or an error, never read or write
+ * drains, each record header the bytes frame stamped as a writer would (so that the kinds and
+ * lengths the input chose are read, not refused at the first stamp). The reader must return bytes, the end, -EAGAIN or an error, never read or write
  * outside the rings and its iovecs (ASan/UBSan), and never spin: reads are bounded. */
 #include <errno.h>
 #include <stdint.h>

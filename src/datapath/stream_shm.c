@@ -43,6 +43,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/stat.h>
@@ -54,7 +55,7 @@
 #include "util/log.h"
 
 #define SHM_MAGIC   0x314d48534b444e53ull /* "SNDKSHM1" */
-#define SHM_VERSION 2u                    /* 2: records, spans */
+#define SHM_VERSION 3u                    /* 2: records, spans; 3: stamped records */
 #define SHM_RING    (4u << 20) /* per direction: 4 MiB, 64 of the largest FPDUs in flight */
 #define SHM_PAGE    4096u
 #define SHM_SIZE    ((size_t)SHM_PAGE + 2u * (size_t)SHM_RING)
@@ -62,10 +63,12 @@
 
 _Static_assert((SHM_RING & (SHM_RING - 1)) == 0, "ring offsets are pos & (SHM_RING - 1)");
 
-/* One ring's indices, each written by one side, on lines of their own. */
+/* One ring's indices, each written by one side, on lines of their own. The tail, written at
+ * every record, has its line alone: a polling reader never reads it (it finds records by their
+ * stamps), so its look at the end mark is no miss per message. */
 struct shm_ctl {
     _Alignas(SHM_LINE) _Atomic uint64_t tail; /* writer: bytes written so far */
-    _Atomic uint64_t end;                     /* writer: tail + 1 at its end of stream, else 0 */
+    _Alignas(SHM_LINE) _Atomic uint64_t end;  /* writer: tail + 1 at its end of stream, else 0 */
     _Atomic uint32_t reset;                   /* writer: it closed abortively */
     _Atomic uint32_t wakes_r;                 /* writer: wake bytes it sent the reader */
     _Alignas(SHM_LINE) _Atomic uint64_t head; /* reader: bytes consumed so far */
@@ -81,12 +84,24 @@ struct shm_ctl {
     _Atomic uint32_t pull_ok;                       /* reader: 1 = spans welcome */
 };
 
-/* A ring holds records, each on an 8-byte boundary (so a header never wraps): a header, then
- * for REC_BYTES `len` bytes of the stream (padded to 8), for REC_SPAN the writer's address of
- * `len` bytes that the reader copies straight out of the writer's memory (process_vm_readv)
- * before its head passes the record. The writer publishes whole records only. */
+/* A ring holds records, each on an 8-byte boundary (so a header's words never straddle the
+ * ring's end): a header, then for REC_BYTES `len` bytes of the stream (padded to 8), for
+ * REC_SPAN the writer's address of `len` bytes that the reader copies straight out of the
+ * writer's memory (process_vm_readv) before its head passes the record. The writer publishes
+ * whole records only.
+ *
+ * Each header begins with its stamp, the record's ring position XOR the stream's key, stored
+ * (release) after the rest of the record. A polling reader watches the stamp word at its head,
+ * so the record's arrival is one cache line crossing cores, the one that holds the record,
+ * rather than two in a row (the tail's, then the record's). What was at that position before,
+ * an older lap's header or payload, cannot pass for the stamp: an older header's stamp is
+ * another position's, and payload, which may be anybody's bytes (a file an SMB client wrote),
+ * would have to hold this position XOR a key that only the two processes hold. The tail is
+ * still published after the records and still checked: by a reader about to sleep, and by a
+ * polling one once a clock tick. */
 enum { REC_BYTES = 0x42594553u /* "SEYB" */, REC_SPAN = 0x4e415053u /* "SPAN" */ };
 struct shm_rec {
+    uint64_t stamp;
     uint32_t kind;
     uint32_t len;
 };
@@ -96,6 +111,8 @@ struct shm_span {
 };
 #define REC_ALIGN  8u
 #define REC_PAD(n) (((n) + (REC_ALIGN - 1)) & ~(uint64_t)(REC_ALIGN - 1))
+/* shm_stream.idle_at while a record is half read: no position to look at */
+#define IDLE_MID UINT64_MAX
 /* Spans outstanding at once on one stream; more go as bytes. */
 #define SPANS_MAX 256u
 /* A writer waiting for its spans to settle hears of them in batches: one wake byte (a system
@@ -135,6 +152,7 @@ struct shm_hello {
     uint64_t magic;
     uint32_t version;
     uint32_t ring_size;
+    uint64_t stamp_key; /* the records' key (struct shm_rec), sent where only the peer reads it */
 };
 
 /* The stream's phases: every move is logged "X => Y (why)". */
@@ -182,6 +200,10 @@ struct shm_stream {
     uint64_t socket_looked_ms; /* a polling reader's last look at the socket (coarse ms) */
     uint32_t polls_since_look; /* empty polls since the clock was last read for that */
     _Atomic uint32_t idle_looks; /* shm_idle's count, lock-free: every 64th says "look" */
+    /* where a lock-free look (shm_idle) finds the next record's stamp, IDLE_MID while a record
+     * is half read; written by the reader */
+    _Atomic uint64_t idle_at;
+    uint64_t key;              /* the records' stamp key, for both rings (from the hello) */
     pid_t peer_pid;            /* the peer process, as the kernel told (SO_PEERCRED) */
     uint64_t probe_word;       /* what the peer's probe reads from us */
     /* writer side (under tx_lock) */
@@ -340,6 +362,10 @@ static void rings_unmap(void *base)
 
 static int create_rings(struct shm_stream *st)
 {
+    /* The stamps' key: unknown to anybody whose bytes the stream carries. getrandom without
+     * flags waits only before the kernel's pool is first ready, long past at any connect. */
+    if (getrandom(&st->key, sizeof st->key, 0) != (ssize_t)sizeof st->key)
+        return errno ? -errno : -EIO;
     int mfd = memfd_create("softndk-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (mfd < 0)
         return -errno;
@@ -365,7 +391,8 @@ static int create_rings(struct shm_stream *st)
      * otherwise never hear of the first bytes. */
     atomic_store(&h->ctl[0].reader_waiting, 1);
     atomic_store(&h->ctl[1].reader_waiting, 1);
-    struct shm_hello hello = {.magic = SHM_MAGIC, .version = SHM_VERSION, .ring_size = SHM_RING};
+    struct shm_hello hello = {
+        .magic = SHM_MAGIC, .version = SHM_VERSION, .ring_size = SHM_RING, .stamp_key = st->key};
     struct iovec iov = {&hello, sizeof hello};
     union {
         struct cmsghdr c;
@@ -453,6 +480,7 @@ static int receive_rings(struct shm_stream *st)
     if (err)
         return fail(st, err, "mapping the rings");
     st->base = m;
+    st->key = hello.stamp_key;
     map_rings(st);
     /* The peer may have written already, and nobody has said it waits: whoever reads next
      * must look (a writer that took the hello would otherwise leave the bytes unreported). */
@@ -484,15 +512,59 @@ static int ready(struct shm_stream *st)
 
 /* ---------------------------------------------------------------- reading */
 
-/* The bytes waiting in the ring we drain, validated: >= 0, or -EPROTO. */
+/* The bytes waiting in the ring we drain as the writer's tail tells, validated: >= 0, or
+ * -EPROTO. The tail may lag behind records we took already: the writer stamps each record as
+ * it goes and publishes the tail once, after the last of a write; then 0. Either way the two
+ * are at most a ring apart. */
 static int64_t in_avail(struct shm_stream *st, uint64_t *tail_out)
 {
     uint64_t tail = atomic_load_explicit(&st->in->tail, memory_order_acquire);
     uint64_t n = tail - st->head;
-    if (n > SHM_RING)
-        return fail(st, EPROTO, "the peer's tail is outside its ring");
     *tail_out = tail;
-    return (int64_t)n;
+    if (n <= SHM_RING)
+        return (int64_t)n;
+    if (st->head - tail <= SHM_RING)
+        return 0; /* behind our head: still being published */
+    return fail(st, EPROTO, "the peer's tail is outside its ring");
+}
+
+/* The stamp a record at ring position pos carries (struct shm_rec). */
+static inline uint64_t stamp_of(const struct shm_stream *st, uint64_t pos)
+{
+    return pos ^ st->key;
+}
+
+/* The word at ring position pos (8-aligned: it never straddles the ring's end). */
+static inline uint64_t *ring_word(uint8_t *ring, uint64_t pos)
+{
+    assert((pos & (REC_ALIGN - 1)) == 0);
+    return (uint64_t *)(void *)(ring + (pos & (SHM_RING - 1)));
+}
+
+/* Has the writer published a record at pos (of the ring we drain)? The acquire pairs with the
+ * writer's release of the stamp, stored after the record's other bytes. */
+static inline bool rec_at(struct shm_stream *st, uint64_t pos)
+{
+    return __atomic_load_n(ring_word(st->in_ring, pos), __ATOMIC_ACQUIRE) == stamp_of(st, pos);
+}
+
+/* Is the next record at our head? 1: yes; 0: not yet; -EPROTO. With `check` the writer's tail
+ * is read too, and bytes it says it published at our head without their stamp fail the
+ * stream. The writer stores the stamp before the tail, so once the tail read (acquire) shows
+ * the bytes, their stamp shows as well. */
+static int rec_ready(struct shm_stream *st, bool check)
+{
+    if (rec_at(st, st->head))
+        return 1;
+    if (!check)
+        return 0;
+    uint64_t tail = 0;
+    int64_t avail = in_avail(st, &tail);
+    if (avail <= 0)
+        return (int)avail;
+    if (rec_at(st, st->head))
+        return 1;
+    return fail(st, EPROTO, "bytes published at our head without their record's stamp");
 }
 
 /* Keep the stream's fd readable: bytes are left in the ring that no wake byte reports. */
@@ -588,8 +660,12 @@ static int at_empty(struct shm_stream *st)
         return (int)avail;
     if (end - 1 != tail)
         return fail(st, EPROTO, "the peer's end mark is not at its tail");
-    if (avail > 0)
-        return 2;
+    if (avail == 0 && tail != st->head) /* the tail is final: it no longer lags */
+        return fail(st, EPROTO, "records taken past the peer's final tail");
+    if (avail > 0) {
+        int r = rec_ready(st, true);
+        return r < 0 ? r : 2;
+    }
     if (atomic_load_explicit(&st->in->reset, memory_order_acquire))
         return fail(st, ECONNRESET, "the peer reset the stream");
     st->in_ended = true;
@@ -644,23 +720,25 @@ static void ring_peek(const uint8_t *ring, uint64_t pos, void *dst, size_t n)
     ring_out_copy(ring, pos, &v, 1, 0, n);
 }
 
-/* The record at our head, `avail` ring bytes published: checked and taken as the current one.
- * 0, or -EPROTO (the stream failed). */
-static int next_record(struct shm_stream *st, uint64_t avail)
+/* The record at our head, its stamp seen (rec_at): checked and taken as the current one. 0, or
+ * -EPROTO (the stream failed). Its kind and length are read once, after the stamp; a length
+ * the ring cannot hold fails the stream. One that runs past what the writer wrote only reads
+ * the writer's own stale bytes, and the head it leaves us past the writer's tail fails the
+ * writer at its next look at our head, and us at its end mark (at_empty). */
+static int next_record(struct shm_stream *st)
 {
     struct shm_span sp;
-    if (avail < sizeof sp.h || (st->head & (REC_ALIGN - 1)))
-        return fail(st, EPROTO, "a record header cut short");
+    assert((st->head & (REC_ALIGN - 1)) == 0); /* every record ends on the boundary */
     ring_peek(st->in_ring, st->head, &sp.h, sizeof sp.h);
     if (sp.h.kind == REC_BYTES) {
-        if (sp.h.len == 0 || sizeof sp.h + REC_PAD((uint64_t)sp.h.len) > avail)
-            return fail(st, EPROTO, "a bytes record longer than what was published");
+        if (sp.h.len == 0 || sizeof sp.h + REC_PAD((uint64_t)sp.h.len) > SHM_RING)
+            return fail(st, EPROTO, "a bytes record of no length, or longer than the ring");
         st->rec_data = st->head + sizeof sp.h;
         st->rec_end = st->head + sizeof sp.h + REC_PAD((uint64_t)sp.h.len);
     } else if (sp.h.kind == REC_SPAN) {
         /* only where we said spans are welcome: we can read that peer's memory */
-        if (st->pull != PULL_ONE_COPY || sp.h.len == 0 || avail < sizeof sp)
-            return fail(st, EPROTO, "a span we did not ask for, or cut short");
+        if (st->pull != PULL_ONE_COPY || sp.h.len == 0)
+            return fail(st, EPROTO, "a span we did not ask for, or of no length");
         ring_peek(st->in_ring, st->head, &sp, sizeof sp);
         st->rec_addr = sp.addr;
         st->rec_end = st->head + sizeof sp;
@@ -856,22 +934,54 @@ static void shm_arm(struct sndk_stream *s)
         hold_readable(st);
 }
 
-/* The ring we drain is empty, with no end mark, no failure and nothing held readable: a pass
- * would find nothing. The head compared is the shared one (ours, as we last published it; a
- * peer that rewrites it only delays its own bytes, to every 64th look). */
+/* No record at the position the reader left for this look, no half-read record, no end mark,
+ * no failure and nothing held readable: a pass would find nothing. The look reads the word a
+ * record's stamp will come to, which is the line the record itself arrives in. */
 static bool shm_idle(struct sndk_stream *s)
 {
     struct shm_stream *st = st_of(s);
     if (atomic_load_explicit(&st->phase, memory_order_acquire) != SHM_MAPPED ||
-        atomic_load_explicit(&st->self_armed, memory_order_relaxed) ||
-        atomic_load_explicit(&st->in->tail, memory_order_relaxed) !=
-            atomic_load_explicit(&st->in->head, memory_order_relaxed) ||
+        atomic_load_explicit(&st->self_armed, memory_order_relaxed))
+        return false;
+    uint64_t at = atomic_load_explicit(&st->idle_at, memory_order_relaxed);
+    if (at == IDLE_MID || rec_at(st, at) ||
         atomic_load_explicit(&st->in->end, memory_order_relaxed))
         return false;
     /* a load and a store, not an increment: a count lost between two lookers costs nothing */
     uint32_t k = atomic_load_explicit(&st->idle_looks, memory_order_relaxed) + 1u;
     atomic_store_explicit(&st->idle_looks, k, memory_order_relaxed);
     return (k & 63u) != 0;
+}
+
+/* Our head moved: publish it, tell a writer that waits for room or for its spans to settle,
+ * and leave the idle look its position. 0, or -EPROTO. */
+static int head_moved(struct shm_stream *st)
+{
+    atomic_store_explicit(&st->idle_at, st->rec_kind ? IDLE_MID : st->head, memory_order_relaxed);
+    atomic_store_explicit(&st->in->head, st->head, memory_order_release);
+    atomic_thread_fence(memory_order_seq_cst);
+    bool room_wanted = atomic_load_explicit(&st->in->writer_waiting, memory_order_relaxed);
+    bool settle_wanted =
+        st->spans_passed && atomic_load_explicit(&st->in->settle_waiting, memory_order_relaxed);
+    if (!room_wanted && !settle_wanted)
+        return 0; /* the common case: the writer's tail line is not read */
+    uint64_t tail = 0;
+    int64_t avail = in_avail(st, &tail);
+    if (avail < 0)
+        return (int)avail;
+    bool caught_up = avail == 0;
+    /* a writer that waits for room hears of it once WAKE_ROOM is free, or all of it */
+    bool room_to_tell = caught_up || SHM_RING - (uint64_t)avail >= WAKE_ROOM;
+    if (room_wanted && room_to_tell &&
+        atomic_exchange_explicit(&st->in->writer_waiting, 0, memory_order_acq_rel)) {
+        wake_peer(st, &st->in->wakes_w);
+    } else if (settle_wanted &&
+               (st->spans_passed >= SETTLE_BATCH || (caught_up && !st->rec_kind)) &&
+               atomic_exchange_explicit(&st->in->settle_waiting, 0, memory_order_acq_rel)) {
+        st->spans_passed = 0;
+        wake_peer(st, &st->in->wakes_w);
+    }
+    return 0;
 }
 
 static ssize_t shm_readv(struct sndk_stream *s, const struct iovec *iov, int n)
@@ -887,49 +997,58 @@ static ssize_t shm_readv(struct sndk_stream *s, const struct iovec *iov, int n)
     size_t want = iov_total(iov, n), got = 0;
     bool said_waiting = false;
     while (got < want) {
-        uint64_t tail = 0;
-        int64_t avail = in_avail(st, &tail);
-        if (avail < 0)
-            return avail;
-        if (avail == 0) {
-            int e = at_empty(st);
-            if (e < 0)
-                return got ? (ssize_t)got : e;
-            if (e == 2)
-                continue;
-            if (e == 1)
-                break; /* the end: what was read, then 0 */
-            if (said_waiting)
-                break; /* looked again after saying so: still empty */
-            if (s->poll_only) {
-                /* A poll that nobody sleeps behind: no flag, so the peer's writes cost it no
-                 * system call. The socket is still looked at once a coarse tick, for the
-                 * peer's death (its hang-up) while the consumer only polls. */
-                int d = poll_socket_now(st) ? drain_wakes(st) : 0;
+        if (!st->rec_kind) {
+            /* a polling reader looks at the stamp alone; one that may sleep checks the tail */
+            int here = rec_ready(st, !s->poll_only);
+            if (here < 0)
+                return got ? (ssize_t)got : here;
+            if (here == 0) {
+                int e = at_empty(st);
+                if (e < 0)
+                    return got ? (ssize_t)got : e;
+                if (e == 2)
+                    continue;
+                if (e == 1)
+                    break; /* the end: what was read, then 0 */
+                if (said_waiting)
+                    break; /* looked again after saying so: still empty */
+                if (s->poll_only) {
+                    /* A poll that nobody sleeps behind: no flag, so the peer's writes cost it
+                     * no system call. Once a coarse tick the tail is checked and the socket
+                     * looked at, for the peer's death (its hang-up) while the consumer only
+                     * polls. */
+                    if (!poll_socket_now(st))
+                        break;
+                    int v = rec_ready(st, true);
+                    if (v < 0)
+                        return got ? (ssize_t)got : v;
+                    if (v > 0)
+                        continue;
+                    int d = drain_wakes(st);
+                    if (d < 0) {
+                        if (rec_ready(st, true) > 0 || at_empty(st) != 0)
+                            continue;
+                        return got ? (ssize_t)got : fail(st, -d, "the peer's socket ended");
+                    }
+                    break;
+                }
+                /* About to sleep: take the wake bytes, say so, look once more (the writer
+                 * stores its stamp and tail, then reads the flag; we store the flag, then read
+                 * the stamp). */
+                int d = drain_wakes(st);
                 if (d < 0) {
-                    if (in_avail(st, &tail) > 0 || at_empty(st) != 0)
+                    /* the socket ended: bytes or the end mark may have come just before */
+                    if (rec_ready(st, true) > 0 || at_empty(st) != 0)
                         continue;
                     return got ? (ssize_t)got : fail(st, -d, "the peer's socket ended");
                 }
-                break;
+                if (!atomic_load_explicit(&st->in->reader_waiting, memory_order_relaxed))
+                    atomic_store_explicit(&st->in->reader_waiting, 1, memory_order_relaxed);
+                atomic_thread_fence(memory_order_seq_cst);
+                said_waiting = true;
+                continue;
             }
-            /* About to sleep: take the wake bytes, say so, look once more (the writer stores
-             * its tail, then reads the flag; we store the flag, then read the tail). */
-            int d = drain_wakes(st);
-            if (d < 0) {
-                /* the socket ended: bytes or the end mark may have come just before */
-                if (in_avail(st, &tail) > 0 || at_empty(st) != 0)
-                    continue;
-                return got ? (ssize_t)got : fail(st, -d, "the peer's socket ended");
-            }
-            if (!atomic_load_explicit(&st->in->reader_waiting, memory_order_relaxed))
-                atomic_store_explicit(&st->in->reader_waiting, 1, memory_order_relaxed);
-            atomic_thread_fence(memory_order_seq_cst);
-            said_waiting = true;
-            continue;
-        }
-        if (!st->rec_kind) {
-            int r = next_record(st, (uint64_t)avail);
+            int r = next_record(st);
             if (r < 0)
                 return got ? (ssize_t)got : r;
         }
@@ -956,35 +1075,24 @@ static ssize_t shm_readv(struct sndk_stream *s, const struct iovec *iov, int n)
         } else {
             continue;
         }
-        atomic_store_explicit(&st->in->head, st->head, memory_order_release);
-        atomic_thread_fence(memory_order_seq_cst);
-        /* a writer that waits for room hears of it once WAKE_ROOM is free, or all of it */
-        bool room_to_tell = st->head == tail || SHM_RING - (tail - st->head) >= WAKE_ROOM;
-        if (room_to_tell && atomic_load_explicit(&st->in->writer_waiting, memory_order_relaxed) &&
-            atomic_exchange_explicit(&st->in->writer_waiting, 0, memory_order_acq_rel))
-            wake_peer(st, &st->in->wakes_w);
-        else if (st->spans_passed &&
-                 (st->spans_passed >= SETTLE_BATCH || (st->head == tail && !st->rec_kind)) &&
-                 atomic_load_explicit(&st->in->settle_waiting, memory_order_relaxed) &&
-                 atomic_exchange_explicit(&st->in->settle_waiting, 0, memory_order_acq_rel)) {
-            st->spans_passed = 0;
-            wake_peer(st, &st->in->wakes_w);
-        }
+        int m = head_moved(st);
+        if (m < 0)
+            return got ? (ssize_t)got : m;
     }
     if (got == want && !st->in_ended) {
         /* Full: the caller may not come back for what is left (a pass's budget, a try-lock
          * another thread held); keep the fd readable until a read finds the ring empty. */
-        uint64_t tail = 0;
-        int64_t avail = in_avail(st, &tail);
-        if (avail < 0)
-            return avail;
-        if (avail > 0)
+        int here = st->rec_kind ? 1 : rec_ready(st, false);
+        if (here > 0) {
             raise_self(st);
-        else if (avail == 0 && !said_waiting && !s->poll_only) {
+        } else if (!said_waiting && !s->poll_only) {
             /* emptied exactly: say we wait, as a short read would */
             atomic_store_explicit(&st->in->reader_waiting, 1, memory_order_relaxed);
             atomic_thread_fence(memory_order_seq_cst);
-            if (in_avail(st, &tail) > 0)
+            here = rec_ready(st, true);
+            if (here < 0)
+                return here;
+            if (here > 0)
                 raise_self(st);
         }
     }
@@ -1003,10 +1111,9 @@ static int shm_peek(struct sndk_stream *s)
         return rc;
     if (st->in_ended)
         return -EPIPE;
-    uint64_t tail = 0;
-    int64_t avail = in_avail(st, &tail);
-    if (avail != 0)
-        return avail > 0 ? 1 : (int)avail;
+    int here = st->rec_kind ? 1 : rec_ready(st, true);
+    if (here != 0)
+        return here;
     int e = at_empty(st);
     return e == 1 ? -EPIPE : e == 2 ? 1 : e;
 }
@@ -1039,6 +1146,12 @@ static void ring_in_copy(uint8_t *ring, uint64_t pos, const uint8_t *src, size_t
 
 /* The smallest record worth writing: a header and 8 bytes, or a span. */
 #define REC_MIN_ROOM (sizeof(struct shm_span))
+
+/* The record at pos is whole: its stamp goes last (rec_at's acquire pairs with this). */
+static inline void publish_record(struct shm_stream *st, uint64_t pos)
+{
+    __atomic_store_n(ring_word(st->out_ring, pos), stamp_of(st, pos), __ATOMIC_RELEASE);
+}
 
 /* Write iov[0..n) as records: lendable pieces (lend[i], SNDK_STREAM_LEND_MIN bytes or more,
  * the reader said it can pull) as spans, the rest as bytes, as far as the ring has room.
@@ -1090,7 +1203,10 @@ static ssize_t shm_writev_lent(struct sndk_stream *s, const struct iovec *iov, i
             struct shm_span sp = {
                 .h = {.kind = REC_SPAN, .len = (uint32_t)left},
                 .addr = (uint64_t)(uintptr_t)((const uint8_t *)iov[i].iov_base + off)};
-            ring_in_copy(st->out_ring, pos, (const uint8_t *)&sp, sizeof sp);
+            /* all but the stamp, then the stamp */
+            ring_in_copy(st->out_ring, pos + sizeof sp.h.stamp,
+                         (const uint8_t *)&sp + sizeof sp.h.stamp, sizeof sp - sizeof sp.h.stamp);
+            publish_record(st, pos);
             pos += sizeof sp;
             room -= (int64_t)sizeof sp;
             uint32_t k = (st->span_head + st->span_n) % SPANS_MAX;
@@ -1127,8 +1243,10 @@ static ssize_t shm_writev_lent(struct sndk_stream *s, const struct iovec *iov, i
         }
         if (len == 0)
             break; /* only empty iovecs were left */
+        /* kind and length (one aligned word: it never wraps), then the stamp */
         struct shm_rec h = {.kind = REC_BYTES, .len = len};
-        memcpy(st->out_ring + (pos & (SHM_RING - 1)), &h, sizeof h); /* aligned: never wraps */
+        memcpy(ring_word(st->out_ring, pos + sizeof h.stamp), &h.kind, sizeof h - sizeof h.stamp);
+        publish_record(st, pos);
         uint64_t rec = sizeof h + REC_PAD((uint64_t)len);
         pos += rec;
         room -= (int64_t)rec;
@@ -1342,8 +1460,9 @@ uint64_t sndk_stream_shm_pulled(const void *priv)
 }
 
 /* Tests and fuzzing: play a hostile writer. Append n raw bytes to the ring this end writes, as
- * they are (no record framing), publish the tail, and optionally an end mark `end` (0: none).
- * The peer's reader then meets them as it would meet a peer's. Under tx_lock, or alone. */
+ * they are, but for the stamps of the records they frame (their kinds and lengths as the bytes
+ * say, however wrong), publish the tail, and optionally an end mark `end` (0: none). The peer's
+ * reader then meets them as it would meet a peer's. Under tx_lock, or alone. */
 int sndk_stream_shm_publish_raw(void *priv, const void *bytes, size_t n, uint64_t end)
 {
     struct shm_stream *st = priv;
@@ -1352,6 +1471,19 @@ int sndk_stream_shm_publish_raw(void *priv, const void *bytes, size_t n, uint64_
     if (n > SHM_RING - (st->tail - atomic_load_explicit(&st->out->head, memory_order_acquire)))
         return -ENOSPC;
     ring_in_copy(st->out_ring, st->tail, bytes, n);
+    /* the stamps a framing writer would store, where the bytes put headers */
+    for (uint64_t pos = st->tail;
+         !(pos & (REC_ALIGN - 1)) && pos + sizeof(struct shm_rec) <= st->tail + n;) {
+        struct shm_rec h;
+        ring_peek(st->out_ring, pos, &h, sizeof h);
+        publish_record(st, pos);
+        if (h.kind == REC_SPAN)
+            pos += sizeof(struct shm_span);
+        else if (h.kind == REC_BYTES)
+            pos += sizeof h + REC_PAD((uint64_t)h.len);
+        else
+            break; /* the reader fails there */
+    }
     st->tail += n;
     atomic_store_explicit(&st->out->tail, st->tail, memory_order_release);
     if (end)

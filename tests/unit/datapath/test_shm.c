@@ -318,3 +318,51 @@ TEST(shm_a_span_outside_the_peers_memory_fails_the_connection)
     CHECK_MEM(p->y.buf, before, sizeof before);
     dp_pair_close(p);
 }
+
+/* A record is taken by its stamp alone (docs/transport-shm.md, "The stamp"): the stream on its
+ * own, over a socket pair, this process playing the writer. A framed record is read by a
+ * polling reader; the next one, its stamp replaced by what an older lap left at that position,
+ * is not there for a polling reader, and a reader that checks the writer's tail (one about to
+ * sleep) finds bytes published without their stamp and fails the stream, for good. */
+TEST(shm_stream_takes_a_record_by_its_stamp_and_fails_one_without)
+{
+    int sv[2];
+    CHECK_EQ_I64(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+    void *w = sndk_stream_shm_new(sv[0], true);
+    void *r = sndk_stream_shm_new(sv[1], false);
+    CHECK(w != NULL && r != NULL);
+    struct sndk_stream rs = {.ops = &sndk_stream_shm_ops, .fd = sndk_stream_shm_fd(r), .priv = r};
+    struct sndk_stream ws = {.ops = &sndk_stream_shm_ops, .fd = sndk_stream_shm_fd(w), .priv = w};
+    uint8_t got[64];
+    struct iovec v = {got, sizeof got};
+    CHECK_EQ_I64(rs.ops->readv(&rs, &v, 1), -EAGAIN); /* takes the rings: nothing yet */
+    size_t len = 0;
+    uint8_t *m = sndk_stream_shm_mapping(w, &len);
+    CHECK(m != NULL);
+    uint64_t ring = (len - 4096) / 2; /* ring 0, the active end's, follows the header page */
+    /* a bytes record: stamp (publish_raw writes it), kind, length, 8 bytes */
+    uint8_t rec[24] = {0};
+    uint32_t kind = 0x42594553u /* "SEYB" */, n = 8;
+    memcpy(rec + 8, &kind, 4);
+    memcpy(rec + 12, &n, 4);
+    memcpy(rec + 16, "ABCDEFGH", 8);
+    CHECK_EQ_I64(sndk_stream_shm_publish_raw(w, rec, sizeof rec, 0), 0);
+    rs.poll_only = true;
+    CHECK_EQ_I64(rs.ops->readv(&rs, &v, 1), 8);
+    CHECK(memcmp(got, "ABCDEFGH", 8) == 0);
+    /* the second record at position 24; its stamp becomes the one a lap ago held there */
+    memcpy(rec + 16, "IJKLMNOP", 8);
+    CHECK_EQ_I64(sndk_stream_shm_publish_raw(w, rec, sizeof rec, 0), 0);
+    uint64_t stamp = 0;
+    memcpy(&stamp, m + 4096 + 24, sizeof stamp);
+    uint64_t older = stamp ^ 24u ^ (24u - ring); /* (pos - ring) ^ key, where pos ^ key is */
+    memcpy(m + 4096 + 24, &older, sizeof older);
+    for (int i = 0; i < 8; i++)
+        CHECK_EQ_I64(rs.ops->readv(&rs, &v, 1), -EAGAIN);
+    rs.poll_only = false;
+    CHECK_EQ_I64(rs.ops->readv(&rs, &v, 1), -EPROTO);
+    CHECK_EQ_I64(rs.ops->readv(&rs, &v, 1), -EPROTO);
+    CHECK_EQ_I64(rs.ops->error(&rs), EPROTO);
+    rs.ops->close(&rs, true);
+    ws.ops->close(&ws, false);
+}
