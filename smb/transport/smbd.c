@@ -819,8 +819,12 @@ static int smbd_recv(smb_transport *t, void *buf, size_t cap, size_t *len, int t
         if (c->state != SMBD_CONNECTED)
             return c->state == SMBD_FAILED ? -EPIPE : -ENOTCONN;
         uint64_t now = now_ms();
-        if (now >= end)
+        if (now >= end) {
+            /* the caller's deadline, not a failure: the connection stays, but the caller that
+             * gives up says why (an empty reason read "receive: " in ndksmb's error) */
+            snprintf(c->err, sizeof c->err, "no message within %d ms", timeout_ms);
             return -ETIMEDOUT;
+        }
         /* [MS-SMBD] 3.1.6.2 idle timer: after keepalive_ms without traffic, ask the peer for a
          * response; after a second period without one, the peer is gone */
         if (now - c->last_activity_ms >= c->p.keepalive_ms) {

@@ -429,6 +429,9 @@ TEST(smbd_negotiate_and_echo_fragmented)
     size_t got = 0;
     CHECK_EQ_I64(t->ops->recv(t, in, 100, &got, 10000), -EMSGSIZE);
     CHECK(strstr(smb_transport_error(t), "5000 bytes") != NULL);
+    /* nothing more comes: the caller's deadline passes, and the reason says so */
+    CHECK_EQ_I64(t->ops->recv(t, in, 100, &got, 50), -ETIMEDOUT);
+    CHECK(strstr(smb_transport_error(t), "no message within 50 ms") != NULL);
     t->ops->destroy(t);
     free(out);
     free(in);

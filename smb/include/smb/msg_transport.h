@@ -63,7 +63,8 @@ typedef struct smb_transport_ops {
      * send credits. */
     int (*send)(smb_transport *t, const void *msg, size_t len);
     /* Receives one whole SMB2 message into buf (cap bytes); *len its length. Waits at most
-     * timeout_ms (-1: no bound): -ETIMEDOUT then. -EMSGSIZE when the message is larger than
+     * timeout_ms (-1: no bound): -ETIMEDOUT then, error() naming the wait, and the connection
+     * stays. -EMSGSIZE when the message is larger than
      * cap (the message is consumed). -ECONNRESET / -EPIPE when the peer ended the connection. */
     int (*recv)(smb_transport *t, void *buf, size_t cap, size_t *len, int timeout_ms);
     /* RDMA; NULL where the transport has none. Registers [buf, buf+len) for the peer's access
