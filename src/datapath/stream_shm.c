@@ -984,6 +984,19 @@ static int head_moved(struct shm_stream *st)
     return 0;
 }
 
+/* The ring looked empty: take the wake bytes (drain_wakes). 0: taken, still nothing; 1: the
+ * socket ended, but bytes or the end mark came just before it, so look again; -errno: the
+ * socket ended with neither (the peer gone), and the stream failed. */
+static int take_wakes(struct shm_stream *st)
+{
+    int d = drain_wakes(st);
+    if (d == 0)
+        return 0;
+    if (rec_ready(st, true) > 0 || at_empty(st) != 0)
+        return 1;
+    return fail(st, -d, "the peer's socket ended");
+}
+
 static ssize_t shm_readv(struct sndk_stream *s, const struct iovec *iov, int n)
 {
     struct shm_stream *st = st_of(s);
@@ -1020,28 +1033,22 @@ static ssize_t shm_readv(struct sndk_stream *s, const struct iovec *iov, int n)
                     if (!poll_socket_now(st))
                         break;
                     int v = rec_ready(st, true);
+                    if (v == 0)
+                        v = take_wakes(st);
                     if (v < 0)
                         return got ? (ssize_t)got : v;
                     if (v > 0)
                         continue;
-                    int d = drain_wakes(st);
-                    if (d < 0) {
-                        if (rec_ready(st, true) > 0 || at_empty(st) != 0)
-                            continue;
-                        return got ? (ssize_t)got : fail(st, -d, "the peer's socket ended");
-                    }
                     break;
                 }
                 /* About to sleep: take the wake bytes, say so, look once more (the writer
                  * stores its stamp and tail, then reads the flag; we store the flag, then read
                  * the stamp). */
-                int d = drain_wakes(st);
-                if (d < 0) {
-                    /* the socket ended: bytes or the end mark may have come just before */
-                    if (rec_ready(st, true) > 0 || at_empty(st) != 0)
-                        continue;
-                    return got ? (ssize_t)got : fail(st, -d, "the peer's socket ended");
-                }
+                int d = take_wakes(st);
+                if (d < 0)
+                    return got ? (ssize_t)got : d;
+                if (d > 0)
+                    continue;
                 if (!atomic_load_explicit(&st->in->reader_waiting, memory_order_relaxed))
                     atomic_store_explicit(&st->in->reader_waiting, 1, memory_order_relaxed);
                 atomic_thread_fence(memory_order_seq_cst);
