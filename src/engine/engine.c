@@ -900,6 +900,10 @@ static void *progress_main(void *arg)
 
     struct epoll_event evs[MAX_EVENTS];
     uint64_t spin_until = 0;
+    /* A pass that made progress earns one more poll whatever the clock says: a thread preempted
+     * between that pass and its window check would otherwise find its window gone and block,
+     * leaving a poller that reported progress uncalled with no event to wake the thread. */
+    bool busy_before = false;
     for (;;) {
         bool busy = run_work(t);
         busy |= run_timers(t);
@@ -908,8 +912,7 @@ static void *progress_main(void *arg)
         int64_t timeout_ns = 0;
         bool slept = false;
         if (!busy) {
-            if (e->spin_us && !stopping(e) &&
-                now_us() < spin_until) {
+            if (e->spin_us && !stopping(e) && (busy_before || now_us() < spin_until)) {
                 if (run_pollers(t))
                     busy = true;
                 else
@@ -928,6 +931,7 @@ static void *progress_main(void *arg)
          * within a round trip, and catching it spinning saves a ~27 µs cross-core wake-up. */
         if (e->spin_us && (busy || slept))
             spin_until = now_us() + e->spin_us;
+        busy_before = busy;
     }
     tls_self = NULL;
     return NULL;

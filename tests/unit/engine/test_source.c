@@ -3,9 +3,11 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 static int make_evfd(uint64_t initial)
@@ -607,6 +609,69 @@ static void tpoller_done(struct sndk_work *w)
 static bool tpoller_done_pred(void *arg)
 {
     return atomic_load(&((struct tpoller *)arg)->done_ran);
+}
+
+/* A thread preempted between a pass whose poller reported progress and its look at the spin
+ * window finds the window gone; it must still call the poller again, or it blocks with the
+ * poller uncalled and no event to wake it (engine.c, progress_main). The preemption is a
+ * signal whose handler sleeps past the window, sent again and again until some land there. */
+static atomic_uint stalls;
+static void stall_handler(int sig)
+{
+    (void)sig;
+    struct timespec ts = {0, 1000000}; /* 1 ms: five spin windows */
+    nanosleep(&ts, NULL);
+    atomic_fetch_add(&stalls, 1);
+}
+
+struct stalled_poller {
+    struct sndk_poller p;
+    atomic_uint calls;
+    atomic_bool have_thread;
+    pthread_t thread; /* the progress thread; written once, before have_thread */
+};
+
+static bool stalled_poller_fn(struct sndk_poller *p)
+{
+    struct stalled_poller *sp = (struct stalled_poller *)p;
+    if (!atomic_load_explicit(&sp->have_thread, memory_order_relaxed)) {
+        /* Progress threads block signals; the stall is let in on this one only. */
+        sigset_t usr1;
+        sigemptyset(&usr1);
+        sigaddset(&usr1, SIGUSR1);
+        pthread_sigmask(SIG_UNBLOCK, &usr1, NULL);
+        sp->thread = pthread_self();
+        atomic_store_explicit(&sp->have_thread, true, memory_order_release);
+    }
+    atomic_fetch_add(&sp->calls, 1);
+    return true;
+}
+
+TEST(poller_busy_survives_a_preempted_thread)
+{
+    if (test_cpus() < 2)
+        SKIP("one CPU: the engine never spins, pollers are never called");
+    struct sigaction sa = {.sa_handler = stall_handler}, old;
+    sigemptyset(&sa.sa_mask);
+    CHECK_EQ_I64(sigaction(SIGUSR1, &sa, &old), 0);
+    struct sndk_engine *e = mk_engine(1, 200);
+    struct stalled_poller sp = {0};
+    sndk_poller_init(&sp.p, stalled_poller_fn);
+    CHECK_EQ_I64(sndk_poller_add(e, &sp.p, 0), 0);
+    flush_thread(e, 0); /* activity starts a spin window */
+    CHECK(wait_ge(&sp.calls, 1, WAIT_MS));
+    CHECK(atomic_load_explicit(&sp.have_thread, memory_order_acquire));
+    atomic_store(&stalls, 0);
+    for (unsigned i = 1; i <= 200; i++) {
+        CHECK_EQ_I64(pthread_kill(sp.thread, SIGUSR1), 0);
+        CHECK(wait_ge(&stalls, i, WAIT_MS));
+        /* Still called after the stall: the poller said it made progress. */
+        unsigned after = atomic_load(&sp.calls);
+        CHECK(wait_ge(&sp.calls, after + 10, WAIT_MS));
+    }
+    sndk_poller_remove(&sp.p, NULL);
+    sndk_engine_destroy(e);
+    CHECK_EQ_I64(sigaction(SIGUSR1, &old, NULL), 0);
 }
 
 TEST(poller_spin_and_remove)
