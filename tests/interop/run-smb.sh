@@ -488,6 +488,13 @@ if [ -n "$hp" ]; then
         what="the guest listing of the share: all ${#expect[@]} files the client put have their sha256"
         report guest-sha256 $ok "${why:-$what}"
     fi
+    # A guest that never got to its listing gives no kernel log of its own: what its console
+    # holds instead (kernel messages of error level and up pass "quiet": a hung task, a soft
+    # lockup, an oops) is the one trace of why.
+    if [ $listed_in = 0 ]; then
+        echo "--- the guest's console, last 40 lines (it did not reach SNDK-EXIT)"
+        con | grep -v '^SNDK-SHA ' | tail -n 40 | cut -c1-200
+    fi
     # the guest gives its whole kernel log (sndk.smbdmesg=1); shown: what siw, ksmbd and the
     # kernel said, without the one "disconnected" line every connection ends with (siw's
     # warnings name no error word, "IRQ exceeded" among them, and must not be filtered out)
