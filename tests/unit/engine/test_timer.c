@@ -66,6 +66,29 @@ static void blocking_fn(struct sndk_timer *t)
     CHECK(harness_event_wait(&b->release, 1, WAIT_MS));
 }
 
+/* Hold progress thread `thread` inside a timer's fn: nothing else runs on it until
+ * hold_release. What a test arms meanwhile cannot fire, however slowly it arms. */
+static void hold_thread(struct sndk_engine *e, unsigned thread, struct blocking_timer *b)
+{
+    harness_event_init(&b->entered);
+    harness_event_init(&b->release);
+    sndk_timer_init(&b->t, blocking_fn);
+    sndk_timer_arm_on(e, thread, &b->t, 0);
+    CHECK(harness_event_wait(&b->entered, 1, WAIT_MS));
+}
+
+static void hold_release(struct blocking_timer *b)
+{
+    harness_event_signal(&b->release);
+}
+
+/* Once the held fn has returned (the thread ran something after it, or the engine is gone). */
+static void hold_destroy(struct blocking_timer *b)
+{
+    harness_event_destroy(&b->entered);
+    harness_event_destroy(&b->release);
+}
+
 TEST(timer_fire_in_order)
 {
     /* The contract: a thread fires its due timers in the order of the deadlines it computed
@@ -83,11 +106,7 @@ TEST(timer_fire_in_order)
         for (unsigned round = 0; round < 5 && !saw_wanted; round++) {
             atomic_store(&order_next, 0);
             struct blocking_timer hold;
-            harness_event_init(&hold.entered);
-            harness_event_init(&hold.release);
-            sndk_timer_init(&hold.t, blocking_fn);
-            sndk_timer_arm_on(e, 0, &hold.t, 0);
-            CHECK(harness_event_wait(&hold.entered, 1, WAIT_MS));
+            hold_thread(e, 0, &hold);
 
             /* Armed in an order unlike their deadlines, 3 ms apart, each delay what is left
              * of a deadline fixed from the first arm. */
@@ -100,7 +119,7 @@ TEST(timer_fire_in_order)
                 CHECK(sndk_timer_arm_on(e, 0, &tt[i].t, tt[i].delay)); /* was not pending */
                 CHECK(sndk_timer_pending(&tt[i].t));
             }
-            harness_event_signal(&hold.release);
+            hold_release(&hold);
             for (unsigned i = 0; i < 5; i++)
                 CHECK(wait_ge(&tt[i].fires, 1, WAIT_MS)); /* bumped after order[] is written */
             for (unsigned i = 0; i < 5; i++) {
@@ -122,8 +141,7 @@ TEST(timer_fire_in_order)
                 wanted &= order[i] == want[i];
             saw_wanted = wanted;
             sndk_engine_quiesce(e);
-            harness_event_destroy(&hold.entered);
-            harness_event_destroy(&hold.release);
+            hold_destroy(&hold);
         }
         CHECK(saw_wanted); /* five rounds in a row held up mid-arm: something else is wrong */
         sndk_engine_destroy(e);
@@ -169,14 +187,10 @@ TEST(timer_rearm_moves)
      * in another timer's fn across the two arms: a test thread preempted for 1 ms between
      * them would otherwise see the close deadline rightly fire. */
     struct blocking_timer hold;
-    harness_event_init(&hold.entered);
-    harness_event_init(&hold.release);
-    sndk_timer_init(&hold.t, blocking_fn);
-    sndk_timer_arm_on(e, 1, &hold.t, 0);
-    CHECK(harness_event_wait(&hold.entered, 1, WAIT_MS));
+    hold_thread(e, 1, &hold);
     sndk_timer_arm(e, &a.t, 1000);
     sndk_timer_arm(e, &a.t, 60u * 1000000u);
-    harness_event_signal(&hold.release);
+    hold_release(&hold);
     struct ttimer probe;
     ttimer_init(&probe, e, 1, 20000);
     sndk_timer_arm_on(e, 1, &probe.t, 20000); /* fires after a's first deadline would have */
@@ -188,8 +202,7 @@ TEST(timer_rearm_moves)
     CHECK(wait_ge(&a.fires, 2, WAIT_MS));
     CHECK_EQ_I64(a.thread, 0);
     sndk_engine_destroy(e);
-    harness_event_destroy(&hold.entered);
-    harness_event_destroy(&hold.release);
+    hold_destroy(&hold);
 }
 
 TEST(timer_cancel_semantics)
@@ -208,14 +221,10 @@ TEST(timer_cancel_semantics)
      * once in a CI run: the test thread was preempted between the arm and the cancel); the
      * probe fires well after the cancelled deadline. */
     struct blocking_timer hold;
-    harness_event_init(&hold.entered);
-    harness_event_init(&hold.release);
-    sndk_timer_init(&hold.t, blocking_fn);
-    sndk_timer_arm(e, &hold.t, 0);
-    CHECK(harness_event_wait(&hold.entered, 1, WAIT_MS));
+    hold_thread(e, 0, &hold);
     sndk_timer_arm(e, &a.t, 1000);
     CHECK(sndk_timer_cancel(&a.t));
-    harness_event_signal(&hold.release);
+    hold_release(&hold);
     struct ttimer probe;
     ttimer_init(&probe, e, 1, 100000);
     sndk_timer_arm(e, &probe.t, 100000);
@@ -224,22 +233,16 @@ TEST(timer_cancel_semantics)
 
     /* Running right now: cancel says false, and re-arming from outside works. */
     struct blocking_timer b;
-    harness_event_init(&b.entered);
-    harness_event_init(&b.release);
-    sndk_timer_init(&b.t, blocking_fn);
-    sndk_timer_arm(e, &b.t, 0);
-    CHECK(harness_event_wait(&b.entered, 1, WAIT_MS));
+    hold_thread(e, 0, &b);
     CHECK(!sndk_timer_cancel(&b.t));
     CHECK(!sndk_timer_pending(&b.t));
     sndk_timer_arm(e, &b.t, 60u * 1000000u);
     CHECK(sndk_timer_cancel(&b.t));
-    harness_event_signal(&b.release);
+    hold_release(&b);
     sndk_engine_quiesce(e);
     sndk_engine_destroy(e);
-    harness_event_destroy(&b.entered);
-    harness_event_destroy(&b.release);
-    harness_event_destroy(&hold.entered);
-    harness_event_destroy(&hold.release);
+    hold_destroy(&b);
+    hold_destroy(&hold);
 }
 
 /* The reference rule of engine.h ("References"): arm returns true exactly when a pending
