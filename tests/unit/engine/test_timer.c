@@ -140,8 +140,7 @@ TEST(timer_fire_in_order)
             for (unsigned i = 0; i < 5; i++)
                 wanted &= order[i] == want[i];
             saw_wanted = wanted;
-            sndk_engine_quiesce(e);
-            hold_destroy(&hold);
+            hold_destroy(&hold); /* its fn returned before the five fired on its thread */
         }
         CHECK(saw_wanted); /* five rounds in a row held up mid-arm: something else is wrong */
         sndk_engine_destroy(e);
@@ -185,11 +184,12 @@ TEST(timer_rearm_moves)
     CHECK_EQ_I64(a.thread, 1); /* a pending timer stays on its thread */
     /* Close, then pushed far away: does not fire; cancel finds it pending. Thread 1 is held
      * in another timer's fn across the two arms: a test thread preempted for 1 ms between
-     * them would otherwise see the close deadline rightly fire. */
+     * them would otherwise see the close deadline rightly fire. The close arm names thread 1
+     * (a timer that is not pending would go to the caller's home thread, maybe the other). */
     struct blocking_timer hold;
     hold_thread(e, 1, &hold);
-    sndk_timer_arm(e, &a.t, 1000);
-    sndk_timer_arm(e, &a.t, 60u * 1000000u);
+    sndk_timer_arm_on(e, 1, &a.t, 1000);
+    sndk_timer_arm(e, &a.t, 60u * 1000000u); /* pending: stays on thread 1 */
     hold_release(&hold);
     struct ttimer probe;
     ttimer_init(&probe, e, 1, 20000);
