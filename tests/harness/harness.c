@@ -29,6 +29,7 @@ static struct harness_test tests[HARNESS_MAX_TESTS];
 static unsigned ntests;
 static int result_fd = -1; /* child: where the failure/skip reason goes */
 static bool in_process;
+static int diverted_capture_fd = -1, diverted_saved_fd = -1;
 
 void harness_register(const char *name, harness_fn fn, const char *file, unsigned timeout_s)
 {
@@ -55,6 +56,46 @@ static void report_reason(const char *msg)
     }
 }
 
+/* Async-signal-safe: pread and write only. */
+static void replay_diverted_stderr(void)
+{
+    int from = diverted_capture_fd, to = diverted_saved_fd;
+    if (from < 0 || to < 0)
+        return;
+    static const char head[] = "--- stderr the test had captured when it ended:\n";
+    if (write(to, head, sizeof head - 1) < 0)
+        return;
+    char buf[4096];
+    off_t at = 0;
+    ssize_t r;
+    while ((r = pread(from, buf, sizeof buf, at)) > 0) {
+        for (ssize_t done = 0; done < r;) {
+            ssize_t w = write(to, buf + done, (size_t)(r - done));
+            if (w <= 0)
+                return;
+            done += w;
+        }
+        at += r;
+    }
+    static const char tail[] = "--- end of captured stderr\n";
+    if (write(to, tail, sizeof tail - 1) < 0)
+        return;
+}
+
+static void on_abort_while_diverted(int sig)
+{
+    replay_diverted_stderr();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void harness_stderr_diverted(int capture_fd, int saved_fd)
+{
+    diverted_capture_fd = capture_fd;
+    diverted_saved_fd = saved_fd;
+    signal(SIGABRT, capture_fd >= 0 ? on_abort_while_diverted : SIG_DFL);
+}
+
 void harness_fail(const char *file, int line, const char *fmt, ...)
 {
     char msg[1024];
@@ -65,6 +106,8 @@ void harness_fail(const char *file, int line, const char *fmt, ...)
     vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
     va_end(ap);
     fprintf(stderr, "  failed: %s\n", msg);
+    fflush(stderr);
+    replay_diverted_stderr();
     report_reason(msg);
     if (in_process)
         abort();

@@ -26,6 +26,12 @@ _Noreturn void harness_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 _Noreturn void harness_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* A test that diverts stderr into a file to read its own log (fx_capture) tells the harness:
+ * capture_fd holds the text, saved_fd is the real stderr. Should the test fail or abort before
+ * it restores stderr, the harness copies the captured text to saved_fd first, so the reason
+ * (a strict verifier's report, an assertion) is not lost with the process. (-1, -1): ended. */
+void harness_stderr_diverted(int capture_fd, int saved_fd);
+
 #define HARNESS_CAT2(a, b) a##b
 #define HARNESS_CAT(a, b)  HARNESS_CAT2(a, b)
 
