@@ -157,6 +157,8 @@ NTSTATUS sndk_obj_close(NDK_OBJECT_HEADER *hdr, NDK_FN_CLOSE_COMPLETION cb, void
     }
     o->close_cb = cb;
     o->close_ctx = ctx;
+    if (sndk_obj_verified(o))
+        sndk_verify_close_started(o);
     SNDK_TRACE("api.close", sndk_obj_type_name(o->ops->type), o, "\"callback\":%s",
                cb ? "true" : "false");
     if (o->ops->close_begin)
@@ -186,8 +188,9 @@ struct sndk_obj *sndk_obj_check(const void *pub, NDK_OBJECT_TYPE type)
 {
     struct sndk_obj *o = sndk_obj_lookup(pub, type);
     /* [CLOSE-2]: every consumer call finds its objects here, so this is where a call on a
-     * closing object is seen (the memory is still there until the close completes). */
-    if (o && sndk_obj_verified(o) && sndk_obj_closing(o)) {
+     * closing object is seen (the memory is still there until the close completes). Not from
+     * the object's own callback while another thread closes it (verify.h). */
+    if (o && sndk_obj_verified(o) && sndk_obj_closing(o) && !sndk_verify_inside_own_callback(o)) {
         struct sndk_verify_subject s = sndk_obj_subject(o);
         sndk_verify_report_on(&s, SoftNdkVerifyUseAfterClose, NULL,
                               "a call reached this %s after its close started: the consumer "

@@ -260,6 +260,7 @@ void sndk_callback_enter_verified(struct sndk_callback_scope *s,
     s->subject = *subj;
     s->ctx = ctx;
     s->kind = kind;
+    s->closed_inside = false;
     s->outer = tls_callback;
     thread_usage(&s->start_cpu_ns, &s->start_waits);
     s->start_ns = clock_ns(CLOCK_MONOTONIC);
@@ -318,6 +319,21 @@ bool sndk_verify_not_from_callback(const char *call, const char *why)
                           "%s called from the %s of this %s: %s", call, callback_names[s->kind],
                           s->subject.type, why);
     return true;
+}
+
+void sndk_verify_close_started(const void *obj)
+{
+    for (struct sndk_callback_scope *s = tls_callback; s; s = s->outer)
+        if (s->subject.obj == obj)
+            s->closed_inside = true;
+}
+
+bool sndk_verify_inside_own_callback(const void *obj)
+{
+    for (const struct sndk_callback_scope *s = tls_callback; s; s = s->outer)
+        if (s->subject.obj == obj && s->kind != SNDK_CB_CLOSE_COMPLETION && !s->closed_inside)
+            return true;
+    return false;
 }
 
 /* The verified calls of this thread, innermost first (verify.h, struct sndk_verify_call). */

@@ -99,6 +99,7 @@ struct sndk_callback_scope {
     uint64_t start_ns;
     uint64_t start_cpu_ns; /* the thread's CPU time at the start */
     long start_waits;      /* its voluntary context switches */
+    bool closed_inside;    /* the callback itself started its subject's close */
     struct sndk_callback_scope *outer;
 };
 
@@ -109,6 +110,24 @@ void sndk_callback_enter_verified(struct sndk_callback_scope *s,
                                   const struct sndk_verify_subject *subj,
                                   enum sndk_callback_kind kind, const void *ctx);
 void sndk_callback_leave_verified(struct sndk_callback_scope *s);
+
+/* ---- use_after_close inside the object's own callback ---------------------------------------
+ * [CLOSE-2] names a call on an object whose close has started. One such call is the consumer's
+ * right: from a callback of that very object (a CQ notification polling its CQ, a connector's
+ * request completion reading its connection data) while another thread closes it. The close
+ * cannot complete before the callback returns [CLOSE-5], so the call touches a live object, and
+ * whether the callback runs before or after the other thread's close started is the provider's
+ * timing, not the consumer's order (a notification whose delivery began as the close started
+ * still runs; the close cancels a pending request, whose completion follows). Two calls stay named:
+ * those a callback makes after it started its object's close itself [LIFE-3] (then the consumer
+ * touched what it had closed), and those from the object's close completion (its close was done).
+ */
+
+/* This thread starts the close of the subject object obj (verifier on). */
+void sndk_verify_close_started(const void *obj);
+/* Is this thread inside a callback of obj, other than its close completion, that has not started
+ * obj's close itself? */
+bool sndk_verify_inside_own_callback(const void *obj);
 
 /* A provider function that NDKPI does not allow from a callback (`call`: its NDK name; `why`:
  * the reason, e.g. "runs at PASSIVE_LEVEL and blocks") is being entered: when this thread is

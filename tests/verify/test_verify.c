@@ -4,10 +4,12 @@
  * RequestContext; a clean consumer gets none under strict. One process per test (ctest), the
  * counters and the thread marks being the adapter's and the thread's. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -76,8 +78,10 @@ struct cb_rig {
     struct harness_event done;      /* signalled as the callback returns */
     unsigned calls;                 /* callbacks so far (they never overlap) */
     NTSTATUS status;                /* what the body saw */
-    bool cq_closed_inside;
+    bool cq_close_started;          /* with signal_closed on cq_closed */
     struct harness_event cq_closed;
+    struct harness_event entered; /* the callback has begun (bodies that wait signal it) */
+    struct harness_event go_on;   /* the test lets a waiting body go on */
 };
 
 static void rig_notify(void *ctx, NTSTATUS st)
@@ -95,6 +99,8 @@ static void rig_open(struct cb_rig *r, SOFTNDK_VERIFY_MODE mode, void (*body)(st
     memset(r, 0, sizeof *r);
     harness_event_init(&r->done);
     harness_event_init(&r->cq_closed);
+    harness_event_init(&r->entered);
+    harness_event_init(&r->go_on);
     r->body = body;
     r->a = open_one(mode);
     rig_objects_open(r->a, rig_notify, r, r->buf, sizeof r->buf, &r->pd, &r->cq, &r->qp, &r->mr);
@@ -114,7 +120,7 @@ static void rig_close(struct cb_rig *r)
 {
     fixture_close_wait(&r->qp->Header);
     fixture_close_wait(&r->mr->Header);
-    if (!r->cq_closed_inside)
+    if (!r->cq_close_started)
         fixture_close_wait(&r->cq->Header);
     else
         CHECK(harness_event_wait(&r->cq_closed, 1, FIXTURE_WAIT_MS));
@@ -122,6 +128,8 @@ static void rig_close(struct cb_rig *r)
     ndk_close_adapter(r->a);
     harness_event_destroy(&r->done);
     harness_event_destroy(&r->cq_closed);
+    harness_event_destroy(&r->entered);
+    harness_event_destroy(&r->go_on);
 }
 
 static void drain(struct cb_rig *r)
@@ -287,6 +295,90 @@ TEST(issue3_object_used_after_another_thread_closed_it)
     free(log);
 }
 
+/* A strict report aborts the process; when a test had stderr captured to read its log, the
+ * harness copies the captured text out first, so the report that killed the test is in the
+ * test's output (it once was not, and a CI failure said only "killed by signal 6"). */
+TEST(strict_report_inside_a_capture_reaches_stderr)
+{
+    int pfd[2];
+    CHECK(pipe(pfd) == 0);
+    fflush(stderr);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(pfd[0]);
+        dup2(pfd[1], 2);
+        struct fx_capture cap;
+        fx_capture_begin(&cap);
+        NDK_ADAPTER *a = open_one(SoftNdkVerifyStrict);
+        NDK_PD *pd = NULL;
+        NDK_MR *mr = NULL;
+        CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
+        CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, FALSE, ndk_create_never, NULL, &mr),
+                     STATUS_SUCCESS);
+        CHECK_STATUS(ndk_close_any(&pd->Header, NULL, NULL), STATUS_PENDING);
+        (void)pd->Dispatch->NdkCreateMr(pd, FALSE, ndk_create_never, NULL, &mr); /* aborts */
+        _exit(3);
+    }
+    close(pfd[1]);
+    char out[8192];
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof out - 1 && (r = read(pfd[0], out + got, sizeof out - 1 - got)) > 0)
+        got += (size_t)r;
+    out[got] = '\0';
+    close(pfd[0]);
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+    CHECK_EQ_U64(fx_count_lines(out, "stderr the test had captured when it ended", NULL), 1);
+    CHECK_EQ_U64(fx_count_lines(out, "verify: [use_after_close]", "CLOSE-2", NULL), 1);
+    CHECK_EQ_U64(fx_count_lines(out, "SOFTNDK_VERIFY=strict", "fatal (abort)", NULL), 1);
+    CHECK_EQ_U64(fx_count_lines(out, "end of captured stderr", NULL), 1);
+}
+
+/* The close completion is the object's last callback: a call on the object from it is named
+ * (the exception for an object's own callbacks ends there). */
+struct reuse_in_close {
+    NDK_PD *pd;
+    NTSTATUS status;
+    struct harness_event closed;
+};
+
+static void create_from_close_completion(void *ctx)
+{
+    struct reuse_in_close *c = ctx;
+    NDK_MR *mr = NULL;
+    c->status = c->pd->Dispatch->NdkCreateMr(c->pd, FALSE, ndk_create_never, NULL, &mr);
+    harness_event_signal(&c->closed);
+}
+
+TEST(close_completion_that_uses_its_object_is_named)
+{
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    NDK_ADAPTER *a = open_one(SoftNdkVerifyWarn);
+    struct reuse_in_close c = {.status = STATUS_SUCCESS};
+    harness_event_init(&c.closed);
+    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &c.pd), STATUS_SUCCESS);
+    NDK_MR *mr = NULL;
+    CHECK_STATUS(c.pd->Dispatch->NdkCreateMr(c.pd, FALSE, ndk_create_never, NULL, &mr),
+                 STATUS_SUCCESS);
+    CHECK_STATUS(ndk_close_any(&c.pd->Header, create_from_close_completion, &c), STATUS_PENDING);
+    fixture_close_wait(&mr->Header); /* the PD's close completes now */
+    CHECK(harness_event_wait(&c.closed, 1, FIXTURE_WAIT_MS));
+    CHECK_STATUS(c.status, STATUS_INVALID_DEVICE_STATE);
+    expect_only(a, SoftNdkVerifyUseAfterClose, 1);
+    ndk_close_adapter(a);
+    harness_event_destroy(&c.closed);
+    char *log = fx_capture_end(&cap);
+    char obj[48];
+    snprintf(obj, sizeof obj, "PD %p:", (void *)c.pd);
+    CHECK_EQ_U64(fx_count_lines(log, "verify: [use_after_close]", obj, "CLOSE-2", NULL), 1);
+    CHECK_EQ_U64(fx_count_lines(log, "verify: [", NULL), 1);
+    free(log);
+}
+
 /* Failure 4: the remote token of a fast-register MR read before NdkFastRegister and used after:
  * named on the side that owns the token, with the current one. */
 static uint8_t frbuf[16384] __attribute__((aligned(4096)));
@@ -340,7 +432,7 @@ static void close_then_poll(struct cb_rig *r)
 {
     CHECK_STATUS(ndk_close_any(&r->cq->Header, signal_closed, &r->cq_closed),
                  STATUS_PENDING); /* pends: its own callback runs */
-    r->cq_closed_inside = true;
+    r->cq_close_started = true;
     NDK_RESULT res;
     (void)r->cq->Dispatch->NdkGetCqResults(r->cq, &res, 1); /* the mistake */
 }
@@ -497,6 +589,46 @@ TEST(calls_allowed_in_a_callback_are_not_named)
     NDK_ADAPTER_INFO info;
     ULONG size = sizeof info;
     CHECK_STATUS(r->a->Dispatch->NdkQueryAdapterInfo(r->a, &info, &size), STATUS_SUCCESS);
+    expect_only(r->a, SoftNdkVerifyRuleCount, 0);
+    rig_close(r);
+    free(r);
+    char *log = fx_capture_end(&cap);
+    CHECK_EQ_U64(fx_count_lines(log, "verify: [", NULL), 0);
+    free(log);
+}
+
+/* The callback is running when another thread starts its CQ's close: the close waits for it
+ * (CLOSE-5), so polling and re-arming the CQ from it is the consumer's right, not a use after
+ * close (the race that once aborted the test above under load, made certain here). */
+static void poll_across_a_close(struct cb_rig *r)
+{
+    drain(r);
+    harness_event_signal(&r->entered);
+    CHECK(harness_event_wait(&r->go_on, 1, FIXTURE_WAIT_MS));
+    NDK_RESULT res;
+    r->status = (NTSTATUS)r->cq->Dispatch->NdkGetCqResults(r->cq, &res, 1);
+    r->cq->Dispatch->NdkArmCq(r->cq, NDK_CQ_NOTIFY_ANY);
+}
+
+TEST(own_callback_may_use_its_object_while_another_thread_closes_it)
+{
+    /* this process only: the body waits for the test thread on purpose */
+    CHECK(setenv("SOFTNDK_VERIFY_CALLBACK_MS", "60000", 1) == 0);
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    struct cb_rig *r = calloc(1, sizeof *r);
+    rig_open(r, SoftNdkVerifyStrict, poll_across_a_close);
+    r->status = (NTSTATUS)-1;
+    r->cq->Dispatch->NdkArmCq(r->cq, NDK_CQ_NOTIFY_ANY);
+    NDK_SGE sge = rig_sge(r->buf, r->mr);
+    CHECK_STATUS(r->qp->Dispatch->NdkReceive(r->qp, (void *)0x4242, &sge, 1), STATUS_SUCCESS);
+    r->qp->Dispatch->NdkFlush(r->qp);
+    CHECK(harness_event_wait(&r->entered, 1, FIXTURE_WAIT_MS));
+    CHECK_STATUS(ndk_close_any(&r->cq->Header, signal_closed, &r->cq_closed), STATUS_PENDING);
+    r->cq_close_started = true;
+    harness_event_signal(&r->go_on);
+    CHECK(harness_event_wait(&r->done, 1, FIXTURE_WAIT_MS));
+    CHECK_EQ_U64(r->status, 0); /* drained before the close: nothing left */
     expect_only(r->a, SoftNdkVerifyRuleCount, 0);
     rig_close(r);
     free(r);
