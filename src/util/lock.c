@@ -2,6 +2,7 @@
 #include "util/lock.h"
 
 #include <stdio.h>
+#include <time.h>
 
 static const char *const rank_names[SNDK_LOCK_RANKS] = {
     [SNDK_LOCK_UNRANKED] = "unranked",
@@ -35,6 +36,27 @@ static const char *const rank_names[SNDK_LOCK_RANKS] = {
 const char *sndk_lock_rank_name(enum sndk_lock_rank r)
 {
     return (unsigned)r < SNDK_LOCK_RANKS ? rank_names[r] : "?";
+}
+
+SNDK_TLS struct sndk_lock_waited sndk_lock_waited;
+
+static uint64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void sndk_mutex_lock_contended(struct sndk_mutex *l)
+{
+    if (!sndk_lock_waited.timing) {
+        pthread_mutex_lock(&l->m);
+        return;
+    }
+    uint64_t t0 = monotonic_ns();
+    pthread_mutex_lock(&l->m);
+    sndk_lock_waited.ns += monotonic_ns() - t0;
+    sndk_lock_waited.waits++;
 }
 
 #if SNDK_LOCK_TRACK

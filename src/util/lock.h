@@ -189,6 +189,26 @@ static inline void sndk_mutex_now_released(struct sndk_mutex *l)
 #endif
 }
 
+/* Time a thread spent blocked on softndk's own mutexes, counted while it asks for it (the
+ * verifier does, inside a consumer callback: a callback that waited for a lock a preempted
+ * progress thread held inside NdkGetCqResults or NdkArmCq did not wait of its own accord). Only
+ * a lock that was not free on the first try is timed; one that was costs nothing more. */
+struct sndk_lock_waited {
+    unsigned timing; /* > 0: time the waits (nested scopes count up) */
+    uint64_t ns;     /* blocked on contended locks while timing, in total */
+    uint64_t waits;  /* how many such locks */
+};
+extern SNDK_TLS struct sndk_lock_waited sndk_lock_waited;
+
+/* Take l, which the first try found held (util/lock.c): timed when the thread asks for it. */
+void sndk_mutex_lock_contended(struct sndk_mutex *l);
+
+static inline void sndk_mutex_lock_raw(struct sndk_mutex *l)
+{
+    if (__builtin_expect(pthread_mutex_trylock(&l->m) != 0, 0))
+        sndk_mutex_lock_contended(l);
+}
+
 static inline void sndk_mutex_lock(struct sndk_mutex *l)
 {
 #if SNDK_LOCK_TRACK
@@ -196,7 +216,7 @@ static inline void sndk_mutex_lock(struct sndk_mutex *l)
     assert(atomic_load_explicit(&l->owner, memory_order_relaxed) != sndk_lock_self());
     sndk_lock_rank_check(l, l->rank);
 #endif
-    pthread_mutex_lock(&l->m);
+    sndk_mutex_lock_raw(l);
     sndk_mutex_now_owned(l);
 }
 
@@ -211,7 +231,7 @@ static inline void sndk_mutex_lock_nested(struct sndk_mutex *l)
     assert(l->rank && sndk_lock_held[l->rank] > 0);
     sndk_lock_rank_check(l, l->rank + 1u);
 #endif
-    pthread_mutex_lock(&l->m);
+    sndk_mutex_lock_raw(l);
     sndk_mutex_now_owned(l);
 }
 

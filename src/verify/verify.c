@@ -262,6 +262,9 @@ void sndk_callback_enter_verified(struct sndk_callback_scope *s,
     s->kind = kind;
     s->closed_inside = false;
     s->outer = tls_callback;
+    sndk_lock_waited.timing++;
+    s->start_lock_ns = sndk_lock_waited.ns;
+    s->start_lock_waits = sndk_lock_waited.waits;
     thread_usage(&s->start_cpu_ns, &s->start_waits);
     s->start_ns = clock_ns(CLOCK_MONOTONIC);
     if (s->start_ns - tls_delay.at_ns > SNDK_SAMPLE_NS) {
@@ -276,6 +279,7 @@ void sndk_callback_leave_verified(struct sndk_callback_scope *s)
     uint64_t end = clock_ns(CLOCK_MONOTONIC);
     uint64_t wall = end - s->start_ns;
     tls_callback = s->outer;
+    sndk_lock_waited.timing--;
     unsigned limit_ms = s->subject.policy->callback_ms;
     uint64_t limit = (uint64_t)limit_ms * 1000000u;
     if (wall <= limit)
@@ -284,17 +288,24 @@ void sndk_callback_leave_verified(struct sndk_callback_scope *s)
      * was on the CPU that long, or when it waited (gave up the CPU of its own accord: a sleep,
      * a contended lock, a blocking system call) and its time less the time its thread was
      * runnable without a CPU still passes the threshold. A callback that was only preempted,
-     * or whose virtual CPU the host took away, made no voluntary switch: not reported. */
+     * or whose virtual CPU the host took away, made no voluntary switch: not reported. Waits
+     * for softndk's own locks are softndk's: their switches and their time are taken out (a
+     * lock wait may put the thread to sleep more than once, or not at all: the time taken out
+     * is what makes the difference either way). */
     uint64_t cpu;
     long waits;
     thread_usage(&cpu, &waits);
     cpu -= s->start_cpu_ns;
     waits -= s->start_waits;
+    uint64_t lock_ns = sndk_lock_waited.ns - s->start_lock_ns;
+    uint64_t lock_waits = sndk_lock_waited.waits - s->start_lock_waits;
+    waits = (uint64_t)waits > lock_waits ? waits - (long)lock_waits : 0;
     uint64_t own = wall, rd;
     if (tls_delay.have && tls_delay.at_ns <= s->start_ns && run_delay_ns(&rd)) {
         uint64_t delayed = rd - tls_delay.run_delay_ns;
         own = delayed < wall ? wall - delayed : 0;
     }
+    own = lock_ns < own ? own - lock_ns : 0;
     char how[96];
     if (cpu > limit)
         snprintf(how, sizeof how, "it ran %.1f ms on the CPU", (double)cpu / 1e6);

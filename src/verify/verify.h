@@ -77,8 +77,11 @@ void sndk_verify_summary(const struct sndk_verify_policy *p, const void *adapter
  * 5 ms) and it was the callback's doing: it was on the CPU that long, or it waited (a
  * voluntary context switch: a sleep, a contended lock, a blocking system call) and its time
  * less the time its thread was runnable without a CPU still passes the threshold. A callback
- * that was only preempted, or whose virtual CPU the host took away, is not reported. Off, it
- * costs one predicted branch; on, a clock read and a getrusage per callback (verify.c). */
+ * that was only preempted, or whose virtual CPU the host took away, is not reported; nor is
+ * the time it spent blocked on softndk's own locks inside the calls it made (a progress thread
+ * preempted while holding the CQ's lock): those waits are softndk's, and neither their time
+ * nor their context switches count as the callback's. Off, it costs one predicted branch; on,
+ * a clock read and a getrusage per callback (verify.c). */
 enum sndk_callback_kind {
     SNDK_CB_CQ_NOTIFICATION,
     SNDK_CB_SRQ_NOTIFICATION,
@@ -99,6 +102,8 @@ struct sndk_callback_scope {
     uint64_t start_ns;
     uint64_t start_cpu_ns; /* the thread's CPU time at the start */
     long start_waits;      /* its voluntary context switches */
+    uint64_t start_lock_ns;    /* its time blocked on softndk's own locks (util/lock.h) */
+    uint64_t start_lock_waits; /* and how many such waits */
     bool closed_inside;    /* the callback itself started its subject's close */
     struct sndk_callback_scope *outer;
 };

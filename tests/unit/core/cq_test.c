@@ -1,6 +1,9 @@
 /* CQ paths the public interface cannot reach before the data path exists: solicited receives,
  * direct posting. */
 #include <net/if.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
 
 #include "device/cq.h"
 #include "harness.h"
@@ -219,4 +222,79 @@ TEST(cq_moderation_count_first_gives_back_the_timer_reference)
     close_cq(pub);
     CHECK_EQ_U64(harness_event_count(&notified), 1);
     SoftNdkCloseAdapter(a);
+}
+
+/* The verifier's callback rule (callback_slow) takes out the time a callback spent blocked on
+ * softndk's own locks: a CQ notification that polls its CQ while a progress thread, preempted,
+ * holds the CQ's lock did not wait of its own accord. Here the test thread is that holder, for
+ * 300 ms against a threshold of 50 ms, under strict (a report would abort the test). */
+struct lock_wait_rig {
+    struct sndk_cq *cq;
+    NDK_CQ *pub;
+    _Atomic int locked;
+    struct harness_event entered, done;
+    uint64_t took_ms, lock_waits;
+    ULONG polled;
+};
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static VOID poll_behind_a_held_lock(PVOID ctx, NTSTATUS st)
+{
+    (void)st;
+    struct lock_wait_rig *r = ctx;
+    harness_event_signal(&r->entered);
+    while (!atomic_load(&r->locked)) /* spin: a sleep here would be the callback's own wait */
+        ;
+    uint64_t t0 = mono_ms(), w0 = sndk_lock_waited.waits;
+    NDK_RESULT_EX out[4];
+    r->polled = r->pub->Dispatch->NdkGetCqResultsEx(r->pub, out, 4);
+    r->took_ms = mono_ms() - t0;
+    r->lock_waits = sndk_lock_waited.waits - w0;
+    harness_event_signal(&r->done);
+}
+
+TEST(cq_callback_blocked_on_softndk_lock_is_not_slow)
+{
+    CHECK(setenv("SOFTNDK_VERIFY_CALLBACK_MS", "50", 1) == 0); /* this process only */
+    struct lock_wait_rig *r = calloc(1, sizeof *r);
+    harness_event_init(&r->entered);
+    harness_event_init(&r->done);
+    SOFTNDK_OPTIONS o;
+    SoftNdkInitOptions(&o);
+    o.Verify = SoftNdkVerifyStrict;
+    NDK_ADAPTER *a;
+    NDK_VERSION v = {2, 0};
+    CHECK_EQ_U64(SoftNdkOpenAdapter(if_nametoindex("lo"), v, &o, &a), STATUS_SUCCESS);
+    CHECK_EQ_U64(
+        a->Dispatch->NdkCreateCq(a, 8, poll_behind_a_held_lock, r, NULL, NULL, NULL, &r->pub),
+        STATUS_SUCCESS);
+    r->cq = sndk_cq_from(r->pub);
+    r->pub->Dispatch->NdkArmCq(r->pub, NDK_CQ_NOTIFY_ANY);
+    NDK_RESULT_EX res = receive_result(STATUS_SUCCESS, (void *)1);
+    CHECK(sndk_cq_post(r->cq, &res, false));
+    CHECK(harness_event_wait(&r->entered, 1, 5000));
+    sndk_mutex_lock(&r->cq->lock);
+    atomic_store(&r->locked, 1);
+    struct timespec hold = {0, 300 * 1000000L};
+    nanosleep(&hold, NULL);
+    sndk_mutex_unlock(&r->cq->lock);
+    CHECK(harness_event_wait(&r->done, 1, 5000));
+    CHECK_EQ_U64(r->polled, 1);
+    CHECK(r->took_ms >= 250);  /* it did wait, far past the threshold */
+    CHECK(r->lock_waits >= 1); /* and the lock counted it */
+    SOFTNDK_COUNTERS c = {.Size = sizeof c};
+    CHECK_EQ_U64(SoftNdkQueryCounters(a, &c), STATUS_SUCCESS);
+    for (unsigned i = 0; i < SoftNdkVerifyRuleCount; i++)
+        CHECK_EQ_U64(c.VerifyViolations[i], 0);
+    close_cq(r->pub);
+    SoftNdkCloseAdapter(a);
+    harness_event_destroy(&r->entered);
+    harness_event_destroy(&r->done);
+    free(r);
 }

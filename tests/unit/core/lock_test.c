@@ -1,8 +1,12 @@
 /* The checked mutex (util/lock.h): ranks in order pass, out of order abort at once, a try-lock
  * may be out of order. Each violation runs in a child process: it must die with SIGABRT. */
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -132,4 +136,50 @@ TEST(lock_nested_same_rank_only_when_asked)
     CHECK(aborts(nested_under_higher_rank));
     CHECK(aborts(nested_alone));
 #endif
+}
+
+/* A thread that asks for it learns how long it was blocked on softndk's locks (the verifier
+ * asks inside consumer callbacks); one that does not pays and counts nothing. */
+static struct sndk_mutex held_lock;
+static _Atomic int holder_has_it;
+
+static void *hold_100ms(void *arg)
+{
+    (void)arg;
+    sndk_mutex_lock(&held_lock);
+    atomic_store(&holder_has_it, 1);
+    struct timespec ts = {0, 100 * 1000000L};
+    nanosleep(&ts, NULL);
+    sndk_mutex_unlock(&held_lock);
+    return NULL;
+}
+
+static void wait_behind_holder(void)
+{
+    pthread_t t;
+    atomic_store(&holder_has_it, 0);
+    CHECK(pthread_create(&t, NULL, hold_100ms, NULL) == 0);
+    while (!atomic_load(&holder_has_it))
+        sched_yield();
+    sndk_mutex_lock(&held_lock);
+    sndk_mutex_unlock(&held_lock);
+    CHECK(pthread_join(t, NULL) == 0);
+}
+
+TEST(lock_waits_timed_only_when_asked)
+{
+    sndk_mutex_init(&held_lock);
+    struct sndk_lock_waited before = sndk_lock_waited;
+    wait_behind_holder();
+    CHECK_EQ_U64(sndk_lock_waited.waits, before.waits);
+    CHECK_EQ_U64(sndk_lock_waited.ns, before.ns);
+    sndk_lock_waited.timing++;
+    wait_behind_holder();
+    sndk_lock_waited.timing--;
+    CHECK_EQ_U64(sndk_lock_waited.waits, before.waits + 1);
+    CHECK(sndk_lock_waited.ns - before.ns >= 50 * 1000000ull); /* most of the 100 ms */
+    sndk_mutex_lock(&held_lock);                               /* free: not a wait */
+    sndk_mutex_unlock(&held_lock);
+    CHECK_EQ_U64(sndk_lock_waited.waits, before.waits + 1);
+    sndk_mutex_destroy(&held_lock);
 }
