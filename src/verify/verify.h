@@ -77,11 +77,14 @@ void sndk_verify_summary(const struct sndk_verify_policy *p, const void *adapter
  * 5 ms) and it was the callback's doing: it was on the CPU that long, or it waited (a
  * voluntary context switch: a sleep, a contended lock, a blocking system call) and its time
  * less the time its thread was runnable without a CPU still passes the threshold. A callback
- * that was only preempted, or whose virtual CPU the host took away, is not reported; nor is
- * the time it spent blocked on softndk's own locks inside the calls it made (a progress thread
- * preempted while holding the CQ's lock): those waits are softndk's, and neither their time
- * nor their context switches count as the callback's. Off, it costs one predicted branch; on,
- * a clock read and a getrusage per callback (verify.c). */
+ * that was only preempted, or whose virtual CPU the host took away, is not reported. Nor is
+ * what softndk did inside the calls the callback made: the time blocked on softndk's own locks
+ * (a progress thread preempted while holding the CQ's lock), with their context switches, and
+ * the time inside the verified calls (the CQ's poll and arm, every post on a QP or SRQ: where
+ * a poll runs a receive pass, or a Send copies and checksums its payload inline, which a
+ * hardware provider hands to the NIC). Off, it costs one predicted branch; on, a clock read
+ * and a getrusage per callback, and two clock reads per verified call made inside one
+ * (verify.c). */
 enum sndk_callback_kind {
     SNDK_CB_CQ_NOTIFICATION,
     SNDK_CB_SRQ_NOTIFICATION,
@@ -104,6 +107,8 @@ struct sndk_callback_scope {
     long start_waits;      /* its voluntary context switches */
     uint64_t start_lock_ns;    /* its time blocked on softndk's own locks (util/lock.h) */
     uint64_t start_lock_waits; /* and how many such waits */
+    uint64_t softndk_ns;   /* time inside the verified calls it made (a poll, a post), less their
+                              lock waits: softndk's work, not the callback's */
     bool closed_inside;    /* the callback itself started its subject's close */
     struct sndk_callback_scope *outer;
 };
@@ -163,6 +168,9 @@ struct sndk_verify_call {
     atomic_uint *callers;
     bool committed;
     struct sndk_verify_call *outer;
+    /* made inside a verified callback: its time goes to that callback's softndk_ns */
+    struct sndk_callback_scope *in_callback;
+    uint64_t start_ns, start_lock_ns;
 };
 
 /* Count this thread in on `callers` (c on the caller's stack until sndk_verify_call_leave);
