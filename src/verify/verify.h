@@ -128,10 +128,10 @@ void sndk_callback_leave_verified(struct sndk_callback_scope *s);
  * cannot complete before the callback returns [CLOSE-5], so the call touches a live object, and
  * whether the callback runs before or after the other thread's close started is the provider's
  * timing, not the consumer's order (a notification whose delivery began as the close started
- * still runs; the close cancels a pending request, whose completion follows). Two calls stay named:
- * those a callback makes after it started its object's close itself [LIFE-3] (then the consumer
- * touched what it had closed), and those from the object's close completion (its close was done).
- */
+ * still runs; the close cancels a pending request, whose completion follows). Two calls stay
+ * named: those a callback makes after it started its object's close itself [LIFE-3] (then the
+ * consumer touched what it had closed), and those from the object's close completion (its close
+ * was done). */
 
 /* This thread starts the close of the subject object obj (verifier on). */
 void sndk_verify_close_started(const void *obj);
