@@ -30,13 +30,23 @@ rep = [r for r in rows if r[2]]
 assert len(req) == 1 and len(rep) == 1, ("one Request and one Reply", req, rep)
 assert not any(r[6] for r in rows), "malformed frames"
 active, passive = req[0][0], rep[0][0]
-fpdus = {active: [], passive: []}
+# Each side's fields in capture order. tshark gives them per frame; an FPDU split across TCP
+# segments may have its opcode and its MSN listed in different frames (seen once under ASan), so
+# they are paired over the whole direction, not frame by frame: the n-th untagged opcode with
+# the n-th MSN.
+ops, msns, lasts = {active: [], passive: []}, {active: [], passive: []}, {active: [], passive: []}
 for r in rows:
-    if r[3]:
-        ops, msns, lasts = r[3].split(";"), r[4].split(";"), r[5].split(";")
-        m = iter(msns)
-        for op, last in zip(ops, lasts):
-            fpdus[r[0]].append((int(op, 16), next(m) if op != "0x00" else "", int(last)))
+    ops[r[0]] += [x for x in r[3].split(";") if x]
+    msns[r[0]] += [x for x in r[4].split(";") if x]
+    lasts[r[0]] += [x for x in r[5].split(";") if x]
+fpdus = {active: [], passive: []}
+for side in fpdus:
+    assert len(ops[side]) == len(lasts[side]), ("an L bit per FPDU", side)
+    m = iter(msns[side])
+    for op, last in zip(ops[side], lasts[side]):
+        msn = next(m, None) if op != "0x00" else ""
+        assert msn is not None, ("an MSN per untagged FPDU", side)
+        fpdus[side].append((int(op, 16), msn, int(last)))
 a = fpdus[active]
 if len([f for f in a if f[0] == 3]) == 0:
     print("SKIP: the capture has the handshake but no Send: data path pcap hooks not connected")
