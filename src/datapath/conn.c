@@ -27,6 +27,7 @@
 #include "datapath/phase.h"
 #include "datapath/watch.h"
 #include "datapath/sq.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "verify/verify.h"
 
@@ -460,13 +461,6 @@ static void kick_tx(struct sndk_qp *qp)
 #define SNDK_RX_BACKOFF_SLOW_NS_KIB  1024u  /* the slowest it learns: 1 byte/ns */
 #define SNDK_RX_BACKOFF_MAX_NS       64000u /* never longer: a 64 KiB FPDU at the slowest rate */
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* A polling consumer whose pass ran the socket dry in the middle of a large payload comes
  * back when most of the rest can have arrived, not at its next poll: otherwise it reads the
  * payload in crumbs, a system call and a TCP window update each, and on a loopback or a
@@ -481,7 +475,8 @@ static void set_poll_backoff(struct sndk_conn *io, uint32_t due)
     uint64_t after = 0;
     if (due >= SNDK_RX_BACKOFF_MIN_DUE) {
         uint64_t wait = (uint64_t)(due / 1024u) * io->rx_backoff_ns_per_kib;
-        after = now_ns() + (wait < SNDK_RX_BACKOFF_MAX_NS ? wait : SNDK_RX_BACKOFF_MAX_NS);
+        after = sndk_clock_ns(CLOCK_MONOTONIC) +
+                (wait < SNDK_RX_BACKOFF_MAX_NS ? wait : SNDK_RX_BACKOFF_MAX_NS);
     }
     if (after || atomic_load_explicit(&io->rx_poll_after_ns, memory_order_relaxed))
         atomic_store_explicit(&io->rx_poll_after_ns, after, memory_order_relaxed);
@@ -497,8 +492,9 @@ static void set_poll_backoff(struct sndk_conn *io, uint32_t due)
  * progress thread is not affected: it reads when epoll reports. rx_lock held. */
 static void set_poll_quiet(struct sndk_conn *io, uint64_t fpdus_before)
 {
-    uint64_t until =
-        sndk_rx_emptied_between_fpdus(io, fpdus_before) ? now_ns() + SNDK_RX_QUIET_NS : 0;
+    uint64_t until = sndk_rx_emptied_between_fpdus(io, fpdus_before)
+                         ? sndk_clock_ns(CLOCK_MONOTONIC) + SNDK_RX_QUIET_NS
+                         : 0;
     if (until || atomic_load_explicit(&io->rx_quiet_until_ns, memory_order_relaxed))
         atomic_store_explicit(&io->rx_quiet_until_ns, until, memory_order_relaxed);
 }
@@ -593,7 +589,7 @@ static bool qp_poll_rx(struct sndk_qp *qp)
     if (io) {
         uint64_t after = atomic_load_explicit(&io->rx_poll_after_ns, memory_order_relaxed);
         uint64_t quiet = atomic_load_explicit(&io->rx_quiet_until_ns, memory_order_relaxed);
-        if ((after || quiet) && now_ns() < (after > quiet ? after : quiet))
+        if ((after || quiet) && sndk_clock_ns(CLOCK_MONOTONIC) < (after > quiet ? after : quiet))
             return false;
     }
     return rx_run(qp, 0, true);

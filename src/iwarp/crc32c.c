@@ -13,6 +13,8 @@
 #include <strings.h>
 #include <time.h>
 
+#include "util/clock.h"
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
@@ -727,28 +729,21 @@ static int env_status; /* 0, or why SOFTNDK_CRC_KERNEL was not followed */
 static char auto_reason[192];
 static pthread_once_t auto_once = PTHREAD_ONCE_INIT;
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* One turn of a candidate: CHOICE_WARM_NS of warm-up, then its shortest of CHOICE_TRIALS
  * trials of CHOICE_REPS calls, in ns (at least 1). */
 static uint64_t best_trial_ns(crc_update_fn fn, const uint8_t *buf)
 {
     volatile uint32_t c = 0;
-    uint64_t warm_end = mono_ns() + CHOICE_WARM_NS;
+    uint64_t warm_end = sndk_clock_ns(CLOCK_MONOTONIC) + CHOICE_WARM_NS;
     do
         c = fn(c, buf, CHOICE_LEN);
-    while (mono_ns() < warm_end);
+    while (sndk_clock_ns(CLOCK_MONOTONIC) < warm_end);
     uint64_t best = UINT64_MAX;
     for (int t = 0; t < CHOICE_TRIALS; t++) {
-        uint64_t t0 = mono_ns();
+        uint64_t t0 = sndk_clock_ns(CLOCK_MONOTONIC);
         for (int r = 0; r < CHOICE_REPS; r++)
             c = fn(c, buf, CHOICE_LEN);
-        uint64_t dt = mono_ns() - t0;
+        uint64_t dt = sndk_clock_ns(CLOCK_MONOTONIC) - t0;
         if (dt < best)
             best = dt;
     }

@@ -2,7 +2,8 @@
 #include "util/lock.h"
 
 #include <stdio.h>
-#include <time.h>
+
+#include "util/clock.h"
 
 static const char *const rank_names[SNDK_LOCK_RANKS] = {
     [SNDK_LOCK_UNRANKED] = "unranked",
@@ -40,22 +41,15 @@ const char *sndk_lock_rank_name(enum sndk_lock_rank r)
 
 SNDK_TLS struct sndk_lock_waited sndk_lock_waited;
 
-static uint64_t monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 void sndk_mutex_lock_contended(struct sndk_mutex *l)
 {
     if (!sndk_lock_waited.timing) {
         pthread_mutex_lock(&l->m);
         return;
     }
-    uint64_t t0 = monotonic_ns();
+    uint64_t t0 = sndk_clock_ns(CLOCK_MONOTONIC);
     pthread_mutex_lock(&l->m);
-    sndk_lock_waited.ns += monotonic_ns() - t0;
+    sndk_lock_waited.ns += sndk_clock_ns(CLOCK_MONOTONIC) - t0;
     sndk_lock_waited.waits++;
 }
 

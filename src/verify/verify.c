@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "util/lock.h"
 #include "util/log.h"
 #include "observe/trace.h"
@@ -175,13 +176,6 @@ const char *sndk_verify_callback_name(enum sndk_callback_kind k)
     return (unsigned)k < SNDK_CB_KIND_COUNT ? callback_names[k] : "?";
 }
 
-static uint64_t clock_ns(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Time this thread spent runnable but waiting for a CPU (ns), from the scheduler's statistics
  * (/proc/thread-self/schedstat, second field): what a loaded machine adds to a callback's
  * duration. The file stays open per thread (closed at thread exit). false where the kernel
@@ -267,7 +261,7 @@ void sndk_callback_enter_verified(struct sndk_callback_scope *s,
     s->start_lock_ns = sndk_lock_waited.ns;
     s->start_lock_waits = sndk_lock_waited.waits;
     thread_usage(&s->start_cpu_ns, &s->start_waits);
-    s->start_ns = clock_ns(CLOCK_MONOTONIC);
+    s->start_ns = sndk_clock_ns(CLOCK_MONOTONIC);
     if (s->start_ns - tls_delay.at_ns > SNDK_SAMPLE_NS) {
         tls_delay.at_ns = s->start_ns;
         tls_delay.have = run_delay_ns(&tls_delay.run_delay_ns);
@@ -277,7 +271,7 @@ void sndk_callback_enter_verified(struct sndk_callback_scope *s,
 
 void sndk_callback_leave_verified(struct sndk_callback_scope *s)
 {
-    uint64_t end = clock_ns(CLOCK_MONOTONIC);
+    uint64_t end = sndk_clock_ns(CLOCK_MONOTONIC);
     uint64_t wall = end - s->start_ns;
     tls_callback = s->outer;
     sndk_lock_waited.timing--;
@@ -366,7 +360,7 @@ unsigned sndk_verify_call_enter(struct sndk_verify_call *c, atomic_uint *callers
     c->outer = tls_call;
     c->in_callback = tls_callback;
     if (c->in_callback) {
-        c->start_ns = clock_ns(CLOCK_MONOTONIC);
+        c->start_ns = sndk_clock_ns(CLOCK_MONOTONIC);
         c->start_lock_ns = sndk_lock_waited.ns;
     }
     tls_call = c;
@@ -393,7 +387,7 @@ void sndk_verify_call_leave(struct sndk_verify_call *c)
     if (!c->committed)
         atomic_fetch_sub_explicit(c->callers, 1, memory_order_acq_rel);
     if (c->in_callback) {
-        uint64_t took = clock_ns(CLOCK_MONOTONIC) - c->start_ns;
+        uint64_t took = sndk_clock_ns(CLOCK_MONOTONIC) - c->start_ns;
         uint64_t locked = sndk_lock_waited.ns - c->start_lock_ns;
         c->in_callback->softndk_ns += took > locked ? took - locked : 0;
     }

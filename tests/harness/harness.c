@@ -96,6 +96,40 @@ void harness_stderr_diverted(int capture_fd, int saved_fd)
     signal(SIGABRT, capture_fd >= 0 ? on_abort_while_diverted : SIG_DFL);
 }
 
+int harness_run_child(void (*fn)(void *), void *arg, char *out, size_t cap)
+{
+    int p[2];
+    if (cap == 0 || pipe(p) != 0)
+        return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(p[1], 2);
+        close(p[0]);
+        close(p[1]);
+        signal(SIGABRT, SIG_DFL);
+        result_fd = -1; /* a failed CHECK in the child says why on its stderr, into out */
+        fn(arg);
+        _exit(0);
+    }
+    close(p[1]);
+    size_t len = 0;
+    ssize_t n;
+    while (len < cap - 1 && (n = read(p[0], out + len, cap - 1 - len)) > 0)
+        len += (size_t)n;
+    out[len] = '\0';
+    close(p[0]);
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid)
+        return -1;
+    return st;
+}
+
 void harness_fail(const char *file, int line, const char *fmt, ...)
 {
     char msg[1024];

@@ -32,6 +32,12 @@ _Noreturn void harness_skip(const char *fmt, ...) __attribute__((format(printf, 
  * (a strict verifier's report, an assertion) is not lost with the process. (-1, -1): ended. */
 void harness_stderr_diverted(int capture_fd, int saved_fd);
 
+/* Run fn(arg) in a child process whose stderr goes into out (at most cap - 1 bytes, then a NUL),
+ * for a test of something that must end the process (an abort, a bugcheck). SIGABRT has its
+ * default action in the child, which exits 0 if fn returns. Returns the child's wait status
+ * once it ended, or -1 when it could not be started. */
+int harness_run_child(void (*fn)(void *), void *arg, char *out, size_t cap);
+
 #define HARNESS_CAT2(a, b) a##b
 #define HARNESS_CAT(a, b)  HARNESS_CAT2(a, b)
 

@@ -298,42 +298,49 @@ TEST(issue3_object_used_after_another_thread_closed_it)
 /* A strict report aborts the process; when a test had stderr captured to read its log, the
  * harness copies the captured text out first, so the report that killed the test is in the
  * test's output (it once was not, and a CI failure said only "killed by signal 6"). */
+static void use_after_close_inside_a_capture(void *arg)
+{
+    (void)arg;
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    NDK_ADAPTER *a = open_one(SoftNdkVerifyStrict);
+    NDK_PD *pd = NULL;
+    NDK_MR *mr = NULL;
+    CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
+    CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, FALSE, ndk_create_never, NULL, &mr), STATUS_SUCCESS);
+    CHECK_STATUS(ndk_close_any(&pd->Header, NULL, NULL), STATUS_PENDING);
+    (void)pd->Dispatch->NdkCreateMr(pd, FALSE, ndk_create_never, NULL, &mr); /* aborts */
+}
+
 TEST(strict_report_inside_a_capture_reaches_stderr)
 {
-    int pfd[2];
-    CHECK(pipe(pfd) == 0);
-    fflush(stderr);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        close(pfd[0]);
-        dup2(pfd[1], 2);
-        struct fx_capture cap;
-        fx_capture_begin(&cap);
-        NDK_ADAPTER *a = open_one(SoftNdkVerifyStrict);
-        NDK_PD *pd = NULL;
-        NDK_MR *mr = NULL;
-        CHECK_STATUS(a->Dispatch->NdkCreatePd(a, ndk_create_never, NULL, &pd), STATUS_SUCCESS);
-        CHECK_STATUS(pd->Dispatch->NdkCreateMr(pd, FALSE, ndk_create_never, NULL, &mr),
-                     STATUS_SUCCESS);
-        CHECK_STATUS(ndk_close_any(&pd->Header, NULL, NULL), STATUS_PENDING);
-        (void)pd->Dispatch->NdkCreateMr(pd, FALSE, ndk_create_never, NULL, &mr); /* aborts */
-        _exit(3);
-    }
-    close(pfd[1]);
     char out[8192];
-    size_t got = 0;
-    ssize_t r;
-    while (got < sizeof out - 1 && (r = read(pfd[0], out + got, sizeof out - 1 - got)) > 0)
-        got += (size_t)r;
-    out[got] = '\0';
-    close(pfd[0]);
-    int status = 0;
-    CHECK(waitpid(pid, &status, 0) == pid);
+    int status = harness_run_child(use_after_close_inside_a_capture, NULL, out, sizeof out);
     CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
     CHECK_EQ_U64(fx_count_lines(out, "stderr the test had captured when it ended", NULL), 1);
     CHECK_EQ_U64(fx_count_lines(out, "verify: [use_after_close]", "CLOSE-2", NULL), 1);
     CHECK_EQ_U64(fx_count_lines(out, "SOFTNDK_VERIFY=strict", "fatal (abort)", NULL), 1);
+    CHECK_EQ_U64(fx_count_lines(out, "end of captured stderr", NULL), 1);
+}
+
+/* The same for a failed CHECK inside a capture: the captured text, then the failure. */
+static void check_fails_inside_a_capture(void *arg)
+{
+    (void)arg;
+    struct fx_capture cap;
+    fx_capture_begin(&cap);
+    fprintf(stderr, "what the test had logged\n");
+    CHECK_EQ_U64(1, 2);
+}
+
+TEST(failed_check_inside_a_capture_reaches_stderr)
+{
+    char out[8192];
+    int status = harness_run_child(check_fails_inside_a_capture, NULL, out, sizeof out);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    CHECK_EQ_U64(fx_count_lines(out, "stderr the test had captured when it ended", NULL), 1);
+    CHECK_EQ_U64(fx_count_lines(out, "what the test had logged", NULL), 1);
+    CHECK_EQ_U64(fx_count_lines(out, "failed:", "1 == 2", NULL), 1);
     CHECK_EQ_U64(fx_count_lines(out, "end of captured stderr", NULL), 1);
 }
 

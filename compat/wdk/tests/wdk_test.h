@@ -18,28 +18,10 @@
  * process with it. */
 static inline bool wdk_bugchecks(void (*fn)(void *), void *arg, const char *expect)
 {
-    int p[2];
-    if (pipe(p) != 0)
-        return false;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(p[1], 2);
-        close(p[0]);
-        signal(SIGABRT, SIG_DFL);
-        fn(arg);
-        _exit(0); /* no bugcheck: the parent sees a normal exit */
-    }
-    close(p[1]);
     char buf[8192];
-    size_t len = 0;
-    ssize_t n;
-    while (len < sizeof buf - 1 && (n = read(p[0], buf + len, sizeof buf - 1 - len)) > 0)
-        len += (size_t)n;
-    buf[len] = 0;
-    close(p[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
+    int st = harness_run_child(fn, arg, buf, sizeof buf);
+    if (st < 0)
+        return false;
     /* expect NULL: any abnormal end (a sanitizer may find the misuse first and exit(1)) */
     bool died = WIFSIGNALED(st) ? WTERMSIG(st) == SIGABRT || !expect
                                 : !expect && WIFEXITED(st) && WEXITSTATUS(st) != 0;

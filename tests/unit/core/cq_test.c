@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "device/cq.h"
+#include "util/clock.h"
 #include "harness.h"
 
 static struct harness_event notified;
@@ -237,13 +238,6 @@ struct lock_wait_rig {
     ULONG polled;
 };
 
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static VOID poll_behind_a_held_lock(PVOID ctx, NTSTATUS st)
 {
     (void)st;
@@ -251,10 +245,10 @@ static VOID poll_behind_a_held_lock(PVOID ctx, NTSTATUS st)
     harness_event_signal(&r->entered);
     while (!atomic_load(&r->locked)) /* spin: a sleep here would be the callback's own wait */
         ;
-    uint64_t t0 = mono_ms(), w0 = sndk_lock_waited.waits;
+    uint64_t t0 = sndk_clock_ns(CLOCK_MONOTONIC), w0 = sndk_lock_waited.waits;
     NDK_RESULT_EX out[4];
     r->polled = r->pub->Dispatch->NdkGetCqResultsEx(r->pub, out, 4);
-    r->took_ms = mono_ms() - t0;
+    r->took_ms = (sndk_clock_ns(CLOCK_MONOTONIC) - t0) / 1000000u;
     r->lock_waits = sndk_lock_waited.waits - w0;
     harness_event_signal(&r->done);
 }
