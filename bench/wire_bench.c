@@ -77,16 +77,17 @@ static void cpu_model(char *out, size_t cap)
 
 static void bench_crc_all(const uint8_t *buf)
 {
-    static const size_t sizes[] = {64, 1024, 4096, 65536, 1 << 20};
+    /* 1448: one FPDU's payload at a 1500-byte MTU; the hybrids need whole blocks */
+    static const size_t sizes[] = {64, 1024, 1448, 4096, 65536, 1 << 20};
     enum { NSIZES = sizeof sizes / sizeof sizes[0] };
     struct {
         const char *name;
         crc_fn fn;
-    } k[8];
+    } k[SNDK_CRC32C_IMPL_COUNT + 1];
     int nk = 0;
-    static const enum sndk_crc32c_impl impls[] = {SNDK_CRC32C_CLMUL, SNDK_CRC32C_CLMUL256,
-                                                  SNDK_CRC32C_CLMUL128, SNDK_CRC32C_HW,
-                                                  SNDK_CRC32C_SW};
+    static const enum sndk_crc32c_impl impls[] = {
+        SNDK_CRC32C_CLMUL,    SNDK_CRC32C_HYBRID256, SNDK_CRC32C_CLMUL256, SNDK_CRC32C_HYBRID128,
+        SNDK_CRC32C_CLMUL128, SNDK_CRC32C_HW,        SNDK_CRC32C_SW};
     char missing[128] = "";
     for (size_t i = 0; i < sizeof impls / sizeof impls[0]; i++) {
         crc_fn fn = sndk_crc32c_kernel(impls[i]);
@@ -122,7 +123,8 @@ static void bench_crc_all(const uint8_t *buf)
     printf("  start-up choice: %s (%s)\n", sndk_crc32c_impl_name(sndk_crc32c_current()),
            sndk_crc32c_reason());
     printf("  %-11s", "kernel");
-    static const char *const labels[NSIZES] = {"64 B", "1 KiB", "4 KiB", "64 KiB", "1 MiB"};
+    static const char *const labels[NSIZES] = {"64 B",  "1 KiB",  "1448 B",
+                                               "4 KiB", "64 KiB", "1 MiB"};
     for (int s = 0; s < NSIZES; s++)
         printf(" %8s", labels[s]);
     printf("\n");

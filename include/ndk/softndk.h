@@ -318,8 +318,9 @@ typedef struct _SOFTNDK_SEMANTICS {
     SOFTNDK_WRITE_COMPLETION WriteCompletion; /* Handed or Placed (never Default) */
     const char *Profile; /* "iwarp", "roce", ...: static, valid for the library's life */
     const char *Family;  /* what the profile stands for, e.g. "Intel E810 iWARP (...)" */
-    /* The CRC32c kernel the process uses ("avx512", "vpclmul256", "pclmul", "sse42" or "table")
-     * and why ("forced by SOFTNDK_CRC_KERNEL", or each candidate's measured GB/s): static. */
+    /* The CRC32c kernel the process uses ("avx512", "hybrid256", "vpclmul256", "hybrid128",
+     * "pclmul", "sse42" or "table") and why ("forced by SOFTNDK_CRC_KERNEL", or each
+     * candidate's measured GB/s): static. */
     const char *CrcKernel;
     const char *CrcKernelReason;
     /* How the process takes a same-host peer's large RDMA Write and Read payloads

@@ -221,7 +221,8 @@ NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OP
     int crc_env = sndk_crc32c_env_status();
     if (crc_env != 0) {
         sndk_err("adapter",
-                 "SOFTNDK_CRC_KERNEL=%s: %s (avx512, vpclmul256, pclmul, sse42, table or auto)",
+                 "SOFTNDK_CRC_KERNEL=%s: %s (avx512, hybrid256, vpclmul256, hybrid128, pclmul, "
+                 "sse42, table or auto)",
                  getenv("SOFTNDK_CRC_KERNEL"),
                  crc_env == -EINVAL ? "no such CRC32c kernel" : "this CPU cannot run that kernel");
         sndk_faults_free(cfg.faults);

@@ -1,6 +1,7 @@
 /* CRC32c: carry-less multiply folding on 512-bit (AVX-512 VPCLMULQDQ), 256-bit (AVX2
- * VPCLMULQDQ) and 128-bit (PCLMULQDQ) registers, the SSE4.2 three-stream kernel, and a table
- * fallback, behind one function; which one runs is chosen at first use. */
+ * VPCLMULQDQ) and 128-bit (PCLMULQDQ) registers, the last two also beside three crc32 streams,
+ * the SSE4.2 three-stream kernel, and a table fallback, behind one function; which one runs is
+ * chosen at first use. */
 #include "iwarp/crc32c.h"
 
 #include <errno.h>
@@ -541,12 +542,213 @@ TARGET_VCLMUL static uint32_t clmul512_update(uint32_t c, const uint8_t *p, size
     return fold_finish(x, p, n);
 }
 
+/* ------------------------------------------------ folding beside three crc32 streams */
+
+/* The folding kernels keep the carry-less multiplier busy and leave the crc32 instruction, which
+ * issues on another unit, idle; the three-stream kernel does the opposite. A hybrid kernel runs
+ * both at once on different bytes: the buffer is cut into blocks of HYBRID_ROUNDS rounds, each
+ * block a run of bytes for the folding (its width's accumulators, one fold each per round)
+ * followed by three runs of equal length for three crc32 streams (HYBRID_WORDS* 8-byte words
+ * each per round). One loop interleaves the two, so the core issues both kinds together.
+ *
+ * Why the parts add up: the CRC register is linear in the data, so the CRC of the buffer from
+ * register c is the XOR of the CRC (from c) of the buffer with the stream runs zeroed and the CRC
+ * (from 0) of the buffer with the fold runs zeroed.
+ * - The folds skip the stream runs: at a block's first round the accumulators move forward over
+ *   one round's bytes and the three runs (the constant pair `jump`, same maths as fold_k), so
+ *   they carry the CRC of the fold runs with zeros between them. Their result after the last
+ *   block is the CRC up to the end of its fold run, moved over its three stream runs.
+ * - The streams start each block from 0; a block's streams combine as a*x^(2S) + b*x^S + d
+ *   (S bytes per run), and the running value R of all blocks so far as R*x^(block) + that, since
+ *   the zeroed fold runs add nothing to a CRC from 0.
+ * Moving a 32-bit CRC register r over n zero bytes (n >= 16) is one product: r placed in the first
+ * 4 bytes of a 16-byte block (the same as starting from r), the block folded forward by n - 16
+ * bytes onto the last 16 (only its low lane is non-zero: one PCLMULQDQ by x^(8(n-16)+63) mod P),
+ * and the CRC of those 16 bytes from 0 (two crc32 instructions). The bytes after the last whole
+ * block go to the width's folding kernel.
+ *
+ * The words per round balance the two units: a round folds 128 bytes with 8 carry-less products
+ * (four 256-bit or eight 128-bit ones, two products each), a stream word is one crc32 (latency
+ * 3, one per cycle). The multiplier takes a 256-bit product per cycle on Intel cores since Ice
+ * Lake, one per two cycles on Zen 5 (where 128-bit folding runs at half the crc32 streams).
+ * Measured on Zen 5 (bench/wire_bench, 64 KiB): 256-bit folding 28 GB/s alone, 46-49 with 4-5
+ * words per stream; fewer words leave the crc32 unit idle, more make the streams the longer
+ * chain. The start-up choice measures the hybrids beside the plain kernels, so a CPU where one is
+ * slower keeps the other.
+ *
+ * No 512-bit hybrid: one beside the AVX-512 folding measured 62-71 GB/s alone against 54-56 on
+ * Zen 5, yet made `ndkperf send_bw -e -s 1048576` slower there, in 7 of 8 interleaved rounds
+ * (docs/datapath.md, "CRC32c kernels"): at that rate the CRC is bound by where the bytes come
+ * from, and three more streams of loads do not help. */
+#define HYBRID_ROUNDS   8u
+#define HYBRID_WORDS256 4u
+#define HYBRID_WORDS128 6u
+
+/* Bytes of one stream run, and of a whole block, for a width's fold bytes per round and words per
+ * stream per round: compile-time constants, so the loops address with immediates. */
+#define HYBRID_RUN(words) ((size_t)HYBRID_ROUNDS * (words)*8u)
+#define HYBRID_BLOCK(fold_round, words)                                                            \
+    ((size_t)HYBRID_ROUNDS * (fold_round) + 3u * HYBRID_RUN(words))
+
+/* A width's constants (built once, by hybrid_init). */
+struct hybrid_shape {
+    _Alignas(16) uint64_t jump[2]; /* fold pair over one round's fold bytes and the three runs */
+    uint64_t over_run;             /* x^(8(n-16)+63) mod P lanes to move a register over n = run, */
+    uint64_t over_two_runs;        /* 2 * run, */
+    uint64_t over_three_runs;      /* 3 * run */
+    uint64_t over_block;           /* and block bytes */
+};
+static _Alignas(64) struct hybrid_shape hybrid256_shape, hybrid128_shape;
+
+static uint64_t move_lane(size_t n, uint32_t pn)
+{
+    return poly_to_lane(poly_xpow((unsigned)(8 * (n - 16) + 63), pn));
+}
+
+static void hybrid_shape_init(struct hybrid_shape *h, size_t fold_round, unsigned words)
+{
+    uint32_t pn = poly_normal();
+    const size_t run = HYBRID_RUN(words);
+    unsigned d = (unsigned)(8 * (fold_round + 3 * run)); /* bits the accumulators move */
+    h->jump[0] = poly_to_lane(poly_xpow(d + 63, pn));
+    h->jump[1] = poly_to_lane(poly_xpow(d - 1, pn));
+    h->over_run = move_lane(run, pn);
+    h->over_two_runs = move_lane(2 * run, pn);
+    h->over_three_runs = move_lane(3 * run, pn);
+    h->over_block = move_lane(HYBRID_BLOCK(fold_round, words), pn);
+}
+
+static void hybrid_init(void)
+{
+    hybrid_shape_init(&hybrid256_shape, 128, HYBRID_WORDS256);
+    hybrid_shape_init(&hybrid128_shape, 128, HYBRID_WORDS128);
+}
+
+/* The register r moved over the zero bytes the lane constant k stands for (see above). */
+TARGET_PCLMUL static inline uint32_t move_register(uint32_t r, uint64_t k)
+{
+    __m128i x =
+        _mm_clmulepi64_si128(_mm_cvtsi32_si128((int)r), _mm_cvtsi64_si128((long long)k), 0x00);
+    uint64_t c = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(x));
+    return (uint32_t)_mm_crc32_u64(c, (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(x, x)));
+}
+
+/* One round's words of the three streams of a block whose runs start at runs (words and run are
+ * constants where it is inlined, so the loop unrolls). */
+TARGET_PCLMUL static inline void hybrid_stream_round(uint64_t s[3], const uint8_t *runs, size_t run,
+                                                     unsigned words, unsigned round)
+{
+    const uint8_t *q = runs + (size_t)round * words * 8u;
+    for (unsigned w = 0; w < words; w++) {
+        s[0] = _mm_crc32_u64(s[0], load64(q + 8u * w));
+        s[1] = _mm_crc32_u64(s[1], load64(q + run + 8u * w));
+        s[2] = _mm_crc32_u64(s[2], load64(q + 2u * run + 8u * w));
+    }
+}
+
+/* The running stream value after one more block whose streams ended at s. */
+TARGET_PCLMUL static inline uint32_t hybrid_block_done(const struct hybrid_shape *h, uint32_t r,
+                                                       const uint64_t s[3])
+{
+    return move_register(r, h->over_block) ^ move_register((uint32_t)s[0], h->over_two_runs) ^
+           move_register((uint32_t)s[1], h->over_run) ^ (uint32_t)s[2];
+}
+
+/* The register after every whole block: the folds' 16-byte result (the last fold run's end),
+ * moved over the last three runs, and the streams' value. */
+TARGET_PCLMUL static inline uint32_t hybrid_finish(const struct hybrid_shape *h, __m128i x,
+                                                   uint32_t streams)
+{
+    return move_register(fold_finish(x, NULL, 0), h->over_three_runs) ^ streams;
+}
+
+TARGET_V256 static uint32_t hybrid256_update(uint32_t c, const uint8_t *p, size_t n)
+{
+    const struct hybrid_shape *h = &hybrid256_shape;
+    const size_t run = HYBRID_RUN(HYBRID_WORDS256), block = HYBRID_BLOCK(128, HYBRID_WORDS256);
+    if (n < block)
+        return clmul256_update(c, p, n);
+    const size_t blocks = n / block;
+    const uint8_t *f = p;
+    __m256i z0 = _mm256_xor_si256(load256(f), _mm256_zextsi128_si256(_mm_cvtsi32_si128((int)c)));
+    __m256i z1 = load256(f + 32), z2 = load256(f + 64), z3 = load256(f + 96);
+    f += 128;
+    const __m256i k8 = kpair256(8);
+    const __m256i kjump =
+        _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)(const void *)h->jump));
+    uint32_t streams = 0;
+    for (size_t b = 0; b < blocks; b++) {
+        const uint8_t *runs = p + b * block + (size_t)HYBRID_ROUNDS * 128;
+        uint64_t s[3] = {0, 0, 0};
+        for (unsigned r = 0; r < HYBRID_ROUNDS; r++) {
+            if (b || r) {
+                const __m256i k = r ? k8 : kjump;
+                z0 = fold32(z0, k, load256(f));
+                z1 = fold32(z1, k, load256(f + 32));
+                z2 = fold32(z2, k, load256(f + 64));
+                z3 = fold32(z3, k, load256(f + 96));
+                f += 128;
+            }
+            hybrid_stream_round(s, runs, run, HYBRID_WORDS256, r);
+        }
+        f += 3 * run;
+        streams = hybrid_block_done(h, streams, s);
+    }
+    /* z0, z1, z2 are 96, 64, 32 bytes before z3 */
+    __m256i acc = fold32(z0, kpair256(6), z3);
+    acc = fold32(z1, kpair256(4), acc);
+    acc = fold32(z2, kpair256(2), acc);
+    __m128i x = fold16(_mm256_castsi256_si128(acc), kpair128(1), _mm256_extracti128_si256(acc, 1));
+    const size_t done = blocks * block;
+    return clmul256_update(hybrid_finish(h, x, streams), p + done, n - done);
+}
+
+TARGET_PCLMUL static uint32_t hybrid128_update(uint32_t c, const uint8_t *p, size_t n)
+{
+    const struct hybrid_shape *h = &hybrid128_shape;
+    const size_t run = HYBRID_RUN(HYBRID_WORDS128), block = HYBRID_BLOCK(128, HYBRID_WORDS128);
+    if (n < block)
+        return clmul128_update(c, p, n);
+    const size_t blocks = n / block;
+    const uint8_t *f = p;
+    __m128i x[8];
+    x[0] = _mm_xor_si128(load128(f), _mm_cvtsi32_si128((int)c));
+    for (int i = 1; i < 8; i++)
+        x[i] = load128(f + 16 * i);
+    f += 128;
+    const __m128i k8 = kpair128(8);
+    const __m128i kjump = _mm_load_si128((const __m128i *)(const void *)h->jump);
+    uint32_t streams = 0;
+    for (size_t b = 0; b < blocks; b++) {
+        const uint8_t *runs = p + b * block + (size_t)HYBRID_ROUNDS * 128;
+        uint64_t s[3] = {0, 0, 0};
+        for (unsigned r = 0; r < HYBRID_ROUNDS; r++) {
+            if (b || r) {
+                const __m128i k = r ? k8 : kjump;
+                for (int i = 0; i < 8; i++)
+                    x[i] = fold16(x[i], k, load128(f + 16 * i));
+                f += 128;
+            }
+            hybrid_stream_round(s, runs, run, HYBRID_WORDS128, r);
+        }
+        f += 3 * run;
+        streams = hybrid_block_done(h, streams, s);
+    }
+    /* x[i] is 16 * (7 - i) bytes before x[7] */
+    __m128i acc = x[7];
+    for (int i = 0; i < 7; i++)
+        acc = fold16(x[i], kpair128(7 - (unsigned)i), acc);
+    const size_t done = blocks * block;
+    return clmul128_update(hybrid_finish(h, acc, streams), p + done, n - done);
+}
+
 static pthread_once_t clmul_once = PTHREAD_ONCE_INIT;
 
 static void clmul_init(void)
 {
     pthread_once(&fold_once, fold_init);
     pthread_once(&hw_once, hw_init); /* short inputs go to hw_update */
+    hybrid_init();
 }
 
 int sndk_crc32c_clmul_available(void)
@@ -584,6 +786,18 @@ uint32_t sndk_crc32c_clmul128(uint32_t crc, const void *buf, size_t len)
     pthread_once(&clmul_once, clmul_init);
     return ~clmul128_update(~crc, buf, len);
 }
+
+uint32_t sndk_crc32c_hybrid256(uint32_t crc, const void *buf, size_t len)
+{
+    pthread_once(&clmul_once, clmul_init);
+    return ~hybrid256_update(~crc, buf, len);
+}
+
+uint32_t sndk_crc32c_hybrid128(uint32_t crc, const void *buf, size_t len)
+{
+    pthread_once(&clmul_once, clmul_init);
+    return ~hybrid128_update(~crc, buf, len);
+}
 #else
 int sndk_crc32c_clmul_available(void)
 {
@@ -614,6 +828,16 @@ uint32_t sndk_crc32c_clmul128(uint32_t crc, const void *buf, size_t len)
 {
     return sndk_crc32c_sw(crc, buf, len);
 }
+
+uint32_t sndk_crc32c_hybrid256(uint32_t crc, const void *buf, size_t len)
+{
+    return sndk_crc32c_sw(crc, buf, len);
+}
+
+uint32_t sndk_crc32c_hybrid128(uint32_t crc, const void *buf, size_t len)
+{
+    return sndk_crc32c_sw(crc, buf, len);
+}
 #endif
 
 /* ---------------------------------------------------------------- dispatch */
@@ -625,6 +849,8 @@ static const char *const impl_names[] = {
     [SNDK_CRC32C_CLMUL] = "avx512",
     [SNDK_CRC32C_CLMUL256] = "vpclmul256",
     [SNDK_CRC32C_CLMUL128] = "pclmul",
+    [SNDK_CRC32C_HYBRID256] = "hybrid256",
+    [SNDK_CRC32C_HYBRID128] = "hybrid128",
 };
 #define IMPL_COUNT (sizeof impl_names / sizeof impl_names[0])
 _Static_assert(IMPL_COUNT == SNDK_CRC32C_IMPL_COUNT, "a name for every implementation");
@@ -653,8 +879,10 @@ int sndk_crc32c_available(enum sndk_crc32c_impl impl)
     case SNDK_CRC32C_CLMUL:
         return sndk_crc32c_clmul_available();
     case SNDK_CRC32C_CLMUL256:
+    case SNDK_CRC32C_HYBRID256: /* the same instructions, and the crc32 one all of them need */
         return sndk_crc32c_clmul256_available();
     case SNDK_CRC32C_CLMUL128:
+    case SNDK_CRC32C_HYBRID128:
         return sndk_crc32c_clmul128_available();
     }
     return 0;
@@ -673,6 +901,10 @@ sndk_crc32c_fn sndk_crc32c_kernel(enum sndk_crc32c_impl impl)
         return sndk_crc32c_clmul256;
     case SNDK_CRC32C_CLMUL128:
         return sndk_crc32c_clmul128;
+    case SNDK_CRC32C_HYBRID256:
+        return sndk_crc32c_hybrid256;
+    case SNDK_CRC32C_HYBRID128:
+        return sndk_crc32c_hybrid128;
     default:
         return sndk_crc32c_sw;
     }
@@ -692,6 +924,12 @@ static crc_update_fn update_of(enum sndk_crc32c_impl impl)
     case SNDK_CRC32C_CLMUL128:
         pthread_once(&clmul_once, clmul_init);
         return clmul128_update;
+    case SNDK_CRC32C_HYBRID256:
+        pthread_once(&clmul_once, clmul_init);
+        return hybrid256_update;
+    case SNDK_CRC32C_HYBRID128:
+        pthread_once(&clmul_once, clmul_init);
+        return hybrid128_update;
     case SNDK_CRC32C_HW:
         pthread_once(&hw_once, hw_init);
         return hw_update;
@@ -726,7 +964,7 @@ static crc_update_fn update_of(enum sndk_crc32c_impl impl)
 
 static enum sndk_crc32c_impl auto_impl = SNDK_CRC32C_SW;
 static int env_status; /* 0, or why SOFTNDK_CRC_KERNEL was not followed */
-static char auto_reason[192];
+static char auto_reason[320];
 static pthread_once_t auto_once = PTHREAD_ONCE_INIT;
 
 /* One turn of a candidate: CHOICE_WARM_NS of warm-up, then its shortest of CHOICE_TRIALS
@@ -766,8 +1004,9 @@ static void auto_choose(void)
         }
     }
     /* slowest first, so that the wide kernels' clock transitions, if any, come last */
-    static const enum sndk_crc32c_impl order[] = {SNDK_CRC32C_HW, SNDK_CRC32C_CLMUL128,
-                                                  SNDK_CRC32C_CLMUL256, SNDK_CRC32C_CLMUL};
+    static const enum sndk_crc32c_impl order[] = {SNDK_CRC32C_HW,        SNDK_CRC32C_CLMUL128,
+                                                  SNDK_CRC32C_HYBRID128, SNDK_CRC32C_CLMUL256,
+                                                  SNDK_CRC32C_HYBRID256, SNDK_CRC32C_CLMUL};
     static _Alignas(64) uint8_t buf[CHOICE_LEN];
     for (unsigned i = 0; i < CHOICE_LEN; i++)
         buf[i] = (uint8_t)(i * 131u + 7u);
@@ -788,7 +1027,7 @@ static void auto_choose(void)
     size_t used = 0;
     unsigned ncand = 0;
     uint64_t best_ns = UINT64_MAX;
-    char figures[128] = "";
+    char figures[224] = ""; /* seven candidates: ~110 characters */
     for (unsigned i = 0; i < NORDER; i++) {
         if (min_ns[i] == UINT64_MAX)
             continue;

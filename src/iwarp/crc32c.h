@@ -8,11 +8,12 @@
  * What computes it is picked once, at first use, from what the CPU has (cpuid, and xgetbv for the
  * OS side of the wide registers): carry-less multiply folding on 512-bit registers (AVX-512
  * VPCLMULQDQ, OS saves ZMM state), on 256-bit registers (AVX2 VPCLMULQDQ, OS saves YMM state) or
- * on 128-bit registers (PCLMULQDQ), the SSE4.2 crc32 instruction in three streams, or a
- * slicing-by-8 table. Every folding kernel also needs SSE4.2 (inputs under 128 bytes and the
- * last 16 go through the crc32 instruction). Where the CPU has more than one hardware kernel,
- * each is timed briefly on 4 KiB and the fastest taken; SOFTNDK_CRC_KERNEL=avx512|vpclmul256|
- * pclmul|sse42|table forces one. All give identical results. */
+ * on 128-bit registers (PCLMULQDQ), the last two also beside three crc32 instruction streams
+ * ("hybrid"), the SSE4.2 crc32 instruction in three streams alone, or a slicing-by-8 table. Every
+ * folding kernel also needs SSE4.2 (inputs under 128 bytes and the last 16 go through the crc32
+ * instruction). Where the CPU has more than one hardware kernel, each is timed briefly on 4 KiB and
+ * the fastest taken; SOFTNDK_CRC_KERNEL=avx512|hybrid256|vpclmul256|hybrid128|pclmul|sse42|table
+ * forces one. All give identical results. */
 #ifndef SOFTNDK_IWARP_CRC32C_H
 #define SOFTNDK_IWARP_CRC32C_H
 
@@ -33,9 +34,13 @@ enum sndk_crc32c_impl {
     SNDK_CRC32C_CLMUL = 3,    /* "avx512": AVX-512 VPCLMULQDQ folding, 512-bit registers */
     SNDK_CRC32C_CLMUL256 = 4, /* "vpclmul256": AVX2 VPCLMULQDQ folding, 256-bit registers */
     SNDK_CRC32C_CLMUL128 = 5, /* "pclmul": PCLMULQDQ folding, 128-bit registers */
+    /* The 256- and 128-bit foldings, each beside three crc32 instruction streams over other
+     * bytes of the buffer (the two run on different units of the core); same CPU needs. */
+    SNDK_CRC32C_HYBRID256 = 6, /* "hybrid256" */
+    SNDK_CRC32C_HYBRID128 = 7, /* "hybrid128" */
 };
 /* Not an enumerator, so that the switches over the implementations need no case for it. */
-#define SNDK_CRC32C_IMPL_COUNT 6
+#define SNDK_CRC32C_IMPL_COUNT 8
 typedef uint32_t (*sndk_crc32c_fn)(uint32_t crc, const void *buf, size_t len);
 
 /* Select what sndk_crc32c uses from now on (process-wide). -EINVAL for no such kernel, -ENOTSUP
@@ -71,6 +76,8 @@ int sndk_crc32c_clmul256_available(void);
 uint32_t sndk_crc32c_clmul256(uint32_t crc, const void *buf, size_t len);
 int sndk_crc32c_clmul128_available(void);
 uint32_t sndk_crc32c_clmul128(uint32_t crc, const void *buf, size_t len);
+uint32_t sndk_crc32c_hybrid256(uint32_t crc, const void *buf, size_t len);
+uint32_t sndk_crc32c_hybrid128(uint32_t crc, const void *buf, size_t len);
 /* The folding constants, for tests: for k = 1..16 (a fold over 16*k bytes, D = 128*k bits),
  * lanes[0] = x^(D+63) mod P and lanes[1] = x^(D-1) mod P, as 64-bit lanes with bit i = the
  * coefficient of x^(63-i) (the reflected form PCLMULQDQ multiplies). -EINVAL for other k. */

@@ -4,11 +4,11 @@
 # models, each of which must run exactly the kernels it has and skip the others:
 #   qemu64    no SSE4.2          -> table only
 #   Nehalem   SSE4.2             -> sse42
-#   Westmere  + PCLMULQDQ        -> pclmul, sse42
-#   Haswell   + AVX2, no VPCLMULQDQ (like many CI machines) -> pclmul, sse42
-# (qemu 7.2's TCG has neither VPCLMULQDQ nor AVX-512, so those two kernels run only on real
-# CPUs: wire_crc32c_fold itself.) About 3 s per model. Exit 77 without qemu-x86_64 (Debian
-# qemu-user).
+#   Westmere  + PCLMULQDQ        -> pclmul, hybrid128, sse42
+#   Haswell   + AVX2, no VPCLMULQDQ (like many CI machines) -> pclmul, hybrid128, sse42
+# (qemu 7.2's TCG has neither VPCLMULQDQ nor AVX-512, so the kernels that need them, avx512,
+# vpclmul256 and hybrid256, run only on real CPUs: wire_crc32c_fold itself.) About 3 s per
+# model. Exit 77 without qemu-x86_64 (Debian qemu-user).
 #   usage: crc32c_cpus.sh WIRE_CRC32C_FOLD_EXE
 set -u
 exe=$1
@@ -17,7 +17,7 @@ if ! command -v qemu-x86_64 >/dev/null 2>&1; then
   exit 77
 fi
 tests=""
-for k in avx512 vpclmul256 pclmul sse42; do
+for k in avx512 vpclmul256 hybrid256 pclmul hybrid128 sse42; do
   tests="$tests -t crc32c_${k}_rfc3720 -t crc32c_${k}_chaining -t crc32c_env_${k}"
 done
 tests="$tests -t crc32c_table_rfc3720 -t crc32c_env_table -t crc32c_auto_choice"
@@ -47,12 +47,11 @@ for model in qemu64 Nehalem Westmere Haswell; do
     crc32c_first_use_from_threads; do
     grep -q "^PASS $t\b" "$out" || { echo "FAIL: -cpu $model: $t did not pass"; fail=1; }
   done
-  check "$model" avx512 skip
-  check "$model" vpclmul256 skip
+  for k in avx512 vpclmul256 hybrid256; do check "$model" $k skip; done
   case $model in
-  qemu64) check "$model" pclmul skip; check "$model" sse42 skip ;;
-  Nehalem) check "$model" pclmul skip; check "$model" sse42 pass ;;
-  *) check "$model" pclmul pass; check "$model" sse42 pass ;;
+  qemu64) for k in pclmul hybrid128 sse42; do check "$model" $k skip; done ;;
+  Nehalem) check "$model" pclmul skip; check "$model" hybrid128 skip; check "$model" sse42 pass ;;
+  *) for k in pclmul hybrid128 sse42; do check "$model" $k pass; done ;;
   esac
 done
 exit $fail

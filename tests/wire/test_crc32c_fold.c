@@ -1,10 +1,12 @@
-/* Every CRC32c kernel (AVX-512, 256-bit VPCLMULQDQ and 128-bit PCLMULQDQ folding, the SSE4.2
- * three-stream kernel) against the table kernel, and the table against a bit-at-a-time
- * reference: the folding constants against a slow x^n mod P, the RFC 3720 B.4 vectors, every
- * length 0..4096 at every alignment 0..63 (exact-size buffers, so ASan sees any read past either
- * end), random lengths up to 3 MiB, chaining split at every point (the receiver checks an FPDU's
- * CRC in pieces), and the start-up choice with and without SOFTNDK_CRC_KERNEL. A kernel's tests
- * run where the CPU (and OS) can run it and skip with the reason otherwise. */
+/* Every CRC32c kernel (AVX-512 folding; 256-bit VPCLMULQDQ and 128-bit PCLMULQDQ folding, each
+ * alone and beside three crc32 streams; the SSE4.2 three-stream kernel) against the table kernel,
+ * and the table against a bit-at-a-time reference: the folding constants against a slow x^n mod
+ * P, the RFC 3720 B.4 vectors, every length 0..4096 at every alignment 0..63 (exact-size buffers,
+ * so ASan sees any read past either end), every length 4097..13000 (one to four of the hybrids'
+ * blocks, with every tail), random lengths up to 3 MiB, chaining split at every point (the
+ * receiver checks an FPDU's CRC in pieces), and the start-up choice with and without
+ * SOFTNDK_CRC_KERNEL. A kernel's tests run where the CPU (and OS) can run it and skip with the
+ * reason otherwise. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -62,9 +64,11 @@ static sndk_crc32c_fn need(enum sndk_crc32c_impl impl)
         SKIP("CPU lacks SSE4.2/PCLMULQDQ/AVX512F/AVX512VL/VPCLMULQDQ or the OS does not save the "
              "ZMM state");
     case SNDK_CRC32C_CLMUL256:
+    case SNDK_CRC32C_HYBRID256:
         SKIP("CPU lacks SSE4.2/PCLMULQDQ/AVX/AVX2/VPCLMULQDQ or the OS does not save the YMM "
              "state");
     case SNDK_CRC32C_CLMUL128:
+    case SNDK_CRC32C_HYBRID128:
         SKIP("CPU lacks SSE4.2/PCLMULQDQ");
     default:
         SKIP("CPU lacks SSE4.2");
@@ -215,6 +219,23 @@ static void every_length(sndk_crc32c_fn fn)
     free(src);
 }
 
+/* Every length 4097..13000, the alignment and the initial register changing with it: each
+ * hybrid's whole blocks (1792 and 2176 bytes) one to four times, followed by every tail. */
+static void block_lengths(sndk_crc32c_fn fn)
+{
+    const size_t first = 4097, last = 13000;
+    uint8_t *buf = random_buf(last + 64);
+    for (size_t len = first; len <= last; len++) {
+        size_t a = (len * 7) % 64;
+        uint32_t init = inits[len % 4];
+        uint32_t want = sndk_crc32c_sw(init, buf + a, len);
+        uint32_t got = fn(init, buf + a, len);
+        CHECK_MSG(got == want, "len %zu align %zu init %08x: %08x, want %08x", len, a, init, got,
+                  want);
+    }
+    free(buf);
+}
+
 /* Random lengths and alignments up to 3 MiB, four of them the whole buffer. */
 static void random_lengths(sndk_crc32c_fn fn)
 {
@@ -285,6 +306,10 @@ static void chaining(enum sndk_crc32c_impl impl, sndk_crc32c_fn fn)
     {                                                                                              \
         every_length(need(impl));                                                                  \
     }                                                                                              \
+    TEST_T(crc32c_##tag##_blocks, 120)                                                             \
+    {                                                                                              \
+        block_lengths(need(impl));                                                                 \
+    }                                                                                              \
     TEST_T(crc32c_##tag##_random, 120)                                                             \
     {                                                                                              \
         random_lengths(need(impl));                                                                \
@@ -298,16 +323,21 @@ KERNEL_TESTS(avx512, SNDK_CRC32C_CLMUL)
 KERNEL_TESTS(vpclmul256, SNDK_CRC32C_CLMUL256)
 KERNEL_TESTS(pclmul, SNDK_CRC32C_CLMUL128)
 KERNEL_TESTS(sse42, SNDK_CRC32C_HW)
+KERNEL_TESTS(hybrid256, SNDK_CRC32C_HYBRID256)
+KERNEL_TESTS(hybrid128, SNDK_CRC32C_HYBRID128)
 
 /* ---------------------------------------------------------------- the start-up choice */
 
-static const enum sndk_crc32c_impl hw_kernels[] = {SNDK_CRC32C_CLMUL, SNDK_CRC32C_CLMUL256,
-                                                   SNDK_CRC32C_CLMUL128, SNDK_CRC32C_HW};
+static const enum sndk_crc32c_impl hw_kernels[] = {SNDK_CRC32C_CLMUL,     SNDK_CRC32C_CLMUL256,
+                                                   SNDK_CRC32C_CLMUL128,  SNDK_CRC32C_HW,
+                                                   SNDK_CRC32C_HYBRID256, SNDK_CRC32C_HYBRID128};
+#define HW_KERNELS (int)(sizeof hw_kernels / sizeof hw_kernels[0])
 
 TEST(crc32c_names)
 {
-    static const char *const names[] = {"auto", "sse42", "table", "avx512", "vpclmul256", "pclmul"};
-    for (int i = 0; i < 6; i++) {
+    static const char *const names[] = {"auto",       "sse42",  "table",     "avx512",
+                                        "vpclmul256", "pclmul", "hybrid256", "hybrid128"};
+    for (int i = 0; i < 8; i++) {
         CHECK_MSG(strcmp(sndk_crc32c_impl_name((enum sndk_crc32c_impl)i), names[i]) == 0,
                   "name of %d: %s", i, sndk_crc32c_impl_name((enum sndk_crc32c_impl)i));
         CHECK_EQ_I64(sndk_crc32c_impl_parse(names[i]), i);
@@ -316,10 +346,11 @@ TEST(crc32c_names)
     CHECK_EQ_I64(sndk_crc32c_impl_parse("avx2"), -EINVAL);
     CHECK_EQ_I64(sndk_crc32c_impl_parse(""), -EINVAL);
     CHECK_EQ_I64(sndk_crc32c_impl_parse(NULL), -EINVAL);
-    CHECK(sndk_crc32c_impl_name((enum sndk_crc32c_impl)6) == NULL);
+    CHECK_EQ_I64(sndk_crc32c_impl_parse("HYBRID256"), SNDK_CRC32C_HYBRID256);
+    CHECK(sndk_crc32c_impl_name((enum sndk_crc32c_impl)8) == NULL);
     CHECK(sndk_crc32c_kernel(SNDK_CRC32C_AUTO) == NULL);
-    CHECK(sndk_crc32c_kernel((enum sndk_crc32c_impl)6) == NULL);
-    CHECK_EQ_I64(sndk_crc32c_available((enum sndk_crc32c_impl)6), 0);
+    CHECK(sndk_crc32c_kernel((enum sndk_crc32c_impl)8) == NULL);
+    CHECK_EQ_I64(sndk_crc32c_available((enum sndk_crc32c_impl)8), 0);
 }
 
 /* A fresh process (each test is forked), SOFTNDK_CRC_KERNEL unset: AUTO measures every hardware
@@ -330,7 +361,7 @@ TEST(crc32c_auto_choice)
     uint8_t *buf = random_buf(10000);
     const uint32_t want = sndk_crc32c_sw(7, buf, 10000);
     unsigned ncand = 0;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < HW_KERNELS; i++)
         ncand += sndk_crc32c_available(hw_kernels[i]) ? 1u : 0u;
     enum sndk_crc32c_impl got = sndk_crc32c_current();
     const char *why = sndk_crc32c_reason();
@@ -344,7 +375,7 @@ TEST(crc32c_auto_choice)
             CHECK_MSG(strncmp(why, "fastest measured at 4 KiB, GB/s: ", 33) == 0, "reason: %s",
                       why);
             /* every candidate is named with its figure */
-            for (int i = 0; i < 4; i++)
+            for (int i = 0; i < HW_KERNELS; i++)
                 if (sndk_crc32c_available(hw_kernels[i]))
                     CHECK_MSG(strstr(why, sndk_crc32c_impl_name(hw_kernels[i])), "%s not in %s",
                               sndk_crc32c_impl_name(hw_kernels[i]), why);
@@ -352,9 +383,9 @@ TEST(crc32c_auto_choice)
     }
     printf("chose %s: %s\n", sndk_crc32c_impl_name(got), why);
     CHECK_EQ_U64(sndk_crc32c(7, buf, 10000), want);
-    CHECK_EQ_I64(sndk_crc32c_select((enum sndk_crc32c_impl)99), -EINVAL);
+    CHECK_EQ_I64(sndk_crc32c_select((enum sndk_crc32c_impl)89), -EINVAL);
     CHECK_EQ_U64(sndk_crc32c_current(), got);
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < SNDK_CRC32C_IMPL_COUNT; i++) {
         enum sndk_crc32c_impl impl = (enum sndk_crc32c_impl)i;
         if (!sndk_crc32c_available(impl)) {
             CHECK_EQ_I64(sndk_crc32c_select(impl), -ENOTSUP);
@@ -434,6 +465,16 @@ TEST(crc32c_env_sse42)
     forced("sse42", SNDK_CRC32C_HW);
 }
 
+TEST(crc32c_env_hybrid256)
+{
+    forced("hybrid256", SNDK_CRC32C_HYBRID256);
+}
+
+TEST(crc32c_env_hybrid128)
+{
+    forced("Hybrid128", SNDK_CRC32C_HYBRID128);
+}
+
 TEST(crc32c_env_table)
 {
     forced("TABLE", SNDK_CRC32C_SW);
@@ -456,7 +497,7 @@ TEST(crc32c_env_unknown)
 TEST(crc32c_env_unsupported)
 {
     int missing = -1;
-    for (int i = 0; i < 4 && missing < 0; i++)
+    for (int i = 0; i < HW_KERNELS && missing < 0; i++)
         if (!sndk_crc32c_available(hw_kernels[i]))
             missing = (int)hw_kernels[i];
     if (missing < 0) {
