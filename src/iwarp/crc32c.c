@@ -569,17 +569,19 @@ TARGET_VCLMUL static uint32_t clmul512_update(uint32_t c, const uint8_t *p, size
  *
  * The words per round balance the two units: a round folds 128 bytes with 8 carry-less products
  * (four 256-bit or eight 128-bit ones, two products each), a stream word is one crc32 (latency
- * 3, one per cycle). The multiplier takes a 256-bit product per cycle on Intel cores since Ice
- * Lake, one per two cycles on Zen 5 (where 128-bit folding runs at half the crc32 streams).
- * Measured on Zen 5 (bench/wire_bench, 64 KiB): 256-bit folding 28 GB/s alone, 46-49 with 4-5
- * words per stream; fewer words leave the crc32 unit idle, more make the streams the longer
- * chain. The start-up choice measures the hybrids beside the plain kernels, so a CPU where one is
- * slower keeps the other.
+ * 3, one per cycle). How fast the multiplier is differs by core: on Zen 5 the 256-bit folding
+ * runs at half the 512-bit one's rate and the 128-bit one at half the crc32 streams'. Measured
+ * there (bench/wire_bench, 64 KiB): 256-bit folding 26-28 GB/s alone, 40-42 beside 4 words per
+ * stream per round. In a first trial of the same loop outside the library, 3 words left the
+ * crc32 unit idle (41 against 44-46 with 4), and 5-6 were a little faster there (48-52) but
+ * would make the streams the longer chain on a core whose multiplier is twice as fast. The start-up
+ * choice measures the hybrids beside the plain kernels, so a CPU where one is slower keeps the
+ * other.
  *
  * No 512-bit hybrid: one beside the AVX-512 folding measured 62-71 GB/s alone against 54-56 on
  * Zen 5, yet made `ndkperf send_bw -e -s 1048576` slower there, in 7 of 8 interleaved rounds
- * (docs/datapath.md, "CRC32c kernels"): at that rate the CRC is bound by where the bytes come
- * from, and three more streams of loads do not help. */
+ * (docs/datapath.md, "CRC32c kernels"): at that rate the CRC is most likely bound by where the
+ * bytes come from, and three more streams of loads do not help. */
 #define HYBRID_ROUNDS   8u
 #define HYBRID_WORDS256 4u
 #define HYBRID_WORDS128 6u
