@@ -771,34 +771,37 @@ int sndk_crc32c_clmul128_available(void)
     return have_pclmul ? 1 : 0;
 }
 
-uint32_t sndk_crc32c_clmul(uint32_t crc, const void *buf, size_t len)
+/* A folding kernel's raw update behind the public contract: its constants built once, the
+ * register inverted on the way in and out (the compiler inlines the constant fn). */
+static inline uint32_t clmul_entry(crc_update_fn fn, uint32_t crc, const void *buf, size_t len)
 {
     pthread_once(&clmul_once, clmul_init);
-    return ~clmul512_update(~crc, buf, len);
+    return ~fn(~crc, buf, len);
+}
+
+uint32_t sndk_crc32c_clmul(uint32_t crc, const void *buf, size_t len)
+{
+    return clmul_entry(clmul512_update, crc, buf, len);
 }
 
 uint32_t sndk_crc32c_clmul256(uint32_t crc, const void *buf, size_t len)
 {
-    pthread_once(&clmul_once, clmul_init);
-    return ~clmul256_update(~crc, buf, len);
+    return clmul_entry(clmul256_update, crc, buf, len);
 }
 
 uint32_t sndk_crc32c_clmul128(uint32_t crc, const void *buf, size_t len)
 {
-    pthread_once(&clmul_once, clmul_init);
-    return ~clmul128_update(~crc, buf, len);
+    return clmul_entry(clmul128_update, crc, buf, len);
 }
 
 uint32_t sndk_crc32c_hybrid256(uint32_t crc, const void *buf, size_t len)
 {
-    pthread_once(&clmul_once, clmul_init);
-    return ~hybrid256_update(~crc, buf, len);
+    return clmul_entry(hybrid256_update, crc, buf, len);
 }
 
 uint32_t sndk_crc32c_hybrid128(uint32_t crc, const void *buf, size_t len)
 {
-    pthread_once(&clmul_once, clmul_init);
-    return ~hybrid128_update(~crc, buf, len);
+    return clmul_entry(hybrid128_update, crc, buf, len);
 }
 #else
 int sndk_crc32c_clmul_available(void)
