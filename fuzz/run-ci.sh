@@ -22,21 +22,51 @@ cmake -S "$root" -B "$build" -G "$gen" -DCMAKE_C_COMPILER="$cc" -DSOFTNDK_FUZZ=O
 # shellcheck disable=SC2086
 cmake --build "$build" --target $targets
 
-status=0
-for t in $targets; do
+# One target's bounded run; its report goes to $build/fuzz-work/T/report, 0 or 1 to .../status.
+fuzz_one() {
+    t=$1
     work="$build/fuzz-work/$t"
     mkdir -p "$work/corpus"
-    echo "== $t for ${secs}s"
     # New inputs go to the work corpus; the committed seeds are read only.
     if ! "$build/fuzz/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
             -print_final_stats=1 -artifact_prefix="$work/" \
             "$work/corpus" "$root/fuzz/corpus/$t" >"$work/log" 2>&1; then
-        echo "!! $t failed; artifacts in $work/, last lines of its log:"
-        tail -n 40 "$work/log"
-        status=1
+        { echo "!! $t failed; artifacts in $work/, last lines of its log:"; tail -n 40 "$work/log"; } \
+            >"$work/report"
+        echo 1 >"$work/status"
     else
-        grep -E "^(#[0-9]+.*DONE|stat::number_of_executed_units|stat::peak_rss_mb)" "$work/log" || true
+        grep -E "^(#[0-9]+.*DONE|stat::number_of_executed_units|stat::peak_rss_mb)" "$work/log" \
+            >"$work/report" || true
+        echo 0 >"$work/status"
     fi
+}
+
+# The targets run in as many lanes as the machine has CPUs (at most 2: each target is one busy
+# thread, fuzz_connection's listener a second one at times), every target still for SECONDS;
+# the reports are printed in the targets' order once all lanes are done.
+lanes=$(nproc 2>/dev/null || echo 1)
+[ "$lanes" -gt 2 ] && lanes=2
+for t in $targets; do rm -f "$build/fuzz-work/$t/status" "$build/fuzz-work/$t/report"; done
+lane_pids=""
+lane=0
+while [ $lane -lt "$lanes" ]; do
+    (
+        i=0
+        for t in $targets; do
+            [ $((i % lanes)) = $lane ] && fuzz_one "$t"
+            i=$((i + 1))
+        done
+    ) &
+    lane_pids="$lane_pids $!"
+    lane=$((lane + 1))
+done
+# shellcheck disable=SC2086
+wait $lane_pids || true
+status=0
+for t in $targets; do
+    echo "== $t for ${secs}s"
+    cat "$build/fuzz-work/$t/report" 2>/dev/null
+    [ "$(cat "$build/fuzz-work/$t/status" 2>/dev/null)" = 0 ] || status=1
 done
 
 # Regression (finding F3, docs/history/f3-findings.md): the QP attach held up where it used to race with
