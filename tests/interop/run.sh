@@ -139,7 +139,7 @@ g2h() {
         SOFTNDK_LOG=${log:-info} timeout 120 "$NDKRPING" -s -a 127.0.0.1 -p "$hp" -V -v -W 110 $hargs \
             >"$dir/host.out" 2>"$dir/host.err" &
         local hpid=$!
-        pids+=($hpid)
+        pids+=("$hpid")
         wait_for "$dir/host.out" 'listening' 10 || { ok=0; why="ndkrping -s did not listen"; }
         boot "$dir" "rping -c -a 10.0.2.2 -p $hp -C $n -S $size -v -V $gargs; echo RPING-RC=\$?" \
             "$siw" "$siwopt" "$(free_port)"
@@ -289,7 +289,7 @@ ucma() {
             SOFTNDK_LOG=${log:-info} timeout $((hw + 10)) "$NDKRPING" --ucmatose -s -a 127.0.0.1 -p "$hp" -W $hw \
                 >"$dir/host.out" 2>"$dir/host.err" &
             local hpid=$!
-            pids+=($hpid)
+            pids+=("$hpid")
             wait_for "$dir/host.out" 'listening' 10 || { ok=0; why="ndkrping -s did not listen"; }
             boot "$dir" "timeout $((hw + 5)) ucmatose -s 10.0.2.2 -p $hp -C 10 -S 100; echo UCMA-RC=\$?" \
                 "$siw" "$siwopt" "$(free_port)"
@@ -367,7 +367,11 @@ pt_eval() {
     grc=$(sed -n "s/^PT-RC-$t=\([0-9]*\).*/\1/p" "$dir/console" | head -n 1)
     prow=$(grep -Em1 "^ *$size +$n +[0-9]" "$dir/console" | tr -s ' \t' ' ' | cut -c1-70)
     [ "$d" = g2h ] && role=server || role=client
-    [ "$hst" = 0 ] || { ok=0; why="ndkperf --perftest exited $hst: $(grep '^ndkperf:' "$dir/host.err" | tail -n 1)"; }
+    case "$hst" in
+    0) ;;
+    [0-9]*) ok=0; why="ndkperf --perftest exited $hst: $(grep '^ndkperf:' "$dir/host.err" | tail -n 1)" ;;
+    *) ok=0; why="$hst" ;;
+    esac
     grep -q "ndkperf: perftest $t $role: peer perftest [0-9.]*, [0-9]* communication messages" "$dir/host.out" ||
         { ok=0; why="${why:-ndkperf did not finish the perftest exchange}"; }
     case "$role:$t" in
@@ -397,20 +401,50 @@ pt_eval() {
     report "$row" $ok "${why:-$what; $neg}" "$canary"
 }
 
-# guest_lost_network CONSOLE: did the guest's perftest fail to resolve the host's address
-# (rdma_cm's ADDR_ERROR event, or rdma_resolve_addr refused at once)? That is the guest's own
-# network path (its interface and routes, its ARP towards QEMU's user-mode gateway), which no
-# softndk byte crosses: a guest that shows it lost its network under TCG, and the rows it ran
-# are no verdict on softndk.
-guest_lost_network() { grep -qE 'ADDR_ERROR|rdma_resolve_addr failed' "$1" 2>/dev/null; }
+# The guest's own check of its network, after a perftest that failed (guest shell; TEST is the
+# test's name): two pings of QEMU's gateway, 10.0.2.2, which QEMU's user-mode network answers
+# itself. A guest whose pings go unanswered prints "PT-NET-TEST lost" with its interface's
+# transmit count before and after them (unchanged: the interface sends nothing any more), and
+# runs nothing after it.
+pt_net_probe='pt_net() {
+  tx0=$(cat /sys/class/net/eth0/statistics/tx_packets)
+  if ping -c 2 -W 2 10.0.2.2 >/dev/null 2>&1; then echo "PT-NET-$1 ok"; return 0; fi
+  echo "PT-NET-$1 lost: 10.0.2.2 does not answer; eth0 tx_packets $tx0 -> $(cat /sys/class/net/eth0/statistics/tx_packets)"
+  return 1
+}
+'
+# pt_guest_step TEST COMMAND: one test of a batch's guest script: its markers, its exit status,
+# and on failure the network check, which ends the script when the network is gone.
+pt_guest_step() {
+    printf '%s\n' "echo PT-BEGIN $1; $2; rc=\$?; echo PT-RC-$1=\$rc; [ \$rc = 0 ] || pt_net $1 || exit 0"
+}
+
+# guest_lost_network CONSOLE: did the guest show that it lost its network? Its own check after a
+# failed test (pt_net: the gateway does not answer), or a perftest client that could not resolve
+# the host's address (rdma_cm's ADDR_ERROR event, or rdma_resolve_addr refused at once). Either
+# is the guest's own network path (its interface and routes, its ARP towards QEMU's user-mode
+# gateway), which no softndk byte crosses: the rows such a guest ran are no verdict on softndk.
+# What was measured when it happens (docs/interop.md): the guest's eth0 stops transmitting for
+# good in the middle of a large guest-to-host transfer; its transmit count and its transmit
+# interrupts stop, while it still receives.
+guest_lost_network() { grep -qE 'ADDR_ERROR|rdma_resolve_addr failed|PT-NET-[a-z_]* lost' "$1" 2>/dev/null; }
+
+# void_batch BATCH DIR: report a batch whose guest lost its network, and keep its files aside.
+void_batch() {
+    echo "BATCH $1: the guest lost its network: void, run again in a new guest"
+    echo "--- $1/console of the void guest (its network lines, then its last 15 lines)"
+    tr -d '\r' <"$2/console" | grep -E 'PT-NET-|ADDR_ERROR|rdma_resolve_addr failed' | head -n 5 | cut -c1-200
+    tail -n 15 "$2/console" | cut -c1-200
+    mv "$2" "$2.lost-network"
+}
 
 # pt_g2h BATCH SIW SIWOPT "TESTS": one ndkperf --perftest server per test here (each on its
 # own port), the guest runs perftest's clients against them in turn. A guest that lost its
 # network (guest_lost_network) voids the batch: it runs once more in a new guest, and its rows
 # say so. Seen once in CI: ib_send_bw hung in its measured loop and the next clients of the same
 # guest could no longer resolve 10.0.2.2.
-# SOFTNDK_INTEROP_LOSE_NETWORK=1 (the check of this path): the first guest's route to the host
-# is prohibited before its clients run.
+# SOFTNDK_INTEROP_LOSE_NETWORK=1 (the check of this path): the first guest takes its eth0 down
+# before its clients run.
 pt_g2h() {
     local batch=$1 siw=$2 siwopt=$3 tests=$4 bdir="$work/$1" try t hp script attempt voided=""
     local hw=$((25 + 20 * $(echo $tests | wc -w)))
@@ -418,9 +452,9 @@ pt_g2h() {
     for attempt in 1 2; do
         mkdir -p "$bdir"
         for try in 1 2; do
-            script=""
+            script="$pt_net_probe"
             [ "$attempt" = 1 ] && [ "${SOFTNDK_INTEROP_LOSE_NETWORK:-}" = 1 ] &&
-                script="ip route add prohibit 10.0.2.2/32
+                script+="ip link set eth0 down
 "
             for t in $tests; do
                 port[$t]=$(free_port)
@@ -428,7 +462,7 @@ pt_g2h() {
                     --timeout $hw >"$bdir/$t.out" 2>"$bdir/$t.err" &
                 hpid[$t]=$!
                 pids+=($!)
-                script+="echo PT-BEGIN $t; timeout 30 ib_$t -R -n $pt_iters -p ${port[$t]} 10.0.2.2; echo PT-RC-$t=\$?
+                script+="$(pt_guest_step "$t" "timeout 30 ib_$t -R -n $pt_iters -p ${port[$t]} 10.0.2.2")
 "
             done
             for t in $tests; do wait_for "$bdir/$t.err" 'listening' 10; done
@@ -442,10 +476,7 @@ pt_g2h() {
         stop_guest "$bdir"
         if [ "$attempt" = 1 ] && guest_lost_network "$bdir/console"; then
             for t in $tests; do kill "${hpid[$t]}" 2>/dev/null; wait "${hpid[$t]}" 2>/dev/null; done
-            echo "BATCH $batch: the guest lost its network (it could not resolve 10.0.2.2): void, run again in a new guest"
-            echo "--- $batch/console of the void guest (last 15 lines)"
-            tail -n 15 "$bdir/console" | cut -c1-200
-            mv "$bdir" "$bdir.lost-network"
+            void_batch "$batch" "$bdir"
             voided=1
             continue
         fi
@@ -459,29 +490,52 @@ pt_g2h() {
 
 # pt_h2g BATCH SIW SIWOPT "TESTS": the guest runs perftest's servers in turn on its port 7174,
 # an ndkperf --perftest client here connects to each (retrying while the next one starts).
+# After each client the host waits for the guest's verdict on that test (and its network check
+# when the test failed); a guest that lost its network voids the batch as in pt_g2h, and no
+# client starts against a guest that has.
+# SOFTNDK_INTEROP_LOSE_NETWORK=1: the first guest takes its eth0 down before its servers start
+# (its first test then fails after ndkperf's 40 s).
 pt_h2g() {
-    local batch=$1 siw=$2 siwopt=$3 tests=$4 bdir="$work/$1" try t hp script=""
-    mkdir -p "$bdir"
-    for t in $tests; do
-        script+="echo PT-BEGIN $t; timeout 40 ib_$t -R -n $pt_iters -p 7174; echo PT-RC-$t=\$?; "
-    done
-    for try in 1 2; do
-        hp=$(free_port)
-        boot "$bdir" "($script) &
-sleep 0.5; echo SNDK-READY; wait" "$siw" "$siwopt" "$hp"
-        if wait_for "$bdir/console" 'SNDK-READY' 90; then break; fi
-        stop_guest "$bdir"
-        [ $try = 2 ] && { for t in $tests; do pt_eval "$bdir" h2g "$t" "guest did not come up"; done; return; }
-    done
+    local batch=$1 siw=$2 siwopt=$3 tests=$4 bdir="$work/$1" try t hp script attempt voided=""
     local -A hst
-    for t in $tests; do
-        SOFTNDK_LOG=info timeout 45 "$NDKPERF" "$t" --perftest -n $pt_iters -p "$hp" --timeout 40 \
-            127.0.0.1 >"$bdir/$t.out" 2>"$bdir/$t.err"
-        hst[$t]=$?
+    for attempt in 1 2; do
+        mkdir -p "$bdir"
+        script="$pt_net_probe"
+        [ "$attempt" = 1 ] && [ "${SOFTNDK_INTEROP_LOSE_NETWORK:-}" = 1 ] &&
+            script+="ip link set eth0 down
+"
+        for t in $tests; do
+            script+="$(pt_guest_step "$t" "timeout 40 ib_$t -R -n $pt_iters -p 7174")
+"
+        done
+        for try in 1 2; do
+            hp=$(free_port)
+            boot "$bdir" "($script) &
+sleep 0.5; echo SNDK-READY; wait" "$siw" "$siwopt" "$hp"
+            if wait_for "$bdir/console" 'SNDK-READY' 90; then break; fi
+            stop_guest "$bdir"
+            [ $try = 2 ] && { for t in $tests; do pt_eval "$bdir" h2g "$t" "guest did not come up"; done; return; }
+        done
+        for t in $tests; do
+            hst[$t]="not started: the guest had lost its network"
+            guest_lost_network "$bdir/console" && continue
+            SOFTNDK_LOG=info timeout 45 "$NDKPERF" "$t" --perftest -n $pt_iters -p "$hp" --timeout 40 \
+                127.0.0.1 >"$bdir/$t.out" 2>"$bdir/$t.err"
+            hst[$t]=$?
+            # the guest's verdict, and its network check after a failure (two pings, 4 s at most)
+            wait_for "$bdir/console" "PT-RC-$t=" 15 &&
+                { grep -q "PT-RC-$t=0" "$bdir/console" || wait_for "$bdir/console" "PT-NET-$t " 10; }
+        done
+        wait_for "$bdir/console" 'SNDK-EXIT' 30
+        stop_guest "$bdir"
+        if [ "$attempt" = 1 ] && guest_lost_network "$bdir/console"; then
+            void_batch "$batch" "$bdir"
+            voided=1
+            continue
+        fi
+        for t in $tests; do pt_eval "$bdir" h2g "$t" "${hst[$t]}" "${voided:+second guest: the first lost its network}"; done
+        return
     done
-    wait_for "$bdir/console" 'SNDK-EXIT' 30
-    stop_guest "$bdir"
-    for t in $tests; do pt_eval "$bdir" h2g "$t" "${hst[$t]}"; done
 }
 
 # The negotiation a row expects, as softndk's connect log line says it (want_neg: a regex).
