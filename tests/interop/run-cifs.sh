@@ -94,19 +94,42 @@ umount /a; umount /b; echo SNDK-C umount $?
 dmesg | grep -E 'BUG:|Oops|CIFS: VFS: .*([Ee]rr|fail)|smbd_[a-z_]+:' | sed 's/^/SNDK-C dmesg /' | head -20
 EOF
 b64=$(printf '%s\n' "$script" | base64 -w0)
+# SOFTNDK_INTEROP_LOSE_NETWORK=1 (the check of the void path below): the first run's guest takes
+# its eth0 down 30 s after it is up, in the middle of its copies
+losenet=""
+[ "${SOFTNDK_INTEROP_LOSE_NETWORK:-}" = 1 ] && [ -z "${SOFTNDK_INTEROP_CIFS_VOIDED:-}" ] && losenet=" sndk.losenet=30"
 [ ${#b64} -lt 1900 ] || { report guest 0 "the guest script is ${#b64} bytes in base64, over the command line"; finish; }
 : >"$work/console"
 # patched siw: the client speaks first after the connection (docs/interop.md)
 timeout 330 qemu-system-x86_64 -accel tcg -cpu max -m 768 -smp 1 -nodefaults \
     -kernel "$guest/vmlinuz" -initrd "$guest/initrd.gz" \
-    -append "console=ttyS0 quiet panic=-1 sndk.siw=patched sndk.run=$b64" \
+    -append "console=ttyS0 quiet panic=-1 sndk.siw=patched sndk.run=$b64$losenet" \
     -display none -serial "file:$work/console" -monitor none -no-reboot \
     -netdev "user,id=n0" -device virtio-net-pci,netdev=n0 >"$work/qemu.log" 2>&1 &
 qp=$!
-for _ in $(seq 3000); do grep -q 'SNDK-EXIT' "$work/console" 2>/dev/null && break; kill -0 $qp 2>/dev/null || break; sleep 0.1; done
+for _ in $(seq 3000); do
+    grep -qE 'SNDK-EXIT|SNDK-NET lost' "$work/console" 2>/dev/null && break
+    kill -0 $qp 2>/dev/null || break
+    sleep 0.1
+done
+con() { tr -d '\r' <"$work/console"; }
+# A guest whose network watch (guest-init.sh) says it lost its network can finish none of its
+# copies, for a reason that is not softndk's (docs/interop.md, "A guest that loses its
+# network"): the run is void and runs once more with a new guest and a new server.
+if con | grep -q 'SNDK-NET lost'; then
+    then_what="run again with a new guest"
+    [ -n "${SOFTNDK_INTEROP_CIFS_VOIDED:-}" ] && then_what="the second time: judged as any failure"
+    echo "interop cifs: the guest lost its network ($(con | grep -m1 'SNDK-NET lost')): $then_what"
+    con | grep '^SNDK-C' | tail -n 5 | cut -c1-200
+    if [ -z "${SOFTNDK_INTEROP_CIFS_VOIDED:-}" ]; then
+        trap - EXIT
+        cleanup
+        exec env SOFTNDK_INTEROP_CIFS_VOIDED=1 bash "$0" "$guest" "$N"
+    fi
+    kill $qp 2>/dev/null # the second loss: its rows fail as any would
+fi
 wait $qp 2>/dev/null
 qp=""
-con() { tr -d '\r' <"$work/console"; }
 grep -q 'SNDK-C mounted' <(con) && report mount-twice 1 "vers=3.0.2 and vers=3.1.1 mounted at once, -o rdma" ||
     { report mount-twice 0 "$(con | grep -E 'SNDK-C|CIFS|SNDK-EXIT' | head -n 5 | tr '\n' ' ')"; }
 for s in 0 1 4095 4096 1048577 8388615 67108864; do
