@@ -94,10 +94,11 @@ umount /a; umount /b; echo SNDK-C umount $?
 dmesg | grep -E 'BUG:|Oops|CIFS: VFS: .*([Ee]rr|fail)|smbd_[a-z_]+:' | sed 's/^/SNDK-C dmesg /' | head -20
 EOF
 b64=$(printf '%s\n' "$script" | base64 -w0)
-# SOFTNDK_INTEROP_LOSE_NETWORK=1 (the check of the void path below): the first run's guest takes
+# SOFTNDK_INTEROP_LOSE_NETWORK=1 (the check of the void path below; "always": of a second loss,
+# which fails): the first (or every) run's guest takes
 # its eth0 down 30 s after it is up, in the middle of its copies
 losenet=""
-[ "${SOFTNDK_INTEROP_LOSE_NETWORK:-}" = 1 ] && [ -z "${SOFTNDK_INTEROP_CIFS_VOIDED:-}" ] && losenet=" sndk.losenet=30"
+case "${SOFTNDK_INTEROP_LOSE_NETWORK:-}:${SOFTNDK_INTEROP_CIFS_VOIDED:-}" in 1: | always:*) losenet=" sndk.losenet=30" ;; esac
 [ ${#b64} -lt 1900 ] || { report guest 0 "the guest script is ${#b64} bytes in base64, over the command line"; finish; }
 : >"$work/console"
 # patched siw: the client speaks first after the connection (docs/interop.md)

@@ -136,10 +136,11 @@ mkdir -p "$gdir"
 hp="" hp_done=""
 # the guest waits for the host's DONE at most this long (then lists the share and powers off)
 smbwait=$((budget + 60))
-# SOFTNDK_INTEROP_LOSE_NETWORK=1 (the check of the void path below): the first run's guest takes
+# SOFTNDK_INTEROP_LOSE_NETWORK=1 (the check of the void path below; "always": of a second loss,
+# which fails): the first (or every) run's guest takes
 # its eth0 down 60 s after it is up, in the middle of the rows
 losenet=""
-[ "${SOFTNDK_INTEROP_LOSE_NETWORK:-}" = 1 ] && [ -z "${SOFTNDK_INTEROP_SMB_VOIDED:-}" ] && losenet=" sndk.losenet=60"
+case "${SOFTNDK_INTEROP_LOSE_NETWORK:-}:${SOFTNDK_INTEROP_SMB_VOIDED:-}" in 1: | always:*) losenet=" sndk.losenet=60" ;; esac
 for try in 1 2; do
     # a second try only while the budget leaves time for rows after it
     [ $try = 2 ] && [ $((SECONDS - start)) -gt $((budget - 150)) ] && break

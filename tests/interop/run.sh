@@ -79,6 +79,14 @@ free_port() { # a port nothing listens on, from a range of our own
     echo 29999
 }
 
+# losenet_for ATTEMPT: the guest's sndk.losenet argument (guest-init.sh: eth0 down that many
+# seconds after it is up) for a row's or batch's attempt 1 or 2. SOFTNDK_INTEROP_LOSE_NETWORK=1
+# takes the first attempt's eth0 down as soon as it is up (the check of the void paths below),
+# "always" every attempt's (the check of a second loss, which fails).
+losenet_for() {
+    case "${SOFTNDK_INTEROP_LOSE_NETWORK:-}:$1" in 1:1 | always:*) echo " sndk.losenet=0" ;; esac
+}
+
 passed=0 failed=0 canaries=0 notrun=0
 results=()
 # report ROW VERDICT DETAIL CANARY-REASON
@@ -444,8 +452,7 @@ void_batch() {
 # network (guest_lost_network) voids the batch: it runs once more in a new guest, and its rows
 # say so. Seen once in CI: ib_send_bw hung in its measured loop and the next clients of the same
 # guest could no longer resolve 10.0.2.2.
-# SOFTNDK_INTEROP_LOSE_NETWORK=1 (the check of this path): the first guest takes its eth0 down
-# before its clients run.
+# SOFTNDK_INTEROP_LOSE_NETWORK checks this path (losenet_for).
 pt_g2h() {
     local batch=$1 siw=$2 siwopt=$3 tests=$4 bdir="$work/$1" try t hp script attempt voided=""
     local hw=$((25 + 20 * $(echo $tests | wc -w)))
@@ -454,9 +461,6 @@ pt_g2h() {
         mkdir -p "$bdir"
         for try in 1 2; do
             script="$pt_net_probe"
-            [ "$attempt" = 1 ] && [ "${SOFTNDK_INTEROP_LOSE_NETWORK:-}" = 1 ] &&
-                script+="ip link set eth0 down
-"
             for t in $tests; do
                 port[$t]=$(free_port)
                 SOFTNDK_LOG=info timeout $((hw + 10)) "$NDKPERF" "$t" --perftest -n $pt_iters -p "${port[$t]}" \
@@ -467,7 +471,9 @@ pt_g2h() {
 "
             done
             for t in $tests; do wait_for "$bdir/$t.err" 'listening' 10; done
+            boot_losenet=$(losenet_for $attempt)
             boot "$bdir" "$script" "$siw" "$siwopt" "$(free_port)"
+            boot_losenet=""
             if wait_for "$bdir/console" 'SNDK-GUEST up' 90; then break; fi
             stop_guest "$bdir"
             for t in $tests; do kill "${hpid[$t]}" 2>/dev/null; wait "${hpid[$t]}" 2>/dev/null; done
@@ -494,25 +500,23 @@ pt_g2h() {
 # After each client the host waits for the guest's verdict on that test (and its network check
 # when the test failed); a guest that lost its network voids the batch as in pt_g2h, and no
 # client starts against a guest that has.
-# SOFTNDK_INTEROP_LOSE_NETWORK=1: the first guest takes its eth0 down before its servers start
-# (its first test then fails after ndkperf's 40 s).
+# SOFTNDK_INTEROP_LOSE_NETWORK checks it (losenet_for).
 pt_h2g() {
     local batch=$1 siw=$2 siwopt=$3 tests=$4 bdir="$work/$1" try t hp script attempt voided=""
     local -A hst
     for attempt in 1 2; do
         mkdir -p "$bdir"
         script="$pt_net_probe"
-        [ "$attempt" = 1 ] && [ "${SOFTNDK_INTEROP_LOSE_NETWORK:-}" = 1 ] &&
-            script+="ip link set eth0 down
-"
         for t in $tests; do
             script+="$(pt_guest_step "$t" "timeout 40 ib_$t -R -n $pt_iters -p 7174")
 "
         done
         for try in 1 2; do
             hp=$(free_port)
+            boot_losenet=$(losenet_for $attempt)
             boot "$bdir" "($script) &
 sleep 0.5; echo SNDK-READY; wait" "$siw" "$siwopt" "$hp"
+            boot_losenet=""
             if wait_for "$bdir/console" 'SNDK-READY' 90; then break; fi
             stop_guest "$bdir"
             [ $try = 2 ] && { for t in $tests; do pt_eval "$bdir" h2g "$t" "guest did not come up"; done; return; }
@@ -558,16 +562,13 @@ row() { # NAME NEG-REGEX g2h|h2g ARGS...: run it when NAME matches the row filte
     local failed_before=$failed results_before=${#results[@]}
     # A row that failed in a guest that lost its network (guest_lost_network) is void and runs
     # once more in a new guest; the perftest batches do the same inside (pt_g2h, pt_h2g).
-    # SOFTNDK_INTEROP_LOSE_NETWORK=1 checks it: the row's first guest takes its eth0 down as soon
-    # as it is up (guest-init.sh, sndk.losenet): its client cannot resolve the host, or its
-    # server waits in vain while the network watch sees the loss.
-    boot_losenet=""
-    case "$1" in
-    pt_*) "$@"; return 0 ;;
-    *) [ "${SOFTNDK_INTEROP_LOSE_NETWORK:-}" = 1 ] && boot_losenet=" sndk.losenet=0" ;;
-    esac
+    # SOFTNDK_INTEROP_LOSE_NETWORK checks it (losenet_for): with eth0 down as soon as the guest
+    # is up, its client cannot resolve the host, or its server waits in vain while the network
+    # watch sees the loss.
+    case "$1" in pt_*) "$@"; return 0 ;; esac
+    boot_losenet=$(losenet_for 1)
     "$@"
-    boot_losenet=""
+    boot_losenet=$(losenet_for 2)
     if [ "$failed" -gt "$failed_before" ] && guest_lost_network "$work/$name/console"; then
         failed=$failed_before
         results=("${results[@]:0:$results_before}")
@@ -576,6 +577,7 @@ row() { # NAME NEG-REGEX g2h|h2g ARGS...: run it when NAME matches the row filte
         mv "$work/$name" "$work/$name.lost-network"
         "$@"
     fi
+    boot_losenet=""
 }
 
 start=$SECONDS
