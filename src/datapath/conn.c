@@ -577,6 +577,8 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
     return true;
 }
 
+static void park_rx(struct sndk_qp *qp);
+
 static bool qp_poll_rx(struct sndk_qp *qp)
 {
     struct sndk_conn *io = qp->io;
@@ -592,7 +594,15 @@ static bool qp_poll_rx(struct sndk_qp *qp)
         if ((after || quiet) && sndk_clock_ns(CLOCK_MONOTONIC) < (after > quiet ? after : quiet))
             return false;
     }
-    return rx_run(qp, 0, true);
+    bool ran = rx_run(qp, 0, true);
+    /* The consumer receives itself: the progress thread need not watch (Parking, below). Its
+     * own EPOLLIN parks too, but a consumer that polls fast reads the peer's bytes (on the
+     * same-host stream, its wake byte) before the progress thread's epoll reports them, and
+     * then nothing parked: every message cost the peer a wake byte and a system call. */
+    if (ran && io && atomic_load_explicit(&io->rx_watched, memory_order_relaxed) &&
+        sndk_cq_polling(qp->rcq))
+        park_rx(qp);
+    return ran;
 }
 
 /* A polling consumer also sends what waits for socket space: with the consumers busy-polling
