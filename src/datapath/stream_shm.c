@@ -55,7 +55,7 @@
 #include "util/log.h"
 
 #define SHM_MAGIC   0x314d48534b444e53ull /* "SNDKSHM1" */
-#define SHM_VERSION 3u                    /* 2: records, spans; 3: stamped records */
+#define SHM_VERSION 4u         /* 2: records, spans; 3: stamped records; 4: lap records */
 #define SHM_RING    (4u << 20) /* per direction: 4 MiB, 64 of the largest FPDUs in flight */
 #define SHM_PAGE    4096u
 #define SHM_SIZE    ((size_t)SHM_PAGE + 2u * (size_t)SHM_RING)
@@ -99,7 +99,19 @@ struct shm_ctl {
  * would have to hold this position XOR a key that only the two processes hold. The tail is
  * still published after the records and still checked: by a reader about to sleep, and by a
  * polling one once a clock tick. */
-enum { REC_BYTES = 0x42594553u /* "SEYB" */, REC_SPAN = 0x4e415053u /* "SPAN" */ };
+enum {
+    REC_BYTES = 0x42594553u, /* "SEYB" */
+    REC_SPAN = 0x4e415053u,  /* "SPAN" */
+    REC_LAP = 0x2050414cu,   /* "LAP ": no bytes; the next record is at the next lap's start */
+};
+/* Warm pages: a ring's pages are the memfd's, allocated and mapped into each process at their
+ * first touch, a page fault each (on a virtual machine one cost 10-15 us, a whole 64 B round
+ * trip many times over: every 40th message of a ping-pong paid one through the first 4 MiB).
+ * A quiet stream therefore stays on the pages it has touched: a writer about to go past them
+ * with a write that fits in them, finding the ring empty, writes a lap record and goes on at
+ * the start of the ring. A busy stream (the ring not empty) goes on into new pages, and once
+ * the whole ring was touched nothing is skipped any more. The memory a connection holds is
+ * what its traffic needed, not the whole ring. */
 struct shm_rec {
     uint64_t stamp;
     uint32_t kind;
@@ -190,7 +202,8 @@ struct shm_stream {
                                   mapped the rings: the reader then looks at them) */
     bool in_ended;             /* the peer's end of stream reached */
     int pull;                  /* enum shm_pull: can we read the peer's spans */
-    uint32_t rec_kind;         /* the record being read: 0 (none), REC_BYTES, REC_SPAN */
+    uint32_t rec_kind;         /* the record being read: 0 (none), REC_BYTES, REC_SPAN
+                                  (REC_LAP only between next_record and its caller) */
     uint32_t rec_left;         /* its bytes not read yet */
     uint64_t rec_data;         /* REC_BYTES: ring position of its next byte */
     uint64_t rec_addr;         /* REC_SPAN: the peer's address of its next byte */
@@ -209,6 +222,7 @@ struct shm_stream {
     /* writer side (under tx_lock) */
     uint64_t tail;
     uint64_t seen_head; /* the peer's head as last validated: it never goes back */
+    uint64_t warm_end;  /* ring offset up to which pages were touched (page-rounded) */
     uint64_t logical;   /* stream bytes accepted (the connection's stream.written) */
     /* spans not yet passed by the peer's head: ring position after each, and the stream
      * position of its first byte */
@@ -735,6 +749,13 @@ static int next_record(struct shm_stream *st)
             return fail(st, EPROTO, "a bytes record of no length, or longer than the ring");
         st->rec_data = st->head + sizeof sp.h;
         st->rec_end = st->head + sizeof sp.h + REC_PAD((uint64_t)sp.h.len);
+    } else if (sp.h.kind == REC_LAP) {
+        /* Where the next record is comes from our head, never from the peer. A lap that
+         * takes us past what the writer wrote leaves us looking at stale bytes: its own
+         * look at our head fails it then (out_room), as any head past its tail. */
+        if (sp.h.len != 0 || (st->head & (SHM_RING - 1)) > SHM_RING - sizeof sp.h)
+            return fail(st, EPROTO, "a lap record with a length, or astride the ring's end");
+        st->rec_end = (st->head | (SHM_RING - 1)) + 1;
     } else if (sp.h.kind == REC_SPAN) {
         /* only where we said spans are welcome: we can read that peer's memory */
         if (st->pull != PULL_ONE_COPY || sp.h.len == 0)
@@ -1058,6 +1079,14 @@ static ssize_t shm_readv(struct sndk_stream *s, const struct iovec *iov, int n)
             int r = next_record(st);
             if (r < 0)
                 return got ? (ssize_t)got : r;
+            if (st->rec_kind == REC_LAP) {
+                st->head = st->rec_end;
+                st->rec_kind = 0;
+                int m = head_moved(st);
+                if (m < 0)
+                    return got ? (ssize_t)got : m;
+                continue;
+            }
         }
         size_t take = st->rec_left < want - got ? st->rec_left : want - got;
         if (st->rec_kind == REC_BYTES) {
@@ -1160,6 +1189,43 @@ static inline void publish_record(struct shm_stream *st, uint64_t pos)
     __atomic_store_n(ring_word(st->out_ring, pos), stamp_of(st, pos), __ATOMIC_RELEASE);
 }
 
+/* Warm pages (REC_LAP): a write at pos that would touch pages this stream has not, fits in
+ * those it has, and finds the ring empty (the one case where it reads the reader's head) goes
+ * to the next lap's start, behind a lap record. True when it did; *pos and *room are then
+ * the new ones. *room < 0: the peer's head was bad (the stream failed). */
+static bool lap_to_warm_pages(struct shm_stream *st, const struct iovec *iov, int n, uint64_t *pos,
+                              int64_t *room)
+{
+    uint64_t off = *pos & (SHM_RING - 1);
+    if (st->warm_end >= SHM_RING || off > SHM_RING - sizeof(struct shm_rec))
+        return false;
+    uint64_t total = iov_total(iov, n);
+    uint64_t need = total + (uint64_t)n * (sizeof(struct shm_span) + REC_ALIGN);
+    if (total == 0 || off + need <= st->warm_end || need > off)
+        return false; /* on warm pages already, or the lap's room would not hold it */
+    int64_t r = out_room(st);
+    *room = r;
+    if (r < 0 || (uint64_t)r != SHM_RING)
+        return false; /* bytes are in flight: go on into new pages */
+    struct shm_rec h = {.kind = REC_LAP, .len = 0};
+    memcpy(ring_word(st->out_ring, *pos + sizeof h.stamp), &h.kind, sizeof h - sizeof h.stamp);
+    publish_record(st, *pos);
+    *pos = (*pos | (SHM_RING - 1)) + 1;
+    /* the skipped rest of the lap is the reader's until its head passes the lap record */
+    *room = (int64_t)(SHM_RING - (*pos - st->seen_head));
+    return true;
+}
+
+/* Records were written from first to end: the pages they touched are warm. */
+static void mark_warm(struct shm_stream *st, uint64_t first, uint64_t end)
+{
+    uint64_t lap = first & ~(uint64_t)(SHM_RING - 1);
+    uint64_t to = end - lap >= SHM_RING ? SHM_RING : end - lap;
+    to = (to + SHM_PAGE - 1) & ~(uint64_t)(SHM_PAGE - 1);
+    if (to > st->warm_end)
+        st->warm_end = to;
+}
+
 /* Write iov[0..n) as records: lendable pieces (lend[i], SNDK_STREAM_LEND_MIN bytes or more,
  * the reader said it can pull) as spans, the rest as bytes, as far as the ring has room.
  * Stream bytes accepted (> 0), or -errno. */
@@ -1195,6 +1261,10 @@ static ssize_t shm_writev_lent(struct sndk_stream *s, const struct iovec *iov, i
     atomic_store_explicit(&st->w_blocked, false, memory_order_relaxed);
     bool may_lend = lend && atomic_load_explicit(&st->out->pull_ok, memory_order_acquire) == 1;
     uint64_t pos = st->tail; /* where the next record goes */
+    bool lapped = lap_to_warm_pages(st, iov, n, &pos, &room);
+    if (room < 0)
+        return room;
+    uint64_t first = pos;    /* the first record's position: warm_end is judged from it */
     size_t put = 0;          /* stream bytes in the records written */
     int i = 0;
     size_t off = 0; /* into iov[i] */
@@ -1259,8 +1329,9 @@ static ssize_t shm_writev_lent(struct sndk_stream *s, const struct iovec *iov, i
         room -= (int64_t)rec;
         put += len;
     }
-    if (put == 0)
+    if (put == 0 && !lapped)
         return 0 == iov_total(iov, n) ? 0 : -EAGAIN;
+    mark_warm(st, first, pos);
     st->tail = pos;
     st->logical += put;
     atomic_store_explicit(&st->lent, st->span_n, memory_order_relaxed);
@@ -1269,7 +1340,7 @@ static ssize_t shm_writev_lent(struct sndk_stream *s, const struct iovec *iov, i
     if (atomic_load_explicit(&st->out->reader_waiting, memory_order_relaxed) &&
         atomic_exchange_explicit(&st->out->reader_waiting, 0, memory_order_acq_rel))
         wake_peer(st, &st->out->wakes_r);
-    return (ssize_t)put;
+    return put ? (ssize_t)put : -EAGAIN;
 }
 
 static ssize_t shm_writev(struct sndk_stream *s, const struct iovec *iov, int n)
@@ -1489,7 +1560,7 @@ int sndk_stream_shm_publish_raw(void *priv, const void *bytes, size_t n, uint64_
         else if (h.kind == REC_BYTES)
             pos += sizeof h + REC_PAD((uint64_t)h.len);
         else
-            break; /* the reader fails there */
+            break; /* the reader fails there, or laps to where nothing is stamped */
     }
     st->tail += n;
     atomic_store_explicit(&st->out->tail, st->tail, memory_order_release);

@@ -366,3 +366,90 @@ TEST(shm_stream_takes_a_record_by_its_stamp_and_fails_one_without)
     rs.ops->close(&rs, true);
     ws.ops->close(&ws, false);
 }
+
+/* Warm pages (docs/transport-shm.md, "Warm pages"): the stream on its own, this process both
+ * writer and reader. Messages read one by one stay on the pages already touched: once the
+ * writer reaches the end of them, it laps to the ring's start instead of faulting a new page,
+ * and every byte arrives in order. Messages that pile up unread (the ring not empty) go on
+ * into new pages. */
+TEST(shm_stream_keeps_a_quiet_stream_on_warm_pages_and_a_busy_one_goes_on)
+{
+    int sv[2];
+    CHECK_EQ_I64(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+    void *w = sndk_stream_shm_new(sv[0], true);
+    void *r = sndk_stream_shm_new(sv[1], false);
+    CHECK(w != NULL && r != NULL);
+    struct sndk_stream rs = {.ops = &sndk_stream_shm_ops, .fd = sndk_stream_shm_fd(r), .priv = r};
+    struct sndk_stream ws = {.ops = &sndk_stream_shm_ops, .fd = sndk_stream_shm_fd(w), .priv = w};
+    uint8_t got[200], msg[100];
+    struct iovec in = {got, sizeof got};
+    CHECK_EQ_I64(rs.ops->readv(&rs, &in, 1), -EAGAIN); /* takes the rings: nothing yet */
+    rs.poll_only = true;
+    size_t len = 0;
+    CHECK(sndk_stream_shm_mapping(w, &len) != NULL);
+    uint64_t ring = (len - 4096) / 2;
+    /* quiet: 2,000 messages of 100 bytes (a record of 120), each read before the next is
+     * written: 240,000 bytes of records, 59 pages' worth, on the first page alone */
+    uint64_t laps = 0, last = 0;
+    for (unsigned i = 0; i < 2000; i++) {
+        memset(msg, (int)(i & 0xff), sizeof msg);
+        struct iovec out = {msg, sizeof msg};
+        CHECK_EQ_I64(ws.ops->writev(&ws, &out, 1), (int64_t)sizeof msg);
+        uint64_t tail = sndk_stream_shm_tail(w);
+        CHECK_MSG(tail % ring < 4096, "message %u went to ring offset %llu", i,
+                  (unsigned long long)(tail % ring));
+        laps += tail / ring != last / ring;
+        last = tail;
+        CHECK_EQ_I64(rs.ops->readv(&rs, &in, 1), (int64_t)sizeof msg);
+        CHECK_MSG(got[0] == (i & 0xff) && got[99] == (i & 0xff), "message %u", i);
+    }
+    CHECK(laps >= 50);
+    /* busy: 100 messages written before any is read go on past the warm page: after the
+     * first (which may lap, the ring being empty), one record after the other, 11,880 bytes
+     * of them, into new pages */
+    uint64_t start = 0;
+    for (unsigned i = 0; i < 100; i++) {
+        memset(msg, (int)(0x80 | (i & 0x7f)), sizeof msg);
+        struct iovec out = {msg, sizeof msg};
+        CHECK_EQ_I64(ws.ops->writev(&ws, &out, 1), (int64_t)sizeof msg);
+        if (i == 0)
+            start = sndk_stream_shm_tail(w);
+    }
+    CHECK_EQ_U64(sndk_stream_shm_tail(w) - start, 99u * 120u);
+    CHECK(sndk_stream_shm_tail(w) % ring > 4096);
+    for (unsigned i = 0; i < 100; i++) {
+        struct iovec one = {got, sizeof msg};
+        CHECK_EQ_I64(rs.ops->readv(&rs, &one, 1), (int64_t)sizeof msg);
+        CHECK_MSG(got[0] == (0x80 | (i & 0x7f)) && got[99] == got[0], "busy message %u", i);
+    }
+    CHECK_EQ_I64(rs.ops->readv(&rs, &in, 1), -EAGAIN);
+    CHECK_EQ_I64(rs.ops->error(&rs), 0);
+    rs.ops->close(&rs, false);
+    ws.ops->close(&ws, false);
+}
+
+/* A lap record says only "the next record is at the next lap's start": one that carries a
+ * length, or one whose header would straddle the ring's end, fails the stream. */
+TEST(shm_stream_fails_a_lap_record_with_a_length)
+{
+    int sv[2];
+    CHECK_EQ_I64(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+    void *w = sndk_stream_shm_new(sv[0], true);
+    void *r = sndk_stream_shm_new(sv[1], false);
+    CHECK(w != NULL && r != NULL);
+    struct sndk_stream rs = {.ops = &sndk_stream_shm_ops, .fd = sndk_stream_shm_fd(r), .priv = r};
+    struct sndk_stream ws = {.ops = &sndk_stream_shm_ops, .fd = sndk_stream_shm_fd(w), .priv = w};
+    uint8_t got[64];
+    struct iovec v = {got, sizeof got};
+    CHECK_EQ_I64(rs.ops->readv(&rs, &v, 1), -EAGAIN);
+    uint8_t rec[16] = {0};
+    uint32_t kind = 0x2050414cu /* "LAP " */, n = 8;
+    memcpy(rec + 8, &kind, 4);
+    memcpy(rec + 12, &n, 4);
+    CHECK_EQ_I64(sndk_stream_shm_publish_raw(w, rec, sizeof rec, 0), 0);
+    rs.poll_only = true;
+    CHECK_EQ_I64(rs.ops->readv(&rs, &v, 1), -EPROTO);
+    CHECK_EQ_I64(rs.ops->error(&rs), EPROTO);
+    rs.ops->close(&rs, true);
+    ws.ops->close(&ws, false);
+}
