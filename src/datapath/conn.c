@@ -598,9 +598,11 @@ static bool qp_poll_rx(struct sndk_qp *qp)
     /* The consumer receives itself: the progress thread need not watch (Parking, below). Its
      * own EPOLLIN parks too, but a consumer that polls fast reads the peer's bytes (on the
      * same-host stream, its wake byte) before the progress thread's epoll reports them, and
-     * then nothing parked: every message cost the peer a wake byte and a system call. */
+     * then nothing parked: every message cost the peer a wake byte and a system call. Only a
+     * consumer that polls steadily: one draining its CQ before it arms would be unparked at
+     * once (cq.h). */
     if (ran && io && atomic_load_explicit(&io->rx_watched, memory_order_relaxed) &&
-        sndk_cq_polling(qp->rcq))
+        sndk_cq_polled_steadily(qp->rcq))
         park_rx(qp);
     return ran;
 }

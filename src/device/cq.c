@@ -397,6 +397,12 @@ bool sndk_cq_polling(const struct sndk_cq *cq)
     return stamp != 0 && sndk_cq_now_ms() - stamp <= SNDK_CQ_POLLING_MS;
 }
 
+bool sndk_cq_polled_steadily(const struct sndk_cq *cq)
+{
+    return atomic_load_explicit(&cq->empty_polls, memory_order_relaxed) >= SNDK_CQ_STEADY_POLLS &&
+           sndk_cq_polling(cq);
+}
+
 void sndk_cq_parked(struct sndk_cq *cq, int delta)
 {
     if (delta < 0) {
@@ -440,6 +446,7 @@ static void park_timer_fn(struct sndk_timer *t)
  * stamp again after counting itself (qp.c park_rx), so skipping the walk at 0 loses none. */
 static void unpark_conns(struct sndk_cq *cq)
 {
+    atomic_store_explicit(&cq->empty_polls, 0, memory_order_relaxed);
     atomic_store_explicit(&cq->poll_stamp, 0, memory_order_seq_cst);
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&cq->parked, memory_order_seq_cst) == 0)

@@ -107,7 +107,9 @@ struct sndk_cq {
     /* When a consumer last polled this CQ empty (coarse ms; 0 = armed since): while it polls,
      * progress threads leave the receiving to it (docs/datapath.md, "parking"). */
     _Atomic uint64_t poll_stamp;
-    _Atomic uint32_t empty_polls; /* counted to read the clock for the stamp only now and then */
+    /* empty polls since the last arm: the clock for the stamp is read every 16th, and a
+     * consumer's own pass parks only after SNDK_CQ_STEADY_POLLS (sndk_cq_polled_steadily) */
+    _Atomic uint32_t empty_polls;
     /* Connections whose progress thread left the receiving to this CQ's poller (parked):
      * an arm walks the connections only when there are any. */
     atomic_uint parked;
@@ -123,6 +125,12 @@ uint64_t sndk_cq_now_ms(void);
 /* Is a consumer polling cq right now (it polled empty within the last SNDK_CQ_POLLING_MS)? */
 #define SNDK_CQ_POLLING_MS 10u /* CLOCK_MONOTONIC_COARSE ticks are ~4 ms */
 bool sndk_cq_polling(const struct sndk_cq *cq);
+/* Polling, and polled empty SNDK_CQ_STEADY_POLLS times since the last arm: a consumer that
+ * polls as its way of waiting, not one draining its CQ before it arms again (NDK's blocking
+ * idiom: a poll or two). Only such a consumer's own receive pass parks its connection: parking
+ * before an arm would cost the idiom an unpark, two epoll_ctl calls, per message. */
+#define SNDK_CQ_STEADY_POLLS 64u
+bool sndk_cq_polled_steadily(const struct sndk_cq *cq);
 
 static inline struct sndk_cq *sndk_cq_from(const void *pub)
 {
