@@ -752,9 +752,14 @@ static int next_record(struct shm_stream *st)
     } else if (sp.h.kind == REC_LAP) {
         /* Where the next record is comes from our head, never from the peer. A lap that
          * takes us past what the writer wrote leaves us looking at stale bytes: its own
-         * look at our head fails it then (out_room), as any head past its tail. */
-        if (sp.h.len != 0 || (st->head & (SHM_RING - 1)) > SHM_RING - sizeof sp.h)
-            return fail(st, EPROTO, "a lap record with a length, or astride the ring's end");
+         * look at our head fails it then (out_room), as any head past its tail. None at a
+         * lap's start (a writer laps only with bytes written in the lap): a lap record
+         * always follows a record of another kind, so a read takes at most one in a row. */
+        uint64_t at = st->head & (SHM_RING - 1);
+        if (sp.h.len != 0 || at == 0 || at > SHM_RING - sizeof sp.h)
+            return fail(st, EPROTO,
+                        "a lap record with a length, at a lap's start, or astride "
+                        "the ring's end");
         st->rec_end = (st->head | (SHM_RING - 1)) + 1;
     } else if (sp.h.kind == REC_SPAN) {
         /* only where we said spans are welcome: we can read that peer's memory */

@@ -429,8 +429,12 @@ TEST(shm_stream_keeps_a_quiet_stream_on_warm_pages_and_a_busy_one_goes_on)
 }
 
 /* A lap record says only "the next record is at the next lap's start": one that carries a
- * length, or one whose header would straddle the ring's end, fails the stream. */
-TEST(shm_stream_fails_a_lap_record_with_a_length)
+ * length, one at a lap's start (where a writer never laps: a hostile one could make a reader
+ * chase laps), or one whose header would straddle the ring's end, fails the stream; one after
+ * a record, with no length, moves the reader to the next lap, where nothing is yet. */
+enum lap_case { LAP_GOOD, LAP_WITH_LENGTH, LAP_AT_START };
+
+static void lap_record(enum lap_case c)
 {
     int sv[2];
     CHECK_EQ_I64(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
@@ -442,14 +446,35 @@ TEST(shm_stream_fails_a_lap_record_with_a_length)
     uint8_t got[64];
     struct iovec v = {got, sizeof got};
     CHECK_EQ_I64(rs.ops->readv(&rs, &v, 1), -EAGAIN);
+    rs.poll_only = true;
+    if (c != LAP_AT_START) {
+        uint8_t bytes[24] = {0};
+        uint32_t kind = 0x42594553u /* "SEYB" */, n = 8;
+        memcpy(bytes + 8, &kind, 4);
+        memcpy(bytes + 12, &n, 4);
+        memcpy(bytes + 16, "ABCDEFGH", 8);
+        CHECK_EQ_I64(sndk_stream_shm_publish_raw(w, bytes, sizeof bytes, 0), 0);
+        CHECK_EQ_I64(rs.ops->readv(&rs, &v, 1), 8);
+    }
     uint8_t rec[16] = {0};
-    uint32_t kind = 0x2050414cu /* "LAP " */, n = 8;
+    uint32_t kind = 0x2050414cu /* "LAP " */, n = c == LAP_WITH_LENGTH ? 8 : 0;
     memcpy(rec + 8, &kind, 4);
     memcpy(rec + 12, &n, 4);
     CHECK_EQ_I64(sndk_stream_shm_publish_raw(w, rec, sizeof rec, 0), 0);
-    rs.poll_only = true;
-    CHECK_EQ_I64(rs.ops->readv(&rs, &v, 1), -EPROTO);
-    CHECK_EQ_I64(rs.ops->error(&rs), EPROTO);
+    if (c == LAP_GOOD) {
+        CHECK_EQ_I64(rs.ops->readv(&rs, &v, 1), -EAGAIN);
+        CHECK_EQ_I64(rs.ops->error(&rs), 0);
+    } else {
+        CHECK_EQ_I64(rs.ops->readv(&rs, &v, 1), -EPROTO);
+        CHECK_EQ_I64(rs.ops->error(&rs), EPROTO);
+    }
     rs.ops->close(&rs, true);
     ws.ops->close(&ws, false);
+}
+
+TEST(shm_stream_takes_a_lap_record_and_fails_one_with_a_length_or_at_a_laps_start)
+{
+    lap_record(LAP_GOOD);
+    lap_record(LAP_WITH_LENGTH);
+    lap_record(LAP_AT_START);
 }
