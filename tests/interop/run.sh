@@ -51,12 +51,20 @@ count() { grep -Ec -- "$2" "$1" 2>/dev/null; }
 # its console in DIR/console; the guest's port 7174 forwarded from 127.0.0.1:HOSTPORT.
 boot() {
     local dir=$1 script=$2 siw=$3 siwopt=$4 hp=$5
-    local b64
+    local b64 append
     b64=$(printf '%s\n' "$script" | base64 -w0)
+    append="console=ttyS0 quiet panic=-1 sndk.siw=$siw sndk.siwopt=$siwopt sndk.run=$b64${boot_losenet:-}"
+    # The kernel keeps 2048 bytes of its command line (x86 COMMAND_LINE_SIZE) and drops the
+    # rest without a word: a longer script would run cut short. That is this file's bug, and
+    # the same on every run: stop here, naming it.
+    if [ ${#append} -ge 2048 ]; then
+        echo "interop: the guest's command line is ${#append} bytes (its script ${#b64} in base64), over the kernel's 2048" >&2
+        exit 1
+    fi
     : >"$dir/console"
     timeout 150 qemu-system-x86_64 -accel tcg -cpu max -m 512 -smp 1 -nodefaults \
         -kernel "$guest/vmlinuz" -initrd "$guest/initrd.gz" \
-        -append "console=ttyS0 quiet panic=-1 sndk.siw=$siw sndk.siwopt=$siwopt sndk.run=$b64${boot_losenet:-}" \
+        -append "$append" \
         -display none -serial "file:$dir/console" -monitor none -no-reboot \
         -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$hp-10.0.2.15:7174" \
         -device virtio-net-pci,netdev=n0 >"$dir/qemu.log" 2>&1 &
