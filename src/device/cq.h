@@ -126,9 +126,11 @@ uint64_t sndk_cq_now_ms(void);
 #define SNDK_CQ_POLLING_MS 10u /* CLOCK_MONOTONIC_COARSE ticks are ~4 ms */
 bool sndk_cq_polling(const struct sndk_cq *cq);
 /* Polling, and polled empty SNDK_CQ_STEADY_POLLS times since the last arm: a consumer that
- * polls as its way of waiting, not one draining its CQ before it arms again (NDK's blocking
- * idiom: a poll or two). Only such a consumer's own receive pass parks its connection: parking
- * before an arm would cost the idiom an unpark, two epoll_ctl calls, per message. */
+ * polls as its way of waiting (it passes the count within its first messages: a 64 B
+ * ping-pong polls empty 4 times a message over TCP, 21 over shm), not one draining its CQ
+ * before it arms again (NDK's blocking idiom: a poll or two each time). Only such a
+ * consumer's own receive pass parks its connection: parking before an arm would cost the
+ * idiom an unpark, two epoll_ctl calls, per message. */
 #define SNDK_CQ_STEADY_POLLS 64u
 bool sndk_cq_polled_steadily(const struct sndk_cq *cq);
 
