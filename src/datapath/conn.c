@@ -601,7 +601,7 @@ static bool qp_poll_rx(struct sndk_qp *qp)
      * then nothing parked: every message cost the peer a wake byte and a system call. Only a
      * consumer that polls steadily: one draining its CQ before it arms would be unparked at
      * once (cq.h). */
-    if (ran && io && atomic_load_explicit(&io->rx_watched, memory_order_relaxed) &&
+    if (ran && atomic_load_explicit(&io->rx_watched, memory_order_relaxed) &&
         sndk_cq_polled_steadily(qp->rcq))
         park_rx(qp);
     return ran;

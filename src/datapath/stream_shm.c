@@ -1194,19 +1194,17 @@ static inline void publish_record(struct shm_stream *st, uint64_t pos)
     __atomic_store_n(ring_word(st->out_ring, pos), stamp_of(st, pos), __ATOMIC_RELEASE);
 }
 
-/* Warm pages (REC_LAP): a write at pos that would touch pages this stream has not, fits in
- * those it has, and finds the ring empty (the one case where it reads the reader's head) goes
- * to the next lap's start, behind a lap record. True when it did; *pos and *room are then
- * the new ones. *room < 0: the peer's head was bad (the stream failed). */
-static bool lap_to_warm_pages(struct shm_stream *st, const struct iovec *iov, int n, uint64_t *pos,
-                              int64_t *room)
+/* Warm pages (REC_LAP): a write at pos of `need` ring bytes at most (records and all) that
+ * would touch pages this stream has not, fits in those it has, and finds the ring empty (the
+ * one case where it reads the reader's head) goes to the next lap's start, behind a lap
+ * record. True when it did; *pos and *room are then the new ones, and the lap's room holds
+ * the whole write. *room < 0: the peer's head was bad (the stream failed). */
+static bool lap_to_warm_pages(struct shm_stream *st, uint64_t need, uint64_t *pos, int64_t *room)
 {
     uint64_t off = *pos & (SHM_RING - 1);
     if (st->warm_end >= SHM_RING || off > SHM_RING - sizeof(struct shm_rec))
         return false;
-    uint64_t total = iov_total(iov, n);
-    uint64_t need = total + (uint64_t)n * (sizeof(struct shm_span) + REC_ALIGN);
-    if (total == 0 || off + need <= st->warm_end || need > off)
+    if (off + need <= st->warm_end || need > off)
         return false; /* on warm pages already, or the lap's room would not hold it */
     int64_t r = out_room(st);
     *room = r;
@@ -1242,11 +1240,15 @@ static ssize_t shm_writev_lent(struct sndk_stream *s, const struct iovec *iov, i
     if (rc < 0)
         return rc;
     take_room(st); /* this write is what a room byte asked for */
+    /* the most ring bytes the write takes: its bytes, and a record's header and padding (or a
+     * span) for each piece */
+    size_t total = iov_total(iov, n);
+    uint64_t need = total + (uint64_t)n * (sizeof(struct shm_span) + REC_ALIGN);
     /* The room the peer's head gave when we last looked is room still (the head only grows):
      * a write that fits in it does not read the head, a line the reader writes at every read
      * (a cache miss per message across cores). Looked at again when it may not fit. */
     int64_t room = (int64_t)(SHM_RING - (st->tail - st->seen_head));
-    if ((uint64_t)room < iov_total(iov, n) + (uint64_t)n * (sizeof(struct shm_span) + REC_ALIGN))
+    if ((uint64_t)room < need)
         room = out_room(st);
     if (room < 0)
         return room;
@@ -1266,7 +1268,7 @@ static ssize_t shm_writev_lent(struct sndk_stream *s, const struct iovec *iov, i
     atomic_store_explicit(&st->w_blocked, false, memory_order_relaxed);
     bool may_lend = lend && atomic_load_explicit(&st->out->pull_ok, memory_order_acquire) == 1;
     uint64_t pos = st->tail; /* where the next record goes */
-    bool lapped = lap_to_warm_pages(st, iov, n, &pos, &room);
+    bool lapped = total > 0 && lap_to_warm_pages(st, need, &pos, &room);
     if (room < 0)
         return room;
     uint64_t first = pos;    /* the first record's position: warm_end is judged from it */
@@ -1334,8 +1336,10 @@ static ssize_t shm_writev_lent(struct sndk_stream *s, const struct iovec *iov, i
         room -= (int64_t)rec;
         put += len;
     }
-    if (put == 0 && !lapped)
-        return 0 == iov_total(iov, n) ? 0 : -EAGAIN;
+    /* a lap is taken only with room for the whole write behind it (lap_to_warm_pages) */
+    assert(put > 0 || !lapped);
+    if (put == 0)
+        return total == 0 ? 0 : -EAGAIN;
     mark_warm(st, first, pos);
     st->tail = pos;
     st->logical += put;
@@ -1345,7 +1349,7 @@ static ssize_t shm_writev_lent(struct sndk_stream *s, const struct iovec *iov, i
     if (atomic_load_explicit(&st->out->reader_waiting, memory_order_relaxed) &&
         atomic_exchange_explicit(&st->out->reader_waiting, 0, memory_order_acq_rel))
         wake_peer(st, &st->out->wakes_r);
-    return put ? (ssize_t)put : -EAGAIN;
+    return (ssize_t)put;
 }
 
 static ssize_t shm_writev(struct sndk_stream *s, const struct iovec *iov, int n)

@@ -445,12 +445,14 @@ pt_guest_step() {
 # good in the middle of a large guest-to-host transfer; its transmit count and its transmit
 # interrupts stop, while it still receives.
 guest_lost_network() { grep -qE 'ADDR_ERROR|rdma_resolve_addr( failed|: )|cmatose: failure getting addr|PT-NET-[a-z_]* lost|SNDK-NET lost' "$1" 2>/dev/null; }
+# lost_network_lines CONSOLE N: the first N of its lines that tell of it, for the log
+lost_network_lines() { tr -d '\r' <"$1" | grep -E 'SNDK-NET|PT-NET-|ADDR_ERROR|rdma_resolve_addr|cmatose: failure' | head -n "$2" | cut -c1-200; }
 
 # void_batch BATCH DIR: report a batch whose guest lost its network, and keep its files aside.
 void_batch() {
     echo "BATCH $1: the guest lost its network: void, run again in a new guest"
     echo "--- $1/console of the void guest (its network lines, then its last 15 lines)"
-    tr -d '\r' <"$2/console" | grep -E 'SNDK-NET|PT-NET-|ADDR_ERROR|rdma_resolve_addr' | head -n 5 | cut -c1-200
+    lost_network_lines "$2/console" 5
     tail -n 15 "$2/console" | cut -c1-200
     mv "$2" "$2.lost-network"
 }
@@ -581,7 +583,7 @@ row() { # NAME NEG-REGEX g2h|h2g ARGS...: run it when NAME matches the row filte
         failed=$failed_before
         results=("${results[@]:0:$results_before}")
         echo "ROW $name: VOID the guest lost its network: run again in a new guest"
-        tr -d '\r' <"$work/$name/console" | grep -E 'SNDK-NET|PT-NET-|ADDR_ERROR|rdma_resolve_addr' | head -n 3 | cut -c1-200
+        lost_network_lines "$work/$name/console" 3
         mv "$work/$name" "$work/$name.lost-network"
         "$@"
     fi

@@ -319,6 +319,59 @@ TEST(shm_a_span_outside_the_peers_memory_fails_the_connection)
     dp_pair_close(p);
 }
 
+/* The stream on its own, over a socket pair: this process is the writer (w, the active end)
+ * and the reader (r), whose first read takes the rings and finds nothing. */
+struct raw_pair {
+    void *w, *r;
+    struct sndk_stream ws, rs;
+};
+
+static void raw_pair_open(struct raw_pair *p)
+{
+    int sv[2];
+    CHECK_EQ_I64(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+    p->w = sndk_stream_shm_new(sv[0], true);
+    p->r = sndk_stream_shm_new(sv[1], false);
+    CHECK(p->w != NULL && p->r != NULL);
+    p->rs = (struct sndk_stream){
+        .ops = &sndk_stream_shm_ops, .fd = sndk_stream_shm_fd(p->r), .priv = p->r};
+    p->ws = (struct sndk_stream){
+        .ops = &sndk_stream_shm_ops, .fd = sndk_stream_shm_fd(p->w), .priv = p->w};
+    uint8_t b[1];
+    struct iovec v = {b, sizeof b};
+    CHECK_EQ_I64(p->rs.ops->readv(&p->rs, &v, 1), -EAGAIN); /* takes the rings: nothing yet */
+}
+
+static void raw_pair_close(struct raw_pair *p, bool reader_aborts)
+{
+    p->rs.ops->close(&p->rs, reader_aborts);
+    p->ws.ops->close(&p->ws, false);
+}
+
+/* The size of ring 0 (the active end's, after the header page). */
+static uint64_t raw_ring_size(struct raw_pair *p)
+{
+    size_t len = 0;
+    CHECK(sndk_stream_shm_mapping(p->w, &len) != NULL);
+    return (len - 4096) / 2;
+}
+
+/* Publish one record as raw ring bytes (its stamp is publish_raw's): a header of `kind` and
+ * `len`, then `data_len` bytes of data padded to 8. */
+static void raw_record(struct raw_pair *p, uint32_t kind, uint32_t len, const void *data,
+                       size_t data_len)
+{
+    uint8_t rec[64] = {0};
+    CHECK(data_len <= sizeof rec - 16);
+    memcpy(rec + 8, &kind, 4);
+    memcpy(rec + 12, &len, 4);
+    memcpy(rec + 16, data, data_len);
+    CHECK_EQ_I64(sndk_stream_shm_publish_raw(p->w, rec, 16 + ((data_len + 7) & ~(size_t)7), 0), 0);
+}
+
+#define REC_KIND_BYTES 0x42594553u /* "SEYB" */
+#define REC_KIND_LAP   0x2050414cu /* "LAP " */
+
 /* A record is taken by its stamp alone (docs/transport-shm.md, "The stamp"): the stream on its
  * own, over a socket pair, this process playing the writer. A framed record is read by a
  * polling reader; the next one, its stamp replaced by what an older lap left at that position,
@@ -326,45 +379,32 @@ TEST(shm_a_span_outside_the_peers_memory_fails_the_connection)
  * sleep) finds bytes published without their stamp and fails the stream, for good. */
 TEST(shm_stream_takes_a_record_by_its_stamp_and_fails_one_without)
 {
-    int sv[2];
-    CHECK_EQ_I64(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
-    void *w = sndk_stream_shm_new(sv[0], true);
-    void *r = sndk_stream_shm_new(sv[1], false);
-    CHECK(w != NULL && r != NULL);
-    struct sndk_stream rs = {.ops = &sndk_stream_shm_ops, .fd = sndk_stream_shm_fd(r), .priv = r};
-    struct sndk_stream ws = {.ops = &sndk_stream_shm_ops, .fd = sndk_stream_shm_fd(w), .priv = w};
+    struct raw_pair p;
+    raw_pair_open(&p);
+    struct sndk_stream *rs = &p.rs;
     uint8_t got[64];
     struct iovec v = {got, sizeof got};
-    CHECK_EQ_I64(rs.ops->readv(&rs, &v, 1), -EAGAIN); /* takes the rings: nothing yet */
     size_t len = 0;
-    uint8_t *m = sndk_stream_shm_mapping(w, &len);
-    CHECK(m != NULL);
-    uint64_t ring = (len - 4096) / 2; /* ring 0, the active end's, follows the header page */
+    uint8_t *m = sndk_stream_shm_mapping(p.w, &len);
+    uint64_t ring = raw_ring_size(&p);
     /* a bytes record: stamp (publish_raw writes it), kind, length, 8 bytes */
-    uint8_t rec[24] = {0};
-    uint32_t kind = 0x42594553u /* "SEYB" */, n = 8;
-    memcpy(rec + 8, &kind, 4);
-    memcpy(rec + 12, &n, 4);
-    memcpy(rec + 16, "ABCDEFGH", 8);
-    CHECK_EQ_I64(sndk_stream_shm_publish_raw(w, rec, sizeof rec, 0), 0);
-    rs.poll_only = true;
-    CHECK_EQ_I64(rs.ops->readv(&rs, &v, 1), 8);
+    raw_record(&p, REC_KIND_BYTES, 8, "ABCDEFGH", 8);
+    rs->poll_only = true;
+    CHECK_EQ_I64(rs->ops->readv(rs, &v, 1), 8);
     CHECK(memcmp(got, "ABCDEFGH", 8) == 0);
     /* the second record at position 24; its stamp becomes the one a lap ago held there */
-    memcpy(rec + 16, "IJKLMNOP", 8);
-    CHECK_EQ_I64(sndk_stream_shm_publish_raw(w, rec, sizeof rec, 0), 0);
+    raw_record(&p, REC_KIND_BYTES, 8, "IJKLMNOP", 8);
     uint64_t stamp = 0;
     memcpy(&stamp, m + 4096 + 24, sizeof stamp);
     uint64_t older = stamp ^ 24u ^ (24u - ring); /* (pos - ring) ^ key, where pos ^ key is */
     memcpy(m + 4096 + 24, &older, sizeof older);
     for (int i = 0; i < 8; i++)
-        CHECK_EQ_I64(rs.ops->readv(&rs, &v, 1), -EAGAIN);
-    rs.poll_only = false;
-    CHECK_EQ_I64(rs.ops->readv(&rs, &v, 1), -EPROTO);
-    CHECK_EQ_I64(rs.ops->readv(&rs, &v, 1), -EPROTO);
-    CHECK_EQ_I64(rs.ops->error(&rs), EPROTO);
-    rs.ops->close(&rs, true);
-    ws.ops->close(&ws, false);
+        CHECK_EQ_I64(rs->ops->readv(rs, &v, 1), -EAGAIN);
+    rs->poll_only = false;
+    CHECK_EQ_I64(rs->ops->readv(rs, &v, 1), -EPROTO);
+    CHECK_EQ_I64(rs->ops->readv(rs, &v, 1), -EPROTO);
+    CHECK_EQ_I64(rs->ops->error(rs), EPROTO);
+    raw_pair_close(&p, true);
 }
 
 /* Warm pages (docs/transport-shm.md, "Warm pages"): the stream on its own, this process both
@@ -374,33 +414,27 @@ TEST(shm_stream_takes_a_record_by_its_stamp_and_fails_one_without)
  * into new pages. */
 TEST(shm_stream_keeps_a_quiet_stream_on_warm_pages_and_a_busy_one_goes_on)
 {
-    int sv[2];
-    CHECK_EQ_I64(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
-    void *w = sndk_stream_shm_new(sv[0], true);
-    void *r = sndk_stream_shm_new(sv[1], false);
-    CHECK(w != NULL && r != NULL);
-    struct sndk_stream rs = {.ops = &sndk_stream_shm_ops, .fd = sndk_stream_shm_fd(r), .priv = r};
-    struct sndk_stream ws = {.ops = &sndk_stream_shm_ops, .fd = sndk_stream_shm_fd(w), .priv = w};
+    struct raw_pair p;
+    raw_pair_open(&p);
+    struct sndk_stream *rs = &p.rs, *ws = &p.ws;
+    void *w = p.w;
     uint8_t got[200], msg[100];
     struct iovec in = {got, sizeof got};
-    CHECK_EQ_I64(rs.ops->readv(&rs, &in, 1), -EAGAIN); /* takes the rings: nothing yet */
-    rs.poll_only = true;
-    size_t len = 0;
-    CHECK(sndk_stream_shm_mapping(w, &len) != NULL);
-    uint64_t ring = (len - 4096) / 2;
+    rs->poll_only = true;
+    uint64_t ring = raw_ring_size(&p);
     /* quiet: 2,000 messages of 100 bytes (a record of 120), each read before the next is
      * written: 240,000 bytes of records, 59 pages' worth, on the first page alone */
     uint64_t laps = 0, last = 0;
     for (unsigned i = 0; i < 2000; i++) {
         memset(msg, (int)(i & 0xff), sizeof msg);
         struct iovec out = {msg, sizeof msg};
-        CHECK_EQ_I64(ws.ops->writev(&ws, &out, 1), (int64_t)sizeof msg);
+        CHECK_EQ_I64(ws->ops->writev(ws, &out, 1), (int64_t)sizeof msg);
         uint64_t tail = sndk_stream_shm_tail(w);
         CHECK_MSG(tail % ring < 4096, "message %u went to ring offset %llu", i,
                   (unsigned long long)(tail % ring));
         laps += tail / ring != last / ring;
         last = tail;
-        CHECK_EQ_I64(rs.ops->readv(&rs, &in, 1), (int64_t)sizeof msg);
+        CHECK_EQ_I64(rs->ops->readv(rs, &in, 1), (int64_t)sizeof msg);
         CHECK_MSG(got[0] == (i & 0xff) && got[99] == (i & 0xff), "message %u", i);
     }
     CHECK(laps >= 50);
@@ -411,7 +445,7 @@ TEST(shm_stream_keeps_a_quiet_stream_on_warm_pages_and_a_busy_one_goes_on)
     for (unsigned i = 0; i < 100; i++) {
         memset(msg, (int)(0x80 | (i & 0x7f)), sizeof msg);
         struct iovec out = {msg, sizeof msg};
-        CHECK_EQ_I64(ws.ops->writev(&ws, &out, 1), (int64_t)sizeof msg);
+        CHECK_EQ_I64(ws->ops->writev(ws, &out, 1), (int64_t)sizeof msg);
         if (i == 0)
             start = sndk_stream_shm_tail(w);
     }
@@ -419,57 +453,44 @@ TEST(shm_stream_keeps_a_quiet_stream_on_warm_pages_and_a_busy_one_goes_on)
     CHECK(sndk_stream_shm_tail(w) % ring > 4096);
     for (unsigned i = 0; i < 100; i++) {
         struct iovec one = {got, sizeof msg};
-        CHECK_EQ_I64(rs.ops->readv(&rs, &one, 1), (int64_t)sizeof msg);
+        CHECK_EQ_I64(rs->ops->readv(rs, &one, 1), (int64_t)sizeof msg);
         CHECK_MSG(got[0] == (0x80 | (i & 0x7f)) && got[99] == got[0], "busy message %u", i);
     }
-    CHECK_EQ_I64(rs.ops->readv(&rs, &in, 1), -EAGAIN);
-    CHECK_EQ_I64(rs.ops->error(&rs), 0);
-    rs.ops->close(&rs, false);
-    ws.ops->close(&ws, false);
+    CHECK_EQ_I64(rs->ops->readv(rs, &in, 1), -EAGAIN);
+    CHECK_EQ_I64(rs->ops->error(rs), 0);
+    raw_pair_close(&p, false);
 }
 
 /* A lap record says only "the next record is at the next lap's start": one that carries a
  * length, one at a lap's start (where a writer never laps: a hostile one could make a reader
  * chase laps), or one whose header would straddle the ring's end, fails the stream; one after
- * a record, with no length, moves the reader to the next lap, where nothing is yet. */
+ * a record, with no length, moves the reader to the next lap, where nothing is yet: the
+ * record published right behind it is not read. */
 enum lap_case { LAP_GOOD, LAP_WITH_LENGTH, LAP_AT_START };
 
 static void lap_record(enum lap_case c)
 {
-    int sv[2];
-    CHECK_EQ_I64(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
-    void *w = sndk_stream_shm_new(sv[0], true);
-    void *r = sndk_stream_shm_new(sv[1], false);
-    CHECK(w != NULL && r != NULL);
-    struct sndk_stream rs = {.ops = &sndk_stream_shm_ops, .fd = sndk_stream_shm_fd(r), .priv = r};
-    struct sndk_stream ws = {.ops = &sndk_stream_shm_ops, .fd = sndk_stream_shm_fd(w), .priv = w};
+    struct raw_pair p;
+    raw_pair_open(&p);
+    struct sndk_stream *rs = &p.rs;
     uint8_t got[64];
     struct iovec v = {got, sizeof got};
-    CHECK_EQ_I64(rs.ops->readv(&rs, &v, 1), -EAGAIN);
-    rs.poll_only = true;
+    rs->poll_only = true;
     if (c != LAP_AT_START) {
-        uint8_t bytes[24] = {0};
-        uint32_t kind = 0x42594553u /* "SEYB" */, n = 8;
-        memcpy(bytes + 8, &kind, 4);
-        memcpy(bytes + 12, &n, 4);
-        memcpy(bytes + 16, "ABCDEFGH", 8);
-        CHECK_EQ_I64(sndk_stream_shm_publish_raw(w, bytes, sizeof bytes, 0), 0);
-        CHECK_EQ_I64(rs.ops->readv(&rs, &v, 1), 8);
+        raw_record(&p, REC_KIND_BYTES, 8, "ABCDEFGH", 8);
+        CHECK_EQ_I64(rs->ops->readv(rs, &v, 1), 8);
     }
-    uint8_t rec[16] = {0};
-    uint32_t kind = 0x2050414cu /* "LAP " */, n = c == LAP_WITH_LENGTH ? 8 : 0;
-    memcpy(rec + 8, &kind, 4);
-    memcpy(rec + 12, &n, 4);
-    CHECK_EQ_I64(sndk_stream_shm_publish_raw(w, rec, sizeof rec, 0), 0);
+    raw_record(&p, REC_KIND_LAP, c == LAP_WITH_LENGTH ? 8 : 0, "", 0);
+    /* right behind the lap record, where a reader that did not lap would find it */
+    raw_record(&p, REC_KIND_BYTES, 8, "IJKLMNOP", 8);
     if (c == LAP_GOOD) {
-        CHECK_EQ_I64(rs.ops->readv(&rs, &v, 1), -EAGAIN);
-        CHECK_EQ_I64(rs.ops->error(&rs), 0);
+        CHECK_EQ_I64(rs->ops->readv(rs, &v, 1), -EAGAIN);
+        CHECK_EQ_I64(rs->ops->error(rs), 0);
     } else {
-        CHECK_EQ_I64(rs.ops->readv(&rs, &v, 1), -EPROTO);
-        CHECK_EQ_I64(rs.ops->error(&rs), EPROTO);
+        CHECK_EQ_I64(rs->ops->readv(rs, &v, 1), -EPROTO);
+        CHECK_EQ_I64(rs->ops->error(rs), EPROTO);
     }
-    rs.ops->close(&rs, true);
-    ws.ops->close(&ws, false);
+    raw_pair_close(&p, true);
 }
 
 TEST(shm_stream_takes_a_lap_record_and_fails_one_with_a_length_or_at_a_laps_start)
