@@ -960,9 +960,17 @@ static void shm_arm(struct sndk_stream *s)
         hold_readable(st);
 }
 
+/* The lines past a record's stamp that a polling look fetches too: a small message's record
+ * (104 bytes for a 64 B Send) starts anywhere in its first line and ends in the second or the
+ * third. Fetched only after the stamp showed, each line was one more crossing between cores
+ * in a row (measured: the copy of that record took 130 ns after the stamp, 20 ns with them
+ * fetched beside it). Prefetches, not loads: they read nothing the writer may be writing. */
+#define LOOK_AHEAD_LINES 2
+
 /* No record at the position the reader left for this look, no half-read record, no end mark,
  * no failure and nothing held readable: a pass would find nothing. The look reads the word a
- * record's stamp will come to, which is the line the record itself arrives in. */
+ * record's stamp will come to, which is the line the record itself arrives in, and fetches
+ * the lines after it (LOOK_AHEAD_LINES). */
 static bool shm_idle(struct sndk_stream *s)
 {
     struct shm_stream *st = st_of(s);
@@ -970,8 +978,11 @@ static bool shm_idle(struct sndk_stream *s)
         atomic_load_explicit(&st->self_armed, memory_order_relaxed))
         return false;
     uint64_t at = atomic_load_explicit(&st->idle_at, memory_order_relaxed);
-    if (at == IDLE_MID || rec_at(st, at) ||
-        atomic_load_explicit(&st->in->end, memory_order_relaxed))
+    if (at == IDLE_MID)
+        return false;
+    for (unsigned k = 1; k <= LOOK_AHEAD_LINES; k++)
+        __builtin_prefetch(ring_word(st->in_ring, at + k * SHM_LINE));
+    if (rec_at(st, at) || atomic_load_explicit(&st->in->end, memory_order_relaxed))
         return false;
     /* a load and a store, not an increment: a count lost between two lookers costs nothing */
     uint32_t k = atomic_load_explicit(&st->idle_looks, memory_order_relaxed) + 1u;
