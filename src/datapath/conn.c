@@ -200,10 +200,9 @@ static void src_done_fn(struct sndk_work *w)
     const struct sndk_fail *end = sndk_conn_end_found(io); /* recorded before the removal */
     bool rst = end && end->rst;
     sndk_mutex_lock(&qp->tx_lock);
-    if (io->rx_parked) { /* ended parked: nothing will unpark it */
-        io->rx_parked = false;
+    if (io->rx_park == SNDK_RX_PARKED) /* ended parked: nothing will unpark it */
         sndk_cq_parked(qp->rcq, -1);
-    }
+    sndk_rx_park_set(qp, SNDK_RX_PARK_CLOSED, "the stream closes");
     sndk_mutex_unlock(&qp->tx_lock);
     /* out of the CQs' readiness sets before the descriptor can be reused */
     sndk_cq_conn_remove(qp->rcq, &io->rconn);
@@ -577,7 +576,7 @@ static bool rx_run(struct sndk_qp *qp, uint32_t events, bool polled)
     return true;
 }
 
-static void park_rx(struct sndk_qp *qp);
+static void park_rx(struct sndk_qp *qp, const char *why);
 
 static bool qp_poll_rx(struct sndk_qp *qp)
 {
@@ -603,7 +602,7 @@ static bool qp_poll_rx(struct sndk_qp *qp)
      * once (cq.h). */
     if (ran && atomic_load_explicit(&io->rx_watched, memory_order_relaxed) &&
         sndk_cq_polled_steadily(qp->rcq))
-        park_rx(qp);
+        park_rx(qp, "the consumer's poll received");
     return ran;
 }
 
@@ -635,16 +634,15 @@ static bool qp_poll_tx(struct sndk_qp *qp)
  * the wake-up costs the sender and competes with the consumer for the CPU. Arming the CQ
  * unparks; the CQ's one park check unparks too once the consumer stopped polling without
  * arming (cq.c park_timer_fn: no timer per connection). */
-static void qp_unpark_rx(struct sndk_qp *qp);
+static void qp_unpark_rx(struct sndk_qp *qp, const char *why);
 
-static void park_rx(struct sndk_qp *qp)
+static void park_rx(struct sndk_qp *qp, const char *why)
 {
     struct sndk_conn *io = qp->io;
     sndk_mutex_lock(&qp->tx_lock);
-    bool was = io->rx_parked;
-    bool now = !sndk_conn_stopped(io) && !was;
+    bool now = !sndk_conn_stopped(io) && io->rx_park == SNDK_RX_WATCHED;
     if (now) {
-        io->rx_parked = true;
+        sndk_rx_park_set(qp, SNDK_RX_PARKED, why);
         sndk_cq_parked(qp->rcq, +1);
         sndk_conn_update_events(io);
     }
@@ -655,20 +653,20 @@ static void park_rx(struct sndk_qp *qp)
      * count (cq.c unpark_conns), so one of the two sees the other */
     atomic_thread_fence(memory_order_seq_cst);
     /* The consumer may have armed between our look at the CQ and the park: its unpark ran
-     * before rx_parked was set and found nothing to do. It cleared the stamp before taking
-     * tx_lock, so this second look sees that. */
+     * before the park and found nothing to do. It cleared the stamp before taking tx_lock, so
+     * this second look sees that. */
     if (!sndk_cq_polling(qp->rcq))
-        qp_unpark_rx(qp);
+        qp_unpark_rx(qp, "the CQ was armed during the park");
 }
 
-static void qp_unpark_rx(struct sndk_qp *qp)
+static void qp_unpark_rx(struct sndk_qp *qp, const char *why)
 {
     struct sndk_conn *io = qp->io;
     if (!io)
         return;
     sndk_mutex_lock(&qp->tx_lock);
-    if (io->rx_parked) {
-        io->rx_parked = false;
+    if (io->rx_park == SNDK_RX_PARKED) {
+        sndk_rx_park_set(qp, SNDK_RX_WATCHED, why);
         sndk_cq_parked(qp->rcq, -1);
         sndk_conn_update_events(io); /* level-triggered: bytes already there report at once */
     }
@@ -692,7 +690,7 @@ static bool cq_conn_progress(struct sndk_cq_conn *c, uint32_t events)
 
 static void cq_conn_stop_polling(struct sndk_cq_conn *c)
 {
-    qp_unpark_rx(c->owner);
+    qp_unpark_rx(c->owner, "the consumer armed the CQ, or stopped polling it");
 }
 
 static void cq_conn_dead(struct sndk_cq_conn *c)
@@ -727,7 +725,7 @@ static void src_fn(struct sndk_source *s, uint32_t events)
     if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
         rx_run(qp, events, false);
         if ((events & EPOLLIN) && sndk_cq_polling(qp->rcq))
-            park_rx(qp);
+            park_rx(qp, "the progress thread found the receive CQ polled");
     }
 }
 

@@ -213,6 +213,19 @@ enum sndk_conn_phase {
  * expired is final: the connection ends with it. */
 enum sndk_rnr_phase { SNDK_RNR_RECEIVING, SNDK_RNR_WAITING, SNDK_RNR_EXPIRED, SNDK_RNR_COUNT };
 
+/* Who reads the connection's stream (docs/datapath.md, "Parking"). Moved only by
+ * sndk_rx_park_set() (phase.c), under tx_lock, which watch.c reads it under:
+ *
+ *   watched --a consumer polls the receive CQ steadily--> parked  (EPOLLIN off; the CQ counts
+ *                                                                  its parked connections)
+ *   parked --the consumer armed the CQ, or stopped polling--> watched  (EPOLLIN on, the stream
+ *                                                                       armed)
+ *   watched | parked --the stream closed--> closed  (final: nothing to watch or unpark)
+ *
+ * Watched is the progress thread's turn, not a promise that EPOLLIN is on: the peer's FIN, an
+ * injected stall or a Send waiting for a receive turn it off as well (watch.c). */
+enum sndk_rx_park { SNDK_RX_WATCHED, SNDK_RX_PARKED, SNDK_RX_PARK_CLOSED, SNDK_RX_PARK_COUNT };
+
 /* What an outbound Read of the ORQ is (docs/qp.md, "Write completion"): a consumer's Read, or
  * the zero-length Read sent behind Writes under WriteCompletion placed. Either one, answered,
  * tells that every Write cut before it is placed at the peer (RFC 5040: a Read Response
@@ -313,7 +326,7 @@ struct sndk_conn {
     /* under qp->tx_lock */
     _Atomic bool tx_blocked;           /* EPOLLOUT armed (a polling consumer looks without
                                           the lock: conn.c qp_poll_tx) */
-    bool rx_parked;                    /* a consumer polls the receive CQ: EPOLLIN not watched */
+    uint8_t rx_park;                   /* enum sndk_rx_park (phase.c sndk_rx_park_set) */
     _Atomic bool rx_watched;           /* the progress thread watches EPOLLIN (written under
                                           tx_lock by update_events; read by passes under rx_lock) */
     _Atomic uint8_t rnr_phase;         /* enum sndk_rnr_phase: written holding rx_lock and tx_lock

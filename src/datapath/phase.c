@@ -87,6 +87,50 @@ bool sndk_conn_phase_set(struct sndk_qp *qp, enum sndk_conn_phase next, const ch
     return true;
 }
 
+/* ---------------------------------------------------------------- parking */
+
+static const char *const rx_park_names[SNDK_RX_PARK_COUNT] = {
+    [SNDK_RX_WATCHED] = "watched",
+    [SNDK_RX_PARKED] = "parked",
+    [SNDK_RX_PARK_CLOSED] = "closed",
+};
+
+const char *sndk_rx_park_name(enum sndk_rx_park p)
+{
+    return (unsigned)p < SNDK_RX_PARK_COUNT ? rx_park_names[p] : "?";
+}
+
+static bool rx_park_allowed(enum sndk_rx_park from, enum sndk_rx_park to)
+{
+    switch (from) {
+    case SNDK_RX_WATCHED:
+        return to == SNDK_RX_PARKED || to == SNDK_RX_PARK_CLOSED;
+    case SNDK_RX_PARKED:
+        return to == SNDK_RX_WATCHED || to == SNDK_RX_PARK_CLOSED;
+    default:
+        return false; /* closed is final */
+    }
+}
+
+bool sndk_rx_park_set(struct sndk_qp *qp, enum sndk_rx_park next, const char *why)
+{
+    struct sndk_conn *io = qp->io;
+    sndk_assert_held(&qp->tx_lock);
+    enum sndk_rx_park cur = (enum sndk_rx_park)io->rx_park;
+    if (!rx_park_allowed(cur, next)) {
+        sndk_err("qp", "QP %p: receiving: refused %s => %s (%s)", (void *)qp,
+                 sndk_rx_park_name(cur), sndk_rx_park_name(next), why);
+        assert(!"illegal parking transition");
+        return false;
+    }
+    io->rx_park = (uint8_t)next;
+    sndk_debug("qp", "QP %p: receiving %s => %s (%s)", (void *)qp, sndk_rx_park_name(cur),
+               sndk_rx_park_name(next), why);
+    SNDK_TRACE("qp.rx_park", "QP", qp, "\"from\":\"%s\",\"to\":\"%s\",\"why\":\"%s\"",
+               sndk_rx_park_name(cur), sndk_rx_park_name(next), why);
+    return true;
+}
+
 /* ---------------------------------------------------------------- the end record */
 
 static const char *const end_finder_names[SNDK_END_FINDER_COUNT] = {

@@ -15,5 +15,10 @@ const char *sndk_end_finder_name(enum sndk_end_finder b);
  * wins). Returns the end that stands. tx_lock held. */
 const struct sndk_fail *sndk_conn_end_record(struct sndk_conn *io, enum sndk_end_finder by,
                                              const struct sndk_fail *f);
+const char *sndk_rx_park_name(enum sndk_rx_park p);
+/* Move who reads the stream to `next` (conn_state.h draws it), tx_lock held, logging and
+ * tracing "X => Y (why)". A move the machine does not allow is a bug: logged, an assertion
+ * fails, and false. The caller does what the move means (the CQ's count, the watched events). */
+bool sndk_rx_park_set(struct sndk_qp *qp, enum sndk_rx_park next, const char *why);
 
 #endif

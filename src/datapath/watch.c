@@ -41,7 +41,8 @@ void sndk_conn_update_events(struct sndk_conn *io)
 {
     if (sndk_conn_ended(io))
         return;
-    bool rx_off = io->peer_fin || io->rx_parked || sndk_conn_stalled(io, SNDK_FDIR_RX) ||
+    bool rx_off = io->peer_fin || io->rx_park == SNDK_RX_PARKED ||
+                  sndk_conn_stalled(io, SNDK_FDIR_RX) ||
                   sndk_rnr_phase(io) == SNDK_RNR_WAITING; /* receiver not ready: backpressure */
     uint32_t ev = (rx_off ? 0u : (uint32_t)EPOLLIN) | room_events(io);
     /* Watched again: a stream that let a polling consumer's reads skip readiness (shm) must

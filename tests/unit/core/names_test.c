@@ -63,6 +63,7 @@ ADAPT(sndk_tx_gate_name, enum sndk_tx_gate)
 ADAPT(sndk_rnr_phase_name, enum sndk_rnr_phase)
 ADAPT(sndk_conn_phase_name, enum sndk_conn_phase)
 ADAPT(sndk_end_finder_name, enum sndk_end_finder)
+ADAPT(sndk_rx_park_name, enum sndk_rx_park)
 ADAPT(sndk_qp_state_name, enum sndk_qp_state)
 ADAPT(sndk_mr_state_name, enum sndk_mr_state)
 ADAPT(sndk_notify_state_name, enum sndk_notify_state)
@@ -101,6 +102,7 @@ static const struct table tables[] = {
     T(sndk_rnr_phase_name, SNDK_RNR_COUNT),
     T(sndk_conn_phase_name, SNDK_PHASE_COUNT),
     T(sndk_end_finder_name, SNDK_END_FINDER_COUNT),
+    T(sndk_rx_park_name, SNDK_RX_PARK_COUNT),
     T(sndk_qp_state_name, SNDK_QP_STATE_COUNT),
     /* core/ */
     T(sndk_mr_state_name, SNDK_MR_STATE_COUNT),

@@ -179,6 +179,16 @@ static bool park_check_stopped(void *arg)
     return !park_check_pending(arg);
 }
 
+/* Who reads the connection's stream (enum sndk_rx_park), read as watch.c does, under tx_lock. */
+static enum sndk_rx_park park_phase(NDK_QP *ndk_qp)
+{
+    struct sndk_qp *qp = (struct sndk_qp *)ndk_qp;
+    sndk_mutex_lock(&qp->tx_lock);
+    enum sndk_rx_park p = (enum sndk_rx_park)qp->io->rx_park;
+    sndk_mutex_unlock(&qp->tx_lock);
+    return p;
+}
+
 /* A consumer whose own polls receive parks the connection itself: the progress thread may
  * never see the bytes arrive (here it is held; over shared memory a fast poll takes the
  * peer's wake byte before the progress thread's epoll reports it), and unparked, every
@@ -196,6 +206,7 @@ TEST(a_consumer_whose_polls_receive_parks_the_connection_itself)
     NDK_RESULT_EX r;
     dp_hold_progress(p.ay);
     CHECK(cq_parked_is(cq, 0));
+    CHECK_EQ_U64(park_phase(p.y.qp), SNDK_RX_WATCHED);
     for (unsigned i = 0; i < SNDK_CQ_STEADY_POLLS; i++)
         CHECK_EQ_U64(p.y.cq->Dispatch->NdkGetCqResultsEx(p.y.cq, &r, 1), 0);
     dp_post_recv(&p.y, (void *)1, 0, 64);
@@ -203,6 +214,7 @@ TEST(a_consumer_whose_polls_receive_parks_the_connection_itself)
     dp_expect(p.y.cq, &r, 1, 0);
     dp_check_result(&r, STATUS_SUCCESS, 40, YCTX, (void *)1, NdkOperationTypeReceive);
     CHECK(cq_parked_is(cq, 1));
+    CHECK_EQ_U64(park_phase(p.y.qp), SNDK_RX_PARKED);
     /* the receive side is the consumer's: the progress thread does not watch it */
     CHECK(!atomic_load(&((struct sndk_qp *)p.y.qp)->io->rx_watched));
     dp_release_progress();
@@ -211,6 +223,7 @@ TEST(a_consumer_whose_polls_receive_parks_the_connection_itself)
     unsigned seen = harness_event_count(&p.y.cq_notified);
     p.y.cq->Dispatch->NdkArmCq(p.y.cq, NDK_CQ_NOTIFY_ANY);
     CHECK(cq_parked_is(cq, 0));
+    CHECK_EQ_U64(park_phase(p.y.qp), SNDK_RX_WATCHED);
     dp_post_recv(&p.y, (void *)2, 0, 64);
     dp_post_send(&p.x, NULL, 0, 50, NDK_OP_FLAG_SILENT_SUCCESS);
     CHECK(harness_event_wait(&p.y.cq_notified, seen + 1, DP_TIMEOUT_MS));
