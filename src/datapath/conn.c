@@ -258,7 +258,8 @@ static void conn_end(struct sndk_qp *qp, enum sndk_end_finder by, const struct s
     unsigned stall_refs = (unsigned)sndk_timer_cancel(&io->tx_stall_timer) +
                           (unsigned)sndk_timer_cancel(&io->rx_stall_timer) +
                           /* the receiver-not-ready bound: a wait ends with the connection */
-                          (unsigned)sndk_timer_cancel(&io->rnr_timer);
+                          (unsigned)sndk_timer_cancel(&io->rnr_timer) +
+                          (unsigned)sndk_timer_cancel(&io->trim_timer);
     /* Every outstanding initiator request completes, in order: its own local error, the
      * peer's refusal when a Terminate named it, else STATUS_CANCELLED. */
     while (atomic_load_explicit(&qp->sq_head, memory_order_relaxed) != qp->sq_tail) {
@@ -744,6 +745,22 @@ static void tx_stall_timer_fn(struct sndk_timer *t)
     sndk_obj_put(&qp->base);
 }
 
+/* The stream held memory it could give back (stream.h, trim): ask it, and again a period
+ * later while it is not quiet. The pending period's reference goes on with a re-arm. */
+static void trim_timer_fn(struct sndk_timer *t)
+{
+    struct sndk_conn *io = sndk_container_of(t, struct sndk_conn, trim_timer);
+    struct sndk_qp *qp = io->qp;
+    bool again = false;
+    sndk_mutex_lock(&qp->tx_lock);
+    if (!sndk_conn_stopped(io) && io->stream.trim_wanted && sndk_stream_trim(&io->stream))
+        again = sndk_timer_arm_on(io->engine, io->thread, &io->trim_timer,
+                                  (uint64_t)SNDK_CONN_TRIM_MS * 1000u);
+    sndk_mutex_unlock(&qp->tx_lock);
+    if (!again)
+        sndk_obj_put(&qp->base);
+}
+
 static void rx_stall_timer_fn(struct sndk_timer *t)
 {
     struct sndk_conn *io = sndk_container_of(t, struct sndk_conn, rx_stall_timer);
@@ -868,6 +885,7 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     sndk_timer_init(&io->tx_stall_timer, tx_stall_timer_fn);
     sndk_timer_init(&io->rx_stall_timer, rx_stall_timer_fn);
     sndk_timer_init(&io->rnr_timer, rnr_timer_fn);
+    sndk_timer_init(&io->trim_timer, trim_timer_fn);
     sndk_work_init(&io->rnr_work, rnr_work_fn);
     io->rnr_waiter.kick = rnr_waiter_kick;
     io->crec = p->rec;

@@ -300,6 +300,9 @@ struct sndk_conn {
      * a TX stall sets tx_blocked too, so posts queue meanwhile */
     struct sndk_timer tx_stall_timer, rx_stall_timer;
     struct sndk_timer rnr_timer; /* the receiver-not-ready bound */
+    /* pending while the stream holds memory it could give back once quiet (stream.h
+     * trim_wanted): watch.c arms it, conn.c's fn asks the stream */
+    struct sndk_timer trim_timer;
     struct sndk_work rnr_work;   /* a receive was posted while waiting: resume on `thread` */
     _Atomic int phase;           /* enum sndk_conn_phase: sndk_conn_phase_set() only */
     /* A polling consumer's next receive pass: not before this (CLOCK_MONOTONIC ns; 0: now).

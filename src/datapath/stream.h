@@ -61,6 +61,12 @@ struct sndk_stream_ops {
     /* A read that finds nothing costs no system call while poll_only (below) holds: polls may
      * look as often as they like, so the connection does not hold them back (conn.c). */
     bool cheap_empty_polls;
+    /* Give back the memory a busy period left (shm: ring pages past the first), if the
+     * stream is quiet: nothing written since the last call and nothing in flight. Under
+     * tx_lock, from the connection's trim timer while trim_wanted (below) holds. True: not
+     * quiet yet, ask again a period later; false: done, or nothing left to give (trim_wanted
+     * is then clear). NULL: the transport holds nothing worth giving back (a socket). */
+    bool (*trim)(struct sndk_stream *s);
 };
 
 struct sndk_stream {
@@ -72,6 +78,10 @@ struct sndk_stream {
     bool write_ended;
     /* Bytes accepted by writes so far (the wrappers below count them), under tx_lock. */
     uint64_t written;
+    /* The transport holds memory that ops.trim could give back once the stream is quiet: set
+     * by its writes, cleared by trim, under tx_lock. The connection keeps a trim timer
+     * pending while it holds (conn.c). */
+    bool trim_wanted;
     /* The reads about to run are a polling consumer's that nobody's sleep depends on: nothing
      * waits for fd's readiness (the connection's receiving is parked with that consumer, and
      * no readiness set drives it). A transport whose readiness costs the peer a system call
@@ -164,6 +174,14 @@ static inline void sndk_stream_arm(struct sndk_stream *s)
 {
     if (s->ops->arm)
         s->ops->arm(s);
+}
+static inline bool sndk_stream_trim(struct sndk_stream *s)
+{
+    if (!s->ops->trim) {
+        s->trim_wanted = false;
+        return false;
+    }
+    return s->ops->trim(s);
 }
 static inline void sndk_stream_close(struct sndk_stream *s, bool abort)
 {

@@ -35,6 +35,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdatomic.h>
@@ -104,6 +105,9 @@ enum {
     REC_SPAN = 0x4e415053u,  /* "SPAN" */
     REC_LAP = 0x2050414cu,   /* "LAP ": no bytes; the next record is at the next lap's start */
 };
+/* Resident past this many ring bytes, a stream asks to be trimmed once quiet (shm_trim): less
+ * is not worth the connection's timer. */
+#define TRIM_ABOVE (16u * SHM_PAGE)
 /* Warm pages: a ring's pages are the memfd's, allocated and mapped into each process at their
  * first touch, a page fault each (on a virtual machine one cost 10-15 us, a whole 64 B round
  * trip many times over: every 40th message of a ping-pong paid one through the first 4 MiB).
@@ -223,6 +227,7 @@ struct shm_stream {
     uint64_t tail;
     uint64_t seen_head; /* the peer's head as last validated: it never goes back */
     uint64_t warm_end;  /* ring offset up to which pages were touched (page-rounded) */
+    uint64_t trim_seen; /* stream.written at the last trim look: writes since mean busy */
     uint64_t logical;   /* stream bytes accepted (the connection's stream.written) */
     /* spans not yet passed by the peer's head: ring position after each, and the stream
      * position of its first byte */
@@ -1205,6 +1210,19 @@ static inline void publish_record(struct shm_stream *st, uint64_t pos)
     __atomic_store_n(ring_word(st->out_ring, pos), stamp_of(st, pos), __ATOMIC_RELEASE);
 }
 
+/* A lap record at pos (neither at a lap's start nor astride the ring's end): the position of
+ * the record after it, the next lap's start. */
+static uint64_t write_lap(struct shm_stream *st, uint64_t pos)
+{
+    uint64_t off = pos & (SHM_RING - 1);
+    assert(off != 0 && off <= SHM_RING - sizeof(struct shm_rec));
+    (void)off;
+    struct shm_rec h = {.kind = REC_LAP, .len = 0};
+    memcpy(ring_word(st->out_ring, pos + sizeof h.stamp), &h.kind, sizeof h - sizeof h.stamp);
+    publish_record(st, pos);
+    return (pos | (SHM_RING - 1)) + 1;
+}
+
 /* Warm pages (REC_LAP): a write at pos of `need` ring bytes at most (records and all) that
  * would touch pages this stream has not, fits in those it has, and finds the ring empty (the
  * one case where it reads the reader's head) goes to the next lap's start, behind a lap
@@ -1221,10 +1239,7 @@ static bool lap_to_warm_pages(struct shm_stream *st, uint64_t need, uint64_t *po
     *room = r;
     if (r < 0 || (uint64_t)r != SHM_RING)
         return false; /* bytes are in flight: go on into new pages */
-    struct shm_rec h = {.kind = REC_LAP, .len = 0};
-    memcpy(ring_word(st->out_ring, *pos + sizeof h.stamp), &h.kind, sizeof h - sizeof h.stamp);
-    publish_record(st, *pos);
-    *pos = (*pos | (SHM_RING - 1)) + 1;
+    *pos = write_lap(st, *pos);
     /* the skipped rest of the lap is the reader's until its head passes the lap record */
     *room = (int64_t)(SHM_RING - (*pos - st->seen_head));
     return true;
@@ -1352,6 +1367,8 @@ static ssize_t shm_writev_lent(struct sndk_stream *s, const struct iovec *iov, i
     if (put == 0)
         return total == 0 ? 0 : -EAGAIN;
     mark_warm(st, first, pos);
+    if (st->warm_end > TRIM_ABOVE)
+        s->trim_wanted = true;
     st->tail = pos;
     st->logical += put;
     atomic_store_explicit(&st->lent, st->span_n, memory_order_relaxed);
@@ -1366,6 +1383,63 @@ static ssize_t shm_writev_lent(struct sndk_stream *s, const struct iovec *iov, i
 static ssize_t shm_writev(struct sndk_stream *s, const struct iovec *iov, int n)
 {
     return shm_writev_lent(s, iov, n, NULL);
+}
+
+/* Give the ring's pages back from off to end (ring offsets, page-aligned): removed from the
+ * memfd, so from both processes' mappings; the next touch faults in a zeroed page. */
+static void give_back(struct shm_stream *st, uint64_t off, uint64_t end)
+{
+    if (end <= off)
+        return;
+    if (madvise(st->out_ring + off, (size_t)(end - off), MADV_REMOVE) != 0)
+        sndk_debug("shm", "stream %p: MADV_REMOVE of ring bytes %" PRIu64 "..%" PRIu64 ": errno %d",
+                   (void *)st, off, end, errno);
+}
+
+/* Trim (stream.h): a quiet stream keeps the ring's first page and, when the writer stood past
+ * it, the page of the lap record that takes the reader back there; every other page goes. Only
+ * with the ring empty (the reader's head at our tail: no byte it has yet to read is in a page
+ * that goes, and the next record it looks for is the lap record or in the first page) and
+ * nothing written for a whole period, so that a stream that pauses between bursts does not
+ * pay the page faults of its next burst again. */
+static bool shm_trim(struct sndk_stream *s)
+{
+    struct shm_stream *st = st_of(s);
+    if (atomic_load_explicit(&st->phase, memory_order_acquire) != SHM_MAPPED || s->write_ended ||
+        st->warm_end <= TRIM_ABOVE) {
+        s->trim_wanted = false; /* failed, ended (the mapping goes with the stream) or small */
+        return false;
+    }
+    if (s->written != st->trim_seen) {
+        st->trim_seen = s->written;
+        return true; /* written since the last look: busy */
+    }
+    int64_t room = out_room(st);
+    if (room < 0) {
+        s->trim_wanted = false;
+        return false;
+    }
+    uint64_t off = st->tail & (SHM_RING - 1);
+    if ((uint64_t)room != SHM_RING || off > SHM_RING - sizeof(struct shm_rec))
+        return true;   /* bytes in flight, or a lap record would straddle the ring's end */
+    uint64_t kept = 0; /* the lap record's page, when it is not the first */
+    if (off >= SHM_PAGE) {
+        kept = off & ~(uint64_t)(SHM_PAGE - 1);
+        st->tail = write_lap(st, st->tail);
+        atomic_store_explicit(&st->out->tail, st->tail, memory_order_release);
+        /* A reader asleep on the ring needs no wake for this: the lap record carries no
+         * bytes, and the next write, which has some, wakes it and is read after the lap. */
+    }
+    give_back(st, SHM_PAGE, kept ? kept : SHM_RING);
+    if (kept)
+        give_back(st, kept + SHM_PAGE, SHM_RING);
+    sndk_debug("shm",
+               "stream %p: quiet: ring pages past the first given back (%" PRIu64
+               " KiB were touched)",
+               (void *)st, st->warm_end / 1024u);
+    st->warm_end = SHM_PAGE;
+    s->trim_wanted = false;
+    return false;
 }
 
 /* Spans the peer's head has passed are settled. Under tx_lock. */
@@ -1474,6 +1548,7 @@ const struct sndk_stream_ops sndk_stream_shm_ops = {
     .close = shm_close,
     .arm = shm_arm,
     .idle = shm_idle,
+    .trim = shm_trim,
     /* the peer's wake byte for a blocked writer arrives as EPOLLIN (top of the file) */
     .room_events = EPOLLIN,
     .cheap_empty_polls = true,

@@ -567,6 +567,8 @@ enum sndk_tx_result sndk_tx_push(struct sndk_qp *qp)
         }
         sndk_seam_tx_wrote(qp, mh.msg_iov, (int)mh.msg_iovlen, (size_t)w);
         consumed(qp, (size_t)w);
+        if (io->stream.trim_wanted)
+            sndk_conn_trim_later(qp);
     }
     if (io->tx_blocked) {
         io->tx_blocked = false;

@@ -65,3 +65,13 @@ void sndk_conn_stall(struct sndk_qp *qp, enum sndk_fault_dir dir, uint32_t ms)
     if (sndk_timer_arm_on(io->engine, io->thread, t, (uint64_t)ms * 1000u))
         sndk_obj_get(&qp->base); /* the pending timer's (engine.h, "References") */
 }
+
+void sndk_conn_trim_later(struct sndk_qp *qp)
+{
+    struct sndk_conn *io = qp->io;
+    sndk_assert_held(&qp->tx_lock);
+    if (!sndk_timer_pending(&io->trim_timer) && !sndk_conn_stopped(io) &&
+        sndk_timer_arm_on(io->engine, io->thread, &io->trim_timer,
+                          (uint64_t)SNDK_CONN_TRIM_MS * 1000u))
+        sndk_obj_get(&qp->base); /* the pending timer's (engine.h, "References") */
+}

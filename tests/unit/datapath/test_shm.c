@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +18,7 @@
 #include "datapath/conn.h"
 #include "datapath/link.h"
 #include "datapath/stream.h"
+#include "datapath/watch.h"
 
 /* The garbage-header case plays a hostile peer by writing the shared header with plain stores
  * from this process, beside the library's atomics: a real peer writes from another process,
@@ -498,4 +501,128 @@ TEST(shm_stream_takes_a_lap_record_and_fails_one_with_a_length_or_at_a_laps_star
     lap_record(LAP_GOOD);
     lap_record(LAP_WITH_LENGTH);
     lap_record(LAP_AT_START);
+}
+
+/* Ring r's pages that are resident (mincore: in the memfd, so in both processes). */
+static unsigned ring_resident_pages(void *state, unsigned r)
+{
+    size_t len = 0;
+    uint8_t *m = sndk_stream_shm_mapping(state, &len);
+    CHECK(m != NULL);
+    size_t ring = (len - 4096) / 2, pages = ring / 4096;
+    unsigned char *vec = malloc(pages);
+    CHECK(vec != NULL);
+    CHECK_EQ_I64(mincore(m + 4096 + r * ring, ring, vec), 0);
+    unsigned n = 0;
+    for (size_t i = 0; i < pages; i++)
+        n += vec[i] & 1u;
+    free(vec);
+    return n;
+}
+
+/* Giving back (docs/transport-shm.md, "Giving back"): the stream on its own, this process both
+ * writer and reader. A busy period touches many of the ring's pages; once the stream wrote
+ * nothing for a whole trim period and its ring is empty, trim keeps the first page and the lap
+ * record's and gives back the rest, and the stream goes on from the ring's start, every byte in
+ * order. Bytes in flight, or writes since the last look, keep everything. */
+TEST(shm_stream_gives_back_a_busy_rings_pages_once_quiet)
+{
+    struct raw_pair p;
+    raw_pair_open(&p);
+    struct sndk_stream *rs = &p.rs, *ws = &p.ws;
+    rs->poll_only = true;
+    uint64_t ring = raw_ring_size(&p);
+    static uint8_t big[65536], got[65536];
+    /* busy: 256 KiB written before any of it is read */
+    for (unsigned i = 0; i < 4; i++) {
+        memset(big, (int)(0x10 + i), sizeof big);
+        struct iovec out = {big, sizeof big};
+        CHECK_EQ_I64(sndk_stream_writev(ws, &out, 1), (int64_t)sizeof big);
+    }
+    CHECK(ws->trim_wanted);
+    unsigned busy = ring_resident_pages(p.w, 0);
+    CHECK_MSG(busy >= 64, "%u pages resident after 256 KiB", busy);
+    /* written since the last look (the first): not quiet yet */
+    CHECK(ws->ops->trim(ws));
+    /* bytes in flight: nothing goes, whatever the period */
+    CHECK(ws->ops->trim(ws));
+    CHECK_EQ_U64(ring_resident_pages(p.w, 0), busy);
+    for (unsigned i = 0; i < 4; i++) {
+        size_t n = 0;
+        while (n < sizeof got) {
+            struct iovec in = {got + n, sizeof got - n};
+            ssize_t r = rs->ops->readv(rs, &in, 1);
+            CHECK_MSG(r > 0, "busy write %u: read %zd", i, r);
+            n += (size_t)r;
+        }
+        CHECK_MSG(got[0] == 0x10 + i && got[sizeof got - 1] == 0x10 + i, "busy write %u", i);
+    }
+    /* quiet and empty: the first page and the lap record's stay */
+    CHECK(!ws->ops->trim(ws));
+    CHECK(!ws->trim_wanted);
+    CHECK_MSG(ring_resident_pages(p.w, 0) <= 2, "%u pages resident after the trim",
+              ring_resident_pages(p.w, 0));
+    CHECK_EQ_U64(sndk_stream_shm_tail(p.w) % ring, 0); /* lapped to the ring's start */
+    CHECK(!ws->ops->trim(ws));                         /* nothing left to give */
+    /* and on: the reader takes the lap record, then the messages, all on the first page */
+    uint8_t msg[100];
+    for (unsigned i = 0; i < 200; i++) {
+        memset(msg, (int)(i & 0xff), sizeof msg);
+        struct iovec out = {msg, sizeof msg};
+        CHECK_EQ_I64(sndk_stream_writev(ws, &out, 1), (int64_t)sizeof msg);
+        CHECK(sndk_stream_shm_tail(p.w) % ring <= 4096);
+        struct iovec in = {got, sizeof msg};
+        CHECK_EQ_I64(rs->ops->readv(rs, &in, 1), (int64_t)sizeof msg);
+        CHECK_MSG(got[0] == (i & 0xff) && got[99] == (i & 0xff), "message %u", i);
+    }
+    CHECK(ring_resident_pages(p.w, 0) <= 2);
+    CHECK_EQ_I64(rs->ops->error(rs), 0);
+    raw_pair_close(&p, false);
+}
+
+/* The same through a connection: Sends that pile up in x's ring while nobody reads it (y's
+ * progress thread held) make the stream ask to be trimmed, and the connection's trim timer
+ * gives the pages back within two periods of the last write; a Send after that arrives
+ * byte-exact. Staged copies, so that the Sends' bytes go through the ring. */
+TEST(shm_connection_gives_back_its_rings_pages_when_quiet)
+{
+    setenv("SOFTNDK_SHM_COPY", "staged", 1);
+    struct shm_pair sp;
+    shm_pair_open(&sp, 4u * MIB);
+    struct dp_pair *p = &sp.p;
+    NDK_RESULT_EX r;
+    enum { N = 32, LEN = 8192 };
+    dp_fill(p->x.buf, N * LEN, 21);
+    for (unsigned i = 0; i < N; i++)
+        dp_post_recv(&p->y, (void *)(uintptr_t)(0x100 + i), (size_t)i * LEN, LEN);
+    dp_hold_progress(p->ay);
+    for (unsigned i = 0; i < N; i++)
+        dp_post_send(&p->x, (void *)(uintptr_t)(0x200 + i), (size_t)i * LEN, LEN, 0);
+    unsigned busy = ring_resident_pages(sp.xs, 0);
+    CHECK_MSG(busy >= N * LEN / 4096, "%u pages resident with %u KiB in the ring", busy,
+              N * LEN / 1024);
+    dp_release_progress();
+    for (unsigned i = 0; i < N; i++) {
+        dp_expect(p->y.cq, &r, 1, 0);
+        dp_check_result(&r, STATUS_SUCCESS, LEN, YCTX, (void *)(uintptr_t)(0x100 + i),
+                        NdkOperationTypeReceive);
+        dp_expect(p->x.cq, &r, 1, 0);
+        CHECK(r.Status == STATUS_SUCCESS);
+    }
+    CHECK_MEM(p->y.buf, p->x.buf, (size_t)N * LEN);
+    /* quiet: within two periods (and a margin), the first page and the lap record's stay */
+    unsigned left = busy;
+    for (unsigned ms = 0; ms < 2 * SNDK_CONN_TRIM_MS + 2000 && left > 2; ms += 50) {
+        usleep(50 * 1000);
+        left = ring_resident_pages(sp.xs, 0);
+    }
+    CHECK_MSG(left <= 2, "%u of %u pages still resident", left, busy);
+    dp_fill(p->x.buf, 4096, 22);
+    dp_post_recv(&p->y, (void *)0xa1, 0, 4096);
+    dp_post_send(&p->x, (void *)0xb1, 0, 4096, 0);
+    dp_expect(p->y.cq, &r, 1, 0);
+    dp_check_result(&r, STATUS_SUCCESS, 4096, YCTX, (void *)0xa1, NdkOperationTypeReceive);
+    dp_expect(p->x.cq, &r, 1, 0);
+    CHECK_MEM(p->y.buf, p->x.buf, 4096);
+    dp_pair_close(p);
 }
