@@ -428,6 +428,11 @@ NDK_RESULT_EX *next_cq_completion(struct qpctx *q)
     return &q->res[q->res_i++];
 }
 
+bool completions_drained(const struct qpctx *q)
+{
+    return q->held_i >= q->held_n && q->res_i >= q->res_n && q->res_n < RESULT_BATCH;
+}
+
 void hold_completion(struct qpctx *q, const NDK_RESULT_EX *r)
 {
     if (q->held_n == q->held_cap) {

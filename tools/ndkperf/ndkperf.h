@@ -272,6 +272,9 @@ void post_recv(struct qpctx *q, uint32_t slot);
  * none now. hold_completion keeps one for the next round. */
 NDK_RESULT_EX *next_completion(struct qpctx *q);
 NDK_RESULT_EX *next_cq_completion(struct qpctx *q); /* skips the held ones */
+/* Every completion taken so far is handed out, and the CQ poll that took them found fewer than
+ * it asked for: the CQ was empty right after them, so polling again now would only say so. */
+bool completions_drained(const struct qpctx *q);
 void hold_completion(struct qpctx *q, const NDK_RESULT_EX *r);
 /* Arm every CQ of the side for the next completion; returns the notification count before the
  * arm, to pass to side_wait_event (so a notification between arm and wait is not lost). */
