@@ -746,19 +746,16 @@ static void tx_stall_timer_fn(struct sndk_timer *t)
 }
 
 /* The stream held memory it could give back (stream.h, trim): ask it, and again a period
- * later while it is not quiet. The pending period's reference goes on with a re-arm. */
+ * later while it is not quiet (armed as after a write, with a reference of its own). */
 static void trim_timer_fn(struct sndk_timer *t)
 {
     struct sndk_conn *io = sndk_container_of(t, struct sndk_conn, trim_timer);
     struct sndk_qp *qp = io->qp;
-    bool again = false;
     sndk_mutex_lock(&qp->tx_lock);
     if (!sndk_conn_stopped(io) && io->stream.trim_wanted && sndk_stream_trim(&io->stream))
-        again = sndk_timer_arm_on(io->engine, io->thread, &io->trim_timer,
-                                  (uint64_t)SNDK_CONN_TRIM_MS * 1000u);
+        sndk_conn_trim_later(qp);
     sndk_mutex_unlock(&qp->tx_lock);
-    if (!again)
-        sndk_obj_put(&qp->base);
+    sndk_obj_put(&qp->base); /* this pending period's */
 }
 
 static void rx_stall_timer_fn(struct sndk_timer *t)

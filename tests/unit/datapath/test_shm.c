@@ -520,6 +520,12 @@ static unsigned ring_resident_pages(void *state, unsigned r)
     return n;
 }
 
+/* Ring 0 holds no more than the first page and the lap record's (harness_wait_until). */
+static bool ring_trimmed(void *state)
+{
+    return ring_resident_pages(state, 0) <= 2;
+}
+
 /* Giving back (docs/transport-shm.md, "Giving back"): the stream on its own, this process both
  * writer and reader. A busy period touches many of the ring's pages; once the stream wrote
  * nothing for a whole trim period and its ring is empty, trim keeps the first page and the lap
@@ -611,12 +617,9 @@ TEST(shm_connection_gives_back_its_rings_pages_when_quiet)
     }
     CHECK_MEM(p->y.buf, p->x.buf, (size_t)N * LEN);
     /* quiet: within two periods (and a margin), the first page and the lap record's stay */
-    unsigned left = busy;
-    for (unsigned ms = 0; ms < 2 * SNDK_CONN_TRIM_MS + 2000 && left > 2; ms += 50) {
-        usleep(50 * 1000);
-        left = ring_resident_pages(sp.xs, 0);
-    }
-    CHECK_MSG(left <= 2, "%u of %u pages still resident", left, busy);
+    CHECK(harness_wait_until(ring_trimmed, sp.xs, 2 * SNDK_CONN_TRIM_MS + 2000));
+    CHECK_MSG(ring_resident_pages(sp.xs, 0) <= 2, "%u of %u pages still resident",
+              ring_resident_pages(sp.xs, 0), busy);
     dp_fill(p->x.buf, 4096, 22);
     dp_post_recv(&p->y, (void *)0xa1, 0, 4096);
     dp_post_send(&p->x, (void *)0xb1, 0, 4096, 0);
