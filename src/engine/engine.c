@@ -78,6 +78,29 @@ const char *sndk_engine_state_name(unsigned st)
     return st < ENG_STATE_COUNT ? engine_state_names[st] : "?";
 }
 
+/* Where a progress thread runs (engine.h, sndk_engine_note_waiter; docs/engine.md, "Following
+ * the waiter"). Moved by the thread itself only, judging a window of FOLLOW_WINDOW notes:
+ * any -> following (the window's notes all named one CPU, and the thread mostly waited), following
+ * -> following another CPU (the same, at least FOLLOW_HOLD_US after the last move), following ->
+ * any (the thread mostly worked, or no note came for FOLLOW_IDLE_US). */
+enum progress_place {
+    PLACE_ANY = 0,       /* any CPU of the process's affinity at create */
+    PLACE_FOLLOWING = 1, /* pinned to the CPU where the consumers it notifies wait */
+    PLACE_COUNT
+};
+static const char *const progress_place_names[PLACE_COUNT] = {"any CPU", "following"};
+_Static_assert(PLACE_COUNT == SNDK_ENGINE_PLACES, "engine.h's count of places");
+
+#define FOLLOW_WINDOW                                                                              \
+    16u                         /* notes judged together: all naming one CPU, and the thread       \
+                                   busy less than a third of their time, to follow; busy more      \
+                                   than two thirds, to leave */
+#define FOLLOW_HOLD_US 100000u  /* a follow comes at least this long after the last move */
+#define FOLLOW_IDLE_US 1000000u /* following, no note for this long: back to any CPU */
+#define FOLLOW_BACKOFF_MAX                                                                         \
+    7u /* the hold before following again doubles up to 2^7 times                                  \
+          (12.8 s) after each leave for being busy */
+
 struct sndk_progress {
     /* Immutable while the thread runs. Aligned so that two threads' hot fields (sleeping,
      * nwork, the lock) never share a cache line. */
@@ -104,11 +127,27 @@ struct sndk_progress {
     struct sndk_poller *pollers;             /* registered pollers */
     struct sndk_poller *poll_cursor;         /* the poller run_pollers touches next (it may be
                                                 in its fn): removers must not unlink it */
+
+    /* --- the thread's own: only it reads or writes them (place_cpu: read by others too) --- */
+    unsigned char place;  /* enum progress_place */
+    atomic_int place_cpu; /* the CPU followed; -1 while any */
+    uint64_t moved_us;    /* the last move (0: never) */
+    uint64_t noted_us;    /* the last note */
+    uint64_t busy_us;     /* time spent on its sources' events (follow on) */
+    /* the window of notes being gathered: how many, since when, busy_us then, the one CPU
+     * they all named (-1: several) */
+    unsigned win_notes;
+    uint64_t win_start_us, win_busy_start;
+    int win_cpu;
+    unsigned busy_leaves; /* times in a row it left a CPU for being busy there: each one
+                             doubles the wait before it follows again */
 };
 
 struct sndk_engine {
     unsigned nthreads;
     unsigned spin_us;
+    bool follow;       /* threads follow their waiters (two usable CPUs or more) */
+    cpu_set_t allowed; /* the process's affinity at create: "any CPU" */
     char name[16];
 
     atomic_int state;     /* enum engine_state */
@@ -185,6 +224,134 @@ static struct sndk_progress *self_in(const struct sndk_engine *e)
 {
     struct sndk_progress *t = tls_self;
     return t && t->e == e ? t : NULL;
+}
+
+const char *sndk_engine_place_name(unsigned place)
+{
+    return place < PLACE_COUNT ? progress_place_names[place] : "?";
+}
+
+/* One progress thread at most follows a given CPU, in the whole process (two spinners sharing a
+ * core each burn a slice while the other holds the event: engine.h, the spin policy); a thread
+ * whose waiters are on a CPU another follows stays where it is. */
+static atomic_uchar cpu_followed[CPU_SETSIZE];
+
+static bool place_may_move(const struct sndk_progress *t, enum progress_place to, int cpu)
+{
+    if (to == PLACE_FOLLOWING)
+        return t->place == PLACE_ANY ||
+               atomic_load_explicit(&t->place_cpu, memory_order_relaxed) != cpu;
+    return to == PLACE_ANY && t->place == PLACE_FOLLOWING;
+}
+
+/* The thread moves itself: true when it did. */
+static bool set_place(struct sndk_progress *t, enum progress_place to, int cpu, const char *why)
+{
+    assert(tls_self == t);
+    if (!place_may_move(t, to, cpu)) {
+        sndk_err(SUBSYS, "%s-%u: refused %s => %s (%s)", t->e->name, t->idx,
+                 progress_place_names[t->place], progress_place_names[to], why);
+        assert(!"illegal progress thread place transition");
+        return false;
+    }
+    unsigned char free_mark = 0;
+    if (to == PLACE_FOLLOWING &&
+        !atomic_compare_exchange_strong(&cpu_followed[cpu], &free_mark, (unsigned char)1))
+        return false; /* another progress thread follows that CPU */
+    cpu_set_t set;
+    if (to == PLACE_FOLLOWING) {
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+    } else {
+        set = t->e->allowed;
+    }
+    int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    if (rc != 0) {
+        if (to == PLACE_FOLLOWING)
+            atomic_store(&cpu_followed[cpu], 0);
+        sndk_info(SUBSYS, "%s-%u: stays %s: cannot move (%s) to %s", t->e->name, t->idx,
+                  progress_place_names[t->place], strerror(rc), why);
+        return false;
+    }
+    int was = atomic_load_explicit(&t->place_cpu, memory_order_relaxed);
+    if (was >= 0)
+        atomic_store(&cpu_followed[was], 0);
+    char from_cpu[16] = "", to_cpu[16] = "";
+    if (was >= 0)
+        snprintf(from_cpu, sizeof from_cpu, " CPU %d", was);
+    if (to == PLACE_FOLLOWING)
+        snprintf(to_cpu, sizeof to_cpu, " CPU %d", cpu);
+    sndk_debug(SUBSYS, "%s-%u: %s%s => %s%s (%s)", t->e->name, t->idx,
+               progress_place_names[t->place], from_cpu, progress_place_names[to], to_cpu, why);
+    t->place = (unsigned char)to;
+    atomic_store_explicit(&t->place_cpu, to == PLACE_FOLLOWING ? cpu : -1, memory_order_relaxed);
+    t->moved_us = now_us();
+    return true;
+}
+
+void sndk_engine_note_waiter(struct sndk_engine *e, int cpu)
+{
+    struct sndk_progress *t = self_in(e);
+    assert(t != NULL);
+    if (!t || !e->follow || cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &e->allowed))
+        return;
+    uint64_t now = now_us();
+    t->noted_us = now;
+    if (t->win_notes++ == 0) {
+        t->win_start_us = now;
+        t->win_busy_start = t->busy_us;
+        t->win_cpu = cpu;
+        return;
+    }
+    if (cpu != t->win_cpu)
+        t->win_cpu = -1; /* waiters on several CPUs: nowhere to follow */
+    if (t->win_notes < FOLLOW_WINDOW)
+        return;
+    /* A window's worth of notes: judge it. Only a thread that mostly waited gains from running
+     * beside the consumer: one that mostly worked (a stream, not a conversation) would share
+     * that CPU with the consumer's own work, where a CPU of its own moves more (docs/engine.md,
+     * "Following the waiter"). Two thresholds, so that what following changes in the share
+     * does not move it straight back. */
+    uint64_t busy = t->busy_us - t->win_busy_start, span = now - t->win_start_us;
+    int to = t->win_cpu;
+    t->win_notes = 0;
+    int at = atomic_load_explicit(&t->place_cpu, memory_order_relaxed);
+    if (at >= 0 && busy * 3 > span * 2) {
+        if (set_place(t, PLACE_ANY, -1, "busy between notifications: it needs a CPU of its own"))
+            t->busy_leaves++;
+        return;
+    }
+    if (at >= 0 && to == at) {
+        if (now - t->moved_us > FOLLOW_IDLE_US)
+            t->busy_leaves = 0; /* followed for a while without being too busy there */
+        return;
+    }
+    if (to < 0 || (at < 0 && busy * 3 >= span))
+        return;
+    /* A thread that had to leave for being busy waits longer each time before it follows
+     * again (a stream whose consumer waits now and then would move it back and forth). */
+    uint64_t hold = FOLLOW_HOLD_US
+                    << (t->busy_leaves < FOLLOW_BACKOFF_MAX ? t->busy_leaves : FOLLOW_BACKOFF_MAX);
+    if (t->moved_us && now - t->moved_us < hold)
+        return;
+    set_place(t, PLACE_FOLLOWING, to,
+              at < 0 ? "the consumer it notifies waits there"
+                     : "the consumer it notifies waits there now");
+}
+
+/* About to block: a thread that followed waiters nobody has been for a while goes back to any
+ * CPU (a consumer that polls now would otherwise share its CPU with the thread's timers). */
+static void place_check_idle(struct sndk_progress *t)
+{
+    if (t->place == PLACE_FOLLOWING && now_us() - t->noted_us > FOLLOW_IDLE_US)
+        set_place(t, PLACE_ANY, -1, "no consumer it notified has waited for a second");
+}
+
+int sndk_engine_thread_cpu(const struct sndk_engine *e, unsigned thread)
+{
+    if (thread >= e->nthreads)
+        return -1;
+    return atomic_load_explicit(&e->thr[thread].place_cpu, memory_order_relaxed);
 }
 
 /* Where an unpinned item goes: the caller's own thread, or the caller's fixed home thread, so
@@ -918,6 +1085,7 @@ static void *progress_main(void *arg)
                 else
                     cpu_relax();
             } else {
+                place_check_idle(t);
                 timeout_ns = prepare_sleep(t);
                 slept = timeout_ns != 0;
             }
@@ -925,14 +1093,24 @@ static void *progress_main(void *arg)
         int n = wait_events(t, evs, timeout_ns);
         if (slept)
             atomic_store(&t->sleeping, false);
-        if (n > 0 && dispatch(t, evs, n))
-            busy = true;
+        if (n > 0) {
+            /* With follow on, the time its events take is counted (sndk_engine_note_waiter):
+             * the receiving, the stream's work. Not the work items: a notification's callback
+             * yields to the consumer it woke (cq.c), whose own time would count as ours. */
+            uint64_t events_at = e->follow ? now_us() : 0;
+            if (dispatch(t, evs, n))
+                busy = true;
+            if (e->follow)
+                t->busy_us += now_us() - events_at;
+        }
         /* Stay hot after any activity: the next event of a conversation usually follows
          * within a round trip, and catching it spinning saves a ~27 µs cross-core wake-up. */
         if (e->spin_us && (busy || slept))
             spin_until = now_us() + e->spin_us;
         busy_before = busy;
     }
+    if (t->place == PLACE_FOLLOWING)
+        atomic_store(&cpu_followed[atomic_load(&t->place_cpu)], 0); /* the thread ends */
     tls_self = NULL;
     return NULL;
 }
@@ -944,6 +1122,7 @@ void sndk_engine_options_default(struct sndk_engine_options *opt)
 {
     opt->threads = 1;
     opt->spin_us = SNDK_ENGINE_DEFAULT_SPIN;
+    opt->follow_waiters = true;
     opt->name = SNDK_ENGINE_DEFAULT_NAME;
 }
 
@@ -1042,6 +1221,8 @@ int sndk_engine_create(const struct sndk_engine_options *opt, struct sndk_engine
      * core too. With one usable CPU, or more progress threads than CPUs, block at once. */
     unsigned cpus = usable_cpus();
     e->spin_us = opt->spin_us;
+    e->follow = opt->follow_waiters && cpus > 1 &&
+                sched_getaffinity(0, sizeof e->allowed, &e->allowed) == 0;
     if (e->spin_us && (cpus <= 1 || n > cpus)) {
         sndk_debug(SUBSYS, "spin %u us -> 0: %u threads on %u cpus", e->spin_us, n, cpus);
         e->spin_us = 0;
@@ -1064,6 +1245,8 @@ int sndk_engine_create(const struct sndk_engine_options *opt, struct sndk_engine
         atomic_init(&t->nsources, 0);
         atomic_init(&t->nwork, 0);
         atomic_init(&t->next_deadline, UINT64_MAX);
+        t->place = PLACE_ANY;
+        atomic_init(&t->place_cpu, -1);
         sndk_mutex_init_ranked(&t->lock, SNDK_LOCK_ENGINE_THREAD);
     }
     for (unsigned i = 0; i < n && !err; i++) {
@@ -1116,7 +1299,8 @@ int sndk_engine_create(const struct sndk_engine_options *opt, struct sndk_engine
         engine_free(e);
         return err;
     }
-    sndk_debug(SUBSYS, "%s: %u threads, spin %u us (%u cpus)", e->name, n, e->spin_us, cpus);
+    sndk_debug(SUBSYS, "%s: %u threads, spin %u us (%u cpus), %s", e->name, n, e->spin_us, cpus,
+               e->follow ? "following waiters" : "on any CPU");
     *out = e;
     return 0;
 }

@@ -35,6 +35,7 @@ struct sndk_progress; /* one progress thread, private */
 struct sndk_engine_options {
     unsigned threads;   /* progress threads; 0 = 1; at most SNDK_ENGINE_MAX_THREADS */
     unsigned spin_us;   /* spin before blocking, in µs (0 = block at once); see the policy below */
+    bool follow_waiters; /* a thread moves to the CPU its notes name (sndk_engine_note_waiter) */
     const char *name;   /* thread name prefix; threads are "<name>-<i>", cut to 15 chars; NULL =
                            SNDK_ENGINE_DEFAULT_NAME */
 };
@@ -73,6 +74,23 @@ unsigned sndk_engine_spin_us(const struct sndk_engine *e); /* after the spin pol
 #define SNDK_ENGINE_STATES        3
 const char *sndk_engine_source_state_name(unsigned st);
 const char *sndk_engine_state_name(unsigned st);
+
+/* Where a progress thread runs (docs/engine.md, "Following the waiter"): on any CPU the process
+ * may use, or on the one CPU where the consumer that waits for what it delivers runs. Only the
+ * thread moves itself. The names by value; "?" from the count on. */
+#define SNDK_ENGINE_PLACES 2
+const char *sndk_engine_place_name(unsigned place);
+
+/* The consumer waiting for what the calling progress thread just delivered (a CQ notification)
+ * runs on `cpu`. With follow_waiters, a thread whose notes keep naming one CPU it is not on
+ * moves there, so that its wake-up of that consumer is a local one, not a cross-CPU wake-up
+ * (on a VM an idle vCPU's wake-up can cost tens of µs). A CPU outside the process's affinity
+ * at create, or a negative one, is ignored. Progress threads of e only (asserted). */
+void sndk_engine_note_waiter(struct sndk_engine *e, int cpu);
+
+/* The CPU a progress thread of e is pinned to by following (-1: any CPU); for ndkstat and
+ * tests. Any thread; a snapshot. */
+int sndk_engine_thread_cpu(const struct sndk_engine *e, unsigned thread);
 
 /* Is the caller one of e's progress threads? Any thread. */
 bool sndk_engine_on_progress_thread(const struct sndk_engine *e);

@@ -58,6 +58,7 @@ ADAPT(sndk_fault_kind_name, enum sndk_fault_kind)
 ADAPT(sndk_fault_call_name, enum sndk_fault_call)
 ADAPT(sndk_engine_source_state_name, unsigned)
 ADAPT(sndk_engine_state_name, unsigned)
+ADAPT(sndk_engine_place_name, unsigned)
 ADAPT(sndk_verify_callback_name, enum sndk_callback_kind)
 ADAPT(sndk_tx_gate_name, enum sndk_tx_gate)
 ADAPT(sndk_rnr_phase_name, enum sndk_rnr_phase)
@@ -96,6 +97,7 @@ static const struct table tables[] = {
     T(sndk_fault_call_name, SNDK_FCALL_COUNT),
     T(sndk_engine_source_state_name, SNDK_ENGINE_SOURCE_STATES),
     T(sndk_engine_state_name, SNDK_ENGINE_STATES),
+    T(sndk_engine_place_name, SNDK_ENGINE_PLACES),
     T(sndk_verify_callback_name, SNDK_CB_KIND_COUNT),
     /* datapath/ */
     T(sndk_tx_gate_name, SNDK_TXG_COUNT),
