@@ -285,6 +285,7 @@ static const char *const log_names[] = {"error", "warn", "info", "debug"};
 static const char *const verify_names[] = {"off", "warn", "strict"};
 static const char *const write_completion_names[] = {"handed", "placed"};
 static const char *const transport_names[] = {"tcp", "shm", "auto"};
+static const char *const progress_cpu_names[] = {"follow", "any"};
 
 /* An on/off option's enum: 0 default, 1 on, 2 off (SoftNdkCrc* and SoftNdkSourceCheck* share
  * these values). */
@@ -382,6 +383,15 @@ static const struct setting settings[] = {
      .lo = 1,
      .hi = SNDK_MAX_VERIFY_CALLBACK_MS,
      .unit = " (ms)"},
+    {.field = "ProgressCpu",
+     .var = "SOFTNDK_PROGRESS_CPU",
+     .kind = SET_NAMES,
+     .opt_off = NO_OPTION,
+     CFG(progress_cpu),
+     .dflt = SNDK_PROGRESS_CPU_FOLLOW,
+     .names = progress_cpu_names,
+     .names_n = 2,
+     .names_base = SNDK_PROGRESS_CPU_FOLLOW},
 };
 #undef UINT
 #undef OPT

@@ -41,6 +41,7 @@ struct sndk_config {
     uint16_t port_low, port_high;
     unsigned threads;
     unsigned spin_us;
+    unsigned progress_cpu; /* SOFTNDK_PROGRESS_CPU: SNDK_PROGRESS_CPU_FOLLOW or _ANY */
     SOFTNDK_LOG_LEVEL log_level;
     unsigned connect_timeout_ms;
     unsigned disconnect_timeout_ms;
@@ -58,6 +59,10 @@ struct sndk_config {
     struct sndk_faults *faults;      /* parsed fault rules (docs/faults.md), NULL = none; owned:
                                         the adapter takes it, sndk_faults_free otherwise */
 };
+
+/* SOFTNDK_PROGRESS_CPU: a progress thread follows the consumers it notifies to their CPU, or
+ * runs on any (docs/engine.md, "Following the waiter"). */
+enum { SNDK_PROGRESS_CPU_FOLLOW = 0, SNDK_PROGRESS_CPU_ANY = 1 };
 
 /* softndk's own maxima: the ceiling of SOFTNDK_LIMITS. */
 void sndk_config_default_limits(NDK_ADAPTER_INFO *info);

@@ -30,7 +30,7 @@ struct sndk_device {
     struct sndk_device *next; /* devices_lock */
     ULONG if_index;
     unsigned instances;        /* devices_lock: adapter instances that hold the device */
-    unsigned threads, spin_us; /* what the engine was created with */
+    unsigned threads, spin_us, progress_cpu; /* what the engine was created with */
     struct sndk_engine *engine;
     struct sndk_stag_table stags;
 };
@@ -49,7 +49,8 @@ static struct sndk_device *device_acquire(ULONG if_index, const struct sndk_conf
     if (d) {
         d->instances++;
         sndk_mutex_unlock(&devices_lock);
-        if (cfg->threads != d->threads || cfg->spin_us != d->spin_us)
+        if (cfg->threads != d->threads || cfg->spin_us != d->spin_us ||
+            cfg->progress_cpu != d->progress_cpu)
             sndk_info("adapter",
                       "if %u: another instance of the device: its %u progress "
                       "thread(s) serve this one (asked %u)",
@@ -67,6 +68,7 @@ static struct sndk_device *device_acquire(ULONG if_index, const struct sndk_conf
     sndk_engine_options_default(&eo);
     eo.threads = cfg->threads;
     eo.spin_us = cfg->spin_us;
+    eo.follow_waiters = cfg->progress_cpu == SNDK_PROGRESS_CPU_FOLLOW;
     eo.name = "sndk";
     int rc = sndk_engine_create(&eo, &d->engine);
     if (rc != 0) {
@@ -81,6 +83,7 @@ static struct sndk_device *device_acquire(ULONG if_index, const struct sndk_conf
     d->instances = 1;
     d->threads = cfg->threads;
     d->spin_us = cfg->spin_us;
+    d->progress_cpu = cfg->progress_cpu;
     d->next = devices;
     devices = d;
     sndk_mutex_unlock(&devices_lock);

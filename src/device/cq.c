@@ -103,12 +103,30 @@ static void overrun_work_fn(struct sndk_work *w)
     sndk_obj_put(&cq->base);
 }
 
+/* The CPU the consumer waiting for this CQ's notifications runs on: where it last armed the
+ * CQ, unless it named CPUs at create (GROUP_AFFINITY, processor group g's CPU b being Linux's
+ * CPU 64 g + b: docs/decisions.md) that do not include it; then the first of those. -1: none
+ * known (it only ever armed from a callback). */
+static int notify_cpu(const struct sndk_cq *cq)
+{
+    int w = atomic_load_explicit(&cq->waiter_cpu, memory_order_relaxed);
+    if (!cq->aff_mask)
+        return w;
+    int base = (int)cq->aff_group * 64;
+    if (w >= base && w < base + 64 && ((cq->aff_mask >> (w - base)) & 1u))
+        return w;
+    return base + __builtin_ctzll(cq->aff_mask);
+}
+
 /* The notification's callback (device/notify.h): a progress thread, no lock held. */
 static void cq_notify_call(struct sndk_notify *n, NTSTATUS st)
 {
     struct sndk_cq *cq = sndk_container_of(n, struct sndk_cq, notify);
     SNDK_CALLBACK(&cq->base, SNDK_CB_CQ_NOTIFICATION, cq->notify_ctx,
                   cq->notify_cb(cq->notify_ctx, st));
+    /* The callback most likely woke the consumer's thread: the next wake-up is a local one if
+     * this thread runs where that consumer waits (docs/engine.md, "Following the waiter"). */
+    sndk_engine_note_waiter(cq->base.adapter->engine, notify_cpu(cq));
     /* The callback has most likely woken a thread: the consumer it hands the completion to, or,
      * when it did the work itself and posted, the peer's progress thread (on loopback the send
      * wakes it). The scheduler may have put that thread on this CPU, where the progress thread
@@ -223,6 +241,12 @@ static VOID cq_arm(NDK_CQ *pNdkCq, ULONG Type)
 
 static void arm(struct sndk_cq *cq, ULONG Type)
 {
+    /* The waiter's CPU (rseq's: no system call). An arm from a callback re-arms for the same
+     * progress thread: it says nothing about a consumer's thread. */
+    struct sndk_engine *e = cq->base.adapter->engine;
+    int cpu = sndk_engine_on_progress_thread(e) ? -1 : sched_getcpu();
+    if (cpu >= 0 && atomic_load_explicit(&cq->waiter_cpu, memory_order_relaxed) != cpu)
+        atomic_store_explicit(&cq->waiter_cpu, cpu, memory_order_relaxed);
     sndk_mutex_lock(&cq->lock);
     if (sndk_obj_closing(&cq->base)) {
         arm_unlock(cq);
@@ -685,7 +709,6 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
                         GROUP_AFFINITY *Affinity, NDK_FN_CREATE_COMPLETION CreateCompletion,
                         PVOID RequestContext, NDK_CQ **ppNdkCq)
 {
-    (void)Affinity; /* a hint; notifications run on the adapter's progress threads */
     (void)CreateCompletion;
     (void)RequestContext;
     struct sndk_adapter *a = sndk_adapter_from(pNdkAdapter);
@@ -711,6 +734,12 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
     cq->dead = STATUS_SUCCESS;
     cq->notify_cb = CqNotification;
     cq->notify_ctx = CqNotificationContext;
+    atomic_init(&cq->waiter_cpu, -1);
+    if (Affinity && Affinity->Mask) {
+        /* where the notifications are to run (decisions.md #16): a hint, as on Windows */
+        cq->aff_mask = (uint64_t)Affinity->Mask;
+        cq->aff_group = Affinity->Group;
+    }
     sndk_mutex_init_ranked(&cq->lock, SNDK_LOCK_CQ);
     sndk_mutex_init_ranked(&cq->conn_lock, SNDK_LOCK_CQ_CONN);
     cq->conns.next = cq->conns.prev = &cq->conns;

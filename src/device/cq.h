@@ -110,6 +110,13 @@ struct sndk_cq {
     /* empty polls since the last arm: the clock for the stamp is read every 16th, and a
      * consumer's own pass parks only after SNDK_CQ_STEADY_POLLS (sndk_cq_polled_steadily) */
     _Atomic uint32_t empty_polls;
+    /* Where the consumer that waits for this CQ's notifications runs: the CPU of the last
+     * NdkArmCq from a thread that is not a progress thread (-1: none yet), and the CPUs the
+     * consumer named at create (GROUP_AFFINITY: aff_mask 0 = none). The progress thread that
+     * delivers a notification follows it there (engine.h, sndk_engine_note_waiter). */
+    atomic_int waiter_cpu;
+    uint64_t aff_mask;
+    unsigned aff_group;
     /* Connections whose progress thread left the receiving to this CQ's poller (parked):
      * an arm walks the connections only when there are any. */
     atomic_uint parked;

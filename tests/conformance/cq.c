@@ -2,6 +2,9 @@
  * [CQ-9]), overrun (decision 9g), resize and interrupt moderation (decision 20), Ex and
  * non-Ex results. Completions come from flushing receives: each is STATUS_CANCELLED, an error
  * completion, so it satisfies ANY and SOLICITED arms but never an ERRORS arm. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -617,4 +620,116 @@ TEST(cq_moderation_overrun_reported)
     }
     conf_cq_destroy(&c);
     env_close(&e);
+}
+
+/* ---- where notifications run (docs/engine.md, "Following the waiter"; decisions.md #16) ---- */
+
+#define PLACE_NOTES 24 /* more than the engine's window of 16 notes, then some */
+
+struct placed_cq {
+    struct conf_cq c;      /* first: the fixture's helpers take it */
+    int cpu[PLACE_NOTES];  /* sched_getcpu() in each callback */
+    int mask[PLACE_NOTES]; /* CPUs in the callback thread's affinity mask */
+};
+
+static void placed_notify(void *ctx, NTSTATUS status)
+{
+    struct placed_cq *p = ctx;
+    unsigned i = atomic_load(&p->c.n);
+    if (i < PLACE_NOTES) {
+        p->cpu[i] = sched_getcpu();
+        cpu_set_t set;
+        p->mask[i] =
+            pthread_getaffinity_np(pthread_self(), sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1;
+    }
+    conf_cq_notify(&p->c, status);
+}
+
+static int process_cpu(bool last)
+{
+    cpu_set_t set;
+    CHECK(sched_getaffinity(0, sizeof set, &set) == 0);
+    int found = -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set) && (found < 0 || last))
+            found = c;
+    return found;
+}
+
+/* The test thread, pinned to `waiter`, arms and waits PLACE_NOTES times; each notification's
+ * CPU and affinity are recorded. */
+static void notify_from(struct cq_env *e, struct placed_cq *p, GROUP_AFFINITY *aff, int waiter)
+{
+    memset(p, 0, sizeof *p);
+    harness_event_init(&p->c.ev);
+    CHECK_STATUS(e->a->Dispatch->NdkCreateCq(e->a, 16, placed_notify, p, aff, ndk_create_never,
+                                             NULL, &p->c.cq),
+                 STATUS_SUCCESS);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(waiter, &one);
+    CHECK(pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0);
+    for (unsigned i = 0; i < PLACE_NOTES; i++) {
+        conf_cq_arm(&p->c, NDK_CQ_NOTIFY_ANY);
+        flush_n(e, &p->c, 1, 100 + i);
+        CHECK(conf_cq_wait(&p->c, i + 1));
+        CHECK_EQ_U64(drain_in_order(&p->c, 16, 100 + i), 1);
+    }
+    conf_cq_destroy(&p->c);
+}
+
+static unsigned usable_cpus(void)
+{
+    cpu_set_t set;
+    CHECK(sched_getaffinity(0, sizeof set, &set) == 0);
+    return (unsigned)CPU_COUNT(&set);
+}
+
+TEST(cq_notifications_come_to_run_where_the_consumer_waits)
+{
+    if (usable_cpus() < 2)
+        return; /* one CPU: every callback runs on it */
+    struct cq_env e;
+    env_open(&e, NULL);
+    static struct placed_cq p;
+    int waiter = process_cpu(true);
+    notify_from(&e, &p, NULL, waiter);
+    /* The engine judges 16 notifications at a time: from the 17th on, the thread that calls
+     * back runs on the waiter's CPU, and only there. */
+    for (unsigned i = 16; i < PLACE_NOTES; i++) {
+        CHECK_EQ_I64(p.cpu[i], waiter);
+        CHECK_EQ_I64(p.mask[i], 1);
+    }
+    env_close(&e);
+}
+
+TEST(cq_group_affinity_names_where_notifications_run)
+{
+    if (usable_cpus() < 2)
+        return;
+    struct cq_env e;
+    env_open(&e, NULL);
+    static struct placed_cq p;
+    int named = process_cpu(false), waiter = process_cpu(true);
+    GROUP_AFFINITY aff = {.Mask = (KAFFINITY)1 << named, .Group = 0};
+    notify_from(&e, &p, &aff, waiter); /* the consumer waits elsewhere: the CQ's affinity wins */
+    for (unsigned i = 16; i < PLACE_NOTES; i++) {
+        CHECK_EQ_I64(p.cpu[i], named);
+        CHECK_EQ_I64(p.mask[i], 1);
+    }
+    env_close(&e);
+}
+
+TEST(cq_notifications_run_on_any_cpu_with_progress_cpu_any)
+{
+    setenv("SOFTNDK_PROGRESS_CPU", "any", 1);
+    struct cq_env e;
+    env_open(&e, NULL);
+    static struct placed_cq p;
+    unsigned cpus = usable_cpus(); /* before notify_from pins this thread */
+    notify_from(&e, &p, NULL, process_cpu(true));
+    for (unsigned i = 0; i < PLACE_NOTES; i++)
+        CHECK_EQ_I64(p.mask[i], (int64_t)cpus);
+    env_close(&e);
+    unsetenv("SOFTNDK_PROGRESS_CPU");
 }
