@@ -124,8 +124,8 @@ static void cq_notify_call(struct sndk_notify *n, NTSTATUS st)
     struct sndk_cq *cq = sndk_container_of(n, struct sndk_cq, notify);
     SNDK_CALLBACK(&cq->base, SNDK_CB_CQ_NOTIFICATION, cq->notify_ctx,
                   cq->notify_cb(cq->notify_ctx, st));
-    /* The callback most likely woke the consumer's thread: the next wake-up is a local one if
-     * this thread runs where that consumer waits (docs/engine.md, "Following the waiter"). */
+    /* Where the consumer waiting for this runs: the thread follows it there, so that the
+     * wake-up below is a local one (docs/engine.md, "Following the waiter"). */
     sndk_engine_note_waiter(cq->base.adapter->engine, notify_cpu(cq));
     /* The callback has most likely woken a thread: the consumer it hands the completion to, or,
      * when it did the work itself and posted, the peer's progress thread (on loopback the send
