@@ -94,7 +94,7 @@ head -c 67108864 /dev/urandom >"$work/client/big"
 # blocking round trips got faster, and the put could end between two looks below; killed once
 # 4 MiB of it reached the server)
 "$N" -U smbtest%loop-pass --port "$port" --io-size 4096 --depth 1 //127.0.0.1/share \
-    put "$work/client/big" big.bin >/dev/null 2>&1 &
+    put "$work/client/big" big.bin >/dev/null 2>"$work/client/big.err" &
 kp=$!
 for _ in $(seq 1000); do
     [ "$(stat -c %s "$work/share/big.bin" 2>/dev/null || echo 0)" -ge 4194304 ] && break
@@ -103,7 +103,9 @@ for _ in $(seq 1000); do
 done
 kill -9 $kp 2>/dev/null
 wait $kp 2>/dev/null
-[ $? = 137 ] && pass "a client killed mid-transfer (SIGKILL)" || fail "the 64 MiB put ended before the kill"
+rc=$?
+[ $rc = 137 ] && pass "a client killed mid-transfer (SIGKILL)" ||
+    fail "the 64 MiB put ended before the kill (exit $rc, $(stat -c %s "$work/share/big.bin" 2>/dev/null || echo 0) bytes served): $(grep -v '^ *$' "$work/client/big.err" | grep -m 2 -E 'error|WARNING|SUMMARY')"
 xfer after-kill 1048577
 
 # refusals name their status
