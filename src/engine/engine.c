@@ -128,12 +128,11 @@ struct sndk_progress {
     struct sndk_poller *poll_cursor;         /* the poller run_pollers touches next (it may be
                                                 in its fn): removers must not unlink it */
 
-    /* --- the thread's own: only it reads or writes them (place_cpu: read by others too) --- */
-    unsigned char place;  /* enum progress_place */
-    atomic_int place_cpu; /* the CPU followed; -1 while any */
+    /* --- the thread's own: only it writes them (place_cpu: read by others too) --- */
+    atomic_int place_cpu; /* the CPU followed (its place: place_of); -1 while on any */
     uint64_t moved_us;    /* the last move (0: never) */
     uint64_t noted_us;    /* the last note */
-    uint64_t busy_us;     /* time spent on its sources' events (follow on) */
+    uint64_t busy_us;     /* time on its sources' events while a window of notes is open */
     /* the window of notes being gathered: how many, since when, busy_us then, the one CPU
      * they all named (-1: several) */
     unsigned win_notes;
@@ -236,21 +235,29 @@ const char *sndk_engine_place_name(unsigned place)
  * whose waiters are on a CPU another follows stays where it is. */
 static atomic_uchar cpu_followed[CPU_SETSIZE];
 
+/* The place is the CPU followed, or none: one word, which sndk_engine_thread_cpu reads too. */
+static enum progress_place place_of(const struct sndk_progress *t)
+{
+    return atomic_load_explicit(&t->place_cpu, memory_order_relaxed) >= 0 ? PLACE_FOLLOWING
+                                                                          : PLACE_ANY;
+}
+
 static bool place_may_move(const struct sndk_progress *t, enum progress_place to, int cpu)
 {
     if (to == PLACE_FOLLOWING)
-        return t->place == PLACE_ANY ||
+        return place_of(t) == PLACE_ANY ||
                atomic_load_explicit(&t->place_cpu, memory_order_relaxed) != cpu;
-    return to == PLACE_ANY && t->place == PLACE_FOLLOWING;
+    return to == PLACE_ANY && place_of(t) == PLACE_FOLLOWING;
 }
 
 /* The thread moves itself: true when it did. */
 static bool set_place(struct sndk_progress *t, enum progress_place to, int cpu, const char *why)
 {
     assert(tls_self == t);
+    enum progress_place from = place_of(t);
     if (!place_may_move(t, to, cpu)) {
         sndk_err(SUBSYS, "%s-%u: refused %s => %s (%s)", t->e->name, t->idx,
-                 progress_place_names[t->place], progress_place_names[to], why);
+                 progress_place_names[from], progress_place_names[to], why);
         assert(!"illegal progress thread place transition");
         return false;
     }
@@ -270,7 +277,7 @@ static bool set_place(struct sndk_progress *t, enum progress_place to, int cpu, 
         if (to == PLACE_FOLLOWING)
             atomic_store(&cpu_followed[cpu], 0);
         sndk_info(SUBSYS, "%s-%u: stays %s: cannot move (%s) to %s", t->e->name, t->idx,
-                  progress_place_names[t->place], strerror(rc), why);
+                  progress_place_names[from], strerror(rc), why);
         return false;
     }
     int was = atomic_load_explicit(&t->place_cpu, memory_order_relaxed);
@@ -281,9 +288,8 @@ static bool set_place(struct sndk_progress *t, enum progress_place to, int cpu, 
         snprintf(from_cpu, sizeof from_cpu, " CPU %d", was);
     if (to == PLACE_FOLLOWING)
         snprintf(to_cpu, sizeof to_cpu, " CPU %d", cpu);
-    sndk_debug(SUBSYS, "%s-%u: %s%s => %s%s (%s)", t->e->name, t->idx,
-               progress_place_names[t->place], from_cpu, progress_place_names[to], to_cpu, why);
-    t->place = (unsigned char)to;
+    sndk_debug(SUBSYS, "%s-%u: %s%s => %s%s (%s)", t->e->name, t->idx, progress_place_names[from],
+               from_cpu, progress_place_names[to], to_cpu, why);
     atomic_store_explicit(&t->place_cpu, to == PLACE_FOLLOWING ? cpu : -1, memory_order_relaxed);
     t->moved_us = now_us();
     return true;
@@ -343,7 +349,7 @@ void sndk_engine_note_waiter(struct sndk_engine *e, int cpu)
  * CPU (a consumer that polls now would otherwise share its CPU with the thread's timers). */
 static void place_check_idle(struct sndk_progress *t)
 {
-    if (t->place == PLACE_FOLLOWING && now_us() - t->noted_us > FOLLOW_IDLE_US)
+    if (place_of(t) == PLACE_FOLLOWING && now_us() - t->noted_us > FOLLOW_IDLE_US)
         set_place(t, PLACE_ANY, -1, "no consumer it notified has waited for a second");
 }
 
@@ -1094,13 +1100,15 @@ static void *progress_main(void *arg)
         if (slept)
             atomic_store(&t->sleeping, false);
         if (n > 0) {
-            /* With follow on, the time its events take is counted (sndk_engine_note_waiter):
-             * the receiving, the stream's work. Not the work items: a notification's callback
-             * yields to the consumer it woke (cq.c), whose own time would count as ours. */
-            uint64_t events_at = e->follow ? now_us() : 0;
+            /* While a window of notes is open (sndk_engine_note_waiter), the time its events
+             * take is counted: the receiving, the stream's work. Not the work items: a
+             * notification's callback yields to the consumer it woke (cq.c), whose own time
+             * would count as ours. A thread nobody's notes concern reads no clock here. */
+            bool timed = t->win_notes > 0;
+            uint64_t events_at = timed ? now_us() : 0;
             if (dispatch(t, evs, n))
                 busy = true;
-            if (e->follow)
+            if (timed)
                 t->busy_us += now_us() - events_at;
         }
         /* Stay hot after any activity: the next event of a conversation usually follows
@@ -1109,7 +1117,7 @@ static void *progress_main(void *arg)
             spin_until = now_us() + e->spin_us;
         busy_before = busy;
     }
-    if (t->place == PLACE_FOLLOWING)
+    if (place_of(t) == PLACE_FOLLOWING)
         atomic_store(&cpu_followed[atomic_load(&t->place_cpu)], 0); /* the thread ends */
     tls_self = NULL;
     return NULL;
@@ -1245,7 +1253,6 @@ int sndk_engine_create(const struct sndk_engine_options *opt, struct sndk_engine
         atomic_init(&t->nsources, 0);
         atomic_init(&t->nwork, 0);
         atomic_init(&t->next_deadline, UINT64_MAX);
-        t->place = PLACE_ANY;
         atomic_init(&t->place_cpu, -1);
         sndk_mutex_init_ranked(&t->lock, SNDK_LOCK_ENGINE_THREAD);
     }

@@ -645,17 +645,6 @@ static void placed_notify(void *ctx, NTSTATUS status)
     conf_cq_notify(&p->c, status);
 }
 
-static int process_cpu(bool last)
-{
-    cpu_set_t set;
-    CHECK(sched_getaffinity(0, sizeof set, &set) == 0);
-    int found = -1;
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &set) && (found < 0 || last))
-            found = c;
-    return found;
-}
-
 /* The test thread, pinned to `waiter`, arms and waits PLACE_NOTES times; each notification's
  * CPU and affinity are recorded. */
 static void notify_from(struct cq_env *e, struct placed_cq *p, GROUP_AFFINITY *aff, int waiter)
@@ -678,21 +667,14 @@ static void notify_from(struct cq_env *e, struct placed_cq *p, GROUP_AFFINITY *a
     conf_cq_destroy(&p->c);
 }
 
-static unsigned usable_cpus(void)
-{
-    cpu_set_t set;
-    CHECK(sched_getaffinity(0, sizeof set, &set) == 0);
-    return (unsigned)CPU_COUNT(&set);
-}
-
 TEST(cq_notifications_come_to_run_where_the_consumer_waits)
 {
-    if (usable_cpus() < 2)
+    if (harness_cpus() < 2)
         return; /* one CPU: every callback runs on it */
     struct cq_env e;
     env_open(&e, NULL);
     static struct placed_cq p;
-    int waiter = process_cpu(true);
+    int waiter = harness_cpu_last();
     notify_from(&e, &p, NULL, waiter);
     /* The engine judges 16 notifications at a time: from the 17th on, the thread that calls
      * back runs on the waiter's CPU, and only there. */
@@ -705,12 +687,12 @@ TEST(cq_notifications_come_to_run_where_the_consumer_waits)
 
 TEST(cq_group_affinity_names_where_notifications_run)
 {
-    if (usable_cpus() < 2)
+    if (harness_cpus() < 2)
         return;
     struct cq_env e;
     env_open(&e, NULL);
     static struct placed_cq p;
-    int named = process_cpu(false), waiter = process_cpu(true);
+    int named = harness_cpu_first(), waiter = harness_cpu_last();
     GROUP_AFFINITY aff = {.Mask = (KAFFINITY)1 << named, .Group = 0};
     notify_from(&e, &p, &aff, waiter); /* the consumer waits elsewhere: the CQ's affinity wins */
     for (unsigned i = 16; i < PLACE_NOTES; i++) {
@@ -726,8 +708,8 @@ TEST(cq_notifications_run_on_any_cpu_with_progress_cpu_any)
     struct cq_env e;
     env_open(&e, NULL);
     static struct placed_cq p;
-    unsigned cpus = usable_cpus(); /* before notify_from pins this thread */
-    notify_from(&e, &p, NULL, process_cpu(true));
+    unsigned cpus = harness_cpus(); /* before notify_from pins this thread */
+    notify_from(&e, &p, NULL, harness_cpu_last());
     for (unsigned i = 0; i < PLACE_NOTES; i++)
         CHECK_EQ_I64(p.mask[i], (int64_t)cpus);
     env_close(&e);

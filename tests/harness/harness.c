@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <dirent.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -242,6 +243,37 @@ int harness_open_fds(void)
             n++;
     closedir(d);
     return n - 1; /* the directory stream itself */
+}
+
+unsigned harness_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return 1;
+    return (unsigned)CPU_COUNT(&set);
+}
+
+/* The lowest (last = false) or the highest CPU of the affinity mask. */
+static int mask_cpu(bool last)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return -1;
+    int found = -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set) && (found < 0 || last))
+            found = c;
+    return found;
+}
+
+int harness_cpu_first(void)
+{
+    return mask_cpu(false);
+}
+
+int harness_cpu_last(void)
+{
+    return mask_cpu(true);
 }
 
 enum outcome { OUT_PASS, OUT_FAIL, OUT_SKIP };

@@ -107,5 +107,10 @@ bool harness_wait_until(bool (*pred)(void *), void *arg, unsigned timeout_ms);
 
 /* Number of open file descriptors of this process (for leak checks). */
 int harness_open_fds(void);
+/* The CPUs this process may run on (its affinity mask): how many, and the lowest or the highest
+ * of them (-1 when the mask cannot be read). */
+unsigned harness_cpus(void);
+int harness_cpu_first(void);
+int harness_cpu_last(void);
 
 #endif

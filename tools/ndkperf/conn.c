@@ -336,7 +336,6 @@ void side_open(struct side *s)
         struct qpctx *q = &s->qps[i];
         q->side = s;
         q->index = i;
-        q->stamp_polls = test_is_bw(o->test);
         plan_qp(s, q);
         if (q->rq_depth > s->info.MaxReceiveQueueDepth || q->sq_depth > s->info.MaxInitiatorQueueDepth)
             die(EXIT_FAIL, "%s: queue depths %u/%u above the adapter's %u/%u (-r/-t)",
@@ -426,7 +425,7 @@ NDK_RESULT_EX *next_cq_completion(struct qpctx *q)
     q->res_n = q->cq->Dispatch->NdkGetCqResultsEx(q->cq, q->res, RESULT_BATCH);
     if (!q->res_n)
         return NULL;
-    if (q->stamp_polls)
+    if (test_is_bw(q->side->o->test))
         q->polled_ns = now_ns();
     return &q->res[q->res_i++];
 }

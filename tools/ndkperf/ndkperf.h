@@ -190,8 +190,7 @@ struct qpctx {
     unsigned res_n, res_i;
     /* The bandwidth tests time completions: when the poll that brought res returned (one clock
      * read a poll, not one a completion: 27 ns each on one VM, a tenth of a small message's
-     * cost at 3.7 million a second). The latency loops do not read it (stamp_polls false). */
-    bool stamp_polls;
+     * cost at 3.7 million a second). The latency loops do not read the clock there. */
     uint64_t polled_ns;
     /* receives of the next round, met while this one was closing (FIFO, before res) */
     NDK_RESULT_EX *held;

@@ -47,6 +47,16 @@ static void flush_fn(struct sndk_work *w)
     harness_event_signal(&f->ev);
 }
 
+void remove_source_wait(struct sndk_source *s)
+{
+    struct flush_item f;
+    harness_event_init(&f.ev);
+    sndk_work_init(&f.w, flush_fn);
+    sndk_source_remove(s, &f.w);
+    CHECK(harness_event_wait(&f.ev, 1, WAIT_MS));
+    harness_event_destroy(&f.ev);
+}
+
 void flush_thread(struct sndk_engine *e, unsigned thread)
 {
     struct flush_item f;
@@ -80,12 +90,4 @@ int thread_count_settled(int want)
         n = thread_count();
     }
     return n;
-}
-
-unsigned test_cpus(void)
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) != 0)
-        return 1;
-    return (unsigned)CPU_COUNT(&set);
 }

@@ -19,6 +19,9 @@ struct sndk_engine *mk_engine(unsigned threads, unsigned spin_us);
 /* Wait (bounded) until *v >= target. */
 bool wait_ge(atomic_uint *v, unsigned target, unsigned timeout_ms);
 
+/* Remove s and wait until the engine says no call of its fn is in flight any more. */
+void remove_source_wait(struct sndk_source *s);
+
 /* Run an empty work item on `thread` and wait for it: the thread has then finished whatever it
  * was doing when called and gone round its loop at least once. */
 void flush_thread(struct sndk_engine *e, unsigned thread);
@@ -30,8 +33,5 @@ int thread_count(void);
  * the thread's tid, before the task leaves the thread group), and a sanitizer's runtime starts
  * its own helper thread when it sees fit. */
 int thread_count_settled(int want);
-
-/* CPUs this process may use (affinity mask). */
-unsigned test_cpus(void);
 
 #endif

@@ -17,7 +17,7 @@
 struct note_item {
     struct sndk_work w;
     struct sndk_engine *e;
-    int cpu; /* the waiter's CPU this note names */
+    int cpu; /* the waiter's CPU this note names; < 0: no note, only look */
     struct harness_event ev;
     int ran_on;     /* sched_getcpu() in the work fn */
     int mask_cpus;  /* CPUs in the thread's affinity mask then */
@@ -31,9 +31,7 @@ static void note_fn(struct sndk_work *w)
         sndk_engine_note_waiter(n->e, n->cpu);
     n->ran_on = sched_getcpu();
     cpu_set_t set;
-    CPU_ZERO(&set);
-    n->mask_cpus = -1;
-    n->mask_first = -1;
+    n->mask_cpus = n->mask_first = -1;
     if (pthread_getaffinity_np(pthread_self(), sizeof set, &set) == 0) {
         n->mask_cpus = CPU_COUNT(&set);
         for (int c = 0; c < CPU_SETSIZE && n->mask_first < 0; c++)
@@ -61,6 +59,23 @@ static void notes(struct sndk_engine *e, int cpu, unsigned count)
         note(e, cpu);
 }
 
+/* Thread 0 follows cpu: the engine says so, and its next work item runs there, alone. */
+static void check_on_cpu(struct sndk_engine *e, int cpu)
+{
+    CHECK_EQ_I64(sndk_engine_thread_cpu(e, 0), cpu);
+    struct note_item n = note(e, -1);
+    CHECK_EQ_I64(n.ran_on, cpu);
+    CHECK_EQ_I64(n.mask_cpus, 1);
+    CHECK_EQ_I64(n.mask_first, cpu);
+}
+
+/* Thread 0 is on any CPU: the engine says so, and its mask is the process's whole one. */
+static void check_on_any_cpu(struct sndk_engine *e)
+{
+    CHECK_EQ_I64(sndk_engine_thread_cpu(e, 0), -1);
+    CHECK_EQ_I64(note(e, -1).mask_cpus, (int64_t)harness_cpus());
+}
+
 static struct sndk_engine *mk_engine_follow(bool follow)
 {
     struct sndk_engine_options opt;
@@ -72,34 +87,21 @@ static struct sndk_engine *mk_engine_follow(bool follow)
     return e;
 }
 
-/* The highest CPU this process may use: not the one the test thread started on, mostly. */
-static int last_cpu(void)
+/* An engine whose thread follows cpu after a window of notes naming it. */
+static struct sndk_engine *engine_following(int cpu)
 {
-    cpu_set_t set;
-    CHECK(sched_getaffinity(0, sizeof set, &set) == 0);
-    int last = -1;
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &set))
-            last = c;
-    return last;
-}
-
-static int first_cpu(void)
-{
-    cpu_set_t set;
-    CHECK(sched_getaffinity(0, sizeof set, &set) == 0);
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &set))
-            return c;
-    return -1;
+    struct sndk_engine *e = mk_engine_follow(true);
+    notes(e, cpu, WINDOW);
+    check_on_cpu(e, cpu);
+    return e;
 }
 
 TEST(place_follows_after_a_window_of_notes)
 {
     struct sndk_engine *e = mk_engine_follow(true);
-    int target = last_cpu();
+    int target = harness_cpu_last();
     CHECK_EQ_I64(sndk_engine_thread_cpu(e, 0), -1);
-    if (test_cpus() < 2) {
+    if (harness_cpus() < 2) {
         /* one CPU: nowhere else to be; notes change nothing */
         notes(e, target, 2 * WINDOW);
         CHECK_EQ_I64(sndk_engine_thread_cpu(e, 0), -1);
@@ -109,68 +111,60 @@ TEST(place_follows_after_a_window_of_notes)
     notes(e, target, WINDOW - 1);
     CHECK_EQ_I64(sndk_engine_thread_cpu(e, 0), -1); /* a window not yet complete */
     note(e, target);
-    CHECK_EQ_I64(sndk_engine_thread_cpu(e, 0), target);
-    struct note_item n = note(e, -1);
-    CHECK_EQ_I64(n.ran_on, target);
-    CHECK_EQ_I64(n.mask_cpus, 1);
-    CHECK_EQ_I64(n.mask_first, target);
+    check_on_cpu(e, target);
     /* Notes naming where it is keep it there. */
     notes(e, target, 2 * WINDOW);
-    CHECK_EQ_I64(sndk_engine_thread_cpu(e, 0), target);
+    check_on_cpu(e, target);
     sndk_engine_destroy(e);
 }
 
 TEST(place_stays_when_waiters_are_on_several_cpus)
 {
-    if (test_cpus() < 2)
+    if (harness_cpus() < 2)
         return; /* nothing to alternate between */
     struct sndk_engine *e = mk_engine_follow(true);
-    int a = first_cpu(), b = last_cpu();
+    int a = harness_cpu_first(), b = harness_cpu_last();
     for (unsigned i = 0; i < 4 * WINDOW; i++)
         note(e, i % 2 ? a : b);
     CHECK_EQ_I64(sndk_engine_thread_cpu(e, 0), -1);
     /* One odd note in a window is enough to keep it where it is. */
     notes(e, b, WINDOW - 1);
     note(e, a);
-    CHECK_EQ_I64(sndk_engine_thread_cpu(e, 0), -1);
+    check_on_any_cpu(e);
     sndk_engine_destroy(e);
 }
 
 TEST(place_never_moves_when_off)
 {
     struct sndk_engine *e = mk_engine_follow(false);
-    notes(e, last_cpu(), 4 * WINDOW);
-    CHECK_EQ_I64(sndk_engine_thread_cpu(e, 0), -1);
-    struct note_item n = note(e, -1);
-    CHECK_EQ_I64(n.mask_cpus, (int64_t)test_cpus());
+    notes(e, harness_cpu_last(), 4 * WINDOW);
+    check_on_any_cpu(e);
     sndk_engine_destroy(e);
 }
 
 TEST(place_ignores_cpus_outside_the_process_affinity)
 {
     struct sndk_engine *e = mk_engine_follow(true);
-    notes(e, CPU_SETSIZE - 1 > last_cpu() ? CPU_SETSIZE - 1 : last_cpu() + 1, 2 * WINDOW);
-    notes(e, CPU_SETSIZE + 5, 2 * WINDOW);
-    CHECK_EQ_I64(sndk_engine_thread_cpu(e, 0), -1);
+    notes(e, harness_cpu_last() + 1, 2 * WINDOW); /* above every CPU the process may use */
+    notes(e, CPU_SETSIZE + 5, 2 * WINDOW);        /* beyond any CPU set */
+    check_on_any_cpu(e);
     sndk_engine_destroy(e);
 }
 
 TEST(place_one_thread_follows_a_cpu)
 {
-    if (test_cpus() < 2)
+    if (harness_cpus() < 2)
         return;
-    int target = last_cpu();
-    struct sndk_engine *e1 = mk_engine_follow(true);
+    int target = harness_cpu_last();
+    struct sndk_engine *e1 = engine_following(target);
     struct sndk_engine *e2 = mk_engine_follow(true);
-    notes(e1, target, WINDOW);
-    CHECK_EQ_I64(sndk_engine_thread_cpu(e1, 0), target);
     /* Two spinners must not share a core: the second stays where it is. */
     notes(e2, target, 2 * WINDOW);
-    CHECK_EQ_I64(sndk_engine_thread_cpu(e2, 0), -1);
+    check_on_any_cpu(e2);
     /* The first thread's end gives the CPU back. */
     sndk_engine_destroy(e1);
     notes(e2, target, WINDOW);
-    CHECK_EQ_I64(sndk_engine_thread_cpu(e2, 0), target);
+    check_on_cpu(e2, target);
     sndk_engine_destroy(e2);
 }
 
@@ -182,40 +176,30 @@ struct busy_src {
     atomic_uint calls;
 };
 
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 static void busy_fn(struct sndk_source *s, uint32_t events)
 {
     (void)events;
     struct busy_src *b = container_of(s, struct busy_src, s);
     uint64_t v;
     CHECK(read(s->fd, &v, sizeof v) == sizeof v);
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    do
-        clock_gettime(CLOCK_MONOTONIC, &t);
-    while ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000u + (uint64_t)(t.tv_nsec / 1000) -
-               (uint64_t)(t0.tv_nsec / 1000) <
-           b->work_us);
+    for (uint64_t t0 = mono_us(); mono_us() - t0 < b->work_us;)
+        ; /* the stream's work */
     atomic_fetch_add(&b->calls, 1);
-}
-
-struct done_ev {
-    struct sndk_work w;
-    struct harness_event ev;
-};
-
-static void done_fn(struct sndk_work *w)
-{
-    harness_event_signal(&container_of(w, struct done_ev, w)->ev);
 }
 
 TEST(place_leaves_a_cpu_when_busy_and_backs_off)
 {
-    if (test_cpus() < 2)
+    if (harness_cpus() < 2)
         return;
-    struct sndk_engine *e = mk_engine_follow(true);
-    int target = last_cpu();
-    notes(e, target, WINDOW);
-    CHECK_EQ_I64(sndk_engine_thread_cpu(e, 0), target);
+    int target = harness_cpu_last();
+    struct sndk_engine *e = engine_following(target);
 
     /* Each note follows an event that kept the thread busy 2 ms: a stream, not a conversation. */
     struct busy_src b = {.work_us = 2000};
@@ -229,23 +213,17 @@ TEST(place_leaves_a_cpu_when_busy_and_backs_off)
         CHECK(wait_ge(&b.calls, i + 1, WAIT_MS));
         note(e, target);
     }
-    CHECK_EQ_I64(sndk_engine_thread_cpu(e, 0), -1);
-    struct note_item n = note(e, -1);
-    CHECK_EQ_I64(n.mask_cpus, (int64_t)test_cpus());
+    check_on_any_cpu(e);
 
-    /* Waiting again at once: it stays (the hold after a leave is 200 ms). */
+    /* Waiting again at once: it stays (the hold after a leave is 200 ms); once the hold has
+     * passed (time must pass: nothing to wait on), it follows again. */
     notes(e, target, WINDOW);
     CHECK_EQ_I64(sndk_engine_thread_cpu(e, 0), -1);
     usleep(250 * 1000);
     notes(e, target, WINDOW);
-    CHECK_EQ_I64(sndk_engine_thread_cpu(e, 0), target);
+    check_on_cpu(e, target);
 
-    struct done_ev d;
-    harness_event_init(&d.ev);
-    sndk_work_init(&d.w, done_fn);
-    sndk_source_remove(&b.s, &d.w);
-    CHECK(harness_event_wait(&d.ev, 1, WAIT_MS));
-    harness_event_destroy(&d.ev);
+    remove_source_wait(&b.s);
     close(fd);
     sndk_engine_destroy(e);
 }
@@ -257,17 +235,13 @@ static bool thread_free(void *arg)
 
 TEST_T(place_any_cpu_again_after_a_second_without_notes, 30)
 {
-    if (test_cpus() < 2)
+    if (harness_cpus() < 2)
         return;
-    struct sndk_engine *e = mk_engine_follow(true);
-    int target = last_cpu();
-    notes(e, target, WINDOW);
-    CHECK_EQ_I64(sndk_engine_thread_cpu(e, 0), target);
-    usleep(1100 * 1000);
+    struct sndk_engine *e = engine_following(harness_cpu_last());
+    usleep(1100 * 1000); /* the second without notes itself: time must pass */
     /* Woken by a work item, it checks before it sleeps again (after the item's signal). */
     note(e, -1);
     CHECK(harness_wait_until(thread_free, e, WAIT_MS));
-    struct note_item n = note(e, -1);
-    CHECK_EQ_I64(n.mask_cpus, (int64_t)test_cpus());
+    check_on_any_cpu(e);
     sndk_engine_destroy(e);
 }

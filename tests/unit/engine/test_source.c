@@ -649,7 +649,7 @@ static bool stalled_poller_fn(struct sndk_poller *p)
 
 TEST(poller_busy_survives_a_preempted_thread)
 {
-    if (test_cpus() < 2)
+    if (harness_cpus() < 2)
         SKIP("one CPU: the engine never spins, pollers are never called");
     struct sigaction sa = {.sa_handler = stall_handler}, old;
     sigemptyset(&sa.sa_mask);
@@ -676,7 +676,7 @@ TEST(poller_busy_survives_a_preempted_thread)
 
 TEST(poller_spin_and_remove)
 {
-    if (test_cpus() < 2)
+    if (harness_cpus() < 2)
         SKIP("one CPU: the engine never spins, pollers are never called");
     struct sndk_engine *e = mk_engine(1, 200);
     CHECK_EQ_U64(sndk_engine_spin_us(e), 200);

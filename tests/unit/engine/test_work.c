@@ -436,7 +436,7 @@ TEST(engine_threads_named_and_masked)
 
 TEST(engine_spin_policy)
 {
-    unsigned cpus = test_cpus();
+    unsigned cpus = harness_cpus();
     struct sndk_engine *e = mk_engine(1, 50);
     CHECK_EQ_U64(sndk_engine_spin_us(e), cpus > 1 ? 50 : 0);
     sndk_engine_destroy(e);
