@@ -44,10 +44,11 @@ enum source_state {
     SRC_CLAIMED = 3, /* add under way: writing owner, fn, fd (not yet published) */
     SRC_ADDING = 4,  /* add under way: fields published, epoll_ctl(ADD) running; dispatch waits */
     SRC_EARLY = 5,   /* removed before its add finished: the add queues s->early_done */
+    SRC_QUIET = 6,   /* added, out of epoll (sndk_source_quiet) until a modify watches it again */
     SRC_STATE_COUNT
 };
-static const char *const source_state_names[SRC_STATE_COUNT] = {"UNUSED", "ACTIVE",  "REMOVED",
-                                                                 "CLAIMED", "ADDING", "EARLY"};
+static const char *const source_state_names[SRC_STATE_COUNT] = {
+    "UNUSED", "ACTIVE", "REMOVED", "CLAIMED", "ADDING", "EARLY", "QUIET"};
 
 _Static_assert(SRC_STATE_COUNT == SNDK_ENGINE_SOURCE_STATES, "engine.h's count of source states");
 
@@ -803,14 +804,64 @@ int sndk_source_add(struct sndk_engine *e, struct sndk_source *s, int fd, uint32
     return 0;
 }
 
+/* A move between ACTIVE and QUIET, made by the owner's modify or quiet; calls for one source are
+ * ordered by its owner (as against remove, whose done may free s), so the exchange only catches
+ * a caller that breaks that. */
+static bool source_move(struct sndk_source *s, int from, int to, const char *why)
+{
+    int st = from;
+    if (!atomic_compare_exchange_strong_explicit(&s->state, &st, to, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+        sndk_err(SUBSYS, "source fd %d: %s => %s (%s) raced: found %s", s->fd,
+                 source_state_name(from), source_state_name(to), why, source_state_name(st));
+        assert(!"sndk_source: modify or quiet raced with another call or a remove");
+        return false;
+    }
+    sndk_debug(SUBSYS, "source fd %d on %s-%u: %s => %s (%s)", s->fd, s->owner->e->name,
+               s->owner->idx, source_state_name(from), source_state_name(to), why);
+    return true;
+}
+
 int sndk_source_modify(struct sndk_source *s, uint32_t events)
 {
-    if (atomic_load_explicit(&s->state, memory_order_acquire) != SRC_ACTIVE)
+    int st = atomic_load_explicit(&s->state, memory_order_acquire);
+    if (st != SRC_ACTIVE && st != SRC_QUIET)
         return -ENOENT;
+    struct sndk_progress *t = s->owner;
     struct epoll_event ev = {.events = events, .data.ptr = s};
-    if (epoll_ctl(s->owner->epfd, EPOLL_CTL_MOD, s->fd, &ev) < 0)
-        return -errno;
+    if (st == SRC_ACTIVE) {
+        if (epoll_ctl(t->epfd, EPOLL_CTL_MOD, s->fd, &ev) < 0)
+            return -errno;
+        return 0;
+    }
+    /* Back into epoll: ACTIVE first, so that a report the ADD makes possible finds s callable;
+     * if the ADD fails, s goes back to QUIET. */
+    if (!source_move(s, SRC_QUIET, SRC_ACTIVE, "watched again"))
+        return -ENOENT;
+    if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, s->fd, &ev) < 0) {
+        int err = errno;
+        source_move(s, SRC_ACTIVE, SRC_QUIET, "could not be watched again");
+        return -err;
+    }
     return 0;
+}
+
+/* Quiet: the owner has someone else watching fd (a polling consumer reads the socket itself)
+ * and takes it out of epoll altogether. In the set, even watched for nothing, every wake-up of
+ * the fd's wait queue (each segment a socket receives) still runs epoll's callback under its
+ * lock: 0.17 us a message on a parked connection (docs/engine.md, "Quiet sources"). */
+int sndk_source_quiet(struct sndk_source *s)
+{
+    int st = atomic_load_explicit(&s->state, memory_order_acquire);
+    if (st == SRC_QUIET)
+        return 0;
+    if (st != SRC_ACTIVE)
+        return -ENOENT;
+    /* Out of epoll first, then QUIET: a batch fetched before the DEL may still name s, and
+     * dispatch calls fn for a QUIET source as for an active one. */
+    if (epoll_ctl(s->owner->epfd, EPOLL_CTL_DEL, s->fd, NULL) < 0 && errno != ENOENT)
+        return -errno;
+    return source_move(s, SRC_ACTIVE, SRC_QUIET, "quiet: watched elsewhere") ? 0 : -ENOENT;
 }
 
 unsigned sndk_source_thread(const struct sndk_source *s)
@@ -820,14 +871,15 @@ unsigned sndk_source_thread(const struct sndk_source *s)
 
 bool sndk_source_watched(const struct sndk_source *s)
 {
-    return atomic_load_explicit(&s->state, memory_order_acquire) == SRC_ACTIVE;
+    int st = atomic_load_explicit(&s->state, memory_order_acquire);
+    return st == SRC_ACTIVE || st == SRC_QUIET;
 }
 
 void sndk_source_remove(struct sndk_source *s, struct sndk_work *done)
 {
     int prev = atomic_load_explicit(&s->state, memory_order_acquire);
     for (;;) {
-        if (prev == SRC_ACTIVE) {
+        if (prev == SRC_ACTIVE || prev == SRC_QUIET) {
             if (atomic_compare_exchange_weak_explicit(&s->state, &prev, SRC_REMOVED,
                                                       memory_order_acq_rel, memory_order_acquire))
                 break;
@@ -853,12 +905,13 @@ void sndk_source_remove(struct sndk_source *s, struct sndk_work *done)
         }
     }
     struct sndk_progress *t = s->owner;
-    sndk_debug(SUBSYS, "source fd %d on %s-%u: ACTIVE => REMOVED", s->fd, t->e->name, t->idx);
+    sndk_debug(SUBSYS, "source fd %d on %s-%u: %s => REMOVED", s->fd, t->e->name, t->idx,
+               source_state_name(prev));
     /* NULL done is only safe from s's own fn: a later entry of the batch being dispatched may
      * still point at s, and only the thread's work queue runs after the batch. */
     assert(done || tls_self == t);
-    /* ENOENT: destroy's drain already dropped it. */
-    if (epoll_ctl(t->epfd, EPOLL_CTL_DEL, s->fd, NULL) < 0 && errno != ENOENT)
+    /* ENOENT: destroy's drain already dropped it. A QUIET source is not in epoll. */
+    if (prev == SRC_ACTIVE && epoll_ctl(t->epfd, EPOLL_CTL_DEL, s->fd, NULL) < 0 && errno != ENOENT)
         sndk_warn(SUBSYS, "epoll_ctl(DEL, fd %d): %s", s->fd, strerror(errno));
     atomic_fetch_sub_explicit(&t->nsources, 1, memory_order_relaxed);
     /* t runs its work queue only between epoll batches, never during a source fn: once done
@@ -896,7 +949,7 @@ static bool dispatch(struct sndk_progress *t, const struct epoll_event *evs, int
                 sched_yield();
             st = atomic_load_explicit(&s->state, memory_order_acquire);
         }
-        if (st != SRC_ACTIVE)
+        if (st != SRC_ACTIVE && st != SRC_QUIET)
             continue;
         if (stop) {
             /* Destroy: no more calls; keep a level-triggered fd from spinning the drain. */

@@ -70,7 +70,7 @@ unsigned sndk_engine_spin_us(const struct sndk_engine *e); /* after the spin pol
 /* The names the engine logs its internal states by (a source's, the engine's lifecycle), by
  * value; "?" from the count on. The states are engine.c's own, their counts are here so that
  * the name tables can be walked from outside (engine.c checks them statically). */
-#define SNDK_ENGINE_SOURCE_STATES 6
+#define SNDK_ENGINE_SOURCE_STATES 7
 #define SNDK_ENGINE_STATES        3
 const char *sndk_engine_source_state_name(unsigned st);
 const char *sndk_engine_state_name(unsigned st);
@@ -163,9 +163,20 @@ struct sndk_source {
 int sndk_source_add(struct sndk_engine *e, struct sndk_source *s, int fd, uint32_t events,
                     sndk_source_fn fn, int thread);
 
-/* Change the watched events (same flags as add; with EPOLLONESHOT this re-arms). Any thread.
- * Returns 0, -ENOENT when s was removed, or the epoll_ctl error. */
+/* Change the watched events (same flags as add; with EPOLLONESHOT this re-arms); a quiet source
+ * goes back into epoll (a hang-up or error already there is then reported, level-triggered).
+ * Any thread, but calls of modify and quiet for one source are ordered by its owner, and none
+ * races with its remove (whose done may free s). Returns 0, -ENOENT when s was removed, or the
+ * epoll_ctl error (for a quiet source, of the ADD: -ENOMEM, -ENOSPC; s then stays quiet). */
 int sndk_source_modify(struct sndk_source *s, uint32_t events);
+
+/* Take s's fd out of epoll altogether, until the next modify: not even a hang-up or an error is
+ * reported meanwhile. For an owner that has someone else reading fd (a consumer polling a
+ * parked connection's socket), as watching for nothing (events 0) still costs every wake-up of
+ * the fd's wait queue epoll's callback. The source stays added (sndk_source_watched; remove it
+ * as any other). Same ordering rules as modify. Returns 0 (also when already quiet), -ENOENT
+ * when s was removed, or the epoll_ctl error. */
+int sndk_source_quiet(struct sndk_source *s);
 
 /* Index of the progress thread that runs s's fn. */
 unsigned sndk_source_thread(const struct sndk_source *s);

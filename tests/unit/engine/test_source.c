@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -161,6 +162,103 @@ TEST(source_modify_oneshot)
     sndk_engine_destroy(e);
     harness_event_destroy(&t.fired);
     harness_event_destroy(&t.done_ev);
+}
+
+/* ---- quiet: out of epoll altogether until the next modify */
+
+TEST(source_quiet_reports_nothing_until_watched_again)
+{
+    int base = harness_open_fds();
+    struct sndk_engine *e = mk_engine(1, 0);
+    struct tsrc t;
+    tsrc_init(&t, e);
+    int fd = make_evfd(0);
+    CHECK_EQ_I64(sndk_source_add(e, &t.s, fd, EPOLLIN, tsrc_fn, 0), 0);
+    CHECK_EQ_I64(sndk_source_quiet(&t.s), 0);
+    CHECK_EQ_I64(sndk_source_quiet(&t.s), 0); /* already quiet: nothing to do */
+    CHECK(sndk_source_watched(&t.s));         /* still added: the owner removes it as ever */
+    uint64_t one = 1;
+    CHECK(write(fd, &one, sizeof one) == sizeof one);
+    flush_thread(e, 0);
+    flush_thread(e, 0);
+    CHECK_EQ_U64(atomic_load(&t.calls), 0);
+    /* Watched again: what came while it was quiet is reported at once (level-triggered). */
+    CHECK_EQ_I64(sndk_source_modify(&t.s, EPOLLIN), 0);
+    CHECK(harness_event_wait(&t.fired, 1, WAIT_MS));
+    CHECK(write(fd, &one, sizeof one) == sizeof one);
+    CHECK(harness_event_wait(&t.fired, 2, WAIT_MS));
+    /* Removed while quiet: done runs, and neither call finds it afterwards. */
+    CHECK_EQ_I64(sndk_source_quiet(&t.s), 0);
+    sndk_source_remove(&t.s, &t.done);
+    CHECK(!sndk_source_watched(&t.s));
+    CHECK(harness_event_wait(&t.done_ev, 1, WAIT_MS));
+    CHECK_EQ_I64(sndk_source_quiet(&t.s), -ENOENT);
+    CHECK_EQ_I64(sndk_source_modify(&t.s, EPOLLIN), -ENOENT);
+    CHECK_EQ_U64(atomic_load(&t.calls), 2);
+    CHECK_EQ_U64(atomic_load(&t.wrong_events), 0);
+    sndk_engine_destroy(e);
+    CHECK_EQ_I64(harness_open_fds(), base);
+    harness_event_destroy(&t.fired);
+    harness_event_destroy(&t.done_ev);
+}
+
+/* Watched for nothing (events 0), a fd still reports a hang-up; quiet, it does not, until a
+ * modify puts it back. The fn quiets itself on the hang-up, from its own batch. */
+struct hupsrc {
+    struct sndk_source s;
+    struct sndk_work done;
+    atomic_uint calls;
+    atomic_uint hups;
+    struct harness_event fired, done_ev;
+};
+
+static void hupsrc_fn(struct sndk_source *s, uint32_t events)
+{
+    struct hupsrc *h = (struct hupsrc *)s;
+    atomic_fetch_add(&h->calls, 1);
+    if (events & EPOLLHUP)
+        atomic_fetch_add(&h->hups, 1);
+    CHECK_EQ_I64(sndk_source_quiet(s), 0); /* a hang-up stays: level-triggered, it would repeat */
+    harness_event_signal(&h->fired);
+}
+
+static void hupsrc_done(struct sndk_work *w)
+{
+    struct hupsrc *h = container_of(w, struct hupsrc, done);
+    close(h->s.fd);
+    harness_event_signal(&h->done_ev);
+}
+
+TEST(source_quiet_hides_a_hang_up_that_events_0_reports)
+{
+    int base = harness_open_fds();
+    struct sndk_engine *e = mk_engine(1, 0);
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0);
+    struct hupsrc h = {0};
+    atomic_init(&h.calls, 0);
+    atomic_init(&h.hups, 0);
+    harness_event_init(&h.fired);
+    harness_event_init(&h.done_ev);
+    sndk_work_init(&h.done, hupsrc_done);
+    CHECK_EQ_I64(sndk_source_add(e, &h.s, sv[0], EPOLLIN, hupsrc_fn, 0), 0);
+    CHECK_EQ_I64(sndk_source_quiet(&h.s), 0);
+    close(sv[1]); /* the peer hangs up while nobody watches */
+    flush_thread(e, 0);
+    flush_thread(e, 0);
+    CHECK_EQ_U64(atomic_load(&h.calls), 0);
+    /* Back in epoll watched for nothing: the hang-up is reported even so. */
+    CHECK_EQ_I64(sndk_source_modify(&h.s, 0), 0);
+    CHECK(harness_event_wait(&h.fired, 1, WAIT_MS));
+    CHECK_EQ_U64(atomic_load(&h.hups), 1);
+    flush_thread(e, 0);
+    CHECK_EQ_U64(atomic_load(&h.calls), 1); /* quiet again, from its own fn */
+    sndk_source_remove(&h.s, &h.done);
+    CHECK(harness_event_wait(&h.done_ev, 1, WAIT_MS));
+    sndk_engine_destroy(e);
+    CHECK_EQ_I64(harness_open_fds(), base);
+    harness_event_destroy(&h.fired);
+    harness_event_destroy(&h.done_ev);
 }
 
 /* ---- remove from inside the source's own fn */
