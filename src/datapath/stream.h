@@ -61,6 +61,11 @@ struct sndk_stream_ops {
     /* A read that finds nothing costs no system call while poll_only (below) holds: polls may
      * look as often as they like, so the connection does not hold them back (conn.c). */
     bool cheap_empty_polls;
+    /* A read sees every end of the stream by itself (a socket's recv returns the reset or the
+     * FIN), so while a polling consumer does the reading (the connection is parked) fd may
+     * leave the progress thread's epoll altogether: in the set, every segment's wake-up would
+     * run epoll's callback for nothing (watch.c). False: fd stays watched for a hang-up. */
+    bool parked_quiet;
     /* Give back the memory a busy period left (shm: ring pages past the first), if the
      * stream is quiet: nothing written since the last call and nothing in flight. Under
      * tx_lock, from the connection's trim timer while trim_wanted (below) holds. True: not

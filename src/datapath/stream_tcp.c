@@ -121,6 +121,7 @@ static const struct sndk_stream_ops tcp_ops = {
     .error = tcp_error,
     .fpdu_max = tcp_fpdu_max,
     .close = tcp_close,
+    .parked_quiet = true, /* recv returns the reset or the FIN */
 };
 
 void sndk_stream_tcp_init(struct sndk_stream *s, int fd)

@@ -41,17 +41,25 @@ void sndk_conn_update_events(struct sndk_conn *io)
 {
     if (sndk_conn_ended(io))
         return;
-    bool rx_off = io->peer_fin || io->rx_park == SNDK_RX_PARKED ||
-                  sndk_conn_stalled(io, SNDK_FDIR_RX) ||
-                  sndk_rnr_phase(io) == SNDK_RNR_WAITING; /* receiver not ready: backpressure */
-    uint32_t ev = (rx_off ? 0u : (uint32_t)EPOLLIN) | room_events(io);
+    bool rx_held = io->peer_fin || sndk_conn_stalled(io, SNDK_FDIR_RX) ||
+                   sndk_rnr_phase(io) == SNDK_RNR_WAITING; /* receiver not ready: backpressure */
+    bool parked = io->rx_park == SNDK_RX_PARKED;
+    bool rx_off = rx_held || parked;
+    uint32_t room = room_events(io);
+    uint32_t ev = (rx_off ? 0u : (uint32_t)EPOLLIN) | room;
     /* Watched again: a stream that let a polling consumer's reads skip readiness (shm) must
      * report the bytes already there, and ask for the next ones, before the thread sleeps. */
     if (!atomic_exchange_explicit(&io->rx_watched, !rx_off, memory_order_relaxed) && !rx_off)
         sndk_stream_arm(&io->stream);
-    int rc = sndk_source_modify(&io->src, ev);
+    /* Parked, and nothing else to watch: the consumer's reads are the only ones, and on a
+     * stream whose reads see every end by themselves the socket leaves the thread's epoll
+     * rather than stay in it watched for nothing (engine.h, sndk_source_quiet). Held for
+     * another reason (a stall, a receiver not ready), nobody reads: the thread keeps watching
+     * for a hang-up. */
+    bool quiet = parked && !rx_held && room == 0 && io->stream.ops->parked_quiet;
+    int rc = quiet ? sndk_source_quiet(&io->src) : sndk_source_modify(&io->src, ev);
     if (rc < 0 && rc != -ENOENT)
-        sndk_warn("tx", "QP %p: epoll modify: %d", (void *)io->qp, rc);
+        sndk_warn("tx", "QP %p: epoll %s: %d", (void *)io->qp, quiet ? "quiet" : "modify", rc);
     watch_cqs(io);
 }
 

@@ -1,9 +1,13 @@
 /* Parking (docs/datapath.md, "Who receives"): the progress thread stops reading a connection
  * while its consumer polls, and must never leave it unread once the consumer blocks. */
+#include <dirent.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "datapath.h"
 #include "device/cq.h"
@@ -285,5 +289,103 @@ TEST(one_park_check_per_cq_unparks_when_the_consumer_stops_polling)
      * byte can come after its bytes were read by a poll) parks again, and the check then runs
      * until it unparks. Either way it stops. */
     CHECK(harness_wait_until(park_check_stopped, cq, DP_TIMEOUT_MS));
+    dp_pair_close(&p);
+}
+
+/* How many epoll sets of this process watch fd: each epoll's fdinfo names its targets by
+ * "tfd:" (proc(5)), so what the kernel's wake-ups walk is read, not what the code believes. */
+static unsigned epoll_sets_watching(int fd)
+{
+    unsigned sets = 0;
+    DIR *d = opendir("/proc/self/fd");
+    CHECK(d != NULL);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        char path[300], target[64], line[256];
+        snprintf(path, sizeof path, "/proc/self/fd/%s", de->d_name);
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        if (n <= 0)
+            continue;
+        target[n] = '\0';
+        if (strcmp(target, "anon_inode:[eventpoll]") != 0)
+            continue;
+        snprintf(path, sizeof path, "/proc/self/fdinfo/%s", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        int tfd;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "tfd: %d", &tfd) == 1 && tfd == fd)
+                sets++;
+        fclose(f);
+    }
+    closedir(d);
+    return sets;
+}
+
+static void park_by_polling(struct dp_pair *p, unsigned ctx)
+{
+    NDK_RESULT_EX r;
+    for (unsigned i = 0; i < SNDK_CQ_STEADY_POLLS; i++)
+        CHECK_EQ_U64(p->y.cq->Dispatch->NdkGetCqResultsEx(p->y.cq, &r, 1), 0);
+    dp_post_recv(&p->y, (void *)(uintptr_t)ctx, 0, 64);
+    dp_post_send(&p->x, NULL, 0, 40, NDK_OP_FLAG_SILENT_SUCCESS);
+    dp_expect(p->y.cq, &r, 1, 0);
+    dp_check_result(&r, STATUS_SUCCESS, 40, YCTX, (void *)(uintptr_t)ctx, NdkOperationTypeReceive);
+    CHECK_EQ_U64(park_phase(p->y.qp), SNDK_RX_PARKED);
+}
+
+/* Parked, a socket's connection leaves its progress thread's epoll set altogether: in it, even
+ * watched for nothing, every segment's wake-up runs epoll's callback (docs/engine.md, "Quiet
+ * sources"). Unparked, it is watched again; parked again, the consumer's own polls see the
+ * peer's reset, as the progress thread's hang-up would have. A stream whose fd must stay
+ * watched (shared memory: stream.h, parked_quiet) stays in; the reset is seen all the same. */
+TEST(a_parked_sockets_connection_leaves_epoll_and_its_polls_see_a_reset)
+{
+    /* x's second FPDU is never sent: its socket is closed with RST instead */
+    setenv("SOFTNDK_FAULTS", "drop:dir=tx,after_fpdus=2", 1);
+    struct dp_opts o;
+    dp_opts_default(&o);
+    o.two_adapters = true; /* the rule is x's adapter's; y's progress thread is held alone */
+    struct dp_pair p;
+    dp_pair_open(&p, &o);
+    unsetenv("SOFTNDK_FAULTS");
+    struct sndk_cq *cq = sndk_cq_from(p.y.cq);
+    const struct sndk_stream *ys = &((struct sndk_qp *)p.y.qp)->io->stream;
+    int yfd = ys->fd;
+    unsigned watching = ys->ops->parked_quiet ? 0u : 1u;
+    CHECK_EQ_U64(epoll_sets_watching(yfd), 1);
+
+    dp_hold_progress(p.ay);
+    park_by_polling(&p, 1);
+    CHECK_EQ_U64(epoll_sets_watching(yfd), watching);
+    dp_release_progress();
+    /* the consumer stops polling without arming: the CQ's park check unparks */
+    CHECK(harness_wait_until(none_parked, cq, DP_TIMEOUT_MS));
+    CHECK_EQ_U64(epoll_sets_watching(yfd), 1);
+
+    dp_hold_progress(p.ay);
+    park_by_polling(&p, 2);
+    CHECK_EQ_U64(epoll_sets_watching(yfd), watching);
+    /* x's end of the drop (its RST) is its progress thread's work: released, while y's
+     * consumer keeps polling, so y stays parked and, over TCP, only its polls read */
+    dp_release_progress();
+    dp_post_recv(&p.y, (void *)3, 0, 64);
+    dp_post_send(&p.x, NULL, 0, 40, NDK_OP_FLAG_SILENT_SUCCESS); /* its FPDU: the drop */
+    NDK_RESULT_EX r;
+    uint64_t end = fixture_now_ms() + DP_TIMEOUT_MS;
+    ULONG got = 0; /* the poll that reads the reset may also return the receive it flushed */
+    while (!got && sndk_qp_state((struct sndk_qp *)p.y.qp) != SNDK_QP_ERROR &&
+           fixture_now_ms() < end) {
+        CHECK(ys->ops->parked_quiet ? epoll_sets_watching(yfd) == 0 : true);
+        got = p.y.cq->Dispatch->NdkGetCqResultsEx(p.y.cq, &r, 1);
+    }
+    CHECK(sndk_qp_state((struct sndk_qp *)p.y.qp) == SNDK_QP_ERROR);
+    CHECK(harness_event_wait(&p.x.link.aborted, 1, DP_TIMEOUT_MS));
+    CHECK(harness_event_wait(&p.y.link.aborted, 1, DP_TIMEOUT_MS));
+    CHECK_EQ_U64(p.y.link.abort_status, STATUS_CONNECTION_RESET);
+    if (!got)
+        dp_expect(p.y.cq, &r, 1, 0);
+    dp_check_result(&r, STATUS_CANCELLED, 0, YCTX, (void *)3, NdkOperationTypeReceive);
     dp_pair_close(&p);
 }
