@@ -71,11 +71,12 @@ static ssize_t tcp_writev(struct sndk_stream *s, const struct iovec *iov, int n)
     return w < 0 ? -(err == EWOULDBLOCK ? EAGAIN : err) : w;
 }
 
-/* readv: the socket is non-blocking (the link's contract), and readv is the system call the
- * data path's measurements trace (bench/blocking_stages, docs/datapath.md). */
+/* One buffer (a staged read: headers and small messages) is a recv; several (payload straight
+ * into a posted buffer, then the trailer and the next header) a readv. The socket is
+ * non-blocking (the link's contract). */
 static ssize_t tcp_readv(struct sndk_stream *s, const struct iovec *iov, int n)
 {
-    ssize_t got = readv(s->fd, iov, n);
+    ssize_t got = n == 1 ? recv(s->fd, iov[0].iov_base, iov[0].iov_len, 0) : readv(s->fd, iov, n);
     return got < 0 ? -(errno == EWOULDBLOCK ? EAGAIN : errno) : got;
 }
 
