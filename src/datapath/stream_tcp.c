@@ -32,20 +32,24 @@ void AnnotateIgnoreReadsBegin(const char *file, int line);
 void AnnotateIgnoreReadsEnd(const char *file, int line);
 #endif
 
-/* A small FPDU (its header, payload and trailer, each its own iovec) is gathered into one
- * buffer and sent with send(): sendmsg copies the message header and the iovec array in from
- * the caller and copies each piece into the socket buffer in turn, which costs a message whose
- * bytes are few more than its copy does (docs/datapath.md, "Small messages: one buffer"). */
+/* One buffer goes out through send(). Several (an FPDU's header, payload and trailer, each its
+ * own iovec) of at most TCP_GATHER_MAX bytes in all are gathered into one first: sendmsg copies
+ * the message header and the iovec array in from the caller and each piece into the socket
+ * buffer in turn, which for a few bytes costs more than the gathering copy (docs/datapath.md,
+ * "Small messages: one buffer"). Larger batches keep sendmsg: there the copy is the cost. */
 #define TCP_GATHER_MAX 2048u
 
 static ssize_t tcp_send(int fd, const struct iovec *iov, int n)
 {
-    size_t total = 0;
+    const int flags = MSG_NOSIGNAL | MSG_DONTWAIT;
+    if (n == 1)
+        return send(fd, iov[0].iov_base, iov[0].iov_len, flags);
+    size_t total = 0; /* the lengths first: a large batch copies nothing */
     for (int i = 0; i < n && total <= TCP_GATHER_MAX; i++)
         total += iov[i].iov_len;
-    if (n == 1 || total > TCP_GATHER_MAX) {
+    if (total > TCP_GATHER_MAX) {
         struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n};
-        return sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        return sendmsg(fd, &mh, flags);
     }
     uint8_t buf[TCP_GATHER_MAX];
     size_t at = 0;
@@ -53,7 +57,7 @@ static ssize_t tcp_send(int fd, const struct iovec *iov, int n)
         memcpy(buf + at, iov[i].iov_base, iov[i].iov_len);
         at += iov[i].iov_len;
     }
-    return send(fd, buf, at, MSG_NOSIGNAL | MSG_DONTWAIT);
+    return send(fd, buf, at, flags);
 }
 
 static ssize_t tcp_writev(struct sndk_stream *s, const struct iovec *iov, int n)

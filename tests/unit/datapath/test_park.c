@@ -377,7 +377,7 @@ TEST(a_parked_sockets_connection_leaves_epoll_and_its_polls_see_a_reset)
     ULONG got = 0; /* the poll that reads the reset may also return the receive it flushed */
     while (!got && sndk_qp_state((struct sndk_qp *)p.y.qp) != SNDK_QP_ERROR &&
            fixture_now_ms() < end) {
-        CHECK(ys->ops->parked_quiet ? epoll_sets_watching(yfd) == 0 : true);
+        CHECK_EQ_U64(epoll_sets_watching(yfd), watching);
         got = p.y.cq->Dispatch->NdkGetCqResultsEx(p.y.cq, &r, 1);
     }
     CHECK(sndk_qp_state((struct sndk_qp *)p.y.qp) == SNDK_QP_ERROR);

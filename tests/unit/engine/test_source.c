@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -29,6 +30,7 @@ struct tsrc {
     atomic_uint calls;
     atomic_int thread;
     atomic_uint wrong_events;
+    atomic_uint hups; /* calls that reported EPOLLHUP (hup_fn) */
     struct harness_event fired, done_ev;
 };
 
@@ -59,6 +61,7 @@ static void tsrc_init(struct tsrc *t, struct sndk_engine *e)
     atomic_init(&t->calls, 0);
     atomic_init(&t->thread, -1);
     atomic_init(&t->wrong_events, 0);
+    atomic_init(&t->hups, 0);
     harness_event_init(&t->fired);
     harness_event_init(&t->done_ev);
     sndk_work_init(&t->done, tsrc_done);
@@ -166,15 +169,33 @@ TEST(source_modify_oneshot)
 
 /* ---- quiet: out of epoll altogether until the next modify */
 
+/* A source on fd, added on thread 0 of e and made quiet at once. */
+static void quiet_source(struct tsrc *t, struct sndk_engine *e, int fd, sndk_source_fn fn)
+{
+    tsrc_init(t, e);
+    CHECK_EQ_I64(sndk_source_add(e, &t->s, fd, EPOLLIN, fn, 0), 0);
+    CHECK_EQ_I64(sndk_source_quiet(&t->s), 0);
+}
+
+/* Remove it, wait for its done item (which closes its fd), and leave nothing open. */
+static void quiet_source_end(struct tsrc *t, struct sndk_engine *e, int fds_before)
+{
+    sndk_source_remove(&t->s, &t->done);
+    CHECK(!sndk_source_watched(&t->s));
+    CHECK(harness_event_wait(&t->done_ev, 1, WAIT_MS));
+    sndk_engine_destroy(e);
+    CHECK_EQ_I64(harness_open_fds(), fds_before);
+    harness_event_destroy(&t->fired);
+    harness_event_destroy(&t->done_ev);
+}
+
 TEST(source_quiet_reports_nothing_until_watched_again)
 {
     int base = harness_open_fds();
     struct sndk_engine *e = mk_engine(1, 0);
     struct tsrc t;
-    tsrc_init(&t, e);
     int fd = make_evfd(0);
-    CHECK_EQ_I64(sndk_source_add(e, &t.s, fd, EPOLLIN, tsrc_fn, 0), 0);
-    CHECK_EQ_I64(sndk_source_quiet(&t.s), 0);
+    quiet_source(&t, e, fd, tsrc_fn);
     CHECK_EQ_I64(sndk_source_quiet(&t.s), 0); /* already quiet: nothing to do */
     CHECK(sndk_source_watched(&t.s));         /* still added: the owner removes it as ever */
     uint64_t one = 1;
@@ -189,44 +210,23 @@ TEST(source_quiet_reports_nothing_until_watched_again)
     CHECK(harness_event_wait(&t.fired, 2, WAIT_MS));
     /* Removed while quiet: done runs, and neither call finds it afterwards. */
     CHECK_EQ_I64(sndk_source_quiet(&t.s), 0);
-    sndk_source_remove(&t.s, &t.done);
-    CHECK(!sndk_source_watched(&t.s));
-    CHECK(harness_event_wait(&t.done_ev, 1, WAIT_MS));
-    CHECK_EQ_I64(sndk_source_quiet(&t.s), -ENOENT);
-    CHECK_EQ_I64(sndk_source_modify(&t.s, EPOLLIN), -ENOENT);
     CHECK_EQ_U64(atomic_load(&t.calls), 2);
     CHECK_EQ_U64(atomic_load(&t.wrong_events), 0);
-    sndk_engine_destroy(e);
-    CHECK_EQ_I64(harness_open_fds(), base);
-    harness_event_destroy(&t.fired);
-    harness_event_destroy(&t.done_ev);
+    quiet_source_end(&t, e, base);
+    CHECK_EQ_I64(sndk_source_quiet(&t.s), -ENOENT);
+    CHECK_EQ_I64(sndk_source_modify(&t.s, EPOLLIN), -ENOENT);
 }
 
 /* Watched for nothing (events 0), a fd still reports a hang-up; quiet, it does not, until a
  * modify puts it back. The fn quiets itself on the hang-up, from its own batch. */
-struct hupsrc {
-    struct sndk_source s;
-    struct sndk_work done;
-    atomic_uint calls;
-    atomic_uint hups;
-    struct harness_event fired, done_ev;
-};
-
-static void hupsrc_fn(struct sndk_source *s, uint32_t events)
+static void hup_fn(struct sndk_source *s, uint32_t events)
 {
-    struct hupsrc *h = (struct hupsrc *)s;
-    atomic_fetch_add(&h->calls, 1);
+    struct tsrc *t = (struct tsrc *)s;
+    atomic_fetch_add(&t->calls, 1);
     if (events & EPOLLHUP)
-        atomic_fetch_add(&h->hups, 1);
+        atomic_fetch_add(&t->hups, 1);
     CHECK_EQ_I64(sndk_source_quiet(s), 0); /* a hang-up stays: level-triggered, it would repeat */
-    harness_event_signal(&h->fired);
-}
-
-static void hupsrc_done(struct sndk_work *w)
-{
-    struct hupsrc *h = container_of(w, struct hupsrc, done);
-    close(h->s.fd);
-    harness_event_signal(&h->done_ev);
+    harness_event_signal(&t->fired);
 }
 
 TEST(source_quiet_hides_a_hang_up_that_events_0_reports)
@@ -235,30 +235,41 @@ TEST(source_quiet_hides_a_hang_up_that_events_0_reports)
     struct sndk_engine *e = mk_engine(1, 0);
     int sv[2];
     CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0);
-    struct hupsrc h = {0};
-    atomic_init(&h.calls, 0);
-    atomic_init(&h.hups, 0);
-    harness_event_init(&h.fired);
-    harness_event_init(&h.done_ev);
-    sndk_work_init(&h.done, hupsrc_done);
-    CHECK_EQ_I64(sndk_source_add(e, &h.s, sv[0], EPOLLIN, hupsrc_fn, 0), 0);
-    CHECK_EQ_I64(sndk_source_quiet(&h.s), 0);
+    struct tsrc t;
+    quiet_source(&t, e, sv[0], hup_fn);
     close(sv[1]); /* the peer hangs up while nobody watches */
     flush_thread(e, 0);
     flush_thread(e, 0);
-    CHECK_EQ_U64(atomic_load(&h.calls), 0);
+    CHECK_EQ_U64(atomic_load(&t.calls), 0);
     /* Back in epoll watched for nothing: the hang-up is reported even so. */
-    CHECK_EQ_I64(sndk_source_modify(&h.s, 0), 0);
-    CHECK(harness_event_wait(&h.fired, 1, WAIT_MS));
-    CHECK_EQ_U64(atomic_load(&h.hups), 1);
+    CHECK_EQ_I64(sndk_source_modify(&t.s, 0), 0);
+    CHECK(harness_event_wait(&t.fired, 1, WAIT_MS));
+    CHECK_EQ_U64(atomic_load(&t.hups), 1);
     flush_thread(e, 0);
-    CHECK_EQ_U64(atomic_load(&h.calls), 1); /* quiet again, from its own fn */
-    sndk_source_remove(&h.s, &h.done);
-    CHECK(harness_event_wait(&h.done_ev, 1, WAIT_MS));
-    sndk_engine_destroy(e);
-    CHECK_EQ_I64(harness_open_fds(), base);
-    harness_event_destroy(&h.fired);
-    harness_event_destroy(&h.done_ev);
+    CHECK_EQ_U64(atomic_load(&t.calls), 1); /* quiet again, from its own fn */
+    quiet_source_end(&t, e, base);
+}
+
+/* A quiet source whose fd cannot go back into epoll (here it became a regular file, which epoll
+ * refuses) gets the error from modify and stays quiet: still added, nothing reported, removed
+ * as any other. */
+TEST(source_quiet_stays_quiet_when_it_cannot_be_watched_again)
+{
+    int base = harness_open_fds();
+    struct sndk_engine *e = mk_engine(1, 0);
+    struct tsrc t;
+    int fd = make_evfd(0);
+    quiet_source(&t, e, fd, tsrc_fn);
+    FILE *f = tmpfile();
+    CHECK(f != NULL);
+    CHECK(dup2(fileno(f), fd) == fd); /* same number, now a regular file */
+    fclose(f);
+    CHECK_EQ_I64(sndk_source_modify(&t.s, EPOLLIN), -EPERM);
+    CHECK(sndk_source_watched(&t.s));
+    CHECK_EQ_I64(sndk_source_quiet(&t.s), 0); /* still quiet: nothing to take out */
+    flush_thread(e, 0);
+    CHECK_EQ_U64(atomic_load(&t.calls), 0);
+    quiet_source_end(&t, e, base);
 }
 
 /* ---- remove from inside the source's own fn */
