@@ -82,7 +82,7 @@ static NTSTATUS sq_begin(struct sndk_qp *qp, void *ctx, ULONG flags, ULONG allow
     if (tail - atomic_load_explicit(&qp->sq_head, memory_order_acquire) >= qp->initiator_depth)
         return refuse(qp, STATUS_NO_MORE_ENTRIES);
     /* The slot at sq_tail is the poster's until sq_tail moves past it. */
-    uint32_t s = tail % qp->initiator_depth;
+    uint32_t s = tail & qp->sq_mask;
     struct sndk_sqe *e = &qp->sq[s];
     *e = (struct sndk_sqe){.context = ctx, .flags = flags, .status = STATUS_SUCCESS,
                            .kind = (uint8_t)kind,
@@ -582,9 +582,14 @@ static NTSTATUS qp_create_common(const struct qp_create_args *q, NDK_QP **ppNdkQ
                                                                        : info->MaxReadRequestSge;
     if (qp->sq_iov_stride == 0)
         qp->sq_iov_stride = 1;
-    qp->sq = calloc(q->initiator_depth, sizeof *qp->sq);
-    qp->sq_iov = calloc((size_t)q->initiator_depth * qp->sq_iov_stride, sizeof *qp->sq_iov);
-    qp->sq_inline = q->inline_size ? malloc((size_t)q->initiator_depth * q->inline_size) : NULL;
+    /* a power of two of slots, at least the depth (qp_state.h: the counters' wrap) */
+    size_t slots = 1;
+    while (slots < q->initiator_depth)
+        slots <<= 1;
+    qp->sq_mask = (uint32_t)(slots - 1);
+    qp->sq = calloc(slots, sizeof *qp->sq);
+    qp->sq_iov = calloc(slots * qp->sq_iov_stride, sizeof *qp->sq_iov);
+    qp->sq_inline = q->inline_size ? malloc(slots * q->inline_size) : NULL;
     if (!qp->sq || !qp->sq_iov || (q->inline_size && !qp->sq_inline) ||
         !sndk_recv_ring_init(&qp->rq, q->with_srq ? 0 : q->receive_depth,
                              q->with_srq ? 0 : q->receive_max_sge)) {

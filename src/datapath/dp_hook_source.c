@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "datapath/sq.h"
 #include "device/adapter_state.h"
 #include "verify/verify.h"
 #include "iwarp/crc32c.h"
@@ -54,7 +55,7 @@ static void tx_fpdu_out(struct sndk_qp *qp, const struct sndk_tx_rec *r)
                                "the response was sent",
                                len);
     } else {
-        void *ctx = qp->sq[r->req % qp->initiator_depth].context;
+        void *ctx = sndk_sq_slot(qp, r->req)->context;
         sndk_err("tx",
                  "QP %p: the source of request %p changed between its posting and its "
                  "completion (an FPDU of %zu bytes went out different from what was posted)",

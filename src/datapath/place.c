@@ -16,6 +16,7 @@
 #include "datapath/tx.h"
 #include "datapath/place.h"
 #include "datapath/rnr.h"
+#include "datapath/sq.h"
 #include "device/srq.h"
 #include "datapath/dp_seams.h"
 #include "datapath/phase.h"
@@ -123,7 +124,7 @@ static struct sndk_sqe *read_head(struct sndk_qp *qp)
 {
     struct sndk_conn *io = qp->io;
     if (io->place.rd_active)
-        return &qp->sq[io->place.rd_req % qp->initiator_depth];
+        return sndk_sq_slot(qp, io->place.rd_req);
     sndk_mutex_lock(&qp->tx_lock);
     bool any = io->orq_count > 0;
     uint32_t idx = any ? io->orq[io->orq_head] : 0;
@@ -135,7 +136,7 @@ static struct sndk_sqe *read_head(struct sndk_qp *qp)
     io->place.rd_got = 0;
     io->place.rd_i = 0;
     io->place.rd_off = 0;
-    return &qp->sq[idx % qp->initiator_depth];
+    return sndk_sq_slot(qp, idx);
 }
 
 /* Is the oldest outbound Read a fence (WriteCompletion placed)? Not while a consumer Read's
@@ -180,7 +181,7 @@ static int place_read_resp(struct sndk_qp *qp, const struct sndk_rx_seg *seg, ui
         if (seg->to != io->place.rd_got || seg->len > e->bytes - io->place.rd_got)
             return -SNDK_WERR_BOUNDS;
     }
-    struct sndk_sqe *e = &qp->sq[io->place.rd_req % qp->initiator_depth];
+    struct sndk_sqe *e = sndk_sq_slot(qp, io->place.rd_req);
     uint32_t want = seg->len - off;
     int n = 0;
     while (n < max_iov && want > 0 && io->place.rd_i < e->niov) {

@@ -7,7 +7,7 @@
 /* The slot of SQ counter idx. */
 static inline struct sndk_sqe *sndk_sq_slot(struct sndk_qp *qp, uint32_t idx)
 {
-    return &qp->sq[idx % qp->initiator_depth];
+    return &qp->sq[idx & qp->sq_mask];
 }
 /* Retire the request at sq_head with st (no CQE for a silent success). tx_lock held. */
 void sndk_sq_retire_head(struct sndk_qp *qp, NTSTATUS st, ULONG code);

@@ -80,13 +80,17 @@ struct sndk_qp {
     atomic_uint verify_sq_callers, verify_rq_callers;
 
     /* Initiator queue. Slots [sq_head, sq_tail) are taken (free-running counters, slot =
-     * counter % depth). The poster owns sq_tail and the slot at it; sq_head moves under
-     * tx_lock and is read by the poster without it (acquire) to see free slots. */
+     * counter & sq_mask). The poster owns sq_tail and the slot at it; sq_head moves under
+     * tx_lock and is read by the poster without it (acquire) to see free slots. The slots are
+     * a power of two, at least initiator_depth (which alone bounds what is taken): only then
+     * does a slot follow its counter across the counters' wrap at 2^32, which the remainder
+     * by a depth that does not divide 2^32 does not (counters 2^32 - 1 and 0 shared a slot). */
     struct sndk_mutex tx_lock;
     struct sndk_sqe *sq;
     struct iovec *sq_iov; /* initiator_max_sge (at least 1) iovecs per slot */
     uint8_t *sq_inline;   /* inline_size bytes per slot */
     uint32_t sq_iov_stride;
+    uint32_t sq_mask;         /* slots - 1 */
     uint32_t sq_tail;         /* written under tx_lock by the poster */
     _Atomic uint32_t sq_head; /* written under tx_lock */
     uint32_t sq_sent;         /* under tx_lock: next request to put on the wire */
