@@ -1,4 +1,4 @@
-/* The per-thread lock-rank counts behind util/lock.h. */
+/* The per-thread lock-rank bookkeeping behind util/lock.h. */
 #include "util/lock.h"
 
 #include <stdio.h>
@@ -55,8 +55,9 @@ void sndk_mutex_lock_contended(struct sndk_mutex *l)
 
 #if SNDK_LOCK_TRACK
 
-SNDK_TLS unsigned char sndk_lock_held[SNDK_LOCK_RANKS];
 SNDK_TLS uint64_t sndk_lock_held_mask;
+SNDK_TLS unsigned sndk_lock_extra_total;
+SNDK_TLS unsigned char sndk_lock_extra[SNDK_LOCK_RANKS];
 SNDK_TLS char sndk_lock_me;
 
 _Noreturn void sndk_lock_order_violation(unsigned r, unsigned held)
