@@ -89,18 +89,20 @@ bool sndk_qp_set_state(struct sndk_qp *qp, enum sndk_qp_state next, const char *
 
 /* ---------------------------------------------------------------- completions */
 
-/* Does the peer's Terminate (*f) name request e? */
-static bool named_by(const struct sndk_fail *f, const struct sndk_sqe *e)
+/* Does the peer's Terminate (*f) name request e? `cut`: e went on the wire, so its MSN is its
+ * own. A request not cut yet holds 0, which is also a real MSN: the untagged header's MSN counts
+ * modulo 2^32 (RFC 5041, the DDP header), so a connection's 2^32nd Send goes out with MSN 0. */
+static bool named_by(const struct sndk_fail *f, const struct sndk_sqe *e, bool cut)
 {
-    if (!f->named || e->kind != f->named_kind)
+    if (!f->named || e->kind != f->named_kind || !cut)
         return false;
     switch (e->kind) {
     case SNDK_SQ_READ:
         if (f->named_stag != 0) /* the included Read Request's sink STag (rx.c) */
             return e->sink_stag == f->named_stag;
-        return e->msn != 0 && e->msn == f->named_msn;
+        return e->msn == f->named_msn;
     case SNDK_SQ_SEND:
-        return e->msn != 0 && e->msn == f->named_msn;
+        return e->msn == f->named_msn;
     case SNDK_SQ_WRITE:
         return e->rstag == f->named_stag && f->named_to >= e->rto &&
                f->named_to - e->rto <= e->bytes;
@@ -253,6 +255,13 @@ static void conn_end(struct sndk_qp *qp, enum sndk_end_finder by, const struct s
         sndk_seam_tx_fin(qp);
     /* from here only src_done touches the socket */
     sndk_conn_phase_set(qp, SNDK_PHASE_ENDED, f->graceful ? "shutdown finished" : "failed");
+    /* The requests before this counter went on the wire, in part at least (sq_sent passes a
+     * message once it is wholly cut; the one being cut has its MSN already). */
+    uint32_t wire_end = qp->sq_sent;
+    if (io->cut.msg_active && io->cut.msg_ends == SNDK_REC_REQ) {
+        assert(io->cut.msg_req == qp->sq_sent);
+        wire_end++;
+    }
     sndk_tx_discard(io);
     /* each timer cancelled before it fired ends its pending period: its reference is ours */
     unsigned stall_refs = (unsigned)sndk_timer_cancel(&io->tx_stall_timer) +
@@ -263,10 +272,13 @@ static void conn_end(struct sndk_qp *qp, enum sndk_end_finder by, const struct s
     /* Every outstanding initiator request completes, in order: its own local error, the
      * peer's refusal when a Terminate named it, else STATUS_CANCELLED. */
     while (atomic_load_explicit(&qp->sq_head, memory_order_relaxed) != qp->sq_tail) {
-        struct sndk_sqe *e = sndk_sq_slot(qp, atomic_load_explicit(&qp->sq_head, memory_order_relaxed));
+        uint32_t head = atomic_load_explicit(&qp->sq_head, memory_order_relaxed);
+        struct sndk_sqe *e = sndk_sq_slot(qp, head);
         NTSTATUS st = STATUS_CANCELLED;
         ULONG code = 0;
-        if (e->status == STATUS_SUCCESS && named_by(f, e)) {
+        /* [head, wire_end) went on the wire; once head passes wire_end nothing left did */
+        bool cut = wire_end - head - 1u < qp->sq_tail - head;
+        if (e->status == STATUS_SUCCESS && named_by(f, e, cut)) {
             /* The peer refused it (a Write may have left in full and wait behind a Read). */
             st = f->named_status;
             code = f->reason;

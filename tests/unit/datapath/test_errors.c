@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "datapath.h"
+#include "datapath/conn_state.h"
 #include "device/access.h"
 
 #define XCTX ((void *)0x1001)
@@ -42,7 +43,12 @@ TEST(receive_too_small_overflows_terminates_and_aborts_both_sides)
     dp_pair_close(&p);
 }
 
-TEST_T(refused_send_still_in_flight_completes_with_remote_error, 60)
+/* A 32 MiB Send the peer refuses (its receive is 4 KiB) while the Send is still in flight: the
+ * Terminate names it by its MSN. first_msn: the MSN the Send goes out with (both ends moved
+ * there before it): 1, as on a new connection, or 0, which the 2^32nd Send of a connection
+ * takes, since MSNs count modulo 2^32; a request not yet on the wire also holds 0, and only the
+ * one that was must be named. */
+static void refused_send_in_flight(uint32_t first_msn)
 {
     struct dp_opts o;
     dp_opts_default(&o);
@@ -50,6 +56,13 @@ TEST_T(refused_send_still_in_flight_completes_with_remote_error, 60)
     o.two_adapters = true;
     struct dp_pair p;
     dp_pair_open(&p, &o);
+    struct sndk_qp *xq = (struct sndk_qp *)p.x.qp, *yq = (struct sndk_qp *)p.y.qp;
+    sndk_mutex_lock(&xq->tx_lock);
+    xq->io->msn_send = first_msn;
+    sndk_mutex_unlock(&xq->tx_lock);
+    sndk_mutex_lock(&yq->rx_lock);
+    yq->io->rx.msn_expect[SNDK_QN_SEND] = first_msn;
+    sndk_mutex_unlock(&yq->rx_lock);
     dp_post_recv(&p.y, (void *)1, 0, 4096);
     dp_post_send(&p.x, (void *)2, 0, o.buf_len, NDK_OP_FLAG_DEFER);
     dp_post_send(&p.x, (void *)3, 0, 8, NDK_OP_FLAG_DEFER);
@@ -65,6 +78,16 @@ TEST_T(refused_send_still_in_flight_completes_with_remote_error, 60)
     CHECK(harness_event_wait(&p.x.link.aborted, 1, DP_TIMEOUT_MS));
     CHECK_EQ_U64(p.x.link.abort_reason, RECV(1u, 2u, 5u));
     dp_pair_close(&p);
+}
+
+TEST_T(refused_send_still_in_flight_completes_with_remote_error, 60)
+{
+    refused_send_in_flight(1);
+}
+
+TEST_T(refused_send_with_msn_0_after_the_wrap_is_named_too, 60)
+{
+    refused_send_in_flight(0);
 }
 
 TEST(send_without_receive_terminates_and_aborts)
