@@ -9,6 +9,7 @@
 #include "srv_auth.h"
 #include "srv_crypto.h"
 #include "srv_fs.h"
+#include "srv_ids.h"
 #include "srv_utf16.h"
 #include "srv_wire.h"
 
@@ -145,8 +146,8 @@ struct conn {
     int encrypt_ctx; /* the client sent SMB2_ENCRYPTION_CAPABILITIES: answer it */
     uint32_t max_io;
     uint32_t credits; /* granted to the client and not yet used */
-    uint64_t next_session;
-    uint32_t next_tree;
+    uint32_t next_session; /* the low half of the last SessionId handed out (srv_ids.h) */
+    uint32_t next_tree;    /* the last TreeId handed out (srv_ids.h) */
     uint64_t next_file;
     struct session sessions[MAX_SESSIONS];
     struct tree trees[MAX_TREES];
@@ -549,6 +550,24 @@ static int smb1_negotiate(struct conn *c, const uint8_t *in, size_t len)
 
 /* ---- SESSION_SETUP ([MS-SMB2] 2.2.5, 2.2.6, 3.3.5.5) ---- */
 
+static bool session_low_in_use(const void *ctx, uint32_t low)
+{
+    const struct conn *c = ctx;
+    for (unsigned i = 0; i < MAX_SESSIONS; i++)
+        if (c->sessions[i].state != SESS_FREE && (uint32_t)c->sessions[i].id == low)
+            return true;
+    return false;
+}
+
+static bool tree_id_in_use(const void *ctx, uint32_t id)
+{
+    const struct conn *c = ctx;
+    for (unsigned i = 0; i < MAX_TREES; i++)
+        if (c->trees[i].id == id)
+            return true;
+    return false;
+}
+
 static struct session *session_find(struct conn *c, uint64_t id)
 {
     for (unsigned i = 0; i < MAX_SESSIONS; i++)
@@ -588,7 +607,8 @@ static uint32_t do_session_setup(struct conn *c, struct req *r)
             return STATUS_INSUFFICIENT_RESOURCES;
         }
         memset(s, 0, sizeof *s);
-        s->id = ++c->next_session | (uint64_t)c->id << 32;
+        /* the connection in the high half, so that no two connections' sessions share an id */
+        s->id = (uint64_t)c->id << 32 | srv_next_id(&c->next_session, session_low_in_use, c);
         s->auth.log = c->log;
         memcpy(s->preauth, c->preauth, 64);
         sess_set(c, s, SESS_IN_PROGRESS, "first SESSION_SETUP");
@@ -684,7 +704,7 @@ static uint32_t do_tree_connect(struct conn *c, struct req *r)
         logf_(c, "TREE_CONNECT refused: %u trees already", MAX_TREES);
         return STATUS_INSUFFICIENT_RESOURCES;
     }
-    t->id = ++c->next_tree;
+    t->id = srv_next_id(&c->next_tree, tree_id_in_use, c);
     t->session_id = r->session_id;
     t->ipc = ipc;
     r->tree_id = t->id;

@@ -41,6 +41,7 @@
 #undef STATUS_NOT_SUPPORTED
 #undef STATUS_SHARING_VIOLATION
 #include "../../smb/server/srv_fs.h"
+#include "../../smb/server/srv_ids.h"
 #include "../../smb/server/srv_utf16.h"
 #include "../../smb/server/srv_wire.h"
 
@@ -465,6 +466,33 @@ TEST(name_match)
     memset(name, 'a', 255);
     name[255] = 0;
     CHECK(!srv_name_match(pat, name));
+}
+
+/* TreeIds and SessionIds come from per-connection counters that wrap at 2^32 (srv_ids.h): past
+ * the wrap an id is never 0 (a free slot), never 0xFFFFFFFF, and never one a tree or session
+ * that outlived 2^32 others still holds. */
+struct ids_in_use {
+    uint32_t ids[3];
+};
+
+static bool ids_taken(const void *ctx, uint32_t id)
+{
+    const struct ids_in_use *u = ctx;
+    for (unsigned i = 0; i < 3; i++)
+        if (u->ids[i] == id)
+            return true;
+    return false;
+}
+
+TEST(ids_skip_zero_the_reserved_value_and_live_ids_across_the_wrap)
+{
+    struct ids_in_use u = {{1, 3, 0xfffffffeu}};
+    uint32_t counter = 0xfffffffcu;
+    CHECK_EQ_U64(srv_next_id(&counter, ids_taken, &u), 0xfffffffdu);
+    /* 0xfffffffe is live, 0xffffffff reserved, 0 never an id, 1 live */
+    CHECK_EQ_U64(srv_next_id(&counter, ids_taken, &u), 2);
+    CHECK_EQ_U64(srv_next_id(&counter, ids_taken, &u), 4);
+    CHECK_EQ_U64(counter, 4);
 }
 
 /* ---- raw requests over TCP ---- */
