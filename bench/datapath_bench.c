@@ -1,10 +1,12 @@
 /* datapath_bench: softndk Send/Receive against raw TCP on loopback, same sizes, same polling
  * discipline, same process (README.md). Not a test: prints a table of medians/means and ratios.
  *
- *   datapath_bench [-t SECONDS_PER_CASE] [-c on|off] [-q]
+ *   datapath_bench [-t SECONDS_PER_CASE] [-c on|off] [-q] [-o]
  *
  * -q: only the 64 B polling ping-pong and the 1 MiB Send stream (bench/hooks_cost.sh runs two
  * builds in interleaved rounds of these).
+ * -o: only softndk's own work per 64 B message, both ends on one thread, over TCP and over the
+ * same-host stream (one_core below): the figure to compare two builds of a data path change by.
  *
  * Two adapters, one QP each, joined by a TCP connection made here (no connection layer) and
  * attached with sndk_qp_attach; the raw side uses a second TCP connection.
@@ -32,6 +34,7 @@
 #include <unistd.h>
 
 #include "datapath/link.h"
+#include "datapath/stream.h"
 #include "device/qp_state.h"
 
 static double case_seconds = 1.5;
@@ -323,6 +326,92 @@ static double pingpong(bool raw, bool blocking)
     return us;
 }
 
+/* ---------------------------------------------------------------- one core */
+
+/* x and y over the same-host stream, as the connector joins a peer of this host: shared rings
+ * set up over an AF_UNIX socket pair. Without CRC, as such a connection takes it by default. */
+static void connect_ends_shm(struct end *x, struct end *y)
+{
+    int sv[2];
+    MUST(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0);
+    void *sx = sndk_stream_shm_new(sv[0], true);
+    void *sy = sndk_stream_shm_new(sv[1], false);
+    MUST(sx && sy);
+    struct sndk_link_params p = {.fd = sndk_stream_shm_fd(sx),
+                                 .stream_ops = &sndk_stream_shm_ops,
+                                 .stream_priv = sx,
+                                 .mpa_rev = 2,
+                                 .active = true,
+                                 .ird = 8,
+                                 .ord = 8};
+    MUST(sndk_qp_attach((struct sndk_qp *)x->qp, &p, NULL, NULL) == 0);
+    p.fd = sndk_stream_shm_fd(sy);
+    p.stream_priv = sy;
+    p.active = false;
+    MUST(sndk_qp_attach((struct sndk_qp *)y->qp, &p, NULL, NULL) == 0);
+}
+
+/* Poll e's CQ until one completion of type t arrives (bounded: a lost one is a bug). */
+static void one_core_take(struct end *e, NDK_OPERATION_TYPE t)
+{
+    NDK_RESULT_EX r;
+    uint64_t until = now_ns() + 5000000000ull;
+    while (e->cq->Dispatch->NdkGetCqResultsEx(e->cq, &r, 1) == 0)
+        if (now_ns() > until)
+            die("one core: a completion did not come within 5 s");
+    if (r.Status != STATUS_SUCCESS || r.Type != t)
+        die("one core: an unexpected completion");
+}
+
+/* The software cost of a message with no core between its ends (-o): one thread posts a receive
+ * at y and a 64 B Send at x, polls y's CQ (whose poll runs y's receive pass) for the receive and
+ * x's for the Send's completion, then the same from y to x. No cache line crosses cores and no
+ * thread waits for another, so what is left is softndk's own work per message (over TCP with
+ * the send and recv calls): a figure that moves by a few ns with the code where the two-thread
+ * ping-pong moves by tens with the VM. Per message, the least of five rounds; then the cost of
+ * an empty poll, of a CQ whose one connection has nothing. */
+static void one_core(bool shm, unsigned n)
+{
+    struct end x, y;
+    end_open(&x, SOFTNDK_SPIN_NONE);
+    end_open(&y, SOFTNDK_SPIN_NONE);
+    if (shm)
+        connect_ends_shm(&x, &y);
+    else
+        connect_ends(&x, &y);
+    double best = 0;
+    for (int round = 0; round < 5; round++) {
+        uint64_t t0 = now_ns();
+        for (unsigned i = 0; i < n; i++) {
+            post_recv(&y, 4096, 64);
+            MUST(post_send(&x, 0, 64, 0) == STATUS_SUCCESS);
+            one_core_take(&y, NdkOperationTypeReceive);
+            one_core_take(&x, NdkOperationTypeSend);
+            post_recv(&x, 4096, 64);
+            MUST(post_send(&y, 0, 64, 0) == STATUS_SUCCESS);
+            one_core_take(&x, NdkOperationTypeReceive);
+            one_core_take(&y, NdkOperationTypeSend);
+        }
+        double ns = (double)(now_ns() - t0) / (2.0 * n);
+        if (round == 0 || ns < best)
+            best = ns;
+    }
+    NDK_RESULT_EX r;
+    double empty = 0;
+    for (int round = 0; round < 3; round++) {
+        uint64_t t0 = now_ns();
+        for (unsigned i = 0; i < n; i++)
+            MUST(x.cq->Dispatch->NdkGetCqResultsEx(x.cq, &r, 1) == 0);
+        double ns = (double)(now_ns() - t0) / n;
+        if (round == 0 || ns < empty)
+            empty = ns;
+    }
+    printf("%-34s %11.1f ns %11.1f ns\n", shm ? "one core, same-host stream" : "one core, TCP",
+           best, empty);
+    end_close(&x);
+    end_close(&y);
+}
+
 /* ---------------------------------------------------------------- streaming */
 
 struct st {
@@ -576,17 +665,31 @@ static double read_latency(void)
 int main(int argc, char **argv)
 {
     int opt;
-    while ((opt = getopt(argc, argv, "t:c:q")) != -1) {
+    bool cost = false;
+    while ((opt = getopt(argc, argv, "t:c:qo")) != -1) {
         if (opt == 'q')
             quick = true;
+        else if (opt == 'o')
+            cost = true;
         else if (opt == 't')
             case_seconds = atof(optarg);
         else if (opt == 'c')
             use_crc = strcmp(optarg, "off") != 0;
         else {
-            fprintf(stderr, "usage: datapath_bench [-t seconds per case] [-c on|off] [-q]\n");
+            fprintf(stderr, "usage: datapath_bench [-t seconds per case] [-c on|off] [-q] [-o]\n");
             return 2;
         }
+    }
+    if (cost) {
+        /* about case_seconds a transport: a message costs well under 10 us on either */
+        unsigned n = (unsigned)(case_seconds * 20000);
+        printf("softndk's work per 64 B message on one core (CRC %s over TCP, off same-host; "
+               "%u messages a round, the least of 5 rounds)\n\n",
+               use_crc ? "on" : "off", 2 * n);
+        printf("%-34s %14s %14s\n", "case", "per message", "empty poll");
+        one_core(false, n);
+        one_core(true, n);
+        return 0;
     }
     printf("softndk data path vs raw TCP on loopback (CRC %s, %.1f s per case)\n\n",
            use_crc ? "on" : "off", case_seconds);
