@@ -255,12 +255,14 @@ static void conn_end(struct sndk_qp *qp, enum sndk_end_finder by, const struct s
         sndk_seam_tx_fin(qp);
     /* from here only src_done touches the socket */
     sndk_conn_phase_set(qp, SNDK_PHASE_ENDED, f->graceful ? "shutdown finished" : "failed");
-    /* The requests before this counter went on the wire, in part at least (sq_sent passes a
-     * message once it is wholly cut; the one being cut has its MSN already). */
-    uint32_t wire_end = qp->sq_sent;
+    /* The requests before this counter were cut, in part at least, so they have their MSNs
+     * (sq_sent passes a message once it is wholly cut; the one being cut has its MSN already).
+     * Cut is not written: a peer can name only what it received, so a request cut but never
+     * written is never named. */
+    uint32_t cut_end = qp->sq_sent;
     if (io->cut.msg_active && io->cut.msg_ends == SNDK_REC_REQ) {
         assert(io->cut.msg_req == qp->sq_sent);
-        wire_end++;
+        cut_end++;
     }
     sndk_tx_discard(io);
     /* each timer cancelled before it fired ends its pending period: its reference is ours */
@@ -276,8 +278,8 @@ static void conn_end(struct sndk_qp *qp, enum sndk_end_finder by, const struct s
         struct sndk_sqe *e = sndk_sq_slot(qp, head);
         NTSTATUS st = STATUS_CANCELLED;
         ULONG code = 0;
-        /* [head, wire_end) went on the wire; once head passes wire_end nothing left did */
-        bool cut = wire_end - head - 1u < qp->sq_tail - head;
+        /* [head, cut_end) was cut; once head passes cut_end nothing left was */
+        bool cut = cut_end - head - 1u < qp->sq_tail - head;
         if (e->status == STATUS_SUCCESS && named_by(f, e, cut)) {
             /* The peer refused it (a Write may have left in full and wait behind a Read). */
             st = f->named_status;

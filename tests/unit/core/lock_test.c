@@ -183,3 +183,81 @@ TEST(lock_waits_timed_only_when_asked)
     CHECK_EQ_U64(sndk_lock_waited.waits, before.waits + 1);
     sndk_mutex_destroy(&held_lock);
 }
+
+/* Locks held beyond the first of their rank (a nested take, a try-lock of a rank already held)
+ * are counted apart from the mask of held ranks: letting either of the two go, in any order,
+ * leaves the rank held until the other goes too. */
+static struct sndk_mutex rx2;
+
+static void nested_first_released_then_lower(void)
+{
+    sndk_mutex_lock(&thr_a);
+    sndk_mutex_lock_nested(&thr_b);
+    sndk_mutex_unlock(&thr_a); /* thr_b still holds the rank */
+    sndk_mutex_lock(&state);   /* ranks before the engine's: must abort */
+}
+
+static void trylock_extra_first_released_then_lower(void)
+{
+    sndk_mutex_lock(&rx);
+    CHECK(sndk_mutex_trylock(&rx2)); /* a second lock of rx's rank */
+    sndk_mutex_unlock(&rx);          /* rx2 still holds the rank */
+    sndk_mutex_lock(&state);         /* state ranks before rx: must abort */
+}
+
+TEST(lock_second_of_a_rank_keeps_the_rank_until_both_are_let_go)
+{
+#if !SNDK_LOCK_TRACK
+    harness_skip("lock checks compiled out (SOFTNDK_ASSERTS=OFF)");
+#else
+    init_all();
+    init_engine_like();
+    sndk_mutex_init_ranked(&rx2, SNDK_LOCK_QP_RX);
+    CHECK(aborts(nested_first_released_then_lower));
+    CHECK(aborts(trylock_extra_first_released_then_lower));
+    /* both orders of letting go; after each the order starts afresh */
+    for (int first = 0; first < 2; first++) {
+        sndk_mutex_lock(&rx);
+        CHECK(sndk_mutex_trylock(&rx2));
+        sndk_mutex_unlock(first ? &rx2 : &rx);
+        CHECK(sndk_mutex_held(first ? &rx : &rx2));
+        sndk_mutex_unlock(first ? &rx : &rx2);
+        sndk_mutex_lock(&state);
+        sndk_mutex_lock(&rx);
+        sndk_mutex_unlock(&rx);
+        sndk_mutex_unlock(&state);
+    }
+    sndk_mutex_lock(&thr_a);
+    sndk_mutex_lock_nested(&thr_b);
+    sndk_mutex_unlock(&thr_a);
+    sndk_mutex_unlock(&thr_b);
+    sndk_mutex_lock(&state);
+    sndk_mutex_lock(&thr_a);
+    sndk_mutex_unlock(&thr_a);
+    sndk_mutex_unlock(&state);
+#endif
+}
+
+/* A lock with static storage gets its rank from SNDK_MUTEX_INITIALIZER, and is checked as one
+ * initialised at run time is. */
+static struct sndk_mutex static_cq = SNDK_MUTEX_INITIALIZER(SNDK_LOCK_CQ);
+
+static void static_cq_then_rx(void)
+{
+    sndk_mutex_lock(&static_cq);
+    sndk_mutex_lock(&rx);
+}
+
+TEST(lock_with_static_storage_is_ranked)
+{
+#if !SNDK_LOCK_TRACK
+    harness_skip("lock checks compiled out (SOFTNDK_ASSERTS=OFF)");
+#else
+    init_all();
+    sndk_mutex_lock(&rx);
+    sndk_mutex_lock(&static_cq);
+    sndk_mutex_unlock(&static_cq);
+    sndk_mutex_unlock(&rx);
+    CHECK(aborts(static_cq_then_rx));
+#endif
+}

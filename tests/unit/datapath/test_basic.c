@@ -196,12 +196,23 @@ TEST(ordering_in_posting_order_many_in_flight)
     dp_pair_close(&p);
 }
 
+/* Move an idle QP's initiator queue counters to `start` (every request completed and taken). */
+static void sq_counters_at(struct sndk_qp *qp, uint32_t start)
+{
+    sndk_mutex_lock(&qp->tx_lock);
+    CHECK_EQ_U64(qp->sq_tail, atomic_load(&qp->sq_head));
+    CHECK_EQ_U64(qp->sq_sent, qp->sq_tail);
+    qp->sq_tail = qp->sq_sent = start;
+    atomic_store(&qp->sq_head, start);
+    sndk_mutex_unlock(&qp->tx_lock);
+}
+
 /* The initiator queue's counters run free and wrap at 2^32: a slot must follow its counter
  * across the wrap whatever the depth (a depth that does not divide 2^32 once mapped counters
  * 2^32 - 1 and 0 to the same slot, so the request posted after the wrap overwrote one in
- * flight). Each depth's counters are moved to just before the wrap on an idle QP, then a full
- * queue of Sends and one of RDMA Reads (whose requests the outbound read queue names by
- * counter) crosses it, twice. */
+ * flight). Before each batch the idle QP's counters are moved to just before the wrap, so that
+ * the batch straddles it: a full queue of Sends, then one of RDMA Reads (whose requests the
+ * outbound read queue names by counter), twice. */
 static void wrap_at(uint32_t depth)
 {
     struct dp_opts o;
@@ -210,17 +221,14 @@ static void wrap_at(uint32_t depth)
     struct dp_pair p;
     dp_pair_open(&p, &o);
     struct sndk_qp *qp = (struct sndk_qp *)p.x.qp;
-    sndk_mutex_lock(&qp->tx_lock);
     uint32_t start = UINT32_MAX - depth / 2u;
-    qp->sq_tail = qp->sq_sent = start;
-    atomic_store(&qp->sq_head, start);
-    sndk_mutex_unlock(&qp->tx_lock);
     uint32_t rtoken;
     NDK_MR *rmr = dp_reg(&p.y, 1u << 19, 1u << 16, NDK_MR_FLAG_ALLOW_REMOTE_READ, &rtoken);
     dp_fill(p.y.buf + (1u << 19), 1u << 16, depth);
     for (unsigned round = 0; round < 2; round++) {
         for (uint32_t i = 0; i < depth; i++)
             dp_post_recv(&p.y, (void *)(uintptr_t)(0x100 + i), 4096 + i * 16, 16);
+        sq_counters_at(qp, start);
         for (uint32_t i = 0; i < depth; i++) {
             uint32_t v = round * 1000 + i;
             memcpy(p.x.buf + i * 16, &v, sizeof v);
@@ -240,7 +248,9 @@ static void wrap_at(uint32_t depth)
             memcpy(&got, p.y.buf + 4096 + i * 16, sizeof got);
             CHECK_EQ_U64(got, round * 1000 + i);
         }
+        CHECK_EQ_U64(qp->sq_tail, (uint32_t)(start + depth)); /* past the wrap */
         memset(p.x.buf + 65536, 0, (size_t)depth * 512);
+        sq_counters_at(qp, start);
         for (uint32_t i = 0; i < depth; i++) {
             NDK_SGE g = dp_sge(&p.x, 65536 + (size_t)i * 512, 512);
             CHECK_EQ_U64(p.x.qp->Dispatch->NdkRead(p.x.qp, (void *)(uintptr_t)(0x300 + i), &g, 1,
@@ -255,8 +265,7 @@ static void wrap_at(uint32_t depth)
                             NdkOperationTypeRead);
         CHECK_MEM(p.x.buf + 65536, p.y.buf + (1u << 19), (size_t)depth * 512);
     }
-    /* the counters did cross the wrap */
-    CHECK(qp->sq_tail < start);
+    CHECK_EQ_U64(qp->sq_tail, (uint32_t)(start + depth));
     CHECK_EQ_U64(harness_event_count(&p.x.link.aborted), 0);
     dp_close_mr(rmr);
     dp_pair_close(&p);
