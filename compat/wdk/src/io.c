@@ -338,11 +338,16 @@ BOOLEAN SoftNdkWdkWaitForWorkItems(ULONG TimeoutMs)
 
 /* ------------------------------------------------------------------------------------------ */
 /* MDLs */
+/* The most bytes one MDL describes on Windows 7 and later (IoAllocateMdl's page). */
+#define WDK_MDL_MAX_BYTES (0xffffffffu - PAGE_SIZE + 1u)
+
 PMDL IoAllocateMdl(PVOID VirtualAddress, ULONG Length, BOOLEAN SecondaryBuffer,
                    BOOLEAN ChargeQuota, PIRP Irp)
 {
     (void)SecondaryBuffer, (void)ChargeQuota;
     wdk_require_irql_max(DISPATCH_LEVEL, "IoAllocateMdl");
+    if (Length > WDK_MDL_MAX_BYTES)
+        return NULL; /* IoAllocateMdl's page: "the maximum buffer size ... is (4 GB - PAGE_SIZE)" */
     PMDL mdl = wdk_pool_alloc(POOL_FLAG_NON_PAGED, sizeof(MDL), WDK_TAG_MDL,
                               __builtin_return_address(0));
     if (!mdl)
@@ -394,10 +399,17 @@ VOID MmProbeAndLockPages(PMDL MemoryDescriptorList, KPROCESSOR_MODE AccessMode,
                          "MmProbeAndLockPages(%p) on an MDL that is %s", (void *)m,
                          m->MdlFlags & MDL_PAGES_LOCKED ? "already locked"
                                                         : "built for non-paged pool");
+    /* An MDL built by hand (MmInitializeMdl) can claim more than IoAllocateMdl would describe;
+     * the probe's page walk below is also what would wrap there. */
+    if (m->ByteCount > WDK_MDL_MAX_BYTES)
+        wdk_bugcheck_msg(DRIVER_VERIFIER_DETECTED_VIOLATION,
+                         "MmProbeAndLockPages(%p): %lu bytes, more than an MDL describes "
+                         "(4 GB - PAGE_SIZE)",
+                         (void *)m, (unsigned long)m->ByteCount);
     /* The probe: touch every page, so that a bad buffer faults here, where Windows would
      * raise STATUS_ACCESS_VIOLATION (there is no SEH to catch it: the process crashes). */
     const volatile char *va = (const volatile char *)MmGetMdlVirtualAddress(m);
-    for (ULONG off = 0; off < m->ByteCount;) {
+    for (uint64_t off = 0; off < m->ByteCount;) {
         (void)va[off];
         off += PAGE_SIZE - (ULONG)(((uintptr_t)va + off) & (PAGE_SIZE - 1));
     }

@@ -183,6 +183,29 @@ static void mdl_unlock_twice(void *arg)
     MmUnlockPages(mdl);
 }
 
+/* An MDL built by hand that claims more than an MDL can describe: the probe bugchecks rather
+ * than walk its pages (a 32-bit walk past 4 GB - PAGE_SIZE wrapped and never ended). */
+static void mdl_oversized_probe(void *arg)
+{
+    (void)arg;
+    static char buf[64];
+    MDL mdl;
+    MmInitializeMdl(&mdl, buf, 0xfffff800u);
+    MmProbeAndLockPages(&mdl, KernelMode, IoReadAccess);
+}
+
+TEST(wdk_mdl_size_limit)
+{
+    static char buf[64];
+    /* 4 GB - PAGE_SIZE is the most IoAllocateMdl describes; beyond, it returns NULL */
+    PMDL mdl = IoAllocateMdl(buf, 0xffffffffu - PAGE_SIZE + 1u, FALSE, FALSE, NULL);
+    CHECK(mdl != NULL);
+    IoFreeMdl(mdl);
+    CHECK(IoAllocateMdl(buf, 0xffffffffu - PAGE_SIZE + 2u, FALSE, FALSE, NULL) == NULL);
+    CHECK(IoAllocateMdl(buf, 0xffffffffu, FALSE, FALSE, NULL) == NULL);
+    CHECK(wdk_bugchecks(mdl_oversized_probe, NULL, "more than an MDL describes"));
+}
+
 TEST(wdk_mdl_contract_bugchecks)
 {
     CHECK(wdk_bugchecks(mdl_free_locked, NULL, "still locked"));
