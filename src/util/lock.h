@@ -76,16 +76,15 @@ struct sndk_mutex {
     pthread_mutex_t m;
     unsigned char rank; /* enum sndk_lock_rank */
 #if SNDK_LOCK_TRACK
-    /* The rank as the masks the checks use, made once (0 for an unranked lock, so that its
-     * checks test nothing without a branch): its bit, and its rank and every one after it. */
-    uint64_t rank_bit, rank_and_after;
+    /* The rank as the checks' mask, made once: its bit (0 for an unranked lock, so that its
+     * checks test nothing without a branch); the ranks from it on are ~(rank_bit - 1). */
+    uint64_t rank_bit;
     _Atomic uintptr_t owner; /* sndk_lock_self() of the holder, 0 when free */
 #endif
 };
 
-/* A rank's masks (struct sndk_mutex): none for the unranked. */
-#define SNDK_LOCK_RANK_BIT(r)       ((r) ? (uint64_t)1 << (r) : (uint64_t)0)
-#define SNDK_LOCK_RANK_AND_AFTER(r) ((r) ? ~(uint64_t)0 << (r) : (uint64_t)0)
+/* A rank's bit (struct sndk_mutex): none for the unranked. */
+#define SNDK_LOCK_RANK_BIT(r) ((r) ? (uint64_t)1 << (r) : (uint64_t)0)
 
 /* Thread-local state on the hot path: the initial-exec model makes an access one load from the
  * thread pointer instead of a __tls_get_addr call, which a shared library pays by default (it
@@ -161,7 +160,6 @@ static inline void sndk_mutex_init_ranked(struct sndk_mutex *l, enum sndk_lock_r
     l->rank = (unsigned char)rank;
 #if SNDK_LOCK_TRACK
     l->rank_bit = SNDK_LOCK_RANK_BIT(rank);
-    l->rank_and_after = SNDK_LOCK_RANK_AND_AFTER(rank);
     atomic_init(&l->owner, 0);
 #endif
 }
@@ -177,7 +175,7 @@ static inline void sndk_mutex_init(struct sndk_mutex *l)
 #define SNDK_MUTEX_INITIALIZER(r)                                                                  \
     {                                                                                              \
         .m = PTHREAD_MUTEX_INITIALIZER, .rank = (unsigned char)(r),                                \
-        .rank_bit = SNDK_LOCK_RANK_BIT(r), .rank_and_after = SNDK_LOCK_RANK_AND_AFTER(r)           \
+        .rank_bit = SNDK_LOCK_RANK_BIT(r)                                                          \
     }
 #else
 #define SNDK_MUTEX_INITIALIZER(r)                                                                  \
@@ -244,7 +242,7 @@ static inline void sndk_mutex_lock(struct sndk_mutex *l)
 #if SNDK_LOCK_TRACK
     /* Recursive locking deadlocks silently with default mutexes; catch it here instead. */
     assert(atomic_load_explicit(&l->owner, memory_order_relaxed) != sndk_lock_self());
-    sndk_lock_rank_check(l, l->rank_and_after);
+    sndk_lock_rank_check(l, ~(l->rank_bit - 1)); /* l's rank and those after it */
 #endif
     sndk_mutex_lock_raw(l);
     sndk_mutex_now_owned(l);
@@ -259,7 +257,7 @@ static inline void sndk_mutex_lock_nested(struct sndk_mutex *l)
 #if SNDK_LOCK_TRACK
     assert(atomic_load_explicit(&l->owner, memory_order_relaxed) != sndk_lock_self());
     assert(l->rank && (sndk_lock_held_mask & l->rank_bit));
-    sndk_lock_rank_check(l, l->rank_and_after << 1);
+    sndk_lock_rank_check(l, ~((l->rank_bit << 1) - 1)); /* the ranks after l's */
 #endif
     sndk_mutex_lock_raw(l);
     sndk_mutex_now_owned(l);

@@ -177,6 +177,16 @@ static void quiet_source(struct tsrc *t, struct sndk_engine *e, int fd, sndk_sou
     CHECK_EQ_I64(sndk_source_quiet(&t->s), 0);
 }
 
+/* The engine, a quiet source on a fresh eventfd (returned), and the fds open before both. */
+static struct sndk_engine *quiet_evfd_source(struct tsrc *t, int *fds_before, int *fd)
+{
+    *fds_before = harness_open_fds();
+    struct sndk_engine *e = mk_engine(1, 0);
+    *fd = make_evfd(0);
+    quiet_source(t, e, *fd, tsrc_fn);
+    return e;
+}
+
 /* Remove it, wait for its done item (which closes its fd), and leave nothing open. */
 static void quiet_source_end(struct tsrc *t, struct sndk_engine *e, int fds_before)
 {
@@ -191,11 +201,9 @@ static void quiet_source_end(struct tsrc *t, struct sndk_engine *e, int fds_befo
 
 TEST(source_quiet_reports_nothing_until_watched_again)
 {
-    int base = harness_open_fds();
-    struct sndk_engine *e = mk_engine(1, 0);
     struct tsrc t;
-    int fd = make_evfd(0);
-    quiet_source(&t, e, fd, tsrc_fn);
+    int base, fd;
+    struct sndk_engine *e = quiet_evfd_source(&t, &base, &fd);
     CHECK_EQ_I64(sndk_source_quiet(&t.s), 0); /* already quiet: nothing to do */
     CHECK(sndk_source_watched(&t.s));         /* still added: the owner removes it as ever */
     uint64_t one = 1;
@@ -255,11 +263,9 @@ TEST(source_quiet_hides_a_hang_up_that_events_0_reports)
  * as any other. */
 TEST(source_quiet_stays_quiet_when_it_cannot_be_watched_again)
 {
-    int base = harness_open_fds();
-    struct sndk_engine *e = mk_engine(1, 0);
     struct tsrc t;
-    int fd = make_evfd(0);
-    quiet_source(&t, e, fd, tsrc_fn);
+    int base, fd;
+    struct sndk_engine *e = quiet_evfd_source(&t, &base, &fd);
     FILE *f = tmpfile();
     CHECK(f != NULL);
     CHECK(dup2(fileno(f), fd) == fd); /* same number, now a regular file */
