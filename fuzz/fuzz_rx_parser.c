@@ -4,7 +4,10 @@
  * TCP byte stream. With MODE_RECRC the harness first gives every FPDU a correct CRC, so that the
  * fuzzer reaches the checks behind the CRC; MODE_NOCRC runs with CRC not negotiated.
  * Invariants: no memory error (all targets are exact-size heap blocks), placement only inside
- * them, a failed parser stays failed and offers no more iovecs. */
+ * them, a failed parser stays failed and offers no more iovecs. And the stream fed a second
+ * time, each piece as a connection feeds its staging buffer (a whole FPDU at a boundary in one
+ * step, sndk_rx_take_fpdu), ends the same: the same return, state, fault, counts and the same
+ * bytes in every target. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -92,11 +95,15 @@ static void f_terminate(void *c, const struct sndk_rx_seg *s, const struct sndk_
 }
 
 /* The stream in pieces of at most step bytes through want/advance, resuming a held Send (no
- * byte may be offered while it is held). Returns what sndk_rx_feed would. */
-static int feed_held(struct sndk_rx *rx, struct fctx *x, const uint8_t *p, size_t len,
-                     size_t step)
+ * byte may be offered while it is held). Returns what sndk_rx_feed would. staged: whole FPDUs
+ * at a boundary of a piece go in one step. */
+static int feed_held(struct sndk_rx *rx, struct fctx *x, const uint8_t *p, size_t len, size_t step,
+                     bool staged)
 {
+    size_t piece = 0; /* bytes of the current piece not fed yet */
     while (len > 0) {
+        if (piece == 0)
+            piece = step < len ? step : len;
         if (rx->state == SNDK_RX_HELD) {
             struct iovec none[2];
             if (sndk_rx_want(rx, none, 2) != 0)
@@ -109,11 +116,24 @@ static int feed_held(struct sndk_rx *rx, struct fctx *x, const uint8_t *p, size_
                 abort(); /* place() gave a buffer or an error: it cannot still be held */
             continue;
         }
+        if (staged) {
+            size_t took;
+            int rc = sndk_rx_take_fpdu(rx, p, piece, &took);
+            p += took;
+            len -= took;
+            piece -= took;
+            if (rc == SNDK_RX_HELD_RC)
+                continue;
+            if (rc != 0)
+                return rc;
+            if (took)
+                continue;
+        }
         struct iovec iov[SNDK_RX_PLACE_IOV + 2];
         int n = sndk_rx_want(rx, iov, (int)(sizeof iov / sizeof iov[0]));
         if (n == 0)
             return rx->state == SNDK_RX_CLOSED ? -EPIPE : -EPROTO;
-        size_t copied = 0, room = step < len ? step : len;
+        size_t copied = 0, room = piece;
         for (int i = 0; i < n && copied < room; i++) {
             size_t k = iov[i].iov_len < room - copied ? iov[i].iov_len : room - copied;
             memcpy(iov[i].iov_base, p + copied, k);
@@ -121,6 +141,7 @@ static int feed_held(struct sndk_rx *rx, struct fctx *x, const uint8_t *p, size_
         }
         p += copied;
         len -= copied;
+        piece -= copied;
         int rc = sndk_rx_advance(rx, copied);
         if (rc == SNDK_RX_HELD_RC)
             continue;
@@ -150,6 +171,40 @@ static void recrc(uint8_t *b, size_t len)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* One parser over the stream, targets zeroed; the caller frees them (fctx_free). */
+static int run_stream(struct sndk_rx *rx, struct fctx *x, unsigned mode, unsigned cut,
+                      const uint8_t *stream, size_t size, bool staged)
+{
+    *x = (struct fctx){.chunk = cut >> 4, .mode = mode, .later = 3};
+    for (int i = 0; i < 2; i++)
+        x->reg[i] = calloc(1, REG_LEN);
+    for (int i = 0; i < 4; i++)
+        x->rbuf[i] = calloc(1, RBUF_LEN);
+    struct sndk_rx_config cfg = {.crc = !(mode & MODE_NOCRC),
+                                 .strict = (mode & MODE_STRICT) != 0,
+                                 .max_ulpdu = (mode & MODE_SMALL) ? 1000 : 0};
+    sndk_rx_init(rx, &cfg, &f_ops, x);
+
+    size_t step = (cut & 0x0f) ? (cut & 0x0f) : size;
+    int rc = 0;
+    if ((mode & MODE_LATER) || staged)
+        rc = feed_held(rx, x, stream, size, step, staged);
+    else
+        for (size_t off = 0; off < size && rc == 0; off += step)
+            rc = sndk_rx_feed(rx, stream + off, size - off < step ? size - off : step);
+    if (rc == 0)
+        rc = sndk_rx_eof(rx);
+    return rc;
+}
+
+static void fctx_free(struct fctx *x)
+{
+    for (int i = 0; i < 2; i++)
+        free(x->reg[i]);
+    for (int i = 0; i < 4; i++)
+        free(x->rbuf[i]);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2)
@@ -164,25 +219,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (mode & MODE_RECRC)
         recrc(stream, size);
 
-    struct fctx x = {.chunk = cut >> 4, .mode = mode, .later = 3};
-    for (int i = 0; i < 2; i++)
-        x.reg[i] = malloc(REG_LEN);
-    for (int i = 0; i < 4; i++)
-        x.rbuf[i] = malloc(RBUF_LEN);
-    struct sndk_rx_config cfg = {.crc = !(mode & MODE_NOCRC), .strict = (mode & MODE_STRICT) != 0,
-                                 .max_ulpdu = (mode & MODE_SMALL) ? 1000 : 0};
-    struct sndk_rx rx;
-    sndk_rx_init(&rx, &cfg, &f_ops, &x);
-
-    size_t step = (cut & 0x0f) ? (cut & 0x0f) : size;
-    int rc = 0;
-    if (mode & MODE_LATER)
-        rc = feed_held(&rx, &x, stream, size, step);
-    else
-        for (size_t off = 0; off < size && rc == 0; off += step)
-            rc = sndk_rx_feed(&rx, stream + off, size - off < step ? size - off : step);
-    if (rc == 0)
-        rc = sndk_rx_eof(&rx);
+    struct fctx x, xs;
+    struct sndk_rx rx, rxs;
+    int rc = run_stream(&rx, &x, mode, cut, stream, size, false);
+    int rcs = run_stream(&rxs, &xs, mode, cut, stream, size, true);
     if (rc == -EPROTO) {
         struct iovec iov[4];
         if (sndk_rx_want(&rx, iov, 4) != 0 || !sndk_rx_fault(&rx))
@@ -193,10 +233,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (sndk_term_encode(&t, body, sizeof body) == 0)
             abort();
     }
+    /* the one-step path ends as want/advance did */
+    if (rcs != rc || rxs.state != rx.state || rxs.fpdus != rx.fpdus ||
+        memcmp(rxs.msn_expect, rx.msn_expect, sizeof rx.msn_expect) != 0 ||
+        memcmp(&rxs.fault, &rx.fault, sizeof rx.fault) != 0)
+        abort();
     for (int i = 0; i < 2; i++)
-        free(x.reg[i]);
+        if (memcmp(xs.reg[i], x.reg[i], REG_LEN) != 0)
+            abort();
     for (int i = 0; i < 4; i++)
-        free(x.rbuf[i]);
+        if (memcmp(xs.rbuf[i], x.rbuf[i], RBUF_LEN) != 0)
+            abort();
+    fctx_free(&x);
+    fctx_free(&xs);
     free(stream);
     return 0;
 }

@@ -553,6 +553,63 @@ int sndk_rx_feed(struct sndk_rx *rx, const void *buf, size_t len)
     return 0;
 }
 
+int sndk_rx_take_fpdu(struct sndk_rx *rx, const void *buf, size_t len, size_t *took)
+{
+    const uint8_t *p = buf;
+    *took = 0;
+    if (rx->state != SNDK_RX_HDR || rx->hdr_got != 0 || len < HDR_AT_CTRL)
+        return 0;
+    size_t whole = sndk_mpa_fpdu_len(sndk_get_be16(p));
+    if (whole > len)
+        return 0; /* a bad length fails the same way in want/advance, once its bytes are in */
+    rx->wanted = 0;
+    /* the header's checks at the thresholds rx_hdr checks them at: a fault reads hdr_got */
+    memcpy(rx->hdr, p, HDR_AT_CTRL);
+    rx->hdr_got = HDR_AT_LEN;
+    int rc = hdr_check_len(rx);
+    if (rc < 0)
+        return rc;
+    rx->hdr_got = HDR_AT_CTRL;
+    rc = hdr_check_ctrl(rx);
+    if (rc < 0)
+        return rc;
+    if (mpa_key_start(rx)) {
+        /* the key's 16 bytes decide which fault this is: the general way, from the start */
+        rx->hdr_got = 0;
+        rx->hdr_need = HDR_PROBE;
+        return 0;
+    }
+    /* hdr_check_ctrl bounded the header by the length field, which bounds the FPDU */
+    memcpy(rx->hdr + HDR_AT_CTRL, p + HDR_AT_CTRL, rx->hdr_need - HDR_AT_CTRL);
+    rx->hdr_got = rx->hdr_need;
+    size_t off = rx->hdr_need;
+    rc = hdr_complete(rx);
+    if (rc < 0)
+        return rc;
+    if (rx->state == SNDK_RX_HELD) {
+        *took = off;
+        return SNDK_RX_HELD_RC;
+    }
+    /* the payload, chunk by chunk into what place() offered (rx_data asks for the next) */
+    while (rx->state == SNDK_RX_DATA) {
+        const struct iovec *v = &rx->place[rx->place_i];
+        size_t k = v->iov_len - rx->place_off;
+        memcpy((uint8_t *)v->iov_base + rx->place_off, p + off, k);
+        off += k;
+        *took = off;
+        rc = rx_data(rx, &k);
+        if (rc < 0)
+            return rc;
+    }
+    memcpy(rx->trailer, p + off, rx->trl_need);
+    size_t trl = rx->trl_need;
+    *took = off + trl;
+    rc = rx_trailer(rx, &trl);
+    if (rc < 0)
+        return rc;
+    return rx->state == SNDK_RX_CLOSED ? SNDK_RX_TERMINATED : 0;
+}
+
 int sndk_rx_eof(struct sndk_rx *rx)
 {
     if (rx->state == SNDK_RX_ERROR)

@@ -170,6 +170,17 @@ int sndk_rx_advance(struct sndk_rx *rx, size_t n);
  * the first non-zero one). */
 int sndk_rx_feed(struct sndk_rx *rx, const void *buf, size_t len);
 
+/* A whole FPDU already in memory (a staging buffer), the parser at an FPDU boundary: parsed in
+ * one step, with the checks, placement offers, callbacks and faults that want/advance would
+ * give the same bytes, in the same order, without their steps. *took: the bytes taken.
+ * Returns 0 with *took == 0 when nothing was taken: the parser is not at a boundary, buf holds
+ * less than the FPDU its length field announces, or it starts like an MPA frame (checked the
+ * way want/advance check it); the caller goes on through want/advance. Otherwise what
+ * sndk_rx_advance would return for the FPDU: 0 (*took is the whole FPDU), SNDK_RX_TERMINATED,
+ * SNDK_RX_HELD_RC (*took is the header: the payload waits for sndk_rx_resume), or -EPROTO
+ * after a fault (*took is what was placed before it). */
+int sndk_rx_take_fpdu(struct sndk_rx *rx, const void *buf, size_t len, size_t *took);
+
 /* The TCP stream ended. 0 at an FPDU boundary; -EPROTO (fault SNDK_WERR_CONN_LOST) mid-FPDU. */
 int sndk_rx_eof(struct sndk_rx *rx);
 

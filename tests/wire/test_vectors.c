@@ -523,17 +523,19 @@ static void expect_vector_events(int v, const struct wu_rec *r)
     }
 }
 
+/* staged: each piece as the connection feeds its staging buffer (a whole FPDU in one step) */
 static void parse_whole(int v, const uint8_t *buf, size_t len, struct wu_rec *r, size_t split,
-                        size_t chunk)
+                        size_t chunk, bool staged)
 {
     struct sndk_rx rx;
     setup_for(v, &rx, r);
     r->chunk = chunk;
     r->max_iov = chunk ? 1 : 0;
+    int (*feed)(struct sndk_rx *, const void *, size_t) = staged ? wu_feed_staged : sndk_rx_feed;
     /* A stream that ends with a Terminate reports it on the call that completes it. */
     int64_t last = (v == 8 || v == 9) ? SNDK_RX_TERMINATED : 0;
-    CHECK_EQ_I64(sndk_rx_feed(&rx, buf, split), split == len ? last : 0);
-    CHECK_EQ_I64(sndk_rx_feed(&rx, buf + split, len - split), split == len ? 0 : last);
+    CHECK_EQ_I64(feed(&rx, buf, split), split == len ? last : 0);
+    CHECK_EQ_I64(feed(&rx, buf + split, len - split), split == len ? 0 : last);
     CHECK(sndk_rx_fault(&rx) == NULL);
     CHECK_EQ_I64(sndk_rx_eof(&rx), 0);
     CHECK_EQ_U64(rx.state, (v == 8 || v == 9) ? SNDK_RX_CLOSED : SNDK_RX_HDR);
@@ -545,16 +547,22 @@ TEST(parse_part_c_every_split)
     for (int v = 0; v < 11; v++) {
         uint8_t buf[128];
         size_t len = wu_unhex(wu_fpdu_vectors[v].hex, buf, sizeof buf);
-        parse_whole(v, buf, len, &whole, len, 0);
+        parse_whole(v, buf, len, &whole, len, 0, false);
         expect_vector_events(v, &whole);
+        unsigned long before = wu_whole_fpdus;
+        parse_whole(v, buf, len, &part, len, 0, true);
+        CHECK_MSG(wu_whole_fpdus > before, "vector %s: no FPDU taken in one step",
+                  wu_fpdu_vectors[v].name);
         for (size_t k = 0; k <= len; k++) {
-            for (size_t chunk = 0; chunk <= 3; chunk += 3) {
-                parse_whole(v, buf, len, &part, k, chunk);
+            for (int way = 0; way < 4; way++) {
+                size_t chunk = way & 1 ? 3 : 0;
+                parse_whole(v, buf, len, &part, k, chunk, way >= 2);
                 expect_vector_events(v, &part);
                 CHECK_EQ_I64(part.nev, whole.nev);
                 for (int i = 0; i < whole.nev; i++)
                     CHECK_MSG(wu_ev_equal(&part.ev[i], &whole.ev[i]),
-                              "vector %s split %zu event %d differs", wu_fpdu_vectors[v].name, k, i);
+                              "vector %s split %zu (%s) event %d differs", wu_fpdu_vectors[v].name,
+                              k, way >= 2 ? "staged" : "want/advance", i);
             }
         }
         /* one byte at a time, placement one byte per iovec */
@@ -620,12 +628,16 @@ TEST(parse_stream_random_cuts)
         setup_for(0, &rx, &r);
         r.reg[0].len = 48;
         r.chunk = (size_t)(rand() % 4);
+        /* odd rounds as a connection feeds staged bytes: whole FPDUs in one step */
+        bool staged = round & 1;
         size_t off = 0;
         while (off < len) {
-            size_t k = 1 + (size_t)rand() % 40;
+            size_t k = 1 + (size_t)rand() % (staged ? 200 : 40);
             if (k > len - off)
                 k = len - off;
-            CHECK_EQ_I64(sndk_rx_feed(&rx, stream + off, k), 0);
+            CHECK_EQ_I64(staged ? wu_feed_staged(&rx, stream + off, k)
+                                : sndk_rx_feed(&rx, stream + off, k),
+                         0);
             off += k;
         }
         CHECK_EQ_I64(sndk_rx_eof(&rx), 0);

@@ -1,5 +1,6 @@
 #include "wire_util.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "iwarp/fpdu.h"
@@ -194,6 +195,41 @@ bool wu_ev_equal(const struct wu_ev *a, const struct wu_ev *b)
                memcmp(a->term.ddp_hdr, b->term.ddp_hdr, a->term.ddp_hdr_len) == 0 &&
                a->term.rdmap_hdr_present == b->term.rdmap_hdr_present;
     return true;
+}
+
+unsigned long wu_whole_fpdus;
+
+int wu_feed_staged(struct sndk_rx *rx, const void *bytes, size_t len)
+{
+    const uint8_t *buf = bytes;
+    while (len > 0) {
+        size_t took;
+        int rc = sndk_rx_take_fpdu(rx, buf, len, &took);
+        buf += took;
+        len -= took;
+        wu_whole_fpdus += took != 0 || rc != 0;
+        if (rc != 0)
+            return rc;
+        if (took)
+            continue;
+        /* one round of want/advance, as the connection's feed does between whole FPDUs */
+        struct iovec iov[SNDK_RX_PLACE_IOV + 2];
+        int n = sndk_rx_want(rx, iov, (int)(sizeof iov / sizeof iov[0]));
+        if (n == 0)
+            return rx->state == SNDK_RX_CLOSED ? -EPIPE : -EPROTO;
+        size_t copied = 0;
+        for (int i = 0; i < n && copied < len; i++) {
+            size_t k = iov[i].iov_len < len - copied ? iov[i].iov_len : len - copied;
+            memcpy(iov[i].iov_base, buf + copied, k);
+            copied += k;
+        }
+        buf += copied;
+        len -= copied;
+        rc = sndk_rx_advance(rx, copied);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
 }
 
 size_t wu_flatten(const struct iovec *iov, int n, uint8_t *buf, size_t cap)

@@ -62,6 +62,11 @@ extern const struct sndk_rx_ops wu_ops;
 void wu_rec_init(struct wu_rec *r);
 void wu_rx_init(struct sndk_rx *rx, struct wu_rec *r, bool crc);
 bool wu_ev_equal(const struct wu_ev *a, const struct wu_ev *b);
+/* Feed buf as a connection feeds its staging buffer: each whole FPDU at a boundary in one step
+ * (sndk_rx_take_fpdu), the rest through want/advance. Returns what sndk_rx_feed would. */
+int wu_feed_staged(struct sndk_rx *rx, const void *buf, size_t len);
+/* FPDUs wu_feed_staged took in one step, for tests that must see the one-step path run */
+extern unsigned long wu_whole_fpdus;
 /* Flatten iovecs into buf; returns length. */
 size_t wu_flatten(const struct iovec *iov, int n, uint8_t *buf, size_t cap);
 
