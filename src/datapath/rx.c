@@ -48,6 +48,20 @@ void sndk_rx_io_init(struct sndk_conn *io, bool crc)
 static int feed_stage(struct sndk_conn *io)
 {
     while (io->stage_pos < io->stage_len) {
+        if (!SNDK_DP_HOOKED(io)) {
+            /* A whole FPDU staged at a boundary is parsed in one step: the same checks,
+             * offers and callbacks, without want/advance's three rounds (40-75 ns of a 64 B
+             * message's 580 on one core; docs/datapath.md). The hooks look at each FPDU
+             * between rounds, so with them attached every FPDU goes the general way. */
+            size_t took;
+            int rc = sndk_rx_take_fpdu(&io->rx, io->stage + io->stage_pos,
+                                       io->stage_len - io->stage_pos, &took);
+            io->stage_pos += (uint32_t)took;
+            if (rc != 0)
+                return rc; /* a fault, the peer's Terminate, a held Send */
+            if (took)
+                continue;
+        }
         struct iovec iov[SNDK_RX_PLACE_IOV + 2];
         int n = sndk_rx_want(&io->rx, iov, (int)(sizeof iov / sizeof iov[0]));
         if (n == 0)
