@@ -139,6 +139,30 @@ send_lat)
     expect_line "$work/out" '^ #bytes #iterations +t_min\[usec\] +t_max\[usec\] +t_typical\[usec\] +t_avg\[usec\] +t_stdev\[usec\] +99% percentile\[usec\] +99\.9% percentile\[usec\]' "latency table head"
     expect_line "$work/out" '^ 2 +200 +[0-9.]+ +[0-9.]+ +[0-9.]+' "latency row"
     ;;
+ndkperf_inline_defaults)
+    # -I's defaults are perftest's: send_lat 236, write_lat 220, the others 0; within the
+    # adapter's MaxInlineDataSize (an explicit -I above it is refused); every message checked.
+    inline_of() { # TEST EXPECT [ARGS...]
+        t=$1 want=$2
+        shift 2
+        timeout 60 "$NDKPERF" --loopback $t -s 64 -n 200 -c --timeout 30 "$@" >"$work/$t.out" \
+            2>"$work/$t.err"; st=$?
+        skip_if_unsupported $st "$work/$t.err"
+        [ $st -eq 0 ] || fail "ndkperf --loopback $t $*: exit $st: $(tail -n 1 "$work/$t.err")"
+        expect_line "$work/$t.out" "Inline size +: $want \\(max [0-9]+\\)" "$t $* inline $want"
+    }
+    inline_of send_lat 236
+    inline_of write_lat 220
+    inline_of send_bw 0
+    inline_of read_lat 0
+    inline_of send_lat 0 -I 0
+    inline_of send_lat 100 -I 100
+    SOFTNDK_LIMITS=MaxInlineDataSize=128 inline_of send_lat 128
+    SOFTNDK_LIMITS=MaxInlineDataSize=128 timeout 60 "$NDKPERF" --loopback send_lat -I 200 -n 10 \
+        --timeout 30 >"$work/out" 2>"$work/err"; st=$?
+    [ $st -ne 0 ] || fail "-I above MaxInlineDataSize: exit 0"
+    expect_line "$work/err" "send_lat: -I 200 is above the adapter's MaxInlineDataSize 128" "refusal"
+    ;;
 send_lat_histogram)
     # -e (blocking) with --histogram: the 1 us buckets on stderr hold every sample once.
     timeout 90 "$NDKPERF" --loopback send_lat -s 64 -e -n 300 --histogram --timeout 60 \

@@ -62,7 +62,7 @@ struct opts {
     uint32_t num_qps;      /* -q */
     uint32_t tx_depth;     /* -t */
     uint32_t rx_depth;     /* -r */
-    uint32_t inline_size;  /* -I */
+    uint32_t inline_size;  /* -I; NDKPERF_INLINE_DEFAULT when not given */
     uint32_t post_list;    /* -l: requests per DEFER chain */
     uint32_t outs;         /* -o: outstanding reads (ORD asked) */
     bool events;           /* -e: block on CQ notifications */
@@ -97,6 +97,9 @@ const char *test_title(enum test_kind t);
 #define WIRE_MAGIC 0x504B444Eu /* "NDKP" little-endian */
 #define WIRE_VERSION 1
 #define WIRE_LEN 96
+
+/* -I not given: the latency tests' perftest defaults (conn.c, effective_inline) */
+#define NDKPERF_INLINE_DEFAULT UINT32_MAX
 
 #define WF_ALL 0x01
 #define WF_BIDIR 0x02
