@@ -5,8 +5,11 @@
  * picks the reads (poll or not, the size of each iovec) and whether an end mark follows, the
  * next one its offset from the tail; the rest is published raw into the ring the reader
  * drains, each record header the bytes frame stamped as a writer would (so that the kinds and
- * lengths the input chose are read, not refused at the first stamp). The reader must return bytes, the end, -EAGAIN or an error, never read or write
- * outside the rings and its iovecs (ASan/UBSan), and never spin: reads are bounded. */
+ * lengths the input chose are read, not refused at the first stamp). Every other read takes
+ * bytes where they lie (in_place, then take_in_place, as the receive pass parses a whole FPDU
+ * in the ring), falling back to readv when in_place says so. The reader must return bytes, the
+ * end, -EAGAIN or an error, never read or write outside the rings and its iovecs (ASan/UBSan),
+ * never hand out bytes past its record, and never spin: reads are bounded. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -60,6 +63,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < niov; i++)
         iov[i] = (struct iovec){sink[i], lens[i]};
     for (int i = 0; i < 64; i++) {
+        if (!(i & 1)) {
+            size_t avail;
+            const uint8_t *at = rs.ops->in_place(&rs, &avail);
+            if (at) {
+                if (avail == 0 || avail > 4u << 20)
+                    abort(); /* bytes it hands out are there, and inside the ring */
+                size_t n = avail < lens[0] ? avail : lens[0];
+                memcpy(sink[0], at, n);
+                if (rs.ops->take_in_place(&rs, n) < 0)
+                    break; /* a failed stream: it stays so */
+                continue;
+            }
+            if (avail == 0)
+                break; /* empty, as a poll-only readv's -EAGAIN */
+            if (avail != SIZE_MAX)
+                abort();
+        }
         ssize_t got = rs.ops->readv(&rs, iov, niov);
         if (got <= 0 && got != -EAGAIN)
             break; /* the end, or a failed stream: it stays so */

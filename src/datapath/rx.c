@@ -301,6 +301,32 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
             return v == SNDK_SEAM_FAIL ? SNDK_RXR_FAIL : SNDK_RXR_OK;
         if (cap == 0)
             return SNDK_RXR_OK; /* at a byte mark, nothing beyond it arrived yet */
+        if (!SNDK_DP_HOOKED(io) && !go_direct(&io->rx)) {
+            /* Bytes that lie in memory already (shm's ring): a whole FPDU there is parsed
+             * where it lies, not copied into the staging buffer first (stream.h, in_place;
+             * the hooks see reads, so with them every byte is read). */
+            size_t avail;
+            const void *at = sndk_stream_in_place(&io->stream, &avail);
+            if (at) {
+                size_t took;
+                rc = sndk_rx_take_fpdu(&io->rx, at, avail, &took);
+                if (took) {
+                    int t = sndk_stream_take_in_place(&io->stream, took);
+                    if (t < 0 && rc >= 0) {
+                        sndk_debug("rx", "QP %p: receive: errno %d", (void *)qp, -t);
+                        sndk_fail_reset(fail);
+                        return SNDK_RXR_FAIL;
+                    }
+                }
+                if (rc != 0) /* a fault, the peer's Terminate, a held Send */
+                    return rx_stop(qp, rc, fail);
+                if (took)
+                    continue;
+            } else if (avail == 0) {
+                io->rx_emptied = true; /* as a read's -EAGAIN */
+                return SNDK_RXR_OK;
+            }
+        }
         if (go_direct(&io->rx)) {
             struct iovec iov[SNDK_RX_PLACE_IOV + 2];
             int n = sndk_rx_want(&io->rx, iov, (int)(sizeof iov / sizeof iov[0]));

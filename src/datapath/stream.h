@@ -9,6 +9,7 @@
 #define SOFTNDK_DATAPATH_STREAM_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -36,6 +37,17 @@ struct sndk_stream_ops {
     ssize_t (*readv)(struct sndk_stream *s, const struct iovec *iov, int n);
     /* Is a byte waiting, without taking it? 1: yes; 0: not yet; -errno: end or error. */
     int (*peek)(struct sndk_stream *s);
+    /* The next bytes of the stream where they already lie in memory, for a reader that copies
+     * what it takes (a whole FPDU parsed where it lies, rx.c): their address and *len (> 0),
+     * contiguous. Else NULL with *len 0: nothing yet, and a read would say no more than
+     * -EAGAIN (a poll-only reader's empty look); or NULL with *len SIZE_MAX: read the usual
+     * way (an end, a failure, a piece only readv takes). The peer may write these bytes while
+     * they are read (shared memory): read each once, trust only copies. Under rx_lock. NULL
+     * op: never (a socket's bytes are in the kernel). */
+    const void *(*in_place)(struct sndk_stream *s, size_t *len);
+    /* The first n bytes (at most *len) of the last in_place were taken. 0, or -errno: the
+     * stream failed (as a readv's error). */
+    int (*take_in_place)(struct sndk_stream *s, size_t n);
     /* End our direction after what was written (TCP: FIN). Called once (the wrapper below
      * keeps the record). */
     void (*shutdown_write)(struct sndk_stream *s);
@@ -157,6 +169,18 @@ static inline ssize_t sndk_stream_readv(struct sndk_stream *s, const struct iove
 static inline int sndk_stream_peek(struct sndk_stream *s)
 {
     return s->ops->peek(s);
+}
+static inline const void *sndk_stream_in_place(struct sndk_stream *s, size_t *len)
+{
+    if (!s->ops->in_place) {
+        *len = SIZE_MAX;
+        return NULL;
+    }
+    return s->ops->in_place(s, len);
+}
+static inline int sndk_stream_take_in_place(struct sndk_stream *s, size_t n)
+{
+    return s->ops->take_in_place(s, n);
 }
 /* End our direction, once: true when this call ended it, false when it had ended before. */
 static inline bool sndk_stream_shutdown_write(struct sndk_stream *s)

@@ -1039,6 +1039,57 @@ static int take_wakes(struct shm_stream *st)
     return fail(st, -d, "the peer's socket ended");
 }
 
+/* The current bytes record's next bytes, where they lie in the ring (stream.h, in_place): a
+ * record between them and us is taken the way readv takes it (a lap moves the head; a span
+ * stays current, for readv), and the empty ring answers as readv's poll-only look would. */
+static const void *shm_in_place(struct sndk_stream *s, size_t *len)
+{
+    struct shm_stream *st = st_of(s);
+    *len = SIZE_MAX;
+    if (atomic_load_explicit(&st->phase, memory_order_acquire) != SHM_MAPPED || st->in_ended ||
+        st->pull == PULL_UNKNOWN)
+        return NULL; /* readv takes the rings, probes the peer, reports the end */
+    while (!st->rec_kind) {
+        if (!rec_at(st, st->head)) {
+            /* readv's empty look: with the end marked, or not polled only, or the tick's
+             * look due, readv itself */
+            if (s->poll_only && !atomic_load_explicit(&st->in->end, memory_order_relaxed) &&
+                !poll_socket_now(st))
+                *len = 0;
+            return NULL;
+        }
+        if (next_record(st) < 0)
+            return NULL; /* failed: readv says so */
+        if (st->rec_kind == REC_LAP) {
+            st->head = st->rec_end;
+            st->rec_kind = 0;
+            if (head_moved(st) < 0)
+                return NULL;
+        }
+    }
+    if (st->rec_kind != REC_BYTES)
+        return NULL;
+    uint64_t off = st->rec_data & (SHM_RING - 1);
+    uint64_t n = st->rec_left < SHM_RING - off ? st->rec_left : SHM_RING - off;
+    *len = (size_t)n;
+    return st->in_ring + off;
+}
+
+static int shm_take_in_place(struct sndk_stream *s, size_t n)
+{
+    struct shm_stream *st = st_of(s);
+    assert(st->rec_kind == REC_BYTES && n <= st->rec_left);
+    st->rec_data += n;
+    st->rec_left -= (uint32_t)n;
+    if (st->rec_left == 0) {
+        st->head = st->rec_end;
+        st->rec_kind = 0;
+    } else {
+        st->head = st->rec_data;
+    }
+    return head_moved(st);
+}
+
 static ssize_t shm_readv(struct sndk_stream *s, const struct iovec *iov, int n)
 {
     struct shm_stream *st = st_of(s);
@@ -1542,6 +1593,8 @@ const struct sndk_stream_ops sndk_stream_shm_ops = {
     .settled = shm_settled,
     .readv = shm_readv,
     .peek = shm_peek,
+    .in_place = shm_in_place,
+    .take_in_place = shm_take_in_place,
     .shutdown_write = shm_shutdown_write,
     .error = shm_error,
     .fpdu_max = shm_fpdu_max,

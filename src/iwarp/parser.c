@@ -559,12 +559,14 @@ int sndk_rx_take_fpdu(struct sndk_rx *rx, const void *buf, size_t len, size_t *t
     *took = 0;
     if (rx->state != SNDK_RX_HDR || rx->hdr_got != 0 || len < HDR_AT_CTRL)
         return 0;
-    size_t whole = sndk_mpa_fpdu_len(sndk_get_be16(p));
+    /* Every byte of buf is read once, into the header, the trailer or its place, and only
+     * those copies are looked at: buf may be shared memory its writer still changes. */
+    memcpy(rx->hdr, p, HDR_AT_CTRL);
+    size_t whole = sndk_mpa_fpdu_len(sndk_get_be16(rx->hdr));
     if (whole > len)
         return 0; /* a bad length fails the same way in want/advance, once its bytes are in */
     rx->wanted = 0;
     /* the header's checks at the thresholds rx_hdr checks them at: a fault reads hdr_got */
-    memcpy(rx->hdr, p, HDR_AT_CTRL);
     rx->hdr_got = HDR_AT_LEN;
     int rc = hdr_check_len(rx);
     if (rc < 0)

@@ -170,9 +170,11 @@ int sndk_rx_advance(struct sndk_rx *rx, size_t n);
  * the first non-zero one). */
 int sndk_rx_feed(struct sndk_rx *rx, const void *buf, size_t len);
 
-/* A whole FPDU already in memory (a staging buffer), the parser at an FPDU boundary: parsed in
- * one step, with the checks, placement offers, callbacks and faults that want/advance would
- * give the same bytes, in the same order, without their steps. *took: the bytes taken.
+/* A whole FPDU already in memory (a staging buffer, a shared ring), the parser at an FPDU
+ * boundary: parsed in one step, with the checks, placement offers, callbacks and faults that
+ * want/advance would give the same bytes, in the same order, without their steps. Each byte of
+ * buf is read once and only its copy is used, so buf may be memory another process writes at
+ * the same time: what it changes under the call is what was read. *took: the bytes taken.
  * Returns 0 with *took == 0 when nothing was taken: the parser is not at a boundary, buf holds
  * less than the FPDU its length field announces, or it starts like an MPA frame (checked the
  * way want/advance check it); the caller goes on through want/advance. Otherwise what

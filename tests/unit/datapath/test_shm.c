@@ -410,6 +410,69 @@ TEST(shm_stream_takes_a_record_by_its_stamp_and_fails_one_without)
     raw_pair_close(&p, true);
 }
 
+/* Bytes where they lie (stream.h, in_place; docs/transport-shm.md, "Parsed in the ring"): the
+ * stream on its own, this process both writer and reader. A written record's bytes are handed
+ * out in the ring, contiguous and no more than the record holds; what is taken is gone (the
+ * next look starts after it, and a readv goes on from there); an empty ring is "nothing" to a
+ * poll-only reader and "read" otherwise; a lap record on the way is taken as readv takes it;
+ * the end is readv's to report. */
+TEST(shm_stream_hands_out_bytes_where_they_lie)
+{
+    struct raw_pair p;
+    raw_pair_open(&p);
+    struct sndk_stream *rs = &p.rs, *ws = &p.ws;
+    size_t avail = 1;
+    rs->poll_only = true;
+    CHECK(rs->ops->in_place(rs, &avail) == NULL);
+    CHECK_EQ_U64(avail, 0); /* empty, polled: nothing */
+    rs->poll_only = false;
+    CHECK(rs->ops->in_place(rs, &avail) == NULL);
+    CHECK_EQ_U64(avail, SIZE_MAX); /* empty, a reader that may sleep: readv says it waits */
+    rs->poll_only = true;
+    uint8_t msg[100], got[100];
+    for (unsigned i = 0; i < sizeof msg; i++)
+        msg[i] = (uint8_t)(i * 3 + 1);
+    struct iovec out = {msg, sizeof msg};
+    CHECK_EQ_I64(ws->ops->writev(ws, &out, 1), (int64_t)sizeof msg);
+    const uint8_t *at = rs->ops->in_place(rs, &avail);
+    CHECK(at != NULL);
+    CHECK_EQ_U64(avail, sizeof msg);
+    CHECK_MEM(at, msg, sizeof msg);
+    CHECK_EQ_I64(rs->ops->take_in_place(rs, 30), 0);
+    at = rs->ops->in_place(rs, &avail);
+    CHECK(at != NULL);
+    CHECK_EQ_U64(avail, sizeof msg - 30);
+    CHECK_MEM(at, msg + 30, sizeof msg - 30);
+    /* the rest by readv, from where the take left it */
+    struct iovec in = {got, sizeof got};
+    CHECK_EQ_I64(rs->ops->readv(rs, &in, 1), (int64_t)sizeof msg - 30);
+    CHECK_MEM(got, msg + 30, sizeof msg - 30);
+    CHECK(rs->ops->in_place(rs, &avail) == NULL);
+    CHECK_EQ_U64(avail, 0);
+    /* quiet messages lap back to the warm page: the looks take the lap records on the way */
+    uint64_t ring = raw_ring_size(&p), laps = 0, last = sndk_stream_shm_tail(p.w);
+    for (unsigned i = 0; i < 200; i++) {
+        msg[0] = (uint8_t)i;
+        CHECK_EQ_I64(ws->ops->writev(ws, &out, 1), (int64_t)sizeof msg);
+        uint64_t tail = sndk_stream_shm_tail(p.w);
+        laps += tail / ring != last / ring;
+        last = tail;
+        at = rs->ops->in_place(rs, &avail);
+        CHECK_MSG(at != NULL && avail == sizeof msg && at[0] == (uint8_t)i, "message %u", i);
+        CHECK_EQ_I64(rs->ops->take_in_place(rs, avail), 0);
+    }
+    CHECK(laps >= 4);
+    /* the end: readv's to report */
+    sndk_stream_shutdown_write(ws);
+    CHECK(rs->ops->in_place(rs, &avail) == NULL);
+    CHECK_EQ_U64(avail, SIZE_MAX);
+    CHECK_EQ_I64(rs->ops->readv(rs, &in, 1), 0);
+    CHECK(rs->ops->in_place(rs, &avail) == NULL);
+    CHECK_EQ_U64(avail, SIZE_MAX);
+    CHECK_EQ_I64(rs->ops->error(rs), 0);
+    raw_pair_close(&p, false);
+}
+
 /* Warm pages (docs/transport-shm.md, "Warm pages"): the stream on its own, this process both
  * writer and reader. Messages read one by one stay on the pages already touched: once the
  * writer reaches the end of them, it laps to the ring's start instead of faulting a new page,
