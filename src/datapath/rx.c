@@ -311,6 +311,8 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
                 size_t took;
                 rc = sndk_rx_take_fpdu(&io->rx, at, avail, &took);
                 if (took) {
+                    /* counted as a read's bytes are */
+                    sndk_seam_rx_read(qp, &(struct iovec){(void *)(uintptr_t)at, took}, 1, took);
                     int t = sndk_stream_take_in_place(&io->stream, took);
                     if (t < 0 && rc >= 0) {
                         sndk_debug("rx", "QP %p: receive: errno %d", (void *)qp, -t);
