@@ -46,7 +46,8 @@ struct sndk_stream_ops {
      * op: never (a socket's bytes are in the kernel). */
     const void *(*in_place)(struct sndk_stream *s, size_t *len);
     /* The first n bytes (at most *len) of the last in_place were taken. 0, or -errno: the
-     * stream failed (as a readv's error). */
+     * stream failed (as a readv's error). Bytes left after them keep fd readable, as after a
+     * read that filled its buffer, unless poll_only. */
     int (*take_in_place)(struct sndk_stream *s, size_t n);
     /* End our direction after what was written (TCP: FIN). Called once (the wrapper below
      * keeps the record). */

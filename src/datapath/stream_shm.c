@@ -1087,7 +1087,12 @@ static int shm_take_in_place(struct sndk_stream *s, size_t n)
     } else {
         st->head = st->rec_data;
     }
-    return head_moved(st);
+    int m = head_moved(st);
+    /* As after a read that filled its buffer: the pass may stop here (its budget), and a
+     * reader that sleeps on the fd must hear of what is left. A polling one comes back. */
+    if (m == 0 && !s->poll_only && (st->rec_kind || rec_at(st, st->head)))
+        raise_self(st);
+    return m;
 }
 
 static ssize_t shm_readv(struct sndk_stream *s, const struct iovec *iov, int n)

@@ -16,6 +16,7 @@
 
 #include "datapath.h"
 #include "datapath/conn.h"
+#include "device/cq.h"
 #include "datapath/link.h"
 #include "datapath/stream.h"
 #include "datapath/watch.h"
@@ -471,6 +472,46 @@ TEST(shm_stream_hands_out_bytes_where_they_lie)
     CHECK_EQ_U64(avail, SIZE_MAX);
     CHECK_EQ_I64(rs->ops->error(rs), 0);
     raw_pair_close(&p, false);
+}
+
+/* A receive pass takes at most 64 FPDUs; what is left after one (in the ring, after a pass that
+ * parsed them in place) must still wake the progress thread, which nobody's poll replaces
+ * here: 200 small Sends queued while it was held all complete without the consumer polling.
+ * Over each transport of the suite's run. */
+TEST(shm_progress_takes_more_than_a_pass_without_a_poll)
+{
+    enum { N = 200, LEN = 64 };
+    struct dp_opts o;
+    dp_opts_default(&o);
+    o.rq_depth = o.sq_depth = N;
+    struct dp_pair pair, *p = &pair;
+    dp_pair_open(p, &o);
+    dp_fill(p->x.buf, N * LEN, 31);
+    for (unsigned i = 0; i < N; i++)
+        dp_post_recv(&p->y, (void *)(uintptr_t)(0x100 + i), (size_t)i * LEN, LEN);
+    dp_hold_progress(p->ay);
+    for (unsigned i = 0; i < N; i++)
+        dp_post_send(&p->x, (void *)(uintptr_t)(0x1000 + i), (size_t)i * LEN, LEN, 0);
+    dp_release_progress();
+    /* nobody polls until the progress thread's passes completed every receive (its CQ's count
+     * read without a poll, which would run a pass itself) */
+    struct sndk_cq *ycq = sndk_cq_from(p->y.cq);
+    uint32_t done = 0;
+    for (int waited = 0; waited < 5000 && done < N; waited += 10) {
+        usleep(10000);
+        done = atomic_load(&ycq->count);
+    }
+    CHECK_EQ_U64(done, N);
+    NDK_RESULT_EX r;
+    for (unsigned i = 0; i < N; i++) {
+        dp_expect(p->y.cq, &r, 1, 0);
+        dp_check_result(&r, STATUS_SUCCESS, LEN, YCTX, (void *)(uintptr_t)(0x100 + i),
+                        NdkOperationTypeReceive);
+    }
+    CHECK_MEM(p->y.buf, p->x.buf, (size_t)N * LEN);
+    for (unsigned i = 0; i < N; i++)
+        dp_expect(p->x.cq, &r, 1, 0);
+    dp_pair_close(p);
 }
 
 /* Warm pages (docs/transport-shm.md, "Warm pages"): the stream on its own, this process both
