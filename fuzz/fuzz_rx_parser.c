@@ -129,20 +129,11 @@ static int feed_held(struct sndk_rx *rx, struct fctx *x, const uint8_t *p, size_
             if (took)
                 continue;
         }
-        struct iovec iov[SNDK_RX_PLACE_IOV + 2];
-        int n = sndk_rx_want(rx, iov, (int)(sizeof iov / sizeof iov[0]));
-        if (n == 0)
-            return rx->state == SNDK_RX_CLOSED ? -EPIPE : -EPROTO;
-        size_t copied = 0, room = piece;
-        for (int i = 0; i < n && copied < room; i++) {
-            size_t k = iov[i].iov_len < room - copied ? iov[i].iov_len : room - copied;
-            memcpy(iov[i].iov_base, p + copied, k);
-            copied += k;
-        }
-        p += copied;
-        len -= copied;
-        piece -= copied;
-        int rc = sndk_rx_advance(rx, copied);
+        size_t used;
+        int rc = sndk_rx_feed_round(rx, p, piece, &used);
+        p += used;
+        len -= used;
+        piece -= used;
         if (rc == SNDK_RX_HELD_RC)
             continue;
         if (rc != 0)

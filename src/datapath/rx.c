@@ -48,36 +48,20 @@ void sndk_rx_io_init(struct sndk_conn *io, bool crc)
 static int feed_stage(struct sndk_conn *io)
 {
     while (io->stage_pos < io->stage_len) {
-        if (!SNDK_DP_HOOKED(io)) {
-            /* A whole FPDU staged at a boundary is parsed in one step: the same checks,
-             * offers and callbacks, without want/advance's three rounds (40-75 ns of a 64 B
-             * message's 580 on one core; docs/datapath.md). The hooks look at each FPDU
-             * between rounds, so with them attached every FPDU goes the general way. */
-            size_t took;
-            int rc = sndk_rx_take_fpdu(&io->rx, io->stage + io->stage_pos,
-                                       io->stage_len - io->stage_pos, &took);
-            io->stage_pos += (uint32_t)took;
-            if (rc != 0)
-                return rc; /* a fault, the peer's Terminate, a held Send */
-            if (took)
-                continue;
-        }
-        struct iovec iov[SNDK_RX_PLACE_IOV + 2];
-        int n = sndk_rx_want(&io->rx, iov, (int)(sizeof iov / sizeof iov[0]));
-        if (n == 0)
-            return io->rx.state == SNDK_RX_CLOSED ? -EPIPE : -EPROTO;
-        size_t copied = 0;
-        for (int i = 0; i < n && io->stage_pos < io->stage_len; i++) {
-            size_t k = io->stage_len - io->stage_pos;
-            if (k > iov[i].iov_len)
-                k = iov[i].iov_len;
-            memcpy(iov[i].iov_base, io->stage + io->stage_pos, k);
-            io->stage_pos += (uint32_t)k;
-            copied += k;
-        }
-        int rc = sndk_rx_advance(&io->rx, copied);
+        const uint8_t *at = io->stage + io->stage_pos;
+        size_t left = io->stage_len - io->stage_pos, used = 0;
+        int rc = 0;
+        /* A whole FPDU staged at a boundary is parsed in one step: the same checks, offers
+         * and callbacks, without want/advance's three rounds (40-75 ns of a 64 B message's
+         * 580 on one core; docs/datapath.md). The hooks look at each FPDU between rounds, so
+         * with them attached every FPDU goes round by round. */
+        if (!SNDK_DP_HOOKED(io))
+            rc = sndk_rx_take_fpdu(&io->rx, at, left, &used);
+        if (used == 0 && rc == 0)
+            rc = sndk_rx_feed_round(&io->rx, at, left, &used);
+        io->stage_pos += (uint32_t)used;
         if (rc != 0)
-            return rc; /* a fault, or SNDK_RX_TERMINATED */
+            return rc; /* a fault, the peer's Terminate, a held Send */
         if (sndk_seam_rx_fpdu_ended(io))
             return 0; /* an FPDU ended: the hooks look at the next one first */
     }
@@ -212,6 +196,47 @@ static bool rx_held(struct sndk_qp *qp, struct sndk_fail *fail, enum sndk_rx_res
 
 static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail);
 
+/* The stream failed under a read (-errno): the connection ends as on a reset. */
+static enum sndk_rx_result read_failed(struct sndk_qp *qp, int err, struct sndk_fail *fail)
+{
+    sndk_debug("rx", "QP %p: receive: errno %d", (void *)qp, -err);
+    sndk_fail_reset(fail);
+    return SNDK_RXR_FAIL;
+}
+
+/* Bytes that lie in memory already (shm's ring, stream.h in_place): a whole FPDU there is
+ * parsed where it lies, not copied into the staging buffer first. 1: one was taken, look
+ * again; 0: read the usual way; -1: the pass ends with *r (the ring empty to a poll-only
+ * reader, a fault, the peer's Terminate, a held Send, a failed stream). */
+static int pass_in_place(struct sndk_qp *qp, struct sndk_fail *fail, enum sndk_rx_result *r)
+{
+    struct sndk_conn *io = qp->io;
+    size_t avail, took;
+    const void *at = sndk_stream_in_place(&io->stream, &avail);
+    if (!at) {
+        if (avail != 0)
+            return 0;
+        io->rx_emptied = true; /* as a read's -EAGAIN */
+        *r = SNDK_RXR_OK;
+        return -1;
+    }
+    int rc = sndk_rx_take_fpdu(&io->rx, at, avail, &took);
+    if (took) {
+        /* counted as a read's bytes are */
+        sndk_seam_rx_read(qp, &(struct iovec){(void *)(uintptr_t)at, took}, 1, took);
+        int t = sndk_stream_take_in_place(&io->stream, took);
+        if (t < 0 && rc >= 0) {
+            *r = read_failed(qp, t, fail);
+            return -1;
+        }
+    }
+    if (rc != 0) {
+        *r = rx_stop(qp, rc, fail);
+        return -1;
+    }
+    return took != 0;
+}
+
 static int clamp_iov(struct iovec *iov, int n, size_t cap)
 {
     int k = 0;
@@ -302,32 +327,13 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
         if (cap == 0)
             return SNDK_RXR_OK; /* at a byte mark, nothing beyond it arrived yet */
         if (!SNDK_DP_HOOKED(io) && !go_direct(&io->rx)) {
-            /* Bytes that lie in memory already (shm's ring): a whole FPDU there is parsed
-             * where it lies, not copied into the staging buffer first (stream.h, in_place;
-             * the hooks see reads, so with them every byte is read). */
-            size_t avail;
-            const void *at = sndk_stream_in_place(&io->stream, &avail);
-            if (at) {
-                size_t took;
-                rc = sndk_rx_take_fpdu(&io->rx, at, avail, &took);
-                if (took) {
-                    /* counted as a read's bytes are */
-                    sndk_seam_rx_read(qp, &(struct iovec){(void *)(uintptr_t)at, took}, 1, took);
-                    int t = sndk_stream_take_in_place(&io->stream, took);
-                    if (t < 0 && rc >= 0) {
-                        sndk_debug("rx", "QP %p: receive: errno %d", (void *)qp, -t);
-                        sndk_fail_reset(fail);
-                        return SNDK_RXR_FAIL;
-                    }
-                }
-                if (rc != 0) /* a fault, the peer's Terminate, a held Send */
-                    return rx_stop(qp, rc, fail);
-                if (took)
-                    continue;
-            } else if (avail == 0) {
-                io->rx_emptied = true; /* as a read's -EAGAIN */
-                return SNDK_RXR_OK;
-            }
+            /* the hooks see reads: with them every byte is read */
+            enum sndk_rx_result r;
+            int in_place = pass_in_place(qp, fail, &r);
+            if (in_place < 0)
+                return r;
+            if (in_place > 0)
+                continue;
         }
         if (go_direct(&io->rx)) {
             struct iovec iov[SNDK_RX_PLACE_IOV + 2];
@@ -378,9 +384,7 @@ static enum sndk_rx_result rx_pass(struct sndk_qp *qp, struct sndk_fail *fail)
             io->rx_emptied = true;
             return SNDK_RXR_OK;
         }
-        sndk_debug("rx", "QP %p: receive: errno %d", (void *)qp, (int)-got);
-        sndk_fail_reset(fail);
-        return SNDK_RXR_FAIL;
+        return read_failed(qp, (int)got, fail);
     }
     /* Budget spent: staged bytes are not in the socket any more, so nothing would report them
      * (a Read Request in them would wait forever). Hand them to the parser now. */

@@ -1039,6 +1039,24 @@ static int take_wakes(struct shm_stream *st)
     return fail(st, -d, "the peer's socket ended");
 }
 
+/* The current record's rec_left says what of it is still to be read: move the head past what
+ * was taken. The writer gets the room of what was read; a span's only once all of it was
+ * pulled (its head passing the record is what settles the writer's lent memory); a lap
+ * record (no bytes) is passed at once. 0, or -EPROTO. */
+static int record_taken(struct shm_stream *st)
+{
+    if (st->rec_left == 0) {
+        st->head = st->rec_end;
+        st->spans_passed += st->rec_kind == REC_SPAN;
+        st->rec_kind = 0;
+    } else if (st->rec_kind == REC_BYTES) {
+        st->head = st->rec_data;
+    } else {
+        return 0; /* inside a span: the head waits for all of it */
+    }
+    return head_moved(st);
+}
+
 /* The current bytes record's next bytes, where they lie in the ring (stream.h, in_place): a
  * record between them and us is taken the way readv takes it (a lap moves the head; a span
  * stays current, for readv), and the empty ring answers as readv's poll-only look would. */
@@ -1060,12 +1078,8 @@ static const void *shm_in_place(struct sndk_stream *s, size_t *len)
         }
         if (next_record(st) < 0)
             return NULL; /* failed: readv says so */
-        if (st->rec_kind == REC_LAP) {
-            st->head = st->rec_end;
-            st->rec_kind = 0;
-            if (head_moved(st) < 0)
-                return NULL;
-        }
+        if (st->rec_kind == REC_LAP && record_taken(st) < 0)
+            return NULL;
     }
     if (st->rec_kind != REC_BYTES)
         return NULL;
@@ -1081,13 +1095,7 @@ static int shm_take_in_place(struct sndk_stream *s, size_t n)
     assert(st->rec_kind == REC_BYTES && n <= st->rec_left);
     st->rec_data += n;
     st->rec_left -= (uint32_t)n;
-    if (st->rec_left == 0) {
-        st->head = st->rec_end;
-        st->rec_kind = 0;
-    } else {
-        st->head = st->rec_data;
-    }
-    int m = head_moved(st);
+    int m = record_taken(st);
     /* As after a read that filled its buffer: the pass may stop here (its budget), and a
      * reader that sleeps on the fd must hear of what is left. A polling one comes back. */
     if (m == 0 && !s->poll_only && (st->rec_kind || rec_at(st, st->head)))
@@ -1157,9 +1165,7 @@ static ssize_t shm_readv(struct sndk_stream *s, const struct iovec *iov, int n)
             if (r < 0)
                 return got ? (ssize_t)got : r;
             if (st->rec_kind == REC_LAP) {
-                st->head = st->rec_end;
-                st->rec_kind = 0;
-                int m = head_moved(st);
+                int m = record_taken(st);
                 if (m < 0)
                     return got ? (ssize_t)got : m;
                 continue;
@@ -1177,18 +1183,7 @@ static ssize_t shm_readv(struct sndk_stream *s, const struct iovec *iov, int n)
         }
         got += take;
         st->rec_left -= (uint32_t)take;
-        /* the writer gets the room of what was read; a span's only once all of it was pulled
-         * (its head passing the record is what settles the writer's lent memory) */
-        if (st->rec_left == 0) {
-            st->head = st->rec_end;
-            st->spans_passed += st->rec_kind == REC_SPAN;
-            st->rec_kind = 0;
-        } else if (st->rec_kind == REC_BYTES) {
-            st->head = st->rec_data;
-        } else {
-            continue;
-        }
-        int m = head_moved(st);
+        int m = record_taken(st);
         if (m < 0)
             return got ? (ssize_t)got : m;
     }

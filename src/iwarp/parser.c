@@ -530,23 +530,32 @@ int sndk_rx_advance(struct sndk_rx *rx, size_t n)
     return rx->state == SNDK_RX_ERROR ? -EPROTO : 0;
 }
 
+int sndk_rx_feed_round(struct sndk_rx *rx, const void *buf, size_t len, size_t *used)
+{
+    const uint8_t *p = buf;
+    *used = 0;
+    struct iovec iov[SNDK_RX_PLACE_IOV + 2];
+    int n = sndk_rx_want(rx, iov, (int)(sizeof iov / sizeof iov[0]));
+    if (n == 0)
+        return rx->state == SNDK_RX_CLOSED ? -EPIPE : -EPROTO;
+    size_t copied = 0;
+    for (int i = 0; i < n && copied < len; i++) {
+        size_t k = iov[i].iov_len < len - copied ? iov[i].iov_len : len - copied;
+        memcpy(iov[i].iov_base, p + copied, k);
+        copied += k;
+    }
+    *used = copied;
+    return sndk_rx_advance(rx, copied);
+}
+
 int sndk_rx_feed(struct sndk_rx *rx, const void *buf, size_t len)
 {
     const uint8_t *p = buf;
     while (len > 0) {
-        struct iovec iov[SNDK_RX_PLACE_IOV + 2];
-        int n = sndk_rx_want(rx, iov, (int)(sizeof iov / sizeof iov[0]));
-        if (n == 0)
-            return rx->state == SNDK_RX_CLOSED ? -EPIPE : -EPROTO;
-        size_t copied = 0;
-        for (int i = 0; i < n && len > 0; i++) {
-            size_t k = iov[i].iov_len < len ? iov[i].iov_len : len;
-            memcpy(iov[i].iov_base, p, k);
-            p += k;
-            len -= k;
-            copied += k;
-        }
-        int rc = sndk_rx_advance(rx, copied);
+        size_t used;
+        int rc = sndk_rx_feed_round(rx, p, len, &used);
+        p += used;
+        len -= used;
         if (rc != 0)
             return rc;
     }

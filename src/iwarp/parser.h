@@ -166,7 +166,13 @@ int sndk_rx_resume(struct sndk_rx *rx);
  * earlier call; -EINVAL when n exceeds the last offer. */
 int sndk_rx_advance(struct sndk_rx *rx, size_t n);
 
-/* Convenience for tests and fuzzers: copy buf through want/advance. Same returns (stops at
+/* One round of want/advance over bytes already in memory: what the last want offered is copied
+ * from buf (at most len bytes; *used says how many) and advanced. Returns what
+ * sndk_rx_advance returns, or -EPIPE / -EPROTO when the parser takes no more bytes (closed,
+ * failed). */
+int sndk_rx_feed_round(struct sndk_rx *rx, const void *buf, size_t len, size_t *used);
+
+/* Convenience for tests and fuzzers: all of buf, round after round. Same returns (stops at
  * the first non-zero one). */
 int sndk_rx_feed(struct sndk_rx *rx, const void *buf, size_t len);
 

@@ -1,6 +1,5 @@
 #include "wire_util.h"
 
-#include <errno.h>
 #include <string.h>
 
 #include "iwarp/fpdu.h"
@@ -213,19 +212,10 @@ int wu_feed_staged(struct sndk_rx *rx, const void *bytes, size_t len)
         if (took)
             continue;
         /* one round of want/advance, as the connection's feed does between whole FPDUs */
-        struct iovec iov[SNDK_RX_PLACE_IOV + 2];
-        int n = sndk_rx_want(rx, iov, (int)(sizeof iov / sizeof iov[0]));
-        if (n == 0)
-            return rx->state == SNDK_RX_CLOSED ? -EPIPE : -EPROTO;
-        size_t copied = 0;
-        for (int i = 0; i < n && copied < len; i++) {
-            size_t k = iov[i].iov_len < len - copied ? iov[i].iov_len : len - copied;
-            memcpy(iov[i].iov_base, buf + copied, k);
-            copied += k;
-        }
-        buf += copied;
-        len -= copied;
-        rc = sndk_rx_advance(rx, copied);
+        size_t used;
+        rc = sndk_rx_feed_round(rx, buf, len, &used);
+        buf += used;
+        len -= used;
         if (rc != 0)
             return rc;
     }
