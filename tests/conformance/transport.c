@@ -61,44 +61,35 @@ TEST(transport_shm_connects_same_host_peers_through_shared_memory)
 }
 
 /* What crosses a same-host connection is counted as on the wire, whichever way the receive side
- * takes it (a whole FPDU parsed in the ring, or read): the adapter's out and in octets and
- * FPDUs agree, both ends being its own, and are its same-host octets. */
+ * takes it (a whole FPDU parsed in the ring, or read): what the client's adapter sent, the
+ * server's received, in octets and FPDUs, and both are their same-host octets. */
 TEST(transport_shm_counts_what_crosses_both_ways)
 {
     SOFTNDK_OPTIONS o;
     fx_options(&o, "");
     o.Transport = SoftNdkTransportShm;
-    NDK_ADAPTER *a = fx_open_with(&o);
-    struct fx_server srv;
-    fx_listen(&srv, a);
-    struct fx_side cl, sv;
-    fx_side_init(&cl, a, 65536, 8, 8);
-    fx_side_init(&sv, a, 65536, 8, 8);
-    fx_establish(&cl, &sv, &srv);
-    SOFTNDK_COUNTERS before;
-    fx_counters(a, &before);
+    struct fx_pair *p = fx_pair_open_with(&o, &o, 65536, 8, 8);
+    SOFTNDK_COUNTERS c0, s0, c, s;
+    fx_counters(p->ac, &c0);
+    fx_counters(p->as, &s0);
     static const size_t sizes[] = {64, 1000, 40000};
     for (unsigned i = 0; i < 3; i++) {
-        fx_post_recv(&sv, 100 + i, 0, 65536);
-        fx_post_send(&cl, 200 + i, 0, sizes[i], 0);
-        CHECK_EQ_U64(fx_collect(&sv, i + 1, 5000), i + 1);
-        CHECK_EQ_U64(fx_collect(&cl, i + 1, 5000), i + 1);
+        fx_post_recv(&p->sv, 100 + i, 0, 65536);
+        fx_post_send(&p->cl, 200 + i, 0, sizes[i], 0);
+        CHECK_EQ_U64(fx_collect(&p->sv, i + 1, 5000), i + 1);
+        CHECK_EQ_U64(fx_collect(&p->cl, i + 1, 5000), i + 1);
     }
-    SOFTNDK_COUNTERS c;
-    fx_counters(a, &c);
-    uint64_t in = c.RDMAInOctets - before.RDMAInOctets,
-             out = c.RDMAOutOctets - before.RDMAOutOctets;
+    fx_counters(p->ac, &c);
+    fx_counters(p->as, &s);
+    uint64_t out = c.RDMAOutOctets - c0.RDMAOutOctets, in = s.RDMAInOctets - s0.RDMAInOctets;
     /* three Sends, one FPDU each, 24 bytes of header and trailer on each (CRC off or on) */
     CHECK_EQ_U64(out, 64 + 1000 + 40000 + 3 * 24);
     CHECK_EQ_U64(in, out);
-    CHECK_EQ_U64(c.RDMAInFrames - before.RDMAInFrames, 3);
-    CHECK_EQ_U64(c.RDMAOutFrames - before.RDMAOutFrames, 3);
-    CHECK_EQ_U64(c.SameHostInOctets - before.SameHostInOctets, in);
-    CHECK_EQ_U64(c.SameHostOutOctets - before.SameHostOutOctets, out);
-    fx_side_close(&cl);
-    fx_side_close(&sv);
-    fx_server_close(&srv);
-    SoftNdkCloseAdapter(a);
+    CHECK_EQ_U64(c.RDMAOutFrames - c0.RDMAOutFrames, 3);
+    CHECK_EQ_U64(s.RDMAInFrames - s0.RDMAInFrames, 3);
+    CHECK_EQ_U64(c.SameHostOutOctets - c0.SameHostOutOctets, out);
+    CHECK_EQ_U64(s.SameHostInOctets - s0.SameHostInOctets, in);
+    fx_pair_close(p);
 }
 
 /* The same-host stream asks for no CRC unless told to (docs/decisions.md); either end asking

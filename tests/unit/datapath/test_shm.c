@@ -166,6 +166,31 @@ TEST(shm_peer_killed_is_a_reset_and_completes_outstanding_requests)
     SoftNdkCloseAdapter(a);
 }
 
+/* A pair whose ends have both mapped the rings: one 4096-byte Send from x to y passed
+ * (receive 0xa1, Send 0xb1). */
+static void shm_pair_open_mapped(struct shm_pair *sp)
+{
+    shm_pair_open(sp, 1u * MIB);
+    struct dp_pair *p = &sp->p;
+    dp_post_recv(&p->y, (void *)0xa1, 0, 4096);
+    dp_post_send(&p->x, (void *)0xb1, 0, 4096, 0);
+    NDK_RESULT_EX r;
+    dp_expect(p->y.cq, &r, 1, 0);
+    dp_check_result(&r, STATUS_SUCCESS, 4096, YCTX, (void *)0xa1, NdkOperationTypeReceive);
+    dp_expect(p->x.cq, &r, 1, 0);
+}
+
+/* Garbage in the shared header page after magic, version and size: every index, flag and
+ * count, as a hostile (or broken) peer could write it. */
+static void shm_header_garbage(struct shm_pair *sp)
+{
+    size_t len = 0;
+    uint8_t *m = sndk_stream_shm_mapping(sp->ys, &len);
+    CHECK(m != NULL);
+    CHECK(len > 4096);
+    memset(m + 16, 0xA5, 4096 - 16);
+}
+
 /* Garbage in every index of the shared header, as a hostile (or broken) peer could write it:
  * the next look at an index finds it outside its ring and fails the stream. Both QPs end with
  * an error, their requests complete, and no byte outside the mapping is touched. */
@@ -175,23 +200,11 @@ TEST(shm_garbage_in_the_ring_header_fails_the_connection)
     SKIP("TSan: the test's own plain stores into the shared header (see the top of the file)");
 #endif
     struct shm_pair sp;
-    shm_pair_open(&sp, 1u * MIB);
+    shm_pair_open_mapped(&sp);
     struct dp_pair *p = &sp.p;
-    /* one message first: both ends have mapped the rings */
-    dp_post_recv(&p->y, (void *)0xa1, 0, 4096);
-    dp_post_send(&p->x, (void *)0xb1, 0, 4096, 0);
-    NDK_RESULT_EX r;
-    dp_expect(p->y.cq, &r, 1, 0);
-    dp_check_result(&r, STATUS_SUCCESS, 4096, YCTX, (void *)0xa1, NdkOperationTypeReceive);
-    dp_expect(p->x.cq, &r, 1, 0);
     dp_post_recv(&p->y, (void *)0xa2, 0, 4096);
     dp_post_recv(&p->x, (void *)0xa3, 0, 4096);
-    size_t len = 0;
-    uint8_t *m = sndk_stream_shm_mapping(sp.ys, &len);
-    CHECK(m != NULL);
-    CHECK(len > 4096);
-    /* the header page after magic, version and size: every index, flag and count */
-    memset(m + 16, 0xA5, 4096 - 16);
+    shm_header_garbage(&sp);
     /* x's next write may still fit the room x saw before (the head is not read again then), so
      * its Send may complete as handed over; whoever next reads an index finds it outside */
     dp_post_send(&p->x, (void *)0xb2, 0, 4096, 0);
@@ -218,6 +231,33 @@ TEST(shm_garbage_in_the_ring_header_fails_the_connection)
     dp_expect(p->y.cq, rs, 1, 20);
     CHECK(rs[0].RequestContext == (void *)0xa2);
     CHECK_EQ_U64(p->x.qp->Dispatch->NdkSend(p->x.qp, NULL, NULL, 0, 0), STATUS_CONNECTION_INVALID);
+    dp_pair_close(p);
+}
+
+/* The same garbage met by a pass that parsed a message where it lies in the ring: the Send is
+ * whole and valid and its receive completes, and moving past it reads the garbage (the
+ * writer's flag and tail), which fails the stream and ends the connection as a reset would. */
+TEST(shm_garbage_met_moving_past_a_message_parsed_in_the_ring_fails_the_connection)
+{
+#ifdef UNDER_TSAN
+    SKIP("TSan: the test's own plain stores into the shared header (see the top of the file)");
+#endif
+    struct shm_pair sp;
+    shm_pair_open_mapped(&sp);
+    struct dp_pair *p = &sp.p;
+    /* x's next Send goes into the ring (its write reads no index then: the room it saw holds
+     * it), then the header turns to garbage before anybody looks again */
+    dp_post_recv(&p->y, (void *)0xa2, 0, 4096);
+    dp_hold_progress(p->ay);
+    dp_post_send(&p->x, (void *)0xb2, 0, 64, 0);
+    shm_header_garbage(&sp);
+    NDK_RESULT_EX r;
+    dp_expect(p->y.cq, &r, 1, 0);
+    dp_check_result(&r, STATUS_SUCCESS, 64, YCTX, (void *)0xa2, NdkOperationTypeReceive);
+    dp_release_progress();
+    CHECK(harness_event_wait(&p->y.link.aborted, 1, DP_TIMEOUT_MS));
+    CHECK(p->y.link.abort_status != STATUS_SUCCESS);
+    CHECK_EQ_U64(p->y.qp->Dispatch->NdkSend(p->y.qp, NULL, NULL, 0, 0), STATUS_CONNECTION_INVALID);
     dp_pair_close(p);
 }
 
@@ -474,6 +514,31 @@ TEST(shm_stream_hands_out_bytes_where_they_lie)
     raw_pair_close(&p, false);
 }
 
+/* n receives of len bytes posted at y, then, with the progress thread held (so that only
+ * polls move bytes), n Sends of the same slots of x's buffer (filled from `seed`) posted at
+ * x: receive i has context 0x100 + i, Send i 0x200 + i. The caller releases the thread. */
+static void queue_sends_held(struct dp_pair *p, unsigned n, size_t len, uint32_t seed)
+{
+    dp_fill(p->x.buf, n * len, seed);
+    for (unsigned i = 0; i < n; i++)
+        dp_post_recv(&p->y, (void *)(uintptr_t)(0x100 + i), (size_t)i * len, len);
+    dp_hold_progress(p->ay);
+    for (unsigned i = 0; i < n; i++)
+        dp_post_send(&p->x, (void *)(uintptr_t)(0x200 + i), (size_t)i * len, len, 0);
+}
+
+/* A CQ holds `want` completions, read without a poll (which would run a pass itself): for
+ * harness_wait_until. */
+struct cq_count {
+    struct sndk_cq *cq;
+    uint32_t want;
+};
+static bool cq_holds(void *arg)
+{
+    const struct cq_count *c = arg;
+    return atomic_load(&c->cq->count) >= c->want;
+}
+
 /* A receive pass takes at most 64 FPDUs; what is left after one (in the ring, after a pass that
  * parsed them in place) must still wake the progress thread, which nobody's poll replaces
  * here: 200 small Sends queued while it was held all complete without the consumer polling.
@@ -486,22 +551,11 @@ TEST(shm_progress_takes_more_than_a_pass_without_a_poll)
     o.rq_depth = o.sq_depth = N;
     struct dp_pair pair, *p = &pair;
     dp_pair_open(p, &o);
-    dp_fill(p->x.buf, N * LEN, 31);
-    for (unsigned i = 0; i < N; i++)
-        dp_post_recv(&p->y, (void *)(uintptr_t)(0x100 + i), (size_t)i * LEN, LEN);
-    dp_hold_progress(p->ay);
-    for (unsigned i = 0; i < N; i++)
-        dp_post_send(&p->x, (void *)(uintptr_t)(0x1000 + i), (size_t)i * LEN, LEN, 0);
+    queue_sends_held(p, N, LEN, 31);
     dp_release_progress();
-    /* nobody polls until the progress thread's passes completed every receive (its CQ's count
-     * read without a poll, which would run a pass itself) */
-    struct sndk_cq *ycq = sndk_cq_from(p->y.cq);
-    uint32_t done = 0;
-    for (int waited = 0; waited < 5000 && done < N; waited += 10) {
-        usleep(10000);
-        done = atomic_load(&ycq->count);
-    }
-    CHECK_EQ_U64(done, N);
+    /* nobody polls until the progress thread's passes completed every receive */
+    struct cq_count all = {sndk_cq_from(p->y.cq), N};
+    CHECK(harness_wait_until(cq_holds, &all, DP_TIMEOUT_MS));
     NDK_RESULT_EX r;
     for (unsigned i = 0; i < N; i++) {
         dp_expect(p->y.cq, &r, 1, 0);
@@ -702,12 +756,7 @@ TEST(shm_connection_gives_back_its_rings_pages_when_quiet)
     struct dp_pair *p = &sp.p;
     NDK_RESULT_EX r;
     enum { N = 32, LEN = 8192 };
-    dp_fill(p->x.buf, N * LEN, 21);
-    for (unsigned i = 0; i < N; i++)
-        dp_post_recv(&p->y, (void *)(uintptr_t)(0x100 + i), (size_t)i * LEN, LEN);
-    dp_hold_progress(p->ay);
-    for (unsigned i = 0; i < N; i++)
-        dp_post_send(&p->x, (void *)(uintptr_t)(0x200 + i), (size_t)i * LEN, LEN, 0);
+    queue_sends_held(p, N, LEN, 21);
     unsigned busy = ring_resident_pages(sp.xs, 0);
     CHECK_MSG(busy >= N * LEN / 4096, "%u pages resident with %u KiB in the ring", busy,
               N * LEN / 1024);
