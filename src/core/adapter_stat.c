@@ -21,17 +21,13 @@ static void conn_line(const struct sndk_conn_rec *r, void *arg)
     int st = atomic_load_explicit(&((struct sndk_conn_rec *)r)->state, memory_order_relaxed);
     struct sndk_conn_rec *w = (struct sndk_conn_rec *)r;
     uint64_t sq = sndk_cc_get(r, SNDK_CC_SQ_POSTED) - sndk_cc_get(r, SNDK_CC_SQ_RETIRED);
-    /* The receive queue under its lock, if free right now (never wait for the data path). */
+    /* The receive queue's count: a look at its two positions (device/srq.h), no lock. */
     char rq[32] = "-";
     struct sndk_qp *qp = atomic_load(&w->qp);
-    if (qp && qp->srq) {
+    if (qp && qp->srq)
         snprintf(rq, sizeof rq, "srq");
-    } else if (qp && sndk_mutex_trylock(&qp->rq_lock)) {
-        snprintf(rq, sizeof rq, "%u/%u", qp->rq.count, qp->rq.depth);
-        sndk_mutex_unlock(&qp->rq_lock);
-    } else if (qp) {
-        snprintf(rq, sizeof rq, "busy/%u", atomic_load(&w->rq_depth));
-    }
+    else if (qp)
+        snprintf(rq, sizeof rq, "%u/%u", sndk_recv_ring_count(&qp->rq), qp->rq.depth);
     sndk_stat_printf(
         b,
         "conn\tid=%llu\trole=%s\tstate=%s\tlocal=%s\tpeer=%s\tird=%u\tord=%u\tcrc=%s\t"

@@ -961,7 +961,6 @@ static void establish(struct sndk_connector *c)
         atomic_store(&c->rec->crc, c->crc);
         atomic_store(&c->rec->mpa_rev, c->rev);
         atomic_store(&c->rec->sq_depth, c->qp->initiator_depth);
-        atomic_store(&c->rec->rq_depth, c->qp->srq ? 0u : c->qp->rq.depth);
         atomic_store(&c->rec->qp, c->qp);
         atomic_store(&c->rec->transport, shm ? sndk_stream_shm_ops.name : "tcp");
         if (shm) {

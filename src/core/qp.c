@@ -350,24 +350,35 @@ static NTSTATUS qp_write(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *pS
     return sq_publish(qp, Flags);
 }
 
+static void commit_rq_post(void *ctx)
+{
+    struct sndk_qp *qp = ctx;
+    sndk_verify_call_commit(&qp->verify_rq_callers);
+}
+
 static NTSTATUS qp_receive(NDK_QP *pNdkQp, PVOID RequestContext, const NDK_SGE *pSgl, ULONG nSge)
 {
     struct sndk_qp *qp = qp_from(pNdkQp);
     if (!qp || qp->srq)
         return STATUS_INVALID_PARAMETER; /* 9e: a QP on an SRQ takes receives from the SRQ */
-    sndk_mutex_lock(&qp->rq_lock);
-    NTSTATUS st = sndk_recv_ring_push(&qp->rq, RequestContext, pSgl, nSge,
-                                      qp->base.adapter->info.MaxTransferLength);
-    /* Queued: a Send may fill it and its completion callback post again before we return
+    /* No lock: the consumer serializes posts on one receive queue (NDKPI, "the provider should
+     * not take redundant locks in these paths"), the receive side takes under rx_lock, and the
+     * ring publishes between the two (device/srq.h). Once published, a Send may fill it and
+     * its completion callback post again before we return: the verifier's commit comes first
      * (verify.h, struct sndk_verify_call). */
-    if (st == STATUS_SUCCESS && sndk_verify_on(qp->base.adapter))
-        sndk_verify_call_commit(&qp->verify_rq_callers);
-    sndk_mutex_unlock(&qp->rq_lock);
+    NTSTATUS st = sndk_recv_ring_push(&qp->rq, RequestContext, pSgl, nSge,
+                                      qp->base.adapter->info.MaxTransferLength,
+                                      sndk_verify_on(qp->base.adapter) ? commit_rq_post : NULL, qp);
+    if (st != STATUS_SUCCESS)
+        return st;
     /* A QP in its final state, or whose close began, will never fill it: it completes at
-     * once, as flushed (the close flushed the earlier ones; docs/misuse.md). */
-    if (st == STATUS_SUCCESS && (sndk_qp_state(qp) == SNDK_QP_ERROR || sndk_obj_closing(&qp->base)))
+     * once, as flushed (the close flushed the earlier ones; docs/misuse.md). The fence pairs
+     * with the flush's (datapath/conn.c): either the flush saw this receive, or we see the
+     * state that made it flush, and flush again. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (sndk_qp_state(qp) == SNDK_QP_ERROR || sndk_obj_closing(&qp->base))
         sndk_conn_flush_receives(qp);
-    else if (st == STATUS_SUCCESS)
+    else
         sndk_rnr_kick(qp); /* a Send waiting for it (receiver not ready) goes on */
     return st;
 }
@@ -517,7 +528,6 @@ static void qp_destroy(struct sndk_obj *o)
     free(qp->sq_iov);
     free(qp->sq_inline);
     sndk_recv_ring_destroy(&qp->rq);
-    sndk_mutex_destroy(&qp->rq_lock);
     sndk_mutex_destroy(&qp->rx_lock);
     sndk_mutex_destroy(&qp->tx_lock);
     sndk_mutex_destroy(&qp->state_lock);
@@ -613,7 +623,6 @@ static NTSTATUS qp_create_common(const struct qp_create_args *q, NDK_QP **ppNdkQ
     sndk_mutex_init_ranked(&qp->state_lock, SNDK_LOCK_QP_STATE);
     sndk_mutex_init_ranked(&qp->tx_lock, SNDK_LOCK_QP_TX);
     sndk_mutex_init_ranked(&qp->rx_lock, SNDK_LOCK_QP_RX);
-    sndk_mutex_init_ranked(&qp->rq_lock, SNDK_LOCK_QP_RQ);
     sndk_obj_init(&qp->base, a, &qp_ops, sndk_verify_on(a) ? &qp_dispatch_verified : &qp_dispatch);
     sndk_obj_hold(&qp->base, &pd->base);
     sndk_obj_hold(&qp->base, &rcq->base);

@@ -111,14 +111,19 @@ static bool named_by(const struct sndk_fail *f, const struct sndk_sqe *e, bool c
     }
 }
 
-/* Complete every queued receive of the own queue with STATUS_CANCELLED, in posting order. The
- * CQ post happens under rq_lock so that flushed and received completions keep the order. */
+/* Complete every queued receive of the own queue with STATUS_CANCELLED, in posting order.
+ * rx_lock held: the flush is the ring's taker here, as the receive side is elsewhere, so
+ * flushed and received completions keep the order. */
 static void flush_queued_receives(struct sndk_qp *qp)
 {
+    sndk_assert_held(&qp->rx_lock);
     if (qp->srq)
         return; /* SRQ receives belong to no QP until one takes them */
-    sndk_mutex_lock(&qp->rq_lock);
-    uint32_t n = qp->rq.count;
+    /* Pairs with the post's fence (core/qp.c qp_receive): the state or close that made this
+     * flush is stored before we look at what is queued, so a receive posted after the look
+     * sees it and flushes itself. */
+    atomic_thread_fence(memory_order_seq_cst);
+    uint32_t n = sndk_recv_ring_count(&qp->rq);
     for (uint32_t i = 0; i < n; i++) {
         struct sndk_recv_wqe *w = sndk_recv_ring_at(&qp->rq, i);
         NDK_RESULT_EX r = {
@@ -129,9 +134,7 @@ static void flush_queued_receives(struct sndk_qp *qp)
         };
         sndk_cq_post(qp->rcq, &r, false);
     }
-    qp->rq.head = (qp->rq.head + n) % (qp->rq.depth ? qp->rq.depth : 1);
-    qp->rq.count = 0;
-    sndk_mutex_unlock(&qp->rq_lock);
+    sndk_recv_ring_drop(&qp->rq, n);
     if (n)
         atomic_fetch_add_explicit(&qp->base.adapter->ctrs.v[SNDK_CTR_FLUSHED], n,
                                   memory_order_relaxed);

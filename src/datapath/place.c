@@ -36,9 +36,8 @@ static int take_receive(struct sndk_qp *qp)
     } else if (qp->srq) {
         got = sndk_srq_take(qp->srq, w);
     } else {
-        sndk_mutex_lock(&qp->rq_lock);
+        sndk_assert_held(&qp->rx_lock); /* the ring's one taker (device/srq.h) */
         got = sndk_recv_ring_take(&qp->rq, w);
-        sndk_mutex_unlock(&qp->rq_lock);
     }
     if (!got && sndk_rnr_may_wait(qp))
         return SNDK_RX_PLACE_LATER; /* rnr_begin holds the stream (see the pass) */

@@ -89,11 +89,13 @@ void sndk_rnr_begin(struct sndk_qp *qp)
         rnr_arm(qp, ms);
     }
     sndk_mutex_unlock(&qp->tx_lock);
-    if (qp->srq) {
+    if (qp->srq)
         sndk_srq_rnr_wait(qp->srq, &io->rnr_waiter);
-        /* a receive posted between take_receive and the listing kicked nobody: look again */
-        sndk_rnr_kick(qp);
-    }
+    /* A receive posted between take_receive and the wait (or the SRQ's listing) kicked
+     * nobody: look again. The fence pairs with the post's (core/qp.c qp_receive): the post
+     * sees WAITING and kicks, or this kick's pass sees the receive. */
+    atomic_thread_fence(memory_order_seq_cst);
+    sndk_rnr_kick(qp);
     sndk_ctr_inc(&qp->base.adapter->ctrs, SNDK_CTR_RNR_WAITS);
     if (sndk_verify_on(qp->base.adapter))
         sndk_verify_report(&qp->base, SoftNdkVerifyNoReceivePosted, NULL,

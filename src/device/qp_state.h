@@ -59,7 +59,7 @@ enum sndk_sq_kind {
 struct sndk_conn; /* the connection under the QP (src/datapath/conn.h) */
 
 /* Lock order (docs/datapath.md#locking), outermost first:
- *   cq->conn_lock -> state_lock -> rx_lock -> tx_lock -> rq_lock -> srq->lock -> cq->lock
+ *   cq->conn_lock -> state_lock -> rx_lock -> tx_lock -> srq->lock -> cq->lock
  *   -> STag table lock -> engine locks.
  * A consumer-thread CQ poll takes rx_lock only with trylock, so it never waits for a progress
  * thread and never inverts the order. */
@@ -95,8 +95,8 @@ struct sndk_qp {
     _Atomic uint32_t sq_head; /* written under tx_lock */
     uint32_t sq_sent;         /* under tx_lock: next request to put on the wire */
 
-    /* Receive queue (own, when srq == NULL): posting vs flush vs the receive path. */
-    struct sndk_mutex rq_lock;
+    /* Receive queue (own, when srq == NULL): posted by the consumer (serialized, no lock),
+     * taken by the receive path and flushes under rx_lock (device/srq.h). */
     struct sndk_recv_ring rq;
 
     struct sndk_mutex rx_lock; /* the receive side of io: parser, current receive */

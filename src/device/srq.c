@@ -12,7 +12,8 @@ bool sndk_recv_ring_init(struct sndk_recv_ring *r, uint32_t depth, uint32_t max_
 {
     r->depth = depth;
     r->max_sge = max_sge;
-    r->head = r->count = 0;
+    atomic_init(&r->posted, 0);
+    atomic_init(&r->taken, 0);
     r->stride = sizeof(struct sndk_recv_wqe) + (size_t)max_sge * sizeof(NDK_SGE);
     r->slots = depth ? calloc(depth, r->stride) : NULL;
     return depth == 0 || r->slots != NULL;
@@ -24,15 +25,28 @@ void sndk_recv_ring_destroy(struct sndk_recv_ring *r)
     r->slots = NULL;
 }
 
-struct sndk_recv_wqe *sndk_recv_ring_at(const struct sndk_recv_ring *r, uint32_t i)
+static struct sndk_recv_wqe *slot_of(const struct sndk_recv_ring *r, uint64_t pos)
 {
     /* slots is calloc memory and stride a multiple of the WQE alignment */
-    size_t at = (size_t)((r->head + i) % r->depth) * r->stride;
+    size_t at = (size_t)(pos % r->depth) * r->stride;
     return (struct sndk_recv_wqe *)(void *)(r->slots + at);
 }
 
+struct sndk_recv_wqe *sndk_recv_ring_at(const struct sndk_recv_ring *r, uint32_t i)
+{
+    return slot_of(r, atomic_load_explicit(&r->taken, memory_order_relaxed) + i);
+}
+
+uint32_t sndk_recv_ring_count(const struct sndk_recv_ring *r)
+{
+    /* taken first: a posted read after it is never behind it */
+    uint64_t taken = atomic_load_explicit(&r->taken, memory_order_acquire);
+    return (uint32_t)(atomic_load_explicit(&r->posted, memory_order_acquire) - taken);
+}
+
 NTSTATUS sndk_recv_ring_push(struct sndk_recv_ring *r, void *context, const NDK_SGE *sgl,
-                             ULONG nsge, ULONG max_transfer)
+                             ULONG nsge, ULONG max_transfer, void (*before_publish)(void *),
+                             void *ctx)
 {
     if (nsge && !sgl)
         return STATUS_INVALID_PARAMETER;
@@ -43,16 +57,26 @@ NTSTATUS sndk_recv_ring_push(struct sndk_recv_ring *r, void *context, const NDK_
         bytes += sgl[i].Length;
     if (bytes > max_transfer)
         return STATUS_DATA_OVERRUN;
-    if (r->count == r->depth)
+    uint64_t posted = atomic_load_explicit(&r->posted, memory_order_relaxed);
+    /* acquire: the taker's copy out of the slot we are about to reuse is done */
+    if (posted - atomic_load_explicit(&r->taken, memory_order_acquire) == r->depth)
         return STATUS_NO_MORE_ENTRIES;
-    struct sndk_recv_wqe *w = sndk_recv_ring_at(r, r->count);
+    struct sndk_recv_wqe *w = slot_of(r, posted);
     w->context = context;
     w->nsge = nsge;
     w->bytes = bytes;
     if (nsge)
         memcpy(w->sge, sgl, nsge * sizeof *sgl);
-    r->count++;
+    if (before_publish)
+        before_publish(ctx);
+    atomic_store_explicit(&r->posted, posted + 1, memory_order_release);
     return STATUS_SUCCESS;
+}
+
+void sndk_recv_ring_drop(struct sndk_recv_ring *r, uint32_t n)
+{
+    uint64_t taken = atomic_load_explicit(&r->taken, memory_order_relaxed);
+    atomic_store_explicit(&r->taken, taken + n, memory_order_release);
 }
 
 /* The notification's callback (device/notify.h): a progress thread, no lock held. One that
@@ -69,7 +93,7 @@ static void srq_notify_call(struct sndk_notify *n, NTSTATUS st)
 static void srq_check_threshold_locked(struct sndk_srq *srq)
 {
     sndk_assert_held(&srq->lock);
-    if (!srq->armed || !srq->notify_cb || srq->ring.count >= srq->threshold)
+    if (!srq->armed || !srq->notify_cb || sndk_recv_ring_count(&srq->ring) >= srq->threshold)
         return;
     srq->armed = false;
     sndk_notify_raise(&srq->notify, STATUS_SUCCESS);
@@ -77,16 +101,17 @@ static void srq_check_threshold_locked(struct sndk_srq *srq)
 
 bool sndk_recv_ring_take(struct sndk_recv_ring *r, struct sndk_recv_wqe *out)
 {
-    if (r->count == 0)
+    uint64_t taken = atomic_load_explicit(&r->taken, memory_order_relaxed);
+    /* acquire: the poster's copy into the slot is visible */
+    if (atomic_load_explicit(&r->posted, memory_order_acquire) == taken)
         return false;
-    const struct sndk_recv_wqe *w = sndk_recv_ring_at(r, 0);
+    const struct sndk_recv_wqe *w = slot_of(r, taken);
     out->context = w->context;
     out->nsge = w->nsge;
     out->bytes = w->bytes;
     if (w->nsge)
         memcpy(out->sge, w->sge, w->nsge * sizeof w->sge[0]);
-    r->head = (r->head + 1) % r->depth;
-    r->count--;
+    atomic_store_explicit(&r->taken, taken + 1, memory_order_release);
     return true;
 }
 
@@ -143,9 +168,10 @@ static NTSTATUS srq_receive(NDK_SRQ *pNdkSrq, PVOID RequestContext, const NDK_SG
         return STATUS_INVALID_PARAMETER;
     sndk_mutex_lock(&srq->lock);
     NTSTATUS st = sndk_recv_ring_push(&srq->ring, RequestContext, pSgl, nSge,
-                                      srq->base.adapter->info.MaxTransferLength);
+                                      srq->base.adapter->info.MaxTransferLength, NULL, NULL);
     /* Queued: a Send may fill it and its completion callback post again before we return
-     * (verify.h, struct sndk_verify_call). */
+     * (verify.h, struct sndk_verify_call); takes wait for the lock, so the commit may follow
+     * the publication here. */
     if (st == STATUS_SUCCESS && sndk_verify_on(srq->base.adapter))
         sndk_verify_call_commit(&srq->verify_callers);
     if (st == STATUS_SUCCESS && srq->rnr_waiters)
@@ -167,15 +193,16 @@ static NTSTATUS srq_modify(NDK_SRQ *pNdkSrq, ULONG SrqDepth, ULONG NotifyThresho
         return STATUS_INSUFFICIENT_RESOURCES;
     sndk_mutex_lock(&srq->lock);
     if (SrqDepth) {
-        if (srq->ring.count > SrqDepth) {
+        uint32_t queued = sndk_recv_ring_count(&srq->ring);
+        if (queued > SrqDepth) {
             sndk_mutex_unlock(&srq->lock);
             sndk_recv_ring_destroy(&fresh);
             return STATUS_INVALID_PARAMETER;
         }
-        for (uint32_t i = 0; i < srq->ring.count; i++)
+        for (uint32_t i = 0; i < queued; i++)
             memcpy(fresh.slots + (size_t)i * fresh.stride, sndk_recv_ring_at(&srq->ring, i),
                    fresh.stride);
-        fresh.count = srq->ring.count;
+        atomic_store_explicit(&fresh.posted, queued, memory_order_relaxed); /* under lock */
         struct sndk_recv_ring old = srq->ring;
         srq->ring = fresh;
         fresh = old;
@@ -238,8 +265,9 @@ static void srq_destroy(struct sndk_obj *o)
 {
     struct sndk_srq *srq = sndk_container_of(o, struct sndk_srq, base);
     /* Receives still queued belong to no QP and have no CQ to complete to: dropped (docs). */
-    if (srq->ring.count)
-        sndk_debug("srq", "SRQ %p closed with %u receives queued", (void *)srq, srq->ring.count);
+    uint32_t queued = sndk_recv_ring_count(&srq->ring);
+    if (queued)
+        sndk_debug("srq", "SRQ %p closed with %u receives queued", (void *)srq, queued);
     sndk_recv_ring_destroy(&srq->ring);
     sndk_mutex_destroy(&srq->lock);
 }

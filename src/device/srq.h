@@ -16,21 +16,38 @@ struct sndk_recv_wqe {
     NDK_SGE sge[]; /* stride: the queue's max SGE count */
 };
 
-/* A FIFO of receive WQEs with a fixed SGE stride. */
+/* A FIFO of receive WQEs with a fixed SGE stride: the receives at positions [taken, posted)
+ * of a sequence that never wraps (64 bits), position p in slot p % depth. One thread posts
+ * (moves `posted`) and one takes (moves `taken`), each publishing with a release store and
+ * reading the other's position with an acquire load, so that a ring whose poster and taker
+ * are each serialized needs no lock between them: a QP's own receive queue, whose posts the
+ * consumer serializes (NDKPI) and whose takes the receive side's rx_lock does. An SRQ, taken
+ * from by many connections, keeps both under its lock. */
 struct sndk_recv_ring {
     unsigned char *slots;
-    uint32_t depth, max_sge, head, count;
+    uint32_t depth, max_sge;
     size_t stride;
+    _Atomic uint64_t posted; /* receives ever posted: written by the poster only */
+    _Atomic uint64_t taken;  /* receives ever taken: written by the taker only */
 };
 
 bool sndk_recv_ring_init(struct sndk_recv_ring *r, uint32_t depth, uint32_t max_sge);
 void sndk_recv_ring_destroy(struct sndk_recv_ring *r);
+/* The i-th queued receive from the oldest (the taker's side, or under a lock that holds off
+ * both sides). */
 struct sndk_recv_wqe *sndk_recv_ring_at(const struct sndk_recv_ring *r, uint32_t i);
-/* Validate and copy a posted receive: STATUS_SUCCESS, STATUS_INVALID_PARAMETER (NULL SGE array
- * with nSge > 0), STATUS_DATA_OVERRUN (nSge above max_sge, or more than max_transfer bytes),
- * STATUS_NO_MORE_ENTRIES (full). */
+/* Receives queued: exact on either side of a serialized ring, a look from anywhere else. */
+uint32_t sndk_recv_ring_count(const struct sndk_recv_ring *r);
+/* Validate and copy a posted receive, then publish it to the taker: STATUS_SUCCESS,
+ * STATUS_INVALID_PARAMETER (NULL SGE array with nSge > 0), STATUS_DATA_OVERRUN (nSge above
+ * max_sge, or more than max_transfer bytes), STATUS_NO_MORE_ENTRIES (full). Until publish,
+ * the taker cannot see it: `before_publish`, when not NULL, runs with ctx between the copy and
+ * the publication (the verifier's commit of the post). The poster's side. */
 NTSTATUS sndk_recv_ring_push(struct sndk_recv_ring *r, void *context, const NDK_SGE *sgl,
-                             ULONG nsge, ULONG max_transfer);
+                             ULONG nsge, ULONG max_transfer, void (*before_publish)(void *),
+                             void *ctx);
+/* Forget the first n queued receives (a flush that completed them). The taker's side. */
+void sndk_recv_ring_drop(struct sndk_recv_ring *r, uint32_t n);
 
 /* A connection waiting for a receive of an SRQ (receiver not ready, docs/datapath.md). The
  * connection embeds one and says how to wake it: the SRQ knows no connection, only this. */
@@ -68,7 +85,7 @@ bool sndk_srq_take(struct sndk_srq *srq, struct sndk_recv_wqe *out);
 void sndk_srq_rnr_wait(struct sndk_srq *srq, struct sndk_rnr_waiter *w);
 void sndk_srq_rnr_done(struct sndk_srq *srq, struct sndk_rnr_waiter *w);
 
-/* Take the oldest receive of a plain ring into *out; caller serialises access to r. */
+/* Take the oldest receive of a ring into *out; false when it is empty. The taker's side. */
 bool sndk_recv_ring_take(struct sndk_recv_ring *r, struct sndk_recv_wqe *out);
 
 static inline struct sndk_srq *sndk_srq_from(const void *pub)

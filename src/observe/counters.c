@@ -188,7 +188,6 @@ struct sndk_conn_rec *sndk_conn_rec_open(struct sndk_adapter_ctrs *ac, struct sn
     atomic_init(&r->ird, 0);
     atomic_init(&r->ord, 0);
     atomic_init(&r->sq_depth, 0);
-    atomic_init(&r->rq_depth, 0);
     atomic_init(&r->crc, false);
     atomic_init(&r->mpa_rev, 0);
     atomic_init(&r->transport, NULL);

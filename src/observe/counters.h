@@ -115,7 +115,7 @@ struct sndk_conn_rec {
     _Atomic int state; /* an index into state_names */
     const char *const *state_names;
     _Atomic uint32_t ird, ord;
-    _Atomic uint32_t sq_depth, rq_depth; /* 0 until a QP is attached */
+    _Atomic uint32_t sq_depth; /* 0 until a QP is attached */
     _Atomic bool crc;
     _Atomic uint8_t mpa_rev;
     _Atomic(const char *) transport; /* the stream's name ("tcp", "shm") once attached, else NULL */

@@ -16,7 +16,6 @@ static const char *const rank_names[SNDK_LOCK_RANKS] = {
     [SNDK_LOCK_QP_STATE] = "qp->state_lock",
     [SNDK_LOCK_QP_RX] = "qp->rx_lock",
     [SNDK_LOCK_QP_TX] = "qp->tx_lock",
-    [SNDK_LOCK_QP_RQ] = "qp->rq_lock",
     [SNDK_LOCK_SRQ] = "srq->lock",
     [SNDK_LOCK_CQ] = "cq->lock",
     [SNDK_LOCK_STAG] = "the STag table lock",

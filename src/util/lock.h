@@ -50,7 +50,6 @@ enum sndk_lock_rank {
     SNDK_LOCK_QP_STATE,       /* qp->state_lock */
     SNDK_LOCK_QP_RX,          /* qp->rx_lock */
     SNDK_LOCK_QP_TX,          /* qp->tx_lock */
-    SNDK_LOCK_QP_RQ,          /* qp->rq_lock */
     SNDK_LOCK_SRQ,            /* srq->lock */
     SNDK_LOCK_CQ,             /* cq->lock */
     SNDK_LOCK_STAG,           /* the PD's STag table lock (stag.h) */

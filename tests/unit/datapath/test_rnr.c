@@ -1,6 +1,9 @@
 /* Receiver not ready (docs/datapath.md): under the roce profile (RnrWaitMs) a Send that finds
  * no receive posted waits for one instead of ending the connection; under iwarp it is the
  * Terminate at once. Every test sets its profile in the environment (one process per test). */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -291,4 +294,71 @@ TEST(rnr_srq_three_waiters_one_leaves_from_the_middle_the_others_resume)
     dp_side_close(&y[0]);
     SoftNdkCloseAdapter(ax);
     SoftNdkCloseAdapter(ay);
+}
+
+/* The receive posted just as a Send finds the queue empty: posts on another thread one at a
+ * time, each after the last completed, so most Sends wait and many meet their receive in the
+ * window between the empty look and the wait. Every one must go on when its receive comes (a
+ * post that kicked nobody while the wait was being entered is looked at again), none waits out
+ * the bound. */
+struct rnr_poster {
+    struct dp_side *s;
+    unsigned n;
+    atomic_uint received; /* by the test thread */
+    atomic_bool stop;
+};
+
+static void *post_one_at_a_time(void *arg)
+{
+    struct rnr_poster *p = arg;
+    for (unsigned i = 0; i < p->n && !atomic_load(&p->stop);) {
+        if (atomic_load(&p->received) < i) {
+            sched_yield();
+            continue;
+        }
+        /* 0-12 µs late: most Sends find the queue empty, some just as the receive lands */
+        uint64_t until = fixture_now_us() + i % 13;
+        while (fixture_now_us() < until)
+            ;
+        dp_post_recv(p->s, (void *)(uintptr_t)(i + 1), 0, 64);
+        i++;
+    }
+    return NULL;
+}
+
+TEST(rnr_roce_receives_posted_as_sends_wait_each_deliver_one)
+{
+    struct dp_pair p;
+    open_pair(&p, "roce", "3000"); /* a lost wake-up would be a Terminate after 3 s */
+    const unsigned n = 2000;
+    struct rnr_poster rp = {.s = &p.y, .n = n};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, post_one_at_a_time, &rp) == 0);
+    unsigned sent = 0, sends_done = 0, received = 0;
+    uint64_t end = fixture_now_ms() + 4 * DP_TIMEOUT_MS;
+    while (received < n && fixture_now_ms() < end && harness_event_count(&p.y.link.aborted) == 0) {
+        if (sent < n && sent - sends_done < 32) {
+            dp_post_send(&p.x, (void *)(uintptr_t)(sent + 1), 0, 16, 0);
+            sent++;
+        }
+        NDK_RESULT_EX r[16];
+        ULONG got = p.x.cq->Dispatch->NdkGetCqResultsEx(p.x.cq, r, 16);
+        for (ULONG i = 0; i < got; i++)
+            CHECK_EQ_U64(r[i].Status, STATUS_SUCCESS);
+        sends_done += got;
+        got = p.y.cq->Dispatch->NdkGetCqResultsEx(p.y.cq, r, 16);
+        for (ULONG i = 0; i < got; i++) {
+            CHECK_EQ_U64(r[i].Status, STATUS_SUCCESS);
+            CHECK_EQ_U64((uintptr_t)r[i].RequestContext, received + 1);
+            received++;
+        }
+        atomic_store(&rp.received, received);
+    }
+    atomic_store(&rp.stop, true);
+    pthread_join(t, NULL);
+    CHECK_MSG(received == n, "%u of %u Sends received", received, n);
+    CHECK(dp_counters(p.ay).RnrWaits > 0); /* the race was run, not avoided */
+    CHECK_EQ_U64(dp_counters(p.ay).RnrTimeouts, 0);
+    CHECK_EQ_U64(harness_event_count(&p.y.link.aborted), 0);
+    dp_pair_close(&p);
 }
