@@ -59,7 +59,7 @@ static void fire_locked(struct sndk_cq *cq, NTSTATUS status)
     sndk_assert_held(&cq->lock);
     cq->armed = SNDK_CQ_UNARMED;
     cq->moderating = false;
-    cq->notify_seq = cq->produced;
+    cq->notify_seq = atomic_load_explicit(&cq->produced, memory_order_relaxed); /* ours */
     /* A held-back callback goes now: its timer's pending period ends here (its reference is
      * ours) or in the fn already running, which drops it. */
     bool timer_ref = sndk_timer_cancel(&cq->mod_timer);
@@ -155,17 +155,21 @@ bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicite
         sndk_mutex_unlock(&cq->lock);
         return false;
     }
-    if (cq->count == cq->depth || cq->produced == cq->fault_overrun_at) {
-        /* [CQ-12]: an overrun kills the CQ; the callback says so whatever the arm. */
-        bool injected = cq->count != cq->depth;
+    /* produced is ours under the lock; taken is the consumer's (acquire: its copy out of the
+     * slot we may reuse is done) */
+    uint64_t seq = atomic_load_explicit(&cq->produced, memory_order_relaxed);
+    uint64_t queued = seq - atomic_load_explicit(&cq->taken, memory_order_acquire);
+    if (queued == cq->depth || seq == cq->fault_overrun_at) {
+        /* [CQ-12]: an overrun kills the CQ (a dead CQ hands out nothing more); the callback
+         * says so whatever the arm. */
+        bool injected = queued != cq->depth;
         if (injected) {
             char what[64];
             snprintf(what, sizeof what, "CQ #%u overruns at completion %llu", cq->fault_no,
-                     (unsigned long long)cq->produced + 1);
+                     (unsigned long long)seq + 1);
             sndk_fault_fired(cq->base.adapter, cq->fault_rule, cq, what);
         }
-        cq->dead = STATUS_BUFFER_OVERFLOW;
-        cq->count = 0;
+        atomic_store_explicit(&cq->dead, STATUS_BUFFER_OVERFLOW, memory_order_release);
         sndk_ctr_inc(&cq->base.adapter->ctrs, SNDK_CTR_CQ_ERROR);
         sndk_warn("cq", "CQ %p %s: dead, its QPs abort", (void *)cq,
                   injected ? "overran (injected)" : "overran its depth");
@@ -176,10 +180,9 @@ bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicite
         sndk_mutex_unlock(&cq->lock);
         return false;
     }
-    uint32_t slot = (cq->head + cq->count) % cq->depth;
-    cq->ring[slot].result = *result;
-    atomic_store_explicit(&cq->count, cq->count + 1, memory_order_relaxed); /* under lock */
-    uint64_t seq = cq->produced++;
+    struct sndk_cq_ring *ring = atomic_load_explicit(&cq->ring, memory_order_relaxed);
+    ring->e[seq % ring->depth].result = *result;
+    atomic_store_explicit(&cq->produced, seq + 1, memory_order_release); /* to the consumer */
     bool sol = solicited || result->Status != STATUS_SUCCESS;
     if (sol)
         cq->last_solicited = seq + 1;
@@ -259,11 +262,12 @@ static void arm(struct sndk_cq *cq, ULONG Type)
         return;
     }
     cq->armed = cq->armed == SNDK_CQ_UNARMED ? (int)Type : arm_merge[cq->armed][Type];
-    if (!cq->moderating && cq->count > 0) {
-        /* [CQ-6]: entries that arrived after the last callback satisfy the arm now.
-         * The oldest queued entry has sequence produced - count. */
-        uint64_t oldest = cq->produced - cq->count;
-        bool fresh = cq->produced > cq->notify_seq;
+    /* the consumer's own position: its arm and its polls are serialized ([CQ-3]) */
+    uint64_t oldest = atomic_load_explicit(&cq->taken, memory_order_relaxed);
+    uint64_t produced = atomic_load_explicit(&cq->produced, memory_order_relaxed);
+    if (!cq->moderating && produced > oldest) {
+        /* [CQ-6]: entries that arrived after the last callback satisfy the arm now. */
+        bool fresh = produced > cq->notify_seq;
         bool fresh_solicited = cq->last_solicited > cq->notify_seq && cq->last_solicited > oldest;
         if ((cq->armed == NDK_CQ_NOTIFY_ANY && fresh) ||
             (cq->armed == NDK_CQ_NOTIFY_SOLICITED && fresh_solicited))
@@ -273,15 +277,40 @@ static void arm(struct sndk_cq *cq, ULONG Type)
     unpark_conns(cq);
 }
 
-static ULONG take_locked(struct sndk_cq *cq, ULONG n, NDK_RESULT_EX *out_ex, NDK_RESULT *out)
+/* Rings a resize replaced: free them. Called at the start of a take, when no take can still be
+ * reading one (the consumer serializes its polls, and this one has not looked at the ring). */
+static void free_retired(struct sndk_cq *cq)
 {
-    sndk_assert_held(&cq->lock);
-    if (cq->dead != STATUS_SUCCESS)
+    if (!atomic_load_explicit(&cq->retired, memory_order_relaxed))
+        return;
+    struct sndk_cq_ring *r = atomic_exchange_explicit(&cq->retired, NULL, memory_order_acquire);
+    while (r) {
+        struct sndk_cq_ring *next = r->next_retired;
+        free(r);
+        r = next;
+    }
+}
+
+/* Copy out up to n entries and move `taken`. No lock: NDKPI makes the consumer serialize its
+ * polls and arms of one CQ ([CQ-3], which the verifier checks), so this is the one reader, and
+ * producers only ever write beyond `produced`, into slots the consumer has released. */
+static ULONG take(struct sndk_cq *cq, ULONG n, NDK_RESULT_EX *out_ex, NDK_RESULT *out)
+{
+    free_retired(cq);
+    if (atomic_load_explicit(&cq->dead, memory_order_acquire) != STATUS_SUCCESS)
         return 0;
-    if (n > cq->count)
-        n = cq->count;
+    uint64_t taken = atomic_load_explicit(&cq->taken, memory_order_relaxed);
+    /* produced first, then the ring: a ring a resize put in place was in place before any
+     * entry written into it was published, so every entry below `produced` is in the ring
+     * read after it (an old ring holds those written before the resize, and stays until the
+     * next take). */
+    uint64_t produced = atomic_load_explicit(&cq->produced, memory_order_acquire);
+    const struct sndk_cq_ring *ring = atomic_load_explicit(&cq->ring, memory_order_acquire);
+    if (n > produced - taken)
+        n = (ULONG)(produced - taken);
+    uint32_t slot = (uint32_t)(taken % ring->depth);
     for (ULONG i = 0; i < n; i++) {
-        const NDK_RESULT_EX *r = &cq->ring[(cq->head + i) % cq->depth].result;
+        const NDK_RESULT_EX *r = &ring->e[slot].result;
         if (out_ex) {
             out_ex[i] = *r;
         } else {
@@ -290,9 +319,11 @@ static ULONG take_locked(struct sndk_cq *cq, ULONG n, NDK_RESULT_EX *out_ex, NDK
             out[i].QPContext = r->QPContext;
             out[i].RequestContext = r->RequestContext;
         }
+        if (++slot == ring->depth)
+            slot = 0;
     }
-    cq->head = (cq->head + n) % cq->depth;
-    atomic_store_explicit(&cq->count, cq->count - n, memory_order_relaxed); /* under lock */
+    /* release: our copies are done before a producer may reuse the slots */
+    atomic_store_explicit(&cq->taken, taken + n, memory_order_release);
     return n;
 }
 
@@ -547,27 +578,23 @@ static bool poll_conns(struct sndk_cq *cq, bool armed)
 
 static ULONG get_results(struct sndk_cq *cq, ULONG nResults, NDK_RESULT_EX *out_ex, NDK_RESULT *out)
 {
-    /* A polling consumer mostly finds its CQ empty: that look takes no lock (cq.h), so a poll
-     * loop costs the connections' passes and little else. An entry posted right after the
-     * look is the next poll's, as one posted right after an unlock would be. */
+    /* A polling consumer mostly finds its CQ empty: that look takes no lock (cq.h), nor does
+     * a take, so a poll loop costs the connections' passes and little else. An entry posted
+     * right after the look is the next poll's. */
     ULONG n = 0;
     if (nResults == 0)
         return 0;
-    if (atomic_load_explicit(&cq->count, memory_order_relaxed) > 0) {
-        sndk_mutex_lock(&cq->lock);
-        n = take_locked(cq, nResults, out_ex, out);
-        sndk_mutex_unlock(&cq->lock);
+    if (atomic_load_explicit(&cq->produced, memory_order_relaxed) !=
+        atomic_load_explicit(&cq->taken, memory_order_relaxed)) {
+        n = take(cq, nResults, out_ex, out);
         if (n)
             return n;
     }
     if (atomic_load_explicit(&cq->dead, memory_order_relaxed) != STATUS_SUCCESS)
         return 0;
     bool armed = atomic_load_explicit(&cq->armed, memory_order_relaxed) != SNDK_CQ_UNARMED;
-    if (poll_conns(cq, armed)) {
-        sndk_mutex_lock(&cq->lock);
-        n = take_locked(cq, nResults, out_ex, out);
-        sndk_mutex_unlock(&cq->lock);
-    }
+    if (poll_conns(cq, armed))
+        n = take(cq, nResults, out_ex, out);
     return n;
 }
 
@@ -601,6 +628,16 @@ static ULONG cq_get_results_ex(NDK_CQ *pNdkCq, NDK_RESULT_EX Results[], ULONG nR
     return get_results(cq, nResults, Results, NULL);
 }
 
+static struct sndk_cq_ring *ring_alloc(uint32_t depth)
+{
+    struct sndk_cq_ring *r = malloc(sizeof *r + (size_t)depth * sizeof r->e[0]);
+    if (r) {
+        r->next_retired = NULL;
+        r->depth = depth;
+    }
+    return r;
+}
+
 static NTSTATUS cq_resize(NDK_CQ *pNdkCq, ULONG CqDepth,
                           NDK_FN_REQUEST_COMPLETION RequestCompletion, PVOID RequestContext)
 {
@@ -614,23 +651,31 @@ static NTSTATUS cq_resize(NDK_CQ *pNdkCq, ULONG CqDepth,
         return STATUS_NOT_SUPPORTED;
     if (CqDepth == 0 || CqDepth > info->MaxCqDepth)
         return STATUS_INVALID_PARAMETER;
-    struct sndk_cqe *ring = malloc((size_t)CqDepth * sizeof *ring);
+    struct sndk_cq_ring *ring = ring_alloc(CqDepth);
     if (!ring)
         return STATUS_INSUFFICIENT_RESOURCES;
     sndk_mutex_lock(&cq->lock);
-    if (cq->count > CqDepth) {
+    /* The consumer may be taking meanwhile (a resize is not among the calls NDKPI makes it
+     * serialize with its polls): it only moves `taken` up, so what we copy is a superset of
+     * what is still queued when the new ring goes in place, at the same positions. */
+    uint64_t produced = atomic_load_explicit(&cq->produced, memory_order_relaxed);
+    uint64_t taken = atomic_load_explicit(&cq->taken, memory_order_acquire);
+    if (produced - taken > CqDepth) {
         sndk_mutex_unlock(&cq->lock);
         free(ring);
         return STATUS_BUFFER_OVERFLOW;
     }
-    for (uint32_t i = 0; i < cq->count; i++)
-        ring[i] = cq->ring[(cq->head + i) % cq->depth];
-    struct sndk_cqe *old = cq->ring;
-    cq->ring = ring;
+    struct sndk_cq_ring *old = atomic_load_explicit(&cq->ring, memory_order_relaxed);
+    for (uint64_t p = taken; p < produced; p++)
+        ring->e[p % CqDepth] = old->e[p % old->depth];
+    atomic_store_explicit(&cq->ring, ring, memory_order_release);
     cq->depth = CqDepth;
-    cq->head = 0;
+    /* A take may be reading the old ring now: the next one frees it (free_retired). */
+    old->next_retired = atomic_load_explicit(&cq->retired, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&cq->retired, &old->next_retired, old,
+                                                  memory_order_release, memory_order_relaxed))
+        ;
     sndk_mutex_unlock(&cq->lock);
-    free(old);
     return STATUS_SUCCESS;
 }
 
@@ -683,7 +728,8 @@ static void cq_close_begin(struct sndk_obj *o)
 static void cq_destroy(struct sndk_obj *o)
 {
     struct sndk_cq *cq = sndk_container_of(o, struct sndk_cq, base);
-    free(cq->ring);
+    free_retired(cq);
+    free(atomic_load_explicit(&cq->ring, memory_order_relaxed));
     if (cq->ready_fd >= 0)
         close(cq->ready_fd);
     sndk_mutex_destroy(&cq->ready_mu);
@@ -723,11 +769,15 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
     struct sndk_cq *cq = calloc(1, sizeof *cq);
     if (!cq)
         return STATUS_INSUFFICIENT_RESOURCES;
-    cq->ring = malloc((size_t)CqDepth * sizeof *cq->ring);
-    if (!cq->ring) {
+    struct sndk_cq_ring *ring = ring_alloc(CqDepth);
+    if (!ring) {
         free(cq);
         return STATUS_INSUFFICIENT_RESOURCES;
     }
+    atomic_init(&cq->ring, ring);
+    atomic_init(&cq->retired, NULL);
+    atomic_init(&cq->produced, 0);
+    atomic_init(&cq->taken, 0);
     cq->depth = CqDepth;
     cq->fault_overrun_at = sndk_fault_cq_overrun_at(a, &cq->fault_rule, &cq->fault_no);
     cq->armed = SNDK_CQ_UNARMED;

@@ -16,6 +16,15 @@ struct sndk_cqe {
     NDK_RESULT_EX result;
 };
 
+/* A CQ's entries: position p of the CQ's sequence in e[p % depth]. A resize puts a new one in
+ * place and retires the old, which a take may still be reading (cq.c take): the next take
+ * frees it, since takes are serialized. */
+struct sndk_cq_ring {
+    struct sndk_cq_ring *next_retired;
+    uint32_t depth;
+    struct sndk_cqe e[];
+};
+
 struct sndk_cq_conn;
 
 /* What a CQ asks of a connection feeding it. The connection registers these with the CQ
@@ -56,16 +65,22 @@ struct sndk_cq {
      * NdkGetCqResults(Ex)/NdkArmCq of this CQ; only counted with the verifier on. */
     atomic_uint verify_callers;
 
-    struct sndk_mutex lock; /* guards everything below; taken before engine locks */
-    struct sndk_cqe *ring;
+    struct sndk_mutex lock; /* guards everything below but `taken`; taken before engine locks */
+    /* The queued entries are those at positions [taken, produced) of a sequence that never
+     * wraps (64 bits). Producers (the data path, flushes; any thread) write an entry and move
+     * `produced` under the lock; the consumer, whose polls NDKPI serializes ([CQ-3]), takes
+     * without it and moves `taken`: each publishes with a release store and reads the other's
+     * position with an acquire load (docs/datapath.md, "Locking"). ring and depth change only
+     * in a resize, under the lock. */
+    _Atomic(struct sndk_cq_ring *) ring;
+    _Atomic(struct sndk_cq_ring *) retired; /* rings replaced by a resize, to free */
     uint32_t depth;
-    uint32_t head;             /* index of the oldest entry */
-    /* count, armed and dead are written under the lock and read by an empty poll without it
-     * (cq.c get_results): a look, not a decision; what lands after it is the next poll's */
-    _Atomic uint32_t count;    /* entries queued */
-    uint64_t produced;         /* entries ever queued: the next entry's sequence number */
+    _Atomic uint64_t produced; /* entries ever queued: the next entry's sequence number */
+    _Atomic uint64_t taken;    /* entries ever taken: written by the consumer only */
     uint64_t notify_seq;       /* `produced` when the last notification fired */
     uint64_t last_solicited;   /* sequence + 1 of the newest solicited/error entry, 0 = none */
+    /* armed and dead are written under the lock and read by an empty poll without it (cq.c
+     * get_results): a look, not a decision; what lands after it is the next poll's */
     _Atomic int armed;         /* SNDK_CQ_UNARMED or NDK_CQ_NOTIFY_* */
     _Atomic NTSTATUS dead;     /* STATUS_SUCCESS, or why the CQ is dead (overrun) */
     uint64_t fault_overrun_at; /* injected overrun (docs/faults.md): at this `produced`, else
@@ -126,6 +141,13 @@ struct sndk_cq {
      * a reference (engine.h, "References"). */
     struct sndk_timer park_timer;
 };
+
+/* Entries queued: exact for the consumer, a look from anywhere else. */
+static inline uint64_t sndk_cq_queued(const struct sndk_cq *cq)
+{
+    uint64_t taken = atomic_load_explicit(&cq->taken, memory_order_acquire);
+    return atomic_load_explicit(&cq->produced, memory_order_acquire) - taken;
+}
 
 /* Coarse monotonic milliseconds, cheap enough for every empty poll. */
 uint64_t sndk_cq_now_ms(void);

@@ -1,6 +1,8 @@
 /* CQ paths the public interface cannot reach before the data path exists: solicited receives,
  * direct posting. */
 #include <net/if.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
@@ -227,27 +229,30 @@ TEST(cq_moderation_count_first_gives_back_the_timer_reference)
 
 /* The verifier's callback rule (callback_slow) takes out the time a callback spent blocked on
  * softndk's own locks: a CQ notification that polls its CQ while a progress thread, preempted,
- * holds the CQ's lock did not wait of its own accord. Here the test thread is that holder, for
- * 300 ms against a threshold of 50 ms, under strict (a report would abort the test). */
+ * holds a lock that poll needs did not wait of its own accord. A poll that finds entries takes
+ * none, one that finds the CQ empty takes its connection list's to drive them: here the test
+ * thread holds that one, for 300 ms against a threshold of 50 ms, under strict (a report would
+ * abort the test). */
 struct lock_wait_rig {
     struct sndk_cq *cq;
     NDK_CQ *pub;
     _Atomic int locked;
     struct harness_event entered, done;
     uint64_t took_ms, lock_waits;
-    ULONG polled;
+    ULONG polled, polled_empty;
 };
 
 static VOID poll_behind_a_held_lock(PVOID ctx, NTSTATUS st)
 {
     (void)st;
     struct lock_wait_rig *r = ctx;
+    NDK_RESULT_EX out[4];
+    r->polled = r->pub->Dispatch->NdkGetCqResultsEx(r->pub, out, 4); /* no lock taken */
     harness_event_signal(&r->entered);
     while (!atomic_load(&r->locked)) /* spin: a sleep here would be the callback's own wait */
         ;
     uint64_t t0 = sndk_clock_ns(CLOCK_MONOTONIC), w0 = sndk_lock_waited.waits;
-    NDK_RESULT_EX out[4];
-    r->polled = r->pub->Dispatch->NdkGetCqResultsEx(r->pub, out, 4);
+    r->polled_empty = r->pub->Dispatch->NdkGetCqResultsEx(r->pub, out, 4);
     r->took_ms = (sndk_clock_ns(CLOCK_MONOTONIC) - t0) / 1000000u;
     r->lock_waits = sndk_lock_waited.waits - w0;
     harness_event_signal(&r->done);
@@ -273,13 +278,14 @@ TEST(cq_callback_blocked_on_softndk_lock_is_not_slow)
     NDK_RESULT_EX res = receive_result(STATUS_SUCCESS, (void *)1);
     CHECK(sndk_cq_post(r->cq, &res, false));
     CHECK(harness_event_wait(&r->entered, 1, 5000));
-    sndk_mutex_lock(&r->cq->lock);
+    sndk_mutex_lock(&r->cq->conn_lock);
     atomic_store(&r->locked, 1);
     struct timespec hold = {0, 300 * 1000000L};
     nanosleep(&hold, NULL);
-    sndk_mutex_unlock(&r->cq->lock);
+    sndk_mutex_unlock(&r->cq->conn_lock);
     CHECK(harness_event_wait(&r->done, 1, 5000));
     CHECK_EQ_U64(r->polled, 1);
+    CHECK_EQ_U64(r->polled_empty, 0);
     CHECK(r->took_ms >= 250);  /* it did wait, far past the threshold */
     CHECK(r->lock_waits >= 1); /* and the lock counted it */
     SOFTNDK_COUNTERS c = {.Size = sizeof c};
@@ -291,4 +297,84 @@ TEST(cq_callback_blocked_on_softndk_lock_is_not_slow)
     harness_event_destroy(&r->entered);
     harness_event_destroy(&r->done);
     free(r);
+}
+
+/* NdkResizeCq is not among the calls NDKPI makes a consumer serialize with its polls, and a
+ * poll takes without the CQ's lock: resizes from a third thread while a producer posts and the
+ * consumer polls hand out every completion once, in order, and lose none (an old ring is freed
+ * by the poll after, never under one). The producer keeps fewer queued than the smallest depth,
+ * so every resize succeeds and nothing overruns. */
+struct resize_rig {
+    struct sndk_cq *cq;
+    NDK_CQ *pub;
+    unsigned n;
+    atomic_bool done;
+    unsigned resizes;
+    NTSTATUS bad;
+};
+
+static void *produce(void *arg)
+{
+    struct resize_rig *r = arg;
+    uint64_t end = sndk_clock_ns(CLOCK_MONOTONIC) + 10ull * 1000000000u;
+    for (unsigned i = 1; i <= r->n && sndk_clock_ns(CLOCK_MONOTONIC) < end;) {
+        if (sndk_cq_queued(r->cq) >= 24) {
+            sched_yield();
+            continue;
+        }
+        NDK_RESULT_EX res = receive_result(STATUS_SUCCESS, (void *)(uintptr_t)i);
+        if (!sndk_cq_post(r->cq, &res, false))
+            break;
+        i++;
+    }
+    atomic_store(&r->done, true);
+    return NULL;
+}
+
+static void *resize_until_done(void *arg)
+{
+    struct resize_rig *r = arg;
+    static const ULONG depths[] = {32, 100, 33, 64, 257};
+    for (unsigned k = 0; !atomic_load(&r->done); k++) {
+        NTSTATUS st = r->pub->Dispatch->NdkResizeCq(r->pub, depths[k % 5], NULL, NULL);
+        if (st != STATUS_SUCCESS) {
+            r->bad = st;
+            break;
+        }
+        r->resizes++;
+        /* a resize now and then, not a lock held back to back (the producer would starve) */
+        struct timespec gap = {0, 20 * 1000};
+        nanosleep(&gap, NULL);
+    }
+    return NULL;
+}
+
+TEST(cq_resized_while_polled_hands_out_each_completion_once_in_order)
+{
+    NDK_ADAPTER *a = open_lo();
+    struct resize_rig r = {.n = 100000};
+    CHECK_EQ_U64(a->Dispatch->NdkCreateCq(a, 64, on_cq, NULL, NULL, NULL, NULL, &r.pub),
+                 STATUS_SUCCESS);
+    r.cq = sndk_cq_from(r.pub);
+    pthread_t tp, tr;
+    CHECK(pthread_create(&tp, NULL, produce, &r) == 0);
+    CHECK(pthread_create(&tr, NULL, resize_until_done, &r) == 0);
+    unsigned next = 1;
+    uint64_t end = sndk_clock_ns(CLOCK_MONOTONIC) + 20ull * 1000000000u;
+    while (next <= r.n && sndk_clock_ns(CLOCK_MONOTONIC) < end) {
+        NDK_RESULT_EX out[7];
+        ULONG got = r.pub->Dispatch->NdkGetCqResultsEx(r.pub, out, 7);
+        for (ULONG i = 0; i < got; i++, next++)
+            CHECK_MSG((uintptr_t)out[i].RequestContext == next, "got %u where %u was next",
+                      (unsigned)(uintptr_t)out[i].RequestContext, next);
+    }
+    pthread_join(tp, NULL);
+    pthread_join(tr, NULL);
+    CHECK_MSG(next == r.n + 1, "%u of %u completions", next - 1, r.n);
+    CHECK_EQ_U64(r.bad, STATUS_SUCCESS);
+    CHECK(r.resizes > 10);
+    NDK_RESULT_EX extra;
+    CHECK_EQ_U64(r.pub->Dispatch->NdkGetCqResultsEx(r.pub, &extra, 1), 0);
+    close_cq(r.pub);
+    SoftNdkCloseAdapter(a);
 }

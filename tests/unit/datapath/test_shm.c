@@ -536,7 +536,7 @@ struct cq_count {
 static bool cq_holds(void *arg)
 {
     const struct cq_count *c = arg;
-    return atomic_load(&c->cq->count) >= c->want;
+    return sndk_cq_queued(c->cq) >= c->want;
 }
 
 /* A receive pass takes at most 64 FPDUs; what is left after one (in the ring, after a pass that
