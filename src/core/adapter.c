@@ -132,7 +132,7 @@ static void adapter_released(struct sndk_obj *o)
     struct sndk_adapter *a = sndk_container_of(o, struct sndk_adapter, base);
     sndk_mutex_lock(&a->lock);
     a->released = true;
-    pthread_cond_broadcast(&a->released_cond);
+    sndk_cond_broadcast(&a->released_cond);
     sndk_mutex_unlock(&a->lock);
 }
 
@@ -256,11 +256,7 @@ NTSTATUS SoftNdkOpenAdapter(ULONG IfIndex, NDK_VERSION Version, const SOFTNDK_OP
     a->info = cfg.limits;
     a->info.Version = run;
     sndk_mutex_init_ranked(&a->lock, SNDK_LOCK_ADAPTER);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&a->released_cond, &ca);
-    pthread_condattr_destroy(&ca);
+    sndk_cond_init(&a->released_cond); /* CLOCK_MONOTONIC deadlines */
     a->dev = device_acquire(IfIndex, &cfg, &st);
     if (!a->dev)
         goto fail_device;
@@ -335,7 +331,7 @@ fail_obs:
     device_release(a->dev);
 fail_device:
     sndk_faults_free(a->faults);
-    pthread_cond_destroy(&a->released_cond);
+    sndk_cond_destroy(&a->released_cond);
     sndk_mutex_destroy(&a->lock);
     free(a);
     return st;
@@ -396,7 +392,7 @@ VOID SoftNdkCloseAdapter(NDK_ADAPTER *pNdkAdapter)
     if (a->trace)
         sndk_trace_release();
     sndk_faults_free(a->faults);
-    pthread_cond_destroy(&a->released_cond);
+    sndk_cond_destroy(&a->released_cond);
     sndk_mutex_destroy(&a->lock);
     a->base.magic = 0;
     free(a);

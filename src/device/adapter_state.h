@@ -29,7 +29,7 @@ struct sndk_adapter {
 
     /* live objects, for diagnostics and the wait in SoftNdkCloseAdapter */
     struct sndk_mutex lock; /* guards live, live_count, released */
-    pthread_cond_t released_cond;
+    struct sndk_cond released_cond;
     struct sndk_obj_tracker objects; /* keeps live: the objects created under this adapter */
     struct sndk_obj *live;
     unsigned live_count[NdkObjectTypeMax];

@@ -162,7 +162,7 @@ struct sndk_engine {
 
     struct sndk_mutex quiesce_lock;
     struct sndk_mutex drain_lock;
-    pthread_cond_t drain_cond;
+    struct sndk_cond drain_cond;
 
     struct sndk_progress thr[];
 };
@@ -433,7 +433,7 @@ static void account_done(struct sndk_engine *e, unsigned gen)
      * increment then load of work_count: one of the two sees the other (see wait_work). */
     if (wc_count(v, gen) == 0 && atomic_load(&e->drain_waiters) > 0) {
         sndk_mutex_lock(&e->drain_lock);
-        pthread_cond_broadcast(&e->drain_cond);
+        sndk_cond_broadcast(&e->drain_cond);
         sndk_mutex_unlock(&e->drain_lock);
     }
 }
@@ -1240,7 +1240,7 @@ static void engine_free(struct sndk_engine *e)
             close(t->epfd);
         sndk_mutex_destroy(&t->lock);
     }
-    pthread_cond_destroy(&e->drain_cond);
+    sndk_cond_destroy(&e->drain_cond);
     sndk_mutex_destroy(&e->drain_lock);
     sndk_mutex_destroy(&e->quiesce_lock);
     free(e);
@@ -1294,7 +1294,7 @@ int sndk_engine_create(const struct sndk_engine_options *opt, struct sndk_engine
     atomic_init(&e->drain_waiters, 0);
     sndk_mutex_init_ranked(&e->quiesce_lock, SNDK_LOCK_ENGINE_QUIESCE);
     sndk_mutex_init_ranked(&e->drain_lock, SNDK_LOCK_ENGINE_DRAIN);
-    pthread_cond_init(&e->drain_cond, NULL);
+    sndk_cond_init(&e->drain_cond);
 
     int err = 0;
     for (unsigned i = 0; i < n; i++) {

@@ -43,7 +43,7 @@ struct sndk_stat {
     struct sndk_source src;
     struct sndk_work done;
     struct sndk_mutex lock; /* clients, closing, pending */
-    pthread_cond_t cond;
+    struct sndk_cond cond;
     bool closing;
     unsigned pending; /* sources not yet fully removed (listen + clients) */
     struct stat_client clients[STAT_MAX_CLIENTS];
@@ -101,7 +101,7 @@ static void source_gone(struct sndk_stat *s)
 {
     sndk_mutex_lock(&s->lock);
     s->pending--;
-    pthread_cond_broadcast(&s->cond);
+    sndk_cond_broadcast(&s->cond);
     sndk_mutex_unlock(&s->lock);
 }
 
@@ -327,7 +327,7 @@ int sndk_stat_open(const struct sndk_stat_where *where, sndk_stat_snapshot_fn sn
         return -e;
     }
     sndk_mutex_init_ranked(&s->lock, SNDK_LOCK_STAT);
-    pthread_cond_init(&s->cond, NULL);
+    sndk_cond_init(&s->cond);
     for (int i = 0; i < STAT_MAX_CLIENTS; i++) {
         s->clients[i].s = s;
         s->clients[i].fd = -1;
@@ -340,7 +340,7 @@ int sndk_stat_open(const struct sndk_stat_where *where, sndk_stat_snapshot_fn sn
         close(s->fd);
         if (s->file)
             unlink(s->path);
-        pthread_cond_destroy(&s->cond);
+        sndk_cond_destroy(&s->cond);
         sndk_mutex_destroy(&s->lock);
         free(s);
         return rc;
@@ -376,7 +376,7 @@ void sndk_stat_close(struct sndk_stat *s)
     close(s->fd);
     if (s->file)
         unlink(s->path);
-    pthread_cond_destroy(&s->cond);
+    sndk_cond_destroy(&s->cond);
     sndk_mutex_destroy(&s->lock);
     free(s);
 }

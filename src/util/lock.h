@@ -5,7 +5,17 @@
  *
  * The owner and the ranks are tracked when assertions are on (NDEBUG undefined: every build,
  * unless SOFTNDK_ASSERTS=OFF) or SOFTNDK_LOCK_DEBUG is defined; otherwise the wrapper compiles
- * down to the plain pthread calls.
+ * down to the lock word alone.
+ *
+ * The mutex itself is one 32-bit word and futex(2), not a pthread_mutex_t: a lock and an unlock
+ * that nobody contends are one atomic instruction each, inline, where glibc's were two calls
+ * that also checked the mutex's type and kept its owner and user count. That difference was a
+ * tenth of the data path's work on one core (seven locks a Send and its receive:
+ * docs/datapath.md#locking). The word is 0 (free), 1 (held) or 2 (held, and a thread may sleep
+ * on it): a locker that finds it held swaps in 2 and sleeps while it reads back non-zero, and an
+ * unlock that swaps out a 2 wakes one sleeper, the classic three-state futex mutex. No spinning
+ * before the sleep, as glibc's default mutex. Under ThreadSanitizer the operations are
+ * annotated as a mutex's, so its reports and its lock-order checks know them.
  *
  * Ranks: a blocking lock of rank r may be taken only while every ranked lock the thread holds
  * has a rank below r. A try-lock never waits, so it may be taken out of order (the CQ poll's
@@ -21,6 +31,7 @@
 #define SOFTNDK_UTIL_LOCK_H
 
 #include <assert.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -71,9 +82,23 @@ enum sndk_lock_rank {
 /* "cq->lock" for SNDK_LOCK_CQ (the lock order's own names); "?" past the last rank. */
 const char *sndk_lock_rank_name(enum sndk_lock_rank r);
 
+#if defined(__SANITIZE_THREAD__)
+#define SNDK_LOCK_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SNDK_LOCK_TSAN 1
+#endif
+#endif
+#ifndef SNDK_LOCK_TSAN
+#define SNDK_LOCK_TSAN 0
+#endif
+#if SNDK_LOCK_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
 struct sndk_mutex {
-    pthread_mutex_t m;
-    unsigned char rank; /* enum sndk_lock_rank */
+    _Atomic uint32_t word; /* 0 free, 1 held, 2 held with a possible sleeper (futex(2)) */
+    unsigned char rank;    /* enum sndk_lock_rank */
 #if SNDK_LOCK_TRACK
     /* The rank as the checks' mask, made once: its bit (0 for an unranked lock, so that its
      * checks test nothing without a branch); the ranks from it on are ~(rank_bit - 1). */
@@ -98,7 +123,7 @@ _Static_assert(SNDK_LOCK_RANKS <= 64, "the held ranks are one 64-bit mask");
  * all the bookkeeping a lock and an unlock do; the locks held beyond the first of their rank
  * (a nested take, an out-of-order try-lock of a rank already held) are counted apart, per rank
  * and in total, and an unlock looks at those counts only when the total is not zero. This
- * bookkeeping is on the path of every lock of every message (eleven locks for a Send and its
+ * bookkeeping is on the path of every lock of every message (seven locks for a Send and its
  * receive): the mask took about 10 ns a message off a polling ping-pong, against a count per
  * rank on every lock and unlock (docs/datapath.md#locking). */
 extern SNDK_TLS uint64_t sndk_lock_held_mask;
@@ -153,10 +178,11 @@ static inline uintptr_t sndk_lock_self(void)
 
 static inline void sndk_mutex_init_ranked(struct sndk_mutex *l, enum sndk_lock_rank rank)
 {
-    /* Default attributes cannot fail to initialise on Linux; abort rather than run unlocked. */
-    if (pthread_mutex_init(&l->m, NULL) != 0)
-        abort();
+    atomic_init(&l->word, 0);
     l->rank = (unsigned char)rank;
+#if SNDK_LOCK_TSAN
+    __tsan_mutex_create(l, 0);
+#endif
 #if SNDK_LOCK_TRACK
     l->rank_bit = SNDK_LOCK_RANK_BIT(rank);
     atomic_init(&l->owner, 0);
@@ -173,13 +199,12 @@ static inline void sndk_mutex_init(struct sndk_mutex *l)
 #if SNDK_LOCK_TRACK
 #define SNDK_MUTEX_INITIALIZER(r)                                                                  \
     {                                                                                              \
-        .m = PTHREAD_MUTEX_INITIALIZER, .rank = (unsigned char)(r),                                \
-        .rank_bit = SNDK_LOCK_RANK_BIT(r)                                                          \
+        .word = 0, .rank = (unsigned char)(r), .rank_bit = SNDK_LOCK_RANK_BIT(r)                   \
     }
 #else
 #define SNDK_MUTEX_INITIALIZER(r)                                                                  \
     {                                                                                              \
-        .m = PTHREAD_MUTEX_INITIALIZER, .rank = (unsigned char)(r)                                 \
+        .word = 0, .rank = (unsigned char)(r)                                                      \
     }
 #endif
 
@@ -188,7 +213,12 @@ static inline void sndk_mutex_destroy(struct sndk_mutex *l)
 #if SNDK_LOCK_TRACK
     assert(atomic_load_explicit(&l->owner, memory_order_relaxed) == 0);
 #endif
-    pthread_mutex_destroy(&l->m);
+    assert(atomic_load_explicit(&l->word, memory_order_relaxed) == 0);
+#if SNDK_LOCK_TSAN
+    __tsan_mutex_destroy(l, 0);
+#else
+    (void)l;
+#endif
 }
 
 /* The bookkeeping of a lock just taken, whichever way it was taken: this thread owns it and
@@ -227,13 +257,41 @@ struct sndk_lock_waited {
 };
 extern SNDK_TLS struct sndk_lock_waited sndk_lock_waited;
 
-/* Take l, which the first try found held (util/lock.c): timed when the thread asks for it. */
+/* Take l, which the first try found held (util/lock.c): sleeps on the word until it is free,
+ * timed when the thread asks for it. */
 void sndk_mutex_lock_contended(struct sndk_mutex *l);
+/* Wake one thread sleeping on l's word (util/lock.c). */
+void sndk_mutex_wake(struct sndk_mutex *l);
+
+static inline bool sndk_mutex_try_word(struct sndk_mutex *l)
+{
+    uint32_t free_word = 0;
+    return atomic_compare_exchange_strong_explicit(&l->word, &free_word, 1, memory_order_acquire,
+                                                   memory_order_relaxed);
+}
 
 static inline void sndk_mutex_lock_raw(struct sndk_mutex *l)
 {
-    if (__builtin_expect(pthread_mutex_trylock(&l->m) != 0, 0))
+#if SNDK_LOCK_TSAN
+    __tsan_mutex_pre_lock(l, 0);
+#endif
+    if (__builtin_expect(!sndk_mutex_try_word(l), 0))
         sndk_mutex_lock_contended(l);
+#if SNDK_LOCK_TSAN
+    __tsan_mutex_post_lock(l, 0, 0);
+#endif
+}
+
+static inline void sndk_mutex_unlock_raw(struct sndk_mutex *l)
+{
+#if SNDK_LOCK_TSAN
+    __tsan_mutex_pre_unlock(l, 0);
+#endif
+    if (__builtin_expect(atomic_exchange_explicit(&l->word, 0, memory_order_release) == 2, 0))
+        sndk_mutex_wake(l);
+#if SNDK_LOCK_TSAN
+    __tsan_mutex_post_unlock(l, 0);
+#endif
 }
 
 static inline void sndk_mutex_lock(struct sndk_mutex *l)
@@ -265,7 +323,14 @@ static inline void sndk_mutex_lock_nested(struct sndk_mutex *l)
 /* Never waits: true when taken. Out of rank order is allowed (see the top). */
 static inline bool sndk_mutex_trylock(struct sndk_mutex *l)
 {
-    if (pthread_mutex_trylock(&l->m) != 0)
+#if SNDK_LOCK_TSAN
+    __tsan_mutex_pre_lock(l, __tsan_mutex_try_lock);
+#endif
+    bool got = sndk_mutex_try_word(l);
+#if SNDK_LOCK_TSAN
+    __tsan_mutex_post_lock(l, got ? __tsan_mutex_try_lock : __tsan_mutex_try_lock_failed, 0);
+#endif
+    if (!got)
         return false;
     sndk_mutex_now_owned(l);
     return true;
@@ -274,28 +339,34 @@ static inline bool sndk_mutex_trylock(struct sndk_mutex *l)
 static inline void sndk_mutex_unlock(struct sndk_mutex *l)
 {
     sndk_mutex_now_released(l);
-    pthread_mutex_unlock(&l->m);
+    sndk_mutex_unlock_raw(l);
 }
 
-/* Wait on a condition variable with l held. The owner is given up while blocked, since another
- * thread takes the mutex meanwhile. */
-static inline void sndk_cond_wait(pthread_cond_t *c, struct sndk_mutex *l)
+/* A condition variable for sndk_mutex: a sequence word that every signal moves, and futex(2).
+ * A waiter reads it with the mutex held, lets the mutex go and sleeps while the word is what it
+ * read, so a signal from any time after the read, made with the mutex held as every one of the
+ * library's is, wakes it or keeps it from sleeping. Wake-ups may be spurious: callers wait in a
+ * loop on their condition. Timed waits take CLOCK_MONOTONIC deadlines. */
+struct sndk_cond {
+    _Atomic uint32_t seq;
+};
+static inline void sndk_cond_init(struct sndk_cond *c)
 {
-    sndk_mutex_now_released(l);
-    pthread_cond_wait(c, &l->m);
-    sndk_mutex_now_owned(l);
+    atomic_init(&c->seq, 0);
 }
+static inline void sndk_cond_destroy(struct sndk_cond *c)
+{
+    (void)c;
+}
+/* Wake every waiter of c. */
+void sndk_cond_broadcast(struct sndk_cond *c);
 
-/* sndk_cond_wait with an absolute deadline (the clock is the condition variable's). Returns
- * pthread_cond_timedwait's result; l is held again on return whatever it is. */
-static inline int sndk_cond_timedwait(pthread_cond_t *c, struct sndk_mutex *l,
-                                      const struct timespec *deadline)
-{
-    sndk_mutex_now_released(l);
-    int rc = pthread_cond_timedwait(c, &l->m, deadline);
-    sndk_mutex_now_owned(l);
-    return rc;
-}
+/* Wait on c with l held; l is held again on return. The owner is given up while blocked, since
+ * another thread takes the mutex meanwhile. */
+void sndk_cond_wait(struct sndk_cond *c, struct sndk_mutex *l);
+/* sndk_cond_wait until an absolute CLOCK_MONOTONIC deadline: 0, or ETIMEDOUT once it passed; l
+ * is held again on return whatever it is. */
+int sndk_cond_timedwait(struct sndk_cond *c, struct sndk_mutex *l, const struct timespec *deadline);
 
 /* True when the calling thread holds l. Always true when tracking is compiled out, so it is
  * only meaningful inside assert(). */

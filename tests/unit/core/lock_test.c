@@ -1,5 +1,6 @@
 /* The checked mutex (util/lock.h): ranks in order pass, out of order abort at once, a try-lock
  * may be out of order. Each violation runs in a child process: it must die with SIGABRT. */
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -260,4 +261,116 @@ TEST(lock_with_static_storage_is_ranked)
     sndk_mutex_unlock(&rx);
     CHECK(aborts(static_cq_then_rx));
 #endif
+}
+
+/* The mutex is a futex word of three states (util/lock.h): threads that contend, sleep and are
+ * woken must still exclude each other and lose no wake-up. Four threads on two CPUs add to a
+ * counter that is not atomic, each holding the lock across a yield now and then so that the
+ * others find it held and sleep; the total is exact and every thread finishes. */
+static struct sndk_mutex counted;
+static uint64_t counter;          /* under counted */
+static atomic_ulong slept_for_it; /* locks found held, summed over the threads */
+
+static void *add_under_lock(void *arg)
+{
+    unsigned n = (unsigned)(uintptr_t)arg;
+    sndk_lock_waited.timing++; /* counts the locks this thread found held */
+    for (unsigned i = 0; i < n; i++) {
+        sndk_mutex_lock(&counted);
+        uint64_t v = counter;
+        if (i % 64 == 0)
+            sched_yield(); /* held while another runs: it must sleep, then be woken */
+        counter = v + 1;
+        sndk_mutex_unlock(&counted);
+    }
+    atomic_fetch_add(&slept_for_it, sndk_lock_waited.waits);
+    return NULL;
+}
+
+TEST(lock_contended_by_four_threads_excludes_and_wakes_them_all)
+{
+    sndk_mutex_init(&counted);
+    counter = 0;
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        CHECK(pthread_create(&t[i], NULL, add_under_lock, (void *)(uintptr_t)50000) == 0);
+    for (int i = 0; i < 4; i++)
+        CHECK(pthread_join(t[i], NULL) == 0);
+    CHECK_EQ_U64(counter, 200000);
+    CHECK(atomic_load(&slept_for_it) > 0); /* the sleeping path ran */
+    CHECK(sndk_mutex_trylock(&counted));   /* left free */
+    CHECK(!sndk_mutex_trylock(&counted));
+    sndk_mutex_unlock(&counted);
+    sndk_mutex_destroy(&counted);
+}
+
+/* The condition variable: a broadcast under the lock wakes every waiter (none sleeps through
+ * it), a timed wait returns ETIMEDOUT at its CLOCK_MONOTONIC deadline and holds the lock again
+ * either way. */
+static struct sndk_mutex cv_lock;
+static struct sndk_cond cv;
+static unsigned cv_round, cv_seen; /* under cv_lock */
+
+static void *wait_rounds(void *arg)
+{
+    unsigned rounds = (unsigned)(uintptr_t)arg;
+    sndk_mutex_lock(&cv_lock);
+    for (unsigned r = 1; r <= rounds; r++) {
+        while (cv_round < r)
+            sndk_cond_wait(&cv, &cv_lock);
+        CHECK(sndk_mutex_held(&cv_lock));
+        cv_seen++;
+        sndk_cond_broadcast(&cv); /* the driver waits for every waiter's count */
+    }
+    sndk_mutex_unlock(&cv_lock);
+    return NULL;
+}
+
+TEST(lock_cond_broadcast_wakes_every_waiter_and_timed_waits_time_out)
+{
+    sndk_mutex_init(&cv_lock);
+    sndk_cond_init(&cv);
+    cv_round = cv_seen = 0;
+    enum { WAITERS = 3, ROUNDS = 2000 };
+    pthread_t t[WAITERS];
+    for (int i = 0; i < WAITERS; i++)
+        CHECK(pthread_create(&t[i], NULL, wait_rounds, (void *)(uintptr_t)ROUNDS) == 0);
+    sndk_mutex_lock(&cv_lock);
+    for (unsigned r = 1; r <= ROUNDS; r++) {
+        cv_round = r;
+        sndk_cond_broadcast(&cv);
+        struct timespec deadline;
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_sec += 10; /* a lost wake-up would stop here */
+        while (cv_seen < r * WAITERS)
+            CHECK_EQ_I64(sndk_cond_timedwait(&cv, &cv_lock, &deadline), 0);
+    }
+    sndk_mutex_unlock(&cv_lock);
+    for (int i = 0; i < WAITERS; i++)
+        CHECK(pthread_join(t[i], NULL) == 0);
+    CHECK_EQ_U64(cv_seen, (uint64_t)WAITERS * ROUNDS);
+
+    sndk_mutex_lock(&cv_lock);
+    struct timespec t0, deadline;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    deadline = t0;
+    deadline.tv_nsec += 50 * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    int rc;
+    do
+        rc = sndk_cond_timedwait(&cv, &cv_lock, &deadline); /* nobody signals */
+    while (rc == 0);
+    CHECK_EQ_I64(rc, ETIMEDOUT);
+    CHECK(sndk_mutex_held(&cv_lock));
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    uint64_t ms = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000u + (uint64_t)(t1.tv_nsec / 1000000) -
+                  (uint64_t)(t0.tv_nsec / 1000000);
+    CHECK(ms >= 45);
+    sndk_mutex_unlock(&cv_lock);
+    sndk_cond_destroy(&cv);
+    sndk_mutex_destroy(&cv_lock);
 }
