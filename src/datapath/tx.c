@@ -430,13 +430,25 @@ static bool record_done(struct sndk_qp *qp, uint8_t ends, uint32_t req)
     return false;
 }
 
+/* How far the stream has settled what it was lent. The reader is asked to say when it passes
+ * the rest only when there is a rest and nobody polls the initiator CQ: that look reads a clock,
+ * which every Send paid for before, lent bytes or not (a sixtieth of a message's work). */
+static uint64_t settled_now(struct sndk_qp *qp)
+{
+    struct sndk_conn *io = qp->io;
+    uint64_t settled = sndk_stream_settled(&io->stream, false);
+    if (settled < io->stream.written && !sndk_cq_polling(qp->icq))
+        settled = sndk_stream_settled(&io->stream, true);
+    return settled;
+}
+
 void sndk_tx_settle(struct sndk_qp *qp)
 {
     struct sndk_conn *io = qp->io;
     sndk_assert_held(&qp->tx_lock);
     if (io->uns_n == 0)
         return;
-    uint64_t settled = sndk_stream_settled(&io->stream, !sndk_cq_polling(qp->icq));
+    uint64_t settled = settled_now(qp);
     bool retire = false;
     while (io->uns_n > 0) {
         const struct sndk_tx_unsettled *u = &io->unsettled[io->uns_head];
@@ -461,8 +473,7 @@ static void consumed(struct sndk_qp *qp, size_t n)
     bool retire = false;
     uint64_t fpdus = 0;
     uint64_t pos = io->stream.written - n; /* where these n bytes began */
-    uint64_t settled =
-        io->unsettled ? sndk_stream_settled(&io->stream, !sndk_cq_polling(qp->icq)) : UINT64_MAX;
+    uint64_t settled = io->unsettled ? settled_now(qp) : UINT64_MAX;
     uint32_t uns_before = io->uns_n;
     while (n > 0 && io->rec_i < io->nrec) {
         struct sndk_tx_rec *r = &io->rec[io->rec_i];
