@@ -598,18 +598,29 @@ static ULONG get_results(struct sndk_cq *cq, ULONG nResults, NDK_RESULT_EX *out_
     return n;
 }
 
+/* A poll takes without the CQ's lock (take): two polls the consumer did not serialize would
+ * hand out a completion twice. Under the verifier they are named ([CQ-3], verify_enter) and
+ * serialized too, so that the run goes on as the consumer meant it; off, the consumer's
+ * serialization is the only one, as with a hardware provider. */
+static ULONG get_results_verified(struct sndk_cq *cq, ULONG nResults, NDK_RESULT_EX *out_ex,
+                                  NDK_RESULT *out, const char *call)
+{
+    struct sndk_verify_call vc;
+    verify_enter(&vc, cq, call);
+    sndk_mutex_lock(&cq->verify_poll_serial);
+    ULONG n = get_results(cq, nResults, out_ex, out);
+    sndk_mutex_unlock(&cq->verify_poll_serial);
+    verify_leave(&vc);
+    return n;
+}
+
 static ULONG cq_get_results(NDK_CQ *pNdkCq, NDK_RESULT Results[], ULONG nResults)
 {
     struct sndk_cq *cq = sndk_cq_from(pNdkCq);
     if (!cq || (!Results && nResults))
         return 0;
-    if (sndk_verify_on(cq->base.adapter)) {
-        struct sndk_verify_call vc;
-        verify_enter(&vc, cq, "NdkGetCqResults");
-        ULONG n = get_results(cq, nResults, NULL, Results);
-        verify_leave(&vc);
-        return n;
-    }
+    if (sndk_verify_on(cq->base.adapter))
+        return get_results_verified(cq, nResults, NULL, Results, "NdkGetCqResults");
     return get_results(cq, nResults, NULL, Results);
 }
 
@@ -618,13 +629,8 @@ static ULONG cq_get_results_ex(NDK_CQ *pNdkCq, NDK_RESULT_EX Results[], ULONG nR
     struct sndk_cq *cq = sndk_cq_from(pNdkCq);
     if (!cq || (!Results && nResults))
         return 0;
-    if (sndk_verify_on(cq->base.adapter)) {
-        struct sndk_verify_call vc;
-        verify_enter(&vc, cq, "NdkGetCqResultsEx");
-        ULONG n = get_results(cq, nResults, Results, NULL);
-        verify_leave(&vc);
-        return n;
-    }
+    if (sndk_verify_on(cq->base.adapter))
+        return get_results_verified(cq, nResults, Results, NULL, "NdkGetCqResultsEx");
     return get_results(cq, nResults, Results, NULL);
 }
 
@@ -735,6 +741,7 @@ static void cq_destroy(struct sndk_obj *o)
     sndk_mutex_destroy(&cq->ready_mu);
     sndk_mutex_destroy(&cq->lock);
     sndk_mutex_destroy(&cq->conn_lock);
+    sndk_mutex_destroy(&cq->verify_poll_serial);
 }
 
 static const NDK_CQ_DISPATCH cq_dispatch = {
@@ -792,6 +799,7 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
     }
     sndk_mutex_init_ranked(&cq->lock, SNDK_LOCK_CQ);
     sndk_mutex_init_ranked(&cq->conn_lock, SNDK_LOCK_CQ_CONN);
+    sndk_mutex_init_ranked(&cq->verify_poll_serial, SNDK_LOCK_CQ_VERIFY_POLL);
     cq->conns.next = cq->conns.prev = &cq->conns;
     sndk_mutex_init_ranked(&cq->ready_mu, SNDK_LOCK_CQ_READY);
     cq->ready_fd = epoll_create1(EPOLL_CLOEXEC);

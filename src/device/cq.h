@@ -64,6 +64,9 @@ struct sndk_cq {
     /* The consumer verifier's [CQ-3] check (verify/verify.h): threads now inside
      * NdkGetCqResults(Ex)/NdkArmCq of this CQ; only counted with the verifier on. */
     atomic_uint verify_callers;
+    /* Held across a poll under the verifier only: polls that break [CQ-3] are named and
+     * serialized (cq.c get_results_verified). */
+    struct sndk_mutex verify_poll_serial;
 
     struct sndk_mutex lock; /* guards everything below but `taken`; taken before engine locks */
     /* The queued entries are those at positions [taken, produced) of a sequence that never

@@ -78,6 +78,9 @@ struct sndk_qp {
     /* The consumer verifier's [POST-2] check (verify/verify.h): threads now inside a post on
      * the initiator queue / the receive queue; only counted with the verifier on. */
     atomic_uint verify_sq_callers, verify_rq_callers;
+    /* Held across a receive post under the verifier only: posts that break [POST-2] are named
+     * and serialized (core/qp.c qp_receive_verified). */
+    struct sndk_mutex verify_rq_serial;
 
     /* Initiator queue. Slots [sq_head, sq_tail) are taken (free-running counters, slot =
      * counter & sq_mask). The poster owns sq_tail and the slot at it; sq_head moves under

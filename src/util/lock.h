@@ -57,6 +57,8 @@ enum sndk_lock_rank {
     SNDK_LOCK_CONNECTOR,      /* c->lock */
     SNDK_LOCK_ADMISSION,      /* l->adm.lock: the listener's door */
     SNDK_LOCK_ENDPOINTS,      /* endpoint.c: the table of bound local addresses */
+    SNDK_LOCK_QP_VERIFY_POST, /* qp->verify_rq_serial: receive posts, under the verifier */
+    SNDK_LOCK_CQ_VERIFY_POLL, /* cq->verify_poll_serial: polls, under the verifier */
     SNDK_LOCK_CQ_CONN,        /* cq->conn_lock */
     SNDK_LOCK_QP_STATE,       /* qp->state_lock */
     SNDK_LOCK_QP_RX,          /* qp->rx_lock */
