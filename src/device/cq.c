@@ -23,6 +23,12 @@ static const int arm_merge[3][3] = {
     /* 1st SOLICITED */ {NDK_CQ_NOTIFY_SOLICITED, NDK_CQ_NOTIFY_ANY, NDK_CQ_NOTIFY_SOLICITED},
 };
 
+/* The CQ's depth: its ring's (cq->lock held, or the consumer's own look). */
+static uint32_t cq_depth(const struct sndk_cq *cq)
+{
+    return atomic_load_explicit(&cq->ring, memory_order_relaxed)->depth;
+}
+
 static bool moderation_on(const struct sndk_cq *cq)
 {
     /* [CQ-15], [CQ-16]: Interval 0 or Count 0/1 means no moderation. */
@@ -31,7 +37,7 @@ static bool moderation_on(const struct sndk_cq *cq)
 
 static bool count_governs(const struct sndk_cq *cq)
 {
-    return cq->mod_count != MAXULONG && cq->mod_count <= cq->depth;
+    return cq->mod_count != MAXULONG && cq->mod_count <= cq_depth(cq);
 }
 
 static bool interval_governs(const struct sndk_cq *cq)
@@ -159,10 +165,11 @@ bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicite
      * slot we may reuse is done) */
     uint64_t seq = atomic_load_explicit(&cq->produced, memory_order_relaxed);
     uint64_t queued = seq - atomic_load_explicit(&cq->taken, memory_order_acquire);
-    if (queued == cq->depth || seq == cq->fault_overrun_at) {
+    struct sndk_cq_ring *ring = atomic_load_explicit(&cq->ring, memory_order_relaxed);
+    if (queued == ring->depth || seq == cq->fault_overrun_at) {
         /* [CQ-12]: an overrun kills the CQ (a dead CQ hands out nothing more); the callback
          * says so whatever the arm. */
-        bool injected = queued != cq->depth;
+        bool injected = queued != ring->depth;
         if (injected) {
             char what[64];
             snprintf(what, sizeof what, "CQ #%u overruns at completion %llu", cq->fault_no,
@@ -180,7 +187,6 @@ bool sndk_cq_post(struct sndk_cq *cq, const NDK_RESULT_EX *result, bool solicite
         sndk_mutex_unlock(&cq->lock);
         return false;
     }
-    struct sndk_cq_ring *ring = atomic_load_explicit(&cq->ring, memory_order_relaxed);
     ring->e[seq % ring->depth].result = *result;
     atomic_store_explicit(&cq->produced, seq + 1, memory_order_release); /* to the consumer */
     bool sol = solicited || result->Status != STATUS_SUCCESS;
@@ -675,7 +681,6 @@ static NTSTATUS cq_resize(NDK_CQ *pNdkCq, ULONG CqDepth,
     for (uint64_t p = taken; p < produced; p++)
         ring->e[p % CqDepth] = old->e[p % old->depth];
     atomic_store_explicit(&cq->ring, ring, memory_order_release);
-    cq->depth = CqDepth;
     /* A take may be reading the old ring now: the next one frees it (free_retired). */
     old->next_retired = atomic_load_explicit(&cq->retired, memory_order_relaxed);
     while (!atomic_compare_exchange_weak_explicit(&cq->retired, &old->next_retired, old,
@@ -696,7 +701,7 @@ static NTSTATUS cq_control_moderation(NDK_CQ *pNdkCq, ULONG ModerationInterval,
     sndk_mutex_lock(&cq->lock);
     /* [CQ-17]: neither limit would ever release a held-back notification. */
     if (ModerationInterval == MAXULONG &&
-        (ModerationCount == MAXULONG || ModerationCount > cq->depth)) {
+        (ModerationCount == MAXULONG || ModerationCount > cq_depth(cq))) {
         sndk_mutex_unlock(&cq->lock);
         return STATUS_INVALID_PARAMETER_MIX;
     }
@@ -785,7 +790,6 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
     atomic_init(&cq->retired, NULL);
     atomic_init(&cq->produced, 0);
     atomic_init(&cq->taken, 0);
-    cq->depth = CqDepth;
     cq->fault_overrun_at = sndk_fault_cq_overrun_at(a, &cq->fault_rule, &cq->fault_no);
     cq->armed = SNDK_CQ_UNARMED;
     cq->dead = STATUS_SUCCESS;

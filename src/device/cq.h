@@ -73,11 +73,10 @@ struct sndk_cq {
      * wraps (64 bits). Producers (the data path, flushes; any thread) write an entry and move
      * `produced` under the lock; the consumer, whose polls NDKPI serializes ([CQ-3]), takes
      * without it and moves `taken`: each publishes with a release store and reads the other's
-     * position with an acquire load (docs/datapath.md, "Locking"). ring and depth change only
-     * in a resize, under the lock. */
+     * position with an acquire load (docs/datapath.md, "Locking"). The ring, and with it the
+     * depth (the ring's), changes only in a resize, under the lock. */
     _Atomic(struct sndk_cq_ring *) ring;
     _Atomic(struct sndk_cq_ring *) retired; /* rings replaced by a resize, to free */
-    uint32_t depth;
     _Atomic uint64_t produced; /* entries ever queued: the next entry's sequence number */
     _Atomic uint64_t taken;    /* entries ever taken: written by the consumer only */
     uint64_t notify_seq;       /* `produced` when the last notification fired */

@@ -1,6 +1,7 @@
 /* The per-thread lock-rank bookkeeping behind util/lock.h. */
 #include "util/lock.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <stdio.h>

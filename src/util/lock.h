@@ -31,7 +31,6 @@
 #define SOFTNDK_UTIL_LOCK_H
 
 #include <assert.h>
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
