@@ -899,7 +899,7 @@ int sndk_qp_attach(struct sndk_qp *qp, const struct sndk_link_params *p,
     sndk_timer_init(&io->tx_stall_timer, tx_stall_timer_fn);
     sndk_timer_init(&io->rx_stall_timer, rx_stall_timer_fn);
     sndk_timer_init(&io->rnr_timer, rnr_timer_fn);
-    sndk_timer_init(&io->trim_timer, trim_timer_fn);
+    sndk_timer_init_upkeep(&io->trim_timer, trim_timer_fn);
     sndk_work_init(&io->rnr_work, rnr_work_fn);
     io->rnr_waiter.kick = rnr_waiter_kick;
     io->crec = p->rec;

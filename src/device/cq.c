@@ -813,7 +813,7 @@ NTSTATUS sndk_cq_create(NDK_ADAPTER *pNdkAdapter, ULONG CqDepth,
     sndk_notify_init(&cq->notify, &cq->base, &cq->lock, cq_notify_call);
     sndk_work_init(&cq->overrun_work, overrun_work_fn);
     sndk_timer_init(&cq->mod_timer, mod_timer_fn);
-    sndk_timer_init(&cq->park_timer, park_timer_fn);
+    sndk_timer_init_upkeep(&cq->park_timer, park_timer_fn);
     sndk_obj_init(&cq->base, a, &cq_ops, &cq_dispatch);
     atomic_init(&cq->verify_callers, 0);
     atomic_init(&cq->parked, 0);

@@ -546,7 +546,14 @@ void sndk_timer_init(struct sndk_timer *t, void (*fn)(struct sndk_timer *t))
     t->fn = fn;
     t->deadline_us = 0;
     t->seq = 0;
+    t->upkeep = false;
     atomic_init(&t->owner, NULL);
+}
+
+void sndk_timer_init_upkeep(struct sndk_timer *t, void (*fn)(struct sndk_timer *t))
+{
+    sndk_timer_init(t, fn);
+    t->upkeep = true;
 }
 
 static void publish_deadline(struct sndk_progress *t)
@@ -685,7 +692,8 @@ bool sndk_timer_pending(const struct sndk_timer *t)
 }
 
 /* Fire the due timers armed before this pass began (a timer re-armed with no delay from its
- * own fn waits for the next pass). Progress thread only. */
+ * own fn waits for the next pass). Progress thread only. True when one fired that was not an
+ * upkeep timer: activity, as a work item is. */
 static bool run_timers(struct sndk_progress *t)
 {
     if (atomic_load_explicit(&t->next_deadline, memory_order_relaxed) == UINT64_MAX ||
@@ -703,10 +711,11 @@ static bool run_timers(struct sndk_progress *t)
         timer_unlink(t, tm);
         publish_deadline(t);
         void (*fn)(struct sndk_timer *) = tm->fn;
+        bool upkeep = tm->upkeep; /* read before fn, which may free tm */
         atomic_store_explicit(&tm->owner, NULL, memory_order_release);
         sndk_mutex_unlock(&t->lock);
         fn(tm); /* may re-arm or free tm */
-        fired = true;
+        fired |= !upkeep;
         sndk_mutex_lock(&t->lock);
     }
     sndk_mutex_unlock(&t->lock);
@@ -1165,8 +1174,10 @@ static void *progress_main(void *arg)
                 t->busy_us += now_us() - events_at;
         }
         /* Stay hot after any activity: the next event of a conversation usually follows
-         * within a round trip, and catching it spinning saves a ~27 µs cross-core wake-up. */
-        if (e->spin_us && (busy || slept))
+         * within a round trip, and catching it spinning saves a ~27 µs cross-core wake-up.
+         * Not after a sleep that only ran out: what was due then is an upkeep timer (nothing
+         * follows it) or another, whose firing counts as activity on the next pass. */
+        if (e->spin_us && (busy || (slept && n > 0)))
             spin_until = now_us() + e->spin_us;
         busy_before = busy;
     }

@@ -212,10 +212,17 @@ struct sndk_timer {
     uint64_t deadline_us;
     uint64_t seq;                    /* arm sequence; bounds one firing pass */
     _Atomic(struct sndk_progress *) owner; /* thread it is pending on; NULL when not pending */
+    bool upkeep; /* sndk_timer_init_upkeep: its firing opens no spin window */
 };
 
 /* Initialise a timer (not pending). Must not be called while it is pending. */
 void sndk_timer_init(struct sndk_timer *t, void (*fn)(struct sndk_timer *t));
+/* As sndk_timer_init, for a timer that is the library's own upkeep (a periodic look, a trim)
+ * rather than a step of a conversation with a peer: its firing opens no spin window
+ * (docs/engine.md, "Spin policy"), so a thread that had nothing else to do goes back to sleep
+ * when its fn returns. A check every few ms on a thread whose consumer polls for itself then
+ * costs the fn, not the fn and 50 µs of spinning on the consumer's CPUs. */
+void sndk_timer_init_upkeep(struct sndk_timer *t, void (*fn)(struct sndk_timer *t));
 
 /* References. A pending timer or a queued work item usually keeps its owner alive: the owner
  * takes a reference when the item becomes pending and the item gives it back when it is no

@@ -823,3 +823,58 @@ TEST(poller_spin_and_remove)
     }
     sndk_engine_destroy(e);
 }
+
+/* A timer that re-arms itself every ms, RECUR_FIRES times, and notes how often the thread's
+ * poller had been called when each firing came. */
+#define RECUR_FIRES 8
+struct recurring {
+    struct sndk_timer t;
+    struct sndk_engine *e;
+    struct tpoller *poller;
+    unsigned calls_at[RECUR_FIRES];
+    atomic_uint fires;
+};
+
+static void recurring_fn(struct sndk_timer *t)
+{
+    struct recurring *r = container_of(t, struct recurring, t);
+    unsigned n = atomic_load(&r->fires);
+    r->calls_at[n] = atomic_load(&r->poller->calls);
+    if (n + 1 < RECUR_FIRES)
+        sndk_timer_arm(r->e, t, 1000);
+    atomic_fetch_add(&r->fires, 1); /* last: the test reads calls_at once it sees this */
+}
+
+/* The library's own periodic looks (the CQ's park check, the shared-memory trim) run on
+ * threads whose consumers poll for themselves: a firing that opened a spin window would spin
+ * 50 µs on the consumers' CPUs every few ms. An upkeep timer's firing opens none, so the
+ * thread's poller (called only inside a window) is not called between its firings; an
+ * ordinary timer's does open one, and the poller is. The timers re-arm themselves: an arm from
+ * another thread wakes the sleeper with an event, and an event is activity. */
+TEST(upkeep_timer_opens_no_spin_window)
+{
+    if (harness_cpus() < 2)
+        SKIP("one CPU: the engine never spins, pollers are never called");
+    struct sndk_engine *e = mk_engine(1, 200);
+    struct tpoller p = {.e = e, .thread = 0, .busy = false};
+    sndk_poller_init(&p.p, tpoller_fn);
+    CHECK_EQ_I64(sndk_poller_add(e, &p.p, 0), 0);
+    for (int upkeep = 1; upkeep >= 0; upkeep--) {
+        struct recurring r = {.e = e, .poller = &p};
+        atomic_init(&r.fires, 0);
+        if (upkeep)
+            sndk_timer_init_upkeep(&r.t, recurring_fn);
+        else
+            sndk_timer_init(&r.t, recurring_fn);
+        sndk_timer_arm_on(e, 0, &r.t, 1000);
+        CHECK(wait_ge(&r.fires, RECUR_FIRES, WAIT_MS));
+        flush_thread(e, 0); /* the last firing's fn has returned */
+        /* From the second firing on, the window the arm's wake-up opened (200 µs) is over. */
+        if (upkeep)
+            CHECK_EQ_U64(r.calls_at[RECUR_FIRES - 1], r.calls_at[1]);
+        else
+            CHECK(r.calls_at[RECUR_FIRES - 1] > r.calls_at[1]);
+    }
+    sndk_poller_remove(&p.p, NULL);
+    sndk_engine_destroy(e);
+}
