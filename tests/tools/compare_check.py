@@ -4,7 +4,8 @@ bandwidth row of the table has a CPU-per-GB figure for softndk and raw TCP, the 
 latency rows (the thread woken, and the work in the callback, each pinned and unpinned) are in
 the table with softndk's figure, and every point of the plot holds every plotted system (softndk, raw TCP, libfabric
 tcp, UCX tcp), each exactly its row's median (None where that system did not run): at 64 B
-latency, 64 KiB and 1 MiB bandwidth those are the table's.
+latency, 64 KiB and 1 MiB bandwidth those are the table's; and the machine's state
+(bench/machine_state) before the round and after it, in the JSON and the report.
     compare_check.py BENCH_COMPARE BUILD_DIR"""
 import json
 import os
@@ -32,6 +33,19 @@ def main():
         with open(os.path.join(out, "latest.json")) as f:
             d = json.load(f)
     m, cpu, sweep = d["metrics"], d["cpu_per_gb"], d["sweep"]
+    # the machine's state before the one round and after it, each a crossing time and a copy
+    # rate, and the report's line that prints them
+    states = d.get("machine_state")
+    if not isinstance(states, list) or len(states) != 2:
+        fail("machine_state: want one before the round and one after: %r" % (states,))
+    for st in states:
+        ns, gbps = st.get("line_one_way_ns"), st.get("copy_GBps")
+        if not isinstance(ns, float) or not 0 < ns < 100000 or not isinstance(gbps, float) or \
+                not gbps > 0:
+            fail("machine_state: %r" % (st,))
+    if "machine before each round and after the last" not in p.stdout or \
+            "%.0f ns" % states[0]["line_one_way_ns"] not in p.stdout:
+        fail("the report does not print the machine's state")
     for row, label in (("lat64_block", "64 B one-way latency, blocking"),
                        ("lat64_block_cb", "64 B one-way latency, blocking, callback"),
                        ("lat64_block_nopin", "64 B one-way latency, blocking, unpinned"),

@@ -1,0 +1,178 @@
+/* machine_state: how fast this machine is right now, in the two figures that move softndk's
+ * same-host and small-message rows when nothing in softndk changed. bench/compare runs it before
+ * every round and prints what it saw beside the table.
+ *
+ *   line_one_way_ns  a cache line written by one thread and awaited by another, pinned to the
+ *                    two CPUs rawtcp and ndkperf --loopback pin to (the first two allowed):
+ *                    half the round trip. Every one-way message between the two ends pays it
+ *                    at least once. On the project's 2-vCPU VMs it alternates, minutes at a
+ *                    time, between about 50 ns and about 220 ns.
+ *   copy_GBps        memcpy of 8 MiB into another 8 MiB (past a core's L2, as a 1 MiB
+ *                    stream's buffers and rings are), the best of 5: what one-copy bandwidth
+ *                    the memory gives this minute.
+ *
+ *   machine_state [--round-trips N] [--timeout S]
+ *
+ * Prints one JSON object on stdout. Bounded: the ping-pong gives up after --timeout seconds
+ * (default 10) and says so. Exit 0 on success, 1 with a one-line reason otherwise. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cpu_of[2] = {-1, -1};
+
+/* The first two CPUs this process may run on, as rawtcp picks them; none if fewer. */
+static void pick_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return;
+    int n = 0;
+    for (int i = 0; i < CPU_SETSIZE && n < 2; i++)
+        if (CPU_ISSET(i, &set))
+            cpu_of[n++] = i;
+    if (n < 2)
+        cpu_of[0] = cpu_of[1] = -1;
+}
+
+static void pin(int which)
+{
+    if (cpu_of[which] < 0)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu_of[which], &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+/* The line both threads write: alone on its 64 bytes, so that only the turns move it. Odd
+ * values are the initiator's, even ones the answerer's; UINT64_MAX tells the answerer to stop
+ * waiting (the initiator gave up). */
+static struct {
+    _Alignas(64) _Atomic uint64_t turn;
+    char pad[64 - sizeof(uint64_t)];
+} line;
+
+static uint64_t round_trips = 200000;
+static unsigned timeout_s = 10;
+
+static void *answerer(void *arg)
+{
+    (void)arg;
+    pin(1);
+    for (uint64_t i = 0; i < round_trips; i++) {
+        uint64_t v;
+        while ((v = atomic_load_explicit(&line.turn, memory_order_acquire)) != 2 * i + 1)
+            if (v == UINT64_MAX)
+                return NULL;
+        atomic_store_explicit(&line.turn, 2 * i + 2, memory_order_release);
+    }
+    return NULL;
+}
+
+/* One-way ns, or a negative value when the answerer did not keep up within the timeout. */
+static double line_one_way_ns(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, answerer, NULL) != 0)
+        return -1;
+    pin(0);
+    uint64_t deadline = now_ns() + (uint64_t)timeout_s * 1000000000u;
+    uint64_t t0 = now_ns();
+    bool late = false;
+    for (uint64_t i = 0; i < round_trips && !late; i++) {
+        atomic_store_explicit(&line.turn, 2 * i + 1, memory_order_release);
+        for (unsigned spins = 1;
+             atomic_load_explicit(&line.turn, memory_order_acquire) != 2 * i + 2; spins++)
+            if ((spins & 0xffffu) == 0 && now_ns() > deadline) {
+                late = true;
+                atomic_store_explicit(&line.turn, UINT64_MAX, memory_order_release);
+                break;
+            }
+    }
+    uint64_t t1 = now_ns();
+    pthread_join(t, NULL);
+    return late ? -1 : (double)(t1 - t0) / (2.0 * (double)round_trips);
+}
+
+static double copy_gbps(void)
+{
+    const size_t n = 8u << 20;
+    unsigned char *a = malloc(n), *b = malloc(n);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return -1;
+    }
+    memset(a, 0x5a, n);
+    memset(b, 0xa5, n); /* both touched: no page fault is timed */
+    double best = 0;
+    for (int r = 0; r < 5; r++) {
+        uint64_t t0 = now_ns();
+        memcpy(b, a, n);
+        uint64_t dt = now_ns() - t0;
+        /* keep the copy: a compiler may not drop a memcpy whose result is read */
+        if (b[n / 2] != 0x5a) {
+            best = -1;
+            break;
+        }
+        double gbps = (double)n / (double)(dt ? dt : 1);
+        if (gbps > best)
+            best = gbps;
+        memset(b, 0xa5, n);
+    }
+    free(a);
+    free(b);
+    return best;
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--round-trips") == 0 && i + 1 < argc) {
+            round_trips = strtoull(argv[++i], NULL, 0);
+        } else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
+            timeout_s = (unsigned)strtoul(argv[++i], NULL, 0);
+        } else {
+            fprintf(stderr, "usage: machine_state [--round-trips N] [--timeout S]\n");
+            return 1;
+        }
+    }
+    if (round_trips == 0 || timeout_s == 0) {
+        fprintf(stderr, "machine_state: --round-trips and --timeout must be above 0\n");
+        return 1;
+    }
+    pick_cpus();
+    if (cpu_of[0] < 0) {
+        fprintf(stderr, "machine_state: fewer than two CPUs to run on: no line to pass\n");
+        return 1;
+    }
+    double line_ns = line_one_way_ns();
+    if (line_ns < 0) {
+        fprintf(stderr, "machine_state: the answering thread did not keep up within %u s\n",
+                timeout_s);
+        return 1;
+    }
+    double gbps = copy_gbps();
+    if (gbps < 0) {
+        fprintf(stderr, "machine_state: the copy buffers could not be had or came out wrong\n");
+        return 1;
+    }
+    printf("{\"cpus\": [%d, %d], \"round_trips\": %llu, \"line_one_way_ns\": %.1f, "
+           "\"copy_GBps\": %.2f}\n",
+           cpu_of[0], cpu_of[1], (unsigned long long)round_trips, line_ns, gbps);
+    return 0;
+}
