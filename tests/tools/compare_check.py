@@ -39,10 +39,12 @@ def main():
     if not isinstance(states, list) or len(states) != 2:
         fail("machine_state: want one before the round and one after: %r" % (states,))
     for st in states:
-        ns, gbps = st.get("line_one_way_ns"), st.get("copy_GBps")
-        if not isinstance(ns, float) or not 0 < ns < 100000 or not isinstance(gbps, float) or \
-                not gbps > 0:
+        ns = st.get("line_one_way_ns")
+        if not isinstance(ns, float) or not 0 < ns < 100000:
             fail("machine_state: %r" % (st,))
+        for key in ("copy_GBps", "cross_copy_GBps"):
+            if not isinstance(st.get(key), float) or not st[key] > 0:
+                fail("machine_state: %s: %r" % (key, st))
     if "machine before each round and after the last" not in p.stdout or \
             "%.0f ns" % states[0]["line_one_way_ns"] not in p.stdout:
         fail("the report does not print the machine's state")
