@@ -32,14 +32,18 @@ SOFTNDK_TRANSPORT sndk_rdv_transport(const struct sndk_adapter *a, const char **
     SOFTNDK_TRANSPORT t = (SOFTNDK_TRANSPORT)a->cfg.transport;
     if (t == SoftNdkTransportTcp || t == SoftNdkTransportDefault)
         return SoftNdkTransportTcp;
-    /* Both capture and fault injection act on the bytes of the TCP wire (docs/observability.md,
-     * docs/faults.md): a shared ring has none to capture or corrupt. */
+    /* Capture and the fault classes that act on a connection's bytes (drop, crc, terminate,
+     * stall, delay) work on the TCP wire (docs/observability.md, docs/faults.md): a shared
+     * ring has none to capture or cut. The other classes act on calls (fail), on the MPA
+     * handshake (mpa_reject, which runs unchanged over the rendezvous socket) or on a CQ
+     * (cq_overrun): the same-host transport keeps them, so a consumer tests those faults on
+     * the transport it runs on. */
     if (a->cfg.pcap_path[0]) {
         *why = "pcap capture needs the TCP wire";
         return SoftNdkTransportTcp;
     }
-    if (a->faults) {
-        *why = "fault rules act on the TCP wire";
+    if (a->faults && a->faults->any_conn) {
+        *why = "fault rules that act on a connection's bytes need the TCP wire";
         return SoftNdkTransportTcp;
     }
     return t;

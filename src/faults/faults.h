@@ -74,7 +74,7 @@ struct sndk_faults {
     uint64_t seed;
     unsigned n;
     struct sndk_fault_rule rule[SNDK_FAULT_MAX_RULES];
-    bool any_conn;          /* some rule acts on connections */
+    bool any_conn;          /* some rule acts on connections' bytes (drop ... delay) */
     struct sndk_mutex lock; /* call counters and their generators */
     uint64_t calls[SNDK_FCALL_COUNT];
     uint64_t mpa_requests;

@@ -165,6 +165,50 @@ TEST(transport_shm_with_pcap_capture_uses_tcp_and_says_why)
     unlink(path);
 }
 
+/* Fault rules that act on a connection's bytes (drop, crc, terminate, stall, delay) need the
+ * TCP wire: shm is turned off on that adapter, and the log says why. One connection per test
+ * (the connector's "connected" line is rate-limited per process). */
+static void check_byte_fault_rule_uses_tcp(const char *rule)
+{
+    SOFTNDK_OPTIONS o;
+    fx_options(&o, "");
+    o.Transport = SoftNdkTransportShm;
+    o.Faults = rule; /* set not to fire here */
+    char *log = connect_pair_logged(&o);
+    CHECK(fx_count_lines(log, "connected", "(tcp, MPA rev", NULL) >= 1);
+    CHECK(fx_count_lines(log,
+                         "same-host transport off: fault rules that act on a connection's "
+                         "bytes need the TCP wire",
+                         NULL) >= 2);
+    free(log);
+}
+
+TEST(transport_shm_with_a_drop_rule_uses_tcp_and_says_why)
+{
+    check_byte_fault_rule_uses_tcp("drop:dir=tx,after_fpdus=1000000");
+}
+
+TEST(transport_shm_with_a_stall_rule_uses_tcp_and_says_why)
+{
+    check_byte_fault_rule_uses_tcp("stall:dir=rx,after_fpdus=1000000,ms=1");
+}
+
+/* The other classes act on calls, on the handshake or on a CQ: the connection stays in shared
+ * memory, so a consumer tests those faults on the transport it runs on. (The rules are set not
+ * to fire here; faults_*_shm fire them.) */
+TEST(transport_shm_with_call_handshake_and_cq_fault_rules_stays_shm)
+{
+    SOFTNDK_OPTIONS o;
+    fx_options(&o, "");
+    o.Transport = SoftNdkTransportShm;
+    o.Faults = "fail:call=mw,nth=1000000;mpa_reject:nth=1000000;cq_overrun:cq=1000000";
+    char *log = connect_pair_logged(&o);
+    CHECK(fx_count_lines(log, "connected", "(shm, MPA rev", NULL) >= 1);
+    CHECK_EQ_U64(fx_count_lines(log, "connected", "(tcp, MPA rev", NULL), 0);
+    CHECK_EQ_U64(fx_count_lines(log, "same-host transport off", NULL), 0);
+    free(log);
+}
+
 /* A listener on TCP alone has no same-host name: auto connects over TCP without a word, shm
  * over TCP with a line saying why. */
 TEST(transport_auto_falls_back_to_tcp_silently_shm_says_so)
