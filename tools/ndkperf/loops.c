@@ -449,6 +449,21 @@ static void send_lat(struct side *s, struct flow *f, uint64_t *samples, uint64_t
     f->target = f->posted;
 }
 
+/* Has the peer's Write put `want` into *last? Dies if the peer left without it: its
+ * disconnect is reported after the Writes it made before are placed, so the byte is looked at
+ * once more after the flag (a Write that landed between the look and the flag is no departure). */
+static bool write_landed(struct flow *f, const uint8_t *last, uint8_t want)
+{
+    if (__atomic_load_n(last, __ATOMIC_ACQUIRE) == want)
+        return true;
+    progress(f);
+    if (!atomic_load(&f->q->peer_gone))
+        return false;
+    if (__atomic_load_n(last, __ATOMIC_ACQUIRE) == want)
+        return true;
+    die(EXIT_FAIL, "write_lat: the peer disconnected during the test");
+}
+
 static void write_lat(struct side *s, struct flow *f, uint64_t *samples, uint64_t n)
 {
     struct qpctx *q = f->q;
@@ -460,11 +475,8 @@ static void write_lat(struct side *s, struct flow *f, uint64_t *samples, uint64_
     for (uint64_t i = 0; i < n; i++) {
         /* the server answers message i; the client sends it first */
         if (s->is_server) {
-            while (__atomic_load_n(last, __ATOMIC_ACQUIRE) != marker(i)) {
-                progress(f);
-                if (atomic_load(&q->peer_gone))
-                    die(EXIT_FAIL, "write_lat: the peer disconnected during the test");
-            }
+            while (!write_landed(f, last, marker(i)))
+                ;
             if (verify) {
                 size_t bad = pattern_check(q->land, f->size - 1, i, q->index);
                 if (bad != (size_t)-1)
@@ -487,11 +499,8 @@ static void write_lat(struct side *s, struct flow *f, uint64_t *samples, uint64_
         f->outstanding++;
         f->posted++;
         if (!s->is_server) {
-            while (__atomic_load_n(last, __ATOMIC_ACQUIRE) != marker(i)) {
-                progress(f);
-                if (atomic_load(&q->peer_gone))
-                    die(EXIT_FAIL, "write_lat: the peer disconnected during the test");
-            }
+            while (!write_landed(f, last, marker(i)))
+                ;
             uint64_t t1 = now_ns();
             samples[i] = (t1 - t0) / 2;
             if (verify) {

@@ -556,6 +556,10 @@ static void comm_send(struct pt *p, const void *msg, uint32_t len)
     if (st != STATUS_SUCCESS)
         die_status("NdkSend (communication)", st, NULL);
     for (;;) { /* one send at a time: the slot is reused */
+        /* The flag before the look: a peer's disconnect is reported after the completions of
+         * what it sent before, so a look that comes after the flag and finds nothing means the
+         * peer left with nothing more for us. */
+        bool gone = atomic_load(&p->comm.peer_gone);
         NDK_RESULT_EX r;
         if (p->comm_cq->Dispatch->NdkGetCqResultsEx(p->comm_cq, &r, 1) == 1) {
             if (r.Type == NdkOperationTypeReceive && r.Status == STATUS_SUCCESS && !p->stashed) {
@@ -574,7 +578,7 @@ static void comm_send(struct pt *p, const void *msg, uint32_t len)
                     step_names[p->step], SoftNdkStatusName(r.Status));
             return;
         }
-        if (atomic_load(&p->comm.peer_gone))
+        if (gone)
             die(EXIT_FAIL, "perftest %s: step %s: the peer closed the communication connection",
                 p->role, step_names[p->step]);
         nap_us(20);
@@ -590,6 +594,7 @@ static uint32_t comm_recv(struct pt *p, uint8_t *out, uint32_t cap)
         return p->stash_len;
     }
     for (;;) {
+        bool gone = atomic_load(&p->comm.peer_gone); /* before the look: comm_send */
         NDK_RESULT_EX r;
         if (p->comm_cq->Dispatch->NdkGetCqResultsEx(p->comm_cq, &r, 1) == 1) {
             if (r.Status != STATUS_SUCCESS)
@@ -602,7 +607,7 @@ static uint32_t comm_recv(struct pt *p, uint8_t *out, uint32_t cap)
             take_receive(p, &r, out, cap, &n);
             return n;
         }
-        if (atomic_load(&p->comm.peer_gone))
+        if (gone)
             die(EXIT_FAIL, "perftest %s: step %s: the peer closed the communication connection",
                 p->role, step_names[p->step]);
         nap_us(20);
@@ -754,6 +759,7 @@ static void exchange(struct pt *p, enum pt_step s)
 static NDK_RESULT_EX data_completion(struct pt *p, const char *what)
 {
     for (;;) {
+        bool gone = atomic_load(&p->data.peer_gone); /* before the look: comm_send */
         NDK_RESULT_EX r;
         if (p->cq->Dispatch->NdkGetCqResultsEx(p->cq, &r, 1) == 1) {
             if (r.Status != STATUS_SUCCESS)
@@ -763,7 +769,7 @@ static NDK_RESULT_EX data_completion(struct pt *p, const char *what)
                     atomic_load(&p->data.peer_gone) ? "; the peer disconnected" : "");
             return r;
         }
-        if (atomic_load(&p->data.peer_gone))
+        if (gone)
             die(EXIT_FAIL, "perftest %s %s: the peer disconnected the data connection during %s",
                 test_name(p->o->test), p->role, what);
     }
@@ -909,7 +915,8 @@ static void run_bw_client(struct pt *p)
             posted++;
         }
         if (credits && posted == done) {
-            if (atomic_load(&p->data.peer_gone))
+            /* the credit may have landed between the look above and the flag */
+            if (atomic_load(&p->data.peer_gone) && posted + 1 - credit_of(p) >= peer_rx)
                 die(EXIT_FAIL, "perftest send_bw client: the peer left while we waited for credit");
             continue; /* waiting for the server's credit */
         }
@@ -1014,6 +1021,14 @@ static uint8_t poll_byte(const uint8_t *b)
     return __atomic_load_n(b, __ATOMIC_ACQUIRE);
 }
 
+/* Did the peer leave without writing `want` into *b? Its disconnect is reported after the
+ * Writes it made before are placed, so the byte is looked at once more after the flag: a Write
+ * that landed between the caller's look and the flag is not a departure. */
+static bool peer_left_before(struct pt *p, const uint8_t *b, uint8_t want)
+{
+    return atomic_load(&p->data.peer_gone) && poll_byte(b) != want;
+}
+
 static void run_write_lat(struct pt *p)
 {
     const uint64_t iters = p->o->iters;
@@ -1028,7 +1043,7 @@ static void run_write_lat(struct pt *p)
         uint64_t want = p->server ? k - 1 : k;
         if (want > 0) {
             while (poll_byte(last_in) != (uint8_t)want)
-                if (atomic_load(&p->data.peer_gone))
+                if (peer_left_before(p, last_in, (uint8_t)want))
                     die(EXIT_FAIL, "perftest write_lat %s: the peer left before Write %" PRIu64,
                         p->role, k);
             for (uint32_t i = 0; i + 1 < size; i++) /* perftest's source stays zero */
@@ -1047,7 +1062,7 @@ static void run_write_lat(struct pt *p)
     /* the server's last Write is answered by the client's: wait for it too */
     if (p->server) {
         while (poll_byte(last_in) != (uint8_t)iters)
-            if (atomic_load(&p->data.peer_gone))
+            if (peer_left_before(p, last_in, (uint8_t)iters))
                 die(EXIT_FAIL, "perftest write_lat server: the peer left before its last Write");
         p->checked++;
     }
