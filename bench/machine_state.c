@@ -1,4 +1,4 @@
-/* machine_state: how fast this machine is right now, in the two figures that move softndk's
+/* machine_state: how fast this machine is right now, in the figures that move softndk's
  * same-host and small-message rows when nothing in softndk changed. bench/compare runs it before
  * every round and prints what it saw beside the table.
  *
@@ -6,7 +6,7 @@
  *                    two CPUs rawtcp and ndkperf --loopback pin to (the first two allowed):
  *                    half the round trip. Every one-way message between the two ends pays it
  *                    at least once. On the project's 2-vCPU VMs it alternates, minutes at a
- *                    time, between about 50 ns and about 220 ns.
+ *                    time, between 30-60 ns and 230 ns or more.
  *   copy_GBps        memcpy of 8 MiB into another 8 MiB on one CPU (past a core's L2, as
  *                    a 1 MiB stream's buffers and rings are), the best of 5.
  *   cross_copy_GBps  the same memcpy of 8 MiB the other CPU has just written: what a
@@ -20,7 +20,6 @@
  * Prints one JSON object on stdout. Bounded: the ping-pong gives up after --timeout seconds
  * (default 10) and says so. Exit 0 on success, 1 with a one-line reason otherwise. */
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -28,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "two_cpus.h"
 
 static uint64_t now_ns(void)
 {
@@ -38,28 +39,9 @@ static uint64_t now_ns(void)
 
 static int cpu_of[2] = {-1, -1};
 
-/* The first two CPUs this process may run on, as rawtcp picks them; none if fewer. */
-static void pick_cpus(void)
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) != 0)
-        return;
-    int n = 0;
-    for (int i = 0; i < CPU_SETSIZE && n < 2; i++)
-        if (CPU_ISSET(i, &set))
-            cpu_of[n++] = i;
-    if (n < 2)
-        cpu_of[0] = cpu_of[1] = -1;
-}
-
 static void pin(int which)
 {
-    if (cpu_of[which] < 0)
-        return;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu_of[which], &set);
-    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    two_cpus_pin(cpu_of[which]);
 }
 
 /* The line both threads write: alone on its 64 bytes, so that only the turns move it. Odd
@@ -214,7 +196,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "machine_state: --round-trips and --timeout must be above 0\n");
         return 1;
     }
-    pick_cpus();
+    two_cpus_pick(cpu_of);
     if (cpu_of[0] < 0) {
         fprintf(stderr, "machine_state: fewer than two CPUs to run on: no line to pass\n");
         return 1;

@@ -14,7 +14,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,6 +23,8 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "two_cpus.h"
 
 enum mode { PINGPONG, STREAM, MSGRATE };
 
@@ -96,12 +97,7 @@ static int cpu_of[2] = {-1, -1};
 
 static void pin(int which)
 {
-    if (cpu_of[which] < 0)
-        return;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu_of[which], &set);
-    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    two_cpus_pin(cpu_of[which]);
 }
 
 static int listen_fd;
@@ -157,15 +153,8 @@ static int cmp(const void *a, const void *b)
 
 static void pick_cpus(void)
 {
-    cpu_set_t set;
-    if (opt.no_pin || sched_getaffinity(0, sizeof set, &set) != 0)
-        return;
-    int n = 0;
-    for (int i = 0; i < CPU_SETSIZE && n < 2; i++)
-        if (CPU_ISSET(i, &set))
-            cpu_of[n++] = i;
-    if (n < 2)
-        cpu_of[0] = cpu_of[1] = -1;
+    if (!opt.no_pin)
+        two_cpus_pick(cpu_of);
 }
 
 int main(int argc, char **argv)
