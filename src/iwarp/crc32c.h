@@ -62,6 +62,11 @@ sndk_crc32c_fn sndk_crc32c_kernel(enum sndk_crc32c_impl impl);
  * ("fastest measured at 4 KiB, GB/s: sse42 19.8, pclmul 14.0, ..."), with a note when
  * SOFTNDK_CRC_KERNEL was set but not followed. Static, valid for the process's life. */
 const char *sndk_crc32c_reason(void);
+/* The start-up choice's rule, given each candidate's shortest trial in ns (UINT64_MAX: not a
+ * candidate), in the order slowest-expected first: the index of the fastest, or of a later one
+ * within 5 % of its rate (a tie goes to the later: crc32c.c, "the start-up choice"); n when
+ * there is no candidate. Exposed for its test. */
+unsigned sndk_crc32c_choice_rule(const uint64_t best_ns[], unsigned n);
 /* 0, or why SOFTNDK_CRC_KERNEL was not followed: -EINVAL (names no kernel), -ENOTSUP (the CPU
  * cannot run it). Unset, empty and "auto" are 0. */
 int sndk_crc32c_env_status(void);
