@@ -6,7 +6,8 @@
  * -q: only the 64 B polling ping-pong and the 1 MiB Send stream (bench/hooks_cost.sh runs two
  * builds in interleaved rounds of these).
  * -o: only softndk's own work per 64 B message, both ends on one thread, over TCP and over the
- * same-host stream (one_core below): the figure to compare two builds of a data path change by.
+ * same-host stream (one_core below): the figure to compare two builds of a data path change by;
+ * over TCP beside raw TCP's same loop (one_core_raw).
  *
  * Two adapters, one QP each, joined by a TCP connection made here (no connection layer) and
  * attached with sndk_qp_attach; the raw side uses a second TCP connection.
@@ -414,6 +415,45 @@ static void one_core(bool shm, unsigned n)
     end_close(&y);
 }
 
+/* The same loop with raw TCP (-o, beside one_core over TCP): one thread sends 64 B on x, reads
+ * it on y, answers, reads the answer: the system calls one_core's TCP case makes per message
+ * (one send, one recv), without softndk. What one_core measures above this is its own work
+ * and what that work costs the kernel's (caches, predictors). Then a recv that finds nothing. */
+static void one_core_raw(unsigned n)
+{
+    int x, y;
+    tcp_pair(&x, &y, true);
+    uint8_t msg[64], in[4096];
+    memset(msg, 0x5a, sizeof msg);
+    double best = 0;
+    for (int round = 0; round < 5; round++) {
+        uint64_t t0 = now_ns();
+        for (unsigned i = 0; i < n; i++) {
+            MUST(send(x, msg, sizeof msg, 0) == (ssize_t)sizeof msg);
+            while (recv(y, in, sizeof in, 0) <= 0)
+                ;
+            MUST(send(y, msg, sizeof msg, 0) == (ssize_t)sizeof msg);
+            while (recv(x, in, sizeof in, 0) <= 0)
+                ;
+        }
+        double ns = (double)(now_ns() - t0) / (2.0 * n);
+        if (round == 0 || ns < best)
+            best = ns;
+    }
+    double empty = 0;
+    for (int round = 0; round < 3; round++) {
+        uint64_t t0 = now_ns();
+        for (unsigned i = 0; i < n; i++)
+            MUST(recv(x, in, sizeof in, 0) < 0);
+        double ns = (double)(now_ns() - t0) / n;
+        if (round == 0 || ns < empty)
+            empty = ns;
+    }
+    printf("%-34s %11.1f ns %11.1f ns\n", "one core, raw TCP (same calls)", best, empty);
+    close(x);
+    close(y);
+}
+
 /* ---------------------------------------------------------------- streaming */
 
 struct st {
@@ -693,8 +733,10 @@ int main(int argc, char **argv)
                "%u messages a round, the least of 5 rounds)\n\n",
                use_crc ? "on" : "off", 2 * n);
         printf("%-34s %14s %14s\n", "case", "per message", "empty poll");
-        if (!only || strcmp(only, "tcp") == 0)
+        if (!only || strcmp(only, "tcp") == 0) {
             one_core(false, n);
+            one_core_raw(n);
+        }
         if (!only || strcmp(only, "shm") == 0)
             one_core(true, n);
         return 0;
