@@ -958,15 +958,16 @@ static crc_update_fn update_of(enum sndk_crc32c_impl impl)
  * core powering its wide units up after a quiet spell, which takes tens of microseconds) must
  * not decide. So the candidates first run in turn for CHOICE_WARM_NS, then take one trial each,
  * in turn, CHOICE_ROUNDS times (the first of each round rotating): every candidate samples the
- * same stretch of time, about 1 ms in all. What is left is a core whose speed differs by kernel:
- * on a Zen 3 VM one vCPU measured, in half of the process starts, the hybrids at 80 % of their
- * usual rate and the others at 95 % (hybrid256 23.4-24.8 GB/s against vpclmul256 24.1-24.4,
- * against 29.7 and 25.6 on its other vCPU and at other times: a busy sibling thread of the
- * host's core, most likely, which the hybrid, using two units, feels most). Taking the faster
- * there took the 256-bit folding for the whole process in 12 of 40 starts, 16 % slower than the
- * hybrid everywhere else. So figures within CHOICE_TIE_PCT of the fastest count as a tie, and a
- * tie goes to the candidate later in the order below (the one using more of the core: where it
- * is not slower it is the one that gains when the core is not shared); docs/decisions.md.
+ * same stretch of time (1.3-1.6 ms in all on a Zen 3 VM, shift tables included). What is left
+ * is a core whose speed differs by kernel: on a Zen 3 VM one vCPU measured, in half of the
+ * process starts, the hybrids at 80 % of their usual rate and the others at 95 % (hybrid256
+ * 23.4-24.8 GB/s against vpclmul256 24.1-24.4, against 29.7 and 25.6 on its other vCPU and at
+ * other times: a busy sibling thread of the host's core, most likely, which the hybrid, using
+ * two units, feels most). Taking the faster there took the 256-bit folding for the whole
+ * process in 12 of 40 starts, 16 % slower than the hybrid everywhere else. So figures within
+ * CHOICE_TIE_PCT of the fastest count as a tie, and a tie goes to the candidate later in the
+ * order below (the one using more of the core: where it is not slower it is the one that gains
+ * when the core is not shared); docs/decisions.md.
  * SOFTNDK_CRC_KERNEL=<name> skips the measurement. */
 #define CHOICE_LEN     4096u
 #define CHOICE_REPS    4
