@@ -415,6 +415,17 @@ static void one_core(bool shm, unsigned n)
     end_close(&y);
 }
 
+/* Read what x sent to y (bounded, as one_core_take). */
+static void one_core_raw_read(int fd, uint8_t *in, size_t cap)
+{
+    uint64_t until = 0;
+    while (recv(fd, in, cap, 0) <= 0)
+        if (!until)
+            until = now_ns() + 5000000000ull;
+        else if (now_ns() > until)
+            die("one core, raw TCP: a message did not come within 5 s");
+}
+
 /* The same loop with raw TCP (-o, beside one_core over TCP): one thread sends 64 B on x, reads
  * it on y, answers, reads the answer: the system calls one_core's TCP case makes per message
  * (one send, one recv), without softndk. What one_core measures above this is its own work
@@ -430,11 +441,9 @@ static void one_core_raw(unsigned n)
         uint64_t t0 = now_ns();
         for (unsigned i = 0; i < n; i++) {
             MUST(send(x, msg, sizeof msg, 0) == (ssize_t)sizeof msg);
-            while (recv(y, in, sizeof in, 0) <= 0)
-                ;
+            one_core_raw_read(y, in, sizeof in);
             MUST(send(y, msg, sizeof msg, 0) == (ssize_t)sizeof msg);
-            while (recv(x, in, sizeof in, 0) <= 0)
-                ;
+            one_core_raw_read(x, in, sizeof in);
         }
         double ns = (double)(now_ns() - t0) / (2.0 * n);
         if (round == 0 || ns < best)

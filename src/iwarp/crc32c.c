@@ -990,12 +990,14 @@ static uint64_t trial_ns(crc_update_fn fn, const uint8_t *buf, volatile uint32_t
     return dt ? dt : 1;
 }
 
-unsigned sndk_crc32c_choice_rule(const uint64_t best_ns[], unsigned n)
+unsigned sndk_crc32c_choice_rule(const uint64_t best_ns[], unsigned n, unsigned *fastest_out)
 {
     unsigned fastest = n;
     for (unsigned i = 0; i < n; i++)
         if (best_ns[i] != UINT64_MAX && (fastest == n || best_ns[i] < best_ns[fastest]))
             fastest = i;
+    if (fastest_out)
+        *fastest_out = fastest;
     if (fastest == n)
         return n;
     /* within CHOICE_TIE_PCT of the fastest's rate: ns <= fastest's ns * 100 / (100 - tie) */
@@ -1030,12 +1032,11 @@ static void auto_choose(void)
     for (unsigned i = 0; i < CHOICE_LEN; i++)
         buf[i] = (uint8_t)(i * 131u + 7u);
     enum { NORDER = sizeof order / sizeof order[0] };
-    crc_update_fn fns[NORDER];
+    crc_update_fn fns[NORDER] = {NULL};
     unsigned cand[NORDER], ncand = 0;
     uint64_t min_ns[NORDER];
     for (unsigned i = 0; i < NORDER; i++) {
         min_ns[i] = UINT64_MAX;
-        fns[i] = NULL;
         if (sndk_crc32c_available(order[i])) {
             fns[i] = update_of(order[i]);
             cand[ncand++] = i;
@@ -1055,27 +1056,22 @@ static void auto_choose(void)
                     min_ns[i] = ns;
             }
     }
-    size_t used = 0;
     char figures[224] = ""; /* six candidates: ~100 characters */
-    for (unsigned j = 0; j < ncand && ncand > 1; j++) {
-        unsigned i = cand[j];
-        if (used < sizeof figures) {
+    char tie[96] = "";
+    if (ncand == 1) {
+        auto_impl = order[cand[0]];
+    } else if (ncand > 1) {
+        size_t used = 0;
+        for (unsigned j = 0; j < ncand && used < sizeof figures; j++) {
+            unsigned i = cand[j];
             int w = snprintf(figures + used, sizeof figures - used, "%s%s %.1f", used ? ", " : "",
                              impl_names[order[i]],
                              (double)CHOICE_LEN * CHOICE_REPS / (double)min_ns[i]);
             used += w > 0 ? (size_t)w : 0;
         }
-    }
-    if (ncand == 1)
-        auto_impl = order[cand[0]];
-    unsigned pick = ncand > 1 ? sndk_crc32c_choice_rule(min_ns, NORDER) : NORDER;
-    char tie[96] = "";
-    if (pick < NORDER) {
+        unsigned fastest;
+        unsigned pick = sndk_crc32c_choice_rule(min_ns, NORDER, &fastest);
         auto_impl = order[pick];
-        unsigned fastest = pick;
-        for (unsigned i = 0; i < NORDER; i++)
-            if (min_ns[i] < min_ns[fastest])
-                fastest = i;
         if (fastest != pick)
             snprintf(tie, sizeof tie, "; %s within %u %% of %s, a tie: the later taken",
                      impl_names[order[pick]], CHOICE_TIE_PCT, impl_names[order[fastest]]);

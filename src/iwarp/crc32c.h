@@ -65,8 +65,9 @@ const char *sndk_crc32c_reason(void);
 /* The start-up choice's rule, given each candidate's shortest trial in ns (UINT64_MAX: not a
  * candidate), in the order slowest-expected first: the index of the fastest, or of a later one
  * within 5 % of its rate (a tie goes to the later: crc32c.c, "the start-up choice"); n when
- * there is no candidate. Exposed for its test. */
-unsigned sndk_crc32c_choice_rule(const uint64_t best_ns[], unsigned n);
+ * there is no candidate. *fastest (when not NULL): the fastest's index, n when none. Exposed
+ * for its test. */
+unsigned sndk_crc32c_choice_rule(const uint64_t best_ns[], unsigned n, unsigned *fastest);
 /* 0, or why SOFTNDK_CRC_KERNEL was not followed: -EINVAL (names no kernel), -ENOTSUP (the CPU
  * cannot run it). Unset, empty and "auto" are 0. */
 int sndk_crc32c_env_status(void);
